@@ -1,0 +1,26 @@
+//! `rollout-core`: every decision the rollout operator takes, as pure functions of plain data.
+//!
+//! This crate owns the rules: which pods to replace, when to advance a StatefulSet's revision, when a group must
+//! wait. It does no I/O, reads no clock (callers pass `now`), spawns nothing and uses no randomness, so that the
+//! production controller, the model checker and the simulator all run exactly this code.
+//!
+//! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
+//! [`plan`] (actions with reasons, group state).
+
+pub mod duration;
+pub mod expectations;
+pub mod fixture;
+pub mod group;
+pub mod keys;
+pub mod natural;
+pub mod plan;
+pub mod readiness;
+pub mod settings;
+pub mod view;
+
+pub use expectations::{Expectation, PendingExpectation};
+pub use group::{GroupSnapshot, MemberSnapshot, build_groups};
+pub use plan::{Action, GroupPlan, GroupState, PlanContext, Planner, RolloutPlanner, plan_group};
+pub use readiness::Readiness;
+pub use settings::{AnnotationError, MaxUnavailable, RolloutSettings};
+pub use view::{PodView, StatefulSetView, ViewError};

@@ -1,0 +1,354 @@
+//! The rollout planner: one pass over one rollout group, as a pure function of the snapshot, the expectations and
+//! `now`. It returns the actions to take, in order, each with its reason, and the group's state.
+//!
+//! Rules (reference section 2, with the divergences of DESIGN.md):
+//! - every StatefulSet of the group must use the `OnDelete` update strategy, or the group is blocked;
+//! - nothing is decided while one of the controller's own writes is unobserved (expectations);
+//! - if more than one StatefulSet is not ready, the group waits; the one not-ready StatefulSet is handled first,
+//!   then the others in name order, and a StatefulSet is only touched when every one before it is done;
+//! - a paused StatefulSet gets no pod deletions; while it is not ready it still blocks the rest of the group;
+//! - outdated pods that are already unavailable are replaced first and cost no budget; available outdated pods are
+//!   replaced in natural order while `unavailable < rollout-max-unavailable`; terminating pods are waited for;
+//! - once every pod is updated and ready, `status.currentRevision` is advanced to `status.updateRevision`.
+
+use crate::expectations::{Expectation, PendingExpectation};
+use crate::group::{GroupSnapshot, MemberSnapshot};
+use crate::keys;
+use crate::readiness::Readiness;
+use jiff::Timestamp;
+use serde::Serialize;
+
+/// One write the controller should make. Preconditions (`uid`, `resource_version`) are carried so that a decision
+/// taken on stale data fails with a conflict instead of acting on the wrong object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    DeletePod {
+        #[serde(rename = "statefulSet")]
+        statefulset: String,
+        pod: String,
+        #[serde(skip)]
+        uid: String,
+        reason: String,
+    },
+    SetCurrentRevision {
+        #[serde(rename = "statefulSet")]
+        statefulset: String,
+        revision: String,
+        #[serde(skip)]
+        resource_version: String,
+        reason: String,
+    },
+}
+
+impl Action {
+    pub fn statefulset(&self) -> &str {
+        match self {
+            Action::DeletePod { statefulset, .. } | Action::SetCurrentRevision { statefulset, .. } => statefulset,
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            Action::DeletePod { reason, .. } | Action::SetCurrentRevision { reason, .. } => reason,
+        }
+    }
+
+    /// What the cache must show once this action has succeeded.
+    pub fn expectation(&self) -> Expectation {
+        match self {
+            Action::DeletePod { statefulset, pod, uid, .. } => {
+                Expectation::PodDeleted { statefulset: statefulset.clone(), pod: pod.clone(), uid: uid.clone() }
+            }
+            Action::SetCurrentRevision { statefulset, resource_version, .. } => Expectation::StatefulSetWritten {
+                statefulset: statefulset.clone(),
+                previous_resource_version: resource_version.clone(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupState {
+    /// Actions are being taken.
+    Progressing,
+    /// Nothing to do until something happens by itself (pods become ready, the cache catches up).
+    Waiting,
+    /// Every StatefulSet is on its update revision, ready, with currentRevision advanced.
+    Done,
+    /// Nothing will happen until a person changes something (strategy, pause annotation).
+    Blocked,
+}
+
+impl GroupState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Progressing => "progressing",
+            GroupState::Waiting => "waiting",
+            GroupState::Done => "done",
+            GroupState::Blocked => "blocked",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupPlan {
+    pub group: String,
+    pub state: GroupState,
+    pub reason: String,
+    pub actions: Vec<Action>,
+    /// Invalid annotations and similar findings that did not stop planning.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// Inputs besides the snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanContext<'a> {
+    pub now: Timestamp,
+    pub expectations: &'a [PendingExpectation],
+}
+
+impl<'a> PlanContext<'a> {
+    pub fn new(now: Timestamp, expectations: &'a [PendingExpectation]) -> Self {
+        PlanContext { now, expectations }
+    }
+}
+
+/// Decides one pass over a rollout group. The production planner is [`RolloutPlanner`]; tests and the model
+/// substitute others through this trait.
+pub trait Planner {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan;
+}
+
+/// The production planner.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RolloutPlanner;
+
+impl Planner for RolloutPlanner {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        plan_group(group, ctx)
+    }
+}
+
+/// Why the walk over a group's StatefulSets stopped early: something must happen before it can go on.
+struct Wait(String);
+
+pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+    let mut warnings = group.warnings.clone();
+    for m in &group.members {
+        warnings.extend(m.sts.settings.errors.iter().map(ToString::to_string));
+    }
+    let finish = |state, reason: String, actions, warnings| GroupPlan {
+        group: group.name.clone(),
+        state,
+        reason,
+        actions,
+        warnings,
+    };
+
+    if let Some(m) = group.members.iter().find(|m| m.sts.update_strategy != keys::ON_DELETE) {
+        let reason = format!(
+            "StatefulSet {} has {} update strategy while OnDelete is expected, skipping reconcile",
+            m.sts.name, m.sts.update_strategy
+        );
+        return finish(GroupState::Blocked, reason, Vec::new(), warnings);
+    }
+    let pending: Vec<&PendingExpectation> = ctx.expectations.iter().filter(|e| e.is_pending(group, ctx.now)).collect();
+    if let Some(first) = pending.first() {
+        let reason = format!(
+            "waiting for the cache to observe {}{}",
+            first.expectation.describe(),
+            if pending.len() > 1 { format!(" and {} more of our writes", pending.len() - 1) } else { String::new() }
+        );
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+    }
+    if let Some(m) = group.members.iter().find(|m| m.sts.status.is_none()) {
+        let reason = format!("waiting for StatefulSet {} to report a status", m.sts.name);
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+    }
+
+    let readiness: Vec<Readiness> = group.members.iter().map(|m| Readiness::of(m, ctx.now)).collect();
+    let not_ready: Vec<usize> = (0..group.members.len()).filter(|&i| !readiness[i].is_ready()).collect();
+    if not_ready.len() > 1 {
+        let detail = not_ready
+            .iter()
+            .map(|&i| format!("{} ({})", group.members[i].sts.name, readiness[i].describe()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let reason =
+            format!("{} StatefulSets have not-ready pods, waiting until at most one does: {detail}", not_ready.len());
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+    }
+    // The one not-ready StatefulSet (if any) goes first; the others keep name order.
+    let mut order: Vec<usize> = not_ready.clone();
+    order.extend((0..group.members.len()).filter(|i| !not_ready.contains(i)));
+
+    let mut actions = Vec::new();
+    let mut paused_outdated: Vec<String> = Vec::new();
+    let mut stop = None;
+    for i in order {
+        match plan_member(&group.members[i], &readiness[i], ctx.now, &mut actions) {
+            MemberOutcome::Settled => {}
+            MemberOutcome::PausedOutdated(n) => {
+                paused_outdated.push(format!("{} ({n} pods not on the update revision)", group.members[i].sts.name))
+            }
+            MemberOutcome::Stop(s) => {
+                stop = Some(s);
+                break;
+            }
+        }
+    }
+
+    if !actions.is_empty() {
+        let mut reason = summarize(&actions);
+        if let Some(Wait(r)) = stop {
+            reason.push_str("; then ");
+            reason.push_str(&r);
+        }
+        return finish(GroupState::Progressing, reason, actions, warnings);
+    }
+    match stop {
+        Some(Wait(r)) => finish(GroupState::Waiting, r, actions, warnings),
+        None if !paused_outdated.is_empty() => {
+            let reason = format!("rollout paused ({}=true) on {}", keys::ROLLOUT_PAUSED, paused_outdated.join(", "));
+            finish(GroupState::Blocked, reason, actions, warnings)
+        }
+        None => {
+            let reason = "all StatefulSets are on their update revision and ready".to_string();
+            finish(GroupState::Done, reason, actions, warnings)
+        }
+    }
+}
+
+enum MemberOutcome {
+    /// Nothing more to do here; the next StatefulSet may proceed.
+    Settled,
+    /// Paused and ready, with this many outdated pods left alone; the next StatefulSet may proceed.
+    PausedOutdated(usize),
+    /// The walk ends at this StatefulSet (it is being rolled, or must become ready first).
+    Stop(Wait),
+}
+
+fn plan_member(
+    member: &MemberSnapshot,
+    readiness: &Readiness,
+    now: Timestamp,
+    actions: &mut Vec<Action>,
+) -> MemberOutcome {
+    let sts = &member.sts;
+    let Some(status) = sts.status.as_ref() else {
+        return MemberOutcome::Stop(Wait(format!("waiting for StatefulSet {} to report a status", sts.name)));
+    };
+    if readiness.status_stale {
+        return MemberOutcome::Stop(Wait(format!(
+            "waiting for the StatefulSet controller to observe generation {} of {}",
+            sts.generation.unwrap_or_default(),
+            sts.name
+        )));
+    }
+    if status.update_revision.is_empty() {
+        return MemberOutcome::Stop(Wait(format!(
+            "waiting for StatefulSet {} to report status.updateRevision",
+            sts.name
+        )));
+    }
+    let update_revision = status.update_revision.as_str();
+    let outdated: Vec<_> = member.pods.iter().filter(|p| p.revision() != Some(update_revision)).collect();
+
+    if sts.settings.paused {
+        if !readiness.is_ready() {
+            return MemberOutcome::Stop(Wait(format!(
+                "StatefulSet {} is paused and not ready ({}); the rest of the group waits",
+                sts.name,
+                readiness.describe()
+            )));
+        }
+        return if outdated.is_empty() {
+            MemberOutcome::Settled
+        } else {
+            MemberOutcome::PausedOutdated(outdated.len())
+        };
+    }
+
+    if !outdated.is_empty() {
+        let max_unavailable = sts.settings.max_unavailable.resolve(sts.replicas);
+        let unavailable = readiness.unavailable();
+        let before = actions.len();
+        // Replacing a pod that is already unavailable costs nothing: it is not serving either way, and leaving it
+        // (a crash loop on the old revision) would stall the rollout forever.
+        for pod in outdated.iter().filter(|p| !p.is_terminating() && !p.is_available(sts.min_ready_seconds, now)) {
+            actions.push(Action::DeletePod {
+                statefulset: sts.name.clone(),
+                pod: pod.name.clone(),
+                uid: pod.uid.clone(),
+                reason: format!(
+                    "pod is not on update revision {update_revision} and is already unavailable; replacing it does not reduce availability"
+                ),
+            });
+        }
+        let budget = max_unavailable.saturating_sub(unavailable) as usize;
+        for pod in outdated.iter().filter(|p| p.is_available(sts.min_ready_seconds, now)).take(budget) {
+            actions.push(Action::DeletePod {
+                statefulset: sts.name.clone(),
+                pod: pod.name.clone(),
+                uid: pod.uid.clone(),
+                reason: format!(
+                    "pod is not on update revision {update_revision}; {unavailable} of max {max_unavailable} pods unavailable before this pass"
+                ),
+            });
+        }
+        let deleted = actions.len() - before;
+        let terminating = outdated.iter().filter(|p| p.is_terminating()).count();
+        let remaining = outdated.len() - deleted - terminating;
+        let reason = if remaining == 0 && terminating == 0 {
+            format!("waiting for replaced pods of {} to become ready", sts.name)
+        } else if remaining == 0 {
+            format!("waiting for {terminating} terminating pods of {} to go away", sts.name)
+        } else {
+            format!(
+                "{} has {remaining} more pods to update but max unavailable ({max_unavailable}) has been reached; waiting for pods to become ready",
+                sts.name
+            )
+        };
+        return MemberOutcome::Stop(Wait(reason));
+    }
+    if !readiness.is_ready() {
+        return MemberOutcome::Stop(Wait(format!(
+            "StatefulSet {} pods are all updated but it is not ready: {}",
+            sts.name,
+            readiness.describe()
+        )));
+    }
+    if status.current_revision != status.update_revision {
+        actions.push(Action::SetCurrentRevision {
+            statefulset: sts.name.clone(),
+            revision: status.update_revision.clone(),
+            resource_version: sts.resource_version.clone(),
+            reason: format!("all {} pods are on revision {update_revision} and ready", readiness.expected),
+        });
+    }
+    MemberOutcome::Settled
+}
+
+/// One line for people: what this pass does.
+fn summarize(actions: &[Action]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let deletions: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeletePod { pod, .. } => Some(pod.as_str()),
+            _ => None,
+        })
+        .collect();
+    for a in actions {
+        if let Action::SetCurrentRevision { statefulset, revision, .. } = a {
+            parts.push(format!("advancing currentRevision of {statefulset} to {revision}"));
+        }
+    }
+    if let Some(first) = actions.iter().find(|a| matches!(a, Action::DeletePod { .. })) {
+        parts.push(format!("replacing {} pods of {}: {}", deletions.len(), first.statefulset(), deletions.join(", ")));
+    }
+    parts.join("; ")
+}

@@ -1,0 +1,17 @@
+//! `rollout-operator`: the async shell around `rollout-core`.
+//!
+//! The shell owns I/O only: reading the cluster through watches into a local cache, executing the core's plans
+//! through the cluster port with preconditions, serving `/ready` and `/metrics`, and the command line. It makes no
+//! rollout decision of its own. It is written against `tokio` from madsim-tokio, so the simulator can run it.
+
+pub mod cache;
+pub mod cli;
+pub mod cluster;
+pub mod health;
+pub mod http_server;
+#[cfg(not(madsim))]
+pub mod kube_adapter;
+pub mod logging;
+pub mod metrics;
+pub mod plan_cmd;
+pub mod reconciler;

@@ -1,0 +1,145 @@
+//! Prometheus metrics of the operator, with the reference's names and labels.
+//!
+//! A fresh registry holds only the operator's own series (no process collectors), as in the reference. Per-group
+//! series are created at zero when a group is first reconciled and removed when the group disappears.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    pub rollout_group: String,
+}
+
+/// Prometheus' default buckets, as used by the reference for reconcile durations.
+const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+fn default_histogram() -> Histogram {
+    Histogram::new(DEFAULT_BUCKETS)
+}
+
+pub struct Metrics {
+    registry: Registry,
+    group_reconciles: Family<GroupLabels, Counter>,
+    group_reconciles_failed: Family<GroupLabels, Counter>,
+    group_reconcile_duration: Family<GroupLabels, Histogram, fn() -> Histogram>,
+    last_successful_group_reconcile: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("rollout_operator");
+        let group_reconciles = Family::<GroupLabels, Counter>::default();
+        let group_reconciles_failed = Family::<GroupLabels, Counter>::default();
+        let group_reconcile_duration =
+            Family::<GroupLabels, Histogram, fn() -> Histogram>::new_with_constructor(default_histogram);
+        let last_successful_group_reconcile = Family::<GroupLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "group_reconciles",
+            "Total number of reconciles of a rollout group.",
+            group_reconciles.clone(),
+        );
+        registry.register(
+            "group_reconciles_failed",
+            "Total number of failed reconciles of a rollout group.",
+            group_reconciles_failed.clone(),
+        );
+        registry.register(
+            "group_reconcile_duration_seconds",
+            "Time spent reconciling a rollout group.",
+            group_reconcile_duration.clone(),
+        );
+        registry.register(
+            "last_successful_group_reconcile_timestamp_seconds",
+            "Time of the last successful reconcile of a rollout group.",
+            last_successful_group_reconcile.clone(),
+        );
+        Metrics {
+            registry,
+            group_reconciles,
+            group_reconciles_failed,
+            group_reconcile_duration,
+            last_successful_group_reconcile,
+        }
+    }
+
+    /// Counts a reconcile of `group` and makes sure its failure and last-success series exist (at 0).
+    pub fn group_reconcile_started(&self, group: &str) {
+        let labels = GroupLabels { rollout_group: group.to_string() };
+        self.group_reconciles.get_or_create(&labels).inc();
+        drop(self.group_reconciles_failed.get_or_create(&labels));
+        drop(self.last_successful_group_reconcile.get_or_create(&labels));
+    }
+
+    /// Records the outcome of a reconcile of `group`. `now_unix` is the wall-clock time in seconds.
+    pub fn group_reconcile_finished(&self, group: &str, took: Duration, succeeded: bool, now_unix: f64) {
+        let labels = GroupLabels { rollout_group: group.to_string() };
+        self.group_reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
+        if succeeded {
+            self.last_successful_group_reconcile.get_or_create(&labels).set(now_unix);
+        } else {
+            self.group_reconciles_failed.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Removes every series of a rollout group that no longer exists.
+    pub fn forget_group(&self, group: &str) {
+        let labels = GroupLabels { rollout_group: group.to_string() };
+        self.group_reconciles.remove(&labels);
+        self.group_reconciles_failed.remove(&labels);
+        self.group_reconcile_duration.remove(&labels);
+        self.last_successful_group_reconcile.remove(&labels);
+    }
+
+    /// The registry, for components that register their own metrics.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Prometheus text exposition of every registered metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_series_have_reference_names_and_disappear_with_the_group() {
+        let m = Metrics::new();
+        m.group_reconcile_started("ingester");
+        m.group_reconcile_finished("ingester", Duration::from_millis(3), true, 1700000000.0);
+        let text = m.encode();
+        assert!(text.contains("rollout_operator_group_reconciles_total{rollout_group=\"ingester\"} 1"), "{text}");
+        assert!(
+            text.contains("rollout_operator_group_reconciles_failed_total{rollout_group=\"ingester\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("rollout_operator_group_reconcile_duration_seconds_count{rollout_group=\"ingester\"} 1"));
+        assert!(text.contains(
+            "rollout_operator_last_successful_group_reconcile_timestamp_seconds{rollout_group=\"ingester\"} 1700000000"
+        ));
+        m.group_reconcile_started("ingester");
+        m.group_reconcile_finished("ingester", Duration::from_millis(3), false, 1700000001.0);
+        assert!(m.encode().contains("rollout_operator_group_reconciles_failed_total{rollout_group=\"ingester\"} 1"));
+        m.forget_group("ingester");
+        assert!(!m.encode().contains("rollout_group=\"ingester\""));
+    }
+}
