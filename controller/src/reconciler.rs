@@ -1,42 +1,357 @@
-//! The reconcile loop: per-group work queue fed by watch events, expectations, retries with backoff.
-//! (Being built.)
+//! The reconcile loop: watch events in, one planning pass per touched rollout group, the plan's writes out.
+//!
+//! Owns: the cache (fed by the two watches), the per-group work queue (debounced, at most one reconcile of a group
+//! per `-reconcile.interval`, failed reconciles retried with exponential backoff), the expectations of the
+//! controller's own writes, and the group metrics. Every decision comes from `rollout-core`; this module only
+//! executes plans, with preconditions, and stops at the first failed write.
 
-use crate::cluster::ClusterApi;
+use crate::cache::ClusterCache;
+use crate::cluster::{ApiError, ClusterApi, Preconditions};
 use crate::health::ReadyFlag;
 use crate::metrics::Metrics;
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use rollout_core::{Action, GroupPlan, GroupState, PendingExpectation, PlanContext, Planner, RolloutPlanner};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use thiserror::Error;
+use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
 pub struct ReconcilerConfig {
     /// `-reconcile.interval`: minimum spacing between two reconciles of one rollout group.
     pub min_interval: Duration,
+    /// How long to wait after an event for more events of the same group, so a burst is one reconcile.
+    pub debounce: Duration,
     /// How long an unobserved write blocks its group before it is given up on.
     pub expectation_ttl: Duration,
     /// First and largest delay before retrying a failed reconcile.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// A group that is not done is reconciled again after this long even without events, so time-based conditions
+    /// (minReadySeconds, expiring expectations) are noticed.
+    pub requeue_unfinished: Duration,
+    /// Every group is reconciled at least this often (the reference's informer resync).
+    pub resync: Duration,
 }
 
 impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
             min_interval: Duration::from_secs(5),
+            debounce: Duration::from_millis(100),
             expectation_ttl: Duration::from_secs(300),
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
+            requeue_unfinished: Duration::from_secs(30),
+            resync: Duration::from_secs(300),
         }
     }
 }
 
+/// Why a reconcile of a group failed. The label goes to logs; the group is retried with backoff.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReconcileError {
+    #[error("failed to delete pod {pod}: {source}")]
+    DeletePod { pod: String, source: ApiError },
+    #[error("failed to update StatefulSet {statefulset}: {source}")]
+    UpdateStatus { statefulset: String, source: ApiError },
+}
+
+impl ReconcileError {
+    pub fn api_error(&self) -> &ApiError {
+        match self {
+            ReconcileError::DeletePod { source, .. } | ReconcileError::UpdateStatus { source, .. } => source,
+        }
+    }
+}
+
+/// Per-group schedule: when each queued group may run next, honouring debounce, spacing and backoff.
+#[derive(Debug, Default)]
+pub struct WorkQueue {
+    due: BTreeMap<String, Instant>,
+    last_started: HashMap<String, Instant>,
+}
+
+impl WorkQueue {
+    /// Queues `group` to run no earlier than `not_before` and no sooner than `min_interval` after its last run.
+    /// An earlier schedule already queued wins (events never delay work).
+    pub fn schedule(&mut self, group: &str, not_before: Instant, min_interval: Duration) {
+        let spaced = self.last_started.get(group).map_or(not_before, |last| not_before.max(*last + min_interval));
+        self.due.entry(group.to_string()).and_modify(|d| *d = (*d).min(spaced)).or_insert(spaced);
+    }
+
+    /// Queues `group` for exactly `at` (a retry), unless it is already due sooner.
+    pub fn retry_at(&mut self, group: &str, at: Instant) {
+        self.due.entry(group.to_string()).and_modify(|d| *d = (*d).min(at)).or_insert(at);
+    }
+
+    pub fn next_due(&self) -> Option<Instant> {
+        self.due.values().min().copied()
+    }
+
+    /// Takes the group that is due soonest, if it is due at `now`; ties go to the smaller name.
+    pub fn pop_due(&mut self, now: Instant) -> Option<String> {
+        let (group, _) = self.due.iter().filter(|(_, at)| **at <= now).min_by_key(|(_, at)| **at)?;
+        let group = group.clone();
+        self.due.remove(&group);
+        self.last_started.insert(group.clone(), now);
+        Some(group)
+    }
+
+    pub fn forget(&mut self, group: &str) {
+        self.due.remove(group);
+        self.last_started.remove(group);
+    }
+
+    pub fn is_queued(&self, group: &str) -> bool {
+        self.due.contains_key(group)
+    }
+}
+
+/// The controller: cache, queue, expectations and the planner, driven by [`Controller::run`].
+pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner> {
+    api: C,
+    planner: P,
+    config: ReconcilerConfig,
+    metrics: Arc<Metrics>,
+    cache: ClusterCache,
+    queue: WorkQueue,
+    expectations: HashMap<String, Vec<PendingExpectation>>,
+    failures: HashMap<String, u32>,
+    /// Last (state, reason) reported per group, so logs say when something changes rather than every pass.
+    last_reported: HashMap<String, (GroupState, String)>,
+}
+
 /// Runs the controller until `shutdown` resolves. Sets `ready` once the StatefulSet and pod caches have synced.
 pub async fn run<C: ClusterApi>(
-    _api: C,
-    _config: ReconcilerConfig,
-    _metrics: Arc<Metrics>,
-    _ready: ReadyFlag,
+    api: C,
+    config: ReconcilerConfig,
+    metrics: Arc<Metrics>,
+    ready: ReadyFlag,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    shutdown.await;
+    Controller::new(api, RolloutPlanner, config, metrics).run(ready, shutdown).await
+}
+
+fn wall_clock() -> Timestamp {
+    Timestamp::now()
+}
+
+fn to_signed(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
+}
+
+impl<C: ClusterApi, P: Planner> Controller<C, P> {
+    pub fn new(api: C, planner: P, config: ReconcilerConfig, metrics: Arc<Metrics>) -> Self {
+        Controller {
+            api,
+            planner,
+            config,
+            metrics,
+            cache: ClusterCache::new(),
+            queue: WorkQueue::default(),
+            expectations: HashMap::new(),
+            failures: HashMap::new(),
+            last_reported: HashMap::new(),
+        }
+    }
+
+    pub async fn run(mut self, ready: ReadyFlag, shutdown: impl Future<Output = ()> + Send) {
+        let mut sts_events = self.api.watch_statefulsets();
+        let mut pod_events = self.api.watch_pods();
+        let mut resync = tokio::time::interval(self.config.resync);
+        tokio::pin!(shutdown);
+        tracing::info!("rollout controller started, waiting for caches to sync");
+        loop {
+            let next_due = self.queue.next_due();
+            let synced = self.cache.is_synced();
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => {
+                    tracing::info!("rollout controller stopping");
+                    return;
+                }
+                event = sts_events.next() => match event {
+                    Some(Ok(event)) => {
+                        let touched = self.cache.apply_statefulset_event(event);
+                        self.after_event(touched, &ready);
+                    }
+                    Some(Err(err)) => tracing::warn!(error = %err, "StatefulSet watch error; the watch resumes"),
+                    None => {
+                        tracing::error!("StatefulSet watch ended unexpectedly; restarting it");
+                        sts_events = self.api.watch_statefulsets();
+                    }
+                },
+                event = pod_events.next() => match event {
+                    Some(Ok(event)) => {
+                        let touched = self.cache.apply_pod_event(event);
+                        self.after_event(touched, &ready);
+                    }
+                    Some(Err(err)) => tracing::warn!(error = %err, "pod watch error; the watch resumes"),
+                    None => {
+                        tracing::error!("pod watch ended unexpectedly; restarting it");
+                        pod_events = self.api.watch_pods();
+                    }
+                },
+                _ = resync.tick(), if synced => {
+                    let now = Instant::now();
+                    for group in self.cache.group_names() {
+                        self.queue.schedule(&group, now, self.config.min_interval);
+                    }
+                }
+                _ = sleep_until_opt(next_due), if synced && next_due.is_some() => {
+                    while let Some(group) = self.queue.pop_due(Instant::now()) {
+                        self.reconcile_group(&group).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn after_event(&mut self, touched: crate::cache::TouchedGroups, ready: &ReadyFlag) {
+        if !self.cache.is_synced() {
+            return;
+        }
+        if !ready.is_ready() {
+            tracing::info!(groups = self.cache.group_names().len(), "caches synced");
+            ready.set_ready();
+        }
+        let at = Instant::now() + self.config.debounce;
+        for group in touched {
+            self.queue.schedule(&group, at, self.config.min_interval);
+        }
+    }
+
+    /// One pass over one group: plan on the cache, execute the plan, record expectations, schedule the next pass.
+    pub async fn reconcile_group(&mut self, group: &str) {
+        let Some(snapshot) = self.cache.group_snapshot(group) else {
+            tracing::info!(rollout_group = group, "rollout group no longer exists");
+            self.metrics.forget_group(group);
+            self.queue.forget(group);
+            self.expectations.remove(group);
+            self.failures.remove(group);
+            self.last_reported.remove(group);
+            return;
+        };
+        let started = Instant::now();
+        self.metrics.group_reconcile_started(group);
+        let now = wall_clock();
+        let pending = self.expectations.entry(group.to_string()).or_default();
+        pending.retain(|e| {
+            let expired = now >= e.expires_at;
+            if expired && !e.expectation.is_observed(&snapshot) {
+                tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(),
+                    "gave up waiting to observe our own write");
+            }
+            e.is_pending(&snapshot, now)
+        });
+        let plan = self.planner.plan(&snapshot, &PlanContext::new(now, pending));
+        self.report(&plan);
+        let result = self.execute(group, &plan, now).await;
+        self.metrics.group_reconcile_finished(
+            group,
+            started.elapsed(),
+            result.is_ok(),
+            now.as_millisecond() as f64 / 1e3,
+        );
+        match result {
+            Ok(()) => {
+                self.failures.remove(group);
+                if plan.state != GroupState::Done {
+                    self.queue.retry_at(group, Instant::now() + self.config.requeue_unfinished);
+                }
+            }
+            Err(err) => {
+                let failures = self.failures.entry(group.to_string()).or_insert(0);
+                *failures = failures.saturating_add(1);
+                let backoff = self
+                    .config
+                    .initial_backoff
+                    .saturating_mul(1u32 << (*failures - 1).min(16))
+                    .min(self.config.max_backoff);
+                tracing::warn!(rollout_group = group, error = %err, kind = err.api_error().kind(),
+                    retry_in = ?backoff, "reconcile failed");
+                self.queue.retry_at(group, Instant::now() + backoff.max(self.config.min_interval));
+            }
+        }
+    }
+
+    fn report(&mut self, plan: &GroupPlan) {
+        let key = (plan.state, plan.reason.clone());
+        let changed = self.last_reported.get(&plan.group) != Some(&key);
+        if changed {
+            for w in &plan.warnings {
+                tracing::warn!(rollout_group = %plan.group, "{w}");
+            }
+            tracing::info!(rollout_group = %plan.group, state = plan.state.as_str(), reason = %plan.reason, "rollout group");
+            self.last_reported.insert(plan.group.clone(), key);
+        } else {
+            tracing::debug!(rollout_group = %plan.group, state = plan.state.as_str(), reason = %plan.reason, "rollout group unchanged");
+        }
+    }
+
+    async fn execute(&mut self, group: &str, plan: &GroupPlan, now: Timestamp) -> Result<(), ReconcileError> {
+        let expires_at = now.saturating_add(to_signed(self.config.expectation_ttl)).unwrap_or(Timestamp::MAX);
+        for action in &plan.actions {
+            match action {
+                Action::DeletePod { pod, uid, reason, .. } => {
+                    let pre = Preconditions { uid: Some(uid.clone()), resource_version: None };
+                    match self.api.delete_pod(pod, &pre).await {
+                        Ok(()) => tracing::info!(rollout_group = group, pod = %pod, %reason, "terminating pod"),
+                        // Already gone: the outcome we wanted.
+                        Err(ApiError::NotFound(_)) => {
+                            tracing::info!(rollout_group = group, pod = %pod, "pod already deleted")
+                        }
+                        Err(source) => return Err(ReconcileError::DeletePod { pod: pod.clone(), source }),
+                    }
+                }
+                Action::SetCurrentRevision { statefulset, revision, resource_version, reason } => {
+                    // The resourceVersion makes the write conditional on the version we planned from.
+                    let patch = serde_json::json!({
+                        "metadata": { "resourceVersion": resource_version },
+                        "status": { "currentRevision": revision },
+                    });
+                    match self.api.patch_statefulset_status(statefulset, &patch).await {
+                        Ok(_) => tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
+                            "advanced StatefulSet currentRevision"),
+                        Err(source) => {
+                            return Err(ReconcileError::UpdateStatus { statefulset: statefulset.clone(), source });
+                        }
+                    }
+                }
+            }
+            self.expectations
+                .entry(group.to_string())
+                .or_default()
+                .push(PendingExpectation { expectation: action.expectation(), expires_at });
+        }
+        Ok(())
+    }
+
+    /// The cache, for tests and diagnostics.
+    pub fn cache(&self) -> &ClusterCache {
+        &self.cache
+    }
+
+    pub fn cache_mut(&mut self) -> &mut ClusterCache {
+        &mut self.cache
+    }
+
+    pub fn pending_expectations(&self, group: &str) -> &[PendingExpectation] {
+        self.expectations.get(group).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn is_queued(&self, group: &str) -> bool {
+        self.queue.is_queued(group)
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -84,7 +84,8 @@ fn rolls_the_first_outdated_zone_up_to_max_unavailable_in_natural_order() {
 #[test]
 fn natural_order_puts_pod_2_before_pod_10() {
     let b = with_max_unavailable(zone("ingester-zone-b", 11, OLD, NEW), "3");
-    let mut ps: Vec<PodView> = (0..11).map(|i| pod(&b, i, if i == 2 || i == 10 || i == 9 { OLD } else { NEW })).collect();
+    let mut ps: Vec<PodView> =
+        (0..11).map(|i| pod(&b, i, if i == 2 || i == 10 || i == 9 { OLD } else { NEW })).collect();
     ps.reverse();
     let p = plan(vec![b], ps);
     assert_eq!(deleted(&p), vec!["ingester-zone-b-2", "ingester-zone-b-9", "ingester-zone-b-10"]);

@@ -34,15 +34,16 @@ fn pod_spec() -> impl Strategy<Value = PodSpec> {
 
 fn sts_spec() -> impl Strategy<Value = StsSpec> {
     let max = prop_oneof![(1..4u32).prop_map(MaxUnavailable::Count), (1..=100u32).prop_map(MaxUnavailable::Percent)];
-    (prop::collection::vec(pod_spec(), 0..7), 0..2u32, 0..2usize, 0..2usize, prop::bool::weighted(0.15), max)
-        .prop_map(|(pods, status_replicas_extra, current, update, paused, max_unavailable)| StsSpec {
+    (prop::collection::vec(pod_spec(), 0..7), 0..2u32, 0..2usize, 0..2usize, prop::bool::weighted(0.15), max).prop_map(
+        |(pods, status_replicas_extra, current, update, paused, max_unavailable)| StsSpec {
             pods,
             status_replicas_extra,
             current,
             update,
             paused,
             max_unavailable,
-        })
+        },
+    )
 }
 
 fn build(specs: &[StsSpec]) -> GroupSnapshot {

@@ -1,0 +1,221 @@
+//! The reconcile loop against an in-memory API server: preconditions, expectations, failures and a whole rollout.
+
+mod support;
+
+use futures::FutureExt;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use rollout_core::RolloutPlanner;
+use rollout_operator::cluster::{ApiError, ClusterApi, WatchEvent};
+use rollout_operator::health::ReadyFlag;
+use rollout_operator::metrics::Metrics;
+use rollout_operator::reconciler::{Controller, ReconcilerConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{Call, FakeCluster, pod, sts};
+
+const OLD: &str = "rev-old";
+const NEW: &str = "rev-new";
+const GROUP: &str = "ingester";
+
+fn with_max_unavailable(mut s: StatefulSet, v: &str) -> StatefulSet {
+    s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), v.into());
+    s
+}
+
+/// Zone a done on NEW; zones b and c on OLD, all ready.
+fn three_zones(max_unavailable: &str) -> FakeCluster {
+    let mut pods = Vec::new();
+    for (zone, rev) in [("a", NEW), ("b", OLD), ("c", OLD)] {
+        for i in 0..3 {
+            pods.push(pod(&format!("ingester-zone-{zone}"), i, rev, true, 0));
+        }
+    }
+    FakeCluster::new(
+        vec![
+            with_max_unavailable(sts(GROUP, "ingester-zone-a", 3, NEW, NEW), max_unavailable),
+            with_max_unavailable(sts(GROUP, "ingester-zone-b", 3, OLD, NEW), max_unavailable),
+            with_max_unavailable(sts(GROUP, "ingester-zone-c", 3, OLD, NEW), max_unavailable),
+        ],
+        pods,
+    )
+}
+
+/// Drives a controller by hand: watch events are applied to its cache only when `pump` is called.
+struct Harness {
+    cluster: FakeCluster,
+    ctrl: Controller<FakeCluster>,
+    metrics: Arc<Metrics>,
+    sts_events: BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>>,
+    pod_events: BoxStream<'static, Result<WatchEvent<Pod>, ApiError>>,
+}
+
+impl Harness {
+    fn new(cluster: FakeCluster) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone());
+        let sts_events = cluster.watch_statefulsets();
+        let pod_events = cluster.watch_pods();
+        let mut h = Harness { cluster, ctrl, metrics, sts_events, pod_events };
+        h.pump();
+        h
+    }
+
+    fn pump(&mut self) {
+        while let Some(Some(Ok(e))) = self.sts_events.next().now_or_never() {
+            self.ctrl.cache_mut().apply_statefulset_event(e);
+        }
+        while let Some(Some(Ok(e))) = self.pod_events.next().now_or_never() {
+            self.ctrl.cache_mut().apply_pod_event(e);
+        }
+    }
+
+    async fn reconcile(&mut self) -> Vec<Call> {
+        self.pump();
+        self.ctrl.reconcile_group(GROUP).await;
+        self.cluster.take_calls()
+    }
+}
+
+fn delete(name: &str, uid: &str) -> Call {
+    Call::DeletePod { name: name.into(), uid: Some(uid.into()) }
+}
+
+#[tokio::test]
+async fn deletes_outdated_pods_with_a_uid_precondition_and_expects_to_see_them_go() {
+    let mut h = Harness::new(three_zones("2"));
+    let calls = h.reconcile().await;
+    assert_eq!(
+        calls,
+        vec![
+            delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0"),
+            delete("ingester-zone-b-1", "uid-ingester-zone-b-1-0")
+        ]
+    );
+    assert_eq!(h.ctrl.pending_expectations(GROUP).len(), 2);
+    // Once the cache has seen the deletions, the expectations are dropped on the next pass.
+    h.reconcile().await;
+    assert!(h.ctrl.pending_expectations(GROUP).is_empty());
+}
+
+#[tokio::test]
+async fn a_lagging_cache_gets_no_writes_until_our_own_writes_are_observed() {
+    let mut h = Harness::new(three_zones("1"));
+    h.cluster.hold_events(true);
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+    // The pod comes back at the new revision and becomes ready, but the cache sees none of it yet.
+    h.cluster.recreate_missing_pods();
+    h.cluster.set_pod_ready("ingester-zone-b-0", true);
+    // The stale cache still shows b-0 old and ready: planning on it would delete b-0 again. It must wait.
+    assert_eq!(h.reconcile().await, vec![]);
+    h.cluster.hold_events(false);
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-1", "uid-ingester-zone-b-1-0")]);
+}
+
+#[tokio::test]
+async fn a_failed_precondition_fails_the_reconcile_and_is_counted() {
+    let mut h = Harness::new(three_zones("1"));
+    h.cluster.fail_next(ApiError::Conflict("precondition failed: uid".into()));
+    let calls = h.reconcile().await;
+    assert_eq!(calls.len(), 1);
+    assert!(h.ctrl.pending_expectations(GROUP).is_empty(), "a failed write is not expected to be observed");
+    assert!(h.ctrl.is_queued(GROUP), "a failed reconcile is retried");
+    let text = h.metrics.encode();
+    assert!(text.contains("rollout_operator_group_reconciles_failed_total{rollout_group=\"ingester\"} 1"), "{text}");
+}
+
+#[tokio::test]
+async fn a_pod_that_is_already_gone_is_not_an_error() {
+    let mut h = Harness::new(three_zones("1"));
+    h.cluster.fail_next(ApiError::NotFound("pods ingester-zone-b-0".into()));
+    h.reconcile().await;
+    let text = h.metrics.encode();
+    assert!(text.contains("rollout_operator_group_reconciles_failed_total{rollout_group=\"ingester\"} 0"), "{text}");
+}
+
+#[tokio::test]
+async fn current_revision_is_written_conditionally_on_the_planned_resource_version() {
+    let cluster = FakeCluster::new(
+        vec![sts(GROUP, "ingester-zone-a", 1, OLD, NEW)],
+        vec![pod("ingester-zone-a", 0, NEW, true, 0)],
+    );
+    let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
+    let mut h = Harness::new(cluster);
+    let calls = h.reconcile().await;
+    assert_eq!(
+        calls,
+        vec![Call::PatchStatus {
+            name: "ingester-zone-a".into(),
+            patch: serde_json::json!({"metadata": {"resourceVersion": rv}, "status": {"currentRevision": NEW}}),
+        }]
+    );
+    let status = h.cluster.statefulset("ingester-zone-a").unwrap().status.unwrap();
+    assert_eq!(status.current_revision.as_deref(), Some(NEW));
+    // Observed and done: nothing more to write.
+    assert_eq!(h.reconcile().await, vec![]);
+}
+
+#[tokio::test]
+async fn metrics_of_a_vanished_group_are_removed() {
+    let mut h = Harness::new(three_zones("1"));
+    h.reconcile().await;
+    assert!(h.metrics.encode().contains("rollout_group=\"ingester\""));
+    for zone in ["a", "b", "c"] {
+        let s = h.cluster.statefulset(&format!("ingester-zone-{zone}")).unwrap();
+        h.ctrl.cache_mut().apply_statefulset_event(WatchEvent::Delete(s));
+    }
+    h.ctrl.reconcile_group(GROUP).await;
+    assert!(!h.metrics.encode().contains("rollout_group=\"ingester\""));
+}
+
+/// The whole loop, on a paused clock: watches, queue, debounce, requeue. A "kubelet" recreates deleted pods at the
+/// update revision and makes them ready a little later. The rollout must finish zone by zone.
+#[tokio::test(start_paused = true)]
+async fn a_three_zone_rollout_completes_one_zone_at_a_time() {
+    let cluster = three_zones("2");
+    let ready = ReadyFlag::new();
+    let metrics = Arc::new(Metrics::new());
+    let config = ReconcilerConfig { min_interval: Duration::from_secs(1), ..ReconcilerConfig::default() };
+    let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
+    let controller = tokio::spawn(rollout_operator::reconciler::run(
+        cluster.clone(),
+        config,
+        metrics.clone(),
+        ready.clone(),
+        stop_rx.map(|_| ()),
+    ));
+    let mut done = false;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Kubelet: pods not ready become ready; missing pods come back (not ready) at the update revision.
+        for p in cluster.pods() {
+            let name = p.metadata.name.clone().unwrap();
+            if p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].status != "True" {
+                cluster.set_pod_ready(&name, true);
+            }
+        }
+        cluster.recreate_missing_pods();
+        done =
+            ["a", "b", "c"].iter().all(|z| {
+                let s = cluster.statefulset(&format!("ingester-zone-{z}")).unwrap();
+                s.status.unwrap().current_revision.as_deref() == Some(NEW)
+            }) && cluster.pods().iter().all(|p| p.metadata.labels.as_ref().unwrap()["controller-revision-hash"] == NEW);
+        if done {
+            break;
+        }
+    }
+    assert!(ready.is_ready());
+    assert!(
+        done,
+        "rollout did not complete; pods: {:?}",
+        cluster.pods().iter().map(|p| &p.metadata.name).collect::<Vec<_>>()
+    );
+    assert_eq!(cluster.cross_zone_violations(), Vec::<String>::new());
+    let max = cluster.max_unavailable_after_delete();
+    assert_eq!(max.get("ingester-zone-b"), Some(&2), "{max:?}");
+    assert_eq!(max.get("ingester-zone-c"), Some(&2), "{max:?}");
+    let _ = stop_tx.send(());
+    controller.await.unwrap();
+}

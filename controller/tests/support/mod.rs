@@ -1,0 +1,355 @@
+//! Test support: Kubernetes objects as a cluster would hold them, and an in-memory API server implementing the
+//! cluster port (watches, preconditions, resourceVersions), with knobs for holding back watch events and injecting
+//! failures.
+
+#![allow(dead_code)]
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
+use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+pub fn sts(group: &str, name: &str, replicas: i32, current: &str, update: &str) -> StatefulSet {
+    StatefulSet {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            uid: Some(format!("uid-{name}")),
+            generation: Some(1),
+            labels: Some(BTreeMap::from([("rollout-group".into(), group.into())])),
+            ..Default::default()
+        },
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("name".into(), name.into())])),
+                ..Default::default()
+            },
+            service_name: Some(name.into()),
+            update_strategy: Some(StatefulSetUpdateStrategy { type_: Some("OnDelete".into()), ..Default::default() }),
+            ..Default::default()
+        }),
+        status: Some(StatefulSetStatus {
+            replicas,
+            ready_replicas: Some(replicas),
+            current_revision: Some(current.into()),
+            update_revision: Some(update.into()),
+            observed_generation: Some(1),
+            ..Default::default()
+        }),
+    }
+}
+
+pub fn pod(sts_name: &str, ordinal: u32, revision: &str, ready: bool, generation: u32) -> Pod {
+    let name = format!("{sts_name}-{ordinal}");
+    let t = Time("2026-01-01T00:00:00Z".parse().unwrap());
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some("ns".into()),
+            uid: Some(format!("uid-{name}-{generation}")),
+            labels: Some(BTreeMap::from([
+                ("name".into(), sts_name.into()),
+                ("controller-revision-hash".into(), revision.into()),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "StatefulSet".into(),
+                name: sts_name.into(),
+                uid: format!("uid-{sts_name}"),
+                controller: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: None,
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                last_transition_time: Some(t),
+                ..Default::default()
+            }]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "main".into(),
+                ready,
+                state: Some(ContainerState {
+                    running: Some(ContainerStateRunning {
+                        started_at: Some(Time("2026-01-01T00:00:00Z".parse().unwrap())),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+fn set_ready(pod: &mut Pod, ready: bool) {
+    let status = pod.status.as_mut().unwrap();
+    for c in status.conditions.iter_mut().flatten() {
+        c.status = if ready { "True" } else { "False" }.into();
+    }
+    for c in status.container_statuses.iter_mut().flatten() {
+        c.ready = ready;
+    }
+}
+
+/// A call the controller made, as the API server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    DeletePod { name: String, uid: Option<String> },
+    PatchStatus { name: String, patch: serde_json::Value },
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    statefulsets: BTreeMap<String, StatefulSet>,
+    pods: BTreeMap<String, Pod>,
+    pod_generation: BTreeMap<String, u32>,
+    sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
+    pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
+    /// While true, watch events are queued here instead of delivered (a lagging cache).
+    hold_events: bool,
+    held_sts: Vec<WatchEvent<StatefulSet>>,
+    held_pods: Vec<WatchEvent<Pod>>,
+    calls: Vec<Call>,
+    failures: VecDeque<ApiError>,
+    /// Per StatefulSet: the most pods ever unavailable right after one of our deletions.
+    max_unavailable_after_delete: BTreeMap<String, u32>,
+    /// Deletions made while another StatefulSet of the namespace had unavailable pods.
+    cross_zone_violations: Vec<String>,
+}
+
+impl State {
+    fn next_rv(&mut self) -> String {
+        self.rv += 1;
+        self.rv.to_string()
+    }
+
+    /// Pods of `sts` that are missing or not ready.
+    fn unavailable(&self, sts: &StatefulSet) -> u32 {
+        let name = sts.metadata.name.as_deref().unwrap();
+        let replicas = sts.spec.as_ref().unwrap().replicas.unwrap() as u32;
+        let ready = self
+            .pods
+            .values()
+            .filter(|p| p.metadata.owner_references.as_ref().unwrap()[0].name == name)
+            .filter(|p| p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].status == "True")
+            .count() as u32;
+        replicas.saturating_sub(ready)
+    }
+
+    fn emit_sts(&mut self, e: WatchEvent<StatefulSet>) {
+        if self.hold_events {
+            self.held_sts.push(e);
+        } else {
+            self.sts_watchers.retain(|w| w.unbounded_send(Ok(e.clone())).is_ok());
+        }
+    }
+
+    fn emit_pod(&mut self, e: WatchEvent<Pod>) {
+        if self.hold_events {
+            self.held_pods.push(e);
+        } else {
+            self.pod_watchers.retain(|w| w.unbounded_send(Ok(e.clone())).is_ok());
+        }
+    }
+}
+
+/// An in-memory API server for one namespace.
+#[derive(Clone, Default)]
+pub struct FakeCluster {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeCluster {
+    pub fn new(statefulsets: Vec<StatefulSet>, pods: Vec<Pod>) -> Self {
+        let c = FakeCluster::default();
+        for s in statefulsets {
+            c.put_statefulset(s);
+        }
+        for p in pods {
+            c.put_pod(p);
+        }
+        c
+    }
+
+    pub fn put_statefulset(&self, mut s: StatefulSet) {
+        let mut st = self.state.lock().unwrap();
+        s.metadata.resource_version = Some(st.next_rv());
+        st.statefulsets.insert(s.metadata.name.clone().unwrap(), s.clone());
+        st.emit_sts(WatchEvent::Apply(s));
+    }
+
+    pub fn put_pod(&self, mut p: Pod) {
+        let mut st = self.state.lock().unwrap();
+        p.metadata.resource_version = Some(st.next_rv());
+        st.pods.insert(p.metadata.name.clone().unwrap(), p.clone());
+        st.emit_pod(WatchEvent::Apply(p));
+    }
+
+    pub fn set_pod_ready(&self, name: &str, ready: bool) {
+        let mut p = self.pod(name).expect("pod exists");
+        set_ready(&mut p, ready);
+        self.put_pod(p);
+    }
+
+    /// What the StatefulSet controller does for an OnDelete StatefulSet: a missing pod comes back at the update
+    /// revision (not ready yet).
+    pub fn recreate_missing_pods(&self) -> Vec<String> {
+        let statefulsets: Vec<StatefulSet> = self.state.lock().unwrap().statefulsets.values().cloned().collect();
+        let mut created = Vec::new();
+        for s in statefulsets {
+            let name = s.metadata.name.clone().unwrap();
+            let replicas = s.spec.as_ref().unwrap().replicas.unwrap() as u32;
+            let update = s.status.as_ref().unwrap().update_revision.clone().unwrap();
+            for i in 0..replicas {
+                let pod_name = format!("{name}-{i}");
+                if self.pod(&pod_name).is_none() {
+                    let generation = {
+                        let mut st = self.state.lock().unwrap();
+                        let g = st.pod_generation.entry(pod_name.clone()).or_insert(0);
+                        *g += 1;
+                        *g
+                    };
+                    self.put_pod(pod(&name, i, &update, false, generation));
+                    created.push(pod_name);
+                }
+            }
+        }
+        created
+    }
+
+    pub fn pod(&self, name: &str) -> Option<Pod> {
+        self.state.lock().unwrap().pods.get(name).cloned()
+    }
+
+    pub fn pods(&self) -> Vec<Pod> {
+        self.state.lock().unwrap().pods.values().cloned().collect()
+    }
+
+    pub fn statefulset(&self, name: &str) -> Option<StatefulSet> {
+        self.state.lock().unwrap().statefulsets.get(name).cloned()
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    pub fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut self.state.lock().unwrap().calls)
+    }
+
+    pub fn max_unavailable_after_delete(&self) -> BTreeMap<String, u32> {
+        self.state.lock().unwrap().max_unavailable_after_delete.clone()
+    }
+
+    pub fn cross_zone_violations(&self) -> Vec<String> {
+        self.state.lock().unwrap().cross_zone_violations.clone()
+    }
+
+    /// The next write fails with `err`.
+    pub fn fail_next(&self, err: ApiError) {
+        self.state.lock().unwrap().failures.push_back(err);
+    }
+
+    pub fn hold_events(&self, hold: bool) {
+        let mut st = self.state.lock().unwrap();
+        st.hold_events = hold;
+        if !hold {
+            for e in std::mem::take(&mut st.held_sts) {
+                st.emit_sts(e);
+            }
+            for e in std::mem::take(&mut st.held_pods) {
+                st.emit_pod(e);
+            }
+        }
+    }
+}
+
+impl ClusterApi for FakeCluster {
+    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
+        let (tx, rx) = mpsc::unbounded();
+        let mut st = self.state.lock().unwrap();
+        let _ = tx.unbounded_send(Ok(WatchEvent::Init));
+        for s in st.statefulsets.values() {
+            let _ = tx.unbounded_send(Ok(WatchEvent::InitApply(s.clone())));
+        }
+        let _ = tx.unbounded_send(Ok(WatchEvent::InitDone));
+        st.sts_watchers.push(tx);
+        rx.boxed()
+    }
+
+    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
+        let (tx, rx) = mpsc::unbounded();
+        let mut st = self.state.lock().unwrap();
+        let _ = tx.unbounded_send(Ok(WatchEvent::Init));
+        for p in st.pods.values() {
+            let _ = tx.unbounded_send(Ok(WatchEvent::InitApply(p.clone())));
+        }
+        let _ = tx.unbounded_send(Ok(WatchEvent::InitDone));
+        st.pod_watchers.push(tx);
+        rx.boxed()
+    }
+
+    async fn delete_pod(&self, name: &str, preconditions: &Preconditions) -> Result<(), ApiError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::DeletePod { name: name.into(), uid: preconditions.uid.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        let Some(p) = st.pods.get(name).cloned() else { return Err(ApiError::NotFound(format!("pods {name}"))) };
+        if preconditions.uid.is_some() && preconditions.uid != p.metadata.uid {
+            return Err(ApiError::Conflict(format!("pods {name}: precondition failed: uid")));
+        }
+        st.pods.remove(name);
+        let owner = p.metadata.owner_references.as_ref().unwrap()[0].name.clone();
+        let statefulsets: Vec<StatefulSet> = st.statefulsets.values().cloned().collect();
+        for s in &statefulsets {
+            let unavailable = st.unavailable(s);
+            let sname = s.metadata.name.clone().unwrap();
+            if sname == owner {
+                let max = st.max_unavailable_after_delete.entry(sname).or_insert(0);
+                *max = (*max).max(unavailable);
+            } else if unavailable > 0 {
+                st.cross_zone_violations.push(format!("deleted {name} while {sname} had {unavailable} unavailable"));
+            }
+        }
+        st.emit_pod(WatchEvent::Delete(p));
+        Ok(())
+    }
+
+    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::PatchStatus { name: name.into(), patch: patch.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        let Some(mut s) = st.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets {name}")));
+        };
+        if let Some(rv) = patch.pointer("/metadata/resourceVersion").and_then(|v| v.as_str())
+            && Some(rv) != s.metadata.resource_version.as_deref()
+        {
+            return Err(ApiError::Conflict(format!("statefulsets {name}: the object has been modified")));
+        }
+        if let Some(rev) = patch.pointer("/status/currentRevision").and_then(|v| v.as_str()) {
+            s.status.as_mut().unwrap().current_revision = Some(rev.into());
+        }
+        s.metadata.resource_version = Some(st.next_rv());
+        st.statefulsets.insert(name.into(), s.clone());
+        st.emit_sts(WatchEvent::Apply(s.clone()));
+        Ok(s)
+    }
+}
