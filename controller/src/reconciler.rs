@@ -355,3 +355,51 @@ async fn sleep_until_opt(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPACING: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_burst_of_events_is_one_reconcile_and_runs_are_spaced() {
+        let t0 = Instant::now();
+        let mut q = WorkQueue::default();
+        q.schedule("ingester", t0 + Duration::from_millis(100), SPACING);
+        q.schedule("ingester", t0 + Duration::from_millis(150), SPACING);
+        assert_eq!(q.next_due(), Some(t0 + Duration::from_millis(100)), "the earlier schedule wins");
+        assert_eq!(q.pop_due(t0), None, "not due yet");
+        let t1 = t0 + Duration::from_millis(100);
+        assert_eq!(q.pop_due(t1).as_deref(), Some("ingester"));
+        assert_eq!(q.pop_due(t1), None, "coalesced into one run");
+        // An event right after a run waits for the minimum spacing.
+        q.schedule("ingester", t1 + Duration::from_millis(100), SPACING);
+        assert_eq!(q.next_due(), Some(t1 + SPACING));
+    }
+
+    #[test]
+    fn groups_are_independent() {
+        let t0 = Instant::now();
+        let mut q = WorkQueue::default();
+        assert_eq!(q.pop_due(t0), None);
+        q.schedule("a", t0, SPACING);
+        assert_eq!(q.pop_due(t0).as_deref(), Some("a"));
+        q.schedule("a", t0, SPACING);
+        q.schedule("b", t0, SPACING);
+        assert_eq!(q.pop_due(t0).as_deref(), Some("b"), "b is not held back by a's spacing");
+        assert_eq!(q.pop_due(t0), None);
+        assert_eq!(q.pop_due(t0 + SPACING).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_retry_does_not_postpone_sooner_work() {
+        let t0 = Instant::now();
+        let mut q = WorkQueue::default();
+        q.schedule("a", t0 + Duration::from_secs(1), SPACING);
+        q.retry_at("a", t0 + Duration::from_secs(30));
+        assert_eq!(q.next_due(), Some(t0 + Duration::from_secs(1)));
+        q.forget("a");
+        assert_eq!(q.next_due(), None);
+    }
+}
