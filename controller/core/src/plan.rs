@@ -265,11 +265,10 @@ fn plan_member(
                 readiness.describe()
             )));
         }
-        return if outdated.is_empty() {
-            MemberOutcome::Settled
-        } else {
-            MemberOutcome::PausedOutdated(outdated.len())
-        };
+        if !outdated.is_empty() {
+            return MemberOutcome::PausedOutdated(outdated.len());
+        }
+        // Pausing stops pod deletions only: a paused StatefulSet that is fully updated still gets its revision.
     }
 
     if !outdated.is_empty() {

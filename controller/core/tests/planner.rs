@@ -266,6 +266,14 @@ fn paused_zone_with_unavailable_pods_still_blocks_the_group() {
 }
 
 #[test]
+fn paused_but_fully_updated_zone_still_gets_its_current_revision() {
+    let a = paused(zone("ingester-zone-a", 2, OLD, NEW));
+    let ps = pods(&a, &[NEW, NEW]);
+    let p = plan(vec![a], ps);
+    assert!(matches!(&p.actions[..], [Action::SetCurrentRevision { revision, .. }] if revision == NEW), "{p:?}");
+}
+
+#[test]
 fn only_paused_work_left_is_blocked() {
     let (mut stss, ps) = three_zones("2");
     stss[1] = paused(stss[1].clone());
