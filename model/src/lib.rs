@@ -1,0 +1,671 @@
+//! `rollout-model`: a stateright model of one rollout group whose controller is the real `rollout-core` planner.
+//!
+//! The model owns only the environment: the truth (what the API server holds), the controller's cache (a prefix
+//! of the truth's write history, lagging by up to `stale` writes), the StatefulSet controller, the kubelet, users
+//! and crashes. Every controller step converts its cached view into a `GroupSnapshot`, calls the injected
+//! [`Planner`] (in production: [`rollout_core::RolloutPlanner`]) and executes the plan one write at a time, with the
+//! same preconditions and expectations as the real reconcile loop. It never decides anything itself.
+//!
+//! Safety is judged at the moment of each controller write, against what the controller knew: its cached view plus
+//! its own writes that the view has not caught up with yet (the "believed" state). Changes it could not have seen
+//! (a pod crashing after the cache was read) are not held against it; forgetting its own writes is.
+
+use rollout_core::fixture;
+use rollout_core::natural::pod_ordinal;
+use rollout_core::{
+    Action, Expectation, GroupSnapshot, MaxUnavailable, PendingExpectation, PlanContext, Planner, StatefulSetView,
+};
+use stateright::{Model, Property};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+pub const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
+const REVISIONS: [&str; 4] = ["r0", "r1", "r2", "r3"];
+const GROUP: &str = "ingester";
+
+/// The environment's bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelConfig {
+    pub zones: u8,
+    pub pods: u8,
+    pub max_unavailable: u8,
+    /// How many writes the controller's cache may lag behind the truth (0 = always fresh).
+    pub stale: u8,
+    /// Pods that may crash (become unready) over a run.
+    pub crashes: u8,
+    /// Pods that may be deleted by someone else (evicted; terminating but still Ready for a while).
+    pub evictions: u8,
+    /// Revisions the user rolls out: 1 = one rollout, 2 = a second revision pushed at any point (superseding).
+    pub revisions: u8,
+    /// StatefulSets the user may pause (each pause can be undone at any time).
+    pub pauses: u8,
+    /// Controller crashes (expectations and in-flight writes lost, cache rebuilt from the truth).
+    pub restarts: u8,
+    /// Model the StatefulSet status counts (`readyReplicas`) lagging behind the pods.
+    pub status_lag: bool,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            zones: 3,
+            pods: 2,
+            max_unavailable: 1,
+            stale: 0,
+            crashes: 0,
+            evictions: 0,
+            revisions: 1,
+            pauses: 0,
+            restarts: 0,
+            status_lag: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PodState {
+    pub exists: bool,
+    pub revision: u8,
+    pub ready: bool,
+    pub terminating: bool,
+    /// Incarnation of the pod name: part of its uid, bumped when the pod is recreated.
+    pub generation: u8,
+}
+
+impl PodState {
+    fn available(&self) -> bool {
+        self.exists && self.ready && !self.terminating
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ZoneState {
+    /// Revision of the pod template in the spec (what the user last pushed).
+    pub target: u8,
+    /// `status.updateRevision`: the template revision the StatefulSet controller has observed.
+    pub update: u8,
+    /// `status.currentRevision`.
+    pub current: u8,
+    pub paused: bool,
+    pub resource_version: u8,
+    /// `status.readyReplicas` as last reported (only lags when `status_lag`).
+    pub ready_replicas: u8,
+    pub pods: Vec<PodState>,
+}
+
+impl ZoneState {
+    fn unavailable(&self) -> usize {
+        self.pods.iter().filter(|p| !p.available()).count()
+    }
+
+    fn all_available(&self) -> bool {
+        self.pods.iter().all(PodState::available)
+    }
+
+    fn actual_ready(&self) -> u8 {
+        self.pods.iter().filter(|p| p.available()).count() as u8
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct World {
+    pub zones: Vec<ZoneState>,
+}
+
+/// A controller write, compactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Delete pod `pod` of zone `zone`; with `generation`, only that incarnation (uid precondition).
+    DeletePod { zone: u8, pod: u8, generation: Option<u8> },
+    /// Set currentRevision, conditional on the resourceVersion the plan was made from.
+    SetCurrentRevision { zone: u8, revision: u8, resource_version: u8 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Exp {
+    PodDeleted { zone: u8, pod: u8, generation: u8 },
+    ZoneWritten { zone: u8, resource_version: u8 },
+}
+
+/// Violated invariants, as bits of [`State::violations`].
+pub mod violation {
+    pub const ONE_ZONE_AT_A_TIME: u8 = 1;
+    pub const MAX_UNAVAILABLE: u8 = 2;
+    pub const ONLY_READY_COUNTS_AS_READY: u8 = 4;
+    pub const PAUSED_IS_LEFT_ALONE: u8 = 8;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    pub truth: World,
+    /// The controller's cache.
+    pub view: World,
+    /// Writes the cache has not seen yet, oldest first: the truth after each, and the controller's own op if it was
+    /// the controller's.
+    pub pending: Vec<(World, Option<Op>)>,
+    pub expectations: Vec<Exp>,
+    /// Writes of the current plan not executed yet.
+    pub in_flight: Vec<Op>,
+    /// What the planner decides on the current view (derived; empty while a plan is in flight).
+    pub next_plan: Vec<Op>,
+    pub crashes_left: u8,
+    pub evictions_left: u8,
+    pub pushes_left: u8,
+    pub pauses_left: u8,
+    pub restarts_left: u8,
+    pub violations: u8,
+    /// A plan deleted two or more pods of one zone at once.
+    pub parallel_replacement: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// The controller plans on its cache (the plan's writes are then executed one by one).
+    ControllerPlans,
+    /// The controller executes the next write of its plan.
+    ControllerWrites,
+    /// The cache receives the next watch event.
+    CacheCatchesUp,
+    /// The controller process crashes and restarts.
+    ControllerRestarts,
+    /// The StatefulSet controller observes a new template: `updateRevision` moves.
+    StatefulSetObservesSpec(u8),
+    /// The StatefulSet controller recreates a missing pod at the update revision.
+    StatefulSetRecreatesPod(u8, u8),
+    /// The StatefulSet controller refreshes `readyReplicas`.
+    StatefulSetReportsStatus(u8),
+    PodTerminates(u8, u8),
+    PodBecomesReady(u8, u8),
+    PodCrashes(u8, u8),
+    PodIsEvicted(u8, u8),
+    UserPushesRevision,
+    UserPauses(u8),
+    UserUnpauses(u8),
+}
+
+/// The model, with the planner under test.
+#[derive(Clone)]
+pub struct RolloutModel {
+    pub config: ModelConfig,
+    pub planner: Arc<dyn Planner + Send + Sync>,
+}
+
+impl RolloutModel {
+    pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
+        assert!(config.zones as usize <= ZONES.len() && config.zones > 0, "1 to {} zones", ZONES.len());
+        assert!(config.revisions as usize <= REVISIONS.len() - 1 && config.revisions > 0, "1 to 3 revisions");
+        RolloutModel { config, planner }
+    }
+
+    /// The planner's input for a world, built like the production cache builds it.
+    pub fn snapshot(&self, w: &World) -> GroupSnapshot {
+        let mut statefulsets = Vec::with_capacity(w.zones.len());
+        let mut pods = Vec::new();
+        for (z, zone) in w.zones.iter().enumerate() {
+            let mut s: StatefulSetView =
+                fixture::statefulset(GROUP, ZONES[z], self.config.pods as u32, REVISIONS[zone.current as usize]);
+            s.resource_version = zone.resource_version.to_string();
+            s.generation = Some(i64::from(zone.target) + 1);
+            s.settings.paused = zone.paused;
+            s.settings.max_unavailable = MaxUnavailable::Count(u32::from(self.config.max_unavailable));
+            if let Some(status) = s.status.as_mut() {
+                status.update_revision = REVISIONS[zone.update as usize].to_string();
+                status.observed_generation = Some(i64::from(zone.update) + 1);
+                status.ready_replicas = u32::from(zone.ready_replicas);
+            }
+            for (i, p) in zone.pods.iter().enumerate() {
+                if !p.exists {
+                    continue;
+                }
+                let mut v = fixture::pod(&s, i as u32, REVISIONS[p.revision as usize]);
+                v.uid = format!("{}@{}", v.name, p.generation);
+                if !p.ready {
+                    v = fixture::not_ready(v);
+                }
+                if p.terminating {
+                    v = fixture::terminating(v);
+                }
+                pods.push(v);
+            }
+            statefulsets.push(s);
+        }
+        GroupSnapshot::assemble(GROUP, statefulsets, &pods)
+    }
+
+    fn plan(&self, s: &State) -> Vec<Op> {
+        if !s.in_flight.is_empty() {
+            return Vec::new();
+        }
+        let snapshot = self.snapshot(&s.view);
+        let expectations: Vec<PendingExpectation> = s
+            .expectations
+            .iter()
+            .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
+            .collect();
+        let plan = self.planner.plan(&snapshot, &PlanContext::new(jiff::Timestamp::UNIX_EPOCH, &expectations));
+        plan.actions.iter().filter_map(to_op).collect()
+    }
+
+    /// The controller's knowledge: its cache plus its own writes the cache has not shown yet.
+    pub fn believed(&self, s: &State) -> World {
+        let mut w = s.view.clone();
+        for op in s.pending.iter().filter_map(|(_, op)| *op) {
+            match op {
+                Op::DeletePod { zone, pod, .. } => w.zones[zone as usize].pods[pod as usize].terminating = true,
+                Op::SetCurrentRevision { zone, revision, .. } => w.zones[zone as usize].current = revision,
+            }
+        }
+        w
+    }
+
+    /// Records a change of the truth: the cache sees it at once when fresh, else it queues (forcing the oldest
+    /// queued write into the cache when the lag bound is reached).
+    fn record_write(&self, s: &mut State, op: Option<Op>) {
+        if !self.config.status_lag {
+            for z in &mut s.truth.zones {
+                z.ready_replicas = z.actual_ready();
+            }
+        }
+        if self.config.stale == 0 {
+            s.view = s.truth.clone();
+        } else {
+            s.pending.push((s.truth.clone(), op));
+            if s.pending.len() > self.config.stale as usize {
+                s.view = s.pending.remove(0).0;
+            }
+        }
+    }
+
+    /// Checks a controller write against what the controller knew, before it is applied.
+    fn check_write(&self, s: &mut State, op: Op) {
+        let believed = self.believed(s);
+        match op {
+            Op::DeletePod { zone, pod, .. } => {
+                let z = &believed.zones[zone as usize];
+                let others_ready =
+                    believed.zones.iter().enumerate().all(|(i, o)| i == zone as usize || o.all_available());
+                if !others_ready {
+                    s.violations |= violation::ONE_ZONE_AT_A_TIME;
+                }
+                if z.pods[pod as usize].available() && z.unavailable() + 1 > self.config.max_unavailable as usize {
+                    s.violations |= violation::MAX_UNAVAILABLE;
+                }
+                if z.paused {
+                    s.violations |= violation::PAUSED_IS_LEFT_ALONE;
+                }
+            }
+            Op::SetCurrentRevision { zone, revision, .. } => {
+                let z = &believed.zones[zone as usize];
+                if !z.pods.iter().all(|p| p.available() && p.revision == revision) {
+                    s.violations |= violation::ONLY_READY_COUNTS_AS_READY;
+                }
+            }
+        }
+    }
+
+    /// No step of any actor is possible.
+    pub fn is_quiescent(&self, s: &State) -> bool {
+        let mut steps = Vec::new();
+        self.actions(s, &mut steps);
+        steps.is_empty()
+    }
+
+    /// Every zone is on the latest revision, ready, with currentRevision advanced, and the cache has caught up.
+    pub fn is_converged(s: &State) -> bool {
+        s.pending.is_empty()
+            && s.in_flight.is_empty()
+            && s.truth.zones.iter().all(|z| {
+                z.update == z.target
+                    && z.current == z.update
+                    && z.pods.iter().all(|p| p.available() && p.revision == z.update)
+            })
+    }
+
+    /// One line per zone: `zone-a r1 [1R 1r 0R* -]` (revision + R ready / r not ready, * terminating, - missing).
+    pub fn describe(&self, w: &World) -> String {
+        let mut out = String::new();
+        for (i, z) in w.zones.iter().enumerate() {
+            let pods: Vec<String> = z
+                .pods
+                .iter()
+                .map(|p| {
+                    if !p.exists {
+                        "-".to_string()
+                    } else {
+                        format!("{}{}{}", p.revision, if p.ready { "R" } else { "r" }, if p.terminating { "*" } else { "" })
+                    }
+                })
+                .collect();
+            let _ = write!(
+                out,
+                "{}{} spec r{} update r{} current r{}{} [{}]",
+                if i > 0 { "; " } else { "" },
+                ZONES[i],
+                z.target,
+                z.update,
+                z.current,
+                if z.paused { " paused" } else { "" },
+                pods.join(" ")
+            );
+        }
+        out
+    }
+
+    /// A counterexample path as a timeline for people.
+    pub fn timeline(&self, path: &[(State, Option<Step>)]) -> String {
+        let mut out = String::new();
+        for (i, (state, step)) in path.iter().enumerate() {
+            match step {
+                None => {
+                    let _ = writeln!(out, "{i:>3}. initial: {}", self.describe(&state.truth));
+                }
+                Some(_) => {}
+            }
+            if let Some((next, _)) = path.get(i + 1)
+                && let Some(step) = step
+            {
+                let what = match step {
+                    Step::ControllerPlans => format!("controller plans on its cache {:?}", next.in_flight),
+                    Step::ControllerWrites => format!("controller writes {:?}", state.in_flight.first()),
+                    other => format!("{other:?}"),
+                };
+                let _ = writeln!(out, "{:>3}. {what}\n       truth: {}", i + 1, self.describe(&next.truth));
+                if next.view != next.truth {
+                    let _ = writeln!(out, "       cache: {}", self.describe(&next.view));
+                }
+                if next.violations != state.violations {
+                    let _ = writeln!(out, "       VIOLATION: {}", violation_names(next.violations & !state.violations));
+                }
+            }
+        }
+        out
+    }
+}
+
+pub fn violation_names(bits: u8) -> String {
+    let mut names = Vec::new();
+    for (bit, name) in [
+        (violation::ONE_ZONE_AT_A_TIME, "one zone at a time"),
+        (violation::MAX_UNAVAILABLE, "max unavailable"),
+        (violation::ONLY_READY_COUNTS_AS_READY, "no zero-pod ready"),
+        (violation::PAUSED_IS_LEFT_ALONE, "paused StatefulSet left alone"),
+    ] {
+        if bits & bit != 0 {
+            names.push(name);
+        }
+    }
+    names.join(", ")
+}
+
+fn to_core_expectation(e: Exp) -> Expectation {
+    match e {
+        Exp::PodDeleted { zone, pod, generation } => {
+            let name = format!("{}-{pod}", ZONES[zone as usize]);
+            Expectation::PodDeleted {
+                statefulset: ZONES[zone as usize].to_string(),
+                uid: format!("{name}@{generation}"),
+                pod: name,
+            }
+        }
+        Exp::ZoneWritten { zone, resource_version } => Expectation::StatefulSetWritten {
+            statefulset: ZONES[zone as usize].to_string(),
+            previous_resource_version: resource_version.to_string(),
+        },
+    }
+}
+
+fn zone_index(name: &str) -> Option<u8> {
+    ZONES.iter().position(|z| *z == name).map(|i| i as u8)
+}
+
+fn to_op(action: &Action) -> Option<Op> {
+    match action {
+        Action::DeletePod { statefulset, pod, uid, .. } => {
+            let zone = zone_index(statefulset)?;
+            let ordinal = pod_ordinal(statefulset, pod)? as u8;
+            let generation = uid.rsplit_once('@').and_then(|(_, g)| g.parse().ok());
+            Some(Op::DeletePod { zone, pod: ordinal, generation })
+        }
+        Action::SetCurrentRevision { statefulset, revision, resource_version, .. } => Some(Op::SetCurrentRevision {
+            zone: zone_index(statefulset)?,
+            revision: REVISIONS.iter().position(|r| r == revision)? as u8,
+            resource_version: resource_version.parse().ok()?,
+        }),
+    }
+}
+
+impl Model for RolloutModel {
+    type State = State;
+    type Action = Step;
+
+    fn init_states(&self) -> Vec<State> {
+        // Revision 1 has just been pushed and observed; every pod still runs revision 0.
+        let zone = ZoneState {
+            target: 1,
+            update: 1,
+            current: 0,
+            paused: false,
+            resource_version: 0,
+            ready_replicas: self.config.pods,
+            pods: vec![PodState { exists: true, revision: 0, ready: true, terminating: false, generation: 0 }; self.config.pods as usize],
+        };
+        let truth = World { zones: vec![zone; self.config.zones as usize] };
+        let mut s = State {
+            view: truth.clone(),
+            truth,
+            pending: Vec::new(),
+            expectations: Vec::new(),
+            in_flight: Vec::new(),
+            next_plan: Vec::new(),
+            crashes_left: self.config.crashes,
+            evictions_left: self.config.evictions,
+            pushes_left: self.config.revisions - 1,
+            pauses_left: self.config.pauses,
+            restarts_left: self.config.restarts,
+            violations: 0,
+            parallel_replacement: false,
+        };
+        s.next_plan = self.plan(&s);
+        vec![s]
+    }
+
+    fn actions(&self, s: &State, steps: &mut Vec<Step>) {
+        if !s.next_plan.is_empty() {
+            steps.push(Step::ControllerPlans);
+        }
+        if !s.in_flight.is_empty() {
+            steps.push(Step::ControllerWrites);
+        }
+        if !s.pending.is_empty() {
+            steps.push(Step::CacheCatchesUp);
+        }
+        if s.restarts_left > 0 {
+            steps.push(Step::ControllerRestarts);
+        }
+        if s.pushes_left > 0 {
+            steps.push(Step::UserPushesRevision);
+        }
+        for (zi, z) in s.truth.zones.iter().enumerate() {
+            let zi = zi as u8;
+            if z.target != z.update {
+                steps.push(Step::StatefulSetObservesSpec(zi));
+            }
+            if self.config.status_lag && z.ready_replicas != z.actual_ready() {
+                steps.push(Step::StatefulSetReportsStatus(zi));
+            }
+            if z.paused {
+                steps.push(Step::UserUnpauses(zi));
+            } else if s.pauses_left > 0 {
+                steps.push(Step::UserPauses(zi));
+            }
+            for (pi, p) in z.pods.iter().enumerate() {
+                let pi = pi as u8;
+                if !p.exists {
+                    steps.push(Step::StatefulSetRecreatesPod(zi, pi));
+                    continue;
+                }
+                if p.terminating {
+                    steps.push(Step::PodTerminates(zi, pi));
+                } else {
+                    if !p.ready {
+                        steps.push(Step::PodBecomesReady(zi, pi));
+                    } else if s.crashes_left > 0 {
+                        steps.push(Step::PodCrashes(zi, pi));
+                    }
+                    if s.evictions_left > 0 {
+                        steps.push(Step::PodIsEvicted(zi, pi));
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, step: Step) -> Option<State> {
+        let mut s = last.clone();
+        match step {
+            Step::ControllerPlans => {
+                s.in_flight = std::mem::take(&mut s.next_plan);
+                let mut deletes_per_zone = [0u8; ZONES.len()];
+                for op in &s.in_flight {
+                    if let Op::DeletePod { zone, .. } = op {
+                        deletes_per_zone[*zone as usize] += 1;
+                    }
+                }
+                s.parallel_replacement |= deletes_per_zone.iter().any(|n| *n >= 2);
+            }
+            Step::ControllerWrites => {
+                let op = s.in_flight.remove(0);
+                match op {
+                    Op::DeletePod { zone, pod, generation } => {
+                        let p = s.truth.zones[zone as usize].pods[pod as usize];
+                        if !p.exists || generation.is_some_and(|g| g != p.generation) {
+                            // Precondition failed: the shell stops executing the plan.
+                            s.in_flight.clear();
+                        } else {
+                            s.expectations.push(Exp::PodDeleted { zone, pod, generation: p.generation });
+                            if !p.terminating {
+                                self.check_write(&mut s, op);
+                                s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
+                                self.record_write(&mut s, Some(op));
+                            }
+                        }
+                    }
+                    Op::SetCurrentRevision { zone, revision, resource_version } => {
+                        let z = &s.truth.zones[zone as usize];
+                        if z.resource_version != resource_version {
+                            s.in_flight.clear();
+                        } else {
+                            self.check_write(&mut s, op);
+                            s.expectations.push(Exp::ZoneWritten { zone, resource_version });
+                            let z = &mut s.truth.zones[zone as usize];
+                            z.current = revision;
+                            z.resource_version += 1;
+                            self.record_write(&mut s, Some(op));
+                        }
+                    }
+                }
+            }
+            Step::CacheCatchesUp => {
+                s.view = s.pending.remove(0).0;
+            }
+            Step::ControllerRestarts => {
+                s.restarts_left -= 1;
+                s.expectations.clear();
+                s.in_flight.clear();
+                s.pending.clear();
+                s.view = s.truth.clone();
+            }
+            Step::StatefulSetObservesSpec(z) => {
+                let zone = &mut s.truth.zones[z as usize];
+                zone.update = zone.target;
+                zone.resource_version += 1;
+                self.record_write(&mut s, None);
+            }
+            Step::StatefulSetRecreatesPod(z, p) => {
+                let zone = &mut s.truth.zones[z as usize];
+                let update = zone.update;
+                let pod = &mut zone.pods[p as usize];
+                *pod = PodState {
+                    exists: true,
+                    revision: update,
+                    ready: false,
+                    terminating: false,
+                    generation: pod.generation + 1,
+                };
+                self.record_write(&mut s, None);
+            }
+            Step::StatefulSetReportsStatus(z) => {
+                let zone = &mut s.truth.zones[z as usize];
+                zone.ready_replicas = zone.actual_ready();
+                zone.resource_version += 1;
+                self.record_write(&mut s, None);
+            }
+            Step::PodTerminates(z, p) => {
+                let pod = &mut s.truth.zones[z as usize].pods[p as usize];
+                pod.exists = false;
+                pod.ready = false;
+                pod.terminating = false;
+                self.record_write(&mut s, None);
+            }
+            Step::PodBecomesReady(z, p) => {
+                s.truth.zones[z as usize].pods[p as usize].ready = true;
+                self.record_write(&mut s, None);
+            }
+            Step::PodCrashes(z, p) => {
+                s.crashes_left -= 1;
+                s.truth.zones[z as usize].pods[p as usize].ready = false;
+                self.record_write(&mut s, None);
+            }
+            Step::PodIsEvicted(z, p) => {
+                s.evictions_left -= 1;
+                s.truth.zones[z as usize].pods[p as usize].terminating = true;
+                self.record_write(&mut s, None);
+            }
+            Step::UserPushesRevision => {
+                s.pushes_left -= 1;
+                for zone in &mut s.truth.zones {
+                    zone.target += 1;
+                    zone.resource_version += 1;
+                }
+                self.record_write(&mut s, None);
+            }
+            Step::UserPauses(z) => {
+                s.pauses_left -= 1;
+                let zone = &mut s.truth.zones[z as usize];
+                zone.paused = true;
+                zone.resource_version += 1;
+                self.record_write(&mut s, None);
+            }
+            Step::UserUnpauses(z) => {
+                let zone = &mut s.truth.zones[z as usize];
+                zone.paused = false;
+                zone.resource_version += 1;
+                self.record_write(&mut s, None);
+            }
+        }
+        // Drop expectations the cache now shows (the reconcile loop does the same before planning).
+        if !s.expectations.is_empty() {
+            let snapshot = self.snapshot(&s.view);
+            s.expectations.retain(|e| !to_core_expectation(*e).is_observed(&snapshot));
+        }
+        s.next_plan = self.plan(&s);
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("one zone at a time", |_, s| s.violations & violation::ONE_ZONE_AT_A_TIME == 0),
+            Property::always("max unavailable", |_, s| s.violations & violation::MAX_UNAVAILABLE == 0),
+            Property::always("no zero-pod ready", |_, s| s.violations & violation::ONLY_READY_COUNTS_AS_READY == 0),
+            Property::always("paused StatefulSet left alone", |_, s| s.violations & violation::PAUSED_IS_LEFT_ALONE == 0),
+            Property::always("quiescent states are converged", |m, s| !m.is_quiescent(s) || Self::is_converged(s)),
+            Property::sometimes("a rollout completes", |_, s| Self::is_converged(s)),
+            Property::sometimes("pods are replaced in parallel", |_, s| s.parallel_replacement),
+        ]
+    }
+
+    /// Once an invariant is violated the run has made its point; do not explore past it.
+    fn within_boundary(&self, s: &State) -> bool {
+        s.violations == 0
+    }
+}
