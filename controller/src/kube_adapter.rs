@@ -1,1 +1,1132 @@
-//! (Being built.)
+//! The production implementation of the cluster port ([`ClusterApi`]) on kube-rs.
+//!
+//! This module owns: building the Kubernetes client (kubeconfig or in-cluster config, API URL override, client
+//! timeout, the `X-Cluster: <namespace>` header on every request), translating the port's calls into Kubernetes API
+//! requests (watches via kube-runtime's watcher with its default backoff, pod deletion with preconditions, merge
+//! patches of the StatefulSet status subresource), classifying API failures into [`ApiError`], and declaring every
+//! API permission it uses ([`RBAC_REQUIREMENTS`]).
+//!
+//! It must not make decisions: it never retries writes, never re-plans, never filters or reorders watch events and
+//! never interprets objects. Anything that depends on what an object means belongs to `rollout-core`; when to act
+//! belongs to the reconcile loop. Not built under `--cfg madsim` (kube's client cannot run inside the simulator),
+//! where the simulated API server implements the port instead.
+
+use crate::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue, Request};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::client::{Body, ClientBuilder};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Config};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use thiserror::Error;
+use tower::{Layer, Service};
+
+/// Label that marks a StatefulSet as part of a rollout group; only those are watched.
+const ROLLOUT_GROUP_LABEL: &str = "rollout-group";
+
+/// Header that carries the cluster validation label (reference 7.3, client side).
+pub const CLUSTER_HEADER: &str = "X-Cluster";
+
+/// Why the Kubernetes client could not be built. Each message says what was wrong and what to do about it.
+#[derive(Debug, Error)]
+pub enum AdapterError {
+    #[error(
+        "cannot load kubeconfig {}: {source}; check that -kubernetes.config-file names a readable, valid \
+         kubeconfig with a current context",
+        path.display()
+    )]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("invalid -kubernetes.api-url {url:?}: {source}; give the API server URL, e.g. https://10.0.0.1:6443")]
+    ApiUrl {
+        url: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error(
+        "cannot load in-cluster Kubernetes config ({source}); inside a pod, check that the service account token \
+         is mounted and KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are set; outside a cluster, set \
+         -kubernetes.config-file (and optionally -kubernetes.api-url)"
+    )]
+    InCluster {
+        #[source]
+        source: kube::config::InClusterError,
+    },
+    #[error(
+        "-kubernetes.namespace {namespace:?} cannot be sent as the {CLUSTER_HEADER} header: {source}; use a valid \
+         namespace name"
+    )]
+    ClusterHeader {
+        namespace: String,
+        #[source]
+        source: http::header::InvalidHeaderValue,
+    },
+    #[error("cannot build the Kubernetes API client: {source}; check the TLS and credential settings of the config")]
+    Client {
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Builds the Kubernetes client: from the kubeconfig at `config_file` if given, else from the in-cluster
+/// environment; `api_url` replaces the config's server URL. `client_timeout` becomes the read and write timeout
+/// (see [`apply_client_timeout`]). Every request carries `X-Cluster: <namespace>`.
+pub async fn build_client(
+    config_file: Option<&Path>,
+    api_url: Option<&str>,
+    client_timeout: Duration,
+    namespace: &str,
+) -> Result<Client, AdapterError> {
+    let config = load_config(config_file, api_url, client_timeout).await?;
+    let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
+    Ok(with_cluster_header(builder, namespace)?.build())
+}
+
+/// Builds a client over any HTTP service with the same layers [`build_client`] adds (today: the `X-Cluster`
+/// header). Tests use it with a mock API server; it shares the layering code with [`build_client`].
+pub fn client_with_layers<S>(service: S, namespace: &str) -> Result<Client, AdapterError>
+where
+    S: Service<Request<Body>, Response = http::Response<Body>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    Ok(with_cluster_header(ClientBuilder::new(service, namespace), namespace)?.build())
+}
+
+fn with_cluster_header<S>(
+    builder: ClientBuilder<S>,
+    namespace: &str,
+) -> Result<ClientBuilder<ClusterHeader<S>>, AdapterError> {
+    let layer = ClusterHeaderLayer::new(namespace)?;
+    Ok(builder.with_layer(&layer))
+}
+
+async fn load_config(
+    config_file: Option<&Path>,
+    api_url: Option<&str>,
+    client_timeout: Duration,
+) -> Result<Config, AdapterError> {
+    let mut config = match config_file {
+        Some(path) => {
+            let kubeconfig_error = |source| AdapterError::Kubeconfig { path: path.to_path_buf(), source };
+            let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(kubeconfig_error)?
+        }
+        None => Config::incluster().map_err(|source| AdapterError::InCluster { source })?,
+    };
+    if let Some(url) = api_url.filter(|url| !url.is_empty()) {
+        config.cluster_url = url.parse().map_err(|source| AdapterError::ApiUrl { url: url.to_string(), source })?;
+    }
+    apply_client_timeout(&mut config, client_timeout);
+    // kube would retry 429/503/504 answers up to 15 times with growing pauses, holding a write planned on data that
+    // ages meanwhile. Fail fast instead: the reconcile loop requeues with backoff and re-plans on fresh data, and
+    // watches have their own backoff.
+    config.default_retry = false;
+    Ok(config)
+}
+
+/// Applies `-kubernetes.client-timeout`. Neither a kubeconfig nor the in-cluster environment can carry a timeout,
+/// so the values present are kube's library defaults (no read timeout, a 295 s write timeout): the flag replaces
+/// them, keeping only a read timeout someone set explicitly. kube's read timeout bounds each wait for response bytes
+/// rather than the whole exchange; a quiet watch that hits it simply ends and the watcher resumes it from the last
+/// resourceVersion. Resetting the read timer on writes keeps a pooled connection's idle time from counting.
+fn apply_client_timeout(config: &mut Config, client_timeout: Duration) {
+    config.read_timeout.get_or_insert(client_timeout);
+    config.write_timeout = Some(client_timeout);
+    config.reset_reader_on_write = true;
+}
+
+/// Tower layer that sets `X-Cluster: <namespace>` on every request (replacing any value already there, so exactly
+/// one is sent).
+#[derive(Debug, Clone)]
+pub struct ClusterHeaderLayer {
+    value: HeaderValue,
+}
+
+impl ClusterHeaderLayer {
+    pub fn new(namespace: &str) -> Result<Self, AdapterError> {
+        let value = HeaderValue::from_str(namespace)
+            .map_err(|source| AdapterError::ClusterHeader { namespace: namespace.to_string(), source })?;
+        Ok(Self { value })
+    }
+}
+
+impl<S> Layer<S> for ClusterHeaderLayer {
+    type Service = ClusterHeader<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ClusterHeader { inner, value: self.value.clone() }
+    }
+}
+
+/// The service made by [`ClusterHeaderLayer`].
+#[derive(Debug, Clone)]
+pub struct ClusterHeader<S> {
+    inner: S,
+    value: HeaderValue,
+}
+
+impl<S, B> Service<Request<B>> for ClusterHeader<S>
+where
+    S: Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        request.headers_mut().insert(HeaderName::from_static("x-cluster"), self.value.clone());
+        self.inner.call(request)
+    }
+}
+
+/// One permission on the Kubernetes API, in RBAC terms: API group (`""` is core), resource (`name/subresource` for
+/// subresources) and verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ApiPermission {
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub verb: &'static str,
+}
+
+/// Every permission [`KubeCluster`] needs in its namespace. The deploy RBAC must grant at least these; the tests
+/// below check that this list equals what the adapter actually requests.
+pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
+    ApiPermission { group: "", resource: "pods", verb: "list" },
+    ApiPermission { group: "", resource: "pods", verb: "watch" },
+    ApiPermission { group: "", resource: "pods", verb: "delete" },
+    ApiPermission { group: "apps", resource: "statefulsets", verb: "list" },
+    ApiPermission { group: "apps", resource: "statefulsets", verb: "watch" },
+    ApiPermission { group: "apps", resource: "statefulsets/status", verb: "patch" },
+];
+
+/// The cluster port on a kube [`Client`], scoped to one namespace.
+#[derive(Clone)]
+pub struct KubeCluster {
+    namespace: String,
+    pods: Api<Pod>,
+    statefulsets: Api<StatefulSet>,
+}
+
+impl KubeCluster {
+    pub fn new(client: Client, namespace: impl Into<String>) -> Self {
+        let namespace = namespace.into();
+        Self {
+            pods: Api::namespaced(client.clone(), &namespace),
+            statefulsets: Api::namespaced(client, &namespace),
+            namespace,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+}
+
+impl ClusterApi for KubeCluster {
+    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
+        let what = format!("watch statefulsets with label {ROLLOUT_GROUP_LABEL} in namespace {}", self.namespace);
+        watch(self.statefulsets.clone(), watcher::Config::default().labels(ROLLOUT_GROUP_LABEL), what)
+    }
+
+    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
+        let what = format!("watch pods in namespace {}", self.namespace);
+        watch(self.pods.clone(), watcher::Config::default(), what)
+    }
+
+    async fn delete_pod(&self, name: &str, preconditions: &Preconditions) -> Result<(), ApiError> {
+        let params = DeleteParams { preconditions: to_kube_preconditions(preconditions), ..DeleteParams::default() };
+        // Success is either the pod (now terminating) or a Status; both mean the API accepted the deletion.
+        self.pods
+            .delete(name, &params)
+            .await
+            .map(|_| ())
+            .map_err(|err| classify(&err, &format!("delete pod {}/{name}", self.namespace)))
+    }
+
+    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+        self.statefulsets
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch status of statefulset {}/{name}", self.namespace)))
+    }
+}
+
+fn to_kube_preconditions(preconditions: &Preconditions) -> Option<kube::api::Preconditions> {
+    if preconditions.uid.is_none() && preconditions.resource_version.is_none() {
+        return None;
+    }
+    Some(kube::api::Preconditions {
+        uid: preconditions.uid.clone(),
+        resource_version: preconditions.resource_version.clone(),
+    })
+}
+
+/// A kube-runtime watcher (list, then watch from the list's resourceVersion; relist when the watch expires) with
+/// kube's default backoff after errors, so an unreachable or refusing API is not hammered. The list is a quorum read
+/// (kube's default `MostRecent` semantic, not a possibly stale API server cache): the controller decides on it.
+fn watch<K>(api: Api<K>, config: watcher::Config, what: String) -> BoxStream<'static, Result<WatchEvent<K>, ApiError>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .map(move |item| item.map(to_watch_event).map_err(|err| classify_watch(&err, &what)))
+        .boxed()
+}
+
+fn to_watch_event<K>(event: watcher::Event<K>) -> WatchEvent<K> {
+    match event {
+        watcher::Event::Init => WatchEvent::Init,
+        watcher::Event::InitApply(object) => WatchEvent::InitApply(object),
+        watcher::Event::InitDone => WatchEvent::InitDone,
+        watcher::Event::Apply(object) => WatchEvent::Apply(object),
+        watcher::Event::Delete(object) => WatchEvent::Delete(object),
+    }
+}
+
+fn classify_watch(err: &watcher::Error, what: &str) -> ApiError {
+    match err {
+        watcher::Error::InitialListFailed(err)
+        | watcher::Error::WatchStartFailed(err)
+        | watcher::Error::WatchFailed(err) => classify(err, what),
+        // 410 Gone: the watch's resourceVersion expired. Routine: the watcher relists by itself.
+        watcher::Error::WatchError(status) if status.code == 410 => {
+            ApiError::Unavailable(format!("{what}: watch expired, relisting: {}", status_text(status)))
+        }
+        watcher::Error::WatchError(status) => classify_status(status, what),
+        watcher::Error::NoResourceVersion => {
+            ApiError::Unavailable(format!("{what}: the API returned no resourceVersion; relisting"))
+        }
+    }
+}
+
+/// Maps a kube error to what the caller should do about it. `what` names the operation and object.
+fn classify(err: &kube::Error, what: &str) -> ApiError {
+    match err {
+        kube::Error::Api(status) => classify_status(status, what),
+        // The request was never sent: retrying the same request cannot help.
+        kube::Error::BuildRequest(err) => {
+            ApiError::Rejected { code: 0, message: format!("{what}: invalid request, not sent: {err}") }
+        }
+        // Transport failures, timeouts, unreadable responses, credential refresh failures: transient as far as we
+        // can tell, so retry with backoff.
+        other => ApiError::Unavailable(format!("{what}: {}", error_chain(other))),
+    }
+}
+
+fn classify_status(status: &kube::core::Status, what: &str) -> ApiError {
+    let text = status_text(status);
+    match status.code {
+        409 => ApiError::Conflict(format!("{what}: {text}")),
+        404 => ApiError::NotFound(format!("{what}: {text}")),
+        429 => ApiError::Unavailable(format!("{what}: HTTP 429: {text}")),
+        code @ 400..=499 => ApiError::Rejected { code, message: format!("{what}: {text}") },
+        // kube reads any JSON error body as a Status; one that is not a Kubernetes Status (a proxy's) comes out
+        // with no code. Its status code is lost, so treat it as transient.
+        0 => ApiError::Unavailable(format!("{what}: error response that is not a Kubernetes Status")),
+        code => ApiError::Unavailable(format!("{what}: HTTP {code}: {text}")),
+    }
+}
+
+/// The API's own message, or its reason when the message is empty.
+fn status_text(status: &kube::core::Status) -> String {
+    if status.message.is_empty() { status.reason.clone() } else { status.message.clone() }
+}
+
+/// An error and its sources, so that e.g. "connection refused" below a generic "client error" is kept.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    //! The adapter against a mock API server: a tower service that hands every request to the test, which asserts
+    //! it and answers. Every request any test provokes is also checked against [`RBAC_REQUIREMENTS`] and the
+    //! namespace, and must carry exactly one `X-Cluster` header.
+
+    use super::*;
+    use http::{Method, Response};
+    use http_body_util::BodyExt;
+    use kube::ResourceExt;
+    use serde_json::{Value, json};
+    use std::collections::BTreeSet;
+    use std::time::Instant;
+    use tokio::sync::{mpsc, oneshot};
+
+    const NS: &str = "default-ns";
+    const WAIT: Duration = Duration::from_secs(5);
+
+    type Exchange = (Request<Body>, oneshot::Sender<Response<Body>>);
+    type Permission = (String, String, String);
+
+    /// A request as the mock API server received it.
+    #[derive(Debug)]
+    struct Seen {
+        method: Method,
+        path: String,
+        query: String,
+        headers: http::HeaderMap,
+        body: Vec<u8>,
+    }
+
+    impl Seen {
+        fn json(&self) -> Value {
+            serde_json::from_slice(&self.body).expect("request body is JSON")
+        }
+
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers.get(name).and_then(|value| value.to_str().ok())
+        }
+
+        fn assert(&self, method: Method, path: &str, query: &str) {
+            assert_eq!((&self.method, self.path.as_str(), self.query.as_str()), (&method, path, query), "{self:?}");
+        }
+    }
+
+    /// Answers one request.
+    struct Responder(oneshot::Sender<Response<Body>>);
+
+    impl Responder {
+        fn json(self, status: u16, body: Value) {
+            self.raw(status, "application/json", serde_json::to_vec(&body).expect("serialisable"));
+        }
+
+        /// A watch response: one JSON event per line. The body ends after the last line, as when the server's
+        /// watch timeout expires.
+        fn watch_lines(self, events: &[Value]) {
+            let mut body = Vec::new();
+            for event in events {
+                body.extend(serde_json::to_vec(event).expect("serialisable"));
+                body.push(b'\n');
+            }
+            self.raw(200, "application/json", body);
+        }
+
+        fn raw(self, status: u16, content_type: &str, body: Vec<u8>) {
+            let response = Response::builder()
+                .status(status)
+                .header(http::header::CONTENT_TYPE, content_type)
+                .body(Body::from(body))
+                .expect("valid response");
+            // The client may have given up already; that is the test's business, not the mock's.
+            let _ = self.0.send(response);
+        }
+    }
+
+    struct MockApi {
+        rx: mpsc::UnboundedReceiver<Exchange>,
+        permissions: BTreeSet<Permission>,
+    }
+
+    impl MockApi {
+        async fn next(&mut self) -> (Seen, Responder) {
+            let (request, respond) = tokio::time::timeout(WAIT, self.rx.recv())
+                .await
+                .expect("the client sent no request in time")
+                .expect("the client is gone");
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await.expect("readable request body").to_bytes().to_vec();
+            let seen = Seen {
+                method: parts.method,
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().unwrap_or_default().to_string(),
+                headers: parts.headers,
+                body,
+            };
+            let cluster: Vec<_> = seen.headers.get_all(CLUSTER_HEADER).iter().collect();
+            assert_eq!(cluster, [NS], "every request carries exactly one X-Cluster header: {seen:?}");
+            let permission = permission_for(&seen.method, &seen.path, &seen.query)
+                .unwrap_or_else(|| panic!("request outside namespace {NS} or not a resource request: {seen:?}"));
+            assert!(declared().contains(&permission), "{permission:?} is used but not in RBAC_REQUIREMENTS");
+            self.permissions.insert(permission);
+            (seen, Responder(respond))
+        }
+
+        async fn expect_no_request(&mut self) {
+            let next = tokio::time::timeout(Duration::from_millis(200), self.rx.recv()).await;
+            assert!(next.is_err(), "unexpected request: {:?}", next.map(|exchange| exchange.map(|(r, _)| r)));
+        }
+    }
+
+    fn mock_cluster() -> (KubeCluster, MockApi) {
+        let (tx, rx) = mpsc::unbounded_channel::<Exchange>();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let tx = tx.clone();
+            async move {
+                let (respond, response) = oneshot::channel();
+                tx.send((request, respond)).map_err(|_| tower::BoxError::from("mock API server stopped"))?;
+                // A responder dropped without an answer is a broken connection.
+                response.await.map_err(|_| tower::BoxError::from("connection reset by mock API server"))
+            }
+        });
+        let client = client_with_layers(service, NS).expect("valid namespace");
+        (KubeCluster::new(client, NS), MockApi { rx, permissions: BTreeSet::new() })
+    }
+
+    /// Maps a request to the RBAC permission it needs, or `None` if it is outside the namespace or not a
+    /// namespaced resource request.
+    fn permission_for(method: &Method, path: &str, query: &str) -> Option<Permission> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let (group, rest) = match segments.as_slice() {
+            ["api", _version, rest @ ..] => ("", rest),
+            ["apis", group, _version, rest @ ..] => (*group, rest),
+            _ => return None,
+        };
+        let (resource, named) = match rest {
+            ["namespaces", ns, resource] if *ns == NS => (resource.to_string(), false),
+            ["namespaces", ns, resource, _name] if *ns == NS => (resource.to_string(), true),
+            ["namespaces", ns, resource, _name, sub] if *ns == NS => (format!("{resource}/{sub}"), true),
+            _ => return None,
+        };
+        let watch = query.split('&').any(|pair| pair == "watch=true");
+        let verb = match (method.as_str(), named, watch) {
+            ("GET", _, true) => "watch",
+            ("GET", false, false) => "list",
+            ("GET", true, false) => "get",
+            ("DELETE", true, _) => "delete",
+            ("DELETE", false, _) => "deletecollection",
+            ("PATCH", ..) => "patch",
+            ("PUT", ..) => "update",
+            ("POST", ..) => "create",
+            _ => return None,
+        };
+        Some((group.to_string(), resource, verb.to_string()))
+    }
+
+    fn declared() -> BTreeSet<Permission> {
+        RBAC_REQUIREMENTS.iter().map(|p| (p.group.to_string(), p.resource.to_string(), p.verb.to_string())).collect()
+    }
+
+    fn status(code: u16, reason: &str, message: &str) -> Value {
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code,
+        })
+    }
+
+    fn success_status() -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
+    }
+
+    /// A StatefulSet as list items carry it (no apiVersion/kind).
+    fn sts(name: &str, resource_version: &str) -> Value {
+        json!({
+            "metadata": {
+                "name": name, "namespace": NS, "uid": format!("uid-{name}"), "resourceVersion": resource_version,
+                "labels": {"rollout-group": "ingester"},
+            },
+            "spec": {"selector": {"matchLabels": {"name": name}}, "template": {"metadata": {"labels": {"name": name}}}},
+        })
+    }
+
+    fn pod(name: &str, resource_version: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "resourceVersion": resource_version}})
+    }
+
+    fn list(kind: &str, resource_version: &str, continue_token: Option<&str>, items: Vec<Value>) -> Value {
+        let mut metadata = json!({"resourceVersion": resource_version});
+        if let Some(token) = continue_token {
+            metadata["continue"] = json!(token);
+        }
+        json!({"kind": kind, "apiVersion": if kind == "PodList" { "v1" } else { "apps/v1" }, "metadata": metadata, "items": items})
+    }
+
+    fn event(kind: &str, object: Value) -> Value {
+        json!({"type": kind, "object": object})
+    }
+
+    fn bookmark(resource_version: &str) -> Value {
+        event(
+            "BOOKMARK",
+            json!({"kind": "StatefulSet", "apiVersion": "apps/v1", "metadata": {"resourceVersion": resource_version}}),
+        )
+    }
+
+    /// Polls a watch stream on its own task (it only sends requests while polled) and forwards what it yields.
+    fn forward<T: Send + 'static>(mut stream: BoxStream<'static, T>) -> mpsc::UnboundedReceiver<T> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(item) = stream.next().await {
+                if tx.send(item).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+
+    fn describe<K: kube::Resource>(item: &Result<WatchEvent<K>, ApiError>) -> String {
+        let object = |o: &K| format!("{}@{}", o.name_any(), o.resource_version().unwrap_or_default());
+        match item {
+            Ok(WatchEvent::Init) => "Init".to_string(),
+            Ok(WatchEvent::InitApply(o)) => format!("InitApply({})", object(o)),
+            Ok(WatchEvent::InitDone) => "InitDone".to_string(),
+            Ok(WatchEvent::Apply(o)) => format!("Apply({})", object(o)),
+            Ok(WatchEvent::Delete(o)) => format!("Delete({})", object(o)),
+            Err(err) => format!("Err({})", err.kind()),
+        }
+    }
+
+    async fn next_items<K: kube::Resource>(
+        rx: &mut mpsc::UnboundedReceiver<Result<WatchEvent<K>, ApiError>>,
+        count: usize,
+    ) -> Vec<String> {
+        let mut items = Vec::new();
+        for _ in 0..count {
+            let item = tokio::time::timeout(WAIT, rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("watch yielded only {items:?}"))
+                .expect("the watch stream never ends");
+            items.push(describe(&item));
+        }
+        items
+    }
+
+    async fn next_error<K: kube::Resource>(
+        rx: &mut mpsc::UnboundedReceiver<Result<WatchEvent<K>, ApiError>>,
+    ) -> ApiError {
+        match tokio::time::timeout(WAIT, rx.recv()).await {
+            Ok(Some(Err(err))) => err,
+            other => panic!("expected a watch error, got {:?}", other.map(|item| item.map(|i| describe(&i)))),
+        }
+    }
+
+    const STS_PATH: &str = "/apis/apps/v1/namespaces/default-ns/statefulsets";
+    // kube's query builder starts every query with '&' (an empty first pair, which the API server ignores); these are
+    // the exact bytes it sends.
+    const STS_LIST_QUERY: &str = "&labelSelector=rollout-group&limit=500";
+
+    fn sts_watch_query(resource_version: &str) -> String {
+        format!(
+            "&watch=true&timeoutSeconds=290&labelSelector=rollout-group&allowWatchBookmarks=true&resourceVersion={resource_version}"
+        )
+    }
+
+    // ---- delete_pod -------------------------------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn delete_pod_sends_uid_precondition_and_succeeds() {
+        let (cluster, mut api) = mock_cluster();
+        let preconditions = Preconditions { uid: Some("uid-1".into()), resource_version: None };
+        let call = tokio::spawn(async move { cluster.delete_pod("ingester-zone-a-0", &preconditions).await });
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::DELETE, "/api/v1/namespaces/default-ns/pods/ingester-zone-a-0", "");
+        assert_eq!(seen.header("content-type"), Some("application/json"));
+        assert_eq!(seen.json(), json!({"preconditions": {"uid": "uid-1"}}));
+        let mut deleted = pod("ingester-zone-a-0", "12");
+        deleted["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        respond.json(200, deleted);
+
+        assert_eq!(call.await.expect("no panic"), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn delete_pod_sends_uid_and_resource_version_preconditions() {
+        let (cluster, mut api) = mock_cluster();
+        let preconditions = Preconditions { uid: Some("uid-1".into()), resource_version: Some("41".into()) };
+        let call = tokio::spawn(async move { cluster.delete_pod("ingester-zone-a-0", &preconditions).await });
+
+        let (seen, respond) = api.next().await;
+        assert_eq!(seen.json(), json!({"preconditions": {"uid": "uid-1", "resourceVersion": "41"}}));
+        respond.json(200, success_status());
+
+        assert_eq!(call.await.expect("no panic"), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn delete_pod_without_preconditions_sends_none() {
+        let (cluster, mut api) = mock_cluster();
+        let call =
+            tokio::spawn(async move { cluster.delete_pod("ingester-zone-a-0", &Preconditions::default()).await });
+
+        let (seen, respond) = api.next().await;
+        assert_eq!(seen.json(), json!({}));
+        respond.json(200, success_status());
+
+        assert_eq!(call.await.expect("no panic"), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn delete_pod_failures_are_classified() {
+        let object = "delete pod default-ns/ingester-zone-a-0";
+        let precondition = "Operation cannot be fulfilled on Pod \"ingester-zone-a-0\": Precondition failed: UID in \
+                            precondition: uid-1, UID in object meta: uid-2";
+        let cases: Vec<(u16, Vec<u8>, ApiError)> = vec![
+            (
+                409,
+                serde_json::to_vec(&status(409, "Conflict", precondition)).expect("json"),
+                ApiError::Conflict(format!("{object}: {precondition}")),
+            ),
+            (
+                404,
+                serde_json::to_vec(&status(404, "NotFound", "pods \"ingester-zone-a-0\" not found")).expect("json"),
+                ApiError::NotFound(format!("{object}: pods \"ingester-zone-a-0\" not found")),
+            ),
+            (
+                500,
+                serde_json::to_vec(&status(500, "InternalError", "etcdserver: request timed out")).expect("json"),
+                ApiError::Unavailable(format!("{object}: HTTP 500: etcdserver: request timed out")),
+            ),
+            (
+                503,
+                serde_json::to_vec(&status(503, "ServiceUnavailable", "")).expect("json"),
+                ApiError::Unavailable(format!("{object}: HTTP 503: ServiceUnavailable")),
+            ),
+            (
+                429,
+                serde_json::to_vec(&status(429, "TooManyRequests", "too many requests")).expect("json"),
+                ApiError::Unavailable(format!("{object}: HTTP 429: too many requests")),
+            ),
+            (
+                403,
+                serde_json::to_vec(&status(403, "Forbidden", "pods \"ingester-zone-a-0\" is forbidden")).expect("json"),
+                ApiError::Rejected { code: 403, message: format!("{object}: pods \"ingester-zone-a-0\" is forbidden") },
+            ),
+            (
+                422,
+                serde_json::to_vec(&status(422, "Invalid", "invalid preconditions")).expect("json"),
+                ApiError::Rejected { code: 422, message: format!("{object}: invalid preconditions") },
+            ),
+            // A proxy in front of the API answering with plain text.
+            (502, b"Bad Gateway\n".to_vec(), ApiError::Unavailable(format!("{object}: HTTP 502: Bad Gateway"))),
+            // A proxy answering with JSON that is not a Kubernetes Status.
+            (
+                403,
+                br#"{"error":"denied by proxy"}"#.to_vec(),
+                ApiError::Unavailable(format!("{object}: error response that is not a Kubernetes Status")),
+            ),
+        ];
+        for (code, body, expected) in cases {
+            let (cluster, mut api) = mock_cluster();
+            let preconditions = Preconditions { uid: Some("uid-1".into()), resource_version: None };
+            let call = tokio::spawn(async move { cluster.delete_pod("ingester-zone-a-0", &preconditions).await });
+            let (_, respond) = api.next().await;
+            let content_type = if code == 502 { "text/plain" } else { "application/json" };
+            respond.raw(code, content_type, body);
+            assert_eq!(call.await.expect("no panic"), Err(expected), "HTTP {code}");
+        }
+    }
+
+    #[tokio::test]
+    async fn delete_pod_connection_failure_is_unavailable() {
+        let (cluster, mut api) = mock_cluster();
+        let call =
+            tokio::spawn(async move { cluster.delete_pod("ingester-zone-a-0", &Preconditions::default()).await });
+        let (_, respond) = api.next().await;
+        drop(respond);
+
+        match call.await.expect("no panic") {
+            Err(ApiError::Unavailable(message)) => {
+                assert!(message.starts_with("delete pod default-ns/ingester-zone-a-0: "), "{message}");
+                assert!(message.contains("connection reset by mock API server"), "{message}");
+            }
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn delete_pod_with_invalid_name_is_rejected_without_a_request() {
+        let (cluster, mut api) = mock_cluster();
+        let result = cluster.delete_pod("", &Preconditions::default()).await;
+        assert!(matches!(result, Err(ApiError::Rejected { code: 0, .. })), "{result:?}");
+        api.expect_no_request().await;
+    }
+
+    // ---- patch_statefulset_status -----------------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn patch_statefulset_status_sends_merge_patch_to_status_subresource() {
+        let (cluster, mut api) = mock_cluster();
+        let patch = json!({"metadata": {"resourceVersion": "41"}, "status": {"currentRevision": "ingester-zone-a-2"}});
+        let sent = patch.clone();
+        let call = tokio::spawn(async move { cluster.patch_statefulset_status("ingester-zone-a", &sent).await });
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::PATCH, "/apis/apps/v1/namespaces/default-ns/statefulsets/ingester-zone-a/status", "");
+        assert_eq!(seen.header("content-type"), Some("application/merge-patch+json"));
+        assert_eq!(seen.header("accept"), Some("application/json"));
+        assert_eq!(seen.json(), patch);
+        let mut updated = sts("ingester-zone-a", "42");
+        updated["apiVersion"] = json!("apps/v1");
+        updated["kind"] = json!("StatefulSet");
+        updated["status"] = json!({"replicas": 3, "currentRevision": "ingester-zone-a-2"});
+        respond.json(200, updated);
+
+        let updated = call.await.expect("no panic").expect("patched");
+        assert_eq!(updated.name_any(), "ingester-zone-a");
+        assert_eq!(updated.resource_version().as_deref(), Some("42"));
+        assert_eq!(updated.status.and_then(|s| s.current_revision).as_deref(), Some("ingester-zone-a-2"));
+    }
+
+    #[tokio::test]
+    async fn patch_statefulset_status_on_a_moved_object_is_a_conflict() {
+        let (cluster, mut api) = mock_cluster();
+        let call = tokio::spawn(async move {
+            let patch = json!({"metadata": {"resourceVersion": "41"}, "status": {"currentRevision": "r2"}});
+            cluster.patch_statefulset_status("ingester-zone-a", &patch).await
+        });
+        let message = "Operation cannot be fulfilled on statefulsets.apps \"ingester-zone-a\": the object has been \
+                       modified; please apply your changes to the latest version and try again";
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "Conflict", message));
+
+        assert_eq!(
+            call.await.expect("no panic"),
+            Err(ApiError::Conflict(format!("patch status of statefulset default-ns/ingester-zone-a: {message}")))
+        );
+    }
+
+    // ---- watches ----------------------------------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn watch_statefulsets_lists_then_watches_by_label() {
+        let (cluster, mut api) = mock_cluster();
+        let mut events = forward(cluster.watch_statefulsets());
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, STS_LIST_QUERY);
+        respond.json(200, list("StatefulSetList", "100", None, vec![sts("a", "90"), sts("b", "95")]));
+        assert_eq!(next_items(&mut events, 4).await, ["Init", "InitApply(a@90)", "InitApply(b@95)", "InitDone"]);
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, &sts_watch_query("100"));
+        respond.watch_lines(&[
+            event("ADDED", sts("c", "101")),
+            event("MODIFIED", sts("a", "102")),
+            event("DELETED", sts("b", "104")),
+            bookmark("110"),
+        ]);
+        assert_eq!(next_items(&mut events, 3).await, ["Apply(c@101)", "Apply(a@102)", "Delete(b@104)"]);
+
+        // The watch ended (server timeout): resumed from the bookmark's resourceVersion, without a relist.
+        let (seen, _respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, &sts_watch_query("110"));
+        assert!(events.try_recv().is_err(), "no events without a response");
+    }
+
+    #[tokio::test]
+    async fn watch_statefulsets_follows_list_pages() {
+        let (cluster, mut api) = mock_cluster();
+        let mut events = forward(cluster.watch_statefulsets());
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, STS_LIST_QUERY);
+        respond.json(200, list("StatefulSetList", "100", Some("page-2"), vec![sts("a", "90")]));
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, "&labelSelector=rollout-group&limit=500&continue=page-2");
+        respond.json(200, list("StatefulSetList", "100", None, vec![sts("b", "95")]));
+
+        assert_eq!(next_items(&mut events, 4).await, ["Init", "InitApply(a@90)", "InitApply(b@95)", "InitDone"]);
+        let (seen, _respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, &sts_watch_query("100"));
+    }
+
+    #[tokio::test]
+    async fn watch_pods_lists_and_watches_all_pods_of_the_namespace() {
+        let (cluster, mut api) = mock_cluster();
+        let mut events = forward(cluster.watch_pods());
+        let path = "/api/v1/namespaces/default-ns/pods";
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, path, "&limit=500");
+        respond.json(200, list("PodList", "7", None, vec![pod("a-0", "5")]));
+        assert_eq!(next_items(&mut events, 3).await, ["Init", "InitApply(a-0@5)", "InitDone"]);
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, path, "&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=7");
+        respond.watch_lines(&[event("MODIFIED", pod("a-0", "8")), event("DELETED", pod("a-0", "9"))]);
+        assert_eq!(next_items(&mut events, 2).await, ["Apply(a-0@8)", "Delete(a-0@9)"]);
+    }
+
+    #[tokio::test]
+    async fn watch_list_failure_is_yielded_then_retried_after_a_backoff() {
+        let (cluster, mut api) = mock_cluster();
+        let mut events = forward(cluster.watch_statefulsets());
+
+        // The watcher announces a (re)list before it sends it; a failed list is followed by a fresh Init.
+        assert_eq!(next_items(&mut events, 1).await, ["Init"]);
+        let (_, respond) = api.next().await;
+        respond.json(500, status(500, "InternalError", "etcdserver: request timed out"));
+        let err = next_error(&mut events).await;
+        assert_eq!(
+            err,
+            ApiError::Unavailable(
+                "watch statefulsets with label rollout-group in namespace default-ns: HTTP 500: etcdserver: request \
+                 timed out"
+                    .into()
+            )
+        );
+        let failed_at = Instant::now();
+
+        let (seen, respond) = api.next().await;
+        // kube's default backoff starts at 800 ms: a failing API is not hammered.
+        assert!(failed_at.elapsed() >= Duration::from_millis(700), "retried after {:?}", failed_at.elapsed());
+        seen.assert(Method::GET, STS_PATH, STS_LIST_QUERY);
+        respond.json(200, list("StatefulSetList", "100", None, vec![sts("a", "90")]));
+        assert_eq!(next_items(&mut events, 3).await, ["Init", "InitApply(a@90)", "InitDone"]);
+    }
+
+    #[tokio::test]
+    async fn watch_forbidden_is_rejected() {
+        let (cluster, mut api) = mock_cluster();
+        let mut events = forward(cluster.watch_pods());
+        let message = "pods is forbidden: User \"system:serviceaccount:default-ns:rollout-operator\" cannot list \
+                       resource \"pods\" in API group \"\" in the namespace \"default-ns\"";
+
+        assert_eq!(next_items(&mut events, 1).await, ["Init"]);
+        let (_, respond) = api.next().await;
+        respond.json(403, status(403, "Forbidden", message));
+        assert_eq!(
+            next_error(&mut events).await,
+            ApiError::Rejected { code: 403, message: format!("watch pods in namespace default-ns: {message}") }
+        );
+    }
+
+    #[tokio::test]
+    async fn watch_expiry_is_yielded_then_relisted() {
+        let (cluster, mut api) = mock_cluster();
+        let mut events = forward(cluster.watch_statefulsets());
+
+        let (_, respond) = api.next().await;
+        respond.json(200, list("StatefulSetList", "100", None, vec![]));
+        assert_eq!(next_items(&mut events, 2).await, ["Init", "InitDone"]);
+
+        let (_, respond) = api.next().await;
+        respond.watch_lines(&[event("ERROR", status(410, "Expired", "too old resource version: 100 (200)"))]);
+        match next_error(&mut events).await {
+            ApiError::Unavailable(message) => assert!(message.contains("too old resource version"), "{message}"),
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, STS_PATH, STS_LIST_QUERY);
+        respond.json(200, list("StatefulSetList", "200", None, vec![sts("a", "150")]));
+        assert_eq!(next_items(&mut events, 3).await, ["Init", "InitApply(a@150)", "InitDone"]);
+    }
+
+    // ---- RBAC -------------------------------------------------------------------------------------------------
+
+    /// Drives every port operation once and checks that the permissions its requests need are exactly
+    /// [`RBAC_REQUIREMENTS`]: a new request kind fails here (and in [`MockApi::next`]) until it is declared, and a
+    /// declared permission nothing uses fails here too.
+    #[tokio::test]
+    async fn rbac_requirements_equal_the_requests_the_adapter_sends() {
+        let (cluster, mut api) = mock_cluster();
+
+        let mut statefulsets = forward(cluster.watch_statefulsets());
+        let (_, respond) = api.next().await;
+        respond.json(200, list("StatefulSetList", "1", None, vec![]));
+        next_items(&mut statefulsets, 2).await;
+        let _sts_watch = api.next().await;
+
+        let mut pods = forward(cluster.watch_pods());
+        let (_, respond) = api.next().await;
+        respond.json(200, list("PodList", "1", None, vec![]));
+        next_items(&mut pods, 2).await;
+        let _pod_watch = api.next().await;
+
+        let deleter = cluster.clone();
+        let call = tokio::spawn(async move { deleter.delete_pod("a-0", &Preconditions::default()).await });
+        let (_, respond) = api.next().await;
+        respond.json(200, success_status());
+        assert_eq!(call.await.expect("no panic"), Ok(()));
+
+        let call = tokio::spawn(async move { cluster.patch_statefulset_status("a", &json!({"status": {}})).await });
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "Conflict", "moved on"));
+        assert!(call.await.expect("no panic").is_err());
+
+        assert_eq!(api.permissions, declared());
+        assert_eq!(declared().len(), RBAC_REQUIREMENTS.len(), "RBAC_REQUIREMENTS has duplicates");
+    }
+
+    #[test]
+    fn permission_mapping_follows_kubernetes_rbac() {
+        let cases = [
+            (Method::GET, "/api/v1/namespaces/default-ns/pods", "limit=500", Some(("", "pods", "list"))),
+            (Method::GET, "/api/v1/namespaces/default-ns/pods", "watch=true&x=1", Some(("", "pods", "watch"))),
+            (Method::GET, "/api/v1/namespaces/default-ns/pods/a", "", Some(("", "pods", "get"))),
+            (Method::DELETE, "/api/v1/namespaces/default-ns/pods/a", "", Some(("", "pods", "delete"))),
+            (
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/default-ns/statefulsets/a/status",
+                "",
+                Some(("apps", "statefulsets/status", "patch")),
+            ),
+            (
+                Method::PUT,
+                "/apis/apps/v1/namespaces/default-ns/statefulsets/a",
+                "",
+                Some(("apps", "statefulsets", "update")),
+            ),
+            (Method::GET, "/api/v1/namespaces/other-ns/pods", "", None),
+            (Method::GET, "/version", "", None),
+        ];
+        for (method, path, query, expected) in cases {
+            let expected = expected.map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()));
+            assert_eq!(permission_for(&method, path, query), expected, "{method} {path}?{query}");
+        }
+    }
+
+    // ---- client construction ----------------------------------------------------------------------------------
+
+    fn write_kubeconfig(test: &str, server: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("kube-adapter-{test}-{}.yaml", std::process::id()));
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\n\
+             clusters:\n- name: test\n  cluster:\n    server: {server}\n\
+             contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: other-ns\n\
+             users:\n- name: test\n  user:\n    token: test-token\n"
+        );
+        std::fs::write(&path, kubeconfig).expect("temp dir is writable");
+        path
+    }
+
+    #[tokio::test]
+    async fn build_client_uses_kubeconfig_api_url_override_and_sends_cluster_header() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Method, String, http::HeaderMap)>();
+        let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((request.method().clone(), request.uri().to_string(), request.headers().clone()));
+                axum::Json(success_status())
+            }
+        });
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        // The kubeconfig's own server is unreachable: only the override can make the request succeed.
+        let kubeconfig = write_kubeconfig("override", "https://kubeconfig-server.invalid:6443");
+
+        let client = build_client(Some(&kubeconfig), Some(&format!("http://{address}")), Duration::from_secs(5), NS)
+            .await
+            .expect("client");
+        let result = KubeCluster::new(client, NS).delete_pod("a-0", &Preconditions::default()).await;
+        let _ = std::fs::remove_file(&kubeconfig);
+        server.abort();
+
+        assert_eq!(result, Ok(()));
+        let (method, uri, headers) = rx.try_recv().expect("the fake API server saw the request");
+        assert_eq!((method, uri.as_str()), (Method::DELETE, "/api/v1/namespaces/default-ns/pods/a-0?"));
+        let cluster: Vec<_> = headers.get_all(CLUSTER_HEADER).iter().collect();
+        assert_eq!(cluster, [NS]);
+        assert_eq!(headers.get("authorization").and_then(|v| v.to_str().ok()), Some("Bearer test-token"));
+    }
+
+    #[tokio::test]
+    async fn load_config_applies_api_url_and_client_timeout() {
+        let kubeconfig = write_kubeconfig("timeout", "https://kubeconfig-server.example:6443");
+        let with_override = load_config(Some(&kubeconfig), Some("https://10.0.0.1:6443"), Duration::from_secs(7)).await;
+        let without_override = load_config(Some(&kubeconfig), None, Duration::from_secs(7)).await;
+        let _ = std::fs::remove_file(&kubeconfig);
+
+        let config = with_override.expect("config");
+        assert_eq!(config.cluster_url.to_string(), "https://10.0.0.1:6443/");
+        assert_eq!(config.read_timeout, Some(Duration::from_secs(7)));
+        assert_eq!(config.write_timeout, Some(Duration::from_secs(7)));
+        assert!(config.reset_reader_on_write);
+        assert!(!config.default_retry, "writes are not retried behind the caller's back");
+        let config = without_override.expect("config");
+        assert_eq!(config.cluster_url.to_string(), "https://kubeconfig-server.example:6443/");
+    }
+
+    #[test]
+    fn client_timeout_keeps_an_explicit_read_timeout() {
+        let mut config = Config::new(http::Uri::from_static("https://10.0.0.1:6443"));
+        config.read_timeout = Some(Duration::from_secs(1));
+        apply_client_timeout(&mut config, Duration::from_secs(300));
+        assert_eq!(config.read_timeout, Some(Duration::from_secs(1)));
+        assert_eq!(config.write_timeout, Some(Duration::from_secs(300)));
+    }
+
+    fn expect_adapter_error(result: Result<Client, AdapterError>) -> AdapterError {
+        match result {
+            Ok(_) => panic!("expected an AdapterError, got a client"),
+            Err(err) => err,
+        }
+    }
+
+    #[tokio::test]
+    async fn unreadable_kubeconfig_names_the_file_and_the_flag() {
+        let path = Path::new("/nonexistent/rollout-operator/kubeconfig");
+        let err = expect_adapter_error(build_client(Some(path), None, Duration::from_secs(5), NS).await);
+        let message = err.to_string();
+        assert!(matches!(err, AdapterError::Kubeconfig { .. }), "{err:?}");
+        assert!(message.contains("/nonexistent/rollout-operator/kubeconfig"), "{message}");
+        assert!(message.contains("-kubernetes.config-file"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn invalid_api_url_is_reported_with_the_flag() {
+        let kubeconfig = write_kubeconfig("bad-url", "https://kubeconfig-server.example:6443");
+        let result = build_client(Some(&kubeconfig), Some("http://bad host"), Duration::from_secs(5), NS).await;
+        let _ = std::fs::remove_file(&kubeconfig);
+        let err = expect_adapter_error(result);
+        assert!(matches!(err, AdapterError::ApiUrl { .. }), "{err:?}");
+        assert!(err.to_string().contains("-kubernetes.api-url \"http://bad host\""), "{err}");
+    }
+
+    #[tokio::test]
+    async fn in_cluster_config_outside_a_cluster_says_what_to_do() {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            eprintln!("skipped: running inside a Kubernetes pod, in-cluster config may load");
+            return;
+        }
+        let err = expect_adapter_error(build_client(None, None, Duration::from_secs(5), NS).await);
+        assert!(matches!(err, AdapterError::InCluster { .. }), "{err:?}");
+        assert!(err.to_string().contains("set -kubernetes.config-file"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn cluster_header_layer_sends_exactly_one_value() {
+        use tower::ServiceExt;
+        let inner = tower::service_fn(|request: Request<()>| async move {
+            let values: Vec<String> = request
+                .headers()
+                .get_all(CLUSTER_HEADER)
+                .iter()
+                .map(|v| v.to_str().unwrap_or_default().to_string())
+                .collect();
+            Ok::<_, std::convert::Infallible>(values)
+        });
+        let service = ClusterHeaderLayer::new(NS).expect("valid namespace").layer(inner);
+        let request = Request::builder().header(CLUSTER_HEADER, "stale").body(()).expect("request");
+        let values = service.oneshot(request).await.expect("infallible");
+        assert_eq!(values, [NS]);
+    }
+
+    #[test]
+    fn namespace_that_cannot_be_a_header_value_is_rejected() {
+        let err = ClusterHeaderLayer::new("bad\nnamespace").expect_err("newline is not allowed in a header");
+        assert!(matches!(err, AdapterError::ClusterHeader { .. }), "{err:?}");
+    }
+}
