@@ -15,7 +15,6 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use std::future::Future;
 use std::sync::Arc;
 
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -49,7 +48,7 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }
@@ -60,7 +59,6 @@ mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
-    use std::time::Duration;
     use tower::ServiceExt;
 
     async fn call(router: Router, method: &str, path: &str) -> (StatusCode, Option<String>, String) {
@@ -117,6 +115,7 @@ mod tests {
     #[cfg(not(madsim))]
     #[tokio::test]
     async fn serves_on_a_real_socket_and_shuts_down() {
+        use std::time::Duration;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
         let ready = ReadyFlag::new();
