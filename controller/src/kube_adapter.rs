@@ -143,6 +143,10 @@ async fn load_config(
 /// rather than the whole exchange; a quiet watch that hits it simply ends and the watcher resumes it from the last
 /// resourceVersion. Resetting the read timer on writes keeps a pooled connection's idle time from counting.
 fn apply_client_timeout(config: &mut Config, client_timeout: Duration) {
+    // Zero means "no timeout", as in Go's http.Client.
+    if client_timeout.is_zero() {
+        return;
+    }
     config.read_timeout.get_or_insert(client_timeout);
     config.write_timeout = Some(client_timeout);
     config.reset_reader_on_write = true;
@@ -1057,6 +1061,14 @@ mod tests {
         assert!(!config.default_retry, "writes are not retried behind the caller's back");
         let config = without_override.expect("config");
         assert_eq!(config.cluster_url.to_string(), "https://kubeconfig-server.example:6443/");
+    }
+
+    #[test]
+    fn zero_client_timeout_means_no_timeout() {
+        let mut config = Config::new("https://example.invalid".parse().unwrap());
+        let before = (config.read_timeout, config.write_timeout);
+        apply_client_timeout(&mut config, Duration::ZERO);
+        assert_eq!((config.read_timeout, config.write_timeout), before);
     }
 
     #[test]

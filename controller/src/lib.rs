@@ -14,4 +14,5 @@ pub mod kube_adapter;
 pub mod logging;
 pub mod metrics;
 pub mod plan_cmd;
+pub mod prom_duration;
 pub mod reconciler;

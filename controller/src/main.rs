@@ -1,1 +1,210 @@
-fn main() {}
+//! The `rollout-operator` binary: parses flags, sets up logging, then runs the controller (or `plan`).
+//!
+//! Startup follows the reference's order: flags, validation, logger, metrics registry, HTTP server (listen first,
+//! so a port in use fails at once), Kubernetes client, controller. SIGTERM or SIGINT stops the controller and the
+//! HTTP server and the process exits 0, as the reference does, so Kubernetes restarts it cleanly.
+
+use std::process::ExitCode;
+
+#[cfg(not(madsim))]
+fn main() -> ExitCode {
+    app::main()
+}
+
+/// A `--cfg madsim` build runs the controller inside the simulator (crate `rollout-sim`), never as a process.
+#[cfg(madsim)]
+fn main() -> ExitCode {
+    eprintln!(
+        "rollout-operator: this binary was built with --cfg madsim (for the simulator) and cannot run the controller"
+    );
+    ExitCode::FAILURE
+}
+
+#[cfg(not(madsim))]
+mod app {
+    use rollout_operator::cli::{self, Command, RunConfig};
+    use rollout_operator::health::ReadyFlag;
+    use rollout_operator::metrics::Metrics;
+    use rollout_operator::reconciler::{self, ReconcilerConfig};
+    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd};
+    use std::future::Future;
+    use std::io;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::process::ExitCode;
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tokio::net::TcpListener;
+    use tokio::sync::watch;
+    use tracing::{error, info};
+
+    /// How long in-flight HTTP requests may take to finish once shutdown starts.
+    const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+    pub fn main() -> ExitCode {
+        // kube's client (and later the TLS server) need a process-wide rustls provider, chosen before any TLS
+        // object exists. Only ring is compiled in; an error means one is already installed, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+
+        let command = match cli::parse(std::env::args_os()) {
+            Ok(command) => command,
+            Err(e) => return e.report(),
+        };
+        match command {
+            Command::Plan { args, log } => {
+                if let Err(e) = logging::init(log) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+                plan_cmd::run(args)
+            }
+            Command::Run(config) => {
+                if let Err(e) = logging::init(config.log) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+                let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        error!(err = %e, "failed to start the async runtime");
+                        return ExitCode::FAILURE;
+                    }
+                };
+                runtime.block_on(run_controller(*config))
+            }
+        }
+    }
+
+    async fn run_controller(config: RunConfig) -> ExitCode {
+        let flags = config.flags;
+        info!(
+            version = env!("CARGO_PKG_VERSION"),
+            namespace = %flags.kubernetes_namespace,
+            "starting rollout-operator"
+        );
+
+        let listener = match listen(flags.server_port).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                error!(port = flags.server_port, err = %e, "failed to listen on the HTTP port");
+                return ExitCode::FAILURE;
+            }
+        };
+        let metrics = Arc::new(Metrics::new());
+        let ready = ReadyFlag::new();
+
+        // One shutdown switch for everything; set by a signal or by a component that failed.
+        let (stop, stopped) = watch::channel(false);
+        let signal = match shutdown_signal() {
+            Ok(signal) => signal,
+            Err(e) => {
+                error!(err = %e, "failed to install signal handlers");
+                return ExitCode::FAILURE;
+            }
+        };
+        let signal_stop = stop.clone();
+        tokio::spawn(async move {
+            let name = signal.await;
+            info!(signal = name, "received signal, shutting down");
+            let _ = signal_stop.send(true);
+        });
+
+        let router = http_server::router(metrics.clone(), ready.clone());
+        let mut server = tokio::spawn(http_server::serve(listener, router, until_stopped(stopped.clone())));
+
+        let client = match kube_adapter::build_client(
+            flags.config_file(),
+            flags.api_url(),
+            flags.kubernetes_client_timeout,
+            &flags.kubernetes_namespace,
+        )
+        .await
+        {
+            Ok(client) => client,
+            Err(e) => {
+                error!(err = %e, "failed to create the Kubernetes client");
+                return ExitCode::FAILURE;
+            }
+        };
+        let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
+        let reconciler_config =
+            ReconcilerConfig { min_interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
+        let controller = reconciler::run(cluster, reconciler_config, metrics, ready, until_stopped(stopped.clone()));
+        tokio::pin!(controller);
+
+        let mut failed = false;
+        tokio::select! {
+            () = &mut controller => {
+                if !*stopped.borrow() {
+                    error!("the controller stopped unexpectedly");
+                    failed = true;
+                }
+                let _ = stop.send(true);
+                match tokio::time::timeout(HTTP_DRAIN_TIMEOUT, server).await {
+                    Ok(result) => failed |= !server_ended_cleanly(result),
+                    Err(_) => info!("HTTP server did not drain in time; exiting anyway"),
+                }
+            }
+            result = &mut server => {
+                // The server only ends by itself on an error; stop the controller too.
+                let clean = server_ended_cleanly(result);
+                failed = !clean || !*stopped.borrow();
+                let _ = stop.send(true);
+                controller.await;
+            }
+        }
+        info!("rollout-operator stopped");
+        if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    }
+
+    /// Logs how the HTTP server task ended; true if it ended without error.
+    fn server_ended_cleanly(result: Result<io::Result<()>, tokio::task::JoinError>) -> bool {
+        match result {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                error!(err = %e, "HTTP server failed");
+                false
+            }
+            Err(e) => {
+                error!(err = %e, "HTTP server task failed");
+                false
+            }
+        }
+    }
+
+    /// Listens on every address like Go's `:port`: dual-stack `[::]`, or IPv4 only where IPv6 is unavailable.
+    async fn listen(port: u16) -> io::Result<TcpListener> {
+        match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
+            Ok(listener) => Ok(listener),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(e),
+            Err(_) => TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).await,
+        }
+    }
+
+    /// Resolves once the shutdown switch is set (or its sender is gone, which also means shutdown).
+    async fn until_stopped(mut stopped: watch::Receiver<bool>) {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    }
+
+    /// Registers SIGTERM and SIGINT handlers now (so a failure is reported at startup) and returns a future that
+    /// resolves with the name of the first signal received.
+    #[cfg(unix)]
+    fn shutdown_signal() -> io::Result<impl Future<Output = &'static str> + Send + 'static> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+            }
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn shutdown_signal() -> io::Result<impl Future<Output = &'static str> + Send + 'static> {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            "interrupt"
+        })
+    }
+}

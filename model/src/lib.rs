@@ -332,7 +332,12 @@ impl RolloutModel {
                     if !p.exists {
                         "-".to_string()
                     } else {
-                        format!("{}{}{}", p.revision, if p.ready { "R" } else { "r" }, if p.terminating { "*" } else { "" })
+                        format!(
+                            "{}{}{}",
+                            p.revision,
+                            if p.ready { "R" } else { "r" },
+                            if p.terminating { "*" } else { "" }
+                        )
                     }
                 })
                 .collect();
@@ -447,7 +452,10 @@ impl Model for RolloutModel {
             paused: false,
             resource_version: 0,
             ready_replicas: self.config.pods,
-            pods: vec![PodState { exists: true, revision: 0, ready: true, terminating: false, generation: 0 }; self.config.pods as usize],
+            pods: vec![
+                PodState { exists: true, revision: 0, ready: true, terminating: false, generation: 0 };
+                self.config.pods as usize
+            ],
         };
         let truth = World { zones: vec![zone; self.config.zones as usize] };
         let mut s = State {
@@ -654,13 +662,23 @@ impl Model for RolloutModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always("one zone at a time", |_, s| s.violations & violation::ONE_ZONE_AT_A_TIME == 0),
-            Property::always("max unavailable", |_, s| s.violations & violation::MAX_UNAVAILABLE == 0),
-            Property::always("no zero-pod ready", |_, s| s.violations & violation::ONLY_READY_COUNTS_AS_READY == 0),
-            Property::always("paused StatefulSet left alone", |_, s| s.violations & violation::PAUSED_IS_LEFT_ALONE == 0),
-            Property::always("quiescent states are converged", |m, s| !m.is_quiescent(s) || Self::is_converged(s)),
-            Property::sometimes("a rollout completes", |_, s| Self::is_converged(s)),
-            Property::sometimes("pods are replaced in parallel", |_, s| s.parallel_replacement),
+            Property::always("one zone at a time", |_: &RolloutModel, s: &State| {
+                s.violations & violation::ONE_ZONE_AT_A_TIME == 0
+            }),
+            Property::always("max unavailable", |_: &RolloutModel, s: &State| {
+                s.violations & violation::MAX_UNAVAILABLE == 0
+            }),
+            Property::always("no zero-pod ready", |_: &RolloutModel, s: &State| {
+                s.violations & violation::ONLY_READY_COUNTS_AS_READY == 0
+            }),
+            Property::always("paused StatefulSet left alone", |_: &RolloutModel, s: &State| {
+                s.violations & violation::PAUSED_IS_LEFT_ALONE == 0
+            }),
+            Property::always("quiescent states are converged", |m: &RolloutModel, s: &State| {
+                !m.is_quiescent(s) || Self::is_converged(s)
+            }),
+            Property::sometimes("a rollout completes", |_: &RolloutModel, s: &State| Self::is_converged(s)),
+            Property::sometimes("pods are replaced in parallel", |_: &RolloutModel, s: &State| s.parallel_replacement),
         ]
     }
 
