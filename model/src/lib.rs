@@ -133,6 +133,7 @@ pub mod violation {
     pub const MAX_UNAVAILABLE: u8 = 2;
     pub const ONLY_READY_COUNTS_AS_READY: u8 = 4;
     pub const PAUSED_IS_LEFT_ALONE: u8 = 8;
+    pub const NO_REPLACEMENT_LOOP: u8 = 16;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -303,6 +304,12 @@ impl RolloutModel {
         }
     }
 
+    /// How many times one pod name may be recreated: once per rolled-out revision, crash and eviction, plus one.
+    /// More means pods are being replaced in a loop (and keeps the state space finite).
+    pub fn max_generation(&self) -> u8 {
+        self.config.revisions + self.config.crashes + self.config.evictions + 1
+    }
+
     /// No step of any actor is possible.
     pub fn is_quiescent(&self, s: &State) -> bool {
         let mut steps = Vec::new();
@@ -394,6 +401,7 @@ pub fn violation_names(bits: u8) -> String {
         (violation::MAX_UNAVAILABLE, "max unavailable"),
         (violation::ONLY_READY_COUNTS_AS_READY, "no zero-pod ready"),
         (violation::PAUSED_IS_LEFT_ALONE, "paused StatefulSet left alone"),
+        (violation::NO_REPLACEMENT_LOOP, "no replacement loop"),
     ] {
         if bits & bit != 0 {
             names.push(name);
@@ -598,8 +606,11 @@ impl Model for RolloutModel {
                     revision: update,
                     ready: false,
                     terminating: false,
-                    generation: pod.generation + 1,
+                    generation: pod.generation.saturating_add(1),
                 };
+                if pod.generation > self.max_generation() {
+                    s.violations |= violation::NO_REPLACEMENT_LOOP;
+                }
                 self.record_write(&mut s, None);
             }
             Step::StatefulSetReportsStatus(z) => {
@@ -674,6 +685,9 @@ impl Model for RolloutModel {
             Property::always("paused StatefulSet left alone", |_: &RolloutModel, s: &State| {
                 s.violations & violation::PAUSED_IS_LEFT_ALONE == 0
             }),
+            Property::always("no replacement loop", |_: &RolloutModel, s: &State| {
+                s.violations & violation::NO_REPLACEMENT_LOOP == 0
+            }),
             Property::always("quiescent states are converged", |m: &RolloutModel, s: &State| {
                 !m.is_quiescent(s) || Self::is_converged(s)
             }),
@@ -682,8 +696,9 @@ impl Model for RolloutModel {
         ]
     }
 
-    /// Once an invariant is violated the run has made its point; do not explore past it.
+    /// Once an invariant is violated the run has made its point; do not explore past it. Resource versions are
+    /// bounded too (they only grow with bounded environment actions, but a buggy planner could loop).
     fn within_boundary(&self, s: &State) -> bool {
-        s.violations == 0
+        s.violations == 0 && s.truth.zones.iter().all(|z| z.resource_version < u8::MAX - 2)
     }
 }
