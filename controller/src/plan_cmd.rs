@@ -407,6 +407,8 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
     budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
+    // Comments are never read; not capturing their text saves work on large dumps.
+    options.emit_comments = false;
     let docs: Vec<serde_saphyr::Spanned<Value>> =
         serde_saphyr::from_multiple_with_options(text, options).map_err(|e| e.to_string())?;
     Ok(docs
