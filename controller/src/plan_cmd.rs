@@ -94,7 +94,8 @@ pub struct Position {
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "document {}", self.document)?;
-        if let Some(line) = self.line {
+        // The line is where the document starts; inside a List the item index is the better pointer.
+        if let (Some(line), true) = (self.line, self.items.is_empty()) {
             write!(f, ", line {line}")?;
         }
         for item in &self.items {

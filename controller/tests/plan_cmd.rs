@@ -303,6 +303,28 @@ fn example_dump_waits_when_the_replaced_pod_is_not_ready_yet() {
     );
 }
 
+#[test]
+fn crash_loop_example_replaces_the_crashing_old_pod_first() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/crash-loop-on-old-revision.yaml");
+    let outcome = run(&[Path::new(example)], &[]);
+    assert_eq!(
+        outcome.json(),
+        json!({"groups": [{
+            "group": "store-gateway",
+            "state": "progressing",
+            "reason": "replacing 1 pods of store-gateway-zone-a: store-gateway-zone-a-1; then store-gateway-zone-a \
+                       has 1 more pods to update but max unavailable (1) has been reached; waiting for pods to become \
+                       ready",
+            "actions": [delete(
+                "store-gateway-zone-a",
+                "store-gateway-zone-a-1",
+                "pod is not on update revision store-gateway-zone-a-8d4f6c9b7q and is already unavailable; replacing \
+                 it does not reduce availability",
+            )],
+        }]})
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Input formats.
 
@@ -734,9 +756,8 @@ fn bad_object_inside_a_list_names_the_item() {
     set(find(&mut objects, "ingester-zone-c-2"), &["metadata", "labels"], json!(["not", "a", "map"]));
     let dir = Dir::new("list-item");
     let file = dir.file("dump.json", list(&objects).to_string());
-    run(&[&file], &[]).assert_bad_input(&[
-        "dump.json: Pod/ingester-zone-c-2 (document 1, line 1, item 11): metadata.labels: invalid type",
-    ]);
+    run(&[&file], &[])
+        .assert_bad_input(&["dump.json: Pod/ingester-zone-c-2 (document 1, item 11): metadata.labels: invalid type"]);
 
     let not_a_sequence = json!({"apiVersion": "v1", "kind": "List", "items": {"a": 1}});
     let file = dir.file("items.json", not_a_sequence.to_string());
