@@ -153,12 +153,8 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{file}: not UTF-8 text: {source}")]
-    NotUtf8 {
-        file: String,
-        #[source]
-        source: std::string::FromUtf8Error,
-    },
+    #[error("{file}: not text: {reason}")]
+    NotText { file: String, reason: String },
     #[error("{file}: invalid YAML: {message}")]
     Yaml { file: String, message: String },
     #[error("{file}: invalid JSON: {message}")]
@@ -192,7 +188,7 @@ pub struct Objects {
 /// Stack for parsing. Parsers and serde recurse once per nesting level (a few tens of KiB per level in debug
 /// builds); nesting is capped (64 levels for YAML, 128 for JSON), and this leaves a wide margin whatever thread the
 /// caller runs on. Only the pages actually touched are committed.
-const PARSE_STACK_BYTES: usize = 256 * 1024 * 1024;
+const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 impl Objects {
     /// Parses one input's text and adds its objects. `file` is only used in messages.
@@ -421,6 +417,22 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
         .collect())
 }
 
+/// UTF-8, or UTF-16 with a byte-order mark (what `kubectl ... > dump.yaml` writes in Windows PowerShell).
+fn decode(bytes: Vec<u8>) -> Result<String, String> {
+    let utf16 = |body: &[u8], unit: fn([u8; 2]) -> u16| {
+        if !body.len().is_multiple_of(2) {
+            return Err("UTF-16 input with an odd number of bytes".to_string());
+        }
+        let units: Vec<u16> = body.chunks_exact(2).map(|c| unit([c[0], c[1]])).collect();
+        String::from_utf16(&units).map_err(|e| format!("invalid UTF-16: {e}"))
+    };
+    match bytes.as_slice() {
+        [0xFF, 0xFE, body @ ..] => utf16(body, u16::from_le_bytes),
+        [0xFE, 0xFF, body @ ..] => utf16(body, u16::from_be_bytes),
+        _ => String::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}")),
+    }
+}
+
 /// Reads every input (`-` is `stdin`) in order into one set of objects.
 pub fn load_objects(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Objects, LoadError> {
     let mut objects = Objects::default();
@@ -433,7 +445,7 @@ pub fn load_objects(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Objects, 
             (path.display().to_string(), std::fs::read(path))
         };
         let bytes = bytes.map_err(|source| LoadError::Read { file: name.clone(), source })?;
-        let text = String::from_utf8(bytes).map_err(|source| LoadError::NotUtf8 { file: name.clone(), source })?;
+        let text = decode(bytes).map_err(|reason| LoadError::NotText { file: name.clone(), reason })?;
         objects.parse(&name, &text)?;
     }
     Ok(objects)

@@ -402,6 +402,20 @@ fn stdin_dash() {
 }
 
 #[test]
+fn utf16_and_utf8_bom_dumps() {
+    // Windows PowerShell's `>` writes UTF-16 LE with a byte-order mark.
+    let text = multi_doc_yaml(&zones("prod", [3, 0, 0]));
+    let dir = Dir::new("utf16");
+    let le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+    let be: Vec<u8> = [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+    let bom: Vec<u8> = [0xEF, 0xBB, 0xBF].into_iter().chain(text.bytes()).collect();
+    for (name, bytes) in [("le.yaml", le), ("be.yaml", be), ("bom.yaml", bom)] {
+        let outcome = run(&[&dir.file(name, bytes)], &[]);
+        assert_eq!(outcome.json(), json!({"groups": [expected_zone_b_first_pod()]}), "{name}");
+    }
+}
+
+#[test]
 fn several_files_and_stdin_together() {
     let objects = zones("prod", [3, 0, 0]);
     let (statefulsets, pods): (Vec<Value>, Vec<Value>) = objects.into_iter().partition(|o| o["kind"] == "StatefulSet");
@@ -684,8 +698,12 @@ fn unreadable_and_not_utf8_files() {
     let dir = Dir::new("unreadable");
     let missing = dir.0.join("nope.yaml");
     run(&[&missing], &[]).assert_bad_input(&["nope.yaml: cannot read"]);
-    let binary = dir.file("bin.yaml", [0xff, 0xfe, 0x00, 0x41]);
-    run(&[&binary], &[]).assert_bad_input(&["bin.yaml: not UTF-8"]);
+    let binary = dir.file("bin.yaml", [0x00, 0x41, 0xc3, 0x28]);
+    run(&[&binary], &[]).assert_bad_input(&["bin.yaml: not text: invalid UTF-8"]);
+    let odd = dir.file("odd.yaml", [0xff, 0xfe, 0x41]);
+    run(&[&odd], &[]).assert_bad_input(&["odd.yaml: not text: UTF-16 input with an odd number of bytes"]);
+    let lone_surrogate = dir.file("surrogate.yaml", [0xff, 0xfe, 0x00, 0xd8, 0x41, 0x00]);
+    run(&[&lone_surrogate], &[]).assert_bad_input(&["surrogate.yaml: not text: invalid UTF-16"]);
 }
 
 #[test]
