@@ -149,6 +149,9 @@ pub struct State {
     pub in_flight: Vec<Op>,
     /// What the planner decides on the current view (derived; empty while a plan is in flight).
     pub next_plan: Vec<Op>,
+    /// What the controller knew when it made the plan in flight (its cache plus its own unobserved writes), updated
+    /// with the plan's writes as they are made. Writes are judged against this.
+    pub plan_basis: Option<World>,
     pub crashes_left: u8,
     pub evictions_left: u8,
     pub pushes_left: u8,
@@ -251,10 +254,7 @@ impl RolloutModel {
     pub fn believed(&self, s: &State) -> World {
         let mut w = s.view.clone();
         for op in s.pending.iter().filter_map(|(_, op)| *op) {
-            match op {
-                Op::DeletePod { zone, pod, .. } => w.zones[zone as usize].pods[pod as usize].terminating = true,
-                Op::SetCurrentRevision { zone, revision, .. } => w.zones[zone as usize].current = revision,
-            }
+            apply_own_write(&mut w, op);
         }
         w
     }
@@ -277,9 +277,10 @@ impl RolloutModel {
         }
     }
 
-    /// Checks a controller write against what the controller knew, before it is applied.
+    /// Checks a controller write against what the controller knew when it planned, before it is applied, then
+    /// adds the write to that knowledge.
     fn check_write(&self, s: &mut State, op: Op) {
-        let believed = self.believed(s);
+        let believed = s.plan_basis.clone().unwrap_or_else(|| self.believed(s));
         match op {
             Op::DeletePod { zone, pod, .. } => {
                 let z = &believed.zones[zone as usize];
@@ -363,31 +364,29 @@ impl RolloutModel {
         out
     }
 
-    /// A counterexample path as a timeline for people.
+    /// A counterexample path as a timeline for people: each step, then the truth (and the cache, when it differs).
     pub fn timeline(&self, path: &[(State, Option<Step>)]) -> String {
         let mut out = String::new();
-        for (i, (state, step)) in path.iter().enumerate() {
-            match step {
-                None => {
-                    let _ = writeln!(out, "{i:>3}. initial: {}", self.describe(&state.truth));
-                }
-                Some(_) => {}
+        if let Some((first, _)) = path.first() {
+            let _ = writeln!(out, "  0. initial\n       truth: {}", self.describe(&first.truth));
+        }
+        for (i, pair) in path.windows(2).enumerate() {
+            let ((state, step), (next, _)) = (&pair[0], &pair[1]);
+            let what = match step {
+                Some(Step::ControllerPlans) => format!("controller plans on its cache: {:?}", next.in_flight),
+                Some(Step::ControllerWrites) => match state.in_flight.first() {
+                    Some(op) => format!("controller writes {op:?}"),
+                    None => "controller writes".to_string(),
+                },
+                Some(other) => format!("{other:?}"),
+                None => "?".to_string(),
+            };
+            let _ = writeln!(out, "{:>3}. {what}\n       truth: {}", i + 1, self.describe(&next.truth));
+            if next.view != next.truth {
+                let _ = writeln!(out, "       cache: {}", self.describe(&next.view));
             }
-            if let Some((next, _)) = path.get(i + 1)
-                && let Some(step) = step
-            {
-                let what = match step {
-                    Step::ControllerPlans => format!("controller plans on its cache {:?}", next.in_flight),
-                    Step::ControllerWrites => format!("controller writes {:?}", state.in_flight.first()),
-                    other => format!("{other:?}"),
-                };
-                let _ = writeln!(out, "{:>3}. {what}\n       truth: {}", i + 1, self.describe(&next.truth));
-                if next.view != next.truth {
-                    let _ = writeln!(out, "       cache: {}", self.describe(&next.view));
-                }
-                if next.violations != state.violations {
-                    let _ = writeln!(out, "       VIOLATION: {}", violation_names(next.violations & !state.violations));
-                }
+            if next.violations != state.violations {
+                let _ = writeln!(out, "       VIOLATION: {}", violation_names(next.violations & !state.violations));
             }
         }
         out
@@ -408,6 +407,14 @@ pub fn violation_names(bits: u8) -> String {
         }
     }
     names.join(", ")
+}
+
+/// What the controller learns from its own successful write.
+fn apply_own_write(w: &mut World, op: Op) {
+    match op {
+        Op::DeletePod { zone, pod, .. } => w.zones[zone as usize].pods[pod as usize].terminating = true,
+        Op::SetCurrentRevision { zone, revision, .. } => w.zones[zone as usize].current = revision,
+    }
 }
 
 fn to_core_expectation(e: Exp) -> Expectation {
@@ -473,6 +480,7 @@ impl Model for RolloutModel {
             expectations: Vec::new(),
             in_flight: Vec::new(),
             next_plan: Vec::new(),
+            plan_basis: None,
             crashes_left: self.config.crashes,
             evictions_left: self.config.evictions,
             pushes_left: self.config.revisions - 1,
@@ -486,6 +494,10 @@ impl Model for RolloutModel {
     }
 
     fn actions(&self, s: &State, steps: &mut Vec<Step>) {
+        // A state that violates an invariant is reported, not explored further.
+        if s.violations != 0 {
+            return;
+        }
         if !s.next_plan.is_empty() {
             steps.push(Step::ControllerPlans);
         }
@@ -540,6 +552,7 @@ impl Model for RolloutModel {
         let mut s = last.clone();
         match step {
             Step::ControllerPlans => {
+                s.plan_basis = Some(self.believed(&s));
                 s.in_flight = std::mem::take(&mut s.next_plan);
                 let mut deletes_per_zone = [0u8; ZONES.len()];
                 for op in &s.in_flight {
@@ -551,6 +564,9 @@ impl Model for RolloutModel {
             }
             Step::ControllerWrites => {
                 let op = s.in_flight.remove(0);
+                if let Some(basis) = s.plan_basis.as_mut() {
+                    apply_own_write(basis, op);
+                }
                 match op {
                     Op::DeletePod { zone, pod, generation } => {
                         let p = s.truth.zones[zone as usize].pods[pod as usize];
@@ -586,6 +602,7 @@ impl Model for RolloutModel {
             }
             Step::ControllerRestarts => {
                 s.restarts_left -= 1;
+                s.plan_basis = None;
                 s.expectations.clear();
                 s.in_flight.clear();
                 s.pending.clear();
@@ -662,6 +679,9 @@ impl Model for RolloutModel {
                 self.record_write(&mut s, None);
             }
         }
+        if s.in_flight.is_empty() {
+            s.plan_basis = None;
+        }
         // Drop expectations the cache now shows (the reconcile loop does the same before planning).
         if !s.expectations.is_empty() {
             let snapshot = self.snapshot(&s.view);
@@ -689,16 +709,16 @@ impl Model for RolloutModel {
                 s.violations & violation::NO_REPLACEMENT_LOOP == 0
             }),
             Property::always("quiescent states are converged", |m: &RolloutModel, s: &State| {
-                !m.is_quiescent(s) || Self::is_converged(s)
+                s.violations != 0 || !m.is_quiescent(s) || Self::is_converged(s)
             }),
             Property::sometimes("a rollout completes", |_: &RolloutModel, s: &State| Self::is_converged(s)),
             Property::sometimes("pods are replaced in parallel", |_: &RolloutModel, s: &State| s.parallel_replacement),
         ]
     }
 
-    /// Once an invariant is violated the run has made its point; do not explore past it. Resource versions are
-    /// bounded too (they only grow with bounded environment actions, but a buggy planner could loop).
+    /// Resource versions only grow with bounded environment actions, but a buggy planner could loop: keep the
+    /// state space finite. (Violating states stay within the boundary, so they are checked; they have no actions.)
     fn within_boundary(&self, s: &State) -> bool {
-        s.violations == 0 && s.truth.zones.iter().all(|z| z.resource_version < u8::MAX - 2)
+        s.truth.zones.iter().all(|z| z.resource_version < u8::MAX - 2)
     }
 }
