@@ -52,6 +52,9 @@ struct CheckArgs {
     /// Model StatefulSet status counts lagging behind the pods.
     #[arg(long)]
     status_lag: bool,
+    /// Stop after this many states (0 = explore everything).
+    #[arg(long, default_value_t = 0)]
+    max_states: usize,
     /// Checker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -87,7 +90,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let started = Instant::now();
-    let checker = model.clone().checker().threads(args.threads).spawn_bfs().join();
+    let mut checker = model.clone().checker().threads(args.threads);
+    if args.max_states > 0 {
+        checker = checker.target_state_count(args.max_states);
+    }
+    let checker = checker.spawn_bfs().join();
     let took = started.elapsed();
     let unique = checker.unique_state_count();
     println!("states generated: {}", checker.state_count());
