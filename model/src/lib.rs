@@ -197,7 +197,7 @@ pub struct RolloutModel {
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
         assert!(config.zones as usize <= ZONES.len() && config.zones > 0, "1 to {} zones", ZONES.len());
-        assert!(config.revisions as usize <= REVISIONS.len() - 1 && config.revisions > 0, "1 to 3 revisions");
+        assert!((config.revisions as usize) < REVISIONS.len() && config.revisions > 0, "1 to 3 revisions");
         RolloutModel { config, planner }
     }
 

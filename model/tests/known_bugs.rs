@@ -1,91 +1,11 @@
-//! Evidence that the model catches real bugs: test-only planners that re-introduce, one at a time, failures of the
-//! reference operator. Each wraps the production planner and changes only what the bug changed; each must yield a
+//! Evidence that the model catches real bugs: each test-only planner of `rollout-known-bugs` must yield a
 //! counterexample, and the production planner must yield none on the same configuration.
 
-use rollout_core::fixture;
-use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner};
+use rollout_core::{Planner, RolloutPlanner};
+use rollout_known_bugs::{NoExpectations, PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady};
 use rollout_model::{ModelConfig, RolloutModel, State, Step};
 use stateright::{Checker, Model};
 use std::sync::Arc;
-
-/// Readiness taken from the StatefulSet's status counts (the reference before v0.13.0): when `readyReplicas`
-/// says everything is ready, missing pods and unready pods are not noticed.
-struct StatusCountReadiness;
-
-impl Planner for StatusCountReadiness {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for m in &mut group.members {
-            let Some(status) = m.sts.status.clone() else { continue };
-            if status.ready_replicas < status.replicas {
-                continue;
-            }
-            // The status says "all ready": present every pod as ready, and the missing ones as ready updated pods.
-            for p in &mut m.pods {
-                *p = fixture::pod(&m.sts, ordinal(&m.sts.name, &p.name), p.revision().unwrap_or_default());
-            }
-            for i in 0..m.sts.replicas {
-                if !m.pods.iter().any(|p| ordinal(&m.sts.name, &p.name) == i) {
-                    m.pods.push(fixture::pod(&m.sts, i, &status.update_revision));
-                }
-            }
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-/// A paused StatefulSet is skipped even while it has unavailable pods (reference bug 9.2-F).
-struct PausedLetsOthersProceed;
-
-impl Planner for PausedLetsOthersProceed {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for m in group.members.iter_mut().filter(|m| m.sts.settings.paused) {
-            let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
-            let present: Vec<u32> = m.pods.iter().map(|p| ordinal(&m.sts.name, &p.name)).collect();
-            for p in &mut m.pods {
-                *p = fixture::pod(&m.sts, ordinal(&m.sts.name, &p.name), p.revision().unwrap_or_default());
-            }
-            for i in (0..m.sts.replicas).filter(|i| !present.contains(i)) {
-                m.pods.push(fixture::pod(&m.sts, i, &update));
-            }
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-/// No expectations and no uid preconditions (the reference had neither): plans on a stale cache act as if the
-/// controller's own recent writes had not happened.
-struct NoExpectations;
-
-impl Planner for NoExpectations {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut plan = RolloutPlanner.plan(group, &PlanContext::new(ctx.now, &[]));
-        for a in &mut plan.actions {
-            if let rollout_core::Action::DeletePod { uid, .. } = a {
-                uid.clear();
-            }
-        }
-        plan
-    }
-}
-
-/// Terminating pods that still report Ready count as ready (the reference before v0.1.2).
-struct TerminatingCountsAsReady;
-
-impl Planner for TerminatingCountsAsReady {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for p in group.members.iter_mut().flat_map(|m| m.pods.iter_mut()) {
-            p.deletion_timestamp = None;
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-fn ordinal(sts: &str, pod: &str) -> u32 {
-    rollout_core::natural::pod_ordinal(sts, pod).unwrap_or(u32::MAX)
-}
 
 /// Checks the configuration with `planner`; returns the names of violated properties and one timeline.
 fn violations(
