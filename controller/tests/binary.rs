@@ -1,0 +1,67 @@
+//! The built binary, end to end: subcommand dispatch, exit codes and messages users and scripts rely on.
+
+use std::process::Command;
+
+fn operator() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rollout-operator"))
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn plan_on_the_example_dump_prints_the_next_actions() {
+    let out = operator().args(["plan", "-f", &example("three-zone-mid-rollout.yaml"), "-o", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let group = &v["groups"][0];
+    assert_eq!(group["group"], "ingester");
+    assert_eq!(group["state"], "progressing");
+    let pods: Vec<&str> = group["actions"].as_array().unwrap().iter().map(|a| a["pod"].as_str().unwrap()).collect();
+    assert_eq!(pods, ["ingester-zone-b-1", "ingester-zone-b-2"]);
+}
+
+#[test]
+fn plan_with_a_single_dash_long_flag_style_and_text_output() {
+    let out = operator().args(["plan", "-f", &example("three-zone-mid-rollout.yaml")]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ingester-zone-b-1"), "{text}");
+}
+
+#[test]
+fn plan_on_bad_input_exits_2_naming_the_file() {
+    let out = operator().args(["plan", "-f", "/nonexistent/dump.yaml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/dump.yaml"));
+}
+
+#[test]
+fn missing_namespace_exits_1_with_the_reference_message() {
+    let out = operator().output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-kubernetes.namespace has not been specified"));
+}
+
+#[test]
+fn unknown_flag_exits_2() {
+    let out = operator().args(["-kubernetes.namespace=x", "-no-such-flag=1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn unreachable_cluster_config_fails_fast_with_a_clear_message() {
+    let out = operator()
+        .args([
+            "-kubernetes.namespace=x",
+            "-kubernetes.config-file=/nonexistent/kubeconfig",
+            "-kubernetes.api-url=https://127.0.0.1:1",
+            "-server.port=0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+}
