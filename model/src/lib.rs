@@ -16,8 +16,9 @@ use rollout_core::{
     Action, Expectation, GroupSnapshot, MaxUnavailable, PendingExpectation, PlanContext, Planner, StatefulSetView,
 };
 use stateright::{Model, Property};
+use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
 const REVISIONS: [&str; 4] = ["r0", "r1", "r2", "r3"];
@@ -192,13 +193,17 @@ pub enum Step {
 pub struct RolloutModel {
     pub config: ModelConfig,
     pub planner: Arc<dyn Planner + Send + Sync>,
+    /// Memo of [`RolloutModel::decide`]; the planner is pure, so its answer for a view never changes.
+    decisions: Arc<Mutex<HashMap<DecisionKey, (Vec<Exp>, Vec<Op>)>>>,
 }
+
+type DecisionKey = (World, Vec<Exp>, bool);
 
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
         assert!(config.zones as usize <= ZONES.len() && config.zones > 0, "1 to {} zones", ZONES.len());
         assert!((config.revisions as usize) < REVISIONS.len() && config.revisions > 0, "1 to 3 revisions");
-        RolloutModel { config, planner }
+        RolloutModel { config, planner, decisions: Arc::default() }
     }
 
     /// The planner's input for a world, built like the production cache builds it.
@@ -236,18 +241,31 @@ impl RolloutModel {
         GroupSnapshot::assemble(GROUP, statefulsets, &pods)
     }
 
-    fn plan(&self, s: &State) -> Vec<Op> {
-        if !s.in_flight.is_empty() {
-            return Vec::new();
+    /// What the controller does with its cache and expectations: drop the expectations the cache shows, then plan
+    /// (only when no plan is in flight). Memoised: many states share the controller's view.
+    fn decide(&self, view: &World, expectations: &[Exp], planning: bool) -> (Vec<Exp>, Vec<Op>) {
+        let key = (view.clone(), expectations.to_vec(), planning);
+        if let Some(hit) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return hit;
         }
-        let snapshot = self.snapshot(&s.view);
-        let expectations: Vec<PendingExpectation> = s
-            .expectations
-            .iter()
-            .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
-            .collect();
-        let plan = self.planner.plan(&snapshot, &PlanContext::new(jiff::Timestamp::UNIX_EPOCH, &expectations));
-        plan.actions.iter().filter_map(to_op).collect()
+        let snapshot = self.snapshot(view);
+        let retained: Vec<Exp> =
+            expectations.iter().copied().filter(|e| !to_core_expectation(*e).is_observed(&snapshot)).collect();
+        let plan = if planning {
+            let pending: Vec<PendingExpectation> = retained
+                .iter()
+                .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
+                .collect();
+            let plan = self.planner.plan(&snapshot, &PlanContext::new(jiff::Timestamp::UNIX_EPOCH, &pending));
+            plan.actions.iter().filter_map(to_op).collect()
+        } else {
+            Vec::new()
+        };
+        let decision = (retained, plan);
+        if let Ok(mut m) = self.decisions.lock() {
+            m.insert(key, decision.clone());
+        }
+        decision
     }
 
     /// The controller's knowledge: its cache plus its own writes the cache has not shown yet.
@@ -489,7 +507,7 @@ impl Model for RolloutModel {
             violations: 0,
             parallel_replacement: false,
         };
-        s.next_plan = self.plan(&s);
+        s.next_plan = self.decide(&s.view, &s.expectations, true).1;
         vec![s]
     }
 
@@ -682,12 +700,10 @@ impl Model for RolloutModel {
         if s.in_flight.is_empty() {
             s.plan_basis = None;
         }
-        // Drop expectations the cache now shows (the reconcile loop does the same before planning).
-        if !s.expectations.is_empty() {
-            let snapshot = self.snapshot(&s.view);
-            s.expectations.retain(|e| !to_core_expectation(*e).is_observed(&snapshot));
-        }
-        s.next_plan = self.plan(&s);
+        // Drop expectations the cache now shows (the reconcile loop does the same before planning), then plan.
+        let (retained, plan) = self.decide(&s.view, &s.expectations, s.in_flight.is_empty());
+        s.expectations = retained;
+        s.next_plan = plan;
         Some(s)
     }
 
