@@ -194,10 +194,13 @@ pub struct RolloutModel {
     pub config: ModelConfig,
     pub planner: Arc<dyn Planner + Send + Sync>,
     /// Memo of [`RolloutModel::decide`]; the planner is pure, so its answer for a view never changes.
-    decisions: Arc<Mutex<HashMap<DecisionKey, (Vec<Exp>, Vec<Op>)>>>,
+    decisions: Arc<Mutex<HashMap<DecisionKey, Decision>>>,
 }
 
+/// The controller's view, its expectations, and whether it may plan (no plan in flight).
 type DecisionKey = (World, Vec<Exp>, bool);
+/// The expectations it still holds, and its plan.
+type Decision = (Vec<Exp>, Vec<Op>);
 
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
@@ -243,7 +246,7 @@ impl RolloutModel {
 
     /// What the controller does with its cache and expectations: drop the expectations the cache shows, then plan
     /// (only when no plan is in flight). Memoised: many states share the controller's view.
-    fn decide(&self, view: &World, expectations: &[Exp], planning: bool) -> (Vec<Exp>, Vec<Op>) {
+    fn decide(&self, view: &World, expectations: &[Exp], planning: bool) -> Decision {
         let key = (view.clone(), expectations.to_vec(), planning);
         if let Some(hit) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return hit;
