@@ -38,6 +38,10 @@ fn violations(
 fn assert_bug_found(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>, property: &str) {
     let (bad, timeline) = violations(&config, planner, true);
     assert!(bad.contains(&property), "expected a counterexample to {property:?}, got {bad:?}\n{timeline}");
+    // The counterexample reads as a timeline that ends in the violation.
+    assert!(timeline.starts_with("  0. initial"), "{timeline}");
+    assert!(timeline.contains("controller writes DeletePod") || timeline.contains("controller writes SetCurrent"));
+    assert!(timeline.trim_end().lines().last().is_some_and(|l| l.contains("VIOLATION")), "{timeline}");
     let (real, timeline) = violations(&config, Arc::new(RolloutPlanner), false);
     assert!(real.is_empty(), "the production planner violates {real:?}:\n{timeline}");
 }
