@@ -176,7 +176,7 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
         (k.watch_lifetime_s, k.gone_chance)
     };
     let deadline = Instant::now() + env.sample_ms((lifetime.0 * 1000, lifetime.1 * 1000));
-    let mut changed = env.store.lock().unwrap().subscribe();
+    let changes = env.store.lock().unwrap().subscribe();
     let mut cursor = match req.resume {
         Some(rv) => {
             let too_old = rv < env.store.lock().unwrap().compacted_to || env.rng.lock().unwrap().chance(gone_chance);
@@ -201,6 +201,7 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
     let mut not_before = Instant::now();
     let mut last_sent = Instant::now();
     loop {
+        let seen = changes.version();
         let batch: Result<Vec<LogEntry>, ()> = {
             let store = env.store.lock().unwrap();
             if cursor < store.compacted_to {
@@ -239,7 +240,8 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
         }
         let bookmark_at = last_sent + Duration::from_secs(10);
         tokio::select! {
-            _ = changed.changed() => {}
+            biased;
+            _ = changes.changed_since(seen) => {}
             _ = tokio::time::sleep_until(bookmark_at) => {
                 if tx.send(Box::new(WatchMsg::Bookmark { rv: cursor })).await.is_err() {
                     return;

@@ -2,7 +2,7 @@
 //! seed, throughput), `replay --seed N` (one seed with its full trace).
 
 use clap::{Parser, Subcommand};
-use rollout_sim::world::{self, Outcome, PlannerKind, Scenario};
+use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, Scenario};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -20,6 +20,11 @@ enum Command {
         seed: u64,
         #[arg(long, default_value = "real")]
         planner: String,
+        /// Fault kinds, comma-separated: all, none, or any of partitions, loss, latency, watch-delay,
+        /// apiserver-restarts, controller-crashes, crash-after-delete, watch-expiry, pod-crashes, never-ready, quota,
+        /// pauses.
+        #[arg(long, default_value = "all")]
+        faults: String,
     },
     /// Many seeds; prints each failing seed and the throughput.
     Batch {
@@ -28,9 +33,18 @@ enum Command {
         seeds: String,
         #[arg(long, default_value = "real")]
         planner: String,
+        #[arg(long, default_value = "all")]
+        faults: String,
         /// Stop at the first failing seed.
         #[arg(long)]
         fail_fast: bool,
+    },
+    /// Runs each seed twice and compares the whole traces (madsim's own determinism check is weak).
+    Determinism {
+        #[arg(long, default_value = "0..20")]
+        seeds: String,
+        #[arg(long, default_value = "all")]
+        faults: String,
     },
     /// One seed with its full trace.
     Replay {
@@ -38,18 +52,21 @@ enum Command {
         seed: u64,
         #[arg(long, default_value = "real")]
         planner: String,
+        #[arg(long, default_value = "all")]
+        faults: String,
         /// Also print the controller's own logs (timestamps are simulated time).
         #[arg(long)]
         logs: bool,
     },
 }
 
-fn scenario(planner: &str) -> Result<Scenario, String> {
+fn scenario(planner: &str, faults: &str) -> Result<Scenario, String> {
     let planner = PlannerKind::parse(planner).ok_or_else(|| {
         let names: Vec<&str> = PlannerKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown planner {planner:?}; one of: {}", names.join(", "))
     })?;
-    Ok(Scenario { planner, ..Scenario::default() })
+    let faults = FaultMix::parse(faults)?;
+    Ok(Scenario { planner, faults, ..Scenario::default() })
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
@@ -74,29 +91,45 @@ fn summary(o: &Outcome) {
     );
 }
 
+fn replay(seed: u64, planner: &str, faults: &str, logs: bool) -> Result<i32, String> {
+    let sc = scenario(planner, faults)?;
+    if logs {
+        // The controller's own logs; their timestamps are simulated time (madsim answers the clock).
+        tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
+    }
+    println!(
+        "legend: per zone cur=currentRevision upd=updateRevision [pods by ordinal: revision, R ready / r not ready, * terminating, - missing]"
+    );
+    let o = world::run(seed, &sc, true);
+    summary(&o);
+    Ok(if o.passed() { 0 } else { 1 })
+}
+
 fn run() -> Result<i32, String> {
     match Cli::parse().command {
-        Command::Demo { seed, planner } | Command::Replay { seed, planner, logs: false } => {
-            let sc = scenario(&planner)?;
-            println!(
-                "legend: per zone cur=currentRevision upd=updateRevision [pods by ordinal: revision, R ready / r not ready, * terminating, - missing]"
-            );
-            let o = world::run(seed, &sc, true);
-            summary(&o);
-            Ok(if o.passed() { 0 } else { 1 })
+        Command::Demo { seed, planner, faults } => replay(seed, &planner, &faults, false),
+        Command::Replay { seed, planner, faults, logs } => replay(seed, &planner, &faults, logs),
+        Command::Determinism { seeds, faults } => {
+            let sc = scenario("real", &faults)?;
+            let (a, b) = parse_range(&seeds)?;
+            let mut differing = 0;
+            for seed in a..b {
+                let x = world::run(seed, &sc, false);
+                let y = world::run(seed, &sc, false);
+                if let Some(i) = (0..x.trace.lines.len().max(y.trace.lines.len()))
+                    .find(|&i| x.trace.lines.get(i) != y.trace.lines.get(i))
+                {
+                    differing += 1;
+                    println!("seed {seed}: traces differ at line {i}:");
+                    println!("  first:  {}", x.trace.lines.get(i).map_or("<end>", String::as_str));
+                    println!("  second: {}", y.trace.lines.get(i).map_or("<end>", String::as_str));
+                }
+            }
+            println!("{} seeds run twice, {differing} differed", b - a);
+            Ok(if differing == 0 { 0 } else { 1 })
         }
-        Command::Replay { seed, planner, logs: true } => {
-            tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
-            let sc = scenario(&planner)?;
-            println!(
-                "legend: per zone cur=currentRevision upd=updateRevision [pods by ordinal: revision, R ready / r not ready, * terminating, - missing]"
-            );
-            let o = world::run(seed, &sc, true);
-            summary(&o);
-            Ok(if o.passed() { 0 } else { 1 })
-        }
-        Command::Batch { seeds, planner, fail_fast } => {
-            let sc = scenario(&planner)?;
+        Command::Batch { seeds, planner, faults, fail_fast } => {
+            let sc = scenario(&planner, &faults)?;
             let (a, b) = parse_range(&seeds)?;
             let started = Instant::now();
             let mut failures = 0u64;

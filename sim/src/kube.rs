@@ -209,9 +209,9 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
 
 /// The StatefulSet controller and kubelet process: reacts to every change of the store and to its own timers.
 pub async fn run(store: SharedStore, kube: SharedKube) {
-    let mut changed = store.lock().unwrap().subscribe();
+    let changes = store.lock().unwrap().subscribe();
     loop {
-        changed.borrow_and_update();
+        let seen = changes.version();
         let next = {
             let mut store = store.lock().unwrap();
             let mut kube = kube.lock().unwrap();
@@ -219,7 +219,8 @@ pub async fn run(store: SharedStore, kube: SharedKube) {
         };
         let wake = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
-            _ = changed.changed() => {}
+            biased;
+            _ = changes.changed_since(seen) => {}
             _ = tokio::time::sleep_until(wake) => {}
         }
     }

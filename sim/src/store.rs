@@ -13,9 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rollout_operator::cluster::{ApiError, Preconditions};
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use std::time::Duration;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,44 @@ impl LogEntry {
     }
 }
 
+/// Change notification for tasks that follow the store. Deliberately not `tokio::sync::watch`: its notifier picks
+/// one of several internal queues at random from a thread-local generator madsim does not control, which made runs
+/// of one seed wake tasks in different orders. Wakers here are woken in the order they registered.
+#[derive(Debug, Default)]
+pub struct Changes {
+    inner: Mutex<(u64, Vec<Waker>)>,
+}
+
+impl Changes {
+    fn bump(&self) {
+        let wakers = {
+            let mut g = self.inner.lock().unwrap();
+            g.0 += 1;
+            std::mem::take(&mut g.1)
+        };
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.inner.lock().unwrap().0
+    }
+
+    /// Resolves once something changed after `version`.
+    pub fn changed_since(&self, version: u64) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut g = self.inner.lock().unwrap();
+            if g.0 > version {
+                Poll::Ready(())
+            } else {
+                g.1.push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    }
+}
+
 pub struct Store {
     pub rv: u64,
     pub statefulsets: BTreeMap<String, StatefulSet>,
@@ -58,7 +97,7 @@ pub struct Store {
     pub checker: Checker,
     pub trace: Trace,
     start: Instant,
-    changed: watch::Sender<u64>,
+    changes: Arc<Changes>,
     next_uid: u64,
 }
 
@@ -70,7 +109,6 @@ fn rv_string(rv: u64) -> Option<String> {
 
 impl Store {
     pub fn new(trace: Trace, log_capacity: usize) -> Self {
-        let (changed, _) = watch::channel(0);
         Store {
             rv: 0,
             statefulsets: BTreeMap::new(),
@@ -81,7 +119,7 @@ impl Store {
             checker: Checker::default(),
             trace,
             start: Instant::now(),
-            changed,
+            changes: Arc::default(),
             next_uid: 0,
         }
     }
@@ -91,8 +129,8 @@ impl Store {
         self.start.elapsed()
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+    pub fn subscribe(&self) -> Arc<Changes> {
+        self.changes.clone()
     }
 
     pub fn trace(&mut self, who: &str, what: impl AsRef<str>) {
@@ -123,7 +161,7 @@ impl Store {
                 self.compacted_to = e.rv;
             }
         }
-        self.changed.send_replace(rv);
+        self.changes.bump();
     }
 
     pub fn put_statefulset(&mut self, mut sts: StatefulSet) -> StatefulSet {

@@ -109,6 +109,37 @@ impl FaultMix {
     };
 }
 
+impl FaultMix {
+    /// `all`, `none`, or a comma-separated list of fault kinds (names as in `--help`).
+    pub fn parse(s: &str) -> Result<FaultMix, String> {
+        match s {
+            "all" => return Ok(FaultMix::ALL),
+            "none" => return Ok(FaultMix::NONE),
+            _ => {}
+        }
+        let mut f = FaultMix::NONE;
+        for name in s.split(',').map(str::trim) {
+            let flag = match name {
+                "partitions" => &mut f.partitions,
+                "loss" => &mut f.message_loss,
+                "latency" => &mut f.latency_spikes,
+                "watch-delay" => &mut f.watch_delay_spikes,
+                "apiserver-restarts" => &mut f.apiserver_restarts,
+                "controller-crashes" => &mut f.controller_crashes,
+                "crash-after-delete" => &mut f.crash_after_delete,
+                "watch-expiry" => &mut f.watch_expiry,
+                "pod-crashes" => &mut f.pod_crashes,
+                "never-ready" => &mut f.never_ready,
+                "quota" => &mut f.quota,
+                "pauses" => &mut f.pauses,
+                other => return Err(format!("unknown fault kind {other:?}")),
+            };
+            *flag = true;
+        }
+        Ok(f)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub zones: u32,
@@ -163,9 +194,15 @@ fn zone_name(i: u32) -> String {
 
 /// Runs one seed to completion.
 pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
-    let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    // Each run gets a fresh thread, so thread-local state of earlier runs (std's HashMap keys, which madsim seeds
+    // from the simulation when they are first needed inside it; tokio's thread-local generator) cannot leak into it.
     let scenario = scenario.clone();
-    rt.block_on(async move { world(seed, scenario, echo).await })
+    std::thread::spawn(move || {
+        let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+        rt.block_on(world(seed, scenario, echo))
+    })
+    .join()
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 fn sim_config() -> ReconcilerConfig {
@@ -196,7 +233,7 @@ impl Nodes {
     }
 }
 
-async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
+pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let handle = Handle::current();
     let rng = Arc::new(Mutex::new(SimRng::new(seed)));
     let store: SharedStore = Arc::new(Mutex::new(Store::new(Trace::new(echo), 400)));
