@@ -26,6 +26,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub const GROUP: &str = "ingester";
+/// After converging, the controller must make no write for this long.
+const QUIET: Duration = Duration::from_secs(120);
 
 /// Which planner the controller runs: the production one, or a test-only one re-introducing a known bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,6 +436,17 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         if converged(&store.lock().unwrap()) {
             converged_at = Some(start.elapsed());
             break;
+        }
+    }
+    // Converged: the controller must also go quiet (no further writes for a while).
+    if converged_at.is_some() {
+        let writes = store.lock().unwrap().checker.writes_judged;
+        tokio::time::sleep(QUIET).await;
+        let mut st = store.lock().unwrap();
+        if st.checker.writes_judged != writes {
+            let at = st.elapsed();
+            let detail = format!("the controller kept writing after convergence: {}", st.describe());
+            st.checker.record_liveness_failure(at, detail);
         }
     }
     let mut st = store.lock().unwrap();
