@@ -205,3 +205,14 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
     assert_eq!(c.violations.len(), 1, "{:?}", c.violations);
     assert_eq!(c.violations[0].invariant, checker::ONE_ZONE);
 }
+
+/// Overlapping API server crashes once panicked the simulation ("address already in use"): madsim's `restart`
+/// alone left the old process's socket bound. Nodes are now killed before every restart.
+#[test]
+fn regression_overlapping_apiserver_restarts_rebind() {
+    let sc = only(|f| {
+        f.apiserver_restarts = true;
+        f.controller_crashes = true;
+    });
+    assert_all_pass(&Scenario { fault_count: (20, 30), ..sc }, 0..40);
+}
