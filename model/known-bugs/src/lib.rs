@@ -17,9 +17,10 @@ impl Planner for StatusCountReadiness {
             if status.ready_replicas < status.replicas {
                 continue;
             }
-            // The status says "all ready": present every pod as ready, and the missing ones as ready updated pods.
+            // The status says "all ready": present every pod as ready (keeping its identity), and the missing ones as
+            // ready updated pods.
             for p in &mut m.pods {
-                *p = fixture::pod(&m.sts, ordinal(&m.sts.name, &p.name), p.revision().unwrap_or_default());
+                *p = as_ready(&m.sts, p);
             }
             for i in 0..m.sts.replicas {
                 if !m.pods.iter().any(|p| ordinal(&m.sts.name, &p.name) == i) {
@@ -41,7 +42,7 @@ impl Planner for PausedLetsOthersProceed {
             let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
             let present: Vec<u32> = m.pods.iter().map(|p| ordinal(&m.sts.name, &p.name)).collect();
             for p in &mut m.pods {
-                *p = fixture::pod(&m.sts, ordinal(&m.sts.name, &p.name), p.revision().unwrap_or_default());
+                *p = as_ready(&m.sts, p);
             }
             for i in (0..m.sts.replicas).filter(|i| !present.contains(i)) {
                 m.pods.push(fixture::pod(&m.sts, i, &update));
@@ -78,6 +79,14 @@ impl Planner for TerminatingCountsAsReady {
         }
         RolloutPlanner.plan(&group, ctx)
     }
+}
+
+/// The same pod (name, uid, revision) presented as running and Ready: the bug misjudges readiness, not identity, so
+/// a deletion it plans still carries the real pod's uid precondition.
+fn as_ready(sts: &rollout_core::StatefulSetView, p: &rollout_core::PodView) -> rollout_core::PodView {
+    let mut ready = fixture::pod(sts, ordinal(&sts.name, &p.name), p.revision().unwrap_or_default());
+    ready.uid = p.uid.clone();
+    ready
 }
 
 fn ordinal(sts: &str, pod: &str) -> u32 {

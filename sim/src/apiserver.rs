@@ -1,0 +1,254 @@
+//! The API server node: serves the controller's writes (request/response datagrams, so message loss can drop either
+//! half) and its watches (one reliable, ordered connection per watch, like a watch over HTTP: a partition stalls
+//! it, a restart or a server-side timeout ends it). Watch events reach a watcher after a configurable delay, in
+//! order; a watch that resumes from a compacted (or unluckily old) resourceVersion is told "too old resource
+//! version" and the client relists. The node keeps nothing: the store survives its restarts, the watches do not.
+
+use crate::checker::Knowledge;
+use crate::rng::SimRng;
+use crate::store::{Kind, LogEntry, Obj, SharedStore};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use madsim::net::Endpoint;
+use rollout_operator::cluster::{ApiError, Preconditions};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The tag API requests are sent with; replies use the tag the client chose.
+pub const TAG_API: u64 = 1;
+
+pub fn address() -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1], 6443))
+}
+
+pub enum Op {
+    DeletePod { name: String, preconditions: Preconditions },
+    PatchStatus { name: String, patch: serde_json::Value },
+}
+
+pub struct Request {
+    pub reply_tag: u64,
+    pub knowledge: Knowledge,
+    pub op: Op,
+}
+
+pub enum Reply {
+    Deleted(Result<(), ApiError>),
+    Patched(Result<Box<StatefulSet>, ApiError>),
+}
+
+pub struct WatchRequest {
+    pub kind: Kind,
+    /// Resume after this resourceVersion; `None` lists first.
+    pub resume: Option<u64>,
+}
+
+pub enum WatchMsg {
+    /// "410 Gone: too old resource version": the client must relist.
+    Gone,
+    List {
+        rv: u64,
+        items: Vec<Obj>,
+    },
+    Event {
+        rv: u64,
+        deleted: bool,
+        obj: Obj,
+    },
+    /// Nothing of this kind changed up to `rv`.
+    Bookmark {
+        rv: u64,
+    },
+}
+
+/// What the fault injector changes while the run goes on.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    /// Delay between a commit and its watch event leaving the server, in milliseconds.
+    pub event_delay_ms: (u64, u64),
+    /// Extra time the server takes to answer a request, in milliseconds.
+    pub api_delay_ms: (u64, u64),
+    /// How long the server keeps a watch open before ending it (clients resume), in seconds.
+    pub watch_lifetime_s: (u64, u64),
+    /// Chance that a resuming watch is told its resourceVersion is too old anyway.
+    pub gone_chance: f64,
+    /// Chance that the controller process is killed right after one of its deletions commits.
+    pub crash_after_delete: f64,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs {
+            event_delay_ms: (1, 50),
+            api_delay_ms: (1, 20),
+            watch_lifetime_s: (60, 600),
+            gone_chance: 0.0,
+            crash_after_delete: 0.0,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ServerEnv {
+    pub store: SharedStore,
+    pub knobs: Arc<Mutex<Knobs>>,
+    pub rng: Arc<Mutex<SimRng>>,
+    /// Told when a controller deletion committed and the controller should crash now.
+    pub crash_tx: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl ServerEnv {
+    fn sample_ms(&self, range: (u64, u64)) -> Duration {
+        self.rng.lock().unwrap().millis(range.0, range.1.max(range.0 + 1))
+    }
+}
+
+/// The API server process: runs until its node is killed.
+pub async fn serve(env: ServerEnv) {
+    let ep = Endpoint::bind(address()).await.expect("bind API server address");
+    env.store.lock().unwrap().trace("apiserver", "started");
+    let watch_ep = ep.clone();
+    let watch_env = env.clone();
+    tokio::spawn(async move {
+        while let Ok((tx, rx, _)) = watch_ep.accept1().await {
+            tokio::spawn(serve_watch(watch_env.clone(), tx, rx));
+        }
+    });
+    while let Ok((payload, from)) = ep.recv_from_raw(TAG_API).await {
+        let Ok(req) = payload.downcast::<Request>() else { continue };
+        let env = env.clone();
+        let ep = ep.clone();
+        tokio::spawn(async move {
+            let delay = {
+                let range = env.knobs.lock().unwrap().api_delay_ms;
+                env.sample_ms(range)
+            };
+            tokio::time::sleep(delay).await;
+            let reply = handle(&env, *req);
+            let _ = ep.send_to_raw(from, reply.0, Box::new(reply.1)).await;
+        });
+    }
+}
+
+fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
+    let mut store = env.store.lock().unwrap();
+    let who = format!("controller#{}", req.knowledge.incarnation);
+    let reply = match &req.op {
+        Op::DeletePod { name, preconditions } => {
+            let result = store.api_delete_pod(name, preconditions, req.knowledge);
+            let line = match &result {
+                Ok(()) => format!("DELETE pod {name} -> ok"),
+                Err(e) => format!("DELETE pod {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            if result.is_ok() {
+                let crash = env.knobs.lock().unwrap().crash_after_delete;
+                if env.rng.lock().unwrap().chance(crash) {
+                    let _ = env.crash_tx.send(());
+                }
+            }
+            Reply::Deleted(result)
+        }
+        Op::PatchStatus { name, patch } => {
+            let result = store.api_patch_status(name, patch, req.knowledge).map(Box::new);
+            let rev = patch.pointer("/status/currentRevision").and_then(|v| v.as_str()).unwrap_or("?");
+            let line = match &result {
+                Ok(_) => format!("PATCH {name}/status currentRevision={rev} -> ok"),
+                Err(e) => format!("PATCH {name}/status currentRevision={rev} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            if result.is_ok() {
+                let snapshot = store.describe();
+                store.trace("cluster", snapshot);
+            }
+            Reply::Patched(result)
+        }
+    };
+    (req.reply_tag, reply)
+}
+
+async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::net::Receiver) {
+    let Ok(first) = rx.recv().await else { return };
+    let Ok(req) = first.downcast::<WatchRequest>() else { return };
+    let (lifetime, gone_chance) = {
+        let k = env.knobs.lock().unwrap();
+        (k.watch_lifetime_s, k.gone_chance)
+    };
+    let deadline = Instant::now() + env.sample_ms((lifetime.0 * 1000, lifetime.1 * 1000));
+    let changes = env.store.lock().unwrap().subscribe();
+    let mut cursor = match req.resume {
+        Some(rv) => {
+            let too_old = rv < env.store.lock().unwrap().compacted_to || env.rng.lock().unwrap().chance(gone_chance);
+            if too_old {
+                let _ = tx.send(Box::new(WatchMsg::Gone)).await;
+                return;
+            }
+            rv
+        }
+        None => {
+            let (rv, items) = {
+                let store = env.store.lock().unwrap();
+                (store.rv, store.list(req.kind))
+            };
+            if tx.send(Box::new(WatchMsg::List { rv, items })).await.is_err() {
+                return;
+            }
+            rv
+        }
+    };
+    // Events leave in order: each no earlier than the previous one.
+    let mut not_before = Instant::now();
+    let mut last_sent = Instant::now();
+    loop {
+        let seen = changes.version();
+        let batch: Result<Vec<LogEntry>, ()> = {
+            let store = env.store.lock().unwrap();
+            if cursor < store.compacted_to {
+                Err(())
+            } else {
+                let from = store.log.partition_point(|e| e.rv <= cursor);
+                Ok(store.log.range(from..).cloned().collect())
+            }
+        };
+        let Ok(batch) = batch else {
+            let _ = tx.send(Box::new(WatchMsg::Gone)).await;
+            return;
+        };
+        let newest = batch.last().map(|e| e.rv);
+        for entry in batch.into_iter().filter(|e| e.kind() == req.kind) {
+            let delay = {
+                let range = env.knobs.lock().unwrap().event_delay_ms;
+                env.sample_ms(range)
+            };
+            not_before = not_before.max(entry.at + delay);
+            tokio::time::sleep_until(not_before).await;
+            if Instant::now() >= deadline {
+                return;
+            }
+            let msg = WatchMsg::Event { rv: entry.rv, deleted: entry.deleted, obj: entry.obj };
+            if tx.send(Box::new(msg)).await.is_err() {
+                return;
+            }
+            last_sent = Instant::now();
+        }
+        if let Some(rv) = newest {
+            cursor = rv;
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+        let bookmark_at = last_sent + Duration::from_secs(10);
+        tokio::select! {
+            biased;
+            _ = changes.changed_since(seen) => {}
+            _ = tokio::time::sleep_until(bookmark_at) => {
+                if tx.send(Box::new(WatchMsg::Bookmark { rv: cursor })).await.is_err() {
+                    return;
+                }
+                last_sent = Instant::now();
+            }
+            _ = tokio::time::sleep_until(deadline) => return,
+        }
+    }
+}

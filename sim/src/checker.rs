@@ -1,0 +1,211 @@
+//! Invariant checker over the API server's committed write history.
+//!
+//! Every controller write is judged when it commits, against what the controller knew when it planned it: the
+//! committed state as of the last watch events the controller had consumed (one resourceVersion per watch, sent by the
+//! client with every write), plus the writes this controller process had itself committed since (its own writes its
+//! cache had not shown yet). Changes the controller could not have seen (a pod crashing after its cache was read) are
+//! not held against it; forgetting its own writes is. This is the model's rule, made concrete: sound for the real
+//! controller, which plans on exactly that cache and blocks on expectations of its own writes.
+//!
+//! Invariants (DESIGN.md numbering): 1 one zone at a time (no deletion in one StatefulSet while another of the group
+//! has a pod missing, unready or terminating), 2 max unavailable (deleting an available pod must not take the
+//! StatefulSet beyond `rollout-max-unavailable`), 4 no zero-pod ready (currentRevision is advanced only when every pod
+//! exists, is Ready and is on that revision), and "paused is left alone" (no deletions in a paused StatefulSet).
+//! Liveness is checked by the world at the end of the run.
+
+use crate::objects::{PodSum, StsSum};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What the controller process knew when it wrote: its incarnation and the resourceVersion up to which each of its
+/// watches had been consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Knowledge {
+    pub incarnation: u64,
+    pub sts_rv: u64,
+    pub pod_rv: u64,
+}
+
+#[derive(Debug, Clone)]
+enum OwnWrite {
+    Deleted { incarnation: u64, rv: u64, pod: String },
+    Revision { incarnation: u64, rv: u64, sts: String, revision: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub at: Duration,
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+pub const ONE_ZONE: &str = "one zone at a time";
+pub const MAX_UNAVAILABLE: &str = "max unavailable";
+pub const NO_ZERO_POD_READY: &str = "no zero-pod ready";
+pub const PAUSED: &str = "paused is left alone";
+pub const LIVENESS: &str = "liveness";
+
+type History<T> = BTreeMap<String, Vec<(u64, Option<T>)>>;
+
+#[derive(Debug, Default)]
+pub struct Checker {
+    pods: History<PodSum>,
+    sts: History<StsSum>,
+    own: Vec<OwnWrite>,
+    pub violations: Vec<Violation>,
+    pub writes_judged: u64,
+}
+
+/// The state as the controller knew it.
+struct Known {
+    sts: BTreeMap<String, StsSum>,
+    pods: BTreeMap<String, PodSum>,
+}
+
+fn as_of<T: Clone>(history: &History<T>, rv: u64) -> BTreeMap<String, T> {
+    let mut out = BTreeMap::new();
+    for (name, versions) in history {
+        let idx = versions.partition_point(|(v, _)| *v <= rv);
+        if idx > 0
+            && let Some(obj) = &versions[idx - 1].1
+        {
+            out.insert(name.clone(), obj.clone());
+        }
+    }
+    out
+}
+
+fn ordinal(sts: &str, pod: &str) -> Option<u32> {
+    pod.strip_prefix(sts)?.strip_prefix('-')?.parse().ok()
+}
+
+impl Known {
+    /// The pods of `sts` with ordinals below its replicas, by ordinal (`None` = missing).
+    fn members(&self, sts: &StsSum) -> Vec<(u32, Option<&PodSum>)> {
+        (0..sts.replicas)
+            .map(|i| (i, self.pods.values().find(|p| p.sts == sts.name && ordinal(&sts.name, &p.name) == Some(i))))
+            .collect()
+    }
+
+    fn describe_unready(&self, sts: &StsSum) -> Option<String> {
+        let bad: Vec<String> = self
+            .members(sts)
+            .into_iter()
+            .filter_map(|(i, p)| match p {
+                None => Some(format!("{}-{i} missing", sts.name)),
+                Some(p) if p.terminating => Some(format!("{} terminating", p.name)),
+                Some(p) if !p.ready => Some(format!("{} not ready", p.name)),
+                Some(_) => None,
+            })
+            .collect();
+        if bad.is_empty() { None } else { Some(bad.join(", ")) }
+    }
+}
+
+impl Checker {
+    pub fn record_pod(&mut self, rv: u64, name: &str, pod: Option<PodSum>) {
+        self.pods.entry(name.to_string()).or_default().push((rv, pod));
+    }
+
+    pub fn record_sts(&mut self, rv: u64, name: &str, sts: Option<StsSum>) {
+        self.sts.entry(name.to_string()).or_default().push((rv, sts));
+    }
+
+    fn known(&self, k: Knowledge) -> Known {
+        let mut known = Known { sts: as_of(&self.sts, k.sts_rv), pods: as_of(&self.pods, k.pod_rv) };
+        for w in &self.own {
+            match w {
+                OwnWrite::Deleted { incarnation, rv, pod } if *incarnation == k.incarnation && *rv > k.pod_rv => {
+                    if let Some(p) = known.pods.get_mut(pod) {
+                        p.terminating = true;
+                    }
+                }
+                OwnWrite::Revision { incarnation, rv, sts, revision }
+                    if *incarnation == k.incarnation && *rv > k.sts_rv =>
+                {
+                    if let Some(s) = known.sts.get_mut(sts) {
+                        s.current_revision = revision.clone();
+                    }
+                }
+                _ => {}
+            }
+        }
+        known
+    }
+
+    fn violate(&mut self, at: Duration, invariant: &'static str, detail: String) {
+        self.violations.push(Violation { at, invariant, detail });
+    }
+
+    /// Judges a controller deletion of `target` (as committed) that is about to commit at `rv`.
+    pub fn judge_delete(&mut self, at: Duration, k: Knowledge, rv: u64, target: &PodSum) {
+        self.writes_judged += 1;
+        let known = self.known(k);
+        let pod = known.pods.get(&target.name).cloned().unwrap_or_else(|| target.clone());
+        let basis = format!("(known: sts rv {}, pod rv {}, process #{})", k.sts_rv, k.pod_rv, k.incarnation);
+        if let Some(sts) = known.sts.get(&pod.sts).cloned() {
+            for other in known.sts.values().filter(|o| o.group == sts.group && o.name != sts.name) {
+                if let Some(why) = known.describe_unready(other) {
+                    self.violate(at, ONE_ZONE, format!("deleted {} while {}: {why} {basis}", pod.name, other.name));
+                }
+            }
+            if sts.paused {
+                self.violate(at, PAUSED, format!("deleted {} of paused {} {basis}", pod.name, sts.name));
+            }
+            if pod.available() {
+                let members = known.members(&sts);
+                let available = members.iter().filter(|(_, p)| p.is_some_and(PodSum::available)).count() as u32;
+                let unavailable = sts.replicas.saturating_sub(available);
+                if unavailable + 1 > sts.max_unavailable {
+                    self.violate(
+                        at,
+                        MAX_UNAVAILABLE,
+                        format!(
+                            "deleted available {} while {unavailable} of {} unavailable (max {}) {basis}",
+                            pod.name, sts.name, sts.max_unavailable
+                        ),
+                    );
+                }
+            }
+        }
+        self.own.push(OwnWrite::Deleted { incarnation: k.incarnation, rv, pod: target.name.clone() });
+    }
+
+    /// Judges a controller write of `status.currentRevision` of `sts` to `revision`, about to commit at `rv`.
+    pub fn judge_revision(&mut self, at: Duration, k: Knowledge, rv: u64, sts: &str, revision: &str) {
+        self.writes_judged += 1;
+        let known = self.known(k);
+        if let Some(s) = known.sts.get(sts) {
+            let bad: Vec<String> = known
+                .members(s)
+                .into_iter()
+                .filter_map(|(i, p)| match p {
+                    None => Some(format!("{sts}-{i} missing")),
+                    Some(p) if !p.available() => Some(format!("{} not available", p.name)),
+                    Some(p) if p.revision != revision => Some(format!("{} on {}", p.name, p.revision)),
+                    Some(_) => None,
+                })
+                .collect();
+            if !bad.is_empty() {
+                let detail = format!(
+                    "set currentRevision of {sts} to {revision} while {} (known: sts rv {}, pod rv {}, process #{})",
+                    bad.join(", "),
+                    k.sts_rv,
+                    k.pod_rv,
+                    k.incarnation
+                );
+                self.violate(at, NO_ZERO_POD_READY, detail);
+            }
+        }
+        self.own.push(OwnWrite::Revision {
+            incarnation: k.incarnation,
+            rv,
+            sts: sts.to_string(),
+            revision: revision.to_string(),
+        });
+    }
+
+    pub fn record_liveness_failure(&mut self, at: Duration, detail: String) {
+        self.violate(at, LIVENESS, detail);
+    }
+}

@@ -1,0 +1,194 @@
+//! `SimCluster`: the cluster port (`rollout_operator::cluster::ClusterApi`) implemented over madsim's network, so
+//! partitions, message loss and latency between the controller and the API server affect the controller exactly as
+//! they would over a real network. It behaves like kube-runtime's watcher: a watch resumes from the last
+//! resourceVersion it saw, relists when told the version is too old, and gives up on a silent connection.
+//!
+//! It also reports, with every write, how far the controller has consumed each watch stream: the checker's notion of
+//! "what the controller knew". The controller consumes watch events only between reconciles, so the position at the
+//! time of a write is the position its plan was made at.
+
+use crate::apiserver::{self, Op, Reply, Request, WatchMsg, WatchRequest};
+use crate::checker::Knowledge;
+use crate::store::{Kind, Obj};
+use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use madsim::net::Endpoint;
+use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a write waits for its reply.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// A watch that has been silent this long (the server bookmarks every 10 s) is presumed dead and restarted.
+const WATCH_SILENCE: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub struct SimCluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ep: Endpoint,
+    incarnation: u64,
+    next_tag: AtomicU64,
+    consumed: Mutex<(u64, u64)>,
+}
+
+impl SimCluster {
+    /// Binds this process's endpoint. `incarnation` names the controller process in traces and judgements.
+    pub async fn connect(incarnation: u64) -> std::io::Result<Self> {
+        let ep = Endpoint::bind("0.0.0.0:0").await?;
+        Ok(SimCluster {
+            inner: Arc::new(Inner { ep, incarnation, next_tag: AtomicU64::new(1 << 32), consumed: Mutex::new((0, 0)) }),
+        })
+    }
+
+    fn knowledge(&self) -> Knowledge {
+        let (sts_rv, pod_rv) = *self.inner.consumed.lock().unwrap();
+        Knowledge { incarnation: self.inner.incarnation, sts_rv, pod_rv }
+    }
+
+    async fn call(&self, op: Op) -> Result<Reply, ApiError> {
+        let reply_tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
+        let req = Request { reply_tag, knowledge: self.knowledge(), op };
+        self.inner
+            .ep
+            .send_to_raw(apiserver::address(), apiserver::TAG_API, Box::new(req))
+            .await
+            .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.inner.ep.recv_from_raw(reply_tag)).await {
+            Ok(Ok((payload, _))) => {
+                payload.downcast::<Reply>().map(|r| *r).map_err(|_| ApiError::Unavailable("malformed reply".into()))
+            }
+            Ok(Err(e)) => Err(ApiError::Unavailable(e.to_string())),
+            Err(_) => Err(ApiError::Unavailable("request timed out".into())),
+        }
+    }
+
+    fn watch<K: Send + 'static>(
+        &self,
+        kind: Kind,
+        unwrap: fn(Obj) -> Option<K>,
+    ) -> BoxStream<'static, Result<WatchEvent<K>, ApiError>> {
+        let (tx, rx) = mpsc::unbounded::<(Option<u64>, WatchEvent<K>)>();
+        let this = self.clone();
+        tokio::spawn(async move { this.watch_loop(kind, unwrap, tx).await });
+        let this = self.clone();
+        rx.map(move |(rv, event)| {
+            if let Some(rv) = rv {
+                let mut consumed = this.inner.consumed.lock().unwrap();
+                match kind {
+                    Kind::StatefulSets => consumed.0 = rv,
+                    Kind::Pods => consumed.1 = rv,
+                }
+            }
+            Ok(event)
+        })
+        .boxed()
+    }
+
+    async fn watch_loop<K>(
+        &self,
+        kind: Kind,
+        unwrap: fn(Obj) -> Option<K>,
+        tx: mpsc::UnboundedSender<(Option<u64>, WatchEvent<K>)>,
+    ) {
+        let mut resume: Option<u64> = None;
+        let mut backoff = Duration::from_millis(200);
+        while !tx.is_closed() {
+            let Ok((sender, mut receiver)) = self.inner.ep.connect1(apiserver::address()).await else {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            };
+            if sender.send(Box::new(WatchRequest { kind, resume })).await.is_err() {
+                continue;
+            }
+            loop {
+                let msg = match tokio::time::timeout(WATCH_SILENCE, receiver.recv()).await {
+                    Ok(Ok(payload)) => match payload.downcast::<WatchMsg>() {
+                        Ok(m) => *m,
+                        Err(_) => break,
+                    },
+                    // Closed by the server, reset, or silent for too long: resume on a new connection.
+                    _ => break,
+                };
+                backoff = Duration::from_millis(200);
+                let sent = match msg {
+                    WatchMsg::Gone => {
+                        resume = None;
+                        break;
+                    }
+                    WatchMsg::List { rv, items } => {
+                        let mut ok = tx.unbounded_send((None, WatchEvent::Init)).is_ok();
+                        for obj in items.into_iter().filter_map(unwrap) {
+                            ok &= tx.unbounded_send((None, WatchEvent::InitApply(obj))).is_ok();
+                        }
+                        resume = Some(rv);
+                        ok && tx.unbounded_send((Some(rv), WatchEvent::InitDone)).is_ok()
+                    }
+                    WatchMsg::Event { rv, deleted, obj } => {
+                        resume = Some(rv);
+                        match unwrap(obj) {
+                            Some(o) if deleted => tx.unbounded_send((Some(rv), WatchEvent::Delete(o))).is_ok(),
+                            Some(o) => tx.unbounded_send((Some(rv), WatchEvent::Apply(o))).is_ok(),
+                            None => true,
+                        }
+                    }
+                    WatchMsg::Bookmark { rv } => {
+                        resume = Some(rv);
+                        true
+                    }
+                };
+                if !sent {
+                    return;
+                }
+            }
+            tokio::time::sleep(backoff).await;
+        }
+    }
+}
+
+fn sts_of(obj: Obj) -> Option<StatefulSet> {
+    match obj {
+        Obj::Sts(s) => Some(*s),
+        Obj::Pod(_) => None,
+    }
+}
+
+fn pod_of(obj: Obj) -> Option<Pod> {
+    match obj {
+        Obj::Pod(p) => Some(*p),
+        Obj::Sts(_) => None,
+    }
+}
+
+impl ClusterApi for SimCluster {
+    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
+        self.watch(Kind::StatefulSets, sts_of)
+    }
+
+    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
+        self.watch(Kind::Pods, pod_of)
+    }
+
+    async fn delete_pod(&self, name: &str, preconditions: &Preconditions) -> Result<(), ApiError> {
+        let op = Op::DeletePod { name: name.to_string(), preconditions: preconditions.clone() };
+        match self.call(op).await? {
+            Reply::Deleted(r) => r,
+            Reply::Patched(_) => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+        let op = Op::PatchStatus { name: name.to_string(), patch: patch.clone() };
+        match self.call(op).await? {
+            Reply::Patched(r) => r.map(|s| *s),
+            Reply::Deleted(_) => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The rest of the cluster, co-located with the API server's storage: the StatefulSet controller (OnDelete: a
+//! missing pod is recreated at the update revision after a delay; status follows template pushes and pod changes
+//! with a lag) and the kubelet (pods become Ready after random delays, some slowly, some not for a long while;
+//! terminating pods keep reporting Ready until they are gone; creation can be refused for a while, like a quota).
+
+use crate::objects::{self, pod_revision, revision_name};
+use crate::rng::SimRng;
+use crate::store::{SharedStore, Store};
+use jiff::Timestamp;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug)]
+pub struct KubeState {
+    pub rng: SimRng,
+    /// Per pod uid: when its containers become ready.
+    ready_at: BTreeMap<String, Instant>,
+    /// Per pod name: when the StatefulSet controller (re)creates it.
+    create_at: BTreeMap<String, Instant>,
+    /// Per pod uid: when a terminating pod is gone.
+    gone_at: BTreeMap<String, Instant>,
+    observe_at: BTreeMap<String, Instant>,
+    status_at: BTreeMap<String, Instant>,
+    /// Per StatefulSet: pod creation is refused until then.
+    pub quota_until: BTreeMap<String, Instant>,
+    /// Chance that a new pod does not become ready for minutes (only while faults are on).
+    pub never_ready_chance: f64,
+}
+
+pub type SharedKube = Arc<Mutex<KubeState>>;
+
+impl KubeState {
+    pub fn new(rng: SimRng) -> Self {
+        KubeState {
+            rng,
+            ready_at: BTreeMap::new(),
+            create_at: BTreeMap::new(),
+            gone_at: BTreeMap::new(),
+            observe_at: BTreeMap::new(),
+            status_at: BTreeMap::new(),
+            quota_until: BTreeMap::new(),
+            never_ready_chance: 0.0,
+        }
+    }
+
+    fn new_pod_ready_delay(&mut self) -> Duration {
+        if self.rng.chance(self.never_ready_chance) {
+            self.rng.secs(120, 400)
+        } else if self.rng.chance(0.15) {
+            self.rng.secs(30, 90)
+        } else {
+            self.rng.millis(2_000, 15_000)
+        }
+    }
+
+    /// A running pod crashes: not Ready until `until`.
+    pub fn crash(&mut self, store: &mut Store, pod: &str, until: Instant) {
+        let Some(mut p) = store.pods.get(pod).cloned() else { return };
+        if p.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        self.ready_at.insert(uid, until);
+        if objects::is_ready(&p) {
+            objects::set_ready(&mut p, false, Timestamp::now());
+            store.put_pod(p);
+        }
+        store.trace("kubelet", format!("pod {pod} crash-looping for {:.0}s", (until - Instant::now()).as_secs_f64()));
+    }
+
+    /// Faults are over: every pod that is not ready becomes ready soon.
+    pub fn heal(&mut self) {
+        let now = Instant::now();
+        let uids: Vec<String> = self.ready_at.keys().cloned().collect();
+        for uid in uids {
+            let soon = now + self.rng.millis(0, 30_000);
+            if let Some(at) = self.ready_at.get_mut(&uid) {
+                *at = (*at).min(soon);
+            }
+        }
+        self.quota_until.clear();
+        self.never_ready_chance = 0.0;
+    }
+}
+
+fn min_due(next: &mut Option<Instant>, at: Instant) {
+    *next = Some(next.map_or(at, |n| n.min(at)));
+}
+
+/// One pass of the StatefulSet controller and the kubelet; returns when something is due next.
+pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Instant> {
+    let mut next = None;
+    let names: Vec<String> = store.statefulsets.keys().cloned().collect();
+    for name in names {
+        let sts = store.statefulsets[&name].clone();
+        let generation = sts.metadata.generation.unwrap_or(1);
+        let status = sts.status.clone().unwrap_or_default();
+        if status.observed_generation.unwrap_or(0) < generation {
+            let at = *kube.observe_at.entry(name.clone()).or_insert_with(|| now + kube.rng.millis(200, 3_000));
+            if now >= at {
+                kube.observe_at.remove(&name);
+                let mut new = sts.clone();
+                let revision = objects::template_revision(&sts);
+                let st = new.status.get_or_insert_with(Default::default);
+                st.observed_generation = Some(generation);
+                st.update_revision = Some(revision.clone());
+                store.put_statefulset(new);
+                store.trace("sts-ctrl", format!("{name}: observed generation {generation}, updateRevision {revision}"));
+            } else {
+                min_due(&mut next, at);
+            }
+        }
+        let sts = store.statefulsets[&name].clone();
+        let status = sts.status.clone().unwrap_or_default();
+        let update = status.update_revision.clone().unwrap_or_default();
+        let replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        for i in 0..replicas {
+            let pod_name = format!("{name}-{i}");
+            match store.pods.get(&pod_name).cloned() {
+                None => {
+                    let at =
+                        *kube.create_at.entry(pod_name.clone()).or_insert_with(|| now + kube.rng.millis(500, 3_000));
+                    if now < at {
+                        min_due(&mut next, at);
+                        continue;
+                    }
+                    if let Some(until) = kube.quota_until.get(&name).copied().filter(|u| now < *u) {
+                        store.trace("sts-ctrl", format!("create pod {pod_name} failed: exceeded quota"));
+                        let retry = (now + kube.rng.millis(5_000, 15_000)).min(until);
+                        kube.create_at.insert(pod_name, retry);
+                        min_due(&mut next, retry);
+                        continue;
+                    }
+                    kube.create_at.remove(&pod_name);
+                    let uid = store.new_uid(&pod_name);
+                    let delay = kube.new_pod_ready_delay();
+                    kube.ready_at.insert(uid.clone(), now + delay);
+                    min_due(&mut next, now + delay);
+                    store.put_pod(objects::pod(&name, i, &update, uid, false, Timestamp::now()));
+                    store.trace("sts-ctrl", format!("created pod {pod_name} at {update}"));
+                }
+                Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    let at = *kube.gone_at.entry(uid.clone()).or_insert_with(|| now + kube.rng.millis(1_000, 15_000));
+                    if now >= at {
+                        kube.gone_at.remove(&uid);
+                        kube.ready_at.remove(&uid);
+                        store.remove_pod(&pod_name);
+                        store.trace("kubelet", format!("pod {pod_name} terminated"));
+                        let again = now + kube.rng.millis(500, 3_000);
+                        kube.create_at.insert(pod_name, again);
+                        min_due(&mut next, again);
+                    } else {
+                        min_due(&mut next, at);
+                    }
+                }
+                Some(mut p) => {
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    let at = *kube.ready_at.entry(uid).or_insert(now);
+                    if !objects::is_ready(&p) {
+                        if now >= at {
+                            objects::set_ready(&mut p, true, Timestamp::now());
+                            store.put_pod(p);
+                            store.trace("kubelet", format!("pod {pod_name} Ready"));
+                            let snapshot = store.describe();
+                            store.trace("cluster", snapshot);
+                        } else {
+                            min_due(&mut next, at);
+                        }
+                    }
+                }
+            }
+        }
+        // Status counts follow the pods with a lag.
+        let pods: Vec<_> = store.pods.values().filter(|p| objects::owner_of(p) == name).collect();
+        let current = status.current_revision.clone().unwrap_or_default();
+        let counts = (
+            pods.len() as i32,
+            pods.iter().filter(|p| objects::is_ready(p)).count() as i32,
+            pods.iter().filter(|p| pod_revision(p) == current).count() as i32,
+            pods.iter().filter(|p| pod_revision(p) == update).count() as i32,
+        );
+        let shown = (
+            status.replicas,
+            status.ready_replicas.unwrap_or(0),
+            status.current_replicas.unwrap_or(0),
+            status.updated_replicas.unwrap_or(0),
+        );
+        if counts != shown {
+            let at = *kube.status_at.entry(name.clone()).or_insert_with(|| now + kube.rng.millis(100, 2_000));
+            if now >= at {
+                kube.status_at.remove(&name);
+                let mut new = sts.clone();
+                let st = new.status.get_or_insert_with(Default::default);
+                (st.replicas, st.ready_replicas, st.current_replicas, st.updated_replicas) =
+                    (counts.0, Some(counts.1), Some(counts.2), Some(counts.3));
+                store.put_statefulset(new);
+            } else {
+                min_due(&mut next, at);
+            }
+        } else {
+            kube.status_at.remove(&name);
+        }
+    }
+    next
+}
+
+/// The StatefulSet controller and kubelet process: reacts to every change of the store and to its own timers.
+pub async fn run(store: SharedStore, kube: SharedKube) {
+    let changes = store.lock().unwrap().subscribe();
+    loop {
+        let seen = changes.version();
+        let next = {
+            let mut store = store.lock().unwrap();
+            let mut kube = kube.lock().unwrap();
+            step(&mut store, &mut kube, Instant::now())
+        };
+        let wake = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            biased;
+            _ = changes.changed_since(seen) => {}
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+/// Pushes template revision `n` to a StatefulSet (a user's deploy): bumps the generation.
+pub fn push_revision(store: &mut Store, sts: &str, n: u32) {
+    let Some(mut s) = store.statefulsets.get(sts).cloned() else { return };
+    let rev = revision_name(sts, n);
+    if let Some(spec) = s.spec.as_mut() {
+        spec.template.metadata.get_or_insert_with(Default::default).annotations =
+            Some(BTreeMap::from([(objects::TEMPLATE_REVISION.to_string(), rev.clone())]));
+    }
+    s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
+    store.put_statefulset(s);
+    store.trace("user", format!("pushed template {rev}"));
+}
+
+/// Sets or clears the pause annotation of a StatefulSet.
+pub fn set_paused(store: &mut Store, sts: &str, paused: bool) {
+    let Some(mut s) = store.statefulsets.get(sts).cloned() else { return };
+    let ann = s.metadata.annotations.get_or_insert_with(Default::default);
+    if paused {
+        ann.insert(rollout_core::keys::ROLLOUT_PAUSED.to_string(), "true".to_string());
+    } else {
+        ann.remove(rollout_core::keys::ROLLOUT_PAUSED);
+    }
+    store.put_statefulset(s);
+    store.trace("user", format!("{} {sts}", if paused { "paused" } else { "unpaused" }));
+}

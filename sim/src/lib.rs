@@ -1,0 +1,31 @@
+//! `rollout-sim`: a deterministic simulation of the production rollout controller against a faulty cluster.
+//!
+//! Everything runs inside madsim (build with `RUSTFLAGS="--cfg madsim"`): an API server node holding the objects
+//! (`apiserver`, over the `store`), a node with the StatefulSet controller and kubelet (`kube`), the real
+//! `rollout_operator::reconciler::Controller` on its own node talking to the API server only through the cluster port
+//! over the simulated network (`client`), and actors and faults (`world`). The `checker` judges every controller write
+//! against what the controller knew, and the run ends with a liveness check. A run is a pure function of its seed.
+//!
+//! In a normal build this crate is empty and the binary only explains how to build it.
+
+#[cfg(madsim)]
+pub mod apiserver;
+#[cfg(madsim)]
+pub mod checker;
+#[cfg(madsim)]
+pub mod client;
+#[cfg(madsim)]
+pub mod kube;
+#[cfg(madsim)]
+pub mod objects;
+#[cfg(madsim)]
+pub mod rng;
+#[cfg(madsim)]
+pub mod store;
+#[cfg(madsim)]
+pub mod trace;
+#[cfg(madsim)]
+pub mod world;
+
+/// The message the binary and the tests print when the crate was built without the simulator.
+pub const NEEDS_MADSIM: &str = "rollout-sim must be built with the simulator: RUSTFLAGS=\"--cfg madsim\" cargo run --release -p rollout-sim -- demo";

@@ -1,0 +1,201 @@
+//! Kubernetes objects as the simulated cluster holds them (built with k8s-openapi, so the controller parses exactly
+//! what a real API server would send), and the lean summaries the checker keeps in its history.
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodStatus,
+    PodTemplateSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
+use rollout_core::keys;
+use std::collections::BTreeMap;
+
+pub const NAMESPACE: &str = "sim";
+/// Annotation on the pod template carrying the template's revision (stands in for the template hash).
+pub const TEMPLATE_REVISION: &str = "sim.grafana.com/revision";
+
+pub fn revision_name(sts: &str, n: u32) -> String {
+    format!("{sts}-r{n}")
+}
+
+fn time(t: Timestamp) -> Time {
+    Time(t)
+}
+
+/// A managed OnDelete StatefulSet with `replicas` pods, fully rolled out at revision 0.
+pub fn statefulset(group: &str, name: &str, replicas: u32, max_unavailable: u32) -> StatefulSet {
+    let rev = revision_name(name, 0);
+    StatefulSet {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NAMESPACE.into()),
+            uid: Some(format!("uid-{name}")),
+            generation: Some(1),
+            labels: Some(BTreeMap::from([(keys::ROLLOUT_GROUP.into(), group.into())])),
+            annotations: Some(BTreeMap::from([(keys::ROLLOUT_MAX_UNAVAILABLE.into(), max_unavailable.to_string())])),
+            ..Default::default()
+        },
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas as i32),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("name".into(), name.into())])),
+                ..Default::default()
+            },
+            service_name: Some(name.into()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some(keys::ON_DELETE.into()),
+                ..Default::default()
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    annotations: Some(BTreeMap::from([(TEMPLATE_REVISION.into(), rev.clone())])),
+                    ..Default::default()
+                }),
+                spec: None,
+            },
+            ..Default::default()
+        }),
+        status: Some(StatefulSetStatus {
+            replicas: replicas as i32,
+            ready_replicas: Some(replicas as i32),
+            current_replicas: Some(replicas as i32),
+            updated_replicas: Some(replicas as i32),
+            current_revision: Some(rev.clone()),
+            update_revision: Some(rev),
+            observed_generation: Some(1),
+            ..Default::default()
+        }),
+    }
+}
+
+pub fn template_revision(sts: &StatefulSet) -> String {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(TEMPLATE_REVISION).cloned())
+        .unwrap_or_default()
+}
+
+/// Pod `<sts>-<ordinal>` at `revision`, running; Ready as given.
+pub fn pod(sts: &str, ordinal: u32, revision: &str, uid: String, ready: bool, now: Timestamp) -> Pod {
+    let mut p = Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{sts}-{ordinal}")),
+            namespace: Some(NAMESPACE.into()),
+            uid: Some(uid),
+            labels: Some(BTreeMap::from([
+                ("name".into(), sts.into()),
+                (keys::CONTROLLER_REVISION_HASH.into(), revision.into()),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "StatefulSet".into(),
+                name: sts.into(),
+                uid: format!("uid-{sts}"),
+                controller: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: None,
+        status: Some(PodStatus { phase: Some("Running".into()), ..Default::default() }),
+    };
+    set_ready(&mut p, ready, now);
+    p
+}
+
+/// Sets the Ready condition and the container's readiness (a not-ready container is waiting in a crash loop).
+pub fn set_ready(pod: &mut Pod, ready: bool, now: Timestamp) {
+    let status = pod.status.get_or_insert_with(Default::default);
+    status.conditions = Some(vec![PodCondition {
+        type_: "Ready".into(),
+        status: if ready { "True" } else { "False" }.into(),
+        last_transition_time: Some(time(now)),
+        ..Default::default()
+    }]);
+    let state = if ready {
+        ContainerState { running: Some(ContainerStateRunning { started_at: Some(time(now)) }), ..Default::default() }
+    } else {
+        ContainerState {
+            waiting: Some(ContainerStateWaiting { reason: Some("ContainerCreating".into()), ..Default::default() }),
+            ..Default::default()
+        }
+    };
+    status.container_statuses =
+        Some(vec![ContainerStatus { name: "main".into(), ready, state: Some(state), ..Default::default() }]);
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+pub fn pod_revision(pod: &Pod) -> String {
+    pod.metadata.labels.as_ref().and_then(|l| l.get(keys::CONTROLLER_REVISION_HASH).cloned()).unwrap_or_default()
+}
+
+pub fn owner_of(pod: &Pod) -> String {
+    pod.metadata.owner_references.as_ref().and_then(|o| o.first()).map(|o| o.name.clone()).unwrap_or_default()
+}
+
+/// What the checker needs to know about one version of a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSum {
+    pub sts: String,
+    pub name: String,
+    pub uid: String,
+    pub revision: String,
+    pub ready: bool,
+    pub terminating: bool,
+}
+
+impl PodSum {
+    pub fn of(pod: &Pod) -> Self {
+        PodSum {
+            sts: owner_of(pod),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            revision: pod_revision(pod),
+            ready: is_ready(pod),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
+        }
+    }
+
+    /// Serving traffic: Ready and not on its way out.
+    pub fn available(&self) -> bool {
+        self.ready && !self.terminating
+    }
+}
+
+/// What the checker needs to know about one version of a StatefulSet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StsSum {
+    pub name: String,
+    pub group: String,
+    pub replicas: u32,
+    pub max_unavailable: u32,
+    pub paused: bool,
+    pub current_revision: String,
+    pub update_revision: String,
+}
+
+impl StsSum {
+    pub fn of(sts: &StatefulSet) -> Self {
+        let ann = sts.metadata.annotations.clone().unwrap_or_default();
+        let status = sts.status.clone().unwrap_or_default();
+        StsSum {
+            name: sts.metadata.name.clone().unwrap_or_default(),
+            group: sts.metadata.labels.as_ref().and_then(|l| l.get(keys::ROLLOUT_GROUP).cloned()).unwrap_or_default(),
+            replicas: sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32,
+            // The sim only writes plain counts; anything else counts as the reference default of 1.
+            max_unavailable: ann.get(keys::ROLLOUT_MAX_UNAVAILABLE).and_then(|v| v.parse().ok()).unwrap_or(1),
+            paused: ann.get(keys::ROLLOUT_PAUSED).is_some_and(|v| v == "true"),
+            current_revision: status.current_revision.unwrap_or_default(),
+            update_revision: status.update_revision.unwrap_or_default(),
+        }
+    }
+}

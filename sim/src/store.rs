@@ -1,0 +1,319 @@
+//! The API server's storage ("etcd"): objects, one global resourceVersion counter, the event log watches are served
+//! from (compacted, so a watch resuming too far back gets "too old resource version"), the checker's history, and
+//! the trace. It outlives API server restarts. Writes by the cluster's own components (StatefulSet controller,
+//! kubelet, users) go straight here; the rollout controller's writes arrive through the API server node and are
+//! judged by the checker before they commit.
+
+use crate::checker::{Checker, Knowledge};
+use crate::objects::{self, PodSum, StsSum};
+use crate::trace::Trace;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use rollout_operator::cluster::{ApiError, Preconditions};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    StatefulSets,
+    Pods,
+}
+
+#[derive(Debug, Clone)]
+pub enum Obj {
+    Sts(Box<StatefulSet>),
+    Pod(Box<Pod>),
+}
+
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    pub rv: u64,
+    pub at: Instant,
+    pub deleted: bool,
+    pub obj: Obj,
+}
+
+impl LogEntry {
+    pub fn kind(&self) -> Kind {
+        match self.obj {
+            Obj::Sts(_) => Kind::StatefulSets,
+            Obj::Pod(_) => Kind::Pods,
+        }
+    }
+}
+
+/// Change notification for tasks that follow the store. Deliberately not `tokio::sync::watch`: its notifier picks
+/// one of several internal queues at random from a thread-local generator madsim does not control, which made runs
+/// of one seed wake tasks in different orders. Wakers here are woken in the order they registered.
+#[derive(Debug, Default)]
+pub struct Changes {
+    inner: Mutex<(u64, Vec<Waker>)>,
+}
+
+impl Changes {
+    fn bump(&self) {
+        let wakers = {
+            let mut g = self.inner.lock().unwrap();
+            g.0 += 1;
+            std::mem::take(&mut g.1)
+        };
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.inner.lock().unwrap().0
+    }
+
+    /// Resolves once something changed after `version`.
+    pub fn changed_since(&self, version: u64) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut g = self.inner.lock().unwrap();
+            if g.0 > version {
+                Poll::Ready(())
+            } else {
+                g.1.push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    }
+}
+
+pub struct Store {
+    pub rv: u64,
+    pub statefulsets: BTreeMap<String, StatefulSet>,
+    pub pods: BTreeMap<String, Pod>,
+    pub log: VecDeque<LogEntry>,
+    /// Watches resuming from a resourceVersion below this get "too old resource version".
+    pub compacted_to: u64,
+    pub log_capacity: usize,
+    pub checker: Checker,
+    pub trace: Trace,
+    start: Instant,
+    changes: Arc<Changes>,
+    next_uid: u64,
+}
+
+pub type SharedStore = Arc<Mutex<Store>>;
+
+fn rv_string(rv: u64) -> Option<String> {
+    Some(rv.to_string())
+}
+
+impl Store {
+    pub fn new(trace: Trace, log_capacity: usize) -> Self {
+        Store {
+            rv: 0,
+            statefulsets: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            log: VecDeque::new(),
+            compacted_to: 0,
+            log_capacity,
+            checker: Checker::default(),
+            trace,
+            start: Instant::now(),
+            changes: Arc::default(),
+            next_uid: 0,
+        }
+    }
+
+    /// Simulated time since the run started.
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    pub fn subscribe(&self) -> Arc<Changes> {
+        self.changes.clone()
+    }
+
+    pub fn trace(&mut self, who: &str, what: impl AsRef<str>) {
+        let at = self.elapsed();
+        self.trace.record(at, who, what);
+    }
+
+    pub fn new_uid(&mut self, pod: &str) -> String {
+        self.next_uid += 1;
+        format!("{pod}-{}", self.next_uid)
+    }
+
+    fn commit(&mut self, deleted: bool, obj: Obj) {
+        let rv = self.rv;
+        match &obj {
+            Obj::Sts(s) => {
+                let name = s.metadata.name.clone().unwrap_or_default();
+                self.checker.record_sts(rv, &name, (!deleted).then(|| StsSum::of(s)));
+            }
+            Obj::Pod(p) => {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                self.checker.record_pod(rv, &name, (!deleted).then(|| PodSum::of(p)));
+            }
+        }
+        self.log.push_back(LogEntry { rv, at: Instant::now(), deleted, obj });
+        while self.log.len() > self.log_capacity {
+            if let Some(e) = self.log.pop_front() {
+                self.compacted_to = e.rv;
+            }
+        }
+        self.changes.bump();
+    }
+
+    pub fn put_statefulset(&mut self, mut sts: StatefulSet) -> StatefulSet {
+        self.rv += 1;
+        sts.metadata.resource_version = rv_string(self.rv);
+        let name = sts.metadata.name.clone().unwrap_or_default();
+        self.statefulsets.insert(name, sts.clone());
+        self.commit(false, Obj::Sts(Box::new(sts.clone())));
+        sts
+    }
+
+    pub fn put_pod(&mut self, mut pod: Pod) -> Pod {
+        self.rv += 1;
+        pod.metadata.resource_version = rv_string(self.rv);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.pods.insert(name, pod.clone());
+        self.commit(false, Obj::Pod(Box::new(pod.clone())));
+        pod
+    }
+
+    pub fn remove_pod(&mut self, name: &str) {
+        if let Some(mut pod) = self.pods.remove(name) {
+            self.rv += 1;
+            pod.metadata.resource_version = rv_string(self.rv);
+            self.commit(true, Obj::Pod(Box::new(pod)));
+        }
+    }
+
+    /// `DELETE pods/{name}` with preconditions: the pod becomes terminating (the kubelet removes it later).
+    pub fn api_delete_pod(&mut self, name: &str, pre: &Preconditions, k: Knowledge) -> Result<(), ApiError> {
+        let Some(pod) = self.pods.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("pods \"{name}\" not found")));
+        };
+        // An empty uid is taken as no uid precondition (the test-only NoExpectations planner clears uids to model
+        // the reference, which sent none; a real API server would refuse "" as a mismatch).
+        if pre.uid.as_ref().is_some_and(|u| !u.is_empty() && Some(u) != pod.metadata.uid.as_ref()) {
+            return Err(ApiError::Conflict(format!("pods \"{name}\": precondition failed: UID")));
+        }
+        if pre.resource_version.as_ref().is_some_and(|v| Some(v) != pod.metadata.resource_version.as_ref()) {
+            return Err(ApiError::Conflict(format!("pods \"{name}\": precondition failed: ResourceVersion")));
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Deleting a terminating pod again changes nothing.
+            return Ok(());
+        }
+        let at = self.elapsed();
+        self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        let mut pod = pod;
+        pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        self.put_pod(pod);
+        Ok(())
+    }
+
+    /// `PATCH statefulsets/{name}/status` (JSON merge patch); `metadata.resourceVersion` in the patch is a
+    /// precondition. Only the status is changed.
+    pub fn api_patch_status(
+        &mut self,
+        name: &str,
+        patch: &serde_json::Value,
+        k: Knowledge,
+    ) -> Result<StatefulSet, ApiError> {
+        let Some(sts) = self.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        if let Some(rv) = patch.pointer("/metadata/resourceVersion")
+            && rv.as_str() != sts.metadata.resource_version.as_deref()
+        {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
+            )));
+        }
+        let Some(status_patch) = patch.get("status") else {
+            return Ok(sts);
+        };
+        let mut status = serde_json::to_value(sts.status.clone().unwrap_or_default())
+            .map_err(|e| ApiError::Rejected { code: 500, message: e.to_string() })?;
+        merge(&mut status, status_patch);
+        let status = serde_json::from_value(status)
+            .map_err(|e| ApiError::Rejected { code: 422, message: format!("invalid status: {e}") })?;
+        let mut new = sts.clone();
+        new.status = Some(status);
+        let old_rev = sts.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
+        let new_rev = new.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
+        if new_rev != old_rev {
+            let at = self.elapsed();
+            self.checker.judge_revision(at, k, self.rv + 1, name, &new_rev);
+        }
+        Ok(self.put_statefulset(new))
+    }
+
+    /// Objects of one kind, as a list response.
+    pub fn list(&self, kind: Kind) -> Vec<Obj> {
+        match kind {
+            Kind::StatefulSets => self.statefulsets.values().map(|s| Obj::Sts(Box::new(s.clone()))).collect(),
+            Kind::Pods => self.pods.values().map(|p| Obj::Pod(Box::new(p.clone()))).collect(),
+        }
+    }
+
+    /// The StatefulSets of `sts`'s pods, by ordinal, for the timeline: `r1R r1r r0R* -`.
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        for (name, sts) in &self.statefulsets {
+            let status = sts.status.clone().unwrap_or_default();
+            let replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+            let rev_of = |r: &str| r.rsplit('-').next().unwrap_or("").to_string();
+            let pods: Vec<String> = (0..replicas)
+                .map(|i| match self.pods.get(&format!("{name}-{i}")) {
+                    None => "-".to_string(),
+                    Some(p) => format!(
+                        "{}{}{}",
+                        rev_of(&objects::pod_revision(p)),
+                        if objects::is_ready(p) { "R" } else { "r" },
+                        if p.metadata.deletion_timestamp.is_some() { "*" } else { "" }
+                    ),
+                })
+                .collect();
+            let paused = sts
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.get(rollout_core::keys::ROLLOUT_PAUSED).is_some_and(|v| v == "true"));
+            out.push(format!(
+                "{} cur={} upd={}{} [{}]",
+                name.rsplit('-').next().unwrap_or(name),
+                rev_of(status.current_revision.as_deref().unwrap_or("")),
+                rev_of(status.update_revision.as_deref().unwrap_or("")),
+                if paused { " PAUSED" } else { "" },
+                pods.join(" ")
+            ));
+        }
+        out.join(" | ")
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+pub fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Default::default());
+            }
+            if let Value::Object(t) = target {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}

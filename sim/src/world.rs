@@ -1,0 +1,642 @@
+//! One simulated run: builds the cluster (API server node, StatefulSet controller + kubelet node, controller node),
+//! plays the user (template pushes, also mid-rollout; pauses) and the faults (partitions, message loss, latency and
+//! watch-delay spikes, API server restarts, controller crashes, including right after a deletion, watch expiry and
+//! "too old resource version", pod crash loops, pods that stay unready, refused pod creation) for the fault phase,
+//! then heals everything and checks that the group converges in bounded simulated time.
+
+use crate::apiserver::{self, Knobs, ServerEnv};
+use crate::checker::Violation;
+use crate::client::SimCluster;
+use crate::kube::{self, KubeState};
+use crate::objects::{self, revision_name};
+use crate::rng::SimRng;
+use crate::store::{SharedStore, Store};
+use crate::trace::Trace;
+use jiff::Timestamp;
+use madsim::net::NetSim;
+use madsim::runtime::{Handle, Runtime};
+use rollout_core::{Planner, RolloutPlanner};
+use rollout_operator::health::ReadyFlag;
+use rollout_operator::metrics::Metrics;
+use rollout_operator::reconciler::{Controller, ReconcilerConfig};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub const GROUP: &str = "ingester";
+/// After converging, the controller must make no write for this long.
+const QUIET: Duration = Duration::from_secs(120);
+
+/// Which planner the controller runs: the production one, or a test-only one re-introducing a known bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlannerKind {
+    Real,
+    StatusCountReadiness,
+    PausedLetsOthersProceed,
+    NoExpectations,
+    TerminatingCountsAsReady,
+}
+
+impl PlannerKind {
+    pub const ALL: [PlannerKind; 5] = [
+        PlannerKind::Real,
+        PlannerKind::StatusCountReadiness,
+        PlannerKind::PausedLetsOthersProceed,
+        PlannerKind::NoExpectations,
+        PlannerKind::TerminatingCountsAsReady,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PlannerKind::Real => "real",
+            PlannerKind::StatusCountReadiness => "status-count-readiness",
+            PlannerKind::PausedLetsOthersProceed => "paused-lets-others-proceed",
+            PlannerKind::NoExpectations => "no-expectations",
+            PlannerKind::TerminatingCountsAsReady => "terminating-counts-as-ready",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// Which faults a run may inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultMix {
+    pub partitions: bool,
+    pub message_loss: bool,
+    pub latency_spikes: bool,
+    pub watch_delay_spikes: bool,
+    pub apiserver_restarts: bool,
+    pub controller_crashes: bool,
+    pub crash_after_delete: bool,
+    pub watch_expiry: bool,
+    pub pod_crashes: bool,
+    pub never_ready: bool,
+    pub quota: bool,
+    pub pauses: bool,
+}
+
+impl FaultMix {
+    pub const ALL: FaultMix = FaultMix {
+        partitions: true,
+        message_loss: true,
+        latency_spikes: true,
+        watch_delay_spikes: true,
+        apiserver_restarts: true,
+        controller_crashes: true,
+        crash_after_delete: true,
+        watch_expiry: true,
+        pod_crashes: true,
+        never_ready: true,
+        quota: true,
+        pauses: true,
+    };
+    pub const NONE: FaultMix = FaultMix {
+        partitions: false,
+        message_loss: false,
+        latency_spikes: false,
+        watch_delay_spikes: false,
+        apiserver_restarts: false,
+        controller_crashes: false,
+        crash_after_delete: false,
+        watch_expiry: false,
+        pod_crashes: false,
+        never_ready: false,
+        quota: false,
+        pauses: false,
+    };
+}
+
+impl FaultMix {
+    /// `all`, `none`, or a comma-separated list of fault kinds (names as in `--help`).
+    pub fn parse(s: &str) -> Result<FaultMix, String> {
+        match s {
+            "all" => return Ok(FaultMix::ALL),
+            "none" => return Ok(FaultMix::NONE),
+            _ => {}
+        }
+        let mut f = FaultMix::NONE;
+        for name in s.split(',').map(str::trim) {
+            let flag = match name {
+                "partitions" => &mut f.partitions,
+                "loss" => &mut f.message_loss,
+                "latency" => &mut f.latency_spikes,
+                "watch-delay" => &mut f.watch_delay_spikes,
+                "apiserver-restarts" => &mut f.apiserver_restarts,
+                "controller-crashes" => &mut f.controller_crashes,
+                "crash-after-delete" => &mut f.crash_after_delete,
+                "watch-expiry" => &mut f.watch_expiry,
+                "pod-crashes" => &mut f.pod_crashes,
+                "never-ready" => &mut f.never_ready,
+                "quota" => &mut f.quota,
+                "pauses" => &mut f.pauses,
+                other => return Err(format!("unknown fault kind {other:?}")),
+            };
+            *flag = true;
+        }
+        Ok(f)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub zones: u32,
+    pub replicas: u32,
+    pub max_unavailable: u32,
+    /// Template revisions the user pushes during the fault phase.
+    pub revisions: u32,
+    pub fault_phase: Duration,
+    /// After the faults stop, the group must converge within this.
+    pub settle_deadline: Duration,
+    /// Faults injected over the fault phase (each of a kind chosen from the mix).
+    pub fault_count: (u64, u64),
+    pub faults: FaultMix,
+    pub planner: PlannerKind,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            zones: 3,
+            replicas: 3,
+            max_unavailable: 1,
+            revisions: 2,
+            fault_phase: Duration::from_secs(300),
+            settle_deadline: Duration::from_secs(900),
+            fault_count: (4, 12),
+            faults: FaultMix::ALL,
+            planner: PlannerKind::Real,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub seed: u64,
+    pub violations: Vec<Violation>,
+    pub converged_at: Option<Duration>,
+    pub sim_time: Duration,
+    pub writes_judged: u64,
+    pub trace: Trace,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+fn zone_name(i: u32) -> String {
+    format!("{GROUP}-zone-{}", (b'a' + i as u8) as char)
+}
+
+/// Runs one seed to completion.
+pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
+    // Each run gets a fresh thread, so thread-local state of earlier runs (std's HashMap keys, which madsim seeds
+    // from the simulation when they are first needed inside it; tokio's thread-local generator) cannot leak into it.
+    let scenario = scenario.clone();
+    std::thread::spawn(move || {
+        let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
+        rt.block_on(world(seed, scenario, echo))
+    })
+    .join()
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+fn sim_config() -> ReconcilerConfig {
+    ReconcilerConfig::default()
+}
+
+async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, planner: P) {
+    Controller::new(api, planner, sim_config(), Arc::new(Metrics::new()))
+        .run(ReadyFlag::new(), std::future::pending())
+        .await
+}
+
+struct Nodes {
+    apiserver: madsim::task::NodeId,
+    controller: madsim::task::NodeId,
+    /// (apiserver, controller) currently killed by a fault.
+    killed: Mutex<(bool, bool)>,
+}
+
+impl Nodes {
+    fn set_killed(&self, apiserver: bool, down: bool) {
+        let mut k = self.killed.lock().unwrap();
+        if apiserver {
+            k.0 = down;
+        } else {
+            k.1 = down;
+        }
+    }
+}
+
+pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
+    let handle = Handle::current();
+    let rng = Arc::new(Mutex::new(SimRng::new(seed)));
+    let store: SharedStore = Arc::new(Mutex::new(Store::new(Trace::new(echo), 400)));
+    {
+        let mut st = store.lock().unwrap();
+        st.trace(
+            "sim",
+            format!(
+                "seed {seed}: {} zones x {} pods, max unavailable {}, planner {}",
+                sc.zones,
+                sc.replicas,
+                sc.max_unavailable,
+                sc.planner.name()
+            ),
+        );
+        for z in 0..sc.zones {
+            let name = zone_name(z);
+            st.put_statefulset(objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable));
+            for i in 0..sc.replicas {
+                let pod_name = format!("{name}-{i}");
+                let uid = st.new_uid(&pod_name);
+                st.put_pod(objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now()));
+            }
+        }
+        let snapshot = st.describe();
+        st.trace("cluster", snapshot);
+    }
+    let knobs = Arc::new(Mutex::new(Knobs::default()));
+    let kube_rng = SimRng::new(rng.lock().unwrap().next_u64());
+    let kube_state = Arc::new(Mutex::new(KubeState::new(kube_rng)));
+    let (crash_tx, mut crash_rx) = tokio::sync::mpsc::unbounded_channel();
+    let env = ServerEnv {
+        store: store.clone(),
+        knobs: knobs.clone(),
+        rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
+        crash_tx,
+    };
+    let apiserver = handle
+        .create_node()
+        .name("apiserver")
+        .ip(apiserver::address().ip())
+        .init(move || apiserver::serve(env.clone()))
+        .build();
+    let (s, k) = (store.clone(), kube_state.clone());
+    handle
+        .create_node()
+        .name("kube")
+        .ip(IpAddr::from([10, 0, 0, 2]))
+        .init(move || kube::run(s.clone(), k.clone()))
+        .build();
+    let incarnations = Arc::new(AtomicU64::new(0));
+    let (s, planner) = (store.clone(), sc.planner);
+    let controller = handle
+        .create_node()
+        .name("controller")
+        .ip(IpAddr::from([10, 0, 0, 3]))
+        .init(move || {
+            let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+            let store = s.clone();
+            async move {
+                store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
+                let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
+                match planner {
+                    PlannerKind::Real => run_controller(api, RolloutPlanner).await,
+                    PlannerKind::StatusCountReadiness => {
+                        run_controller(api, rollout_known_bugs::StatusCountReadiness).await
+                    }
+                    PlannerKind::PausedLetsOthersProceed => {
+                        run_controller(api, rollout_known_bugs::PausedLetsOthersProceed).await
+                    }
+                    PlannerKind::NoExpectations => run_controller(api, rollout_known_bugs::NoExpectations).await,
+                    PlannerKind::TerminatingCountsAsReady => {
+                        run_controller(api, rollout_known_bugs::TerminatingCountsAsReady).await
+                    }
+                }
+            }
+        })
+        .build();
+    let nodes =
+        Arc::new(Nodes { apiserver: apiserver.id(), controller: controller.id(), killed: Mutex::new((false, false)) });
+    let start = Instant::now();
+    let fault_end = start + sc.fault_phase;
+
+    // Users: template pushes, one deploy after the other, each StatefulSet a few seconds apart (as a deploy tool
+    // would), possibly in the middle of the previous rollout.
+    let mut tasks = Vec::new();
+    {
+        let mut r = rng.lock().unwrap();
+        let mut pushes: Vec<(u64, Vec<Duration>)> = (0..sc.revisions)
+            .map(|_| {
+                let at = r.range(5_000..(sc.fault_phase.as_millis() as u64 * 4 / 5).max(5_001));
+                (at, (0..sc.zones).map(|_| r.millis(0, 3_000)).collect())
+            })
+            .collect();
+        pushes.sort_unstable();
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for (n, (at, gaps)) in pushes.into_iter().enumerate() {
+                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
+                for (z, gap) in gaps.into_iter().enumerate() {
+                    tokio::time::sleep(gap).await;
+                    kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
+                }
+            }
+        }));
+    }
+
+    // Faults.
+    let kinds = fault_kinds(&sc.faults);
+    if !kinds.is_empty() {
+        let count = rng.lock().unwrap().range(sc.fault_count.0..sc.fault_count.1 + 1);
+        for _ in 0..count {
+            let (kind, at, dur, pick) = {
+                let mut r = rng.lock().unwrap();
+                let kind = kinds[r.range(0..kinds.len() as u64) as usize];
+                let at = r.millis(1_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
+                let dur = r.secs(2, 60);
+                (kind, at, dur, r.next_u64())
+            };
+            let ctx = FaultCtx {
+                store: store.clone(),
+                knobs: knobs.clone(),
+                kube: kube_state.clone(),
+                nodes: nodes.clone(),
+                zones: sc.zones,
+                replicas: sc.replicas,
+            };
+            tasks.push(tokio::spawn(async move {
+                tokio::time::sleep_until(start + at).await;
+                if Instant::now() + dur < fault_end {
+                    inject(kind, dur, pick, &ctx).await;
+                }
+            }));
+        }
+    }
+    if sc.faults.crash_after_delete {
+        knobs.lock().unwrap().crash_after_delete = 0.05;
+        let (store, nodes) = (store.clone(), nodes.clone());
+        let delay = rng.lock().unwrap().millis(1_000, 10_000);
+        tasks.push(tokio::spawn(async move {
+            while crash_rx.recv().await.is_some() {
+                if Instant::now() + delay >= fault_end {
+                    continue;
+                }
+                store.lock().unwrap().trace("fault", "controller crashes right after its deletion committed");
+                nodes.set_killed(false, true);
+                Handle::current().kill(nodes.controller);
+                tokio::time::sleep(delay).await;
+                restart(nodes.controller);
+                nodes.set_killed(false, false);
+            }
+        }));
+    }
+    if sc.faults.never_ready {
+        kube_state.lock().unwrap().never_ready_chance = 0.1;
+    }
+
+    // The fault phase ends: heal everything.
+    tokio::time::sleep_until(fault_end).await;
+    for t in tasks {
+        t.abort();
+    }
+    {
+        *knobs.lock().unwrap() = Knobs::default();
+        let net = NetSim::current();
+        net.unclog_node(nodes.controller);
+        net.unclog_node(nodes.apiserver);
+        net.update_config(|c| *c = madsim::net::Config::default());
+        kube_state.lock().unwrap().heal();
+        let mut st = store.lock().unwrap();
+        let names: Vec<String> = st.statefulsets.keys().cloned().collect();
+        for name in names {
+            let paused = st.statefulsets[&name]
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_PAUSED));
+            if paused {
+                kube::set_paused(&mut st, &name, false);
+            }
+        }
+        st.trace("sim", "fault phase over: network healed, nodes restarted, pods heal; checking liveness");
+    }
+    // Restarting a node that is running restarts it too: only bring back the ones that are down.
+    let (apiserver_down, controller_down) = *nodes.killed.lock().unwrap();
+    if apiserver_down {
+        restart(nodes.apiserver);
+    }
+    if controller_down {
+        restart(nodes.controller);
+    }
+
+    // Liveness: converge within the deadline.
+    let deadline = fault_end + sc.settle_deadline;
+    let mut converged_at = None;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if converged(&store.lock().unwrap()) {
+            converged_at = Some(start.elapsed());
+            break;
+        }
+    }
+    // Converged: the controller must also go quiet (no further writes for a while).
+    if converged_at.is_some() {
+        let writes = store.lock().unwrap().checker.writes_judged;
+        tokio::time::sleep(QUIET).await;
+        let mut st = store.lock().unwrap();
+        if st.checker.writes_judged != writes {
+            let at = st.elapsed();
+            let detail = format!("the controller kept writing after convergence: {}", st.describe());
+            st.checker.record_liveness_failure(at, detail);
+        }
+    }
+    let mut st = store.lock().unwrap();
+    match converged_at {
+        Some(at) => st.trace("sim", format!("converged at {:.1}s", at.as_secs_f64())),
+        None => {
+            let at = st.elapsed();
+            let detail =
+                format!("not converged {}s after the faults stopped: {}", sc.settle_deadline.as_secs(), st.describe());
+            st.checker.record_liveness_failure(at, detail);
+        }
+    }
+    let violations = st.checker.violations.clone();
+    for v in &violations {
+        let line = format!("VIOLATION {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
+        st.trace("checker", line);
+    }
+    let verdict = if violations.is_empty() {
+        "all invariants held".to_string()
+    } else {
+        format!("{} violations", violations.len())
+    };
+    let judged = st.checker.writes_judged;
+    st.trace("checker", format!("{verdict}; {judged} controller writes judged"));
+    Outcome {
+        seed,
+        violations,
+        converged_at,
+        sim_time: start.elapsed(),
+        writes_judged: st.checker.writes_judged,
+        trace: st.trace.clone(),
+    }
+}
+
+/// Every StatefulSet on its template's revision (the user's last word), status current, every pod there, Ready and
+/// not terminating.
+pub fn converged(st: &Store) -> bool {
+    st.statefulsets.iter().all(|(name, sts)| {
+        let want = objects::template_revision(sts);
+        let status = sts.status.clone().unwrap_or_default();
+        let replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        status.update_revision.as_deref() == Some(want.as_str())
+            && status.current_revision.as_deref() == Some(want.as_str())
+            && status.observed_generation == sts.metadata.generation
+            && (0..replicas).all(|i| {
+                st.pods.get(&format!("{name}-{i}")).is_some_and(|p| {
+                    objects::is_ready(p) && p.metadata.deletion_timestamp.is_none() && objects::pod_revision(p) == want
+                })
+            })
+    })
+}
+
+/// Restarts a node from its init task. Killing first resets its sockets: madsim's `restart` alone leaves the old
+/// process's bound addresses in place until its tasks are dropped, so the new process could not bind them.
+fn restart(id: madsim::task::NodeId) {
+    let handle = Handle::current();
+    handle.kill(id);
+    handle.restart(id);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FaultKind {
+    Partition,
+    MessageLoss,
+    LatencySpike,
+    WatchDelaySpike,
+    ApiServerRestart,
+    ControllerCrash,
+    WatchExpiry,
+    PodCrash,
+    Quota,
+    Pause,
+}
+
+fn fault_kinds(m: &FaultMix) -> Vec<FaultKind> {
+    let mut v = Vec::new();
+    let table = [
+        (m.partitions, FaultKind::Partition),
+        (m.message_loss, FaultKind::MessageLoss),
+        (m.latency_spikes, FaultKind::LatencySpike),
+        (m.watch_delay_spikes, FaultKind::WatchDelaySpike),
+        (m.apiserver_restarts, FaultKind::ApiServerRestart),
+        (m.controller_crashes, FaultKind::ControllerCrash),
+        (m.watch_expiry, FaultKind::WatchExpiry),
+        (m.pod_crashes, FaultKind::PodCrash),
+        (m.quota, FaultKind::Quota),
+        (m.pauses, FaultKind::Pause),
+    ];
+    for (on, k) in table {
+        if on {
+            v.push(k);
+        }
+    }
+    v
+}
+
+struct FaultCtx {
+    store: SharedStore,
+    knobs: Arc<Mutex<Knobs>>,
+    kube: kube::SharedKube,
+    nodes: Arc<Nodes>,
+    zones: u32,
+    replicas: u32,
+}
+
+impl FaultCtx {
+    fn trace(&self, what: String) {
+        self.store.lock().unwrap().trace("fault", what);
+    }
+}
+
+async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
+    let secs = dur.as_secs_f64();
+    let zone = zone_name((pick % u64::from(ctx.zones)) as u32);
+    match kind {
+        FaultKind::Partition => {
+            ctx.trace(format!("partition: controller cut off from the API server for {secs:.1}s"));
+            NetSim::current().clog_node(ctx.nodes.controller);
+            tokio::time::sleep(dur).await;
+            NetSim::current().unclog_node(ctx.nodes.controller);
+            ctx.trace("partition healed".into());
+        }
+        FaultKind::MessageLoss => {
+            let rate = 0.05 + (pick % 30) as f64 / 100.0;
+            ctx.trace(format!("message loss {:.0}% for {secs:.1}s", rate * 100.0));
+            NetSim::current().update_config(|c| c.packet_loss_rate = rate);
+            tokio::time::sleep(dur).await;
+            NetSim::current().update_config(|c| c.packet_loss_rate = 0.0);
+            ctx.trace("message loss over".into());
+        }
+        FaultKind::LatencySpike => {
+            ctx.trace(format!("API latency spike (0.5-4s per request) for {secs:.1}s"));
+            ctx.knobs.lock().unwrap().api_delay_ms = (500, 4_000);
+            NetSim::current().update_config(|c| c.send_latency = Duration::from_millis(50)..Duration::from_millis(500));
+            tokio::time::sleep(dur).await;
+            ctx.knobs.lock().unwrap().api_delay_ms = Knobs::default().api_delay_ms;
+            NetSim::current().update_config(|c| c.send_latency = madsim::net::Config::default().send_latency);
+            ctx.trace("latency back to normal".into());
+        }
+        FaultKind::WatchDelaySpike => {
+            ctx.trace(format!("watch events delayed 2-12s for {secs:.1}s"));
+            ctx.knobs.lock().unwrap().event_delay_ms = (2_000, 12_000);
+            tokio::time::sleep(dur).await;
+            ctx.knobs.lock().unwrap().event_delay_ms = Knobs::default().event_delay_ms;
+            ctx.trace("watch delay back to normal".into());
+        }
+        FaultKind::ApiServerRestart => {
+            let down = Duration::from_millis(500 + pick % 10_000);
+            ctx.trace(format!("API server crashes, back in {:.1}s", down.as_secs_f64()));
+            ctx.nodes.set_killed(true, true);
+            Handle::current().kill(ctx.nodes.apiserver);
+            tokio::time::sleep(down).await;
+            restart(ctx.nodes.apiserver);
+            ctx.nodes.set_killed(true, false);
+        }
+        FaultKind::ControllerCrash => {
+            let down = Duration::from_millis(500 + pick % 20_000);
+            ctx.trace(format!("controller process crashes, restarted in {:.1}s", down.as_secs_f64()));
+            ctx.nodes.set_killed(false, true);
+            Handle::current().kill(ctx.nodes.controller);
+            tokio::time::sleep(down).await;
+            restart(ctx.nodes.controller);
+            ctx.nodes.set_killed(false, false);
+        }
+        FaultKind::WatchExpiry => {
+            ctx.trace(format!("watches expire every 1-10s and resumes are often too old, for {secs:.1}s"));
+            {
+                let mut k = ctx.knobs.lock().unwrap();
+                k.watch_lifetime_s = (1, 10);
+                k.gone_chance = 0.5;
+            }
+            tokio::time::sleep(dur).await;
+            let mut k = ctx.knobs.lock().unwrap();
+            k.watch_lifetime_s = Knobs::default().watch_lifetime_s;
+            k.gone_chance = 0.0;
+        }
+        FaultKind::PodCrash => {
+            let pod = format!("{zone}-{}", (pick >> 8) % u64::from(ctx.replicas));
+            let until = Instant::now() + dur * 3;
+            let mut st = ctx.store.lock().unwrap();
+            ctx.kube.lock().unwrap().crash(&mut st, &pod, until);
+        }
+        FaultKind::Quota => {
+            ctx.trace(format!("pod creation in {zone} refused (quota) for {secs:.1}s"));
+            ctx.kube.lock().unwrap().quota_until.insert(zone, Instant::now() + dur);
+        }
+        FaultKind::Pause => {
+            kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, true);
+            tokio::time::sleep(dur).await;
+            kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, false);
+        }
+    }
+}
