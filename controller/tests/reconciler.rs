@@ -114,6 +114,23 @@ async fn a_lagging_cache_gets_no_writes_until_our_own_writes_are_observed() {
     assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-1", "uid-ingester-zone-b-1-0")]);
 }
 
+/// Found by the simulation's review: a deletion that committed but whose reply was lost left no expectation, so a
+/// lagging cache could be planned on as if the deletion had not happened.
+#[tokio::test]
+async fn a_write_with_an_unknown_outcome_still_holds_the_group_until_observed() {
+    let mut h = Harness::new(three_zones("1"));
+    h.cluster.hold_events(true);
+    h.cluster.lose_next_reply();
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+    assert_eq!(h.ctrl.pending_expectations(GROUP).len(), 1, "an unknown outcome is expected until seen");
+    // The cache still shows b-0 ready on the old revision: no write until it shows the deletion.
+    assert_eq!(h.reconcile().await, vec![]);
+    h.cluster.hold_events(false);
+    h.cluster.recreate_missing_pods();
+    h.cluster.set_pod_ready("ingester-zone-b-0", true);
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-1", "uid-ingester-zone-b-1-0")]);
+}
+
 #[tokio::test]
 async fn a_failed_precondition_fails_the_reconcile_and_is_counted() {
     let mut h = Harness::new(three_zones("1"));

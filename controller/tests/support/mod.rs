@@ -125,6 +125,8 @@ struct State {
     held_pods: Vec<WatchEvent<Pod>>,
     calls: Vec<Call>,
     failures: VecDeque<ApiError>,
+    /// The next write commits, but its reply is lost (the caller sees `Unavailable`).
+    lose_next_reply: bool,
     /// Per StatefulSet: the most pods ever unavailable right after one of our deletions.
     max_unavailable_after_delete: BTreeMap<String, u32>,
     /// Deletions made while another StatefulSet of the namespace had unavailable pods.
@@ -259,6 +261,11 @@ impl FakeCluster {
         self.state.lock().unwrap().cross_zone_violations.clone()
     }
 
+    /// The next write commits but the controller never hears back.
+    pub fn lose_next_reply(&self) {
+        self.state.lock().unwrap().lose_next_reply = true;
+    }
+
     /// The next write fails with `err`.
     pub fn fail_next(&self, err: ApiError) {
         self.state.lock().unwrap().failures.push_back(err);
@@ -327,6 +334,9 @@ impl ClusterApi for FakeCluster {
             }
         }
         st.emit_pod(WatchEvent::Delete(p));
+        if std::mem::take(&mut st.lose_next_reply) {
+            return Err(ApiError::Unavailable(format!("delete pod {name}: connection reset")));
+        }
         Ok(())
     }
 
