@@ -27,6 +27,9 @@ pub struct ReconcilerConfig {
     pub debounce: Duration,
     /// How long an unobserved write blocks its group before it is given up on.
     pub expectation_ttl: Duration,
+    /// The same for a write whose outcome is unknown (the API did not answer): it may or may not have happened, so
+    /// it is waited for, but not as long, since it may never show.
+    pub unknown_outcome_ttl: Duration,
     /// First and largest delay before retrying a failed reconcile.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
@@ -43,6 +46,7 @@ impl Default for ReconcilerConfig {
             min_interval: Duration::from_secs(5),
             debounce: Duration::from_millis(100),
             expectation_ttl: Duration::from_secs(300),
+            unknown_outcome_ttl: Duration::from_secs(30),
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             requeue_unfinished: Duration::from_secs(30),
@@ -294,18 +298,22 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
     }
 
     async fn execute(&mut self, group: &str, plan: &GroupPlan, now: Timestamp) -> Result<(), ReconcileError> {
-        let expires_at = now.saturating_add(to_signed(self.config.expectation_ttl)).unwrap_or(Timestamp::MAX);
+        let expires_at = |ttl| now.saturating_add(to_signed(ttl)).unwrap_or(Timestamp::MAX);
         for action in &plan.actions {
-            match action {
+            let outcome = match action {
                 Action::DeletePod { pod, uid, reason, .. } => {
                     let pre = Preconditions { uid: Some(uid.clone()), resource_version: None };
                     match self.api.delete_pod(pod, &pre).await {
-                        Ok(()) => tracing::info!(rollout_group = group, pod = %pod, %reason, "terminating pod"),
+                        Ok(()) => {
+                            tracing::info!(rollout_group = group, pod = %pod, %reason, "terminating pod");
+                            Ok(())
+                        }
                         // Already gone: the outcome we wanted.
                         Err(ApiError::NotFound(_)) => {
-                            tracing::info!(rollout_group = group, pod = %pod, "pod already deleted")
+                            tracing::info!(rollout_group = group, pod = %pod, "pod already deleted");
+                            Ok(())
                         }
-                        Err(source) => return Err(ReconcileError::DeletePod { pod: pod.clone(), source }),
+                        Err(source) => Err(ReconcileError::DeletePod { pod: pod.clone(), source }),
                     }
                 }
                 Action::SetCurrentRevision { statefulset, revision, resource_version, reason } => {
@@ -315,18 +323,28 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
                         "status": { "currentRevision": revision },
                     });
                     match self.api.patch_statefulset_status(statefulset, &patch).await {
-                        Ok(_) => tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
-                            "advanced StatefulSet currentRevision"),
-                        Err(source) => {
-                            return Err(ReconcileError::UpdateStatus { statefulset: statefulset.clone(), source });
+                        Ok(_) => {
+                            tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
+                                "advanced StatefulSet currentRevision");
+                            Ok(())
                         }
+                        Err(source) => Err(ReconcileError::UpdateStatus { statefulset: statefulset.clone(), source }),
                     }
                 }
+            };
+            let ttl = match &outcome {
+                Ok(()) => self.config.expectation_ttl,
+                // No answer: the write may have been applied. Planning as if it had not could act twice.
+                Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)) => self.config.unknown_outcome_ttl,
+                Err(_) => Duration::ZERO,
+            };
+            if !ttl.is_zero() {
+                self.expectations
+                    .entry(group.to_string())
+                    .or_default()
+                    .push(PendingExpectation { expectation: action.expectation(), expires_at: expires_at(ttl) });
             }
-            self.expectations
-                .entry(group.to_string())
-                .or_default()
-                .push(PendingExpectation { expectation: action.expectation(), expires_at });
+            outcome?;
         }
         Ok(())
     }
