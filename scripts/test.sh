@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: the normal build, then the deterministic simulation (which needs the madsim build).
+# Ends with one summary line, "N passed, M failed", over every test binary that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo test --workspace
-# RUSTFLAGS selects madsim. The root Cargo.toml optimises the simulator and madsim even in this (dev) profile: the
-# seeds run about as fast as in a release build, which would take more than twice as long to build from scratch.
-RUSTFLAGS="--cfg madsim" cargo test -p rollout-sim
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+cargo test --workspace 2>&1 | tee -a "$log"
+# The simulator's own profile settings (Cargo.toml) optimise it and the code it runs; RUSTFLAGS selects madsim.
+RUSTFLAGS="--cfg madsim" cargo test -p rollout-sim 2>&1 | tee -a "$log"
+
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
+     END { printf "%d passed, %d failed\n", p, f }' "$log"
