@@ -103,11 +103,6 @@ impl Metrics {
         self.last_successful_group_reconcile.remove(&labels);
     }
 
-    /// The registry, for components that register their own metrics.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
-    }
-
     /// Prometheus text exposition of every registered metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();

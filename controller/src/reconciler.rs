@@ -349,11 +349,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
         Ok(())
     }
 
-    /// The cache, for tests and diagnostics.
-    pub fn cache(&self) -> &ClusterCache {
-        &self.cache
-    }
-
+    /// The cache, for tests that feed it events by hand.
     pub fn cache_mut(&mut self) -> &mut ClusterCache {
         &mut self.cache
     }
