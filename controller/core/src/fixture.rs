@@ -29,6 +29,9 @@ pub fn statefulset(group: &str, name: &str, replicas: u32, revision: &str) -> St
             observed_generation: Some(1),
         }),
         settings: RolloutSettings::default(),
+        downscale: Default::default(),
+        labels: BTreeMap::from([(keys::ROLLOUT_GROUP.to_string(), group.to_string())]),
+        annotations: BTreeMap::new(),
     }
 }
 
@@ -62,4 +65,22 @@ pub fn not_ready(mut pod: PodView) -> PodView {
 pub fn terminating(mut pod: PodView) -> PodView {
     pod.deletion_timestamp = Some(jiff::Timestamp::UNIX_EPOCH);
     pod
+}
+
+/// Sets an annotation and re-parses the settings that read annotations, as `StatefulSetView::from_k8s` would.
+pub fn annotate(mut sts: StatefulSetView, key: &str, value: &str) -> StatefulSetView {
+    sts.annotations.insert(key.to_string(), value.to_string());
+    reparse(sts)
+}
+
+/// Sets a label and re-parses the settings that read labels.
+pub fn label(mut sts: StatefulSetView, key: &str, value: &str) -> StatefulSetView {
+    sts.labels.insert(key.to_string(), value.to_string());
+    reparse(sts)
+}
+
+fn reparse(mut sts: StatefulSetView) -> StatefulSetView {
+    sts.settings = RolloutSettings::from_annotations(&sts.name, &sts.annotations);
+    sts.downscale = crate::downscale::DownscaleSettings::from_metadata(&sts.name, &sts.labels, &sts.annotations);
+    sts
 }

@@ -12,3 +12,37 @@ pub const ROLLOUT_PAUSED: &str = "grafana.com/rollout-paused";
 
 /// Update strategy the rollout controller requires: Kubernetes replaces pods only when they are deleted.
 pub const ON_DELETE: &str = "OnDelete";
+
+// Scaling and downscale coordination (reference section 1.1-1.3).
+
+/// Annotation (preferred) or label (compatibility): Go duration between downscales of two zones of a group.
+pub const MIN_TIME_BETWEEN_ZONES_DOWNSCALE: &str = "grafana.com/min-time-between-zones-downscale";
+/// Annotation: RFC 3339 time of the StatefulSet's last downscale (written by the reference's webhook; read here).
+pub const LAST_DOWNSCALE: &str = "grafana.com/last-downscale";
+/// Annotation on a follower: the StatefulSet of the same group whose `spec.replicas` it follows.
+pub const ROLLOUT_DOWNSCALE_LEADER: &str = "grafana.com/rollout-downscale-leader";
+/// Annotation on a follower: `"true"` scales up only once every leader replica is ready.
+pub const ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY: &str = "grafana.com/rollout-upscale-only-when-leader-ready";
+pub const MIRROR_REPLICAS_FROM_RESOURCE_NAME: &str = "grafana.com/rollout-mirror-replicas-from-resource-name";
+pub const MIRROR_REPLICAS_FROM_RESOURCE_KIND: &str = "grafana.com/rollout-mirror-replicas-from-resource-kind";
+pub const MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION: &str =
+    "grafana.com/rollout-mirror-replicas-from-resource-api-version";
+pub const MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK: &str =
+    "grafana.com/rollout-mirror-replicas-from-resource-write-back";
+/// Annotation: Prometheus duration pods must have been preparing before a delayed downscale removes them.
+pub const ROLLOUT_DELAYED_DOWNSCALE: &str = "grafana.com/rollout-delayed-downscale";
+pub const ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL: &str = "grafana.com/rollout-prepare-delayed-downscale-url";
+/// Annotation: base-10 int32 >= 0 overriding the desired replicas.
+pub const ROLLOUT_FORCE_REPLICAS: &str = "grafana.com/rollout-force-replicas";
+
+// Admission webhooks (reference section 1.2, 1.4).
+
+/// Label on StatefulSets, Deployments, ReplicaSets: `"true"` makes the no-downscale webhook reject replica decreases.
+pub const NO_DOWNSCALE: &str = "grafana.com/no-downscale";
+/// Label on a StatefulSet: `"true"` makes the prepare-downscale webhook call pods before a downscale.
+pub const PREPARE_DOWNSCALE: &str = "grafana.com/prepare-downscale";
+pub const PREPARE_DOWNSCALE_HTTP_PATH: &str = "grafana.com/prepare-downscale-http-path";
+pub const PREPARE_DOWNSCALE_HTTP_PORT: &str = "grafana.com/prepare-downscale-http-port";
+/// Labels on webhook configurations selecting them for CA-bundle injection.
+pub const INJECT_ROLLOUT_OPERATOR_CA: &str = "grafana.com/inject-rollout-operator-ca";
+pub const NAMESPACE_LABEL: &str = "grafana.com/namespace";

@@ -7,6 +7,7 @@
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
 //! [`plan`] (actions with reasons, group state).
 
+pub mod downscale;
 pub mod duration;
 pub mod expectations;
 pub mod fixture;
@@ -18,6 +19,7 @@ pub mod readiness;
 pub mod settings;
 pub mod view;
 
+pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
 pub use expectations::{Expectation, PendingExpectation};
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};
 pub use plan::{Action, GroupPlan, GroupState, PlanContext, Planner, RolloutPlanner, plan_group};

@@ -3,6 +3,7 @@
 //! Conversion is the edge: everything the planner needs is extracted and typed here once, so the planner never
 //! touches raw objects, raw annotations or JSON.
 
+use crate::downscale::DownscaleSettings;
 use crate::keys;
 use crate::settings::RolloutSettings;
 use jiff::Timestamp;
@@ -193,6 +194,11 @@ pub struct StatefulSetView {
     pub service_name: String,
     pub status: Option<StatefulSetStatusView>,
     pub settings: RolloutSettings,
+    /// Min time between zone downscales and last downscale, parsed.
+    pub downscale: DownscaleSettings,
+    /// Raw metadata, for settings parsed by later stages (scaling, admission).
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
 }
 
 fn non_negative(v: Option<i32>) -> u32 {
@@ -205,12 +211,14 @@ impl StatefulSetView {
         let name = meta.name.clone().ok_or(ViewError::MissingName { kind: "StatefulSet" })?;
         let spec = sts.spec.as_ref();
         let annotations = meta.annotations.clone().unwrap_or_default();
+        let labels = meta.labels.clone().unwrap_or_default();
         let settings = RolloutSettings::from_annotations(&name, &annotations);
+        let downscale = DownscaleSettings::from_metadata(&name, &labels, &annotations);
         Ok(StatefulSetView {
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             generation: meta.generation,
-            group: meta.labels.as_ref().and_then(|l| l.get(keys::ROLLOUT_GROUP)).cloned(),
+            group: labels.get(keys::ROLLOUT_GROUP).cloned(),
             replicas: spec.and_then(|s| s.replicas).map_or(1, |r| r.max(0) as u32),
             update_strategy: spec
                 .and_then(|s| s.update_strategy.as_ref())
@@ -227,6 +235,9 @@ impl StatefulSetView {
                 observed_generation: s.observed_generation,
             }),
             settings,
+            downscale,
+            labels,
+            annotations,
             name,
         })
     }

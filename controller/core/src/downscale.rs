@@ -1,0 +1,242 @@
+//! Downscale coordination shared by every actor that downscales a zone: the group downscale record and the rule
+//! "two StatefulSets of a group are never downscaled closer together than the min time between zone downscales"
+//! (DESIGN.md invariant 3).
+//!
+//! Owns: the per-StatefulSet downscale settings (min time, last-downscale annotation), the record's data format
+//! (the reference's zone-tracker ConfigMap: key = StatefulSet name, value = `{"lastDownscaled":"<RFC 3339>"}`), and
+//! the min-time verdict. It does no I/O: the shell reads the record, asks [`check_min_time`], and claims the
+//! downscale by writing the record back with a resourceVersion compare-and-swap, so two actors (the controller's
+//! leader/follower scaling, the prepare-downscale webhook, several operator replicas) cannot both pass the check
+//! for different zones of one group.
+//!
+//! Differences from the reference, on purpose: the min time is read from the annotation first and from the label
+//! for compatibility; both the downscaled StatefulSet's and the other StatefulSet's min time apply (the larger wins),
+//! so the rule holds whichever side carries it; a StatefulSet's last downscale is the later of the record and its
+//! `grafana.com/last-downscale` annotation; and a record bootstrapped from annotations never stamps "now" for zones
+//! that were not downscaled.
+
+use crate::duration::{format_go_duration, parse_go_duration};
+use crate::group::GroupSnapshot;
+use crate::keys;
+use crate::settings::AnnotationError;
+use jiff::Timestamp;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Downscale settings of one StatefulSet, parsed when its view is built. Unusable values are kept as errors: a
+/// downscale that depends on them is refused with that error rather than allowed on a guess.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DownscaleSettings {
+    /// `grafana.com/min-time-between-zones-downscale`: annotation if present, else label.
+    pub min_time_between_zones: Option<Result<Duration, AnnotationError>>,
+    /// `grafana.com/last-downscale` annotation.
+    pub last_downscale: Option<Result<Timestamp, AnnotationError>>,
+}
+
+impl DownscaleSettings {
+    pub fn from_metadata(
+        object: &str,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+    ) -> Self {
+        let invalid = |key: &'static str, value: &str, reason: String| AnnotationError {
+            object: object.to_string(),
+            key,
+            value: value.to_string(),
+            reason,
+        };
+        let min_time_raw = annotations
+            .get(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE)
+            .or_else(|| labels.get(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+        let min_time_between_zones = min_time_raw.map(|raw| {
+            parse_go_duration(raw.trim()).map_err(|e| {
+                invalid(
+                    keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
+                    raw,
+                    format!("{}; expected a Go duration such as 12h", e.reason),
+                )
+            })
+        });
+        let last_downscale = annotations
+            .get(keys::LAST_DOWNSCALE)
+            .map(|raw| parse_timestamp(raw).map_err(|reason| invalid(keys::LAST_DOWNSCALE, raw, reason)));
+        DownscaleSettings { min_time_between_zones, last_downscale }
+    }
+}
+
+/// Parses an RFC 3339 timestamp as Go's `time.RFC3339` does (offset required).
+pub fn parse_timestamp(raw: &str) -> Result<Timestamp, String> {
+    raw.trim().parse::<Timestamp>().map_err(|e| format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z: {e}"))
+}
+
+/// Formats a time as the reference writes it: UTC, second precision, e.g. `2024-05-01T12:00:00Z`.
+pub fn format_timestamp(t: Timestamp) -> String {
+    Timestamp::from_second(t.as_second()).unwrap_or(t).to_string()
+}
+
+/// A record entry that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("downscale record entry {key:?} = {value:?} is not valid: {reason}")]
+pub struct RecordError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// When each StatefulSet was last downscaled, as stored in the group downscale record. One record serves a
+/// namespace (keys are StatefulSet names), as the reference's zone-tracker ConfigMap does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DownscaleRecord {
+    pub last_downscaled: BTreeMap<String, Timestamp>,
+}
+
+impl DownscaleRecord {
+    /// Reads the ConfigMap's `data`. Field names are matched case-insensitively, as the reference's JSON decoder
+    /// does. Any unreadable entry fails the whole read: a record we cannot fully read must not allow a downscale.
+    pub fn from_config_map_data(data: &BTreeMap<String, String>) -> Result<Self, RecordError> {
+        let mut last_downscaled = BTreeMap::new();
+        for (key, value) in data {
+            let err = |reason: String| RecordError { key: key.clone(), value: value.clone(), reason };
+            let json: serde_json::Value = serde_json::from_str(value).map_err(|e| err(format!("not JSON: {e}")))?;
+            let obj = json.as_object().ok_or_else(|| err("expected a JSON object".to_string()))?;
+            let field = obj
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("lastDownscaled"))
+                .map(|(_, v)| v)
+                .ok_or_else(|| err("no lastDownscaled field".to_string()))?;
+            let raw = field.as_str().ok_or_else(|| err("lastDownscaled is not a string".to_string()))?;
+            last_downscaled.insert(key.clone(), parse_timestamp(raw).map_err(err)?);
+        }
+        Ok(DownscaleRecord { last_downscaled })
+    }
+
+    /// The ConfigMap `data` for this record, in the reference's format.
+    pub fn to_config_map_data(&self) -> BTreeMap<String, String> {
+        self.last_downscaled
+            .iter()
+            .map(|(name, at)| {
+                (name.clone(), serde_json::json!({ "lastDownscaled": format_timestamp(*at) }).to_string())
+            })
+            .collect()
+    }
+
+    /// The record to create when none exists: the `grafana.com/last-downscale` annotations of the group's
+    /// StatefulSets that have a readable one, and nothing for the others (the reference stamped every zone with
+    /// "now", which denied the first downscale after creation for a whole min-time window).
+    pub fn bootstrap(group: &GroupSnapshot) -> Self {
+        let last_downscaled = group
+            .members
+            .iter()
+            .filter_map(|m| match &m.sts.downscale.last_downscale {
+                Some(Ok(at)) => Some((m.sts.name.clone(), *at)),
+                _ => None,
+            })
+            .collect();
+        DownscaleRecord { last_downscaled }
+    }
+
+    /// Records a downscale of `statefulset` at `at` (second precision, as stored).
+    pub fn record_downscale(&mut self, statefulset: &str, at: Timestamp) {
+        let at = Timestamp::from_second(at.as_second()).unwrap_or(at);
+        self.last_downscaled.insert(statefulset.to_string(), at);
+    }
+}
+
+/// Whether a StatefulSet of a group may be downscaled now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MinTimeVerdict {
+    /// No other StatefulSet of the group was downscaled within the min time.
+    Elapsed,
+    /// `other` was downscaled at `at`; the min time `min_time` has not passed (it passes strictly after `until`).
+    Wait { other: String, at: Timestamp, min_time: Duration, until: Timestamp },
+    /// A value the decision depends on is unusable; refuse and say which.
+    Invalid(String),
+}
+
+impl MinTimeVerdict {
+    /// Human-readable reason, for plans, logs and denials.
+    pub fn describe(&self) -> String {
+        match self {
+            MinTimeVerdict::Elapsed => "the min time between zone downscales has passed".to_string(),
+            MinTimeVerdict::Wait { other, at, min_time, until } => format!(
+                "statefulset {other} was downscaled at {} and the group waits {} between zone downscales (until after {})",
+                format_timestamp(*at),
+                format_go_duration(*min_time),
+                format_timestamp(*until)
+            ),
+            MinTimeVerdict::Invalid(reason) => reason.clone(),
+        }
+    }
+}
+
+/// The last downscale of `statefulset`: the later of the record's entry and its annotation. An unreadable
+/// annotation is an error: that StatefulSet's downscale history is unknown until the user fixes it.
+fn last_downscale_of(
+    group: &GroupSnapshot,
+    record: Option<&DownscaleRecord>,
+    statefulset: &str,
+) -> Result<Option<Timestamp>, String> {
+    let from_record = record.and_then(|r| r.last_downscaled.get(statefulset).copied());
+    let from_annotation = match group.member(statefulset).and_then(|m| m.sts.downscale.last_downscale.as_ref()) {
+        Some(Ok(at)) => Some(*at),
+        Some(Err(e)) => return Err(e.to_string()),
+        None => None,
+    };
+    Ok(from_record.max(from_annotation))
+}
+
+/// The min-time rule for downscaling `candidate` at `now`: for every other StatefulSet of the group with a known
+/// last downscale, the time since then must be strictly greater than the larger of the two StatefulSets' min times.
+/// A StatefulSet the group no longer has, but the record remembers, is ignored (its group is unknown).
+/// Neither side carrying a min time means no constraint between them.
+pub fn check_min_time(
+    group: &GroupSnapshot,
+    record: Option<&DownscaleRecord>,
+    candidate: &str,
+    now: Timestamp,
+) -> MinTimeVerdict {
+    let min_time_of = |name: &str| -> Result<Option<Duration>, String> {
+        match group.member(name).and_then(|m| m.sts.downscale.min_time_between_zones.as_ref()) {
+            Some(Ok(d)) => Ok(Some(*d)),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Ok(None),
+        }
+    };
+    let own_min = match min_time_of(candidate) {
+        Ok(d) => d,
+        Err(e) => return MinTimeVerdict::Invalid(e),
+    };
+    let mut verdict = MinTimeVerdict::Elapsed;
+    for other in group.members.iter().map(|m| m.sts.name.as_str()).filter(|n| *n != candidate) {
+        let at = match last_downscale_of(group, record, other) {
+            Ok(Some(at)) => at,
+            Ok(None) => continue,
+            Err(e) => return MinTimeVerdict::Invalid(e),
+        };
+        let other_min = match min_time_of(other) {
+            Ok(d) => d,
+            Err(e) => return MinTimeVerdict::Invalid(e),
+        };
+        let Some(min_time) = own_min.max(other_min) else {
+            continue;
+        };
+        let until = add(at, min_time);
+        // Strictly greater: at exactly `at + min_time` the downscale still waits.
+        if now <= until {
+            let later = match &verdict {
+                MinTimeVerdict::Wait { until: u, .. } => until > *u,
+                _ => true,
+            };
+            if later {
+                verdict = MinTimeVerdict::Wait { other: other.to_string(), at, min_time, until };
+            }
+        }
+    }
+    verdict
+}
+
+/// `at + d`, saturating at the largest representable time (a huge min time means "never").
+fn add(at: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d).ok().and_then(|d| at.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
+}
