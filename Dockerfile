@@ -11,15 +11,17 @@
 # Kubernetes API and the pods they call: no shell, no package manager, no CA bundle download (TLS to the API server
 # uses the service account's CA; the webhook certificate is self-signed).
 
-ARG RUST_VERSION=1.89
+# The toolchain the workspace is developed and locked with.
+ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-alpine AS build
 # ring compiles C and assembly: the musl C toolchain is all it needs.
-RUN apk add --no-cache musl-dev
+RUN apk add --no-cache musl-dev binutils
 WORKDIR /src
 COPY . .
 # Cache the registry and the target directory between builds; copy the binaries out of the cache mount.
 # Debug info is dropped from the image (symbol names are kept, so panics still name their functions).
+# The build refuses to ship a dynamically linked binary: the static base image has no libc.
 ENV CARGO_PROFILE_RELEASE_DEBUG=false \
     CARGO_PROFILE_RELEASE_STRIP=debuginfo
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -27,7 +29,6 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked -p rollout-operator --bin rollout-operator -p rollout-e2e --bin mock-pod \
  && mkdir -p /out \
  && cp target/release/rollout-operator target/release/mock-pod /out/ \
- # Refuse to ship a dynamically linked binary: the static base image has no libc.
  && for bin in /out/*; do \
       if readelf -d "$bin" 2>/dev/null | grep -q NEEDED; then echo "$bin is dynamically linked" >&2; exit 1; fi; \
     done
