@@ -1,0 +1,295 @@
+#![cfg(not(madsim))]
+//! Local checks of what users deploy (no cluster needed): every manifest under `deploy/` and `kind-configs/` parses
+//! into its typed object with no unknown field, each overlay builds with `kubectl kustomize`, and the built overlays
+//! are consistent (namespace, webhook labels and selectors, Service ports, security settings, flags).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use rollout_e2e::manifests::{
+    JsonPatchOp, KindCluster, KindRole, KubeObject, Kustomization, kustomize_build, overlays, parse_kube_object,
+    read_yaml, repo_root, type_of, yaml_files,
+};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn rel(path: &Path) -> String {
+    path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
+}
+
+#[test]
+fn every_file_under_deploy_parses_into_its_typed_object() {
+    let files = yaml_files(&repo_root().join("deploy")).expect("list deploy/");
+    assert!(files.len() >= 10, "deploy/ looks empty: {files:?}");
+    let mut problems = Vec::new();
+    let mut kinds = BTreeSet::new();
+    for file in &files {
+        let docs = read_yaml(file).unwrap_or_else(|e| panic!("{e}"));
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        for (i, doc) in docs.iter().enumerate() {
+            let outcome = if name == "kustomization.yaml" {
+                serde_json::from_value::<Kustomization>(doc.clone()).map(|_| ()).map_err(|e| e.to_string())
+            } else if name.ends_with("-patch.yaml") {
+                serde_json::from_value::<Vec<JsonPatchOp>>(doc.clone()).map(|_| ()).map_err(|e| e.to_string())
+            } else {
+                parse_kube_object(doc).map(|o| {
+                    kinds.insert(format!("{o:?}").split('(').next().unwrap_or_default().to_string());
+                })
+            };
+            if let Err(e) = outcome {
+                problems.push(format!("{} document {i} ({}): {e}", rel(file), type_of(doc)));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "manifests that do not parse:\n{}", problems.join("\n"));
+    for kind in [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "CustomResourceDefinition",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} under deploy/ (found {kinds:?})");
+    }
+}
+
+#[test]
+fn a_misspelt_field_is_caught() {
+    // The check above relies on this: k8s-openapi ignores unknown fields, the round trip does not.
+    let doc: Value = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"},
+        "spec": {"ports": [{"port": 443, "targetPort": "https"}], "publishNotReadyAdresses": true}
+    });
+    let err = parse_kube_object(&doc).expect_err("misspelt field accepted");
+    assert!(err.contains(".spec.publishNotReadyAdresses"), "{err}");
+}
+
+#[test]
+fn kind_configs_parse_and_label_the_zones() {
+    let dir = repo_root().join("kind-configs");
+    let single = kind_config(&dir.join("single-node.yaml"));
+    assert_eq!(single.nodes.len(), 1);
+    assert_eq!(single.nodes[0].role, KindRole::ControlPlane);
+
+    let multi = kind_config(&dir.join("multi-node.yaml"));
+    let zones: Vec<&str> = multi
+        .nodes
+        .iter()
+        .filter(|n| n.role == KindRole::Worker)
+        .filter_map(|n| n.labels.get("topology.kubernetes.io/zone").map(String::as_str))
+        .collect();
+    assert_eq!(zones, ["a", "b", "c"], "one worker per zone");
+    assert_eq!(multi.nodes.iter().filter(|n| n.role == KindRole::ControlPlane).count(), 1);
+
+    // Every file in the folder is a kind config.
+    for file in yaml_files(&dir).expect("list kind-configs/") {
+        kind_config(&file);
+    }
+}
+
+fn kind_config(path: &Path) -> KindCluster {
+    let docs = read_yaml(path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(docs.len(), 1, "{}: one document", rel(path));
+    let config: KindCluster =
+        serde_json::from_value(docs[0].clone()).unwrap_or_else(|e| panic!("{}: not a kind config: {e}", rel(path)));
+    assert_eq!((config.kind.as_str(), config.api_version.as_str()), ("Cluster", "kind.x-k8s.io/v1alpha4"));
+    config
+}
+
+/// The objects an overlay deploys, typed.
+fn build(overlay: &str) -> Vec<KubeObject> {
+    let dir = repo_root().join("deploy/overlays").join(overlay);
+    let docs = kustomize_build(&dir).unwrap_or_else(|e| panic!("{e}"));
+    docs.iter()
+        .map(|d| parse_kube_object(d).unwrap_or_else(|e| panic!("overlay {overlay}: {}: {e}", type_of(d))))
+        .collect()
+}
+
+fn deployment(objects: &[KubeObject]) -> &Deployment {
+    let found: Vec<&Deployment> = objects
+        .iter()
+        .filter_map(|o| if let KubeObject::Deployment(d) = o { Some(&**d) } else { None })
+        .collect();
+    assert_eq!(found.len(), 1, "one Deployment per overlay");
+    found[0]
+}
+
+fn args(d: &Deployment) -> Vec<String> {
+    let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod spec");
+    spec.containers[0].args.clone().unwrap_or_default()
+}
+
+#[test]
+fn every_overlay_builds_with_kubectl_kustomize() {
+    let all = overlays().expect("list overlays");
+    let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["controller", "e2e", "webhooks"]);
+    for (name, _) in &all {
+        let objects = build(name);
+        assert!(objects.len() >= 6, "overlay {name} builds only {} objects", objects.len());
+    }
+}
+
+#[test]
+fn the_deployment_is_locked_down_and_probed_on_ready() {
+    for overlay in ["controller", "webhooks", "e2e"] {
+        let objects = build(overlay);
+        let d = deployment(&objects);
+        let spec = d.spec.as_ref().expect("spec");
+        assert_eq!(spec.replicas, Some(1), "{overlay}: a single replica");
+        let rolling = spec.strategy.as_ref().and_then(|s| s.rolling_update.as_ref()).expect("rolling update");
+        assert_eq!(
+            rolling.max_surge,
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0)),
+            "{overlay}: never two operators at once"
+        );
+        let pod = spec.template.spec.as_ref().expect("pod spec");
+        assert_eq!(pod.service_account_name.as_deref(), Some("rollout-operator"));
+        let c = &pod.containers[0];
+        let probe = c.readiness_probe.as_ref().and_then(|p| p.http_get.as_ref()).expect("readiness probe");
+        assert_eq!(probe.path.as_deref(), Some("/ready"), "{overlay}");
+        let sc = c.security_context.as_ref().expect("container securityContext");
+        assert_eq!(sc.read_only_root_filesystem, Some(true), "{overlay}");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{overlay}");
+        assert_eq!(sc.run_as_non_root, Some(true), "{overlay}");
+        let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref()).expect("resource requests");
+        assert!(requests.contains_key("cpu") && requests.contains_key("memory"), "{overlay}");
+        let a = args(d);
+        assert!(a.contains(&"-kubernetes.namespace=$(POD_NAMESPACE)".to_string()), "{overlay}: {a:?}");
+        let env = c.env.as_ref().expect("env");
+        let ns = env.iter().find(|e| e.name == "POD_NAMESPACE").expect("POD_NAMESPACE env");
+        let field = ns.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).expect("downward API");
+        assert_eq!(field.field_path, "metadata.namespace");
+        let tls = a.contains(&"-server-tls.enabled=true".to_string());
+        assert_eq!(tls, overlay != "controller", "{overlay}: TLS only with the webhooks: {a:?}");
+        // Every flag the overlays pass is one the binary knows (cli.rs parses them; a typo would stop the pod).
+        let known = flag_names();
+        for arg in &a {
+            let name = arg.trim_start_matches('-').split('=').next().unwrap_or_default();
+            assert!(known.contains(name), "{overlay}: unknown flag {arg}");
+        }
+    }
+}
+
+/// Flag names the operator accepts, read from its command-line definition.
+fn flag_names() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo_root().join("controller/src/cli.rs")).expect("read cli.rs");
+    text.split("long = \"").skip(1).filter_map(|s| s.split('"').next()).map(str::to_string).collect()
+}
+
+#[test]
+fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
+    for overlay in ["webhooks", "e2e"] {
+        let objects = build(overlay);
+        let d = deployment(&objects);
+        let ns = d.metadata.namespace.clone().expect("the Deployment has a namespace");
+        let mut webhooks = 0;
+        for o in &objects {
+            let (meta, entries): (_, Vec<(_, _, _)>) = match o {
+                KubeObject::ValidatingWebhookConfiguration(v) => (
+                    &v.metadata,
+                    v.webhooks
+                        .iter()
+                        .flatten()
+                        .map(|w| (&w.client_config, &w.namespace_selector, w.failure_policy.clone()))
+                        .collect(),
+                ),
+                KubeObject::MutatingWebhookConfiguration(m) => (
+                    &m.metadata,
+                    m.webhooks
+                        .iter()
+                        .flatten()
+                        .map(|w| (&w.client_config, &w.namespace_selector, w.failure_policy.clone()))
+                        .collect(),
+                ),
+                KubeObject::RoleBinding(b) => {
+                    for s in b.subjects.iter().flatten() {
+                        assert_eq!(s.namespace.as_deref(), Some(ns.as_str()), "{overlay}: RoleBinding subject");
+                    }
+                    continue;
+                }
+                KubeObject::ClusterRoleBinding(b) => {
+                    for s in b.subjects.iter().flatten() {
+                        assert_eq!(s.namespace.as_deref(), Some(ns.as_str()), "{overlay}: ClusterRoleBinding subject");
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let name = meta.name.clone().unwrap_or_default();
+            let labels = meta.labels.clone().unwrap_or_default();
+            assert_eq!(labels.get("grafana.com/inject-rollout-operator-ca").map(String::as_str), Some("true"), "{name}");
+            assert_eq!(labels.get("grafana.com/namespace"), Some(&ns), "{name}: CA injection label");
+            assert!(name.ends_with(&format!("-{ns}")), "{name}: configurations are named after the namespace");
+            for (client, selector, policy) in entries {
+                webhooks += 1;
+                let svc = client.service.as_ref().expect("service reference");
+                assert_eq!((svc.name.as_str(), svc.namespace.as_str(), svc.port), ("rollout-operator", ns.as_str(), Some(443)));
+                assert!(svc.path.as_deref().is_some_and(|p| p.starts_with("/admission/")), "{name}");
+                assert!(client.ca_bundle.is_none(), "{name}: the operator injects the CA; none is shipped");
+                let sel = selector.as_ref().and_then(|s| s.match_labels.as_ref()).expect("namespaceSelector");
+                assert_eq!(sel.get("kubernetes.io/metadata.name"), Some(&ns), "{name}: namespaceSelector");
+                assert_eq!(policy.as_deref(), Some("Fail"), "{name}");
+            }
+        }
+        assert_eq!(webhooks, 2, "{overlay}: no-downscale and prepare-downscale");
+        let svc = objects
+            .iter()
+            .find_map(|o| if let KubeObject::Service(s) = o { Some(s) } else { None })
+            .expect("the webhook Service");
+        let port = &svc.spec.as_ref().and_then(|s| s.ports.clone()).expect("ports")[0];
+        assert_eq!(port.port, 443);
+        let target = port.target_port.clone().expect("targetPort");
+        let container = &d.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod").containers[0];
+        let https = container.ports.iter().flatten().find(|p| p.name.as_deref() == Some("https")).expect("https port");
+        assert_eq!(https.container_port, 8443);
+        assert_eq!(target, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("https".into()));
+    }
+}
+
+#[test]
+fn named_grants_follow_the_flags() {
+    // resourceNames in the webhooks Role must name the Secret and ConfigMap the operator is told to use.
+    let objects = build("webhooks");
+    let a = args(deployment(&objects));
+    let flag = |name: &str, default: &str| {
+        a.iter().rev().find_map(|x| x.strip_prefix(&format!("-{name}="))).unwrap_or(default).to_string()
+    };
+    let secret = flag("server-tls.self-signed-cert.secret-name", "rollout-operator-self-signed-certificate");
+    let config_map = flag("zone-tracker.config-map-name", "rollout-operator-zone-tracker");
+    let mut named = BTreeSet::new();
+    for o in &objects {
+        if let KubeObject::Role(r) = o {
+            for rule in r.rules.iter().flatten() {
+                for res in rule.resources.iter().flatten() {
+                    for n in rule.resource_names.iter().flatten() {
+                        named.insert((res.clone(), n.clone()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(named.contains(&("secrets".to_string(), secret.clone())), "{named:?} lacks secret {secret}");
+    assert!(named.contains(&("configmaps".to_string(), config_map.clone())), "{named:?} lacks {config_map}");
+}
+
+#[test]
+fn the_replicatemplate_crd_has_scale_and_status_subresources() {
+    let objects = build("controller");
+    let crd = objects
+        .iter()
+        .find_map(|o| if let KubeObject::CustomResourceDefinition(c) = o { Some(c) } else { None })
+        .expect("the ReplicaTemplate CRD");
+    assert_eq!(crd.metadata.name.as_deref(), Some("replicatemplates.rollout-operator.grafana.com"));
+    let v = &crd.spec.versions[0];
+    let sub = v.subresources.as_ref().expect("subresources");
+    let scale = sub.scale.as_ref().expect("scale subresource");
+    assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+    assert_eq!(scale.status_replicas_path, ".status.replicas");
+    assert_eq!(scale.label_selector_path.as_deref(), Some(".spec.labelSelector"));
+    assert!(sub.status.is_some(), "status subresource");
+}
