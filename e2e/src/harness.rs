@@ -80,7 +80,8 @@ impl Cluster {
     /// Sends a request to a pod through the API server's proxy (`pods/<name>:<port>/proxy/<path>`).
     pub async fn pod_http(&self, pod: &str, port: u16, method: http::Method, path: &str) -> Result<String, KubeError> {
         let uri = format!("/api/v1/namespaces/{}/pods/{pod}:{port}/proxy/{}", self.ns, path.trim_start_matches('/'));
-        let request = http::Request::builder().method(method).uri(uri).body(Vec::new()).map_err(KubeError::HttpError)?;
+        let request =
+            http::Request::builder().method(method).uri(uri).body(Vec::new()).map_err(KubeError::HttpError)?;
         self.client.request_text(request).await
     }
 
@@ -207,6 +208,22 @@ impl Cluster {
         Ok(view)
     }
 
+    /// Sets a StatefulSet's replicas through its scale subresource (what HPA and `kubectl scale` do).
+    pub async fn scale(&self, name: &str, replicas: i32, params: &PatchParams) -> Result<(), KubeError> {
+        let patch = json!({"spec": {"replicas": replicas}});
+        self.statefulsets().patch_scale(name, params, &Patch::Merge(&patch)).await.map(|_| ())
+    }
+
+    /// [`Cluster::scale`], retried while the API server or the webhooks are briefly unavailable.
+    pub async fn scale_retrying(&self, name: &str, replicas: i32) {
+        retry_write(&format!("scale {name} to {replicas}"), || {
+            let c = self.clone();
+            let name = name.to_string();
+            async move { c.scale(&name, replicas, &PatchParams::default()).await }
+        })
+        .await
+    }
+
     /// Reads `spec.replicas` of a StatefulSet.
     pub async fn replicas(&self, name: &str) -> i32 {
         let sts = self.statefulsets().get(name).await.expect("get StatefulSet");
@@ -235,7 +252,9 @@ impl Cluster {
     pub async fn operator_ca(&self) -> String {
         wait_for("the operator's certificate Secret", WAIT, || async {
             let secret = self.secrets().get_opt(CERT_SECRET).await?;
-            Ok(secret.and_then(|s| s.data).and_then(|d| d.get("ca").map(|b| String::from_utf8_lossy(&b.0).into_owned())))
+            Ok(secret
+                .and_then(|s| s.data)
+                .and_then(|d| d.get("ca").map(|b| String::from_utf8_lossy(&b.0).into_owned())))
         })
         .await
     }
@@ -333,7 +352,8 @@ impl MockZone {
         if let Some(g) = &self.group {
             labels.insert("rollout-group".to_string(), g.clone());
         }
-        let mut pod_labels = BTreeMap::from([("name".to_string(), self.name.clone()), ("e2e-mock".to_string(), "true".to_string())]);
+        let mut pod_labels =
+            BTreeMap::from([("name".to_string(), self.name.clone()), ("e2e-mock".to_string(), "true".to_string())]);
         if let Some(g) = &self.group {
             pod_labels.insert("rollout-group".to_string(), g.clone());
         }

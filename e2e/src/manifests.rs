@@ -95,7 +95,12 @@ pub enum KubeObject {
 /// `apiVersion` and `kind` of a document, for messages.
 pub fn type_of(doc: &Value) -> String {
     let s = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
-    format!("{}/{} {}", s("apiVersion"), s("kind"), doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?"))
+    format!(
+        "{}/{} {}",
+        s("apiVersion"),
+        s("kind"),
+        doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?")
+    )
 }
 
 /// Parses `doc` into `T` and fails if `T` does not carry every field of `doc` (an unknown or misspelt field).

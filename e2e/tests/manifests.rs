@@ -110,10 +110,8 @@ fn build(overlay: &str) -> Vec<KubeObject> {
 }
 
 fn deployment(objects: &[KubeObject]) -> &Deployment {
-    let found: Vec<&Deployment> = objects
-        .iter()
-        .filter_map(|o| if let KubeObject::Deployment(d) = o { Some(&**d) } else { None })
-        .collect();
+    let found: Vec<&Deployment> =
+        objects.iter().filter_map(|o| if let KubeObject::Deployment(d) = o { Some(&**d) } else { None }).collect();
     assert_eq!(found.len(), 1, "one Deployment per overlay");
     found[0]
 }
@@ -222,13 +220,20 @@ fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
             };
             let name = meta.name.clone().unwrap_or_default();
             let labels = meta.labels.clone().unwrap_or_default();
-            assert_eq!(labels.get("grafana.com/inject-rollout-operator-ca").map(String::as_str), Some("true"), "{name}");
+            assert_eq!(
+                labels.get("grafana.com/inject-rollout-operator-ca").map(String::as_str),
+                Some("true"),
+                "{name}"
+            );
             assert_eq!(labels.get("grafana.com/namespace"), Some(&ns), "{name}: CA injection label");
             assert!(name.ends_with(&format!("-{ns}")), "{name}: configurations are named after the namespace");
             for (client, selector, policy) in entries {
                 webhooks += 1;
                 let svc = client.service.as_ref().expect("service reference");
-                assert_eq!((svc.name.as_str(), svc.namespace.as_str(), svc.port), ("rollout-operator", ns.as_str(), Some(443)));
+                assert_eq!(
+                    (svc.name.as_str(), svc.namespace.as_str(), svc.port),
+                    ("rollout-operator", ns.as_str(), Some(443))
+                );
                 assert!(svc.path.as_deref().is_some_and(|p| p.starts_with("/admission/")), "{name}");
                 assert!(client.ca_bundle.is_none(), "{name}: the operator injects the CA; none is shipped");
                 let sel = selector.as_ref().and_then(|s| s.match_labels.as_ref()).expect("namespaceSelector");

@@ -150,7 +150,9 @@ fn grants(overlay: &str) -> Grants {
             KubeObject::Role(r) if bound_roles.contains(r.metadata.name.as_deref().unwrap_or_default()) => {
                 expand(&r.rules, &mut out.namespaced)
             }
-            KubeObject::ClusterRole(r) if bound_cluster_roles.contains(r.metadata.name.as_deref().unwrap_or_default()) => {
+            KubeObject::ClusterRole(r)
+                if bound_cluster_roles.contains(r.metadata.name.as_deref().unwrap_or_default()) =>
+            {
                 expand(&r.rules, &mut out.cluster)
             }
             _ => {}
@@ -200,16 +202,15 @@ fn the_controller_only_deployment_grants_what_the_controller_uses() {
     let full = grants("webhooks").all();
     let extra: BTreeSet<Perm> = controller.difference(&full).cloned().collect();
     assert!(extra.is_empty(), "the controller overlay grants more than the full one:\n{}", show(&extra));
-    let needed: BTreeSet<Perm> = requirements()
-        .union(&pending())
-        .filter(|p| !webhook_only(p))
-        .cloned()
-        .collect();
+    let needed: BTreeSet<Perm> = requirements().union(&pending()).filter(|p| !webhook_only(p)).cloned().collect();
     let missing: BTreeSet<Perm> = needed.difference(&controller).cloned().collect();
     assert!(missing.is_empty(), "the controller overlay does not grant:\n{}", show(&missing));
-    let webhook_grants: BTreeSet<Perm> =
-        controller.iter().filter(|p| webhook_only(p)).cloned().collect();
-    assert!(webhook_grants.is_empty(), "the controller overlay grants webhook-only permissions:\n{}", show(&webhook_grants));
+    let webhook_grants: BTreeSet<Perm> = controller.iter().filter(|p| webhook_only(p)).cloned().collect();
+    assert!(
+        webhook_grants.is_empty(),
+        "the controller overlay grants webhook-only permissions:\n{}",
+        show(&webhook_grants)
+    );
 }
 
 #[test]
