@@ -77,6 +77,8 @@ pub fn read_yaml(path: &Path) -> Result<Vec<Value>, ManifestError> {
 }
 
 /// A Kubernetes object of one of the kinds this repository ships, parsed into its k8s-openapi type.
+// Few and short-lived (one per manifest): boxing every variant would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum KubeObject {
     Namespace(Namespace),
