@@ -32,6 +32,13 @@ pub struct Metrics {
     last_successful_group_reconcile: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
     pub pod_http_client: crate::pod_client::PodClientMetrics,
+    scaling_errors: Family<ScalingErrorLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScalingErrorLabels {
+    pub rollout_group: String,
+    pub statefulset: String,
 }
 
 impl Default for Metrics {
@@ -69,6 +76,13 @@ impl Metrics {
             last_successful_group_reconcile.clone(),
         );
         let pod_http_client = crate::pod_client::PodClientMetrics::register(&mut registry);
+        let scaling_errors = Family::<ScalingErrorLabels, Counter>::default();
+        registry.register(
+            "scaling_errors",
+            "Reconciles in which a StatefulSet could not be scaled (missing leader, bad annotation, unreachable \
+             reference resource or pods).",
+            scaling_errors.clone(),
+        );
         Metrics {
             registry,
             group_reconciles,
@@ -76,7 +90,14 @@ impl Metrics {
             group_reconcile_duration,
             last_successful_group_reconcile,
             pod_http_client,
+            scaling_errors,
         }
+    }
+
+    /// Counts a reconcile in which `statefulset` of `group` had a scaling error.
+    pub fn scaling_error(&self, group: &str, statefulset: &str) {
+        let labels = ScalingErrorLabels { rollout_group: group.to_string(), statefulset: statefulset.to_string() };
+        self.scaling_errors.get_or_create(&labels).inc();
     }
 
     /// Counts a reconcile of `group` and makes sure its failure and last-success series exist (at 0).

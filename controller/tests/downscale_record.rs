@@ -12,7 +12,7 @@ use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict};
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{GroupSnapshot, StatefulSetView};
-use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
 use rollout_operator::downscale_record::{
     Claim, MAX_ATTEMPTS, RecordStoreError, claim_downscale, read_record, undo_claim,
 };
@@ -216,6 +216,24 @@ impl ClusterApi for Interleaving {
     async fn replace_config_map(&self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
         tokio::task::yield_now().await;
         self.0.replace_config_map(cm).await
+    }
+    // Scaling methods (appended to the port by the scaling branch): plain delegation.
+    async fn patch_statefulset_replicas(&self, name: &str, replicas: u32, rv: &str) -> Result<StatefulSet, ApiError> {
+        self.0.patch_statefulset_replicas(name, replicas, rv).await
+    }
+    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
+        self.0.discover_resources(group, kind).await
+    }
+    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
+        self.0.get_scale(resource, name).await
+    }
+    async fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        self.0.patch_resource_status(resource, name, patch).await
     }
 }
 

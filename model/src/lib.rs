@@ -472,6 +472,9 @@ fn to_op(action: &Action) -> Option<Op> {
             revision: REVISIONS.iter().position(|r| r == revision)? as u8,
             resource_version: resource_version.parse().ok()?,
         }),
+        // This model's zones carry no scaling annotations, so the planner never scales them; replica changes are
+        // not modelled here (yet).
+        Action::Scale { .. } => None,
     }
 }
 

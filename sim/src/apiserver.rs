@@ -10,7 +10,7 @@ use crate::store::{Kind, LogEntry, Obj, SharedStore};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::ConfigMap;
 use madsim::net::Endpoint;
-use rollout_operator::cluster::{ApiError, Preconditions};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +29,10 @@ pub enum Op {
     GetConfigMap { name: String },
     CreateConfigMap { config_map: Box<ConfigMap> },
     ReplaceConfigMap { config_map: Box<ConfigMap> },
+    PatchReplicas { name: String, replicas: u32, resource_version: String },
+    Discover { group: String, kind: String },
+    GetScale { plural: String, name: String },
+    PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
 }
 
 pub struct Request {
@@ -41,6 +45,9 @@ pub enum Reply {
     Deleted(Result<(), ApiError>),
     Patched(Result<Box<StatefulSet>, ApiError>),
     ConfigMap(Result<Option<Box<ConfigMap>>, ApiError>),
+    Discovered(Result<Vec<ApiResourceRef>, ApiError>),
+    Value(Result<serde_json::Value, ApiError>),
+    Done(Result<(), ApiError>),
 }
 
 pub struct WatchRequest {
@@ -189,6 +196,26 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             };
             store.trace(&who, line);
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
+        }
+        Op::PatchReplicas { name, replicas, resource_version } => {
+            let result = store.api_patch_replicas(name, *replicas, resource_version).map(Box::new);
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
+                Err(e) => format!("PATCH {name} replicas={replicas} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
+        Op::Discover { group, kind } => Reply::Discovered(Ok(store.api_discover(group, kind))),
+        Op::GetScale { plural, name } => Reply::Value(store.api_get_scale(plural, name)),
+        Op::PatchResourceStatus { plural, name, patch } => {
+            let result = store.api_patch_resource_status(plural, name, patch);
+            let line = match &result {
+                Ok(()) => format!("PATCH {plural}/{name}/status -> ok"),
+                Err(e) => format!("PATCH {plural}/{name}/status -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Done(result)
         }
     };
     (req.reply_tag, reply)

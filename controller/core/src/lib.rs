@@ -15,7 +15,9 @@ pub mod group;
 pub mod keys;
 pub mod natural;
 pub mod plan;
+pub mod prom_duration;
 pub mod readiness;
+pub mod scaling;
 pub mod settings;
 pub mod view;
 
@@ -24,5 +26,6 @@ pub use expectations::{Expectation, PendingExpectation};
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};
 pub use plan::{Action, GroupPlan, GroupState, PlanContext, Planner, RolloutPlanner, plan_group};
 pub use readiness::Readiness;
+pub use scaling::{ScalingError, ScalingSettings};
 pub use settings::{AnnotationError, MaxUnavailable, RolloutSettings};
 pub use view::{PodView, StatefulSetView, ViewError};
