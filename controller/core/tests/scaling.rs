@@ -395,7 +395,7 @@ fn reference_examples_of_delayed_downscale() {
     assert_eq!(delayed_downscale_target(5, 3, HOUR, &stamps(&[(3, 70)]), now()), not_reached);
     // Exactly the delay counts as reached (the reference stops only when elapsed < delay).
     assert_eq!(delayed_downscale_target(5, 4, HOUR, &stamps(&[(4, 60)]), now()), Ok(4));
-    let msg = not_reached.unwrap_err().to_string();
+    let msg = DelayedDownscaleError::NotReached { delay: HOUR }.to_string();
     assert!(msg.contains("configured downscale delay 1h0m0s has not been reached for any pods"), "{msg}");
 }
 
