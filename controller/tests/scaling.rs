@@ -257,6 +257,30 @@ async fn follower_downscale_is_claimed_in_the_group_downscale_record_first() {
 }
 
 #[tokio::test]
+async fn a_refused_replica_patch_gives_the_claim_back_and_a_lost_reply_keeps_it() {
+    let cluster = || {
+        let mut pods = pods_of("ingester-zone-a", 3);
+        pods.extend(pods_of("ingester-zone-b", 5));
+        let follower = annotate(
+            annotate(zone("ingester-zone-b", 5), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a"),
+            keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
+            "1h",
+        );
+        FakeCluster::new(vec![zone("ingester-zone-a", 3), follower], pods)
+    };
+    let mut h = Harness::new(cluster()).await;
+    h.cluster.fail_next_replica_patch(ApiError::Conflict("statefulsets ingester-zone-b: modified".into()));
+    let calls = h.reconcile().await;
+    assert_eq!(Harness::replica_patches(&calls), [("ingester-zone-b".to_string(), 3)]);
+    assert!(h.record().last_downscaled.is_empty(), "the claim was undone: {:?}", h.record());
+
+    let mut h = Harness::new(cluster()).await;
+    h.cluster.fail_next_replica_patch(ApiError::Unavailable("connection reset".into()));
+    h.reconcile().await;
+    assert!(h.record().last_downscaled.contains_key("ingester-zone-b"), "the patch may have happened: keep it");
+}
+
+#[tokio::test]
 async fn a_downscale_recorded_by_another_actor_holds_the_follower() {
     let mut pods = pods_of("ingester-zone-a", 3);
     pods.extend(pods_of("ingester-zone-b", 5));

@@ -126,6 +126,8 @@ struct State {
     discovery: Vec<ApiResourceRef>,
     /// Reference resources with a scale subresource: (plural, name) -> (spec.replicas, status.replicas).
     scale_targets: BTreeMap<(String, String), (Option<i64>, i64)>,
+    /// Failures for the next replica patches only (other writes unaffected).
+    replica_patch_failures: VecDeque<ApiError>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -260,6 +262,11 @@ impl FakeCluster {
     }
 
     /// Stores a ConfigMap as another client would (new resourceVersion).
+    /// The next replica patch fails with `err` (other writes are unaffected).
+    pub fn fail_next_replica_patch(&self, err: ApiError) {
+        self.state.lock().unwrap().replica_patch_failures.push_back(err);
+    }
+
     /// Serves `resource` in API discovery.
     pub fn add_api_resource(&self, resource: ApiResourceRef) {
         self.state.lock().unwrap().discovery.push(resource);
@@ -450,7 +457,7 @@ impl ClusterApi for FakeCluster {
     ) -> Result<StatefulSet, ApiError> {
         let mut st = self.state.lock().unwrap();
         st.calls.push(Call::PatchReplicas { name: name.into(), replicas, resource_version: resource_version.into() });
-        if let Some(err) = st.failures.pop_front() {
+        if let Some(err) = st.failures.pop_front().or_else(|| st.replica_patch_failures.pop_front()) {
             return Err(err);
         }
         let Some(mut s) = st.statefulsets.get(name).cloned() else {
