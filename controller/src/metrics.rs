@@ -33,6 +33,8 @@ pub struct Metrics {
     /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
     pub pod_http_client: crate::pod_client::PodClientMetrics,
     scaling_errors: Family<ScalingErrorLabels, Counter>,
+    /// StatefulSets with scaling-error series, per group, so they go with the group.
+    scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -91,6 +93,7 @@ impl Metrics {
             last_successful_group_reconcile,
             pod_http_client,
             scaling_errors,
+            scaling_error_series: Default::default(),
         }
     }
 
@@ -98,6 +101,9 @@ impl Metrics {
     pub fn scaling_error(&self, group: &str, statefulset: &str) {
         let labels = ScalingErrorLabels { rollout_group: group.to_string(), statefulset: statefulset.to_string() };
         self.scaling_errors.get_or_create(&labels).inc();
+        if let Ok(mut series) = self.scaling_error_series.lock() {
+            series.entry(group.to_string()).or_default().insert(statefulset.to_string());
+        }
     }
 
     /// Counts a reconcile of `group` and makes sure its failure and last-success series exist (at 0).
@@ -126,6 +132,10 @@ impl Metrics {
         self.group_reconciles_failed.remove(&labels);
         self.group_reconcile_duration.remove(&labels);
         self.last_successful_group_reconcile.remove(&labels);
+        let statefulsets = self.scaling_error_series.lock().ok().and_then(|mut s| s.remove(group)).unwrap_or_default();
+        for statefulset in statefulsets {
+            self.scaling_errors.remove(&ScalingErrorLabels { rollout_group: group.to_string(), statefulset });
+        }
     }
 
     /// Prometheus text exposition of every registered metric.
@@ -159,6 +169,10 @@ mod tests {
         m.group_reconcile_started("ingester");
         m.group_reconcile_finished("ingester", Duration::from_millis(3), false, 1700000001.0);
         assert!(m.encode().contains("rollout_operator_group_reconciles_failed_total{rollout_group=\"ingester\"} 1"));
+        m.scaling_error("ingester", "ingester-zone-b");
+        assert!(m.encode().contains(
+            "rollout_operator_scaling_errors_total{rollout_group=\"ingester\",statefulset=\"ingester-zone-b\"} 1"
+        ));
         m.forget_group("ingester");
         assert!(!m.encode().contains("rollout_group=\"ingester\""));
     }
