@@ -5,7 +5,8 @@
 //! production controller, the model checker and the simulator all run exactly this code.
 //!
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
-//! [`plan`] (actions with reasons, group state).
+//! [`plan`] (actions with reasons, group state). [`scaling`] decides replica changes (leader/follower, force replicas,
+//! mirror, delayed downscale); the planner runs its snapshot-only part first.
 
 pub mod downscale;
 pub mod duration;
