@@ -7,7 +7,7 @@
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use std::future::Future;
 use thiserror::Error;
 
@@ -80,4 +80,67 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
         name: &str,
         patch: &serde_json::Value,
     ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+
+    /// Reads a ConfigMap of the namespace; `None` when it does not exist.
+    fn get_config_map(&self, name: &str) -> impl Future<Output = Result<Option<ConfigMap>, ApiError>> + Send;
+
+    /// Creates a ConfigMap; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
+
+    /// Replaces a ConfigMap (HTTP PUT). A `metadata.resourceVersion` is a precondition: the API answers
+    /// [`ApiError::Conflict`] if the object has moved on, so this is a compare-and-swap.
+    fn replace_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
+
+    // Scaling (reference section 3).
+
+    /// Sets `spec.replicas` of a StatefulSet with the patch `{"spec":{"replicas":N}}`; `resource_version` (when
+    /// non-empty) is a precondition: [`ApiError::Conflict`] if the StatefulSet has moved on since it was read.
+    fn patch_statefulset_replicas(
+        &self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+
+    /// API discovery: every resource of `group` (all its served versions, preferred version first) whose kind is
+    /// `kind`. An unknown group yields an empty list.
+    fn discover_resources(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> impl Future<Output = Result<Vec<ApiResourceRef>, ApiError>> + Send;
+
+    /// GET the `scale` subresource of `resource`/`name` in the namespace, as the API returns it (an
+    /// `autoscaling/v1` Scale; `spec.replicas` may be absent).
+    fn get_scale(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+    ) -> impl Future<Output = Result<serde_json::Value, ApiError>> + Send;
+
+    /// Applies a JSON merge patch to the `status` subresource of `resource`/`name` (mirror write-back).
+    fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// One REST resource of an API group version, as API discovery reports it (used for mirror reference resources).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ApiResourceRef {
+    /// API group; `""` is the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    /// Plural resource name (URL segment), e.g. `replicatemplates`.
+    pub plural: String,
+}
+
+impl ApiResourceRef {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
 }

@@ -11,13 +11,13 @@
 //! belongs to the reconcile loop. Not built under `--cfg madsim` (kube's client cannot run inside the simulator),
 //! where the simulated API server implements the port instead.
 
-use crate::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use crate::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue, Request};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -218,6 +218,31 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission { group: "apps", resource: "statefulsets", verb: "list" },
     ApiPermission { group: "apps", resource: "statefulsets", verb: "watch" },
     ApiPermission { group: "apps", resource: "statefulsets/status", verb: "patch" },
+    ApiPermission { group: "", resource: "configmaps", verb: "get" },
+    ApiPermission { group: "", resource: "configmaps", verb: "create" },
+    ApiPermission { group: "", resource: "configmaps", verb: "update" },
+    // Scaling: set spec.replicas of a follower or mirror StatefulSet.
+    ApiPermission { group: "apps", resource: "statefulsets", verb: "patch" },
+];
+
+/// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
+/// that a StatefulSet mirrors (`grafana.com/rollout-mirror-replicas-from-resource-*`). Those are user resources, not
+/// known in advance, so they are listed apart from [`RBAC_REQUIREMENTS`]; the deploy RBAC grants them for the
+/// shipped `ReplicaTemplate` CRD (`rollout-operator.grafana.com`, `replicatemplates`), see
+/// [`REPLICA_TEMPLATE_PERMISSIONS`]. Resolving the kind uses API discovery (`GET /api`, `/apis/<group>`,
+/// `/apis/<group>/<version>`), non-resource URLs every authenticated user may read (`system:discovery`).
+pub const MIRROR_TARGET: &str = "*";
+
+/// What mirroring needs on each reference resource type: read its `scale` subresource, merge-patch its `status`.
+pub const MIRROR_TARGET_PERMISSIONS: &[ApiPermission] = &[
+    ApiPermission { group: MIRROR_TARGET, resource: "*/scale", verb: "get" },
+    ApiPermission { group: MIRROR_TARGET, resource: "*/status", verb: "patch" },
+];
+
+/// [`MIRROR_TARGET_PERMISSIONS`] for the shipped `ReplicaTemplate` CRD.
+pub const REPLICA_TEMPLATE_PERMISSIONS: &[ApiPermission] = &[
+    ApiPermission { group: "rollout-operator.grafana.com", resource: "replicatemplates/scale", verb: "get" },
+    ApiPermission { group: "rollout-operator.grafana.com", resource: "replicatemplates/status", verb: "patch" },
 ];
 
 /// The cluster port on a kube [`Client`], scoped to one namespace.
@@ -226,6 +251,9 @@ pub struct KubeCluster {
     namespace: String,
     pods: Api<Pod>,
     statefulsets: Api<StatefulSet>,
+    config_maps: Api<ConfigMap>,
+    /// For discovery and the dynamic requests of mirror scaling.
+    client: Client,
 }
 
 impl KubeCluster {
@@ -233,7 +261,9 @@ impl KubeCluster {
         let namespace = namespace.into();
         Self {
             pods: Api::namespaced(client.clone(), &namespace),
-            statefulsets: Api::namespaced(client, &namespace),
+            config_maps: Api::namespaced(client.clone(), &namespace),
+            statefulsets: Api::namespaced(client.clone(), &namespace),
+            client,
             namespace,
         }
     }
@@ -269,6 +299,106 @@ impl ClusterApi for KubeCluster {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(|err| classify(&err, &format!("patch status of statefulset {}/{name}", self.namespace)))
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        self.config_maps
+            .get_opt(name)
+            .await
+            .map_err(|err| classify(&err, &format!("get configmap {}/{name}", self.namespace)))
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
+        self.config_maps
+            .create(&PostParams::default(), config_map)
+            .await
+            .map_err(|err| classify(&err, &format!("create configmap {}/{name}", self.namespace)))
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
+        self.config_maps
+            .replace(name, &PostParams::default(), config_map)
+            .await
+            .map_err(|err| classify(&err, &format!("replace configmap {}/{name}", self.namespace)))
+    }
+
+    async fn patch_statefulset_replicas(
+        &self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+    ) -> Result<StatefulSet, ApiError> {
+        // The reference sends a strategic-merge patch; the resourceVersion makes it conditional on what we planned
+        // from, so a decision taken on a stale view fails with a conflict.
+        let mut patch = serde_json::json!({ "spec": { "replicas": replicas } });
+        if !resource_version.is_empty() {
+            patch["metadata"] = serde_json::json!({ "resourceVersion": resource_version });
+        }
+        self.statefulsets
+            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch replicas of statefulset {}/{name}", self.namespace)))
+    }
+
+    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
+        let what = format!("discover resources of kind {kind} in API group {group:?}");
+        let api_group = match kube::discovery::oneshot::group(&self.client, group).await {
+            Ok(g) => g,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+            // kube reports an unknown group as a missing group in the /apis list.
+            Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
+            Err(err) => return Err(classify(&err, &what)),
+        };
+        let mut found = Vec::new();
+        for version in api_group.versions() {
+            for (resource, _) in api_group.versioned_resources(version) {
+                if resource.kind == kind {
+                    found.push(ApiResourceRef {
+                        group: resource.group,
+                        version: resource.version,
+                        kind: resource.kind,
+                        plural: resource.plural,
+                    });
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
+        let what = format!("get scale of {}/{name} ({})", resource.plural, resource.api_version());
+        let request =
+            kube::core::Request::new(resource_path(resource, &self.namespace)).get_subresource("scale", name).map_err(
+                |err| ApiError::Rejected { code: 0, message: format!("{what}: invalid request, not sent: {err}") },
+            )?;
+        self.client.request::<serde_json::Value>(request).await.map_err(|err| classify(&err, &what))
+    }
+
+    async fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let what = format!("patch status of {}/{name} ({})", resource.plural, resource.api_version());
+        let request = kube::core::Request::new(resource_path(resource, &self.namespace))
+            .patch_subresource("status", name, &PatchParams::default(), &Patch::Merge(patch))
+            .map_err(|err| ApiError::Rejected {
+                code: 0,
+                message: format!("{what}: invalid request, not sent: {err}"),
+            })?;
+        self.client.request::<serde_json::Value>(request).await.map(|_| ()).map_err(|err| classify(&err, &what))
+    }
+}
+
+/// The collection URL of a namespaced resource.
+fn resource_path(resource: &ApiResourceRef, namespace: &str) -> String {
+    if resource.group.is_empty() {
+        format!("/api/{}/namespaces/{namespace}/{}", resource.version, resource.plural)
+    } else {
+        format!("/apis/{}/{}/namespaces/{namespace}/{}", resource.group, resource.version, resource.plural)
     }
 }
 
@@ -447,6 +577,24 @@ mod tests {
     struct MockApi {
         rx: mpsc::UnboundedReceiver<Exchange>,
         permissions: BTreeSet<Permission>,
+        /// Permissions used on mirror reference resources (covered by MIRROR_TARGET_PERMISSIONS).
+        mirror_permissions: BTreeSet<Permission>,
+    }
+
+    /// `/api`, `/api/<v>`, `/apis`, `/apis/<group>`, `/apis/<group>/<version>`: discovery documents.
+    fn is_discovery(path: &str) -> bool {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        matches!(segments.as_slice(), ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _])
+    }
+
+    /// Whether MIRROR_TARGET_PERMISSIONS covers `permission` (its subresource and verb, any group and plural), for
+    /// resources that are not the operator's own.
+    fn mirror_target_allows((group, resource, verb): &Permission) -> bool {
+        let own = ["", "apps"].contains(&group.as_str());
+        !own && MIRROR_TARGET_PERMISSIONS.iter().any(|p| {
+            let (_, sub) = p.resource.split_once('/').unwrap_or(("", p.resource));
+            resource.split_once('/').is_some_and(|(_, s)| s == sub) && p.verb == verb
+        })
     }
 
     impl MockApi {
@@ -466,8 +614,16 @@ mod tests {
             };
             let cluster: Vec<_> = seen.headers.get_all(CLUSTER_HEADER).iter().collect();
             assert_eq!(cluster, [NS], "every request carries exactly one X-Cluster header: {seen:?}");
+            if seen.method == Method::GET && is_discovery(&seen.path) {
+                // Discovery documents are non-resource URLs every authenticated user may read.
+                return (seen, Responder(respond));
+            }
             let permission = permission_for(&seen.method, &seen.path, &seen.query)
                 .unwrap_or_else(|| panic!("request outside namespace {NS} or not a resource request: {seen:?}"));
+            if mirror_target_allows(&permission) {
+                self.mirror_permissions.insert(permission);
+                return (seen, Responder(respond));
+            }
             assert!(declared().contains(&permission), "{permission:?} is used but not in RBAC_REQUIREMENTS");
             self.permissions.insert(permission);
             (seen, Responder(respond))
@@ -491,7 +647,10 @@ mod tests {
             }
         });
         let client = client_with_layers(service, NS).expect("valid namespace");
-        (KubeCluster::new(client, NS), MockApi { rx, permissions: BTreeSet::new() })
+        (
+            KubeCluster::new(client, NS),
+            MockApi { rx, permissions: BTreeSet::new(), mirror_permissions: BTreeSet::new() },
+        )
     }
 
     /// Maps a request to the RBAC permission it needs, or `None` if it is outside the namespace or not a
@@ -808,6 +967,260 @@ mod tests {
         );
     }
 
+    // ---- config maps (the group downscale record) ----------------------------------------------------------------
+
+    fn config_map(name: &str, resource_version: &str, data: Value) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS, "resourceVersion": resource_version},
+            "data": data,
+        })
+    }
+
+    fn typed_config_map(value: Value) -> ConfigMap {
+        serde_json::from_value(value).expect("valid ConfigMap")
+    }
+
+    #[tokio::test]
+    async fn get_config_map_returns_the_object_or_none_when_missing() {
+        let (cluster, mut api) = mock_cluster();
+        let getter = cluster.clone();
+        let call = tokio::spawn(async move { getter.get_config_map("zone-tracker").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, "/api/v1/namespaces/default-ns/configmaps/zone-tracker", "");
+        respond
+            .json(200, config_map("zone-tracker", "7", json!({"a": "{\"lastDownscaled\":\"2024-05-01T12:00:00Z\"}"})));
+        let found = call.await.expect("no panic").expect("ok").expect("found");
+        assert_eq!(found.metadata.resource_version.as_deref(), Some("7"));
+        assert!(found.data.expect("data").contains_key("a"));
+
+        let call = tokio::spawn(async move { cluster.get_config_map("zone-tracker").await });
+        let (_, respond) = api.next().await;
+        respond.json(404, status(404, "NotFound", "configmaps \"zone-tracker\" not found"));
+        assert_eq!(call.await.expect("no panic"), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn create_config_map_posts_and_an_existing_one_is_a_conflict() {
+        let (cluster, mut api) = mock_cluster();
+        let creator = cluster.clone();
+        let call = tokio::spawn(async move {
+            creator.create_config_map(&typed_config_map(config_map("zone-tracker", "", json!({})))).await
+        });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::POST, "/api/v1/namespaces/default-ns/configmaps", "");
+        assert_eq!(seen.json()["metadata"]["name"], json!("zone-tracker"));
+        respond.json(201, config_map("zone-tracker", "8", json!({})));
+        let created = call.await.expect("no panic").expect("created");
+        assert_eq!(created.metadata.resource_version.as_deref(), Some("8"));
+
+        let call = tokio::spawn(async move {
+            cluster.create_config_map(&typed_config_map(config_map("zone-tracker", "", json!({})))).await
+        });
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "AlreadyExists", "configmaps \"zone-tracker\" already exists"));
+        assert!(matches!(call.await.expect("no panic"), Err(ApiError::Conflict(_))));
+    }
+
+    #[tokio::test]
+    async fn replace_config_map_sends_the_resource_version_precondition() {
+        let (cluster, mut api) = mock_cluster();
+        let replacer = cluster.clone();
+        let call = tokio::spawn(async move {
+            replacer.replace_config_map(&typed_config_map(config_map("zone-tracker", "41", json!({"a": "x"})))).await
+        });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::PUT, "/api/v1/namespaces/default-ns/configmaps/zone-tracker", "");
+        assert_eq!(seen.json()["metadata"]["resourceVersion"], json!("41"));
+        assert_eq!(seen.json()["data"], json!({"a": "x"}));
+        respond.json(200, config_map("zone-tracker", "42", json!({"a": "x"})));
+        assert_eq!(call.await.expect("no panic").expect("replaced").metadata.resource_version.as_deref(), Some("42"));
+
+        let call = tokio::spawn(async move {
+            cluster.replace_config_map(&typed_config_map(config_map("zone-tracker", "41", json!({})))).await
+        });
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "Conflict", "the object has been modified"));
+        assert_eq!(
+            call.await.expect("no panic"),
+            Err(ApiError::Conflict(
+                "replace configmap default-ns/zone-tracker: the object has been modified".to_string()
+            ))
+        );
+    }
+
+    // ---- scaling ----------------------------------------------------------------------------------------------
+
+    fn replica_template(version: &str) -> ApiResourceRef {
+        ApiResourceRef {
+            group: "rollout-operator.grafana.com".into(),
+            version: version.into(),
+            kind: "ReplicaTemplate".into(),
+            plural: "replicatemplates".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn patch_statefulset_replicas_sends_strategic_merge_patch_with_resource_version() {
+        let (cluster, mut api) = mock_cluster();
+        let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("ingester-zone-b", 3, "41").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::PATCH, "/apis/apps/v1/namespaces/default-ns/statefulsets/ingester-zone-b", "");
+        assert_eq!(seen.header("content-type"), Some("application/strategic-merge-patch+json"));
+        assert_eq!(seen.json(), json!({"metadata": {"resourceVersion": "41"}, "spec": {"replicas": 3}}));
+        let mut updated = sts("ingester-zone-b", "42");
+        updated["apiVersion"] = json!("apps/v1");
+        updated["kind"] = json!("StatefulSet");
+        updated["spec"]["replicas"] = json!(3);
+        respond.json(200, updated);
+        let updated = call.await.expect("no panic").expect("patched");
+        assert_eq!(updated.spec.and_then(|s| s.replicas), Some(3));
+    }
+
+    #[tokio::test]
+    async fn patch_statefulset_replicas_without_resource_version_and_on_conflict() {
+        let (cluster, mut api) = mock_cluster();
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.patch_statefulset_replicas("a", 0, "").await });
+        let (seen, respond) = api.next().await;
+        assert_eq!(seen.json(), json!({"spec": {"replicas": 0}}), "no precondition when no resourceVersion is known");
+        respond.json(409, status(409, "Conflict", "the object has been modified"));
+        assert!(matches!(call.await.expect("no panic"), Err(ApiError::Conflict(_))));
+    }
+
+    #[tokio::test]
+    async fn discovery_resolves_a_kind_across_every_version_of_its_group() {
+        let (cluster, mut api) = mock_cluster();
+        let call =
+            tokio::spawn(
+                async move { cluster.discover_resources("rollout-operator.grafana.com", "ReplicaTemplate").await },
+            );
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, "/apis", "");
+        respond.json(
+            200,
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+                 "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}},
+                {"name": "rollout-operator.grafana.com", "versions": [
+                    {"groupVersion": "rollout-operator.grafana.com/v1", "version": "v1"},
+                    {"groupVersion": "rollout-operator.grafana.com/v1beta1", "version": "v1beta1"}],
+                 "preferredVersion": {"groupVersion": "rollout-operator.grafana.com/v1", "version": "v1"}},
+            ]}),
+        );
+        let mut versions = Vec::new();
+        for _ in 0..2 {
+            let (seen, respond) = api.next().await;
+            let version = seen.path.rsplit('/').next().unwrap().to_string();
+            assert_eq!(seen.path, format!("/apis/rollout-operator.grafana.com/{version}"));
+            respond.json(
+                200,
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                       "groupVersion": format!("rollout-operator.grafana.com/{version}"), "resources": [
+                    {"name": "replicatemplates", "singularName": "replicatemplate", "namespaced": true,
+                     "kind": "ReplicaTemplate", "verbs": ["get", "list", "patch"]},
+                    {"name": "replicatemplates/scale", "singularName": "", "namespaced": true,
+                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch"]},
+                    {"name": "others", "singularName": "other", "namespaced": true, "kind": "Other", "verbs": ["get"]},
+                ]}),
+            );
+            versions.push(version);
+        }
+        versions.sort();
+        assert_eq!(versions, ["v1", "v1beta1"]);
+        let mut found = call.await.expect("no panic").expect("discovered");
+        found.sort_by(|a, b| a.version.cmp(&b.version));
+        assert_eq!(found, [replica_template("v1"), replica_template("v1beta1")]);
+    }
+
+    #[tokio::test]
+    async fn discovery_of_an_unknown_group_finds_nothing() {
+        let (cluster, mut api) = mock_cluster();
+        let call = tokio::spawn(async move { cluster.discover_resources("example.com", "Widget").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, "/apis", "");
+        respond.json(200, json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}));
+        assert_eq!(call.await.expect("no panic"), Ok(vec![]));
+    }
+
+    #[tokio::test]
+    async fn get_scale_reads_the_scale_subresource_of_the_reference() {
+        let (cluster, mut api) = mock_cluster();
+        let call = tokio::spawn(async move { cluster.get_scale(&replica_template("v1"), "ingester").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(
+            Method::GET,
+            "/apis/rollout-operator.grafana.com/v1/namespaces/default-ns/replicatemplates/ingester/scale",
+            "",
+        );
+        // A scale with no spec.replicas must come through as such (the core refuses to read it as 1).
+        let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "ingester"},
+                           "spec": {}, "status": {"replicas": 4}});
+        respond.json(200, scale.clone());
+        assert_eq!(call.await.expect("no panic"), Ok(scale));
+        assert_eq!(
+            api.mirror_permissions,
+            BTreeSet::from([(
+                "rollout-operator.grafana.com".to_string(),
+                "replicatemplates/scale".to_string(),
+                "get".to_string()
+            )])
+        );
+    }
+
+    #[tokio::test]
+    async fn get_scale_not_found_is_classified() {
+        let (cluster, mut api) = mock_cluster();
+        let call = tokio::spawn(async move { cluster.get_scale(&replica_template("v1"), "missing").await });
+        let (_, respond) = api.next().await;
+        respond.json(404, status(404, "NotFound", "replicatemplates \"missing\" not found"));
+        assert!(matches!(call.await.expect("no panic"), Err(ApiError::NotFound(_))));
+    }
+
+    #[tokio::test]
+    async fn write_back_is_a_json_merge_patch_of_the_status_subresource() {
+        let (cluster, mut api) = mock_cluster();
+        let patch = json!({"status": {"replicas": 3}});
+        let sent = patch.clone();
+        let call =
+            tokio::spawn(
+                async move { cluster.patch_resource_status(&replica_template("v1"), "ingester", &sent).await },
+            );
+        let (seen, respond) = api.next().await;
+        seen.assert(
+            Method::PATCH,
+            "/apis/rollout-operator.grafana.com/v1/namespaces/default-ns/replicatemplates/ingester/status",
+            "",
+        );
+        assert_eq!(seen.header("content-type"), Some("application/merge-patch+json"));
+        assert_eq!(seen.json(), patch);
+        respond
+            .json(200, json!({"kind": "ReplicaTemplate", "metadata": {"name": "ingester"}, "status": {"replicas": 3}}));
+        assert_eq!(call.await.expect("no panic"), Ok(()));
+        // Covered by the wildcard mirror-target permissions, and granted for the shipped CRD.
+        for p in &api.mirror_permissions {
+            assert!(mirror_target_allows(p));
+            assert!(
+                REPLICA_TEMPLATE_PERMISSIONS
+                    .iter()
+                    .any(|r| (r.group, r.resource, r.verb) == (&p.0[..], &p.1[..], &p.2[..]))
+            );
+        }
+    }
+
+    #[test]
+    fn mirror_target_permissions_cover_only_foreign_scale_and_status() {
+        let p = |g: &str, r: &str, v: &str| (g.to_string(), r.to_string(), v.to_string());
+        assert!(mirror_target_allows(&p("example.com", "widgets/scale", "get")));
+        assert!(mirror_target_allows(&p("example.com", "widgets/status", "patch")));
+        assert!(!mirror_target_allows(&p("example.com", "widgets", "get")));
+        assert!(!mirror_target_allows(&p("example.com", "widgets/scale", "patch")));
+        assert!(
+            !mirror_target_allows(&p("apps", "statefulsets/scale", "get")),
+            "own resources go in RBAC_REQUIREMENTS"
+        );
+    }
+
     // ---- watches ----------------------------------------------------------------------------------------------
 
     #[tokio::test]
@@ -963,7 +1376,31 @@ mod tests {
         respond.json(200, success_status());
         assert_eq!(call.await.expect("no panic"), Ok(()));
 
-        let call = tokio::spawn(async move { cluster.patch_statefulset_status("a", &json!({"status": {}})).await });
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.get_config_map("z").await });
+        let (_, respond) = api.next().await;
+        respond.json(404, status(404, "NotFound", "not found"));
+        assert_eq!(call.await.expect("no panic"), Ok(None));
+        let c = cluster.clone();
+        let cm = typed_config_map(config_map("z", "1", json!({})));
+        let sent = cm.clone();
+        let call = tokio::spawn(async move { c.create_config_map(&sent).await });
+        let (_, respond) = api.next().await;
+        respond.json(201, config_map("z", "2", json!({})));
+        assert!(call.await.expect("no panic").is_ok());
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.replace_config_map(&cm).await });
+        let (_, respond) = api.next().await;
+        respond.json(200, config_map("z", "3", json!({})));
+        assert!(call.await.expect("no panic").is_ok());
+
+        let patcher = cluster.clone();
+        let call = tokio::spawn(async move { patcher.patch_statefulset_status("a", &json!({"status": {}})).await });
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "Conflict", "moved on"));
+        assert!(call.await.expect("no panic").is_err());
+
+        let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("a", 2, "7").await });
         let (_, respond) = api.next().await;
         respond.json(409, status(409, "Conflict", "moved on"));
         assert!(call.await.expect("no panic").is_err());

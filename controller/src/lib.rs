@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod cli;
 pub mod cluster;
+pub mod downscale_record;
 pub mod health;
 pub mod http_server;
 #[cfg(not(madsim))]
@@ -14,5 +15,7 @@ pub mod kube_adapter;
 pub mod logging;
 pub mod metrics;
 pub mod plan_cmd;
+pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;
+pub mod scaling;

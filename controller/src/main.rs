@@ -22,10 +22,13 @@ fn main() -> ExitCode {
 
 #[cfg(not(madsim))]
 mod app {
+    use rollout_core::RolloutPlanner;
     use rollout_operator::cli::{self, Command, RunConfig};
     use rollout_operator::health::ReadyFlag;
     use rollout_operator::metrics::Metrics;
+    use rollout_operator::pod_client::{DEFAULT_CONCURRENCY, HyperPodClient};
     use rollout_operator::reconciler::{self, ReconcilerConfig};
+    use rollout_operator::scaling::ScalingConfig;
     use rollout_operator::{http_server, kube_adapter, logging, plan_cmd};
     use std::future::Future;
     use std::io;
@@ -128,7 +131,31 @@ mod app {
         let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
         let reconciler_config =
             ReconcilerConfig { min_interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
-        let controller = reconciler::run(cluster, reconciler_config, metrics, ready, until_stopped(stopped.clone()));
+        // Delayed downscale calls pods directly, with its own timeout and no Kubernetes rate limiting.
+        let pod_client = match HyperPodClient::new(
+            flags.pods_client_timeout,
+            &flags.kubernetes_namespace,
+            metrics.pod_http_client.clone(),
+        ) {
+            Ok(client) => client,
+            Err(e) => {
+                error!(err = %e, "failed to create the pod HTTP client");
+                return ExitCode::FAILURE;
+            }
+        };
+        let scaling = ScalingConfig {
+            namespace: flags.kubernetes_namespace.clone(),
+            cluster_domain: flags.kubernetes_cluster_domain.clone(),
+            downscale_record: if flags.zone_tracker_config_map_name.is_empty() {
+                ScalingConfig::default().downscale_record
+            } else {
+                flags.zone_tracker_config_map_name.clone()
+            },
+            pod_concurrency: DEFAULT_CONCURRENCY,
+        };
+        let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)
+            .with_scaling(pod_client, scaling)
+            .run(ready, until_stopped(stopped.clone()));
         tokio::pin!(controller);
 
         let mut failed = false;

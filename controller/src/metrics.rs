@@ -30,6 +30,17 @@ pub struct Metrics {
     group_reconciles_failed: Family<GroupLabels, Counter>,
     group_reconcile_duration: Family<GroupLabels, Histogram, fn() -> Histogram>,
     last_successful_group_reconcile: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
+    pub pod_http_client: crate::pod_client::PodClientMetrics,
+    scaling_errors: Family<ScalingErrorLabels, Counter>,
+    /// StatefulSets with scaling-error series, per group, so they go with the group.
+    scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScalingErrorLabels {
+    pub rollout_group: String,
+    pub statefulset: String,
 }
 
 impl Default for Metrics {
@@ -66,12 +77,32 @@ impl Metrics {
             "Time of the last successful reconcile of a rollout group.",
             last_successful_group_reconcile.clone(),
         );
+        let pod_http_client = crate::pod_client::PodClientMetrics::register(&mut registry);
+        let scaling_errors = Family::<ScalingErrorLabels, Counter>::default();
+        registry.register(
+            "scaling_errors",
+            "Reconciles in which a StatefulSet could not be scaled (missing leader, bad annotation, unreachable \
+             reference resource or pods).",
+            scaling_errors.clone(),
+        );
         Metrics {
             registry,
             group_reconciles,
             group_reconciles_failed,
             group_reconcile_duration,
             last_successful_group_reconcile,
+            pod_http_client,
+            scaling_errors,
+            scaling_error_series: Default::default(),
+        }
+    }
+
+    /// Counts a reconcile in which `statefulset` of `group` had a scaling error.
+    pub fn scaling_error(&self, group: &str, statefulset: &str) {
+        let labels = ScalingErrorLabels { rollout_group: group.to_string(), statefulset: statefulset.to_string() };
+        self.scaling_errors.get_or_create(&labels).inc();
+        if let Ok(mut series) = self.scaling_error_series.lock() {
+            series.entry(group.to_string()).or_default().insert(statefulset.to_string());
         }
     }
 
@@ -101,6 +132,10 @@ impl Metrics {
         self.group_reconciles_failed.remove(&labels);
         self.group_reconcile_duration.remove(&labels);
         self.last_successful_group_reconcile.remove(&labels);
+        let statefulsets = self.scaling_error_series.lock().ok().and_then(|mut s| s.remove(group)).unwrap_or_default();
+        for statefulset in statefulsets {
+            self.scaling_errors.remove(&ScalingErrorLabels { rollout_group: group.to_string(), statefulset });
+        }
     }
 
     /// Prometheus text exposition of every registered metric.
@@ -134,6 +169,10 @@ mod tests {
         m.group_reconcile_started("ingester");
         m.group_reconcile_finished("ingester", Duration::from_millis(3), false, 1700000001.0);
         assert!(m.encode().contains("rollout_operator_group_reconciles_failed_total{rollout_group=\"ingester\"} 1"));
+        m.scaling_error("ingester", "ingester-zone-b");
+        assert!(m.encode().contains(
+            "rollout_operator_scaling_errors_total{rollout_group=\"ingester\",statefulset=\"ingester-zone-b\"} 1"
+        ));
         m.forget_group("ingester");
         assert!(!m.encode().contains("rollout_group=\"ingester\""));
     }

@@ -479,6 +479,7 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
     for (ns, (statefulsets, pods)) in by_namespace {
         for group in build_groups(statefulsets, &pods) {
             let mut plan = plan_group(&group, &ctx);
+            plan.add_scaling_waits(&offline_mirror_waits(&group));
             if qualify {
                 plan.group = format!("{ns}/{}", plan.group);
             }
@@ -487,6 +488,29 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
     }
     plans.sort_by(|a, b| a.group.cmp(&b.group));
     plans
+}
+
+/// Mirror and delayed downscale read the reference resource's `scale` subresource and call pods: a dump has
+/// neither, so `plan` reports them as waits.
+fn offline_mirror_waits(group: &rollout_core::GroupSnapshot) -> Vec<String> {
+    group
+        .members
+        .iter()
+        .filter_map(|m| match rollout_core::ScalingSettings::of(&m.sts).mirror {
+            Some(Ok(mirror)) => Some(format!(
+                "{}: mirroring replicas from {}/{} needs a live cluster (the reference's scale subresource{})",
+                m.sts.name,
+                mirror.kind,
+                mirror.name,
+                if m.sts.annotations.contains_key(rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE) {
+                    " and the pods' delayed-downscale endpoints"
+                } else {
+                    ""
+                }
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One line per group (state and reason: what it waits for, or why it is blocked), one line per action with its
@@ -504,6 +528,9 @@ pub fn render_text(plans: &[GroupPlan], out: &mut dyn Write) -> std::io::Result<
                 }
                 Action::SetCurrentRevision { statefulset, revision, reason, .. } => {
                     writeln!(out, "  set currentRevision of StatefulSet {statefulset} to {revision}: {reason}")?
+                }
+                Action::Scale { statefulset, from, to, reason, .. } => {
+                    writeln!(out, "  scale StatefulSet {statefulset} from {from} to {to} replicas: {reason}")?
                 }
             }
         }

@@ -7,10 +7,15 @@
 
 use crate::cache::ClusterCache;
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
+use crate::downscale_record::{RecordStoreError, read_record};
 use crate::health::ReadyFlag;
 use crate::metrics::Metrics;
+use crate::pod_client::PodHttpClient;
+use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, mirror_group, release, write_back};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
+use rollout_core::group::GroupSnapshot;
+use rollout_core::scaling::ScalingSettings;
 use rollout_core::{Action, GroupPlan, GroupState, PendingExpectation, PlanContext, Planner, RolloutPlanner};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -62,12 +67,20 @@ pub enum ReconcileError {
     DeletePod { pod: String, source: ApiError },
     #[error("failed to update StatefulSet {statefulset}: {source}")]
     UpdateStatus { statefulset: String, source: ApiError },
+    #[error("failed to scale StatefulSet {statefulset}: {source}")]
+    Scale { statefulset: String, source: ApiError },
+    /// The group downscale record could not be read or written; `source` classifies what to do about it.
+    #[error("cannot claim the downscale of StatefulSet {statefulset} in the group downscale record: {message}")]
+    DownscaleRecord { statefulset: String, message: String, source: ApiError },
 }
 
 impl ReconcileError {
     pub fn api_error(&self) -> &ApiError {
         match self {
-            ReconcileError::DeletePod { source, .. } | ReconcileError::UpdateStatus { source, .. } => source,
+            ReconcileError::DeletePod { source, .. }
+            | ReconcileError::UpdateStatus { source, .. }
+            | ReconcileError::Scale { source, .. }
+            | ReconcileError::DownscaleRecord { source, .. } => source,
         }
     }
 }
@@ -116,7 +129,7 @@ impl WorkQueue {
 }
 
 /// The controller: cache, queue, expectations and the planner, driven by [`Controller::run`].
-pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner> {
+pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClient = NoPodClient> {
     api: C,
     planner: P,
     config: ReconcilerConfig,
@@ -127,6 +140,9 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner> {
     failures: HashMap<String, u32>,
     /// Last (state, reason) reported per group, so logs say when something changes rather than every pass.
     last_reported: HashMap<String, (GroupState, String)>,
+    /// Pod calls of delayed downscale.
+    pod_client: H,
+    scaling: ScalingConfig,
 }
 
 /// Runs the controller until `shutdown` resolves. Sets `ready` once the StatefulSet and pod caches have synced.
@@ -151,6 +167,8 @@ fn to_signed(d: Duration) -> SignedDuration {
 impl<C: ClusterApi, P: Planner> Controller<C, P> {
     pub fn new(api: C, planner: P, config: ReconcilerConfig, metrics: Arc<Metrics>) -> Self {
         Controller {
+            pod_client: NoPodClient,
+            scaling: ScalingConfig::default(),
             api,
             planner,
             config,
@@ -160,6 +178,25 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             expectations: HashMap::new(),
             failures: HashMap::new(),
             last_reported: HashMap::new(),
+        }
+    }
+}
+
+impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
+    /// The same controller calling pods through `pod_client` (delayed downscale), with the scaling settings.
+    pub fn with_scaling<H2: PodHttpClient>(self, pod_client: H2, scaling: ScalingConfig) -> Controller<C, P, H2> {
+        Controller {
+            api: self.api,
+            planner: self.planner,
+            config: self.config,
+            metrics: self.metrics,
+            cache: self.cache,
+            queue: self.queue,
+            expectations: self.expectations,
+            failures: self.failures,
+            last_reported: self.last_reported,
+            pod_client,
+            scaling,
         }
     }
 
@@ -252,9 +289,56 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             }
             e.is_pending(&snapshot, now)
         });
-        let plan = self.planner.plan(&snapshot, &PlanContext::new(now, pending));
+        let nothing_pending = pending.is_empty();
+        // Followers' downscales are checked against the group downscale record too (the claim re-checks it).
+        let has_followers = snapshot.members.iter().any(|m| ScalingSettings::of(&m.sts).leader.is_some());
+        let record = if has_followers {
+            match read_record(&self.api, &self.scaling.downscale_record).await {
+                Ok(stored) => stored.map(|s| s.record),
+                Err(error) => {
+                    tracing::warn!(rollout_group = group, %error, "cannot read the group downscale record");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let pending = self.expectations.entry(group.to_string()).or_default();
+        let mut plan =
+            self.planner.plan(&snapshot, &PlanContext::new(now, pending).with_downscale_record(record.as_ref()));
+        let mut write_back_after = None;
+        let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
+        if nothing_pending && !plans_scale && has_mirrors(&snapshot) {
+            let mirror = mirror_group(&self.api, &self.pod_client, &self.scaling, &snapshot, now).await;
+            plan.add_scaling_errors(mirror.errors);
+            plan.add_scaling_waits(&mirror.waits);
+            if let Some(scale) = mirror.scale {
+                // Replaces the rollout step: no pod deletions in a pass that changes replicas.
+                plan.reason = format!(
+                    "scaling {} from {} to {} replicas ({}); no pod deletions in this group in this pass (its view \
+                     is stale after a replica change)",
+                    scale.statefulset, scale.from, scale.to, scale.reason
+                );
+                plan.state = GroupState::Progressing;
+                plan.actions = vec![Action::Scale {
+                    statefulset: scale.statefulset,
+                    from: scale.from,
+                    to: scale.to,
+                    reason: scale.reason,
+                    resource_version: scale.resource_version,
+                    coordinated_downscale: false,
+                }];
+                write_back_after = scale.write_back.map(|(resource, name)| (resource, name, scale.to));
+            }
+        }
+        for error in &plan.scaling_errors {
+            self.metrics.scaling_error(group, &error.statefulset);
+        }
         self.report(&plan);
-        let result = self.execute(group, &plan, now).await;
+        let result = self.execute(group, &plan, &snapshot, now).await;
+        if let (Ok(()), Some((resource, name, value))) = (&result, write_back_after) {
+            write_back(&self.api, &resource, &name, value).await;
+        }
         self.metrics.group_reconcile_finished(
             group,
             started.elapsed(),
@@ -297,7 +381,13 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
         }
     }
 
-    async fn execute(&mut self, group: &str, plan: &GroupPlan, now: Timestamp) -> Result<(), ReconcileError> {
+    async fn execute(
+        &mut self,
+        group: &str,
+        plan: &GroupPlan,
+        snapshot: &GroupSnapshot,
+        now: Timestamp,
+    ) -> Result<(), ReconcileError> {
         let expires_at = |ttl| now.saturating_add(to_signed(ttl)).unwrap_or(Timestamp::MAX);
         for action in &plan.actions {
             let outcome = match action {
@@ -331,6 +421,41 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
                         Err(source) => Err(ReconcileError::UpdateStatus { statefulset: statefulset.clone(), source }),
                     }
                 }
+                Action::Scale { statefulset, from, to, reason, resource_version, coordinated_downscale } => {
+                    let mut claimed = None;
+                    if *coordinated_downscale {
+                        match claim(&self.api, &self.scaling, snapshot, statefulset, now).await {
+                            Ok(DownscaleClaim::Claimed { previous }) => claimed = Some(previous),
+                            Ok(DownscaleClaim::Refused(why)) => {
+                                tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, reason = %why,
+                                    "downscale refused by the group downscale record; not scaling");
+                                // Nothing was written: nothing to expect.
+                                continue;
+                            }
+                            Err(error) => {
+                                return Err(ReconcileError::DownscaleRecord {
+                                    statefulset: statefulset.clone(),
+                                    message: error.to_string(),
+                                    source: record_api_error(&error),
+                                });
+                            }
+                        }
+                    }
+                    match self.api.patch_statefulset_replicas(statefulset, *to, resource_version).await {
+                        Ok(_) => {
+                            tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, %reason,
+                                "scaled StatefulSet");
+                            Ok(())
+                        }
+                        Err(source) => {
+                            // Definitely not applied: give the claim back so the next pass can try again at once.
+                            if let (Some(previous), false) = (claimed, matches!(source, ApiError::Unavailable(_))) {
+                                release(&self.api, &self.scaling, statefulset, previous, now).await;
+                            }
+                            Err(ReconcileError::Scale { statefulset: statefulset.clone(), source })
+                        }
+                    }
+                }
             };
             let ttl = match &outcome {
                 Ok(()) => self.config.expectation_ttl,
@@ -360,6 +485,19 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
 
     pub fn is_queued(&self, group: &str) -> bool {
         self.queue.is_queued(group)
+    }
+}
+
+fn has_mirrors(group: &GroupSnapshot) -> bool {
+    group.members.iter().any(|m| matches!(ScalingSettings::of(&m.sts).mirror, Some(Ok(_))))
+}
+
+/// The API error inside a record-store failure, or how to treat one that has none.
+fn record_api_error(error: &RecordStoreError) -> ApiError {
+    match error {
+        RecordStoreError::Api { source, .. } => source.clone(),
+        RecordStoreError::Contended { .. } => ApiError::Unavailable(error.to_string()),
+        other => ApiError::Rejected { code: 0, message: other.to_string() },
     }
 }
 

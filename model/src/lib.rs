@@ -10,6 +10,8 @@
 //! its own writes that the view has not caught up with yet (the "believed" state). Changes it could not have seen
 //! (a pod crashing after the cache was read) are not held against it; forgetting its own writes is.
 
+pub mod scaling;
+
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
@@ -472,6 +474,9 @@ fn to_op(action: &Action) -> Option<Op> {
             revision: REVISIONS.iter().position(|r| r == revision)? as u8,
             resource_version: resource_version.parse().ok()?,
         }),
+        // This model's zones carry no scaling annotations, so the planner never scales them; replica changes are
+        // not modelled here (yet).
+        Action::Scale { .. } => None,
     }
 }
 

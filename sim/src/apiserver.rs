@@ -8,8 +8,9 @@ use crate::checker::Knowledge;
 use crate::rng::SimRng;
 use crate::store::{Kind, LogEntry, Obj, SharedStore};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::ConfigMap;
 use madsim::net::Endpoint;
-use rollout_operator::cluster::{ApiError, Preconditions};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,6 +26,13 @@ pub fn address() -> SocketAddr {
 pub enum Op {
     DeletePod { name: String, preconditions: Preconditions },
     PatchStatus { name: String, patch: serde_json::Value },
+    GetConfigMap { name: String },
+    CreateConfigMap { config_map: Box<ConfigMap> },
+    ReplaceConfigMap { config_map: Box<ConfigMap> },
+    PatchReplicas { name: String, replicas: u32, resource_version: String },
+    Discover { group: String, kind: String },
+    GetScale { plural: String, name: String },
+    PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
 }
 
 pub struct Request {
@@ -36,6 +44,10 @@ pub struct Request {
 pub enum Reply {
     Deleted(Result<(), ApiError>),
     Patched(Result<Box<StatefulSet>, ApiError>),
+    ConfigMap(Result<Option<Box<ConfigMap>>, ApiError>),
+    Discovered(Result<Vec<ApiResourceRef>, ApiError>),
+    Value(Result<serde_json::Value, ApiError>),
+    Done(Result<(), ApiError>),
 }
 
 pub struct WatchRequest {
@@ -163,6 +175,47 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
                 store.trace("cluster", snapshot);
             }
             Reply::Patched(result)
+        }
+        Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
+        Op::CreateConfigMap { config_map } => {
+            let result = store.api_create_config_map(config_map);
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("CREATE configmap {name} -> ok"),
+                Err(e) => format!("CREATE configmap {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
+        }
+        Op::ReplaceConfigMap { config_map } => {
+            let result = store.api_replace_config_map(config_map);
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("REPLACE configmap {name} -> ok"),
+                Err(e) => format!("REPLACE configmap {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
+        }
+        Op::PatchReplicas { name, replicas, resource_version } => {
+            let result = store.api_patch_replicas(name, *replicas, resource_version).map(Box::new);
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
+                Err(e) => format!("PATCH {name} replicas={replicas} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
+        Op::Discover { group, kind } => Reply::Discovered(Ok(store.api_discover(group, kind))),
+        Op::GetScale { plural, name } => Reply::Value(store.api_get_scale(plural, name)),
+        Op::PatchResourceStatus { plural, name, patch } => {
+            let result = store.api_patch_resource_status(plural, name, patch);
+            let line = match &result {
+                Ok(()) => format!("PATCH {plural}/{name}/status -> ok"),
+                Err(e) => format!("PATCH {plural}/{name}/status -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Done(result)
         }
     };
     (req.reply_tag, reply)

@@ -14,9 +14,9 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
-use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -180,7 +180,7 @@ impl ClusterApi for SimCluster {
         let op = Op::DeletePod { name: name.to_string(), preconditions: preconditions.clone() };
         match self.call(op).await? {
             Reply::Deleted(r) => r,
-            Reply::Patched(_) => Err(ApiError::Unavailable("mismatched reply".into())),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
 
@@ -188,7 +188,71 @@ impl ClusterApi for SimCluster {
         let op = Op::PatchStatus { name: name.to_string(), patch: patch.clone() };
         match self.call(op).await? {
             Reply::Patched(r) => r.map(|s| *s),
-            Reply::Deleted(_) => Err(ApiError::Unavailable("mismatched reply".into())),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
+            Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn patch_statefulset_replicas(
+        &self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+    ) -> Result<StatefulSet, ApiError> {
+        let op = Op::PatchReplicas { name: name.to_string(), replicas, resource_version: resource_version.to_string() };
+        match self.call(op).await? {
+            Reply::Patched(r) => r.map(|s| *s),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
+        match self.call(Op::Discover { group: group.to_string(), kind: kind.to_string() }).await? {
+            Reply::Discovered(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
+        match self.call(Op::GetScale { plural: resource.plural.clone(), name: name.to_string() }).await? {
+            Reply::Value(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let op =
+            Op::PatchResourceStatus { plural: resource.plural.clone(), name: name.to_string(), patch: patch.clone() };
+        match self.call(op).await? {
+            Reply::Done(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
 }

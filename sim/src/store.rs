@@ -9,9 +9,9 @@ use crate::objects::{self, PodSum, StsSum};
 use crate::trace::Trace;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rollout_operator::cluster::{ApiError, Preconditions};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -90,6 +90,14 @@ pub struct Store {
     pub rv: u64,
     pub statefulsets: BTreeMap<String, StatefulSet>,
     pub pods: BTreeMap<String, Pod>,
+    /// ConfigMaps (the group downscale record). Not watched, so their writes take a resourceVersion but make no
+    /// watch event.
+    pub config_maps: BTreeMap<String, ConfigMap>,
+    /// Resources API discovery reports (mirror reference kinds).
+    pub api_resources: Vec<ApiResourceRef>,
+    /// Reference resources with `scale` and `status` subresources, by (plural, name): the object as JSON, with
+    /// `spec.replicas` and `status.replicas`. Not watched.
+    pub scale_targets: BTreeMap<(String, String), serde_json::Value>,
     pub log: VecDeque<LogEntry>,
     /// Watches resuming from a resourceVersion below this get "too old resource version".
     pub compacted_to: u64,
@@ -113,6 +121,9 @@ impl Store {
             rv: 0,
             statefulsets: BTreeMap::new(),
             pods: BTreeMap::new(),
+            config_maps: BTreeMap::new(),
+            api_resources: Vec::new(),
+            scale_targets: BTreeMap::new(),
             log: VecDeque::new(),
             compacted_to: 0,
             log_capacity,
@@ -250,6 +261,101 @@ impl Store {
             self.checker.judge_revision(at, k, self.rv + 1, name, &new_rev);
         }
         Ok(self.put_statefulset(new))
+    }
+
+    /// `POST configmaps`: fails with a conflict when the name is taken.
+    pub fn api_create_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        if self.config_maps.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("configmaps \"{name}\" already exists")));
+        }
+        self.rv += 1;
+        let mut cm = cm.clone();
+        cm.metadata.resource_version = rv_string(self.rv);
+        self.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
+    pub fn api_replace_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        let Some(current) = self.config_maps.get(&name) else {
+            return Err(ApiError::NotFound(format!("configmaps \"{name}\" not found")));
+        };
+        if cm.metadata.resource_version.is_some() && cm.metadata.resource_version != current.metadata.resource_version {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified"
+            )));
+        }
+        self.rv += 1;
+        let mut cm = cm.clone();
+        cm.metadata.resource_version = rv_string(self.rv);
+        self.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    /// `PATCH statefulsets/{name}` with `{"spec":{"replicas":N}}`; a non-empty `resource_version` is a precondition.
+    /// A spec change bumps `metadata.generation`, as the API server does.
+    pub fn api_patch_replicas(
+        &mut self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+    ) -> Result<StatefulSet, ApiError> {
+        let Some(sts) = self.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        if !resource_version.is_empty() && Some(resource_version) != sts.metadata.resource_version.as_deref() {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
+            )));
+        }
+        let replicas = i32::try_from(replicas)
+            .map_err(|_| ApiError::Rejected { code: 422, message: format!("spec.replicas {replicas} out of range") })?;
+        let mut new = sts.clone();
+        let spec = new.spec.get_or_insert_with(Default::default);
+        if spec.replicas == Some(replicas) {
+            return Ok(sts);
+        }
+        spec.replicas = Some(replicas);
+        new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
+        Ok(self.put_statefulset(new))
+    }
+
+    /// API discovery: resources of `group` with kind `kind`.
+    pub fn api_discover(&self, group: &str, kind: &str) -> Vec<ApiResourceRef> {
+        self.api_resources.iter().filter(|r| r.group == group && r.kind == kind).cloned().collect()
+    }
+
+    /// `GET <plural>/{name}/scale`: an autoscaling/v1 Scale built from the object.
+    pub fn api_get_scale(&self, plural: &str, name: &str) -> Result<serde_json::Value, ApiError> {
+        let Some(obj) = self.scale_targets.get(&(plural.to_string(), name.to_string())) else {
+            return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+        };
+        let mut scale = serde_json::json!({
+            "apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name},
+            "spec": {}, "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(0.into())},
+        });
+        if let Some(r) = obj.pointer("/spec/replicas") {
+            scale["spec"]["replicas"] = r.clone();
+        }
+        Ok(scale)
+    }
+
+    /// `PATCH <plural>/{name}/status` (JSON merge patch): only `status` changes.
+    pub fn api_patch_resource_status(
+        &mut self,
+        plural: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let Some(obj) = self.scale_targets.get_mut(&(plural.to_string(), name.to_string())) else {
+            return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+        };
+        if let (Some(status), Some(obj)) = (patch.get("status"), obj.as_object_mut()) {
+            merge(obj.entry("status").or_insert(serde_json::Value::Null), status);
+        }
+        Ok(())
     }
 
     /// Objects of one kind, as a list response.

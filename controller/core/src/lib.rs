@@ -5,7 +5,8 @@
 //! production controller, the model checker and the simulator all run exactly this code.
 //!
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
-//! [`plan`] (actions with reasons, group state).
+//! [`plan`] (actions with reasons, group state). [`scaling`] decides replica changes (leader/follower, force replicas,
+//! mirror, delayed downscale); the planner runs its snapshot-only part first.
 
 pub mod downscale;
 pub mod duration;
@@ -15,7 +16,9 @@ pub mod group;
 pub mod keys;
 pub mod natural;
 pub mod plan;
+pub mod prom_duration;
 pub mod readiness;
+pub mod scaling;
 pub mod settings;
 pub mod view;
 
@@ -24,5 +27,6 @@ pub use expectations::{Expectation, PendingExpectation};
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};
 pub use plan::{Action, GroupPlan, GroupState, PlanContext, Planner, RolloutPlanner, plan_group};
 pub use readiness::Readiness;
+pub use scaling::{ScalingError, ScalingSettings};
 pub use settings::{AnnotationError, MaxUnavailable, RolloutSettings};
 pub use view::{PodView, StatefulSetView, ViewError};

@@ -11,10 +11,12 @@
 //!   replaced in natural order while `unavailable < rollout-max-unavailable`; terminating pods are waited for;
 //! - once every pod is updated and ready, `status.currentRevision` is advanced to `status.updateRevision`.
 
+use crate::downscale::DownscaleRecord;
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
 use crate::readiness::Readiness;
+use crate::scaling::{ScalingError, plan_scaling};
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -39,18 +41,36 @@ pub enum Action {
         resource_version: String,
         reason: String,
     },
+    /// Set `spec.replicas` of a StatefulSet (`{"spec":{"replicas":to}}`, conditional on `resource_version`).
+    Scale {
+        #[serde(rename = "statefulSet")]
+        statefulset: String,
+        from: u32,
+        to: u32,
+        reason: String,
+        #[serde(skip)]
+        resource_version: String,
+        /// A leader/follower downscale: the shell must claim it in the group downscale record (compare-and-swap)
+        /// before patching, so no other actor downscales another zone within the min time.
+        #[serde(skip)]
+        coordinated_downscale: bool,
+    },
 }
 
 impl Action {
     pub fn statefulset(&self) -> &str {
         match self {
-            Action::DeletePod { statefulset, .. } | Action::SetCurrentRevision { statefulset, .. } => statefulset,
+            Action::DeletePod { statefulset, .. }
+            | Action::SetCurrentRevision { statefulset, .. }
+            | Action::Scale { statefulset, .. } => statefulset,
         }
     }
 
     pub fn reason(&self) -> &str {
         match self {
-            Action::DeletePod { reason, .. } | Action::SetCurrentRevision { reason, .. } => reason,
+            Action::DeletePod { reason, .. }
+            | Action::SetCurrentRevision { reason, .. }
+            | Action::Scale { reason, .. } => reason,
         }
     }
 
@@ -60,7 +80,8 @@ impl Action {
             Action::DeletePod { statefulset, pod, uid, .. } => {
                 Expectation::PodDeleted { statefulset: statefulset.clone(), pod: pod.clone(), uid: uid.clone() }
             }
-            Action::SetCurrentRevision { statefulset, resource_version, .. } => Expectation::StatefulSetWritten {
+            Action::SetCurrentRevision { statefulset, resource_version, .. }
+            | Action::Scale { statefulset, resource_version, .. } => Expectation::StatefulSetWritten {
                 statefulset: statefulset.clone(),
                 previous_resource_version: resource_version.clone(),
             },
@@ -101,6 +122,37 @@ pub struct GroupPlan {
     /// Invalid annotations and similar findings that did not stop planning.
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// Scaling problems, per StatefulSet; they did not stop the rest of the group.
+    #[serde(rename = "scalingErrors", skip_serializing_if = "Vec::is_empty")]
+    pub scaling_errors: Vec<ScalingError>,
+}
+
+impl GroupPlan {
+    /// Adds scaling errors found by the shell (mirror resolution, pod calls) to the plan and its reason.
+    pub fn add_scaling_errors(&mut self, errors: Vec<ScalingError>) {
+        if errors.is_empty() {
+            return;
+        }
+        let joined = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        if self.scaling_errors.is_empty() {
+            self.reason.push_str("; scaling errors: ");
+        } else {
+            self.reason.push_str("; ");
+        }
+        self.reason.push_str(&joined);
+        self.scaling_errors.extend(errors);
+    }
+
+    /// Adds scaling that is due but waits (found by the shell); a group that was done is then waiting.
+    pub fn add_scaling_waits(&mut self, waits: &[String]) {
+        for wait in waits {
+            self.reason.push_str("; ");
+            self.reason.push_str(wait);
+        }
+        if !waits.is_empty() && self.state == GroupState::Done {
+            self.state = GroupState::Waiting;
+        }
+    }
 }
 
 /// Inputs besides the snapshot.
@@ -108,11 +160,19 @@ pub struct GroupPlan {
 pub struct PlanContext<'a> {
     pub now: Timestamp,
     pub expectations: &'a [PendingExpectation],
+    /// The group downscale record, as last read by the shell (None: none exists or not read). Leader/follower
+    /// downscales are checked against it as well as against the `last-downscale` annotations.
+    pub downscale_record: Option<&'a DownscaleRecord>,
 }
 
 impl<'a> PlanContext<'a> {
     pub fn new(now: Timestamp, expectations: &'a [PendingExpectation]) -> Self {
-        PlanContext { now, expectations }
+        PlanContext { now, expectations, downscale_record: None }
+    }
+
+    pub fn with_downscale_record(mut self, record: Option<&'a DownscaleRecord>) -> Self {
+        self.downscale_record = record;
+        self
     }
 }
 
@@ -140,21 +200,16 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
     for m in &group.members {
         warnings.extend(m.sts.settings.errors.iter().map(ToString::to_string));
     }
-    let finish = |state, reason: String, actions, warnings| GroupPlan {
+    let mut scaling_errors: Vec<ScalingError> = Vec::new();
+    let finish = |state, reason: String, actions, warnings, scaling_errors: &Vec<ScalingError>| GroupPlan {
         group: group.name.clone(),
         state,
-        reason,
+        reason: with_scaling_errors(reason, scaling_errors),
         actions,
         warnings,
+        scaling_errors: scaling_errors.clone(),
     };
 
-    if let Some(m) = group.members.iter().find(|m| m.sts.update_strategy != keys::ON_DELETE) {
-        let reason = format!(
-            "StatefulSet {} has {} update strategy while OnDelete is expected, skipping reconcile",
-            m.sts.name, m.sts.update_strategy
-        );
-        return finish(GroupState::Blocked, reason, Vec::new(), warnings);
-    }
     let pending: Vec<&PendingExpectation> = ctx.expectations.iter().filter(|e| e.is_pending(group, ctx.now)).collect();
     if let Some(first) = pending.first() {
         let reason = format!(
@@ -162,11 +217,35 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             first.expectation.describe(),
             if pending.len() > 1 { format!(" and {} more of our writes", pending.len() - 1) } else { String::new() }
         );
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
+    }
+
+    // Scaling first (reference 3). A pass that changes replicas does nothing else in the group: the snapshot is
+    // stale once the StatefulSet controller starts adding or removing pods.
+    let scaling = plan_scaling(group, ctx);
+    scaling_errors = scaling.errors;
+    if let Some(scale) = scaling.scale {
+        let mut reason = format!(
+            "{}; no pod deletions in this group in this pass (its view is stale after a replica change)",
+            summarize(std::slice::from_ref(&scale))
+        );
+        for wait in &scaling.waits {
+            reason.push_str("; ");
+            reason.push_str(wait);
+        }
+        return finish(GroupState::Progressing, reason, vec![scale], warnings, &scaling_errors);
+    }
+    let scaling_waits = scaling.waits;
+    if let Some(m) = group.members.iter().find(|m| m.sts.update_strategy != keys::ON_DELETE) {
+        let reason = format!(
+            "StatefulSet {} has {} update strategy while OnDelete is expected, skipping reconcile",
+            m.sts.name, m.sts.update_strategy
+        );
+        return finish(GroupState::Blocked, reason, Vec::new(), warnings, &scaling_errors);
     }
     if let Some(m) = group.members.iter().find(|m| m.sts.status.is_none()) {
         let reason = format!("waiting for StatefulSet {} to report a status", m.sts.name);
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
     }
 
     let readiness: Vec<Readiness> = group.members.iter().map(|m| Readiness::of(m, ctx.now)).collect();
@@ -179,7 +258,7 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             .join(", ");
         let reason =
             format!("{} StatefulSets have not-ready pods, waiting until at most one does: {detail}", not_ready.len());
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
     }
     // The one not-ready StatefulSet (if any) goes first; the others keep name order.
     let mut order: Vec<usize> = not_ready.clone();
@@ -201,25 +280,47 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
         }
     }
 
+    let scaling_note = |mut reason: String| {
+        for wait in &scaling_waits {
+            reason.push_str("; ");
+            reason.push_str(wait);
+        }
+        reason
+    };
     if !actions.is_empty() {
         let mut reason = summarize(&actions);
         if let Some(Wait(r)) = stop {
             reason.push_str("; then ");
             reason.push_str(&r);
         }
-        return finish(GroupState::Progressing, reason, actions, warnings);
+        return finish(GroupState::Progressing, scaling_note(reason), actions, warnings, &scaling_errors);
     }
     match stop {
-        Some(Wait(r)) => finish(GroupState::Waiting, r, actions, warnings),
+        Some(Wait(r)) => finish(GroupState::Waiting, scaling_note(r), actions, warnings, &scaling_errors),
         None if !paused_outdated.is_empty() => {
             let reason = format!("rollout paused ({}=true) on {}", keys::ROLLOUT_PAUSED, paused_outdated.join(", "));
-            finish(GroupState::Blocked, reason, actions, warnings)
+            finish(GroupState::Blocked, scaling_note(reason), actions, warnings, &scaling_errors)
+        }
+        // Rolled out, but a replica change is still due: not done until it happens.
+        None if !scaling_waits.is_empty() => {
+            let reason =
+                format!("all StatefulSets are on their update revision and ready; {}", scaling_waits.join("; "));
+            finish(GroupState::Waiting, reason, actions, warnings, &scaling_errors)
         }
         None => {
             let reason = "all StatefulSets are on their update revision and ready".to_string();
-            finish(GroupState::Done, reason, actions, warnings)
+            finish(GroupState::Done, reason, actions, warnings, &scaling_errors)
         }
     }
+}
+
+/// Scaling errors are part of the plan's reason, so people see them wherever the reason is shown.
+fn with_scaling_errors(mut reason: String, errors: &[ScalingError]) -> String {
+    if !errors.is_empty() {
+        reason.push_str("; scaling errors: ");
+        reason.push_str(&errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+    }
+    reason
 }
 
 enum MemberOutcome {
@@ -342,8 +443,14 @@ fn summarize(actions: &[Action]) -> String {
         })
         .collect();
     for a in actions {
-        if let Action::SetCurrentRevision { statefulset, revision, .. } = a {
-            parts.push(format!("advancing currentRevision of {statefulset} to {revision}"));
+        match a {
+            Action::SetCurrentRevision { statefulset, revision, .. } => {
+                parts.push(format!("advancing currentRevision of {statefulset} to {revision}"))
+            }
+            Action::Scale { statefulset, from, to, reason, .. } => {
+                parts.push(format!("scaling {statefulset} from {from} to {to} replicas ({reason})"))
+            }
+            Action::DeletePod { .. } => {}
         }
     }
     if let Some(first) = actions.iter().find(|a| matches!(a, Action::DeletePod { .. })) {

@@ -9,10 +9,10 @@ use futures::channel::mpsc;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodStatus,
+    ConfigMap, ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
-use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -109,6 +109,11 @@ fn set_ready(pod: &mut Pod, ready: bool) {
 pub enum Call {
     DeletePod { name: String, uid: Option<String> },
     PatchStatus { name: String, patch: serde_json::Value },
+    CreateConfigMap { name: String },
+    ReplaceConfigMap { name: String, resource_version: Option<String> },
+    PatchReplicas { name: String, replicas: u32, resource_version: String },
+    GetScale { plural: String, name: String },
+    PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
 }
 
 #[derive(Default)]
@@ -116,6 +121,13 @@ struct State {
     rv: u64,
     statefulsets: BTreeMap<String, StatefulSet>,
     pods: BTreeMap<String, Pod>,
+    config_maps: BTreeMap<String, ConfigMap>,
+    /// Resources that API discovery reports (mirror reference kinds).
+    discovery: Vec<ApiResourceRef>,
+    /// Reference resources with a scale subresource: (plural, name) -> (spec.replicas, status.replicas).
+    scale_targets: BTreeMap<(String, String), (Option<i64>, i64)>,
+    /// Failures for the next replica patches only (other writes unaffected).
+    replica_patch_failures: VecDeque<ApiError>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -245,6 +257,37 @@ impl FakeCluster {
         self.state.lock().unwrap().statefulsets.get(name).cloned()
     }
 
+    pub fn config_map(&self, name: &str) -> Option<ConfigMap> {
+        self.state.lock().unwrap().config_maps.get(name).cloned()
+    }
+
+    /// Stores a ConfigMap as another client would (new resourceVersion).
+    /// The next replica patch fails with `err` (other writes are unaffected).
+    pub fn fail_next_replica_patch(&self, err: ApiError) {
+        self.state.lock().unwrap().replica_patch_failures.push_back(err);
+    }
+
+    /// Serves `resource` in API discovery.
+    pub fn add_api_resource(&self, resource: ApiResourceRef) {
+        self.state.lock().unwrap().discovery.push(resource);
+    }
+
+    /// Creates or updates a reference resource with a scale subresource (`plural`/`name`).
+    pub fn put_scale_target(&self, plural: &str, name: &str, spec_replicas: Option<i64>, status_replicas: i64) {
+        self.state.lock().unwrap().scale_targets.insert((plural.into(), name.into()), (spec_replicas, status_replicas));
+    }
+
+    /// `(spec.replicas, status.replicas)` of a reference resource.
+    pub fn scale_target(&self, plural: &str, name: &str) -> Option<(Option<i64>, i64)> {
+        self.state.lock().unwrap().scale_targets.get(&(plural.to_string(), name.to_string())).copied()
+    }
+
+    pub fn put_config_map(&self, mut cm: ConfigMap) {
+        let mut st = self.state.lock().unwrap();
+        cm.metadata.resource_version = Some(st.next_rv());
+        st.config_maps.insert(cm.metadata.name.clone().unwrap_or_default(), cm);
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
     }
@@ -361,5 +404,119 @@ impl ClusterApi for FakeCluster {
         st.statefulsets.insert(name.into(), s.clone());
         st.emit_sts(WatchEvent::Apply(s.clone()));
         Ok(s)
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        Ok(self.state.lock().unwrap().config_maps.get(name).cloned())
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        st.calls.push(Call::CreateConfigMap { name: name.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        if st.config_maps.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("configmaps \"{name}\" already exists")));
+        }
+        let mut cm = config_map.clone();
+        cm.metadata.resource_version = Some(st.next_rv());
+        st.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        let resource_version = config_map.metadata.resource_version.clone();
+        st.calls.push(Call::ReplaceConfigMap { name: name.clone(), resource_version: resource_version.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        let Some(current) = st.config_maps.get(&name) else {
+            return Err(ApiError::NotFound(format!("configmaps \"{name}\" not found")));
+        };
+        if resource_version.is_some() && resource_version != current.metadata.resource_version {
+            return Err(ApiError::Conflict(format!("configmaps \"{name}\": the object has been modified")));
+        }
+        let mut cm = config_map.clone();
+        cm.metadata.resource_version = Some(st.next_rv());
+        st.config_maps.insert(name.clone(), cm.clone());
+        if std::mem::take(&mut st.lose_next_reply) {
+            return Err(ApiError::Unavailable(format!("replace configmap {name}: connection reset")));
+        }
+        Ok(cm)
+    }
+
+    async fn patch_statefulset_replicas(
+        &self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+    ) -> Result<StatefulSet, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::PatchReplicas { name: name.into(), replicas, resource_version: resource_version.into() });
+        if let Some(err) = st.failures.pop_front().or_else(|| st.replica_patch_failures.pop_front()) {
+            return Err(err);
+        }
+        let Some(mut s) = st.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets {name}")));
+        };
+        if !resource_version.is_empty() && Some(resource_version) != s.metadata.resource_version.as_deref() {
+            return Err(ApiError::Conflict(format!("statefulsets {name}: the object has been modified")));
+        }
+        s.spec.as_mut().unwrap().replicas = Some(replicas as i32);
+        s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
+        s.metadata.resource_version = Some(st.next_rv());
+        st.statefulsets.insert(name.into(), s.clone());
+        st.emit_sts(WatchEvent::Apply(s.clone()));
+        if std::mem::take(&mut st.lose_next_reply) {
+            return Err(ApiError::Unavailable(format!("patch statefulset {name}: connection reset")));
+        }
+        Ok(s)
+    }
+
+    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
+        let st = self.state.lock().unwrap();
+        Ok(st.discovery.iter().filter(|r| r.group == group && r.kind == kind).cloned().collect())
+    }
+
+    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::GetScale { plural: resource.plural.clone(), name: name.into() });
+        let Some((spec, status)) = st.scale_targets.get(&(resource.plural.clone(), name.to_string())).copied() else {
+            return Err(ApiError::NotFound(format!("{} \"{name}\" not found", resource.plural)));
+        };
+        let mut scale = serde_json::json!({
+            "apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": name}, "spec": {}, "status": {"replicas": status},
+        });
+        if let Some(spec) = spec {
+            scale["spec"]["replicas"] = spec.into();
+        }
+        Ok(scale)
+    }
+
+    async fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::PatchResourceStatus {
+            plural: resource.plural.clone(),
+            name: name.into(),
+            patch: patch.clone(),
+        });
+        let key = (resource.plural.clone(), name.to_string());
+        let Some(target) = st.scale_targets.get_mut(&key) else {
+            return Err(ApiError::NotFound(format!("{} \"{name}\" not found", resource.plural)));
+        };
+        if let Some(replicas) = patch.pointer("/status/replicas").and_then(|v| v.as_i64()) {
+            target.1 = replicas;
+        }
+        Ok(())
     }
 }

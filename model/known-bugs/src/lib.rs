@@ -92,3 +92,24 @@ fn as_ready(sts: &rollout_core::StatefulSetView, p: &rollout_core::PodView) -> r
 fn ordinal(sts: &str, pod: &str) -> u32 {
     rollout_core::natural::pod_ordinal(sts, pod).unwrap_or(u32::MAX)
 }
+
+/// The controller's follower downscales ignore the min time between zone downscales and the group downscale record
+/// (the reference with `-use-zone-tracker`: its controller-side check read only the `last-downscale` annotations,
+/// which nobody wrote any more, and it never recorded its own downscales).
+pub struct SkipsMinTimeCheck;
+
+impl Planner for SkipsMinTimeCheck {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            m.sts.downscale.min_time_between_zones = None;
+        }
+        let mut plan = RolloutPlanner.plan(&group, &PlanContext::new(ctx.now, ctx.expectations));
+        for a in &mut plan.actions {
+            if let rollout_core::Action::Scale { coordinated_downscale, .. } = a {
+                *coordinated_downscale = false;
+            }
+        }
+        plan
+    }
+}

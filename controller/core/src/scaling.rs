@@ -1,0 +1,598 @@
+//! Scaling coordination (reference section 3): which StatefulSet of a group gets new `spec.replicas`, and why.
+//!
+//! Owns: the typed scaling settings of a StatefulSet (leader, upscale-only-when-leader-ready, mirror reference,
+//! write-back, delayed downscale, force replicas) parsed from its annotations with errors kept per StatefulSet; the
+//! leader/follower and force-replicas decisions (made from the snapshot alone, so `plan` can show them offline); and,
+//! as pure functions over what the shell fetched, the mirror decision (the reference resource's `scale`), the
+//! delayed-downscale arithmetic (pods' returned preparation timestamps), pod endpoint URLs and the status
+//! write-back. It does no I/O: the shell reads the `scale` subresource, calls pods and patches.
+//!
+//! Differences from the reference, on purpose:
+//! - one StatefulSet's scaling error (missing leader, bad annotation) is reported for that StatefulSet and does not
+//!   stop the others (the reference aborted all scaling of the group);
+//! - a mirror reference whose `scale` has no `spec.replicas` is never read as 1: the StatefulSet is not scaled;
+//! - `grafana.com/rollout-force-replicas` applies to any StatefulSet of a group, not only followers and mirrors;
+//! - a StatefulSet with both leader and mirror annotations is driven by the mirror only (the reference ran both,
+//!   which could flap); the leader annotation is then reported as ignored;
+//! - the controller downscales nothing while a rollout of the same group is in progress (DESIGN.md invariant 5);
+//! - a follower's downscale is checked against the group downscale record as well as the `last-downscale`
+//!   annotations (DESIGN.md invariant 3); the shell claims it in the record before patching.
+
+use crate::downscale::{MinTimeVerdict, check_min_time};
+use crate::group::GroupSnapshot;
+use crate::keys;
+use crate::plan::{Action, PlanContext};
+use crate::prom_duration::parse_prom_duration;
+use crate::settings::AnnotationError;
+use crate::view::StatefulSetView;
+use jiff::Timestamp;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A scaling problem of one StatefulSet. The rest of the group still scales and rolls.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize)]
+#[error("{statefulset}: {message}")]
+pub struct ScalingError {
+    #[serde(rename = "statefulSet")]
+    pub statefulset: String,
+    pub message: String,
+}
+
+impl ScalingError {
+    pub fn new(statefulset: &str, message: impl Into<String>) -> Self {
+        ScalingError { statefulset: statefulset.to_string(), message: message.into() }
+    }
+}
+
+/// Where a mirror StatefulSet reads its desired replicas from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorSettings {
+    pub name: String,
+    pub kind: String,
+    /// API group of the reference (`""` = core); every version of the group is tried.
+    pub api_group: String,
+    /// Write the StatefulSet's replicas back into the reference's `status.replicas`.
+    pub write_back: bool,
+}
+
+/// A pod URL split where the host is replaced: `<scheme>://[<userinfo>@]<host>[:<port>]<rest>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodUrl {
+    pub scheme: String,
+    pub userinfo: Option<String>,
+    pub port: Option<u16>,
+    /// Path, query and fragment, as written.
+    pub rest: String,
+}
+
+impl PodUrl {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let raw = raw.trim();
+        let (scheme, after) = raw.split_once("://").ok_or("expected an absolute URL such as http://pod:8080/path")?;
+        if scheme.is_empty() || !scheme.bytes().all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c)) {
+            return Err(format!("invalid scheme {scheme:?}"));
+        }
+        let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+        let (authority, rest) = after.split_at(end);
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u.to_string()), h),
+            None => (None, authority),
+        };
+        // An IPv6 literal keeps its colons inside brackets.
+        let port_sep = match hostport.rfind(']') {
+            Some(close) => hostport[close..].find(':').map(|i| close + i),
+            None => hostport.rfind(':'),
+        };
+        let (host, port) = match port_sep {
+            Some(i) => (&hostport[..i], Some(&hostport[i + 1..])),
+            None => (hostport, None),
+        };
+        if host.is_empty() {
+            return Err("URL has no host".to_string());
+        }
+        if host.bytes().any(|c| c.is_ascii_whitespace()) || rest.bytes().any(|c| c.is_ascii_whitespace()) {
+            return Err("URL contains whitespace".to_string());
+        }
+        let port = match port {
+            None | Some("") => None,
+            Some(p) => Some(p.parse::<u16>().map_err(|_| format!("invalid port {p:?}"))?),
+        };
+        Ok(PodUrl { scheme: scheme.to_string(), userinfo, port, rest: rest.to_string() })
+    }
+
+    /// The URL with its host replaced by `host`, keeping scheme, user info, an explicit port and the rest.
+    pub fn with_host(&self, host: &str) -> String {
+        let mut url = format!("{}://", self.scheme);
+        if let Some(u) = &self.userinfo {
+            url.push_str(u);
+            url.push('@');
+        }
+        url.push_str(host);
+        if let Some(p) = self.port {
+            url.push_str(&format!(":{p}"));
+        }
+        url.push_str(&self.rest);
+        url
+    }
+}
+
+/// Delayed downscale: pods are asked to prepare and removed only once they have been preparing for `delay`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayedDownscaleSettings {
+    pub delay: Duration,
+    pub url: PodUrl,
+}
+
+/// Everything scaling reads from a StatefulSet's annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScalingSettings {
+    /// `grafana.com/rollout-downscale-leader`: the StatefulSet this one follows.
+    pub leader: Option<String>,
+    pub upscale_only_when_leader_ready: bool,
+    /// Mirror mode: set iff both the name and the kind annotations are non-empty. `Err` when the API version is
+    /// unusable (the StatefulSet is then not scaled).
+    pub mirror: Option<Result<MirrorSettings, AnnotationError>>,
+    /// Set iff both delayed-downscale annotations are non-empty and the delay is not `0`. `Err` when unusable
+    /// (a mirror StatefulSet is then not scaled).
+    pub delayed_downscale: Option<Result<DelayedDownscaleSettings, AnnotationError>>,
+    /// `grafana.com/rollout-force-replicas`, when a valid int32 >= 0 (anything else is ignored, as in the reference).
+    pub force_replicas: Option<u32>,
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_go_bool(raw: &str) -> Option<bool> {
+    match raw {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// API group of an `apiVersion` (`group/version` or `version`).
+pub fn api_group_of(api_version: &str) -> Result<String, String> {
+    match api_version.split('/').collect::<Vec<_>>()[..] {
+        [""] | [_] => Ok(String::new()),
+        [group, version] if !version.is_empty() => Ok(group.to_string()),
+        _ => Err(format!("unexpected GroupVersion string: {api_version}")),
+    }
+}
+
+impl ScalingSettings {
+    pub fn from_annotations(object: &str, annotations: &BTreeMap<String, String>) -> Self {
+        let get = |key: &str| annotations.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let invalid = |key: &'static str, value: &str, reason: String| AnnotationError {
+            object: object.to_string(),
+            key,
+            value: value.to_string(),
+            reason,
+        };
+        let mirror =
+            match (get(keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME), get(keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND)) {
+                (Some(name), Some(kind)) => {
+                    let api_version = get(keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION).unwrap_or("");
+                    Some(
+                        api_group_of(api_version)
+                            .map_err(|e| {
+                                invalid(
+                                    keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION,
+                                    api_version,
+                                    format!("invalid API version: {e}"),
+                                )
+                            })
+                            .map(|api_group| MirrorSettings {
+                                name: name.to_string(),
+                                kind: kind.to_string(),
+                                api_group,
+                                // Absent: write back. Unparsable: don't (as in the reference).
+                                write_back: annotations
+                                    .get(keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK)
+                                    .is_none_or(|v| parse_go_bool(v).unwrap_or(false)),
+                            }),
+                    )
+                }
+                _ => None,
+            };
+        let delayed_downscale =
+            match (get(keys::ROLLOUT_DELAYED_DOWNSCALE), get(keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL)) {
+                (Some(delay), Some(url)) => match parse_prom_duration(delay) {
+                    Err(e) => Some(Err(invalid(
+                        keys::ROLLOUT_DELAYED_DOWNSCALE,
+                        delay,
+                        format!("failed to parse as duration: {e}; expected a Prometheus duration such as 4h or 1d"),
+                    ))),
+                    Ok(d) if d.is_zero() => None,
+                    Ok(delay) => {
+                        Some(PodUrl::parse(url).map(|url| DelayedDownscaleSettings { delay, url }).map_err(|e| {
+                            invalid(
+                                keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL,
+                                url,
+                                format!("failed to parse as URL: {e}"),
+                            )
+                        }))
+                    }
+                },
+                _ => None,
+            };
+        let force_replicas =
+            get(keys::ROLLOUT_FORCE_REPLICAS).and_then(|v| v.parse::<i32>().ok()).and_then(|n| u32::try_from(n).ok());
+        ScalingSettings {
+            leader: get(keys::ROLLOUT_DOWNSCALE_LEADER).map(str::to_string),
+            upscale_only_when_leader_ready: annotations
+                .get(keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY)
+                .is_some_and(|v| v == "true"),
+            mirror,
+            delayed_downscale,
+            force_replicas,
+        }
+    }
+
+    pub fn of(sts: &StatefulSetView) -> Self {
+        Self::from_annotations(&sts.name, &sts.annotations)
+    }
+
+    /// Whether the StatefulSet takes part in scaling at all.
+    pub fn is_configured(&self) -> bool {
+        self.leader.is_some() || self.mirror.is_some() || self.force_replicas.is_some()
+    }
+}
+
+/// Why no rollout-time downscale may happen now (DESIGN.md invariant 5): a StatefulSet of the group is being
+/// rolled (its currentRevision is not its updateRevision, or a pod is not on the update revision).
+pub fn rollout_in_progress(group: &GroupSnapshot) -> Option<String> {
+    group.members.iter().find_map(|m| {
+        let status = m.sts.status.as_ref()?;
+        let outdated = m.pods.iter().filter(|p| p.revision() != Some(status.update_revision.as_str())).count();
+        if status.current_revision != status.update_revision || outdated > 0 {
+            Some(format!(
+                "a rollout of StatefulSet {} is in progress ({outdated} pods not on update revision {})",
+                m.sts.name, status.update_revision
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// What the snapshot-only scaling pass decided for a group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScalingPass {
+    /// At most one [`Action::Scale`]: one StatefulSet per pass, so the next decision sees the result.
+    pub scale: Option<Action>,
+    /// Scaling that is due but must wait, with the reason.
+    pub waits: Vec<String>,
+    pub errors: Vec<ScalingError>,
+    /// StatefulSets whose replicas come from a reference resource (the shell's mirror step handles them).
+    pub mirrors: Vec<String>,
+}
+
+/// The leader/follower and force-replicas pass over a group, in name order.
+pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass {
+    let mut pass = ScalingPass::default();
+    let rollout = rollout_in_progress(group);
+    for member in &group.members {
+        let sts = &member.sts;
+        let settings = ScalingSettings::of(sts);
+        if let Some(mirror) = &settings.mirror {
+            match mirror {
+                Ok(_) => pass.mirrors.push(sts.name.clone()),
+                Err(e) => pass.errors.push(ScalingError::new(&sts.name, e.to_string())),
+            }
+            if settings.leader.is_some() {
+                pass.errors.push(ScalingError::new(
+                    &sts.name,
+                    format!(
+                        "both {} and the mirror annotations are set; replicas follow the reference resource only",
+                        keys::ROLLOUT_DOWNSCALE_LEADER
+                    ),
+                ));
+            }
+            continue;
+        }
+        let current = sts.replicas;
+        let decision = match decide_replicas(group, ctx, sts, &settings) {
+            Ok(d) => d,
+            Err(message) => {
+                pass.errors.push(ScalingError::new(&sts.name, message));
+                continue;
+            }
+        };
+        let (to, reason, coordinated) = match decision {
+            Decision::Keep => continue,
+            Decision::Wait(reason) => {
+                pass.waits.push(format!("{}: {reason}", sts.name));
+                continue;
+            }
+            Decision::Scale { to, reason, coordinated } => (to, reason, coordinated),
+        };
+        if to < current
+            && let Some(why) = &rollout
+        {
+            pass.waits.push(format!("{}: downscale from {current} to {to} waits: {why}", sts.name));
+            continue;
+        }
+        if pass.scale.is_some() {
+            pass.waits.push(format!(
+                "{}: scaling from {current} to {to} waits for a later pass (one StatefulSet per pass)",
+                sts.name
+            ));
+            continue;
+        }
+        pass.scale = Some(Action::Scale {
+            statefulset: sts.name.clone(),
+            from: current,
+            to,
+            reason,
+            resource_version: sts.resource_version.clone(),
+            coordinated_downscale: coordinated,
+        });
+    }
+    pass
+}
+
+enum Decision {
+    Keep,
+    Wait(String),
+    /// `coordinated`: a leader/follower downscale that must be claimed in the group downscale record.
+    Scale {
+        to: u32,
+        reason: String,
+        coordinated: bool,
+    },
+}
+
+fn decide_replicas(
+    group: &GroupSnapshot,
+    ctx: &PlanContext<'_>,
+    sts: &StatefulSetView,
+    settings: &ScalingSettings,
+) -> Result<Decision, String> {
+    let current = sts.replicas;
+    let Some(leader_name) = &settings.leader else {
+        return Ok(match settings.force_replicas {
+            Some(force) if force != current => Decision::Scale {
+                to: force,
+                reason: format!("{}={force}", keys::ROLLOUT_FORCE_REPLICAS),
+                coordinated: false,
+            },
+            _ => Decision::Keep,
+        });
+    };
+    let leader = group
+        .member(leader_name)
+        .filter(|m| m.sts.name != sts.name)
+        .ok_or_else(|| format!("could not find leader for {} using {}", sts.name, keys::ROLLOUT_DOWNSCALE_LEADER))?;
+    if let Some(force) = settings.force_replicas {
+        return Ok(if force == current {
+            Decision::Keep
+        } else {
+            Decision::Scale {
+                to: force,
+                reason: format!("{}={force} (applied immediately)", keys::ROLLOUT_FORCE_REPLICAS),
+                coordinated: false,
+            }
+        });
+    }
+    let leader_replicas = leader.sts.replicas;
+    if leader_replicas > current {
+        let ready = leader.sts.status.as_ref().map_or(0, |s| s.ready_replicas);
+        if settings.upscale_only_when_leader_ready && ready != leader_replicas {
+            return Ok(Decision::Wait(format!(
+                "upscale to {leader_replicas} waits: not all leader replicas are ready ({ready}/{leader_replicas} ready in {leader_name})"
+            )));
+        }
+        return Ok(Decision::Scale {
+            to: leader_replicas,
+            reason: format!("scaling up statefulset to match leader {leader_name}"),
+            coordinated: false,
+        });
+    }
+    if leader_replicas < current {
+        return match check_min_time(group, ctx.downscale_record, &sts.name, ctx.now) {
+            MinTimeVerdict::Elapsed => Ok(Decision::Scale {
+                to: leader_replicas,
+                reason: format!(
+                    "scaling down statefulset to match leader {leader_name}; the min time between zone downscales has passed"
+                ),
+                coordinated: true,
+            }),
+            wait @ MinTimeVerdict::Wait { .. } => {
+                Ok(Decision::Wait(format!("downscale to {leader_replicas} waits: {}", wait.describe())))
+            }
+            MinTimeVerdict::Invalid(reason) => {
+                Err(format!("cannot check the min time between zone downscales: {reason}"))
+            }
+        };
+    }
+    Ok(Decision::Keep)
+}
+
+// ----- Mirror replicas and delayed downscale (pure functions over what the shell fetched) -----
+
+/// The parts of a reference resource's `scale` subresource that scaling reads. `None` = null or absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReferenceScale {
+    pub spec_replicas: Option<i64>,
+    pub status_replicas: Option<i64>,
+}
+
+/// What to do for one mirror StatefulSet, before any pod is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MirrorStep {
+    /// Replicas already match: write back `write_back` (if any) and cancel delayed downscale on `cancel`.
+    Steady { replicas: u32, cancel: Range<u32>, write_back: Option<u32> },
+    /// Patch to `to` (upscale, or downscale without a configured delay); cancel on `cancel` first.
+    Scale { from: u32, to: u32, cancel: Range<u32>, reason: String },
+    /// Delayed downscale: cancel on `cancel`, ask `prepare` to prepare, then [`delayed_downscale_target`].
+    DelayedDownscale { from: u32, desired: u32, cancel: Range<u32>, prepare: Range<u32>, delay: Duration },
+    /// Nothing may change now; write back the current replicas (if any).
+    Wait { reason: String, write_back: Option<u32> },
+}
+
+/// The replica count to write into the reference's `status.replicas`, if it differs and write-back is on.
+pub fn write_back_value(mirror: &MirrorSettings, scale: &ReferenceScale, value: u32) -> Option<u32> {
+    (mirror.write_back && scale.status_replicas != Some(i64::from(value))).then_some(value)
+}
+
+/// The mirror decision for `sts` given its reference's `scale`. `rollout` is [`rollout_in_progress`] of its group.
+pub fn plan_mirror(
+    sts: &StatefulSetView,
+    settings: &ScalingSettings,
+    scale: &ReferenceScale,
+    rollout: Option<&str>,
+) -> Result<MirrorStep, ScalingError> {
+    let err = |m: String| ScalingError::new(&sts.name, m);
+    let mirror = match &settings.mirror {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => return Err(err(e.to_string())),
+        None => return Err(err("no mirror annotations".to_string())),
+    };
+    let current = sts.replicas;
+    let desired = match (settings.force_replicas, scale.spec_replicas) {
+        (Some(force), _) => force,
+        (None, None) => {
+            return Ok(MirrorStep::Wait {
+                reason: format!(
+                    "{}/{} has no spec.replicas in its scale subresource; not scaling (a missing replica count is never read as 1)",
+                    mirror.kind, mirror.name
+                ),
+                write_back: None,
+            });
+        }
+        (None, Some(n)) => u32::try_from(n)
+            .map_err(|_| err(format!("{}/{} scale spec.replicas {n} is out of range", mirror.kind, mirror.name)))?,
+    };
+    let delayed = match &settings.delayed_downscale {
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) if desired != current => {
+            return Err(err(format!("not scaling statefulset due to failed scaling delay check: {e}")));
+        }
+        _ => None,
+    };
+    if desired == current {
+        return Ok(MirrorStep::Steady {
+            replicas: current,
+            cancel: if delayed.is_some() { 0..current } else { 0..0 },
+            write_back: write_back_value(mirror, scale, current),
+        });
+    }
+    if desired > current {
+        return Ok(MirrorStep::Scale {
+            from: current,
+            to: desired,
+            cancel: if delayed.is_some() { 0..current } else { 0..0 },
+            reason: format!(
+                "scaling up statefulset to match replicas in the reference resource {}/{}",
+                mirror.kind, mirror.name
+            ),
+        });
+    }
+    if let Some(why) = rollout {
+        return Ok(MirrorStep::Wait {
+            reason: format!("downscale from {current} to {desired} waits: {why}"),
+            write_back: write_back_value(mirror, scale, current),
+        });
+    }
+    Ok(match delayed {
+        None => MirrorStep::Scale {
+            from: current,
+            to: desired,
+            cancel: 0..0,
+            reason: format!(
+                "scaling down statefulset to match replicas in the reference resource {}/{}",
+                mirror.kind, mirror.name
+            ),
+        },
+        Some(d) => MirrorStep::DelayedDownscale {
+            from: current,
+            desired,
+            cancel: 0..desired,
+            prepare: desired..current,
+            delay: d.delay,
+        },
+    })
+}
+
+/// Why a delayed downscale does not happen (yet).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DelayedDownscaleError {
+    #[error("failed prepare pods for delayed downscale: {0}")]
+    Prepare(String),
+    #[error(
+        "configured downscale delay {} has not been reached for any pods at the end of statefulset replicas range",
+        crate::duration::format_go_duration(*delay)
+    )]
+    NotReached { delay: Duration },
+}
+
+/// How far a delayed downscale from `from` towards `desired` may go now: walking down from the last replica, every
+/// replica that has been preparing for at least `delay` (by its own timestamp in `prepared`) may go; the walk stops
+/// at the first replica without a timestamp or not prepared long enough (only the tail is removed).
+pub fn delayed_downscale_target(
+    from: u32,
+    desired: u32,
+    delay: Duration,
+    prepared: &BTreeMap<u32, Timestamp>,
+    now: Timestamp,
+) -> Result<u32, DelayedDownscaleError> {
+    let mut allowed = from;
+    for ordinal in (desired..from).rev() {
+        let Some(at) = prepared.get(&ordinal) else { break };
+        let elapsed = now.as_millisecond().saturating_sub(at.as_millisecond());
+        if elapsed < 0 || (elapsed as u128) < delay.as_millis() {
+            break;
+        }
+        allowed = ordinal;
+    }
+    if allowed == from { Err(DelayedDownscaleError::NotReached { delay }) } else { Ok(allowed) }
+}
+
+/// Reads a pod's answer to a delayed-downscale POST: 2xx with JSON `{"timestamp": <unix seconds>}` (non-zero).
+pub fn prepare_response_timestamp(status: u16, body: &[u8]) -> Result<Timestamp, String> {
+    if !(200..300).contains(&status) {
+        let text = String::from_utf8_lossy(body);
+        return Err(format!("HTTP status {status}: {}", text.chars().take(200).collect::<String>()));
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        timestamp: i64,
+    }
+    let answer: Answer = serde_json::from_slice(body).map_err(|e| format!("response is not JSON: {e}"))?;
+    if answer.timestamp == 0 {
+        return Err("no timestamp in response".to_string());
+    }
+    Timestamp::from_second(answer.timestamp).map_err(|e| format!("timestamp {} out of range: {e}", answer.timestamp))
+}
+
+/// The URL of replica `ordinal` of `sts`: host `<sts>-<ordinal>.<serviceName>.<namespace>.svc.<cluster-domain>`,
+/// everything else from `url`. A StatefulSet without `spec.serviceName` gets an error, not a malformed host.
+pub fn pod_endpoint(
+    sts: &StatefulSetView,
+    url: &PodUrl,
+    ordinal: u32,
+    namespace: &str,
+    cluster_domain: &str,
+) -> Result<String, ScalingError> {
+    if sts.service_name.is_empty() {
+        return Err(ScalingError::new(
+            &sts.name,
+            "spec.serviceName is empty; pod DNS names (and delayed downscale calls) need the StatefulSet's governing service",
+        ));
+    }
+    let host = format!("{}-{ordinal}.{}.{namespace}.svc.{cluster_domain}", sts.name, sts.service_name);
+    Ok(url.with_host(&host))
+}
+
+/// Endpoints of every replica in `ordinals`.
+pub fn pod_endpoints(
+    sts: &StatefulSetView,
+    url: &PodUrl,
+    ordinals: Range<u32>,
+    namespace: &str,
+    cluster_domain: &str,
+) -> Result<Vec<(u32, String)>, ScalingError> {
+    ordinals.map(|i| pod_endpoint(sts, url, i, namespace, cluster_domain).map(|u| (i, u))).collect()
+}

@@ -1,0 +1,341 @@
+//! The shell side of scaling coordination: fetching what `rollout_core::scaling` decides on, and carrying out its
+//! decisions.
+//!
+//! Owns: resolving a mirror StatefulSet's reference resource (API discovery over every version of its group, then
+//! the `scale` subresource), the delayed-downscale pod calls (DELETE to cancel, POST to prepare) through the pod
+//! HTTP client port, the status write-back to the reference, and claiming leader/follower downscales in the group
+//! downscale record before patching. It decides nothing itself: what to scale, to what and whether to wait all come
+//! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
+
+use crate::cluster::{ApiError, ApiResourceRef, ClusterApi};
+use crate::downscale_record::{Claim, RecordStoreError, claim_downscale, undo_claim};
+use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
+use jiff::Timestamp;
+use rollout_core::group::GroupSnapshot;
+use rollout_core::scaling::{
+    DelayedDownscaleSettings, MirrorStep, ReferenceScale, ScalingError, ScalingSettings, delayed_downscale_target,
+    plan_mirror, pod_endpoints, prepare_response_timestamp, rollout_in_progress, write_back_value,
+};
+use rollout_core::view::StatefulSetView;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// Settings of the scaling shell, from the command line.
+#[derive(Debug, Clone)]
+pub struct ScalingConfig {
+    /// `-kubernetes.namespace`: pod DNS names are `<pod>.<service>.<namespace>.svc.<cluster-domain>`.
+    pub namespace: String,
+    /// `-kubernetes.cluster-domain`.
+    pub cluster_domain: String,
+    /// `-zone-tracker.config-map-name`: the group downscale record shared with the prepare-downscale webhook.
+    pub downscale_record: String,
+    /// Pod calls in flight per StatefulSet.
+    pub pod_concurrency: usize,
+}
+
+impl Default for ScalingConfig {
+    fn default() -> Self {
+        ScalingConfig {
+            namespace: "default".to_string(),
+            cluster_domain: "cluster.local.".to_string(),
+            downscale_record: "rollout-operator-zone-tracker".to_string(),
+            pod_concurrency: DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
+/// A pod client for controllers that are not given one: every call fails, so delayed downscale never removes a pod.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPodClient;
+
+impl PodHttpClient for NoPodClient {
+    async fn call(&self, _request: PodRequest) -> Result<crate::pod_client::PodResponse, PodCallError> {
+        Err(PodCallError::Setup("no pod HTTP client configured".to_string()))
+    }
+}
+
+/// A replica change the mirror step decided, to be executed like any other scale action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorScale {
+    pub statefulset: String,
+    pub from: u32,
+    pub to: u32,
+    pub reason: String,
+    pub resource_version: String,
+    /// Write `to` back into the reference's `status.replicas` once the patch succeeded.
+    pub write_back: Option<(ApiResourceRef, String)>,
+}
+
+/// What the mirror step found for a group.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorOutcome {
+    /// At most one StatefulSet to patch (the first in name order that needs it).
+    pub scale: Option<MirrorScale>,
+    pub waits: Vec<String>,
+    pub errors: Vec<ScalingError>,
+}
+
+/// Finds the reference resource: every mapping of `(group, kind)`; the first whose `scale` GET succeeds wins; if all
+/// fail, the first error.
+async fn resolve_scale<C: ClusterApi>(
+    api: &C,
+    group: &str,
+    kind: &str,
+    name: &str,
+) -> Result<(ApiResourceRef, ReferenceScale), String> {
+    let resources = api
+        .discover_resources(group, kind)
+        .await
+        .map_err(|e| format!("unable to find custom resource mapping for reference resource {kind}/{name}: {e}"))?;
+    if resources.is_empty() {
+        return Err(format!(
+            "unable to find custom resource mapping for reference resource {kind}/{name}: no {kind} in API group {group:?}"
+        ));
+    }
+    let mut first_error = None;
+    for resource in resources {
+        match api.get_scale(&resource, name).await {
+            Ok(scale) => {
+                let reference = ReferenceScale {
+                    spec_replicas: scale.pointer("/spec/replicas").and_then(serde_json::Value::as_i64),
+                    status_replicas: scale.pointer("/status/replicas").and_then(serde_json::Value::as_i64),
+                };
+                return Ok((resource, reference));
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let e = first_error.map_or_else(String::new, |e: ApiError| e.to_string());
+    Err(format!("failed to query scale subresource for {kind}/{name}: {e}"))
+}
+
+/// Writes `value` into the reference's `status.replicas` (JSON merge patch). Errors are only logged.
+pub async fn write_back<C: ClusterApi>(api: &C, resource: &ApiResourceRef, name: &str, value: u32) {
+    let patch = serde_json::json!({ "status": { "replicas": value } });
+    match api.patch_resource_status(resource, name, &patch).await {
+        Ok(()) => {
+            tracing::debug!(reference = %name, replicas = value, "updated status.replicas of the reference resource")
+        }
+        Err(error) => {
+            tracing::warn!(reference = %name, %error, "failed to update status.replicas of the reference resource")
+        }
+    }
+}
+
+/// Cancels delayed downscale on `ordinals` (DELETE). Never fails: 409 means the pod's partition state is locked
+/// (fine); other failures are logged.
+async fn cancel<H: PodHttpClient>(
+    pods: &H,
+    cfg: &ScalingConfig,
+    sts: &StatefulSetView,
+    delayed: &DelayedDownscaleSettings,
+    ordinals: Range<u32>,
+) {
+    if ordinals.is_empty() {
+        return;
+    }
+    let endpoints = match pod_endpoints(sts, &delayed.url, ordinals, &cfg.namespace, &cfg.cluster_domain) {
+        Ok(e) => e,
+        Err(error) => {
+            tracing::warn!(statefulset = %sts.name, %error, "cannot cancel delayed downscale");
+            return;
+        }
+    };
+    let requests = endpoints.iter().map(|(_, url)| PodRequest::delete(url.clone())).collect();
+    for ((_, url), result) in endpoints.iter().zip(call_all(pods, requests, cfg.pod_concurrency, false).await) {
+        match result {
+            Ok(r) if r.is_success() => {}
+            Ok(r) if r.status == 409 => {
+                tracing::info!(statefulset = %sts.name, %url, "delayed downscale not cancelled: partition state locked")
+            }
+            Ok(r) => tracing::error!(statefulset = %sts.name, %url, status = r.status, body = %r.body_text(),
+                "failed to cancel delayed downscale"),
+            Err(error) => tracing::error!(statefulset = %sts.name, %url, %error, "failed to cancel delayed downscale"),
+        }
+    }
+}
+
+/// Asks `ordinals` to prepare (POST) and returns each replica's preparation time; any failure fails the whole step.
+async fn prepare<H: PodHttpClient>(
+    pods: &H,
+    cfg: &ScalingConfig,
+    sts: &StatefulSetView,
+    delayed: &DelayedDownscaleSettings,
+    ordinals: Range<u32>,
+) -> Result<BTreeMap<u32, Timestamp>, ScalingError> {
+    let endpoints = pod_endpoints(sts, &delayed.url, ordinals, &cfg.namespace, &cfg.cluster_domain)?;
+    let requests = endpoints.iter().map(|(_, url)| PodRequest::post(url.clone())).collect();
+    let results = call_all(pods, requests, cfg.pod_concurrency, true).await;
+    let mut prepared = BTreeMap::new();
+    let mut first_error = None;
+    for ((ordinal, url), result) in endpoints.into_iter().zip(results) {
+        let outcome = match result {
+            Ok(response) => prepare_response_timestamp(response.status, &response.body),
+            // Abandoned because another call failed: that failure is the one to report.
+            Err(PodCallError::Cancelled { .. }) => continue,
+            Err(e) => Err(e.to_string()),
+        };
+        match outcome {
+            Ok(at) => {
+                prepared.insert(ordinal, at);
+            }
+            Err(e) => {
+                first_error.get_or_insert(format!("{url}: {e}"));
+            }
+        }
+    }
+    match first_error {
+        None => Ok(prepared),
+        Some(e) => Err(ScalingError::new(&sts.name, format!("failed prepare pods for delayed downscale: {e}"))),
+    }
+}
+
+/// The mirror step over a group, in name order: reads each mirror StatefulSet's reference, cancels or prepares
+/// delayed downscale on its pods, writes status back, and returns the first replica change due.
+pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
+    api: &C,
+    pods: &H,
+    cfg: &ScalingConfig,
+    group: &GroupSnapshot,
+    now: Timestamp,
+) -> MirrorOutcome {
+    let mut outcome = MirrorOutcome::default();
+    let rollout = rollout_in_progress(group);
+    for member in &group.members {
+        let sts = &member.sts;
+        let settings = ScalingSettings::of(sts);
+        // Unusable mirror settings were already reported by the core's scaling pass.
+        let Some(Ok(mirror)) = &settings.mirror else { continue };
+        let (resource, scale) = match resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await {
+            Ok(found) => found,
+            Err(e) => {
+                outcome.errors.push(ScalingError::new(&sts.name, e));
+                continue;
+            }
+        };
+        let step = match plan_mirror(sts, &settings, &scale, rollout.as_deref()) {
+            Ok(step) => step,
+            Err(e) => {
+                outcome.errors.push(e);
+                if let Some(v) = write_back_value(mirror, &scale, sts.replicas) {
+                    write_back(api, &resource, &mirror.name, v).await;
+                }
+                continue;
+            }
+        };
+        let delayed = match &settings.delayed_downscale {
+            Some(Ok(d)) => Some(d),
+            _ => None,
+        };
+        let keep_current = |outcome: &mut MirrorOutcome, error: ScalingError| outcome.errors.push(error);
+        match step {
+            MirrorStep::Steady { replicas, cancel: range, write_back: wb } => {
+                if let Some(v) = wb {
+                    write_back(api, &resource, &mirror.name, v).await;
+                }
+                if let Some(d) = delayed {
+                    cancel(pods, cfg, sts, d, range).await;
+                }
+                tracing::debug!(statefulset = %sts.name, replicas, "replicas match the reference resource");
+            }
+            MirrorStep::Wait { reason, write_back: wb } => {
+                if let Some(v) = wb {
+                    write_back(api, &resource, &mirror.name, v).await;
+                }
+                outcome.waits.push(format!("{}: {reason}", sts.name));
+            }
+            MirrorStep::Scale { from, to, cancel: range, reason } => {
+                if let Some(d) = delayed {
+                    cancel(pods, cfg, sts, d, range).await;
+                }
+                outcome.scale = Some(MirrorScale {
+                    statefulset: sts.name.clone(),
+                    from,
+                    to,
+                    reason,
+                    resource_version: sts.resource_version.clone(),
+                    write_back: mirror.write_back.then(|| (resource.clone(), mirror.name.clone())),
+                });
+                return outcome;
+            }
+            MirrorStep::DelayedDownscale { from, desired, cancel: range, prepare: to_prepare, delay } => {
+                let Some(d) = delayed else { continue };
+                cancel(pods, cfg, sts, d, range).await;
+                let prepared = match prepare(pods, cfg, sts, d, to_prepare).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(statefulset = %sts.name, error = %e, "not scaling statefulset due to failed scaling delay check");
+                        keep_current(&mut outcome, e);
+                        if let Some(v) = write_back_value(mirror, &scale, from) {
+                            write_back(api, &resource, &mirror.name, v).await;
+                        }
+                        continue;
+                    }
+                };
+                match delayed_downscale_target(from, desired, delay, &prepared, now) {
+                    Ok(allowed) => {
+                        tracing::info!(statefulset = %sts.name, from, allowed, desired,
+                            "downscale delay has been reached on some downscaled pods");
+                        outcome.scale = Some(MirrorScale {
+                            statefulset: sts.name.clone(),
+                            from,
+                            to: allowed,
+                            reason: format!(
+                                "scaling down statefulset to computed desired replicas, based on replicas in the \
+                                 reference resource {}/{} ({desired}) and elapsed downscale delays",
+                                mirror.kind, mirror.name
+                            ),
+                            resource_version: sts.resource_version.clone(),
+                            write_back: mirror.write_back.then(|| (resource.clone(), mirror.name.clone())),
+                        });
+                        return outcome;
+                    }
+                    Err(e) => {
+                        outcome.waits.push(format!("{}: downscale from {from} to {desired} waits: {e}", sts.name));
+                        if let Some(v) = write_back_value(mirror, &scale, from) {
+                            write_back(api, &resource, &mirror.name, v).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    outcome
+}
+
+/// Whether a leader/follower downscale may go ahead, claimed in the group downscale record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DownscaleClaim {
+    /// Recorded; `previous` is the entry before the claim (to undo it if the patch is refused).
+    Claimed { previous: Option<Timestamp> },
+    /// Another actor downscaled a zone within the min time (or a value it depends on is unusable).
+    Refused(String),
+}
+
+pub async fn claim<C: ClusterApi>(
+    api: &C,
+    cfg: &ScalingConfig,
+    group: &GroupSnapshot,
+    statefulset: &str,
+    now: Timestamp,
+) -> Result<DownscaleClaim, RecordStoreError> {
+    Ok(match claim_downscale(api, &cfg.downscale_record, group, statefulset, now).await? {
+        Claim::Claimed { previous } => DownscaleClaim::Claimed { previous },
+        Claim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
+    })
+}
+
+/// Gives a claim back after the patch it was for was definitely not applied.
+pub async fn release<C: ClusterApi>(
+    api: &C,
+    cfg: &ScalingConfig,
+    statefulset: &str,
+    previous: Option<Timestamp>,
+    claimed_at: Timestamp,
+) {
+    if let Err(error) = undo_claim(api, &cfg.downscale_record, statefulset, previous, claimed_at).await {
+        tracing::warn!(%statefulset, %error, "could not undo the downscale claim; the group waits the min time");
+    }
+}
