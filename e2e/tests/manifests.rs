@@ -258,7 +258,7 @@ fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
 
 #[test]
 fn named_grants_follow_the_flags() {
-    // resourceNames in the webhooks Role must name the Secret and ConfigMap the operator is told to use.
+    // resourceNames in the Roles must name the Secret and ConfigMap the operator is told to use.
     let objects = build("webhooks");
     let a = args(deployment(&objects));
     let flag = |name: &str, default: &str| {

@@ -14,7 +14,7 @@
 //! Nothing else here needs editing: YAML changes are picked up from the built overlays.
 
 use rollout_e2e::manifests::{KubeObject, kustomize_build, parse_kube_object, repo_root};
-use rollout_operator::kube_adapter::{ApiPermission, RBAC_REQUIREMENTS};
+use rollout_operator::kube_adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// (API group, resource, verb).
@@ -24,17 +24,10 @@ type Perm = (String, String, String);
 /// webhooks and TLS certificate (issue 6), whose adapter code is not on this branch yet. Delete each line once
 /// RBAC_REQUIREMENTS has it; delete the list once empty.
 const GRANTED_FOR_ISSUE_5_6_PENDING_ADAPTER_ENTRIES: &[(&str, &str, &str)] = &[
-    // issue 5, scaling: replica patches (leader/follower, mirror, force) and mirroring a ReplicaTemplate.
-    ("apps", "statefulsets", "patch"),
-    ("rollout-operator.grafana.com", "replicatemplates/scale", "get"),
-    ("rollout-operator.grafana.com", "replicatemplates/status", "patch"),
-    // issue 6, webhooks: the certificate Secret, the group downscale record, parent lookups, CA injection.
+    // issue 6, webhooks: the certificate Secret, parent lookups, CA injection.
     ("", "secrets", "get"),
     ("", "secrets", "create"),
     ("", "secrets", "update"),
-    ("", "configmaps", "get"),
-    ("", "configmaps", "create"),
-    ("", "configmaps", "update"),
     ("apps", "statefulsets", "get"),
     ("apps", "deployments", "get"),
     ("apps", "replicasets", "get"),
@@ -50,7 +43,6 @@ const GRANTED_FOR_ISSUE_5_6_PENDING_ADAPTER_ENTRIES: &[(&str, &str, &str)] = &[
 /// (group, resource, verb); an empty verb means every verb.
 const WEBHOOK_ONLY: &[(&str, &str, &str)] = &[
     ("", "secrets", ""),
-    ("", "configmaps", ""),
     ("apps", "statefulsets", "get"),
     ("apps", "deployments", ""),
     ("apps", "replicasets", ""),
@@ -72,8 +64,14 @@ fn perm(group: &str, resource: &str, verb: &str) -> Perm {
     (group.to_string(), resource.to_string(), verb.to_string())
 }
 
+/// What the adapter uses, with mirror targets instantiated for the shipped ReplicaTemplate CRD (the only mirror
+/// target the deploy RBAC can know; users add grants for their own kinds).
 fn requirements() -> BTreeSet<Perm> {
-    RBAC_REQUIREMENTS.iter().map(|ApiPermission { group, resource, verb }| perm(group, resource, verb)).collect()
+    RBAC_REQUIREMENTS
+        .iter()
+        .chain(REPLICA_TEMPLATE_PERMISSIONS)
+        .map(|ApiPermission { group, resource, verb }| perm(group, resource, verb))
+        .collect()
 }
 
 fn pending() -> BTreeSet<Perm> {
