@@ -16,6 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// The incarnation the user's actor (standing in for the prepare-downscale webhook's record claims) sends with its
+/// requests; controller processes count from 1.
+pub const WEBHOOK_INCARNATION: u64 = 0;
+
 /// The tag API requests are sent with; replies use the tag the client chose.
 pub const TAG_API: u64 = 1;
 
@@ -145,7 +149,11 @@ pub async fn serve(env: ServerEnv) {
 
 fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     let mut store = env.store.lock().unwrap();
-    let who = format!("controller#{}", req.knowledge.incarnation);
+    let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION {
+        "webhook".to_string()
+    } else {
+        format!("controller#{}", req.knowledge.incarnation)
+    };
     let reply = match &req.op {
         Op::DeletePod { name, preconditions } => {
             let result = store.api_delete_pod(name, preconditions, req.knowledge);
@@ -198,7 +206,9 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::PatchReplicas { name, replicas, resource_version } => {
+            store.writer = who.clone();
             let result = store.api_patch_replicas(name, *replicas, resource_version).map(Box::new);
+            store.writer = "cluster".to_string();
             let line = match &result {
                 Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
                 Err(e) => format!("PATCH {name} replicas={replicas} -> {}", e.kind()),

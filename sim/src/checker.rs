@@ -12,6 +12,12 @@
 //! StatefulSet beyond `rollout-max-unavailable`), 4 no zero-pod ready (currentRevision is advanced only when every pod
 //! exists, is Ready and is on that revision), and "paused is left alone" (no deletions in a paused StatefulSet).
 //! Liveness is checked by the world at the end of the run.
+//!
+//! Invariant 3 (min time between zone downscales) is judged on every committed decrease of a StatefulSet's
+//! `spec.replicas`, whoever made it (the controller's leader/follower scaling, or the user's change admitted by the
+//! prepare-downscale webhook): see [`Checker::record_downscale`]. A decrease of a StatefulSet carrying
+//! `grafana.com/rollout-force-replicas` is exempt by design (force replicas applies at once); the scaling scenario sets
+//! none, so nothing is exempted there.
 
 use crate::objects::{PodSum, StsSum};
 use std::collections::BTreeMap;
@@ -44,6 +50,49 @@ pub const MAX_UNAVAILABLE: &str = "max unavailable";
 pub const NO_ZERO_POD_READY: &str = "no zero-pod ready";
 pub const PAUSED: &str = "paused is left alone";
 pub const LIVENESS: &str = "liveness";
+pub const MIN_TIME: &str = "min time between zone downscales";
+
+/// One committed decrease of a StatefulSet's `spec.replicas`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Downscale {
+    /// Commit time (simulated time since the run started).
+    pub at: Duration,
+    pub sts: String,
+    pub group: String,
+    pub from: u32,
+    pub to: u32,
+    /// Who wrote it (`controller#N`, `webhook`, ...).
+    pub by: String,
+    /// `grafana.com/min-time-between-zones-downscale` of the StatefulSet, if set and valid.
+    pub min_time: Option<Duration>,
+    /// When the group downscale record dated it: the claim written for this decrease (whole seconds, as the record
+    /// stores them), `None` when no claim was written for it since the StatefulSet's previous decrease.
+    pub claimed_at: Option<Duration>,
+    /// Carries `grafana.com/rollout-force-replicas`: exempt from the min time by design.
+    pub exempt: bool,
+}
+
+impl Downscale {
+    /// The time the protocol dates this downscale at: its claim, or its commit when it had none.
+    pub fn dated(&self) -> Duration {
+        self.claimed_at.map_or(self.at, |c| c.min(self.at))
+    }
+
+    pub fn describe(&self) -> String {
+        let claim = match self.claimed_at {
+            Some(c) => format!("claimed at {:.0}s", c.as_secs_f64()),
+            None => "no claim".to_string(),
+        };
+        format!(
+            "{} {} -> {} by {} committed at {:.3}s ({claim})",
+            self.sts,
+            self.from,
+            self.to,
+            self.by,
+            self.at.as_secs_f64()
+        )
+    }
+}
 
 type History<T> = BTreeMap<String, Vec<(u64, Option<T>)>>;
 
@@ -54,6 +103,11 @@ pub struct Checker {
     own: Vec<OwnWrite>,
     pub violations: Vec<Violation>,
     pub writes_judged: u64,
+    /// Every committed decrease of `spec.replicas`, in commit order.
+    pub downscales: Vec<Downscale>,
+    /// The shortest time between the commits of two decreases of different StatefulSets of one group that are
+    /// subject to a min time (a figure: commits may be closer than the min time by the earlier one's claim lag).
+    pub min_commit_gap: Option<Duration>,
 }
 
 /// The state as the controller knew it.
@@ -203,6 +257,39 @@ impl Checker {
             sts: sts.to_string(),
             revision: revision.to_string(),
         });
+    }
+
+    /// Judges a committed decrease of a StatefulSet's replicas against every earlier one of another StatefulSet of
+    /// its group (DESIGN.md invariant 3). The protocol dates a downscale by its claim in the group downscale record,
+    /// taken before the replica change commits (the claim's CAS is what serialises actors); so a later decrease
+    /// committed at `t2` violates the invariant when `t2 <= dated(earlier) + min time`, where `dated` is the
+    /// earlier decrease's claim (or its commit, when nobody claimed it) and the min time is the larger of both
+    /// StatefulSets'. This also catches a claim taken after a decrease it should have waited for (claim and commit
+    /// order disagreeing). Force-replicas decreases are exempt, as is a pair where neither side has a min time.
+    pub fn record_downscale(&mut self, d: Downscale) {
+        if !d.exempt {
+            let mut found = Vec::new();
+            for prev in self.downscales.iter().filter(|p| p.group == d.group && p.sts != d.sts && !p.exempt) {
+                let Some(min) = prev.min_time.max(d.min_time) else { continue };
+                let gap = d.at.saturating_sub(prev.at);
+                self.min_commit_gap = Some(self.min_commit_gap.map_or(gap, |g| g.min(gap)));
+                if d.at <= prev.dated() + min {
+                    found.push(format!(
+                        "{} only {:.3}s after {} was dated (min time {}s): {}; earlier: {}",
+                        d.sts,
+                        d.at.as_secs_f64() - prev.dated().as_secs_f64(),
+                        prev.sts,
+                        min.as_secs(),
+                        d.describe(),
+                        prev.describe()
+                    ));
+                }
+            }
+            for detail in found {
+                self.violate(d.at, MIN_TIME, detail);
+            }
+        }
+        self.downscales.push(d);
     }
 
     pub fn record_liveness_failure(&mut self, at: Duration, detail: String) {

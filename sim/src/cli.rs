@@ -25,6 +25,10 @@ enum Command {
         /// pauses.
         #[arg(long, default_value = "all")]
         faults: String,
+        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
+        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
+        #[arg(long)]
+        scaling: bool,
     },
     /// Many seeds; prints each failing seed and the throughput.
     Batch {
@@ -38,6 +42,10 @@ enum Command {
         /// Stop at the first failing seed.
         #[arg(long)]
         fail_fast: bool,
+        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
+        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
+        #[arg(long)]
+        scaling: bool,
     },
     /// Runs each seed twice and compares the whole traces (madsim's own determinism check is weak).
     Determinism {
@@ -45,6 +53,10 @@ enum Command {
         seeds: String,
         #[arg(long, default_value = "all")]
         faults: String,
+        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
+        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
+        #[arg(long)]
+        scaling: bool,
     },
     /// One seed with its full trace.
     Replay {
@@ -57,16 +69,21 @@ enum Command {
         /// Also print the controller's own logs (timestamps are simulated time).
         #[arg(long)]
         logs: bool,
+        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
+        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
+        #[arg(long)]
+        scaling: bool,
     },
 }
 
-fn scenario(planner: &str, faults: &str) -> Result<Scenario, String> {
+fn scenario(planner: &str, faults: &str, scaling: bool) -> Result<Scenario, String> {
     let planner = PlannerKind::parse(planner).ok_or_else(|| {
         let names: Vec<&str> = PlannerKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown planner {planner:?}; one of: {}", names.join(", "))
     })?;
     let faults = FaultMix::parse(faults)?;
-    Ok(Scenario { planner, faults, ..Scenario::default() })
+    let base = if scaling { Scenario::scaling() } else { Scenario::default() };
+    Ok(Scenario { planner, faults, ..base })
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
@@ -91,8 +108,8 @@ fn summary(o: &Outcome) {
     );
 }
 
-fn replay(seed: u64, planner: &str, faults: &str, logs: bool) -> Result<i32, String> {
-    let sc = scenario(planner, faults)?;
+fn replay(seed: u64, planner: &str, faults: &str, logs: bool, scaling: bool) -> Result<i32, String> {
+    let sc = scenario(planner, faults, scaling)?;
     if logs {
         // The controller's own logs; their timestamps are simulated time (madsim answers the clock).
         tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
@@ -107,10 +124,10 @@ fn replay(seed: u64, planner: &str, faults: &str, logs: bool) -> Result<i32, Str
 
 fn run() -> Result<i32, String> {
     match Cli::parse().command {
-        Command::Demo { seed, planner, faults } => replay(seed, &planner, &faults, false),
-        Command::Replay { seed, planner, faults, logs } => replay(seed, &planner, &faults, logs),
-        Command::Determinism { seeds, faults } => {
-            let sc = scenario("real", &faults)?;
+        Command::Demo { seed, planner, faults, scaling } => replay(seed, &planner, &faults, false, scaling),
+        Command::Replay { seed, planner, faults, logs, scaling } => replay(seed, &planner, &faults, logs, scaling),
+        Command::Determinism { seeds, faults, scaling } => {
+            let sc = scenario("real", &faults, scaling)?;
             let (a, b) = parse_range(&seeds)?;
             let mut differing = 0;
             for seed in a..b {
@@ -128,8 +145,8 @@ fn run() -> Result<i32, String> {
             println!("{} seeds run twice, {differing} differed", b - a);
             Ok(if differing == 0 { 0 } else { 1 })
         }
-        Command::Batch { seeds, planner, faults, fail_fast } => {
-            let sc = scenario(&planner, &faults)?;
+        Command::Batch { seeds, planner, faults, fail_fast, scaling } => {
+            let sc = scenario(&planner, &faults, scaling)?;
             let (a, b) = parse_range(&seeds)?;
             let started = Instant::now();
             let mut failures = 0u64;
@@ -141,7 +158,8 @@ fn run() -> Result<i32, String> {
                 sim += o.sim_time;
                 if !o.passed() {
                     failures += 1;
-                    println!("FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner})");
+                    let flag = if scaling { " --scaling" } else { "" };
+                    println!("FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner}{flag})");
                     for v in &o.violations {
                         println!("  {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
                     }

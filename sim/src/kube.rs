@@ -173,6 +173,7 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                 }
             }
         }
+        scale_down(store, kube, &name, replicas, now, &mut next);
         // Status counts follow the pods with a lag.
         let pods: Vec<_> = store.pods.values().filter(|p| objects::owner_of(p) == name).collect();
         let current = status.current_revision.clone().unwrap_or_default();
@@ -205,6 +206,69 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
         }
     }
     next
+}
+
+/// Pods of `name` at or beyond `replicas` go away one at a time, highest ordinal first (the StatefulSet controller's
+/// ordered scale-down: the next is deleted once the previous one is gone); they are not recreated.
+fn scale_down(
+    store: &mut Store,
+    kube: &mut KubeState,
+    name: &str,
+    replicas: u32,
+    now: Instant,
+    next: &mut Option<Instant>,
+) {
+    let prefix = format!("{name}-");
+    let mut excess: Vec<(u32, String)> = store
+        .pods
+        .values()
+        .filter(|p| objects::owner_of(p) == name)
+        .filter_map(|p| {
+            let pod_name = p.metadata.name.clone().unwrap_or_default();
+            let ordinal = pod_name.strip_prefix(&prefix)?.parse::<u32>().ok()?;
+            (ordinal >= replicas).then_some((ordinal, pod_name))
+        })
+        .collect();
+    excess.sort_unstable();
+    let mut terminating = false;
+    for (_, pod_name) in &excess {
+        let Some(p) = store.pods.get(pod_name) else { continue };
+        if p.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        terminating = true;
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let at = *kube.gone_at.entry(uid.clone()).or_insert_with(|| now + kube.rng.millis(1_000, 15_000));
+        if now >= at {
+            kube.gone_at.remove(&uid);
+            kube.ready_at.remove(&uid);
+            kube.create_at.remove(pod_name);
+            store.remove_pod(pod_name);
+            store.trace("kubelet", format!("pod {pod_name} terminated (scaled down)"));
+        } else {
+            min_due(next, at);
+        }
+    }
+    if !terminating && let Some((_, pod_name)) = excess.last() {
+        let mut p = store.pods[pod_name].clone();
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()));
+        store.put_pod(p);
+        store.trace("sts-ctrl", format!("scale down {name} to {replicas}: deleting pod {pod_name}"));
+    }
+}
+
+/// Sets a StatefulSet's `spec.replicas` (a user's or HPA's change, already admitted): bumps the generation.
+pub fn set_replicas(store: &mut Store, sts: &str, replicas: u32, who: &str) {
+    let Some(mut s) = store.statefulsets.get(sts).cloned() else { return };
+    let from = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    if let Some(spec) = s.spec.as_mut() {
+        spec.replicas = Some(replicas as i32);
+    }
+    s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
+    store.writer = who.to_string();
+    store.put_statefulset(s);
+    store.writer = "cluster".to_string();
+    store.trace(who, format!("{sts}: replicas {from} -> {replicas}"));
 }
 
 /// The StatefulSet controller and kubelet process: reacts to every change of the store and to its own timers.

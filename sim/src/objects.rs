@@ -69,6 +69,11 @@ pub fn statefulset(group: &str, name: &str, replicas: u32, max_unavailable: u32)
     }
 }
 
+/// Sets an annotation of a StatefulSet (scaling settings: leader, min time between zone downscales).
+pub fn annotate(sts: &mut StatefulSet, key: &str, value: &str) {
+    sts.metadata.annotations.get_or_insert_with(Default::default).insert(key.into(), value.into());
+}
+
 pub fn template_revision(sts: &StatefulSet) -> String {
     sts.spec
         .as_ref()

@@ -107,6 +107,15 @@ pub struct Store {
     start: Instant,
     changes: Arc<Changes>,
     next_uid: u64,
+    /// Who the StatefulSet writes now being committed come from, for the checker's downscale events (set around a
+    /// replica change by the API server and the user; everything else is the cluster's own components).
+    pub writer: String,
+    /// The group downscale record's ConfigMap name (the controller's `-zone-tracker.config-map-name`).
+    pub downscale_record: String,
+    /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
+    start_wall: Timestamp,
+    /// Per StatefulSet: the record entry its last decrease was dated by (a claim serves one decrease).
+    claims_used: BTreeMap<String, Option<Timestamp>>,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -132,6 +141,10 @@ impl Store {
             start: Instant::now(),
             changes: Arc::default(),
             next_uid: 0,
+            writer: "cluster".to_string(),
+            downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record,
+            start_wall: Timestamp::now(),
+            claims_used: BTreeMap::new(),
         }
     }
 
@@ -176,12 +189,57 @@ impl Store {
     }
 
     pub fn put_statefulset(&mut self, mut sts: StatefulSet) -> StatefulSet {
+        let replicas_of = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
+        if let Some(from) = sts.metadata.name.as_ref().and_then(|n| self.statefulsets.get(n)).map(replicas_of)
+            && replicas_of(&sts) < from
+        {
+            self.note_downscale(&sts, from, replicas_of(&sts));
+        }
         self.rv += 1;
         sts.metadata.resource_version = rv_string(self.rv);
         let name = sts.metadata.name.clone().unwrap_or_default();
         self.statefulsets.insert(name, sts.clone());
         self.commit(false, Obj::Sts(Box::new(sts.clone())));
         sts
+    }
+
+    /// Hands a decrease of `sts`'s replicas (about to commit) to the checker, dated by the claim in the group
+    /// downscale record written for it, if any.
+    fn note_downscale(&mut self, sts: &StatefulSet, from: u32, to: u32) {
+        let name = sts.metadata.name.clone().unwrap_or_default();
+        let view = rollout_core::StatefulSetView::from_k8s(sts).ok();
+        let min_time = view.as_ref().and_then(|v| v.downscale.min_time_between_zones.clone()).and_then(Result::ok);
+        let group = view.as_ref().and_then(|v| v.group.clone()).unwrap_or_default();
+        let exempt = sts
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
+        let entry = self
+            .config_maps
+            .get(&self.downscale_record)
+            .and_then(|cm| {
+                rollout_core::DownscaleRecord::from_config_map_data(&cm.data.clone().unwrap_or_default()).ok()
+            })
+            .and_then(|r| r.last_downscaled.get(&name).copied());
+        let used = self.claims_used.insert(name.clone(), entry);
+        let claimed_at = entry.filter(|e| used != Some(Some(*e))).map(|e| {
+            let since = e.duration_since(self.start_wall);
+            Duration::try_from(since).unwrap_or(Duration::ZERO)
+        });
+        let d = crate::checker::Downscale {
+            at: self.elapsed(),
+            sts: name,
+            group,
+            from,
+            to,
+            by: self.writer.clone(),
+            min_time,
+            claimed_at,
+            exempt,
+        };
+        self.trace("scaling", format!("downscale {}", d.describe()));
+        self.checker.record_downscale(d);
     }
 
     pub fn put_pod(&mut self, mut pod: Pod) -> Pod {

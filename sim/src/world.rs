@@ -15,10 +15,12 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
-use rollout_core::{Planner, RolloutPlanner};
+use rollout_core::{GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
+use rollout_operator::downscale_record::{Claim, claim_downscale};
 use rollout_operator::health::ReadyFlag;
 use rollout_operator::metrics::Metrics;
 use rollout_operator::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::scaling::{NoPodClient, ScalingConfig};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,15 +39,18 @@ pub enum PlannerKind {
     PausedLetsOthersProceed,
     NoExpectations,
     TerminatingCountsAsReady,
+    /// Leader/follower downscales without the min-time check and without claiming them in the downscale record.
+    SkipsMinTimeCheck,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 5] = [
+    pub const ALL: [PlannerKind; 6] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
         PlannerKind::NoExpectations,
         PlannerKind::TerminatingCountsAsReady,
+        PlannerKind::SkipsMinTimeCheck,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +60,7 @@ impl PlannerKind {
             PlannerKind::PausedLetsOthersProceed => "paused-lets-others-proceed",
             PlannerKind::NoExpectations => "no-expectations",
             PlannerKind::TerminatingCountsAsReady => "terminating-counts-as-ready",
+            PlannerKind::SkipsMinTimeCheck => "skips-min-time-check",
         }
     }
 
@@ -156,6 +162,37 @@ pub struct Scenario {
     pub fault_count: (u64, u64),
     pub faults: FaultMix,
     pub planner: PlannerKind,
+    /// Leader/follower scaling in play (`None`: every StatefulSet keeps its replicas).
+    pub scaling: Option<ScalingScenario>,
+}
+
+/// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
+/// StatefulSet carries `grafana.com/min-time-between-zones-downscale`, and a user (or HPA) changes the leader's
+/// replicas at random times of the fault phase. The user's downscales go through the prepare-downscale webhook's
+/// claim in the group downscale record (`claim_downscale` over a cluster client of its own); a refused or failed
+/// claim denies the change. Upscales are applied as asked. No `grafana.com/rollout-force-replicas` (exempt from the
+/// min time by design; the checker would exempt it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalingScenario {
+    pub min_time: Duration,
+    /// How many replica changes of the leader the user asks for (a range, inclusive).
+    pub changes: (u64, u64),
+    /// The replicas the user asks for (inclusive).
+    pub replicas: (u32, u32),
+}
+
+impl Default for ScalingScenario {
+    fn default() -> Self {
+        ScalingScenario { min_time: Duration::from_secs(30), changes: (6, 14), replicas: (1, 5) }
+    }
+}
+
+impl Scenario {
+    /// The scaling scenario: leader/follower scaling with the user changing the leader's replicas, one template
+    /// push, the default fault mix.
+    pub fn scaling() -> Self {
+        Scenario { scaling: Some(ScalingScenario::default()), revisions: 1, ..Scenario::default() }
+    }
 }
 
 impl Default for Scenario {
@@ -170,6 +207,7 @@ impl Default for Scenario {
             fault_count: (4, 12),
             faults: FaultMix::ALL,
             planner: PlannerKind::Real,
+            scaling: None,
         }
     }
 }
@@ -182,6 +220,10 @@ pub struct Outcome {
     pub sim_time: Duration,
     pub writes_judged: u64,
     pub trace: Trace,
+    /// Committed decreases of `spec.replicas` (scaling scenario).
+    pub downscales: u64,
+    /// The shortest time between commits of decreases of two StatefulSets of the group.
+    pub min_downscale_gap: Option<Duration>,
 }
 
 impl Outcome {
@@ -212,7 +254,9 @@ fn sim_config() -> ReconcilerConfig {
 }
 
 async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, planner: P) {
+    let scaling = ScalingConfig { namespace: objects::NAMESPACE.to_string(), ..ScalingConfig::default() };
     Controller::new(api, planner, sim_config(), Arc::new(Metrics::new()))
+        .with_scaling(NoPodClient, scaling)
         .run(ReadyFlag::new(), std::future::pending())
         .await
 }
@@ -253,7 +297,15 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         );
         for z in 0..sc.zones {
             let name = zone_name(z);
-            st.put_statefulset(objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable));
+            let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
+            if let Some(scaling) = &sc.scaling {
+                let min_time = format!("{}s", scaling.min_time.as_secs());
+                objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
+                if z > 0 {
+                    objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &zone_name(0));
+                }
+            }
+            st.put_statefulset(sts);
             for i in 0..sc.replicas {
                 let pod_name = format!("{name}-{i}");
                 let uid = st.new_uid(&pod_name);
@@ -310,6 +362,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     PlannerKind::TerminatingCountsAsReady => {
                         run_controller(api, rollout_known_bugs::TerminatingCountsAsReady).await
                     }
+                    PlannerKind::SkipsMinTimeCheck => run_controller(api, rollout_known_bugs::SkipsMinTimeCheck).await,
                 }
             }
         })
@@ -341,6 +394,30 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 }
             }
         }));
+    }
+
+    // The user (or HPA) scaling the leader, through the prepare-downscale webhook's record claim.
+    if let Some(scaling) = &sc.scaling {
+        let changes = {
+            let mut r = rng.lock().unwrap();
+            let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
+            let mut changes: Vec<(Duration, u32)> = (0..count)
+                .map(|_| {
+                    let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
+                    let to = r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1) as u32;
+                    (at, to)
+                })
+                .collect();
+            changes.sort_unstable();
+            changes
+        };
+        let s = store.clone();
+        handle
+            .create_node()
+            .name("webhook")
+            .ip(IpAddr::from([10, 0, 0, 4]))
+            .init(move || scale_leader(s.clone(), changes.clone(), start))
+            .build();
     }
 
     // Faults.
@@ -470,6 +547,12 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         format!("{} violations", violations.len())
     };
     let judged = st.checker.writes_judged;
+    let downscales = st.checker.downscales.len() as u64;
+    let min_downscale_gap = st.checker.min_commit_gap;
+    if sc.scaling.is_some() {
+        let gap = min_downscale_gap.map_or("none".to_string(), |g| format!("{:.3}s", g.as_secs_f64()));
+        st.trace("checker", format!("{downscales} downscales committed; closest two zones' commits {gap} apart"));
+    }
     st.trace("checker", format!("{verdict}; {judged} controller writes judged"));
     Outcome {
         seed,
@@ -478,6 +561,40 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         sim_time: start.elapsed(),
         writes_judged: st.checker.writes_judged,
         trace: st.trace.clone(),
+        downscales,
+        min_downscale_gap,
+    }
+}
+
+/// The user's replica changes of the leader, at their times: upscales are applied; a downscale is first claimed in
+/// the group downscale record, as the prepare-downscale webhook does on admission, and denied when the claim is
+/// refused or fails (the webhook's failure policy is Fail).
+async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: Instant) {
+    let leader = zone_name(0);
+    let api = SimCluster::connect(apiserver::WEBHOOK_INCARNATION).await.expect("bind webhook endpoint");
+    for (at, to) in changes {
+        tokio::time::sleep_until(start + at).await;
+        let (from, group, record) = {
+            let st = store.lock().unwrap();
+            let from = st.statefulsets[&leader].spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
+            let views = st.statefulsets.values().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
+            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.downscale_record.clone())
+        };
+        if to >= from {
+            if to > from {
+                kube::set_replicas(&mut store.lock().unwrap(), &leader, to, "user");
+            }
+            continue;
+        }
+        let claim = claim_downscale(&api, &record, &group, &leader, Timestamp::now()).await;
+        let mut st = store.lock().unwrap();
+        match claim {
+            Ok(Claim::Claimed { .. }) => kube::set_replicas(&mut st, &leader, to, "webhook"),
+            Ok(Claim::Refused(verdict)) => {
+                st.trace("webhook", format!("denied {leader} {from} -> {to}: {}", verdict.describe()))
+            }
+            Err(e) => st.trace("webhook", format!("denied {leader} {from} -> {to}: {e}")),
+        }
     }
 }
 
@@ -496,7 +613,24 @@ pub fn converged(st: &Store) -> bool {
                     objects::is_ready(p) && p.metadata.deletion_timestamp.is_none() && objects::pod_revision(p) == want
                 })
             })
+            && followers_match_leader(st, sts)
+            && !st.pods.values().any(|p| {
+                objects::owner_of(p) == *name
+                    && p.metadata
+                        .name
+                        .as_deref()
+                        .and_then(|n| n.strip_prefix(&format!("{name}-")))
+                        .and_then(|o| o.parse::<u32>().ok())
+                        .is_some_and(|o| o >= replicas)
+            })
     })
+}
+
+/// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas.
+fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
+    let replicas = |s: &k8s_openapi::api::apps::v1::StatefulSet| s.spec.as_ref().and_then(|s| s.replicas);
+    let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
+    leader.is_none_or(|l| st.statefulsets.get(l).is_some_and(|l| replicas(l) == replicas(sts)))
 }
 
 /// Restarts a node from its init task. Killing first resets its sockets: madsim's `restart` alone leaves the old
