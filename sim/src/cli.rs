@@ -29,6 +29,9 @@ enum Command {
         /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
         #[arg(long)]
         scaling: bool,
+        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
+        #[arg(long)]
+        revisions: Option<u32>,
     },
     /// Many seeds; prints each failing seed and the throughput.
     Batch {
@@ -46,6 +49,9 @@ enum Command {
         /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
         #[arg(long)]
         scaling: bool,
+        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
+        #[arg(long)]
+        revisions: Option<u32>,
     },
     /// Runs each seed twice and compares the whole traces (madsim's own determinism check is weak).
     Determinism {
@@ -57,6 +63,9 @@ enum Command {
         /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
         #[arg(long)]
         scaling: bool,
+        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
+        #[arg(long)]
+        revisions: Option<u32>,
     },
     /// One seed with its full trace.
     Replay {
@@ -73,17 +82,20 @@ enum Command {
         /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
         #[arg(long)]
         scaling: bool,
+        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
+        #[arg(long)]
+        revisions: Option<u32>,
     },
 }
 
-fn scenario(planner: &str, faults: &str, scaling: bool) -> Result<Scenario, String> {
+fn scenario(planner: &str, faults: &str, scaling: bool, revisions: Option<u32>) -> Result<Scenario, String> {
     let planner = PlannerKind::parse(planner).ok_or_else(|| {
         let names: Vec<&str> = PlannerKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown planner {planner:?}; one of: {}", names.join(", "))
     })?;
     let faults = FaultMix::parse(faults)?;
     let base = if scaling { Scenario::scaling() } else { Scenario::default() };
-    Ok(Scenario { planner, faults, ..base })
+    Ok(Scenario { planner, faults, revisions: revisions.unwrap_or(base.revisions), ..base })
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
@@ -108,8 +120,15 @@ fn summary(o: &Outcome) {
     );
 }
 
-fn replay(seed: u64, planner: &str, faults: &str, logs: bool, scaling: bool) -> Result<i32, String> {
-    let sc = scenario(planner, faults, scaling)?;
+fn replay(
+    seed: u64,
+    planner: &str,
+    faults: &str,
+    logs: bool,
+    scaling: bool,
+    revisions: Option<u32>,
+) -> Result<i32, String> {
+    let sc = scenario(planner, faults, scaling, revisions)?;
     if logs {
         // The controller's own logs; their timestamps are simulated time (madsim answers the clock).
         tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
@@ -124,10 +143,14 @@ fn replay(seed: u64, planner: &str, faults: &str, logs: bool, scaling: bool) -> 
 
 fn run() -> Result<i32, String> {
     match Cli::parse().command {
-        Command::Demo { seed, planner, faults, scaling } => replay(seed, &planner, &faults, false, scaling),
-        Command::Replay { seed, planner, faults, logs, scaling } => replay(seed, &planner, &faults, logs, scaling),
-        Command::Determinism { seeds, faults, scaling } => {
-            let sc = scenario("real", &faults, scaling)?;
+        Command::Demo { seed, planner, faults, scaling, revisions } => {
+            replay(seed, &planner, &faults, false, scaling, revisions)
+        }
+        Command::Replay { seed, planner, faults, logs, scaling, revisions } => {
+            replay(seed, &planner, &faults, logs, scaling, revisions)
+        }
+        Command::Determinism { seeds, faults, scaling, revisions } => {
+            let sc = scenario("real", &faults, scaling, revisions)?;
             let (a, b) = parse_range(&seeds)?;
             let mut differing = 0;
             for seed in a..b {
@@ -145,8 +168,8 @@ fn run() -> Result<i32, String> {
             println!("{} seeds run twice, {differing} differed", b - a);
             Ok(if differing == 0 { 0 } else { 1 })
         }
-        Command::Batch { seeds, planner, faults, fail_fast, scaling } => {
-            let sc = scenario(&planner, &faults, scaling)?;
+        Command::Batch { seeds, planner, faults, fail_fast, scaling, revisions } => {
+            let sc = scenario(&planner, &faults, scaling, revisions)?;
             let (a, b) = parse_range(&seeds)?;
             let started = Instant::now();
             let mut failures = 0u64;
@@ -158,7 +181,10 @@ fn run() -> Result<i32, String> {
                 sim += o.sim_time;
                 if !o.passed() {
                     failures += 1;
-                    let flag = if scaling { " --scaling" } else { "" };
+                    let mut flag = if scaling { " --scaling".to_string() } else { String::new() };
+                    if let Some(n) = revisions {
+                        flag.push_str(&format!(" --revisions {n}"));
+                    }
                     println!("FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner}{flag})");
                     for v in &o.violations {
                         println!("  {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);

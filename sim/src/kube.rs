@@ -209,7 +209,8 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
 }
 
 /// Pods of `name` at or beyond `replicas` go away one at a time, highest ordinal first (the StatefulSet controller's
-/// ordered scale-down: the next is deleted once the previous one is gone); they are not recreated.
+/// ordered scale-down: the next is deleted once the previous one is gone, and none while a kept pod is missing or not
+/// Ready); they are not recreated.
 fn scale_down(
     store: &mut Store,
     kube: &mut KubeState,
@@ -249,7 +250,18 @@ fn scale_down(
             min_due(next, at);
         }
     }
-    if !terminating && let Some((_, pod_name)) = excess.last() {
+    // OrderedReady (the default pod management policy): a condemned pod is deleted only while every pod the
+    // StatefulSet keeps exists and is Running and Ready.
+    let kept_healthy = (0..replicas).all(|i| {
+        store
+            .pods
+            .get(&format!("{name}-{i}"))
+            .is_some_and(|p| objects::is_ready(p) && p.metadata.deletion_timestamp.is_none())
+    });
+    if !terminating
+        && kept_healthy
+        && let Some((_, pod_name)) = excess.last()
+    {
         let mut p = store.pods[pod_name].clone();
         p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()));
         store.put_pod(p);

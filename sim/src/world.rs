@@ -188,10 +188,15 @@ impl Default for ScalingScenario {
 }
 
 impl Scenario {
-    /// The scaling scenario: leader/follower scaling with the user changing the leader's replicas, one template
-    /// push, the default fault mix.
+    /// The scaling scenario: leader/follower scaling with the user changing the leader's replicas, the default
+    /// fault mix, no template pushes (the controller only scales; invariant 3 and follower convergence are judged).
     pub fn scaling() -> Self {
-        Scenario { scaling: Some(ScalingScenario::default()), revisions: 1, ..Scenario::default() }
+        Scenario { scaling: Some(ScalingScenario::default()), revisions: 0, ..Scenario::default() }
+    }
+
+    /// Scaling while the user also pushes a template revision: scale-downs interleave with the rollout.
+    pub fn scaling_during_rollout() -> Self {
+        Scenario { revisions: 1, ..Scenario::scaling() }
     }
 }
 
