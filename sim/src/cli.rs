@@ -175,10 +175,17 @@ fn run() -> Result<i32, String> {
             let mut failures = 0u64;
             let mut sim = Duration::ZERO;
             let mut ran = 0u64;
+            let (mut downscales, mut closest) = (0u64, None::<(Duration, u64)>);
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
                 sim += o.sim_time;
+                downscales += o.downscales;
+                if let Some(gap) = o.min_downscale_gap
+                    && closest.is_none_or(|(g, _)| gap < g)
+                {
+                    closest = Some((gap, seed));
+                }
                 if !o.passed() {
                     failures += 1;
                     let mut flag = if scaling { " --scaling".to_string() } else { String::new() };
@@ -193,6 +200,10 @@ fn run() -> Result<i32, String> {
                         break;
                     }
                 }
+            }
+            if scaling {
+                let gap = closest.map_or("none".to_string(), |(g, s)| format!("{:.3}s (seed {s})", g.as_secs_f64()));
+                println!("{downscales} downscales committed; closest commits of two zones' downscales: {gap}");
             }
             let wall = started.elapsed().as_secs_f64();
             println!(
