@@ -423,8 +423,10 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 }
                 Action::Scale { statefulset, from, to, reason, resource_version, coordinated_downscale } => {
                     let mut claimed = None;
+                    // Dated when claimed, not when planned: the plan may be seconds old under API latency.
+                    let claimed_at = wall_clock();
                     if *coordinated_downscale {
-                        match claim(&self.api, &self.scaling, snapshot, statefulset, now).await {
+                        match claim(&self.api, &self.scaling, snapshot, statefulset, claimed_at).await {
                             Ok(DownscaleClaim::Claimed { previous }) => claimed = Some(previous),
                             Ok(DownscaleClaim::Refused(why)) => {
                                 tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, reason = %why,
@@ -450,7 +452,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         Err(source) => {
                             // Definitely not applied: give the claim back so the next pass can try again at once.
                             if let (Some(previous), false) = (claimed, matches!(source, ApiError::Unavailable(_))) {
-                                release(&self.api, &self.scaling, statefulset, previous, now).await;
+                                release(&self.api, &self.scaling, statefulset, previous, claimed_at).await;
                             }
                             Err(ReconcileError::Scale { statefulset: statefulset.clone(), source })
                         }

@@ -136,9 +136,11 @@ impl DownscaleRecord {
         DownscaleRecord { last_downscaled }
     }
 
-    /// Records a downscale of `statefulset` at `at` (second precision, as stored).
+    /// Records a downscale of `statefulset` at `at`, rounded up to the whole second the format stores: rounding
+    /// down would let the next zone go up to a second early.
     pub fn record_downscale(&mut self, statefulset: &str, at: Timestamp) {
-        let at = Timestamp::from_second(at.as_second()).unwrap_or(at);
+        let whole = at.as_second() + i64::from(at.subsec_nanosecond() > 0);
+        let at = Timestamp::from_second(whole).unwrap_or(at);
         self.last_downscaled.insert(statefulset.to_string(), at);
     }
 }

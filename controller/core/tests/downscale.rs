@@ -130,5 +130,8 @@ fn bootstrap_takes_only_zones_that_were_downscaled() {
 fn timestamps_are_stored_at_second_precision() {
     let mut record = DownscaleRecord::default();
     record.record_downscale("a", ts("2026-01-01T12:00:00.987Z"));
-    assert_eq!(format_timestamp(record.last_downscaled["a"]), "2026-01-01T12:00:00Z");
+    // Rounded up: the stored time is never earlier than the downscale.
+    assert_eq!(format_timestamp(record.last_downscaled["a"]), "2026-01-01T12:00:01Z");
+    record.record_downscale("b", ts("2026-01-01T12:00:00Z"));
+    assert_eq!(format_timestamp(record.last_downscaled["b"]), "2026-01-01T12:00:00Z");
 }

@@ -446,3 +446,26 @@ fn plan_json_has_the_documented_shape() {
     );
     assert_eq!(v.as_object().unwrap().len(), 4, "{v}");
 }
+
+/// Regression (simulation seeds 62 and 112): during a scale-down a condemned pod above `spec.replicas` that is
+/// still Ready must not stand in for a missing kept pod. Zone a: spec 2, status says 2, pods a-1 and a-2 (a-0
+/// missing): a is not ready, nothing may be deleted in zone b, and zone a's budget is already spent.
+#[test]
+fn a_ready_pod_above_the_replica_count_does_not_hide_a_missing_pod() {
+    let a = zone("ingester-zone-a", 2, NEW, NEW);
+    let b = zone("ingester-zone-b", 2, OLD, NEW);
+    let mut all = vec![pod(&a, 1, NEW), pod(&a, 2, NEW)];
+    all.extend(pods(&b, &[OLD, OLD]));
+    let group = GroupSnapshot::assemble("ingester", vec![a.clone(), b.clone()], &all);
+    let readiness = rollout_core::Readiness::of(&group.members[0], now());
+    assert!(!readiness.is_ready(), "{}", readiness.describe());
+    assert_eq!((readiness.missing, readiness.available, readiness.unavailable()), (1, 1, 1));
+    let p = plan(vec![a, b], all);
+    assert!(deleted(&p).is_empty(), "deleted {:?} while ingester-zone-a-0 is missing", deleted(&p));
+    assert!(!p.actions.iter().any(|a| matches!(a, Action::SetCurrentRevision { .. })), "{:?}", p.actions);
+
+    // Within one zone: a-0 missing and a-1 outdated; a-2 (condemned, Ready) must not make room to delete a-1.
+    let a = zone("ingester-zone-a", 2, OLD, NEW);
+    let p = plan(vec![a.clone()], vec![pod(&a, 1, OLD), pod(&a, 2, OLD)]);
+    assert!(deleted(&p).is_empty(), "deleted {:?} with max unavailable 1 already spent", deleted(&p));
+}
