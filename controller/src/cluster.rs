@@ -7,7 +7,7 @@
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use std::future::Future;
 use thiserror::Error;
 
@@ -80,4 +80,14 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
         name: &str,
         patch: &serde_json::Value,
     ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+
+    /// Reads a ConfigMap of the namespace; `None` when it does not exist.
+    fn get_config_map(&self, name: &str) -> impl Future<Output = Result<Option<ConfigMap>, ApiError>> + Send;
+
+    /// Creates a ConfigMap; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
+
+    /// Replaces a ConfigMap (HTTP PUT). A `metadata.resourceVersion` is a precondition: the API answers
+    /// [`ApiError::Conflict`] if the object has moved on, so this is a compare-and-swap.
+    fn replace_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
 }

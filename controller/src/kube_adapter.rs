@@ -16,8 +16,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue, Request};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -218,6 +218,9 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission { group: "apps", resource: "statefulsets", verb: "list" },
     ApiPermission { group: "apps", resource: "statefulsets", verb: "watch" },
     ApiPermission { group: "apps", resource: "statefulsets/status", verb: "patch" },
+    ApiPermission { group: "", resource: "configmaps", verb: "get" },
+    ApiPermission { group: "", resource: "configmaps", verb: "create" },
+    ApiPermission { group: "", resource: "configmaps", verb: "update" },
 ];
 
 /// The cluster port on a kube [`Client`], scoped to one namespace.
@@ -226,6 +229,7 @@ pub struct KubeCluster {
     namespace: String,
     pods: Api<Pod>,
     statefulsets: Api<StatefulSet>,
+    config_maps: Api<ConfigMap>,
 }
 
 impl KubeCluster {
@@ -233,6 +237,7 @@ impl KubeCluster {
         let namespace = namespace.into();
         Self {
             pods: Api::namespaced(client.clone(), &namespace),
+            config_maps: Api::namespaced(client.clone(), &namespace),
             statefulsets: Api::namespaced(client, &namespace),
             namespace,
         }
@@ -269,6 +274,29 @@ impl ClusterApi for KubeCluster {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(|err| classify(&err, &format!("patch status of statefulset {}/{name}", self.namespace)))
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        self.config_maps
+            .get_opt(name)
+            .await
+            .map_err(|err| classify(&err, &format!("get configmap {}/{name}", self.namespace)))
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
+        self.config_maps
+            .create(&PostParams::default(), config_map)
+            .await
+            .map_err(|err| classify(&err, &format!("create configmap {}/{name}", self.namespace)))
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
+        self.config_maps
+            .replace(name, &PostParams::default(), config_map)
+            .await
+            .map_err(|err| classify(&err, &format!("replace configmap {}/{name}", self.namespace)))
     }
 }
 
@@ -808,6 +836,88 @@ mod tests {
         );
     }
 
+    // ---- config maps (the group downscale record) ----------------------------------------------------------------
+
+    fn config_map(name: &str, resource_version: &str, data: Value) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS, "resourceVersion": resource_version},
+            "data": data,
+        })
+    }
+
+    fn typed_config_map(value: Value) -> ConfigMap {
+        serde_json::from_value(value).expect("valid ConfigMap")
+    }
+
+    #[tokio::test]
+    async fn get_config_map_returns_the_object_or_none_when_missing() {
+        let (cluster, mut api) = mock_cluster();
+        let getter = cluster.clone();
+        let call = tokio::spawn(async move { getter.get_config_map("zone-tracker").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, "/api/v1/namespaces/default-ns/configmaps/zone-tracker", "");
+        respond
+            .json(200, config_map("zone-tracker", "7", json!({"a": "{\"lastDownscaled\":\"2024-05-01T12:00:00Z\"}"})));
+        let found = call.await.expect("no panic").expect("ok").expect("found");
+        assert_eq!(found.metadata.resource_version.as_deref(), Some("7"));
+        assert!(found.data.expect("data").contains_key("a"));
+
+        let call = tokio::spawn(async move { cluster.get_config_map("zone-tracker").await });
+        let (_, respond) = api.next().await;
+        respond.json(404, status(404, "NotFound", "configmaps \"zone-tracker\" not found"));
+        assert_eq!(call.await.expect("no panic"), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn create_config_map_posts_and_an_existing_one_is_a_conflict() {
+        let (cluster, mut api) = mock_cluster();
+        let creator = cluster.clone();
+        let call = tokio::spawn(async move {
+            creator.create_config_map(&typed_config_map(config_map("zone-tracker", "", json!({})))).await
+        });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::POST, "/api/v1/namespaces/default-ns/configmaps", "");
+        assert_eq!(seen.json()["metadata"]["name"], json!("zone-tracker"));
+        respond.json(201, config_map("zone-tracker", "8", json!({})));
+        let created = call.await.expect("no panic").expect("created");
+        assert_eq!(created.metadata.resource_version.as_deref(), Some("8"));
+
+        let call = tokio::spawn(async move {
+            cluster.create_config_map(&typed_config_map(config_map("zone-tracker", "", json!({})))).await
+        });
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "AlreadyExists", "configmaps \"zone-tracker\" already exists"));
+        assert!(matches!(call.await.expect("no panic"), Err(ApiError::Conflict(_))));
+    }
+
+    #[tokio::test]
+    async fn replace_config_map_sends_the_resource_version_precondition() {
+        let (cluster, mut api) = mock_cluster();
+        let replacer = cluster.clone();
+        let call = tokio::spawn(async move {
+            replacer.replace_config_map(&typed_config_map(config_map("zone-tracker", "41", json!({"a": "x"})))).await
+        });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::PUT, "/api/v1/namespaces/default-ns/configmaps/zone-tracker", "");
+        assert_eq!(seen.json()["metadata"]["resourceVersion"], json!("41"));
+        assert_eq!(seen.json()["data"], json!({"a": "x"}));
+        respond.json(200, config_map("zone-tracker", "42", json!({"a": "x"})));
+        assert_eq!(call.await.expect("no panic").expect("replaced").metadata.resource_version.as_deref(), Some("42"));
+
+        let call = tokio::spawn(async move {
+            cluster.replace_config_map(&typed_config_map(config_map("zone-tracker", "41", json!({})))).await
+        });
+        let (_, respond) = api.next().await;
+        respond.json(409, status(409, "Conflict", "the object has been modified"));
+        assert_eq!(
+            call.await.expect("no panic"),
+            Err(ApiError::Conflict(
+                "replace configmap default-ns/zone-tracker: the object has been modified".to_string()
+            ))
+        );
+    }
+
     // ---- watches ----------------------------------------------------------------------------------------------
 
     #[tokio::test]
@@ -962,6 +1072,24 @@ mod tests {
         let (_, respond) = api.next().await;
         respond.json(200, success_status());
         assert_eq!(call.await.expect("no panic"), Ok(()));
+
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.get_config_map("z").await });
+        let (_, respond) = api.next().await;
+        respond.json(404, status(404, "NotFound", "not found"));
+        assert_eq!(call.await.expect("no panic"), Ok(None));
+        let c = cluster.clone();
+        let cm = typed_config_map(config_map("z", "1", json!({})));
+        let sent = cm.clone();
+        let call = tokio::spawn(async move { c.create_config_map(&sent).await });
+        let (_, respond) = api.next().await;
+        respond.json(201, config_map("z", "2", json!({})));
+        assert!(call.await.expect("no panic").is_ok());
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.replace_config_map(&cm).await });
+        let (_, respond) = api.next().await;
+        respond.json(200, config_map("z", "3", json!({})));
+        assert!(call.await.expect("no panic").is_ok());
 
         let call = tokio::spawn(async move { cluster.patch_statefulset_status("a", &json!({"status": {}})).await });
         let (_, respond) = api.next().await;

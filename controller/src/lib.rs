@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod cli;
 pub mod cluster;
+pub mod downscale_record;
 pub mod health;
 pub mod http_server;
 #[cfg(not(madsim))]

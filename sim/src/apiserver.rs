@@ -8,6 +8,7 @@ use crate::checker::Knowledge;
 use crate::rng::SimRng;
 use crate::store::{Kind, LogEntry, Obj, SharedStore};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::ConfigMap;
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, Preconditions};
 use std::net::SocketAddr;
@@ -25,6 +26,9 @@ pub fn address() -> SocketAddr {
 pub enum Op {
     DeletePod { name: String, preconditions: Preconditions },
     PatchStatus { name: String, patch: serde_json::Value },
+    GetConfigMap { name: String },
+    CreateConfigMap { config_map: Box<ConfigMap> },
+    ReplaceConfigMap { config_map: Box<ConfigMap> },
 }
 
 pub struct Request {
@@ -36,6 +40,7 @@ pub struct Request {
 pub enum Reply {
     Deleted(Result<(), ApiError>),
     Patched(Result<Box<StatefulSet>, ApiError>),
+    ConfigMap(Result<Option<Box<ConfigMap>>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -163,6 +168,27 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
                 store.trace("cluster", snapshot);
             }
             Reply::Patched(result)
+        }
+        Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
+        Op::CreateConfigMap { config_map } => {
+            let result = store.api_create_config_map(config_map);
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("CREATE configmap {name} -> ok"),
+                Err(e) => format!("CREATE configmap {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
+        }
+        Op::ReplaceConfigMap { config_map } => {
+            let result = store.api_replace_config_map(config_map);
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("REPLACE configmap {name} -> ok"),
+                Err(e) => format!("REPLACE configmap {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
     };
     (req.reply_tag, reply)

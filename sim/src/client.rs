@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -180,7 +180,7 @@ impl ClusterApi for SimCluster {
         let op = Op::DeletePod { name: name.to_string(), preconditions: preconditions.clone() };
         match self.call(op).await? {
             Reply::Deleted(r) => r,
-            Reply::Patched(_) => Err(ApiError::Unavailable("mismatched reply".into())),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
 
@@ -188,7 +188,30 @@ impl ClusterApi for SimCluster {
         let op = Op::PatchStatus { name: name.to_string(), patch: patch.clone() };
         match self.call(op).await? {
             Reply::Patched(r) => r.map(|s| *s),
-            Reply::Deleted(_) => Err(ApiError::Unavailable("mismatched reply".into())),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
+            Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
 }

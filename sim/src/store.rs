@@ -9,7 +9,7 @@ use crate::objects::{self, PodSum, StsSum};
 use crate::trace::Trace;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rollout_operator::cluster::{ApiError, Preconditions};
 use std::collections::{BTreeMap, VecDeque};
@@ -90,6 +90,9 @@ pub struct Store {
     pub rv: u64,
     pub statefulsets: BTreeMap<String, StatefulSet>,
     pub pods: BTreeMap<String, Pod>,
+    /// ConfigMaps (the group downscale record). Not watched, so their writes take a resourceVersion but make no
+    /// watch event.
+    pub config_maps: BTreeMap<String, ConfigMap>,
     pub log: VecDeque<LogEntry>,
     /// Watches resuming from a resourceVersion below this get "too old resource version".
     pub compacted_to: u64,
@@ -113,6 +116,7 @@ impl Store {
             rv: 0,
             statefulsets: BTreeMap::new(),
             pods: BTreeMap::new(),
+            config_maps: BTreeMap::new(),
             log: VecDeque::new(),
             compacted_to: 0,
             log_capacity,
@@ -250,6 +254,37 @@ impl Store {
             self.checker.judge_revision(at, k, self.rv + 1, name, &new_rev);
         }
         Ok(self.put_statefulset(new))
+    }
+
+    /// `POST configmaps`: fails with a conflict when the name is taken.
+    pub fn api_create_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        if self.config_maps.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("configmaps \"{name}\" already exists")));
+        }
+        self.rv += 1;
+        let mut cm = cm.clone();
+        cm.metadata.resource_version = rv_string(self.rv);
+        self.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
+    pub fn api_replace_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        let Some(current) = self.config_maps.get(&name) else {
+            return Err(ApiError::NotFound(format!("configmaps \"{name}\" not found")));
+        };
+        if cm.metadata.resource_version.is_some() && cm.metadata.resource_version != current.metadata.resource_version {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified"
+            )));
+        }
+        self.rv += 1;
+        let mut cm = cm.clone();
+        cm.metadata.resource_version = rv_string(self.rv);
+        self.config_maps.insert(name, cm.clone());
+        Ok(cm)
     }
 
     /// Objects of one kind, as a list response.

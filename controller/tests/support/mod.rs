@@ -9,7 +9,7 @@ use futures::channel::mpsc;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodStatus,
+    ConfigMap, ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
@@ -109,6 +109,8 @@ fn set_ready(pod: &mut Pod, ready: bool) {
 pub enum Call {
     DeletePod { name: String, uid: Option<String> },
     PatchStatus { name: String, patch: serde_json::Value },
+    CreateConfigMap { name: String },
+    ReplaceConfigMap { name: String, resource_version: Option<String> },
 }
 
 #[derive(Default)]
@@ -116,6 +118,7 @@ struct State {
     rv: u64,
     statefulsets: BTreeMap<String, StatefulSet>,
     pods: BTreeMap<String, Pod>,
+    config_maps: BTreeMap<String, ConfigMap>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -245,6 +248,17 @@ impl FakeCluster {
         self.state.lock().unwrap().statefulsets.get(name).cloned()
     }
 
+    pub fn config_map(&self, name: &str) -> Option<ConfigMap> {
+        self.state.lock().unwrap().config_maps.get(name).cloned()
+    }
+
+    /// Stores a ConfigMap as another client would (new resourceVersion).
+    pub fn put_config_map(&self, mut cm: ConfigMap) {
+        let mut st = self.state.lock().unwrap();
+        cm.metadata.resource_version = Some(st.next_rv());
+        st.config_maps.insert(cm.metadata.name.clone().unwrap_or_default(), cm);
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
     }
@@ -361,5 +375,48 @@ impl ClusterApi for FakeCluster {
         st.statefulsets.insert(name.into(), s.clone());
         st.emit_sts(WatchEvent::Apply(s.clone()));
         Ok(s)
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        Ok(self.state.lock().unwrap().config_maps.get(name).cloned())
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        st.calls.push(Call::CreateConfigMap { name: name.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        if st.config_maps.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("configmaps \"{name}\" already exists")));
+        }
+        let mut cm = config_map.clone();
+        cm.metadata.resource_version = Some(st.next_rv());
+        st.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        let resource_version = config_map.metadata.resource_version.clone();
+        st.calls.push(Call::ReplaceConfigMap { name: name.clone(), resource_version: resource_version.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        let Some(current) = st.config_maps.get(&name) else {
+            return Err(ApiError::NotFound(format!("configmaps \"{name}\" not found")));
+        };
+        if resource_version.is_some() && resource_version != current.metadata.resource_version {
+            return Err(ApiError::Conflict(format!("configmaps \"{name}\": the object has been modified")));
+        }
+        let mut cm = config_map.clone();
+        cm.metadata.resource_version = Some(st.next_rv());
+        st.config_maps.insert(name.clone(), cm.clone());
+        if std::mem::take(&mut st.lose_next_reply) {
+            return Err(ApiError::Unavailable(format!("replace configmap {name}: connection reset")));
+        }
+        Ok(cm)
     }
 }

@@ -1,0 +1,193 @@
+//! The group downscale record in the cluster: reading it, claiming a zone downscale, and undoing a claim.
+//!
+//! Owns the I/O around `rollout_core::downscale`: the record lives in a ConfigMap (the reference's zone-tracker
+//! format, named by `-zone-tracker.config-map-name`) and every write is a compare-and-swap on its resourceVersion
+//! (create when absent, replace conditional on the version read). So two actors — the controller's
+//! leader/follower scaling, the prepare-downscale webhook, several operator replicas — can never both pass the
+//! min-time check for different zones of one group: the second writer's swap fails, it re-reads the record with the
+//! first claim in it, and the core's [`check_min_time`] refuses it.
+//!
+//! Must not decide anything itself: whether a downscale may happen is [`check_min_time`]'s verdict on the record
+//! read; this module only retries the read-check-swap cycle on conflicts, a bounded number of times.
+
+use crate::cluster::{ApiError, ClusterApi};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rollout_core::GroupSnapshot;
+use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict, RecordError, check_min_time};
+use thiserror::Error;
+
+/// How many read-check-swap rounds a claim or undo makes before giving up. Every conflict means another writer
+/// succeeded, so this bounds the work under contention, not the chance of success of a lone writer.
+pub const MAX_ATTEMPTS: u32 = 16;
+
+/// The record as read, with the resourceVersion a write must be conditional on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    pub record: DownscaleRecord,
+    pub resource_version: String,
+    /// The ConfigMap as read: a write keeps its other metadata (labels, annotations, owner references).
+    pub config_map: ConfigMap,
+}
+
+/// The outcome of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The downscale is recorded. `previous` is the StatefulSet's entry before the claim, for [`undo_claim`].
+    Claimed { previous: Option<Timestamp> },
+    /// The min-time rule (or an unusable value it depends on) refuses the downscale; nothing was written.
+    Refused(MinTimeVerdict),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RecordStoreError {
+    #[error("downscale record configmap {config_map}: {source}")]
+    Api {
+        config_map: String,
+        #[source]
+        source: ApiError,
+    },
+    #[error(
+        "downscale record configmap {config_map} cannot be read: {source}; fix or delete the entry (its data keys \
+         are StatefulSet names, values {{\"lastDownscaled\":\"<RFC 3339 time>\"}})"
+    )]
+    Unreadable {
+        config_map: String,
+        #[source]
+        source: RecordError,
+    },
+    #[error("downscale record configmap {config_map} has no resourceVersion; cannot update it safely")]
+    NoResourceVersion { config_map: String },
+    #[error(
+        "downscale record configmap {config_map} kept changing under us: gave up after {attempts} conflicting \
+         writes; retry later"
+    )]
+    Contended { config_map: String, attempts: u32 },
+}
+
+fn api_error(config_map: &str) -> impl Fn(ApiError) -> RecordStoreError + '_ {
+    move |source| RecordStoreError::Api { config_map: config_map.to_string(), source }
+}
+
+/// Reads the record; `None` when the ConfigMap does not exist.
+pub async fn read_record<C: ClusterApi>(api: &C, config_map: &str) -> Result<Option<StoredRecord>, RecordStoreError> {
+    let Some(cm) = api.get_config_map(config_map).await.map_err(api_error(config_map))? else {
+        return Ok(None);
+    };
+    let data = cm.data.clone().unwrap_or_default();
+    let record = DownscaleRecord::from_config_map_data(&data)
+        .map_err(|source| RecordStoreError::Unreadable { config_map: config_map.to_string(), source })?;
+    let resource_version = cm
+        .metadata
+        .resource_version
+        .clone()
+        .filter(|rv| !rv.is_empty())
+        .ok_or_else(|| RecordStoreError::NoResourceVersion { config_map: config_map.to_string() })?;
+    Ok(Some(StoredRecord { record, resource_version, config_map: cm }))
+}
+
+/// What one attempt at a compare-and-swap came to.
+enum Swap<T> {
+    Done(T),
+    /// Someone else wrote first: read again.
+    Retry,
+}
+
+/// Writes `record` back: creates the ConfigMap when `stored` is `None`, else replaces it conditional on the
+/// resourceVersion read, keeping its other metadata.
+async fn swap<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    stored: Option<&StoredRecord>,
+    record: &DownscaleRecord,
+) -> Result<Swap<()>, RecordStoreError> {
+    let result = match stored {
+        None => {
+            let cm = ConfigMap {
+                metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
+                data: Some(record.to_config_map_data()),
+                ..ConfigMap::default()
+            };
+            api.create_config_map(&cm).await
+        }
+        Some(stored) => {
+            let mut cm = stored.config_map.clone();
+            cm.metadata.resource_version = Some(stored.resource_version.clone());
+            cm.data = Some(record.to_config_map_data());
+            api.replace_config_map(&cm).await
+        }
+    };
+    match result {
+        Ok(_) => Ok(Swap::Done(())),
+        // Created meanwhile (AlreadyExists), replaced meanwhile (resourceVersion moved), or deleted meanwhile.
+        Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => Ok(Swap::Retry),
+        Err(other) => Err(api_error(config_map)(other)),
+    }
+}
+
+/// Claims a downscale of `statefulset` (a member of `group`) at `now`: reads the record (bootstrapping it from the
+/// group's `grafana.com/last-downscale` annotations when absent), asks [`check_min_time`], and, if the min time has
+/// elapsed, records the downscale with a compare-and-swap. On a conflict it starts over from a fresh read, so the
+/// verdict is always taken on the record it replaces.
+pub async fn claim_downscale<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    group: &GroupSnapshot,
+    statefulset: &str,
+    now: Timestamp,
+) -> Result<Claim, RecordStoreError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let stored = read_record(api, config_map).await?;
+        let mut record = match &stored {
+            Some(s) => s.record.clone(),
+            None => DownscaleRecord::bootstrap(group),
+        };
+        match check_min_time(group, Some(&record), statefulset, now) {
+            MinTimeVerdict::Elapsed => {}
+            refused => return Ok(Claim::Refused(refused)),
+        }
+        let previous = record.last_downscaled.get(statefulset).copied();
+        record.record_downscale(statefulset, now);
+        if let Swap::Done(()) = swap(api, config_map, stored.as_ref(), &record).await? {
+            return Ok(Claim::Claimed { previous });
+        }
+    }
+    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+}
+
+/// Undoes a claim made at `claimed_at`: restores `previous` as the StatefulSet's entry (or removes the entry when
+/// there was none), by compare-and-swap, and only while the entry is still the one the claim wrote: a later claim
+/// of the same StatefulSet is never rolled back. Returns whether anything was restored.
+pub async fn undo_claim<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    statefulset: &str,
+    previous: Option<Timestamp>,
+    claimed_at: Timestamp,
+) -> Result<bool, RecordStoreError> {
+    let mut ours = DownscaleRecord::default();
+    ours.record_downscale(statefulset, claimed_at);
+    let claimed_at = ours.last_downscaled[statefulset];
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(stored) = read_record(api, config_map).await? else {
+            return Ok(false);
+        };
+        if stored.record.last_downscaled.get(statefulset) != Some(&claimed_at) {
+            return Ok(false);
+        }
+        let mut record = stored.record.clone();
+        match previous {
+            Some(at) => {
+                record.last_downscaled.insert(statefulset.to_string(), at);
+            }
+            None => {
+                record.last_downscaled.remove(statefulset);
+            }
+        }
+        if let Swap::Done(()) = swap(api, config_map, Some(&stored), &record).await? {
+            return Ok(true);
+        }
+    }
+    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+}

@@ -1,0 +1,289 @@
+//! The group downscale record over the cluster port: claims by compare-and-swap, bootstrap, undo, and many
+//! simultaneous claims against one store.
+
+mod support;
+
+use futures::stream::BoxStream;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict};
+use rollout_core::fixture::{annotate, statefulset};
+use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
+use rollout_core::{GroupSnapshot, StatefulSetView};
+use rollout_operator::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::downscale_record::{
+    Claim, MAX_ATTEMPTS, RecordStoreError, claim_downscale, read_record, undo_claim,
+};
+use std::collections::BTreeMap;
+use support::{Call, FakeCluster};
+
+const CM: &str = "rollout-operator-zone-tracker";
+const T0: &str = "2026-01-01T12:00:00Z";
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn zone(group: &str, name: &str, min_time: &str) -> StatefulSetView {
+    annotate(statefulset(group, name, 3, "r1"), MIN_TIME_BETWEEN_ZONES_DOWNSCALE, min_time)
+}
+
+fn group(name: &str, members: Vec<StatefulSetView>) -> GroupSnapshot {
+    GroupSnapshot::assemble(name, members, std::iter::empty())
+}
+
+fn zones(group_name: &str) -> GroupSnapshot {
+    group(
+        group_name,
+        ["a", "b", "c"].iter().map(|z| zone(group_name, &format!("{group_name}-zone-{z}"), "1h")).collect(),
+    )
+}
+
+fn stored(cluster: &FakeCluster) -> DownscaleRecord {
+    let cm = cluster.config_map(CM).expect("record exists");
+    DownscaleRecord::from_config_map_data(&cm.data.unwrap_or_default()).expect("readable")
+}
+
+#[tokio::test]
+async fn first_claim_creates_the_record_from_annotations_without_stamping_now() {
+    let cluster = FakeCluster::default();
+    let a = annotate(zone("g", "a", "1h"), LAST_DOWNSCALE, "2026-01-01T10:00:00Z");
+    let g = group("g", vec![a, zone("g", "b", "1h"), zone("g", "c", "1h")]);
+
+    let claim = claim_downscale(&cluster, CM, &g, "b", ts(T0)).await.expect("claim");
+    assert_eq!(claim, Claim::Claimed { previous: None });
+    let record = stored(&cluster);
+    assert_eq!(
+        record.last_downscaled,
+        BTreeMap::from([("a".to_string(), ts("2026-01-01T10:00:00Z")), ("b".to_string(), ts(T0))])
+    );
+    assert_eq!(cluster.calls(), [Call::CreateConfigMap { name: CM.into() }]);
+}
+
+#[tokio::test]
+async fn a_claim_within_the_min_time_of_another_zone_is_refused_without_a_write() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("first claim");
+    cluster.take_calls();
+
+    let claim = claim_downscale(&cluster, CM, &g, "g-zone-b", ts("2026-01-01T12:30:00Z")).await.expect("claim");
+    match claim {
+        Claim::Refused(MinTimeVerdict::Wait { other, .. }) => assert_eq!(other, "g-zone-a"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(cluster.calls(), []);
+    // After the min time the other zone may go, and its write is conditional on the version read.
+    let rv = cluster.config_map(CM).unwrap().metadata.resource_version;
+    let claim = claim_downscale(&cluster, CM, &g, "g-zone-b", ts("2026-01-01T13:00:01Z")).await.expect("claim");
+    assert_eq!(claim, Claim::Claimed { previous: None });
+    assert_eq!(cluster.calls(), [Call::ReplaceConfigMap { name: CM.into(), resource_version: rv }]);
+}
+
+#[tokio::test]
+async fn the_same_zone_may_be_downscaled_again() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("claim");
+    let claim = claim_downscale(&cluster, CM, &g, "g-zone-a", ts("2026-01-01T12:10:00Z")).await.expect("claim");
+    assert_eq!(claim, Claim::Claimed { previous: Some(ts(T0)) });
+}
+
+#[tokio::test]
+async fn a_conflict_makes_the_claim_read_again_and_decide_on_the_new_record() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    claim_downscale(&cluster, CM, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
+    cluster.fail_next(ApiError::Conflict("the object has been modified".into()));
+    let claim = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("claim");
+    assert_eq!(claim, Claim::Claimed { previous: None });
+    let replaces = cluster.calls().iter().filter(|c| matches!(c, Call::ReplaceConfigMap { .. })).count();
+    assert_eq!(replaces, 2, "{:?}", cluster.calls());
+}
+
+#[tokio::test]
+async fn endless_conflicts_end_in_a_typed_error() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    claim_downscale(&cluster, CM, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
+    for _ in 0..MAX_ATTEMPTS {
+        cluster.fail_next(ApiError::Conflict("moved".into()));
+    }
+    let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("gives up");
+    assert_eq!(err, RecordStoreError::Contended { config_map: CM.into(), attempts: MAX_ATTEMPTS });
+    assert!(err.to_string().contains("retry later"), "{err}");
+}
+
+#[tokio::test]
+async fn other_api_errors_are_reported_not_retried() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    cluster.fail_next(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() });
+    let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("forbidden");
+    assert!(matches!(err, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. }), "{err:?}");
+    assert_eq!(cluster.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreadable_record_refuses_every_claim_with_a_clear_error() {
+    let cluster = FakeCluster::default();
+    cluster.put_config_map(ConfigMap {
+        metadata: ObjectMeta { name: Some(CM.into()), ..Default::default() },
+        data: Some(BTreeMap::from([("g-zone-a".to_string(), "yesterday".to_string())])),
+        ..Default::default()
+    });
+    let err = claim_downscale(&cluster, CM, &zones("g"), "g-zone-b", ts(T0)).await.expect_err("unreadable");
+    assert!(matches!(err, RecordStoreError::Unreadable { .. }), "{err:?}");
+    assert!(err.to_string().contains("g-zone-a"), "{err}");
+    assert_eq!(cluster.calls(), []);
+}
+
+#[tokio::test]
+async fn a_replace_keeps_the_config_maps_other_metadata() {
+    let cluster = FakeCluster::default();
+    cluster.put_config_map(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(CM.into()),
+            labels: Some(BTreeMap::from([("team".to_string(), "db".to_string())])),
+            ..Default::default()
+        },
+        data: None,
+        ..Default::default()
+    });
+    claim_downscale(&cluster, CM, &zones("g"), "g-zone-a", ts(T0)).await.expect("claim");
+    let cm = cluster.config_map(CM).unwrap();
+    assert_eq!(cm.metadata.labels.unwrap()["team"], "db");
+    assert!(read_record(&cluster, CM).await.unwrap().unwrap().record.last_downscaled.contains_key("g-zone-a"));
+}
+
+#[tokio::test]
+async fn undo_restores_the_previous_entry_only_while_it_is_still_ours() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    // No previous entry: undo removes it, and another zone may then go at once.
+    claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("claim");
+    assert!(undo_claim(&cluster, CM, "g-zone-a", None, ts(T0)).await.expect("undo"));
+    assert!(!stored(&cluster).last_downscaled.contains_key("g-zone-a"));
+    let claim = claim_downscale(&cluster, CM, &g, "g-zone-b", ts(T0)).await.expect("claim");
+    assert_eq!(claim, Claim::Claimed { previous: None });
+
+    // A previous entry is put back.
+    let later = ts("2026-01-01T12:05:00Z");
+    let Claim::Claimed { previous } = claim_downscale(&cluster, CM, &g, "g-zone-b", later).await.unwrap() else {
+        panic!("same zone may go again");
+    };
+    assert_eq!(previous, Some(ts(T0)));
+    assert!(undo_claim(&cluster, CM, "g-zone-b", previous, later).await.expect("undo"));
+    assert_eq!(stored(&cluster).last_downscaled["g-zone-b"], ts(T0));
+
+    // A newer claim of the same zone is not rolled back by an old undo.
+    let newest = ts("2026-01-01T12:09:00Z");
+    claim_downscale(&cluster, CM, &g, "g-zone-b", newest).await.unwrap();
+    assert!(!undo_claim(&cluster, CM, "g-zone-b", previous, later).await.expect("undo"));
+    assert_eq!(stored(&cluster).last_downscaled["g-zone-b"], newest);
+}
+
+/// The fake API server, but every call first yields to the scheduler, so concurrent claims interleave between
+/// their read and their write as they would over a network.
+#[derive(Clone)]
+struct Interleaving(FakeCluster);
+
+impl ClusterApi for Interleaving {
+    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
+        self.0.watch_statefulsets()
+    }
+    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
+        self.0.watch_pods()
+    }
+    async fn delete_pod(&self, name: &str, preconditions: &Preconditions) -> Result<(), ApiError> {
+        tokio::task::yield_now().await;
+        self.0.delete_pod(name, preconditions).await
+    }
+    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+        tokio::task::yield_now().await;
+        self.0.patch_statefulset_status(name, patch).await
+    }
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        tokio::task::yield_now().await;
+        self.0.get_config_map(name).await
+    }
+    async fn create_config_map(&self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        tokio::task::yield_now().await;
+        self.0.create_config_map(cm).await
+    }
+    async fn replace_config_map(&self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        tokio::task::yield_now().await;
+        self.0.replace_config_map(cm).await
+    }
+}
+
+/// Many simultaneous claims for the zones of one group: exactly the claims the min-time rule allows pass. With
+/// no history and a 1 h min time, that is every claim of whichever zone committed first, and no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_claims_for_different_zones_of_one_group_let_exactly_one_zone_through() {
+    let mut failed_swaps = 0;
+    for round in 0..20 {
+        let cluster = FakeCluster::default();
+        let api = Interleaving(cluster.clone());
+        let g = zones("g");
+        let mut tasks = Vec::new();
+        for i in 0..12 {
+            let zone = ["g-zone-a", "g-zone-b", "g-zone-c"][(i + round) % 3].to_string();
+            let (api, g) = (api.clone(), g.clone());
+            tasks.push(tokio::spawn(async move {
+                let claim = claim_downscale(&api, CM, &g, &zone, ts(T0)).await.expect("no store error");
+                (zone, claim)
+            }));
+        }
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(task.await.expect("no panic"));
+        }
+        let passed: Vec<&String> =
+            results.iter().filter(|(_, c)| matches!(c, Claim::Claimed { .. })).map(|(z, _)| z).collect();
+        let winner = passed.first().copied().expect("some claim passes").clone();
+        for (zone, claim) in &results {
+            if *zone == winner {
+                assert!(matches!(claim, Claim::Claimed { .. }), "round {round}: {zone} {claim:?}");
+            } else {
+                match claim {
+                    Claim::Refused(MinTimeVerdict::Wait { other, .. }) => assert_eq!(*other, winner),
+                    other => panic!("round {round}: {zone} should wait for {winner}, got {other:?}"),
+                }
+            }
+        }
+        assert_eq!(stored(&cluster).last_downscaled.keys().collect::<Vec<_>>(), [&winner], "round {round}");
+        let writes = cluster
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::CreateConfigMap { .. } | Call::ReplaceConfigMap { .. }))
+            .count();
+        failed_swaps += writes - passed.len();
+    }
+    // The claims really raced: some compare-and-swaps lost and were decided again on the winner's record.
+    assert!(failed_swaps > 0, "no claim ever lost a compare-and-swap: the test did not interleave");
+}
+
+/// Claims for different groups share the one record object and contend on it, but each group's rule is its own:
+/// all of them pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_claims_for_different_groups_all_pass() {
+    let cluster = FakeCluster::default();
+    let api = Interleaving(cluster.clone());
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let name = format!("group{i}");
+        let g = zones(&name);
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let zone = format!("{name}-zone-a");
+            claim_downscale(&api, CM, &g, &zone, ts(T0)).await.expect("no store error")
+        }));
+    }
+    for task in tasks {
+        assert!(matches!(task.await.expect("no panic"), Claim::Claimed { .. }));
+    }
+    assert_eq!(stored(&cluster).last_downscaled.len(), 8);
+}
