@@ -7,6 +7,7 @@
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
 //! [`plan`] (actions with reasons, group state).
 
+pub mod admission;
 pub mod downscale;
 pub mod duration;
 pub mod expectations;

@@ -11,6 +11,7 @@
 //!   replaced in natural order while `unavailable < rollout-max-unavailable`; terminating pods are waited for;
 //! - once every pod is updated and ready, `status.currentRevision` is advanced to `status.updateRevision`.
 
+use crate::downscale::{DownscaleInProgress, format_timestamp, live_in_progress};
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
@@ -108,11 +109,19 @@ pub struct GroupPlan {
 pub struct PlanContext<'a> {
     pub now: Timestamp,
     pub expectations: &'a [PendingExpectation],
+    /// Downscales being prepared by the prepare-downscale webhook, from the group downscale record: no pod of a
+    /// group is replaced while one of its markers is live (DESIGN.md invariant 5).
+    pub downscales_in_progress: &'a [DownscaleInProgress],
 }
 
 impl<'a> PlanContext<'a> {
     pub fn new(now: Timestamp, expectations: &'a [PendingExpectation]) -> Self {
-        PlanContext { now, expectations }
+        PlanContext { now, expectations, downscales_in_progress: &[] }
+    }
+
+    pub fn with_downscales_in_progress(mut self, markers: &'a [DownscaleInProgress]) -> Self {
+        self.downscales_in_progress = markers;
+        self
     }
 }
 
@@ -161,6 +170,14 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             "waiting for the cache to observe {}{}",
             first.expectation.describe(),
             if pending.len() > 1 { format!(" and {} more of our writes", pending.len() - 1) } else { String::new() }
+        );
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+    }
+    if let Some(marker) = live_in_progress(ctx.downscales_in_progress, &group.name, None, ctx.now) {
+        let reason = format!(
+            "a downscale of StatefulSet {} is being prepared (until {} at the latest); no pod is replaced meanwhile",
+            marker.statefulset,
+            format_timestamp(marker.until)
         );
         return finish(GroupState::Waiting, reason, Vec::new(), warnings);
     }
