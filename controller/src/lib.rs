@@ -15,5 +15,6 @@ pub mod kube_adapter;
 pub mod logging;
 pub mod metrics;
 pub mod plan_cmd;
+pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;

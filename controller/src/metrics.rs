@@ -30,6 +30,8 @@ pub struct Metrics {
     group_reconciles_failed: Family<GroupLabels, Counter>,
     group_reconcile_duration: Family<GroupLabels, Histogram, fn() -> Histogram>,
     last_successful_group_reconcile: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
+    pub pod_http_client: crate::pod_client::PodClientMetrics,
 }
 
 impl Default for Metrics {
@@ -66,12 +68,14 @@ impl Metrics {
             "Time of the last successful reconcile of a rollout group.",
             last_successful_group_reconcile.clone(),
         );
+        let pod_http_client = crate::pod_client::PodClientMetrics::register(&mut registry);
         Metrics {
             registry,
             group_reconciles,
             group_reconciles_failed,
             group_reconcile_duration,
             last_successful_group_reconcile,
+            pod_http_client,
         }
     }
 
