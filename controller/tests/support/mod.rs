@@ -118,6 +118,8 @@ pub enum Call {
     ReplaceConfigMap { name: String, resource_version: Option<String> },
 }
 
+type WebhookWatcher = mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>;
+
 #[derive(Default)]
 struct State {
     rv: u64,
@@ -128,8 +130,7 @@ struct State {
     replicasets: BTreeMap<String, ReplicaSet>,
     secrets: BTreeMap<String, Secret>,
     webhooks: BTreeMap<(String, String), WebhookConfiguration>,
-    webhook_watchers:
-        Vec<(WebhookKind, String, mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>)>,
+    webhook_watchers: Vec<(WebhookKind, String, WebhookWatcher)>,
     /// Reads fail with this while set (an unreachable API for the webhooks' live reads).
     fail_reads: Option<ApiError>,
     pod_generation: BTreeMap<String, u32>,
