@@ -18,3 +18,4 @@ pub mod plan_cmd;
 pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;
+pub mod webhooks;
