@@ -143,7 +143,7 @@ async fn before<T>(
     what: &str,
     call: impl Future<Output = Result<T, ApiError>>,
 ) -> Result<T, ApiError> {
-    match tokio::time::timeout_at(deadline, call).await {
+    match tokio::time::timeout(remaining(deadline), call).await {
         Ok(result) => result,
         Err(_) => Err(ApiError::Unavailable(format!("{what}: the webhook's deadline passed"))),
     }
@@ -316,7 +316,7 @@ async fn prepare_pods<P: PodHttpClient>(pods: &P, plan: &PreparePlan, deadline: 
         .iter()
         .map(|e| PodRequest { json_content_type: true, ..PodRequest::post(e.url.clone()) })
         .collect();
-    match tokio::time::timeout_at(deadline, call_all(pods, requests, DEFAULT_CONCURRENCY, true)).await {
+    match tokio::time::timeout(remaining(deadline), call_all(pods, requests, DEFAULT_CONCURRENCY, true)).await {
         Ok(results) => results.into_iter().filter_map(describe_failure).collect(),
         Err(_) => vec!["the webhook's deadline passed while pods were being prepared".to_string()],
     }
@@ -366,6 +366,11 @@ async fn undo<C: ClusterApi, P: PodHttpClient>(
         }
     });
     let _ = task.await;
+}
+
+/// Time left until `deadline` (madsim's time module has no `timeout_at`).
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
 }
 
 fn add(t: Timestamp, d: Duration) -> Timestamp {

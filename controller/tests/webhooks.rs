@@ -253,7 +253,7 @@ async fn prepare_calls_the_leaving_pods_records_the_downscale_and_does_not_touch
     assert_eq!(record.last_downscaled.get("ingester-zone-a"), Some(&NOW.parse().unwrap()));
     let cm = cluster.config_map(CM).unwrap();
     assert!(
-        cm.metadata.annotations.unwrap_or_default().get(keys::DOWNSCALES_IN_PROGRESS).is_none(),
+        !cm.metadata.annotations.unwrap_or_default().contains_key(keys::DOWNSCALES_IN_PROGRESS),
         "the in-progress marker is cleared once the pods are prepared"
     );
     assert!(
