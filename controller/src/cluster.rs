@@ -24,7 +24,7 @@ pub enum WatchEvent<K> {
 }
 
 /// The two kinds of admission webhook configuration (cluster-scoped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WebhookKind {
     Validating,
     Mutating,

@@ -18,4 +18,6 @@ pub mod plan_cmd;
 pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;
+#[cfg(not(madsim))]
+pub mod tls;
 pub mod webhooks;

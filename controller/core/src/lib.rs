@@ -8,6 +8,7 @@
 //! [`plan`] (actions with reasons, group state).
 
 pub mod admission;
+pub mod certificate;
 pub mod downscale;
 pub mod duration;
 pub mod expectations;
