@@ -174,7 +174,7 @@ async fn https_with_the_secrets_ca_and_a_hot_swapped_renewal() {
     let mut kept = connect(addr, &ca_from_secret, "rollout-operator.ns.svc").await.expect("trusted");
     assert_eq!(no_downscale(&mut kept, "u1").await["response"]["uid"], "u1");
     // A wrong name is refused.
-    let err = connect(addr, &ca_from_secret, "other.ns.svc").await.err().expect("wrong name refused");
+    let Err(err) = connect(addr, &ca_from_secret, "other.ns.svc").await else { panic!("a wrong name must be refused") };
     assert!(err.contains("TLS"), "{err}");
 
     // Renewal now, swapped into the running listener.
