@@ -142,6 +142,10 @@ pub struct OperatorFlags {
     #[arg(long = "zpdb.pod-ready-annotation-patch-timeout", value_name = "duration", default_value = "5s",
         value_parser = parse_flag_go_duration)]
     pub zpdb_pod_ready_annotation_patch_timeout: Duration,
+    /// Name of the Service in front of the webhook server: the self-signed certificate covers <name>, <name>.<ns>,
+    /// <name>.<ns>.svc and <name>.<ns>.svc.<cluster-domain>.
+    #[arg(long = "server-tls.service-name", value_name = "string", default_value = "rollout-operator")]
+    pub server_tls_service_name: String,
 }
 
 impl OperatorFlags {

@@ -20,4 +20,6 @@ pub mod prom_duration;
 pub mod reconciler;
 #[cfg(not(madsim))]
 pub mod tls;
+#[cfg(not(madsim))]
+pub mod webhook_server;
 pub mod webhooks;

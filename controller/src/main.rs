@@ -26,7 +26,7 @@ mod app {
     use rollout_operator::health::ReadyFlag;
     use rollout_operator::metrics::Metrics;
     use rollout_operator::reconciler::{self, ReconcilerConfig};
-    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd};
+    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd, webhook_server};
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -126,6 +126,18 @@ mod app {
             }
         };
         let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
+        // The admission webhooks over HTTPS, when enabled; they run until the process ends.
+        let _webhooks = if flags.server_tls_enabled {
+            match webhook_server::start(&flags, cluster.clone(), &metrics).await {
+                Ok(tasks) => Some(tasks),
+                Err(e) => {
+                    error!(err = %e, "failed to start the webhook server");
+                    return ExitCode::FAILURE;
+                }
+            }
+        } else {
+            None
+        };
         let reconciler_config =
             ReconcilerConfig { min_interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
         let controller = reconciler::run(cluster, reconciler_config, metrics, ready, until_stopped(stopped.clone()));
