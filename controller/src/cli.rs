@@ -323,6 +323,9 @@ pub enum Command {
     Run(Box<RunConfig>),
     /// `rollout-operator plan ...`: one offline planning pass over a cluster dump.
     Plan { args: PlanArgs, log: LogConfig },
+    /// `rollout-operator review ...`: answer one AdmissionReview offline, against a cluster dump.
+    #[cfg(not(madsim))]
+    Review { args: crate::review_cmd::ReviewArgs, log: LogConfig },
 }
 
 /// A validated controller configuration.
@@ -350,6 +353,9 @@ struct Cli {
 enum SubCommand {
     /// Plan one reconcile pass of every rollout group in a dump of a cluster (no cluster access).
     Plan(PlanArgs),
+    /// Answer one AdmissionReview as the webhook would, looking up objects in cluster dumps (no cluster access).
+    #[cfg(not(madsim))]
+    Review(crate::review_cmd::ReviewArgs),
 }
 
 /// Parses and validates a command line (`args` includes the program name).
@@ -369,6 +375,11 @@ where
         Some(SubCommand::Plan(args)) => {
             let log = LogConfig::from_flags(&cli.flags, "warn")?;
             Ok(Command::Plan { args, log })
+        }
+        #[cfg(not(madsim))]
+        Some(SubCommand::Review(args)) => {
+            let log = LogConfig::from_flags(&cli.flags, "warn")?;
+            Ok(Command::Review { args, log })
         }
         None => {
             let mut flags = cli.flags;

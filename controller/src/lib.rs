@@ -19,6 +19,8 @@ pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;
 #[cfg(not(madsim))]
+pub mod review_cmd;
+#[cfg(not(madsim))]
 pub mod tls;
 #[cfg(not(madsim))]
 pub mod webhook_server;

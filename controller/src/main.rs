@@ -26,7 +26,7 @@ mod app {
     use rollout_operator::health::ReadyFlag;
     use rollout_operator::metrics::Metrics;
     use rollout_operator::reconciler::{self, ReconcilerConfig};
-    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd, webhook_server};
+    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd, review_cmd, webhook_server};
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -56,6 +56,13 @@ mod app {
                     return ExitCode::FAILURE;
                 }
                 plan_cmd::run(args)
+            }
+            Command::Review { args, log } => {
+                if let Err(e) = logging::init(log) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+                review_cmd::run(args)
             }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
