@@ -492,6 +492,8 @@ mod tests {
         match parse(argv)? {
             Command::Run(cfg) => Ok(*cfg),
             Command::Plan { .. } => panic!("expected the controller, got plan"),
+            #[cfg(not(madsim))]
+            Command::Review { .. } => panic!("expected the controller, got review"),
         }
     }
 
@@ -831,5 +833,25 @@ mod tests {
         assert_eq!(norm(&["bin", "--", "-log.level"]), ["bin", "--", "-log.level"]);
         assert_eq!(norm(&["bin", "plan", "-f", "-o", "-o", "json"]), ["bin", "plan", "-f", "-o", "-o", "json"]);
         assert_eq!(norm(&["bin", "-log.level"]), ["bin", "--log.level"]);
+    }
+
+    #[cfg(not(madsim))]
+    #[test]
+    fn review_subcommand_needs_no_namespace() {
+        let argv = ["rollout-operator", "review", "--path", "/admission/no-downscale", "-f", "r.json", "-f", "d.yaml"];
+        match parse(argv) {
+            Ok(Command::Review { args, .. }) => {
+                assert_eq!(args.path, "/admission/no-downscale");
+                assert_eq!(args.files.len(), 2);
+                assert_eq!(args.record_config_map, "rollout-operator-zone-tracker");
+            }
+            other => panic!("expected review, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn service_name_flag_defaults_to_rollout_operator() {
+        assert_eq!(run_ok(&[NS]).flags.server_tls_service_name, "rollout-operator");
+        assert_eq!(run_ok(&[NS, "-server-tls.service-name=webhooks"]).flags.server_tls_service_name, "webhooks");
     }
 }
