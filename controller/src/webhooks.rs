@@ -119,7 +119,7 @@ async fn prepare_downscale_handler<C: ClusterApi, P: PodHttpClient>(
 /// Common HTTP handling: 400 with a reason for anything malformed, else 200 with the response review.
 async fn respond<F, Fut>(headers: &HeaderMap, body: &[u8], decide: F) -> Response
 where
-    F: FnOnce(AdmissionRequest) -> Fut,
+    F: FnOnce(Arc<AdmissionRequest>) -> Fut,
     Fut: Future<Output = Verdict>,
 {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
@@ -131,6 +131,7 @@ where
         uid = %request.uid, kind = %request.kind, namespace = %request.namespace, name = %request.name,
         username = %request.username, dry_run = request.dry_run, "admission request"
     );
+    let request = Arc::new(request);
     let verdict = decide(request.clone()).await;
     tracing::debug!(uid = %request.uid, allowed = verdict.allowed, message = ?verdict.message, warnings = ?verdict.warnings, "admission response");
     let body = serde_json::to_vec(&render_response(&request, &verdict)).unwrap_or_default();

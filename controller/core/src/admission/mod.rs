@@ -215,7 +215,8 @@ impl AdmittedObject {
             return Err(format!("Object 'apiVersion' is missing in '{}'", compact(raw)));
         }
         fn typed<T: serde::de::DeserializeOwned>(raw: &Value) -> Result<Box<T>, String> {
-            serde_json::from_value(raw.clone()).map(Box::new).map_err(|e| e.to_string())
+            // Deserializing from a borrowed Value avoids copying the whole object.
+            T::deserialize(raw).map(Box::new).map_err(|e| e.to_string())
         }
         Ok(match (api_version, kind) {
             ("apps/v1", "StatefulSet") => AdmittedObject::StatefulSet(typed(raw)?),
