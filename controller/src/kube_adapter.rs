@@ -210,8 +210,9 @@ pub struct ApiPermission {
     pub verb: &'static str,
 }
 
-/// Every permission [`KubeCluster`] needs in its namespace. The deploy RBAC must grant at least these; the tests
-/// below check that this list equals what the adapter actually requests.
+/// Every permission [`KubeCluster`] needs: in its namespace (a Role), except the webhook configurations, which are
+/// cluster-scoped (a ClusterRole). The deploy RBAC must grant at least these; the tests below check that this list
+/// equals what the adapter actually requests.
 pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission { group: "", resource: "pods", verb: "list" },
     ApiPermission { group: "", resource: "pods", verb: "watch" },
