@@ -60,6 +60,23 @@ mod load {
                 settings: WebhookSettings::new("ns", "cluster.local.", "zone-tracker", Duration::from_secs(10)),
                 clock: system_clock(),
             });
+            // The router alone, without sockets or TLS: the server-side cost of one admission.
+            {
+                use tower::ServiceExt;
+                let n = 20_000;
+                let body = review_body();
+                let started = Instant::now();
+                for _ in 0..n {
+                    let request = http::Request::post("/admission/no-downscale")
+                        .header("content-type", "application/json")
+                        .body(axum::body::Body::from(body.clone()))
+                        .unwrap();
+                    let response = app.clone().oneshot(request).await.unwrap();
+                    assert_eq!(response.status(), 200);
+                    let _ = response.into_body().collect().await.unwrap();
+                }
+                println!("router only (no socket, no TLS): {:?} per admission", started.elapsed() / n);
+            }
             let server = tokio::spawn(serve(listener, server_config(cert).unwrap(), app, Duration::from_secs(10)));
 
             let mut roots = rustls::RootCertStore::empty();

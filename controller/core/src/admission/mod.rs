@@ -13,8 +13,7 @@
 pub mod no_downscale;
 pub mod prepare;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::autoscaling::v1::Scale;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -189,18 +188,41 @@ pub fn render(version: ReviewVersion, uid: &str, verdict: &Verdict) -> Value {
     json!({ "apiVersion": version.api_version(), "kind": "AdmissionReview", "response": response })
 }
 
-/// An object of an admission request, as far as the downscale webhooks read it.
+/// An object of an admission request, as far as the downscale webhooks read it: its kind, `spec.replicas` and
+/// labels. Only these are decoded (a request is judged on them; decoding whole objects dominated the cost of an
+/// admission); prepare-downscale decodes the whole StatefulSet only when it is labelled for it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AdmittedObject {
-    StatefulSet(Box<StatefulSet>),
-    Deployment(Box<Deployment>),
-    ReplicaSet(Box<ReplicaSet>),
-    Scale(Box<Scale>),
+    StatefulSet(ObjectSummary),
+    Deployment(ObjectSummary),
+    ReplicaSet(ObjectSummary),
+    Scale(ObjectSummary),
     /// Decoded, but of a type the webhooks do not handle.
     Other {
         api_version: String,
         kind: String,
     },
+}
+
+/// What the webhooks read of an object.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct ObjectSummary {
+    #[serde(default)]
+    pub metadata: SummaryMeta,
+    #[serde(default)]
+    pub spec: Option<SummarySpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct SummaryMeta {
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct SummarySpec {
+    #[serde(default)]
+    pub replicas: Option<i32>,
 }
 
 impl AdmittedObject {
@@ -214,15 +236,12 @@ impl AdmittedObject {
         if api_version.is_empty() {
             return Err(format!("Object 'apiVersion' is missing in '{}'", compact(raw)));
         }
-        fn typed<T: serde::de::DeserializeOwned>(raw: &Value) -> Result<Box<T>, String> {
-            // Deserializing from a borrowed Value avoids copying the whole object.
-            T::deserialize(raw).map(Box::new).map_err(|e| e.to_string())
-        }
+        let summary = || ObjectSummary::deserialize(raw).map_err(|e| e.to_string());
         Ok(match (api_version, kind) {
-            ("apps/v1", "StatefulSet") => AdmittedObject::StatefulSet(typed(raw)?),
-            ("apps/v1", "Deployment") => AdmittedObject::Deployment(typed(raw)?),
-            ("apps/v1", "ReplicaSet") => AdmittedObject::ReplicaSet(typed(raw)?),
-            ("autoscaling/v1", "Scale") => AdmittedObject::Scale(typed(raw)?),
+            ("apps/v1", "StatefulSet") => AdmittedObject::StatefulSet(summary()?),
+            ("apps/v1", "Deployment") => AdmittedObject::Deployment(summary()?),
+            ("apps/v1", "ReplicaSet") => AdmittedObject::ReplicaSet(summary()?),
+            ("autoscaling/v1", "Scale") => AdmittedObject::Scale(summary()?),
             _ => AdmittedObject::Other { api_version: api_version.to_string(), kind: kind.to_string() },
         })
     }
@@ -230,23 +249,22 @@ impl AdmittedObject {
     /// `spec.replicas` (possibly null).
     pub fn replicas(&self) -> Result<Option<i32>, String> {
         match self {
-            AdmittedObject::StatefulSet(o) => Ok(o.spec.as_ref().and_then(|s| s.replicas)),
-            AdmittedObject::Deployment(o) => Ok(o.spec.as_ref().and_then(|s| s.replicas)),
-            AdmittedObject::ReplicaSet(o) => Ok(o.spec.as_ref().and_then(|s| s.replicas)),
-            AdmittedObject::Scale(o) => Ok(o.spec.as_ref().and_then(|s| s.replicas)),
+            AdmittedObject::StatefulSet(o)
+            | AdmittedObject::Deployment(o)
+            | AdmittedObject::ReplicaSet(o)
+            | AdmittedObject::Scale(o) => Ok(o.spec.as_ref().and_then(|s| s.replicas)),
             AdmittedObject::Other { api_version, kind } => Err(format!("unsupported type {api_version}, Kind={kind}")),
         }
     }
 
     /// Labels, for the object types that carry the webhook's labels themselves (not `Scale`).
     pub fn labels(&self) -> Option<BTreeMap<String, String>> {
-        let meta = match self {
-            AdmittedObject::StatefulSet(o) => &o.metadata,
-            AdmittedObject::Deployment(o) => &o.metadata,
-            AdmittedObject::ReplicaSet(o) => &o.metadata,
-            AdmittedObject::Scale(_) | AdmittedObject::Other { .. } => return None,
-        };
-        Some(meta.labels.clone().unwrap_or_default())
+        match self {
+            AdmittedObject::StatefulSet(o) | AdmittedObject::Deployment(o) | AdmittedObject::ReplicaSet(o) => {
+                Some(o.metadata.labels.clone().unwrap_or_default())
+            }
+            AdmittedObject::Scale(_) | AdmittedObject::Other { .. } => None,
+        }
     }
 }
 

@@ -22,6 +22,8 @@ use crate::keys;
 use crate::readiness::Readiness;
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use serde::Deserialize;
 
 /// Step 1's outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,10 +50,18 @@ pub fn evaluate(request: &AdmissionRequest) -> Target {
         ReplicaChange::Downscale { old, new, old_object } => (old, new, old_object),
     };
     match old_object {
-        AdmittedObject::StatefulSet(sts) => match StatefulSetView::from_k8s(&sts) {
-            Ok(view) => Target::StatefulSet { sts: Box::new(view), old, new },
-            Err(err) => Target::Decided(lookup_failed(&err.to_string())),
-        },
+        AdmittedObject::StatefulSet(summary) => {
+            // Unlabelled StatefulSets (most updates) are allowed without decoding the whole object.
+            let labelled = summary.metadata.labels.as_ref().and_then(|l| l.get(keys::PREPARE_DOWNSCALE));
+            if labelled.map(String::as_str) != Some("true") {
+                return Target::Decided(Verdict::allow());
+            }
+            let decoded = StatefulSet::deserialize(&request.old_object).map_err(|e| e.to_string());
+            match decoded.and_then(|sts| StatefulSetView::from_k8s(&sts).map_err(|e| e.to_string())) {
+                Ok(view) => Target::StatefulSet { sts: Box::new(view), old, new },
+                Err(err) => Target::Decided(lookup_failed(&err)),
+            }
+        }
         AdmittedObject::Scale(_) if request.resource == "statefulsets" => {
             Target::LookupStatefulSet { name: request.name.clone(), old, new }
         }
