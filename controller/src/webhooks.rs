@@ -300,7 +300,13 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
         if let Some((_, until)) = claim {
             // The downscale stays recorded; only the in-progress marker goes. A failure here leaves the marker to
             // expire by itself.
-            if let Err(err) = finish_marked_claim(api, &settings.record_config_map, &sts.name, now, until, None).await {
+            let finished = before(deadline, "clear the downscale-in-progress marker", async {
+                finish_marked_claim(api, &settings.record_config_map, &sts.name, now, until, None)
+                    .await
+                    .map_err(|e| ApiError::Unavailable(e.to_string()))
+            })
+            .await;
+            if let Err(err) = finished {
                 tracing::warn!(statefulset = %sts.name, error = %err, "could not clear the downscale-in-progress marker; it expires by itself");
             }
         }
