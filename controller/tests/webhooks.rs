@@ -29,6 +29,8 @@ const NOW: &str = "2026-01-01T12:00:00Z";
 struct FakePods {
     calls: Arc<Mutex<Vec<PodRequest>>>,
     failing: Arc<Mutex<BTreeSet<String>>>,
+    /// POSTs to these never answer.
+    hanging: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl FakePods {
@@ -41,6 +43,10 @@ impl PodHttpClient for FakePods {
     async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
         tokio::task::yield_now().await;
         self.calls.lock().unwrap().push(request.clone());
+        let hangs = self.hanging.lock().unwrap().iter().any(|f| request.url.contains(f.as_str()));
+        if hangs && request.method == PodMethod::Post {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
         if self.failing.lock().unwrap().iter().any(|f| request.url.contains(f.as_str())) {
             return Err(PodCallError::Connect {
                 method: request.method.as_str(),
@@ -295,6 +301,26 @@ async fn a_failed_prepare_is_undone_and_denied() {
     r["request"]["name"] = json!("ingester-zone-b");
     pods.failing.lock().unwrap().clear();
     assert_eq!(admit(&app, "/admission/prepare-downscale", &r).await["allowed"], true);
+}
+
+/// A pod that never answers: the handler deadline (90 % of the 10 s request timeout) ends the wait, the prepare
+/// calls are undone and the downscale is denied. Runs on a paused clock, so the 9 s pass instantly.
+#[tokio::test(start_paused = true)]
+async fn a_pod_that_never_answers_is_cut_off_by_the_handler_deadline() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    pods.hanging.lock().unwrap().insert("ingester-zone-a-2.".into());
+    let app = app(&cluster, &pods);
+    let started = tokio::time::Instant::now();
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    let took = started.elapsed();
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["message"], format!("{DENIED} one or more pods failed to prepare for shutdown."));
+    assert!(response["warnings"][0].as_str().unwrap().contains("deadline"), "{response}");
+    assert!(took >= Duration::from_secs(9) && took < Duration::from_secs(30), "answered after {took:?} (virtual time)");
+    let deletes = pods.calls().into_iter().filter(|(m, _)| *m == PodMethod::Delete).count();
+    assert_eq!(deletes, 2, "{:?}", pods.calls());
+    assert!(!record(&cluster).unwrap().last_downscaled.contains_key("ingester-zone-a"));
 }
 
 #[tokio::test]
