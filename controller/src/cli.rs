@@ -142,6 +142,10 @@ pub struct OperatorFlags {
     #[arg(long = "zpdb.pod-ready-annotation-patch-timeout", value_name = "duration", default_value = "5s",
         value_parser = parse_flag_go_duration)]
     pub zpdb_pod_ready_annotation_patch_timeout: Duration,
+    /// Name of the Service in front of the webhook server: the self-signed certificate covers <name>, <name>.<ns>,
+    /// <name>.<ns>.svc and <name>.<ns>.svc.<cluster-domain>.
+    #[arg(long = "server-tls.service-name", value_name = "string", default_value = "rollout-operator")]
+    pub server_tls_service_name: String,
 }
 
 impl OperatorFlags {
@@ -319,6 +323,9 @@ pub enum Command {
     Run(Box<RunConfig>),
     /// `rollout-operator plan ...`: one offline planning pass over a cluster dump.
     Plan { args: PlanArgs, log: LogConfig },
+    /// `rollout-operator review ...`: answer one AdmissionReview offline, against a cluster dump.
+    #[cfg(not(madsim))]
+    Review { args: crate::review_cmd::ReviewArgs, log: LogConfig },
 }
 
 /// A validated controller configuration.
@@ -346,6 +353,9 @@ struct Cli {
 enum SubCommand {
     /// Plan one reconcile pass of every rollout group in a dump of a cluster (no cluster access).
     Plan(PlanArgs),
+    /// Answer one AdmissionReview as the webhook would, looking up objects in cluster dumps (no cluster access).
+    #[cfg(not(madsim))]
+    Review(crate::review_cmd::ReviewArgs),
 }
 
 /// Parses and validates a command line (`args` includes the program name).
@@ -365,6 +375,11 @@ where
         Some(SubCommand::Plan(args)) => {
             let log = LogConfig::from_flags(&cli.flags, "warn")?;
             Ok(Command::Plan { args, log })
+        }
+        #[cfg(not(madsim))]
+        Some(SubCommand::Review(args)) => {
+            let log = LogConfig::from_flags(&cli.flags, "warn")?;
+            Ok(Command::Review { args, log })
         }
         None => {
             let mut flags = cli.flags;
@@ -477,6 +492,8 @@ mod tests {
         match parse(argv)? {
             Command::Run(cfg) => Ok(*cfg),
             Command::Plan { .. } => panic!("expected the controller, got plan"),
+            #[cfg(not(madsim))]
+            Command::Review { .. } => panic!("expected the controller, got review"),
         }
     }
 
@@ -816,5 +833,25 @@ mod tests {
         assert_eq!(norm(&["bin", "--", "-log.level"]), ["bin", "--", "-log.level"]);
         assert_eq!(norm(&["bin", "plan", "-f", "-o", "-o", "json"]), ["bin", "plan", "-f", "-o", "-o", "json"]);
         assert_eq!(norm(&["bin", "-log.level"]), ["bin", "--log.level"]);
+    }
+
+    #[cfg(not(madsim))]
+    #[test]
+    fn review_subcommand_needs_no_namespace() {
+        let argv = ["rollout-operator", "review", "--path", "/admission/no-downscale", "-f", "r.json", "-f", "d.yaml"];
+        match parse(argv) {
+            Ok(Command::Review { args, .. }) => {
+                assert_eq!(args.path, "/admission/no-downscale");
+                assert_eq!(args.files.len(), 2);
+                assert_eq!(args.record_config_map, "rollout-operator-zone-tracker");
+            }
+            other => panic!("expected review, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn service_name_flag_defaults_to_rollout_operator() {
+        assert_eq!(run_ok(&[NS]).flags.server_tls_service_name, "rollout-operator");
+        assert_eq!(run_ok(&[NS, "-server-tls.service-name=webhooks"]).flags.server_tls_service_name, "webhooks");
     }
 }

@@ -6,8 +6,9 @@
 //! namespace the operator manages.
 
 use futures::stream::BoxStream;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use std::future::Future;
 use thiserror::Error;
 
@@ -20,6 +21,63 @@ pub enum WatchEvent<K> {
     InitDone,
     Apply(K),
     Delete(K),
+}
+
+/// The two kinds of admission webhook configuration (cluster-scoped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WebhookKind {
+    Validating,
+    Mutating,
+}
+
+impl WebhookKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookKind::Validating => "ValidatingWebhookConfiguration",
+            WebhookKind::Mutating => "MutatingWebhookConfiguration",
+        }
+    }
+}
+
+/// A Validating- or MutatingWebhookConfiguration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WebhookConfiguration {
+    Validating(ValidatingWebhookConfiguration),
+    Mutating(MutatingWebhookConfiguration),
+}
+
+impl WebhookConfiguration {
+    pub fn kind(&self) -> WebhookKind {
+        match self {
+            WebhookConfiguration::Validating(_) => WebhookKind::Validating,
+            WebhookConfiguration::Mutating(_) => WebhookKind::Mutating,
+        }
+    }
+
+    pub fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            WebhookConfiguration::Validating(c) => &c.metadata,
+            WebhookConfiguration::Mutating(c) => &c.metadata,
+        }
+    }
+
+    /// `(webhook name, clientConfig.caBundle)` of every entry of `webhooks[]`.
+    pub fn ca_bundles(&self) -> Vec<(String, Option<Vec<u8>>)> {
+        match self {
+            WebhookConfiguration::Validating(c) => c
+                .webhooks
+                .iter()
+                .flatten()
+                .map(|w| (w.name.clone(), w.client_config.ca_bundle.as_ref().map(|b| b.0.clone())))
+                .collect(),
+            WebhookConfiguration::Mutating(c) => c
+                .webhooks
+                .iter()
+                .flatten()
+                .map(|w| (w.name.clone(), w.client_config.ca_bundle.as_ref().map(|b| b.0.clone())))
+                .collect(),
+        }
+    }
 }
 
 /// Errors from the API, classified by what the caller should do about them.
@@ -91,6 +149,48 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
     /// [`ApiError::Conflict`] if the object has moved on, so this is a compare-and-swap.
     fn replace_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
 
+    // ---- reads and writes of the admission webhooks and the TLS manager ----------------------------------------
+
+    /// Reads a StatefulSet of the namespace (live, not from a cache); `None` when it does not exist.
+    fn get_statefulset(&self, name: &str) -> impl Future<Output = Result<Option<StatefulSet>, ApiError>> + Send;
+
+    fn get_deployment(&self, name: &str) -> impl Future<Output = Result<Option<Deployment>, ApiError>> + Send;
+
+    fn get_replicaset(&self, name: &str) -> impl Future<Output = Result<Option<ReplicaSet>, ApiError>> + Send;
+
+    /// Lists StatefulSets of the namespace matching a label selector (e.g. `rollout-group=ingester`).
+    fn list_statefulsets(
+        &self,
+        label_selector: &str,
+    ) -> impl Future<Output = Result<Vec<StatefulSet>, ApiError>> + Send;
+
+    /// Lists pods of the namespace matching a label selector (`""` lists all).
+    fn list_pods(&self, label_selector: &str) -> impl Future<Output = Result<Vec<Pod>, ApiError>> + Send;
+
+    fn get_secret(&self, name: &str) -> impl Future<Output = Result<Option<Secret>, ApiError>> + Send;
+
+    /// Creates a Secret; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_secret(&self, secret: &Secret) -> impl Future<Output = Result<Secret, ApiError>> + Send;
+
+    /// Replaces a Secret; a `metadata.resourceVersion` is a precondition ([`ApiError::Conflict`] when it moved).
+    fn replace_secret(&self, secret: &Secret) -> impl Future<Output = Result<Secret, ApiError>> + Send;
+
+    /// Watches the (cluster-scoped) webhook configurations of `kind` matching a label selector, with the same
+    /// semantics as the other watches.
+    fn watch_webhook_configurations(
+        &self,
+        kind: WebhookKind,
+        label_selector: &str,
+    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>>;
+
+    /// Applies a JSON merge patch to a webhook configuration; a `metadata.resourceVersion` in the patch is a
+    /// precondition ([`ApiError::Conflict`] when it moved).
+    fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = Result<WebhookConfiguration, ApiError>> + Send;
     // Scaling (reference section 3).
 
     /// Sets `spec.replicas` of a StatefulSet with the patch `{"spec":{"replicas":N}}`; `resource_version` (when

@@ -15,7 +15,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::GroupSnapshot;
-use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict, RecordError, check_min_time};
+use rollout_core::downscale::{
+    DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, check_min_time, live_in_progress,
+    parse_in_progress, render_in_progress,
+};
+use rollout_core::keys;
 use thiserror::Error;
 
 /// How many read-check-swap rounds a claim or undo makes before giving up. Every conflict means another writer
@@ -102,21 +106,39 @@ async fn swap<C: ClusterApi>(
     stored: Option<&StoredRecord>,
     record: &DownscaleRecord,
 ) -> Result<Swap<()>, RecordStoreError> {
-    let result = match stored {
-        None => {
-            let cm = ConfigMap {
-                metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
-                data: Some(record.to_config_map_data()),
-                ..ConfigMap::default()
-            };
-            api.create_config_map(&cm).await
-        }
+    swap_with_markers(api, config_map, stored, record, None).await
+}
+
+/// [`swap`], also setting the in-progress markers annotation when `markers` is given.
+async fn swap_with_markers<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    stored: Option<&StoredRecord>,
+    record: &DownscaleRecord,
+    markers: Option<&[DownscaleInProgress]>,
+) -> Result<Swap<()>, RecordStoreError> {
+    let mut cm = match stored {
+        None => ConfigMap {
+            metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
+            ..ConfigMap::default()
+        },
         Some(stored) => {
             let mut cm = stored.config_map.clone();
             cm.metadata.resource_version = Some(stored.resource_version.clone());
-            cm.data = Some(record.to_config_map_data());
-            api.replace_config_map(&cm).await
+            cm
         }
+    };
+    cm.data = Some(record.to_config_map_data());
+    if let Some(markers) = markers {
+        let annotations = cm.metadata.annotations.get_or_insert_with(Default::default);
+        match render_in_progress(markers) {
+            Some(value) => annotations.insert(keys::DOWNSCALES_IN_PROGRESS.to_string(), value),
+            None => annotations.remove(keys::DOWNSCALES_IN_PROGRESS),
+        };
+    }
+    let result = match stored {
+        None => api.create_config_map(&cm).await,
+        Some(_) => api.replace_config_map(&cm).await,
     };
     match result {
         Ok(_) => Ok(Swap::Done(())),
@@ -187,6 +209,114 @@ pub async fn undo_claim<C: ClusterApi>(
         }
         if let Swap::Done(()) = swap(api, config_map, Some(&stored), &record).await? {
             return Ok(true);
+        }
+    }
+    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+}
+
+/// The downscales in progress recorded with the record (see [`DownscaleInProgress`]).
+pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, String> {
+    let annotations = stored.config_map.metadata.annotations.as_ref();
+    parse_in_progress(annotations.and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS)).map(String::as_str))
+}
+
+/// The outcome of a claim made by the prepare-downscale webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkedClaim {
+    /// Recorded, with an in-progress marker for `statefulset` until `until`.
+    Claimed {
+        previous: Option<Timestamp>,
+    },
+    Refused(MinTimeVerdict),
+    /// Another StatefulSet of the group has a downscale in progress.
+    Busy(DownscaleInProgress),
+}
+
+/// [`claim_downscale`] for the prepare-downscale webhook: in the same compare-and-swap, refuses while another
+/// StatefulSet of the group has a live in-progress marker, and sets this StatefulSet's marker (live until
+/// `until`), which keeps the controller from replacing pods of the group meanwhile.
+pub async fn claim_downscale_marked<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    group: &GroupSnapshot,
+    statefulset: &str,
+    now: Timestamp,
+    until: Timestamp,
+) -> Result<MarkedClaim, RecordStoreError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let stored = read_record(api, config_map).await?;
+        let (mut record, mut markers) = match &stored {
+            Some(s) => (
+                s.record.clone(),
+                read_markers(s).map_err(|reason| RecordStoreError::Unreadable {
+                    config_map: config_map.to_string(),
+                    source: RecordError {
+                        key: format!("metadata.annotations[{}]", keys::DOWNSCALES_IN_PROGRESS),
+                        value: String::new(),
+                        reason,
+                    },
+                })?,
+            ),
+            None => (DownscaleRecord::bootstrap(group), Vec::new()),
+        };
+        if let Some(holder) = live_in_progress(&markers, &group.name, Some(statefulset), now) {
+            return Ok(MarkedClaim::Busy(holder.clone()));
+        }
+        match check_min_time(group, Some(&record), statefulset, now) {
+            MinTimeVerdict::Elapsed => {}
+            refused => return Ok(MarkedClaim::Refused(refused)),
+        }
+        let previous = record.last_downscaled.get(statefulset).copied();
+        record.record_downscale(statefulset, now);
+        // Expired markers are dropped on the way.
+        markers.retain(|m| m.is_live(now) && m.statefulset != statefulset);
+        markers.push(DownscaleInProgress { statefulset: statefulset.to_string(), group: group.name.clone(), until });
+        if let Swap::Done(()) = swap_with_markers(api, config_map, stored.as_ref(), &record, Some(&markers)).await? {
+            return Ok(MarkedClaim::Claimed { previous });
+        }
+    }
+    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+}
+
+/// Ends a marked claim. On success (`undo: None`) only the marker goes; on failure (`undo: Some(previous)`) the
+/// claim is undone as by [`undo_claim`] too. Only our own marker (same `until`) and our own entry are touched.
+pub async fn finish_marked_claim<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    statefulset: &str,
+    claimed_at: Timestamp,
+    until: Timestamp,
+    undo: Option<Option<Timestamp>>,
+) -> Result<(), RecordStoreError> {
+    let mut ours = DownscaleRecord::default();
+    ours.record_downscale(statefulset, claimed_at);
+    let claimed_at = ours.last_downscaled[statefulset];
+    let mut until_stored = DownscaleRecord::default();
+    until_stored.record_downscale(statefulset, until);
+    let until = until_stored.last_downscaled[statefulset];
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(stored) = read_record(api, config_map).await? else {
+            return Ok(());
+        };
+        let mut markers = read_markers(&stored).unwrap_or_default();
+        let before = markers.len();
+        markers.retain(|m| !(m.statefulset == statefulset && m.until == until));
+        let mut record = stored.record.clone();
+        let mut changed = markers.len() != before;
+        if let Some(previous) = undo
+            && record.last_downscaled.get(statefulset) == Some(&claimed_at)
+        {
+            match previous {
+                Some(at) => record.last_downscaled.insert(statefulset.to_string(), at),
+                None => record.last_downscaled.remove(statefulset),
+            };
+            changed = true;
+        }
+        if !changed {
+            return Ok(());
+        }
+        if let Swap::Done(()) = swap_with_markers(api, config_map, Some(&stored), &record, Some(&markers)).await? {
+            return Ok(());
         }
     }
     Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })

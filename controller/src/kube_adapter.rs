@@ -11,13 +11,16 @@
 //! belongs to the reconcile loop. Not built under `--cfg madsim` (kube's client cannot run inside the simulator),
 //! where the simulated API server implements the port instead.
 
-use crate::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
+use crate::cluster::{
+    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue, Request};
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -209,8 +212,9 @@ pub struct ApiPermission {
     pub verb: &'static str,
 }
 
-/// Every permission [`KubeCluster`] needs in its namespace. The deploy RBAC must grant at least these; the tests
-/// below check that this list equals what the adapter actually requests.
+/// Every permission [`KubeCluster`] needs: in its namespace (a Role), except the webhook configurations, which are
+/// cluster-scoped (a ClusterRole). The deploy RBAC must grant at least these; the tests below check that this list
+/// equals what the adapter actually requests.
 pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission { group: "", resource: "pods", verb: "list" },
     ApiPermission { group: "", resource: "pods", verb: "watch" },
@@ -221,6 +225,21 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission { group: "", resource: "configmaps", verb: "get" },
     ApiPermission { group: "", resource: "configmaps", verb: "create" },
     ApiPermission { group: "", resource: "configmaps", verb: "update" },
+    // Admission webhooks: parent lookups of /scale requests, the group's StatefulSets and pods, live.
+    ApiPermission { group: "apps", resource: "statefulsets", verb: "get" },
+    ApiPermission { group: "apps", resource: "deployments", verb: "get" },
+    ApiPermission { group: "apps", resource: "replicasets", verb: "get" },
+    // TLS: the self-signed certificate's Secret.
+    ApiPermission { group: "", resource: "secrets", verb: "get" },
+    ApiPermission { group: "", resource: "secrets", verb: "create" },
+    ApiPermission { group: "", resource: "secrets", verb: "update" },
+    // CA bundle injection (cluster-scoped: a ClusterRole).
+    ApiPermission { group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", verb: "list" },
+    ApiPermission { group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", verb: "watch" },
+    ApiPermission { group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", verb: "patch" },
+    ApiPermission { group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", verb: "list" },
+    ApiPermission { group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", verb: "watch" },
+    ApiPermission { group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", verb: "patch" },
     // Scaling: set spec.replicas of a follower or mirror StatefulSet.
     ApiPermission { group: "apps", resource: "statefulsets", verb: "patch" },
 ];
@@ -254,6 +273,11 @@ pub struct KubeCluster {
     config_maps: Api<ConfigMap>,
     /// For discovery and the dynamic requests of mirror scaling.
     client: Client,
+    deployments: Api<Deployment>,
+    replicasets: Api<ReplicaSet>,
+    secrets: Api<Secret>,
+    validating: Api<ValidatingWebhookConfiguration>,
+    mutating: Api<MutatingWebhookConfiguration>,
 }
 
 impl KubeCluster {
@@ -262,6 +286,11 @@ impl KubeCluster {
         Self {
             pods: Api::namespaced(client.clone(), &namespace),
             config_maps: Api::namespaced(client.clone(), &namespace),
+            deployments: Api::namespaced(client.clone(), &namespace),
+            replicasets: Api::namespaced(client.clone(), &namespace),
+            secrets: Api::namespaced(client.clone(), &namespace),
+            validating: Api::all(client.clone()),
+            mutating: Api::all(client.clone()),
             statefulsets: Api::namespaced(client.clone(), &namespace),
             client,
             namespace,
@@ -322,6 +351,95 @@ impl ClusterApi for KubeCluster {
             .replace(name, &PostParams::default(), config_map)
             .await
             .map_err(|err| classify(&err, &format!("replace configmap {}/{name}", self.namespace)))
+    }
+
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        self.statefulsets
+            .get_opt(name)
+            .await
+            .map_err(|err| classify(&err, &format!("get statefulset {}/{name}", self.namespace)))
+    }
+
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        self.deployments
+            .get_opt(name)
+            .await
+            .map_err(|err| classify(&err, &format!("get deployment {}/{name}", self.namespace)))
+    }
+
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        self.replicasets
+            .get_opt(name)
+            .await
+            .map_err(|err| classify(&err, &format!("get replicaset {}/{name}", self.namespace)))
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        list_all(&self.statefulsets, label_selector)
+            .await
+            .map_err(|err| classify(&err, &format!("list statefulsets {label_selector:?} in {}", self.namespace)))
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        list_all(&self.pods, label_selector)
+            .await
+            .map_err(|err| classify(&err, &format!("list pods {label_selector:?} in {}", self.namespace)))
+    }
+
+    async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
+        self.secrets.get_opt(name).await.map_err(|err| classify(&err, &format!("get secret {}/{name}", self.namespace)))
+    }
+
+    async fn create_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        self.secrets
+            .create(&PostParams::default(), secret)
+            .await
+            .map_err(|err| classify(&err, &format!("create secret {}/{name}", self.namespace)))
+    }
+
+    async fn replace_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        self.secrets
+            .replace(name, &PostParams::default(), secret)
+            .await
+            .map_err(|err| classify(&err, &format!("replace secret {}/{name}", self.namespace)))
+    }
+
+    fn watch_webhook_configurations(
+        &self,
+        kind: WebhookKind,
+        label_selector: &str,
+    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>> {
+        let what = format!("watch {} with labels {label_selector}", kind.as_str());
+        let config = watcher::Config::default().labels(label_selector);
+        match kind {
+            WebhookKind::Validating => watch(self.validating.clone(), config, what)
+                .map(|item| item.map(|event| map_event(event, WebhookConfiguration::Validating)))
+                .boxed(),
+            WebhookKind::Mutating => watch(self.mutating.clone(), config, what)
+                .map(|item| item.map(|event| map_event(event, WebhookConfiguration::Mutating)))
+                .boxed(),
+        }
+    }
+
+    async fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<WebhookConfiguration, ApiError> {
+        let what = format!("patch {} {name}", kind.as_str());
+        let params = PatchParams::default();
+        match kind {
+            WebhookKind::Validating => {
+                self.validating.patch(name, &params, &Patch::Merge(patch)).await.map(WebhookConfiguration::Validating)
+            }
+            WebhookKind::Mutating => {
+                self.mutating.patch(name, &params, &Patch::Merge(patch)).await.map(WebhookConfiguration::Mutating)
+            }
+        }
+        .map_err(|err| classify(&err, &what))
     }
 
     async fn patch_statefulset_replicas(
@@ -399,6 +517,37 @@ fn resource_path(resource: &ApiResourceRef, namespace: &str) -> String {
         format!("/api/{}/namespaces/{namespace}/{}", resource.version, resource.plural)
     } else {
         format!("/apis/{}/{}/namespaces/{namespace}/{}", resource.group, resource.version, resource.plural)
+    }
+}
+
+
+/// Lists every page (500 objects at a time, as the watcher does).
+async fn list_all<K>(api: &Api<K>, label_selector: &str) -> Result<Vec<K>, kube::Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut params = ListParams::default().limit(500);
+    if !label_selector.is_empty() {
+        params = params.labels(label_selector);
+    }
+    let mut items = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
+}
+
+fn map_event<K, T>(event: WatchEvent<K>, f: impl Fn(K) -> T) -> WatchEvent<T> {
+    match event {
+        WatchEvent::Init => WatchEvent::Init,
+        WatchEvent::InitApply(o) => WatchEvent::InitApply(f(o)),
+        WatchEvent::InitDone => WatchEvent::InitDone,
+        WatchEvent::Apply(o) => WatchEvent::Apply(f(o)),
+        WatchEvent::Delete(o) => WatchEvent::Delete(f(o)),
     }
 }
 
@@ -663,6 +812,9 @@ mod tests {
             _ => return None,
         };
         let (resource, named) = match rest {
+            // Cluster-scoped resources the adapter may touch (webhook configurations, for CA injection).
+            [resource] if CLUSTER_SCOPED.contains(resource) => (resource.to_string(), false),
+            [resource, _name] if CLUSTER_SCOPED.contains(resource) => (resource.to_string(), true),
             ["namespaces", ns, resource] if *ns == NS => (resource.to_string(), false),
             ["namespaces", ns, resource, _name] if *ns == NS => (resource.to_string(), true),
             ["namespaces", ns, resource, _name, sub] if *ns == NS => (format!("{resource}/{sub}"), true),
@@ -682,6 +834,8 @@ mod tests {
         };
         Some((group.to_string(), resource, verb.to_string()))
     }
+
+    const CLUSTER_SCOPED: &[&str] = &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"];
 
     fn declared() -> BTreeSet<Permission> {
         RBAC_REQUIREMENTS.iter().map(|p| (p.group.to_string(), p.resource.to_string(), p.verb.to_string())).collect()
@@ -1221,6 +1375,150 @@ mod tests {
         );
     }
 
+    // ---- webhooks and TLS: live reads, Secrets, webhook configurations -------------------------------------------
+
+    fn secret_object(name: &str, resource_version: Option<&str>) -> Secret {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "resourceVersion": resource_version},
+            "data": {"ca": "Y2E=", "cert": "Y2VydA==", "key": "a2V5"},
+        }))
+        .expect("valid Secret")
+    }
+
+    fn webhook_list(kind: WebhookKind, resource_version: &str, items: Vec<Value>) -> Value {
+        json!({"kind": format!("{}List", kind.as_str()), "apiVersion": "admissionregistration.k8s.io/v1",
+               "metadata": {"resourceVersion": resource_version}, "items": items})
+    }
+
+    fn webhook_config(kind: WebhookKind, name: &str, resource_version: &str, ca: Option<&str>) -> Value {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind.as_str(),
+            "metadata": {"name": name, "resourceVersion": resource_version,
+                         "labels": {"grafana.com/inject-rollout-operator-ca": "true", "grafana.com/namespace": NS}},
+            "webhooks": [{"name": "w.grafana.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "clientConfig": {"service": {"name": "rollout-operator", "namespace": NS}, "caBundle": ca}}],
+        })
+    }
+
+    async fn next_webhook_items(
+        rx: &mut mpsc::UnboundedReceiver<Result<WatchEvent<WebhookConfiguration>, ApiError>>,
+        count: usize,
+    ) -> Vec<String> {
+        let mut items = Vec::new();
+        for _ in 0..count {
+            let item = tokio::time::timeout(WAIT, rx.recv()).await.expect("in time").expect("open");
+            let describe = |c: &WebhookConfiguration| {
+                format!(
+                    "{}@{}",
+                    c.metadata().name.clone().unwrap_or_default(),
+                    c.metadata().resource_version.clone().unwrap_or_default()
+                )
+            };
+            items.push(match item {
+                Ok(WatchEvent::Init) => "Init".to_string(),
+                Ok(WatchEvent::InitApply(c)) => format!("InitApply({})", describe(&c)),
+                Ok(WatchEvent::InitDone) => "InitDone".to_string(),
+                Ok(WatchEvent::Apply(c)) => format!("Apply({})", describe(&c)),
+                Ok(WatchEvent::Delete(c)) => format!("Delete({})", describe(&c)),
+                Err(err) => format!("Err({})", err.kind()),
+            });
+        }
+        items
+    }
+
+    #[tokio::test]
+    async fn secret_get_create_and_conditional_replace() {
+        let (cluster, mut api) = mock_cluster();
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.get_secret("cert").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, "/api/v1/namespaces/default-ns/secrets/cert", "");
+        respond.json(404, status(404, "NotFound", "secrets \"cert\" not found"));
+        assert_eq!(call.await.expect("no panic"), Ok(None));
+
+        let c = cluster.clone();
+        let call = tokio::spawn(async move { c.create_secret(&secret_object("cert", None)).await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::POST, "/api/v1/namespaces/default-ns/secrets", "");
+        assert_eq!(seen.json()["data"]["ca"], json!("Y2E="));
+        respond.json(201, serde_json::to_value(secret_object("cert", Some("5"))).unwrap());
+        assert_eq!(call.await.expect("no panic").unwrap().metadata.resource_version.as_deref(), Some("5"));
+
+        let call = tokio::spawn(async move { cluster.replace_secret(&secret_object("cert", Some("5"))).await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::PUT, "/api/v1/namespaces/default-ns/secrets/cert", "");
+        assert_eq!(seen.json()["metadata"]["resourceVersion"], json!("5"));
+        respond.json(409, status(409, "Conflict", "the object has been modified"));
+        assert!(matches!(call.await.expect("no panic"), Err(ApiError::Conflict(_))));
+    }
+
+    #[tokio::test]
+    async fn webhook_configurations_are_watched_by_label_and_patched_conditionally() {
+        let (cluster, mut api) = mock_cluster();
+        let selector = "grafana.com/inject-rollout-operator-ca=true,grafana.com/namespace=default-ns";
+        let mut configs = forward(cluster.watch_webhook_configurations(WebhookKind::Mutating, selector));
+        let path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+        let (seen, respond) = api.next().await;
+        assert_eq!(seen.path, path);
+        assert!(
+            seen.query.contains(
+                "labelSelector=grafana.com%2Finject-rollout-operator-ca%3Dtrue%2Cgrafana.com%2Fnamespace%3Ddefault-ns"
+            ),
+            "{}",
+            seen.query
+        );
+        respond.json(
+            200,
+            webhook_list(
+                WebhookKind::Mutating,
+                "10",
+                vec![webhook_config(WebhookKind::Mutating, "prepare-downscale-default-ns", "9", None)],
+            ),
+        );
+        assert_eq!(
+            next_webhook_items(&mut configs, 3).await,
+            ["Init", "InitApply(prepare-downscale-default-ns@9)", "InitDone"]
+        );
+        let (seen, respond) = api.next().await;
+        assert!(seen.query.contains("watch=true"), "{}", seen.query);
+        respond.watch_lines(&[event("ADDED", webhook_config(WebhookKind::Mutating, "late", "11", None))]);
+        assert_eq!(next_webhook_items(&mut configs, 1).await, ["Apply(late@11)"]);
+
+        let patch = json!({"metadata": {"resourceVersion": "11"}, "webhooks": [{"name": "w.grafana.com", "clientConfig": {"caBundle": "Q0E="}}]});
+        let sent = patch.clone();
+        let c = cluster.clone();
+        let call =
+            tokio::spawn(async move { c.patch_webhook_configuration(WebhookKind::Mutating, "late", &sent).await });
+        let (seen, respond) = api.next().await;
+        // The watch resumed meanwhile; skip to the patch.
+        let (seen, respond) = if seen.method == Method::GET { api.next().await } else { (seen, respond) };
+        seen.assert(Method::PATCH, &format!("{path}/late"), "");
+        assert_eq!(seen.header("content-type"), Some("application/merge-patch+json"));
+        assert_eq!(seen.json(), patch);
+        respond.json(200, webhook_config(WebhookKind::Mutating, "late", "12", Some("Q0E=")));
+        let patched = call.await.expect("no panic").expect("patched");
+        assert_eq!(patched.ca_bundles(), [("w.grafana.com".to_string(), Some(b"CA".to_vec()))]);
+    }
+
+    #[tokio::test]
+    async fn list_pods_follows_pages_and_passes_the_selector() {
+        let (cluster, mut api) = mock_cluster();
+        let call = tokio::spawn(async move { cluster.list_pods("name=a").await });
+        let (seen, respond) = api.next().await;
+        seen.assert(Method::GET, "/api/v1/namespaces/default-ns/pods", "&labelSelector=name%3Da&limit=500");
+        respond.json(200, list("PodList", "7", Some("next"), vec![pod("a-0", "5")]));
+        let (seen, respond) = api.next().await;
+        seen.assert(
+            Method::GET,
+            "/api/v1/namespaces/default-ns/pods",
+            "&labelSelector=name%3Da&limit=500&continue=next",
+        );
+        respond.json(200, list("PodList", "7", None, vec![pod("a-1", "6")]));
+        let pods = call.await.expect("no panic").expect("listed");
+        assert_eq!(pods.iter().map(|p| p.name_any()).collect::<Vec<_>>(), ["a-0", "a-1"]);
+    }
+
     // ---- watches ----------------------------------------------------------------------------------------------
 
     #[tokio::test]
@@ -1393,6 +1691,54 @@ mod tests {
         let (_, respond) = api.next().await;
         respond.json(200, config_map("z", "3", json!({})));
         assert!(call.await.expect("no panic").is_ok());
+
+        // Webhook and TLS reads and writes.
+        macro_rules! once {
+            ($call:expr, $status:expr, $body:expr) => {{
+                let c = cluster.clone();
+                let call = tokio::spawn(async move {
+                    let c = c;
+                    $call(c).await.is_ok()
+                });
+                let (_, respond) = api.next().await;
+                respond.json($status, $body);
+                call.await.expect("no panic")
+            }};
+        }
+        let not_found = status(404, "NotFound", "not found");
+        let empty = |kind: &str| list(kind, "1", None, vec![]);
+        once!(|c: KubeCluster| async move { c.get_statefulset("a").await }, 404, not_found.clone());
+        once!(|c: KubeCluster| async move { c.get_deployment("a").await }, 404, not_found.clone());
+        once!(|c: KubeCluster| async move { c.get_replicaset("a").await }, 404, not_found.clone());
+        assert!(once!(
+            |c: KubeCluster| async move { c.list_statefulsets("rollout-group=g").await },
+            200,
+            empty("StatefulSetList")
+        ));
+        assert!(once!(|c: KubeCluster| async move { c.list_pods("").await }, 200, empty("PodList")));
+        once!(|c: KubeCluster| async move { c.get_secret("s").await }, 404, not_found.clone());
+        once!(
+            |c: KubeCluster| async move { c.create_secret(&secret_object("s", None)).await },
+            409,
+            status(409, "AlreadyExists", "exists")
+        );
+        once!(
+            |c: KubeCluster| async move { c.replace_secret(&secret_object("s", Some("1"))).await },
+            409,
+            status(409, "Conflict", "moved")
+        );
+        for kind in [WebhookKind::Validating, WebhookKind::Mutating] {
+            let mut configs = forward(cluster.watch_webhook_configurations(kind, "a=b"));
+            let (_, respond) = api.next().await;
+            respond.json(200, webhook_list(kind, "1", vec![]));
+            assert_eq!(next_webhook_items(&mut configs, 2).await, ["Init", "InitDone"]);
+            let _watch = api.next().await;
+            once!(
+                move |c: KubeCluster| async move { c.patch_webhook_configuration(kind, "w", &json!({})).await },
+                409,
+                status(409, "Conflict", "moved")
+            );
+        }
 
         let patcher = cluster.clone();
         let call = tokio::spawn(async move { patcher.patch_statefulset_status("a", &json!({"status": {}})).await });

@@ -19,3 +19,10 @@ pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;
 pub mod scaling;
+#[cfg(not(madsim))]
+pub mod review_cmd;
+#[cfg(not(madsim))]
+pub mod tls;
+#[cfg(not(madsim))]
+pub mod webhook_server;
+pub mod webhooks;

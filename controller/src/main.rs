@@ -29,7 +29,7 @@ mod app {
     use rollout_operator::pod_client::{DEFAULT_CONCURRENCY, HyperPodClient};
     use rollout_operator::reconciler::{self, ReconcilerConfig};
     use rollout_operator::scaling::ScalingConfig;
-    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd};
+    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd, review_cmd, webhook_server};
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -59,6 +59,13 @@ mod app {
                     return ExitCode::FAILURE;
                 }
                 plan_cmd::run(args)
+            }
+            Command::Review { args, log } => {
+                if let Err(e) = logging::init(log) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+                review_cmd::run(args)
             }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
@@ -129,6 +136,18 @@ mod app {
             }
         };
         let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
+        // The admission webhooks over HTTPS, when enabled; they run until the process ends.
+        let _webhooks = if flags.server_tls_enabled {
+            match webhook_server::start(&flags, cluster.clone(), &metrics).await {
+                Ok(tasks) => Some(tasks),
+                Err(e) => {
+                    error!(err = %e, "failed to start the webhook server");
+                    return ExitCode::FAILURE;
+                }
+            }
+        } else {
+            None
+        };
         let reconciler_config =
             ReconcilerConfig { min_interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
         // Delayed downscale calls pods directly, with its own timeout and no Kubernetes rate limiting.

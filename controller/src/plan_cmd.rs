@@ -180,6 +180,9 @@ pub struct Objects {
     pub pods: Vec<Pod>,
     /// Objects of other kinds (Services, ConfigMaps...), skipped.
     pub ignored: usize,
+    /// Those objects as read, for commands that look at other kinds (`review` reads ConfigMaps, Deployments,
+    /// ReplicaSets). Kind and apiVersion are filled in from an enclosing typed list.
+    pub others: Vec<Value>,
     /// Remarks about the input that did not stop loading (duplicates replaced).
     pub notes: Vec<String>,
     seen: HashMap<(Kind, Option<String>, String), usize>,
@@ -303,6 +306,11 @@ impl Objects {
             ("Pod", None | Some("v1")) => Kind::Pod,
             _ => {
                 self.ignored += 1;
+                map.entry("kind").or_insert_with(|| Value::String(kind.clone()));
+                if let Some(v) = &api_version {
+                    map.entry("apiVersion").or_insert_with(|| Value::String(v.clone()));
+                }
+                self.others.push(Value::Object(map));
                 return Ok(());
             }
         };

@@ -3,16 +3,14 @@
 
 mod support;
 
-use futures::stream::BoxStream;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict};
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{GroupSnapshot, StatefulSetView};
-use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::cluster::ApiError;
 use rollout_operator::downscale_record::{
     Claim, MAX_ATTEMPTS, RecordStoreError, claim_downscale, read_record, undo_claim,
 };
@@ -185,58 +183,6 @@ async fn undo_restores_the_previous_entry_only_while_it_is_still_ours() {
     assert_eq!(stored(&cluster).last_downscaled["g-zone-b"], newest);
 }
 
-/// The fake API server, but every call first yields to the scheduler, so concurrent claims interleave between
-/// their read and their write as they would over a network.
-#[derive(Clone)]
-struct Interleaving(FakeCluster);
-
-impl ClusterApi for Interleaving {
-    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
-        self.0.watch_statefulsets()
-    }
-    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
-        self.0.watch_pods()
-    }
-    async fn delete_pod(&self, name: &str, preconditions: &Preconditions) -> Result<(), ApiError> {
-        tokio::task::yield_now().await;
-        self.0.delete_pod(name, preconditions).await
-    }
-    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
-        tokio::task::yield_now().await;
-        self.0.patch_statefulset_status(name, patch).await
-    }
-    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
-        tokio::task::yield_now().await;
-        self.0.get_config_map(name).await
-    }
-    async fn create_config_map(&self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        tokio::task::yield_now().await;
-        self.0.create_config_map(cm).await
-    }
-    async fn replace_config_map(&self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        tokio::task::yield_now().await;
-        self.0.replace_config_map(cm).await
-    }
-    // Scaling methods (appended to the port by the scaling branch): plain delegation.
-    async fn patch_statefulset_replicas(&self, name: &str, replicas: u32, rv: &str) -> Result<StatefulSet, ApiError> {
-        self.0.patch_statefulset_replicas(name, replicas, rv).await
-    }
-    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
-        self.0.discover_resources(group, kind).await
-    }
-    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
-        self.0.get_scale(resource, name).await
-    }
-    async fn patch_resource_status(
-        &self,
-        resource: &ApiResourceRef,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<(), ApiError> {
-        self.0.patch_resource_status(resource, name, patch).await
-    }
-}
-
 /// Many simultaneous claims for the zones of one group: exactly the claims the min-time rule allows pass. With
 /// no history and a 1 h min time, that is every claim of whichever zone committed first, and no other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,7 +190,7 @@ async fn simultaneous_claims_for_different_zones_of_one_group_let_exactly_one_zo
     let mut failed_swaps = 0;
     for round in 0..20 {
         let cluster = FakeCluster::default();
-        let api = Interleaving(cluster.clone());
+        let api = cluster.clone();
         let g = zones("g");
         let mut tasks = Vec::new();
         for i in 0..12 {
@@ -289,7 +235,7 @@ async fn simultaneous_claims_for_different_zones_of_one_group_let_exactly_one_zo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simultaneous_claims_for_different_groups_all_pass() {
     let cluster = FakeCluster::default();
-    let api = Interleaving(cluster.clone());
+    let api = cluster.clone();
     let mut tasks = Vec::new();
     for i in 0..8 {
         let name = format!("group{i}");

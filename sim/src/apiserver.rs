@@ -8,7 +8,7 @@ use crate::checker::Knowledge;
 use crate::rng::SimRng;
 use crate::store::{Kind, LogEntry, Obj, SharedStore};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::net::SocketAddr;
@@ -37,6 +37,12 @@ pub enum Op {
     Discover { group: String, kind: String },
     GetScale { plural: String, name: String },
     PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
+    GetStatefulSet { name: String },
+    ListStatefulSets { selector: String },
+    ListPods { selector: String },
+    GetSecret { name: String },
+    CreateSecret { secret: Box<Secret> },
+    ReplaceSecret { secret: Box<Secret> },
 }
 
 pub struct Request {
@@ -52,6 +58,10 @@ pub enum Reply {
     Discovered(Result<Vec<ApiResourceRef>, ApiError>),
     Value(Result<serde_json::Value, ApiError>),
     Done(Result<(), ApiError>),
+    StatefulSet(Result<Option<Box<StatefulSet>>, ApiError>),
+    StatefulSets(Result<Vec<StatefulSet>, ApiError>),
+    Pods(Result<Vec<Pod>, ApiError>),
+    Secret(Result<Option<Box<Secret>>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -227,6 +237,22 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             store.trace(&who, line);
             Reply::Done(result)
         }
+        Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
+        Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(store
+            .statefulsets
+            .values()
+            .filter(|s| crate::store::selector_matches(selector, s.metadata.labels.as_ref()))
+            .cloned()
+            .collect())),
+        Op::ListPods { selector } => Reply::Pods(Ok(store
+            .pods
+            .values()
+            .filter(|p| crate::store::selector_matches(selector, p.metadata.labels.as_ref()))
+            .cloned()
+            .collect())),
+        Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),
+        Op::CreateSecret { secret } => Reply::Secret(store.api_create_secret(secret).map(|s| Some(Box::new(s)))),
+        Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),
     };
     (req.reply_tag, reply)
 }

@@ -13,10 +13,12 @@ use crate::store::{Kind, Obj};
 use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
-use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::cluster::{
+    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -192,29 +194,6 @@ impl ClusterApi for SimCluster {
         }
     }
 
-    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
-        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
-            Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
-            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
-            Reply::ConfigMap(Err(e)) => Err(e),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
-            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
-            Reply::ConfigMap(Err(e)) => Err(e),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
     async fn patch_statefulset_replicas(
         &self,
         name: &str,
@@ -254,5 +233,102 @@ impl ClusterApi for SimCluster {
             Reply::Done(r) => r,
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
+            Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        match self.call(Op::GetStatefulSet { name: name.to_string() }).await? {
+            Reply::StatefulSet(r) => r.map(|s| s.map(|s| *s)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    /// The simulated cluster runs no Deployments.
+    async fn get_deployment(&self, _name: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(None)
+    }
+
+    /// The simulated cluster runs no ReplicaSets.
+    async fn get_replicaset(&self, _name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        Ok(None)
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        match self.call(Op::ListStatefulSets { selector: label_selector.to_string() }).await? {
+            Reply::StatefulSets(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        match self.call(Op::ListPods { selector: label_selector.to_string() }).await? {
+            Reply::Pods(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
+        match self.call(Op::GetSecret { name: name.to_string() }).await? {
+            Reply::Secret(r) => r.map(|s| s.map(|s| *s)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn create_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        match self.call(Op::CreateSecret { secret: Box::new(secret.clone()) }).await? {
+            Reply::Secret(Ok(Some(s))) => Ok(*s),
+            Reply::Secret(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn replace_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        match self.call(Op::ReplaceSecret { secret: Box::new(secret.clone()) }).await? {
+            Reply::Secret(Ok(Some(s))) => Ok(*s),
+            Reply::Secret(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    /// The simulated cluster has no webhook configurations: the watch lists none and then stays quiet.
+    fn watch_webhook_configurations(
+        &self,
+        _kind: WebhookKind,
+        _label_selector: &str,
+    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>> {
+        futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
+            .chain(futures::stream::pending())
+            .boxed()
+    }
+
+    async fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        _patch: &serde_json::Value,
+    ) -> Result<WebhookConfiguration, ApiError> {
+        Err(ApiError::NotFound(format!("{} {name} not found", kind.as_str())))
     }
 }

@@ -9,7 +9,7 @@ use crate::objects::{self, PodSum, StsSum};
 use crate::trace::Trace;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::collections::{BTreeMap, VecDeque};
@@ -98,6 +98,8 @@ pub struct Store {
     /// Reference resources with `scale` and `status` subresources, by (plural, name): the object as JSON, with
     /// `spec.replicas` and `status.replicas`. Not watched.
     pub scale_targets: BTreeMap<(String, String), serde_json::Value>,
+    /// Secrets (the webhook certificate). Not watched either.
+    pub secrets: BTreeMap<String, Secret>,
     pub log: VecDeque<LogEntry>,
     /// Watches resuming from a resourceVersion below this get "too old resource version".
     pub compacted_to: u64,
@@ -133,6 +135,7 @@ impl Store {
             config_maps: BTreeMap::new(),
             api_resources: Vec::new(),
             scale_targets: BTreeMap::new(),
+            secrets: BTreeMap::new(),
             log: VecDeque::new(),
             compacted_to: 0,
             log_capacity,
@@ -416,6 +419,39 @@ impl Store {
         Ok(())
     }
 
+    /// `POST secrets`.
+    pub fn api_create_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        if self.secrets.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("secrets \"{name}\" already exists")));
+        }
+        self.rv += 1;
+        let mut secret = secret.clone();
+        secret.metadata.resource_version = rv_string(self.rv);
+        self.secrets.insert(name, secret.clone());
+        Ok(secret)
+    }
+
+    /// `PUT secrets/{name}`: `metadata.resourceVersion`, when given, is a precondition.
+    pub fn api_replace_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let Some(current) = self.secrets.get(&name) else {
+            return Err(ApiError::NotFound(format!("secrets \"{name}\" not found")));
+        };
+        if secret.metadata.resource_version.is_some()
+            && secret.metadata.resource_version != current.metadata.resource_version
+        {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on secrets \"{name}\": the object has been modified"
+            )));
+        }
+        self.rv += 1;
+        let mut secret = secret.clone();
+        secret.metadata.resource_version = rv_string(self.rv);
+        self.secrets.insert(name, secret.clone());
+        Ok(secret)
+    }
+
     /// Objects of one kind, as a list response.
     pub fn list(&self, kind: Kind) -> Vec<Obj> {
         match kind {
@@ -480,4 +516,14 @@ pub fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
         }
         other => *target = other.clone(),
     }
+}
+
+/// Equality-based label selectors (`a=b,c`): what the webhooks send.
+pub fn selector_matches(selector: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let empty = BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
+        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
+        None => labels.contains_key(requirement),
+    })
 }

@@ -242,3 +242,79 @@ pub fn check_min_time(
 fn add(at: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d).ok().and_then(|d| at.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }
+
+/// A downscale being prepared by the prepare-downscale webhook: between its claim of the record and the end of its
+/// pod calls. Stored in the record ConfigMap's [`keys::DOWNSCALES_IN_PROGRESS`] annotation, written in the same
+/// compare-and-swap as the claim, removed when the webhook is done; `until` (the webhook's deadline) bounds it if
+/// the webhook dies midway.
+///
+/// How the webhook and the controller see each other (DESIGN.md invariant 5):
+/// - the webhook denies a downscale while another StatefulSet of the group has non-updated or unavailable pods
+///   ([`crate::admission::prepare`], on a live list), and while another StatefulSet's downscale is in progress;
+/// - the controller's planner replaces no pod of a group while a marker of that group is live
+///   ([`crate::plan::PlanContext::downscales_in_progress`], read from the record by the shell).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DownscaleInProgress {
+    #[serde(skip)]
+    pub statefulset: String,
+    pub group: String,
+    #[serde(with = "timestamp_rfc3339")]
+    pub until: Timestamp,
+}
+
+impl DownscaleInProgress {
+    /// Live at `now`: the webhook may still be calling pods.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        now < self.until
+    }
+}
+
+mod timestamp_rfc3339 {
+    use jiff::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_timestamp(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let raw = String::deserialize(d)?;
+        super::parse_timestamp(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Reads the [`keys::DOWNSCALES_IN_PROGRESS`] annotation (absent means none).
+pub fn parse_in_progress(raw: Option<&str>) -> Result<Vec<DownscaleInProgress>, String> {
+    let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let map: BTreeMap<String, DownscaleInProgress> = serde_json::from_str(raw).map_err(|e| {
+        format!("annotation {} is not valid: {e}; expected {{\"<statefulset>\":{{\"group\":\"<group>\",\"until\":\"<RFC 3339>\"}}}}", keys::DOWNSCALES_IN_PROGRESS)
+    })?;
+    Ok(map
+        .into_iter()
+        .map(|(statefulset, mut marker)| {
+            marker.statefulset = statefulset;
+            marker
+        })
+        .collect())
+}
+
+/// The annotation value for `markers`; `None` when there are none (the annotation is removed).
+pub fn render_in_progress(markers: &[DownscaleInProgress]) -> Option<String> {
+    if markers.is_empty() {
+        return None;
+    }
+    let map: BTreeMap<&str, &DownscaleInProgress> = markers.iter().map(|m| (m.statefulset.as_str(), m)).collect();
+    serde_json::to_string(&map).ok()
+}
+
+/// The live marker of `group` for a StatefulSet other than `except`, if any (the first by name).
+pub fn live_in_progress<'a>(
+    markers: &'a [DownscaleInProgress],
+    group: &str,
+    except: Option<&str>,
+    now: Timestamp,
+) -> Option<&'a DownscaleInProgress> {
+    markers.iter().find(|m| m.group == group && Some(m.statefulset.as_str()) != except && m.is_live(now))
+}

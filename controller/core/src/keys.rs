@@ -46,3 +46,7 @@ pub const PREPARE_DOWNSCALE_HTTP_PORT: &str = "grafana.com/prepare-downscale-htt
 /// Labels on webhook configurations selecting them for CA-bundle injection.
 pub const INJECT_ROLLOUT_OPERATOR_CA: &str = "grafana.com/inject-rollout-operator-ca";
 pub const NAMESPACE_LABEL: &str = "grafana.com/namespace";
+/// Annotation on the group downscale record's ConfigMap: JSON map from StatefulSet name to the downscale being
+/// prepared for it (`{"<sts>":{"group":"<group>","until":"<RFC 3339>"}}`). The rollout controller replaces no pod
+/// of a group while one of its entries is live (DESIGN.md invariant 5).
+pub const DOWNSCALES_IN_PROGRESS: &str = "grafana.com/downscales-in-progress";

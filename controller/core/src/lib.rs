@@ -8,6 +8,8 @@
 //! [`plan`] (actions with reasons, group state). [`scaling`] decides replica changes (leader/follower, force replicas,
 //! mirror, delayed downscale); the planner runs its snapshot-only part first.
 
+pub mod admission;
+pub mod certificate;
 pub mod downscale;
 pub mod duration;
 pub mod expectations;

@@ -11,7 +11,7 @@
 //!   replaced in natural order while `unavailable < rollout-max-unavailable`; terminating pods are waited for;
 //! - once every pod is updated and ready, `status.currentRevision` is advanced to `status.updateRevision`.
 
-use crate::downscale::DownscaleRecord;
+use crate::downscale::{DownscaleInProgress, DownscaleRecord, format_timestamp, live_in_progress};
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
@@ -163,15 +163,23 @@ pub struct PlanContext<'a> {
     /// The group downscale record, as last read by the shell (None: none exists or not read). Leader/follower
     /// downscales are checked against it as well as against the `last-downscale` annotations.
     pub downscale_record: Option<&'a DownscaleRecord>,
+    /// Downscales being prepared by the prepare-downscale webhook, from the group downscale record: no pod of a
+    /// group is replaced while one of its markers is live (DESIGN.md invariant 5).
+    pub downscales_in_progress: &'a [DownscaleInProgress],
 }
 
 impl<'a> PlanContext<'a> {
     pub fn new(now: Timestamp, expectations: &'a [PendingExpectation]) -> Self {
-        PlanContext { now, expectations, downscale_record: None }
+        PlanContext { now, expectations, downscale_record: None, downscales_in_progress: &[] }
     }
 
     pub fn with_downscale_record(mut self, record: Option<&'a DownscaleRecord>) -> Self {
         self.downscale_record = record;
+        self
+    }
+
+    pub fn with_downscales_in_progress(mut self, markers: &'a [DownscaleInProgress]) -> Self {
+        self.downscales_in_progress = markers;
         self
     }
 }
@@ -242,6 +250,14 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             m.sts.name, m.sts.update_strategy
         );
         return finish(GroupState::Blocked, reason, Vec::new(), warnings, &scaling_errors);
+    }
+    if let Some(marker) = live_in_progress(ctx.downscales_in_progress, &group.name, None, ctx.now) {
+        let reason = format!(
+            "a downscale of StatefulSet {} is being prepared (until {} at the latest); no pod is replaced meanwhile",
+            marker.statefulset,
+            format_timestamp(marker.until)
+        );
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
     }
     if let Some(m) = group.members.iter().find(|m| m.sts.status.is_none()) {
         let reason = format!("waiting for StatefulSet {} to report a status", m.sts.name);

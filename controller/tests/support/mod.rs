@@ -7,12 +7,16 @@
 use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
-use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent};
+use rollout_operator::cluster::{
+    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -114,7 +118,12 @@ pub enum Call {
     PatchReplicas { name: String, replicas: u32, resource_version: String },
     GetScale { plural: String, name: String },
     PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
+    CreateSecret { name: String },
+    ReplaceSecret { name: String },
+    PatchWebhook { kind: WebhookKind, name: String, patch: serde_json::Value },
 }
+
+type WebhookWatcher = mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>;
 
 #[derive(Default)]
 struct State {
@@ -128,6 +137,13 @@ struct State {
     scale_targets: BTreeMap<(String, String), (Option<i64>, i64)>,
     /// Failures for the next replica patches only (other writes unaffected).
     replica_patch_failures: VecDeque<ApiError>,
+    deployments: BTreeMap<String, Deployment>,
+    replicasets: BTreeMap<String, ReplicaSet>,
+    secrets: BTreeMap<String, Secret>,
+    webhooks: BTreeMap<(String, String), WebhookConfiguration>,
+    webhook_watchers: Vec<(WebhookKind, String, WebhookWatcher)>,
+    /// Reads fail with this while set (an unreachable API for the webhooks' live reads).
+    fail_reads: Option<ApiError>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -288,6 +304,44 @@ impl FakeCluster {
         st.config_maps.insert(cm.metadata.name.clone().unwrap_or_default(), cm);
     }
 
+    pub fn put_deployment(&self, d: Deployment) {
+        self.state.lock().unwrap().deployments.insert(d.metadata.name.clone().unwrap_or_default(), d);
+    }
+
+    pub fn put_replicaset(&self, r: ReplicaSet) {
+        self.state.lock().unwrap().replicasets.insert(r.metadata.name.clone().unwrap_or_default(), r);
+    }
+
+    pub fn secret(&self, name: &str) -> Option<Secret> {
+        self.state.lock().unwrap().secrets.get(name).cloned()
+    }
+
+    /// Every live read fails with `err` until cleared with `None`.
+    pub fn fail_reads(&self, err: Option<ApiError>) {
+        self.state.lock().unwrap().fail_reads = err;
+    }
+
+    /// Stores a webhook configuration as another client would, and tells the watchers.
+    pub fn put_webhook_configuration(&self, mut config: WebhookConfiguration) {
+        let mut st = self.state.lock().unwrap();
+        let rv = st.next_rv();
+        match &mut config {
+            WebhookConfiguration::Validating(c) => c.metadata.resource_version = Some(rv),
+            WebhookConfiguration::Mutating(c) => c.metadata.resource_version = Some(rv),
+        }
+        let name = config.metadata().name.clone().unwrap_or_default();
+        st.webhooks.insert((config.kind().as_str().to_string(), name), config.clone());
+        st.webhook_watchers.retain(|(kind, selector, tx)| {
+            *kind != config.kind()
+                || !selector_matches(selector, config.metadata().labels.as_ref())
+                || tx.unbounded_send(Ok(WatchEvent::Apply(config.clone()))).is_ok()
+        });
+    }
+
+    pub fn webhook_configuration(&self, kind: WebhookKind, name: &str) -> Option<WebhookConfiguration> {
+        self.state.lock().unwrap().webhooks.get(&(kind.as_str().to_string(), name.to_string())).cloned()
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
     }
@@ -407,10 +461,14 @@ impl ClusterApi for FakeCluster {
     }
 
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        // Let concurrent callers interleave between a read and a write, as over a network.
+        tokio::task::yield_now().await;
         Ok(self.state.lock().unwrap().config_maps.get(name).cloned())
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        // Let concurrent callers interleave between a read and a write, as over a network.
+        tokio::task::yield_now().await;
         let mut st = self.state.lock().unwrap();
         let name = config_map.metadata.name.clone().unwrap_or_default();
         st.calls.push(Call::CreateConfigMap { name: name.clone() });
@@ -427,6 +485,8 @@ impl ClusterApi for FakeCluster {
     }
 
     async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        // Let concurrent callers interleave between a read and a write, as over a network.
+        tokio::task::yield_now().await;
         let mut st = self.state.lock().unwrap();
         let name = config_map.metadata.name.clone().unwrap_or_default();
         let resource_version = config_map.metadata.resource_version.clone();
@@ -518,5 +578,181 @@ impl ClusterApi for FakeCluster {
             target.1 = replicas;
         }
         Ok(())
+    }
+
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.statefulsets.get(name).cloned())
+    }
+
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.deployments.get(name).cloned())
+    }
+
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.replicasets.get(name).cloned())
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st
+            .statefulsets
+            .values()
+            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
+            .cloned()
+            .collect())
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+    }
+
+    async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.secrets.get(name).cloned())
+    }
+
+    async fn create_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        st.calls.push(Call::CreateSecret { name: name.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        if st.secrets.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("secrets \"{name}\" already exists")));
+        }
+        let mut secret = secret.clone();
+        secret.metadata.resource_version = Some(st.next_rv());
+        st.secrets.insert(name, secret.clone());
+        Ok(secret)
+    }
+
+    async fn replace_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        st.calls.push(Call::ReplaceSecret { name: name.clone() });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        let Some(current) = st.secrets.get(&name) else {
+            return Err(ApiError::NotFound(format!("secrets \"{name}\" not found")));
+        };
+        if secret.metadata.resource_version.is_some()
+            && secret.metadata.resource_version != current.metadata.resource_version
+        {
+            return Err(ApiError::Conflict(format!("secrets \"{name}\": the object has been modified")));
+        }
+        let mut secret = secret.clone();
+        secret.metadata.resource_version = Some(st.next_rv());
+        st.secrets.insert(name, secret.clone());
+        Ok(secret)
+    }
+
+    fn watch_webhook_configurations(
+        &self,
+        kind: WebhookKind,
+        label_selector: &str,
+    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>> {
+        let (tx, rx) = mpsc::unbounded();
+        let mut st = self.state.lock().unwrap();
+        let _ = tx.unbounded_send(Ok(WatchEvent::Init));
+        for c in st.webhooks.values() {
+            if c.kind() == kind && selector_matches(label_selector, c.metadata().labels.as_ref()) {
+                let _ = tx.unbounded_send(Ok(WatchEvent::InitApply(c.clone())));
+            }
+        }
+        let _ = tx.unbounded_send(Ok(WatchEvent::InitDone));
+        st.webhook_watchers.push((kind, label_selector.to_string(), tx));
+        rx.boxed()
+    }
+
+    async fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<WebhookConfiguration, ApiError> {
+        let current = {
+            let mut st = self.state.lock().unwrap();
+            st.calls.push(Call::PatchWebhook { kind, name: name.into(), patch: patch.clone() });
+            if let Some(err) = st.failures.pop_front() {
+                return Err(err);
+            }
+            let Some(current) = st.webhooks.get(&(kind.as_str().to_string(), name.to_string())).cloned() else {
+                return Err(ApiError::NotFound(format!("{} {name}", kind.as_str())));
+            };
+            current
+        };
+        if let Some(rv) = patch.pointer("/metadata/resourceVersion").and_then(|v| v.as_str())
+            && Some(rv) != current.metadata().resource_version.as_deref()
+        {
+            return Err(ApiError::Conflict(format!("{} {name}: the object has been modified", kind.as_str())));
+        }
+        let mut value = match &current {
+            WebhookConfiguration::Validating(c) => serde_json::to_value(c),
+            WebhookConfiguration::Mutating(c) => serde_json::to_value(c),
+        }
+        .expect("serialisable");
+        merge(&mut value, patch);
+        let invalid = |e: serde_json::Error| ApiError::Rejected { code: 422, message: e.to_string() };
+        let updated = match kind {
+            WebhookKind::Validating => {
+                WebhookConfiguration::Validating(serde_json::from_value(value).map_err(invalid)?)
+            }
+            WebhookKind::Mutating => WebhookConfiguration::Mutating(serde_json::from_value(value).map_err(invalid)?),
+        };
+        self.put_webhook_configuration(updated);
+        Ok(self.webhook_configuration(kind, name).expect("just stored"))
+    }
+}
+
+impl State {
+    fn read(&self) -> Result<(), ApiError> {
+        match &self.fail_reads {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Equality-based label selectors (`a=b,c`), as the webhooks and the CA injector use them.
+pub fn selector_matches(selector: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let empty = BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
+        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
+        None => labels.contains_key(requirement),
+    })
+}
+
+/// RFC 7386 JSON merge patch.
+pub fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Default::default());
+            }
+            if let Value::Object(t) = target {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
     }
 }

@@ -1,0 +1,754 @@
+//! Admission decisions: review parsing and rendering, no-downscale and prepare-downscale rules with the
+//! reference's messages, and the controller side of "no rollout step while a downscale is being prepared".
+
+use jiff::Timestamp;
+use proptest::prelude::*;
+use rollout_core::admission::no_downscale::{self, ParentResource, Step};
+use rollout_core::admission::prepare::{self, PlanInput, Precheck, Target};
+use rollout_core::admission::{
+    AdmissionRequest, ReviewVersion, Verdict, check_content_type, go_time, parse_review, render_response,
+};
+use rollout_core::downscale::{DownscaleInProgress, DownscaleRecord, parse_in_progress, render_in_progress};
+use rollout_core::fixture::{annotate, label, not_ready, pod, statefulset};
+use rollout_core::keys;
+use rollout_core::{GroupSnapshot, GroupState, MemberSnapshot, PlanContext, StatefulSetView, plan_group};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+const NOW: &str = "2026-01-01T12:00:00Z";
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn sts_object(name: &str, replicas: Option<i32>, labels: Value, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": "ns", "labels": labels, "annotations": annotations},
+        "spec": {
+            "replicas": replicas, "serviceName": "svc",
+            "selector": {"matchLabels": {"name": name}},
+            "template": {"metadata": {"labels": {"name": name}}},
+        },
+    })
+}
+
+fn scale_object(name: &str, replicas: i32) -> Value {
+    json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": "ns"}, "spec": {"replicas": replicas}})
+}
+
+fn review(version: &str, resource: &str, name: &str, old: Value, new: Value, dry_run: Option<bool>) -> Value {
+    let mut request = json!({
+        "uid": "uid-1", "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
+        "resource": {"group": "apps", "version": "v1", "resource": resource},
+        "name": name, "namespace": "ns", "operation": "UPDATE", "userInfo": {"username": "alice"},
+        "object": new, "oldObject": old,
+    });
+    if let Some(d) = dry_run {
+        request["dryRun"] = json!(d);
+    }
+    json!({"apiVersion": version, "kind": "AdmissionReview", "request": request})
+}
+
+fn request(old: Value, new: Value) -> AdmissionRequest {
+    parse(review("admission.k8s.io/v1", "statefulsets", "ingester-zone-a", old, new, None))
+}
+
+fn parse(v: Value) -> AdmissionRequest {
+    parse_review(&serde_json::to_vec(&v).unwrap()).expect("valid review")
+}
+
+fn decided(step: Step) -> Verdict {
+    match step {
+        Step::Decided(v) => v,
+        other => panic!("expected a verdict, got {other:?}"),
+    }
+}
+
+// ---- review parsing and rendering -------------------------------------------------------------------------------
+
+#[test]
+fn content_type_must_be_exactly_application_json() {
+    assert_eq!(check_content_type(Some("application/json")), Ok(()));
+    for bad in [None, Some("application/json; charset=utf-8"), Some("text/plain"), Some("")] {
+        let err = check_content_type(bad).unwrap_err();
+        assert_eq!(err.to_string(), "wrong content type");
+    }
+}
+
+#[test]
+fn malformed_reviews_get_a_reason() {
+    let cases: Vec<(&[u8], &str)> = vec![
+        (b"not json", "Request could not be decoded: "),
+        (b"[1,2]", "Request could not be decoded: expected a JSON object"),
+        (br#"{"apiVersion":"v1","kind":"Pod"}"#, "Unsupported group version kind: /v1, Kind=Pod"),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview"}"#,
+            "Unsupported group version kind: admission.k8s.io/v2, Kind=AdmissionReview",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+            "Request could not be decoded: the AdmissionReview has no request",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}"#,
+            "Request could not be decoded: request.uid is missing",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","dryRun":"yes"}}"#,
+            "Request could not be decoded: request.dryRun is not a boolean",
+        ),
+    ];
+    for (body, prefix) in cases {
+        let err = parse_review(body).expect_err(std::str::from_utf8(body).unwrap());
+        assert!(err.to_string().starts_with(prefix), "{err} does not start with {prefix}");
+    }
+}
+
+#[test]
+fn v1_and_v1beta1_are_answered_in_their_own_version_with_the_request_uid() {
+    for (version, expected) in
+        [("admission.k8s.io/v1", ReviewVersion::V1), ("admission.k8s.io/v1beta1", ReviewVersion::V1Beta1)]
+    {
+        let req = parse(review(version, "statefulsets", "a", Value::Null, Value::Null, Some(true)));
+        assert_eq!(req.version, expected);
+        assert_eq!((req.uid.as_str(), req.username.as_str(), req.dry_run), ("uid-1", "alice", true));
+        let out = render_response(&req, &Verdict::deny("no").with_warning("w"));
+        assert_eq!(
+            out,
+            json!({"apiVersion": version, "kind": "AdmissionReview",
+                   "response": {"uid": "uid-1", "allowed": false, "status": {"message": "no"}, "warnings": ["w"]}})
+        );
+    }
+    let req = parse(review("admission.k8s.io/v1", "statefulsets", "a", Value::Null, Value::Null, None));
+    assert!(!req.dry_run, "a missing dryRun is false");
+    assert_eq!(render_response(&req, &Verdict::allow())["response"], json!({"uid": "uid-1", "allowed": true}));
+}
+
+// ---- no-downscale (reference 4.2) ------------------------------------------------------------------------------
+
+fn labelled(no_downscale: &str) -> Value {
+    json!({"rollout-group": "ingester", keys::NO_DOWNSCALE: no_downscale})
+}
+
+#[test]
+fn no_downscale_table_of_outcomes() {
+    let warn = |w: &str| Verdict::allow_with_warning(w);
+    let deny_msg = "downscale of statefulsets/ingester-zone-a in ns from 3 to 2 replicas is not allowed because it \
+                    has the label 'grafana.com/no-downscale=true'";
+    let cases: Vec<(&str, Value, Value, Verdict)> = vec![
+        (
+            "upscale",
+            sts_object("a", Some(2), labelled("true"), json!({})),
+            sts_object("a", Some(3), labelled("true"), json!({})),
+            Verdict::allow(),
+        ),
+        (
+            "equal",
+            sts_object("a", Some(3), labelled("true"), json!({})),
+            sts_object("a", Some(3), labelled("true"), json!({})),
+            Verdict::allow(),
+        ),
+        (
+            "both nil",
+            sts_object("a", None, labelled("true"), json!({})),
+            sts_object("a", None, labelled("true"), json!({})),
+            Verdict::allow(),
+        ),
+        (
+            "old nil",
+            sts_object("a", None, labelled("true"), json!({})),
+            sts_object("a", Some(1), labelled("true"), json!({})),
+            warn("old/new replicas is nil, allowing the change"),
+        ),
+        (
+            "new nil",
+            sts_object("a", Some(3), labelled("true"), json!({})),
+            sts_object("a", None, labelled("true"), json!({})),
+            warn("old/new replicas is nil, allowing the change"),
+        ),
+        (
+            "downscale, label absent",
+            sts_object("a", Some(3), json!({}), json!({})),
+            sts_object("a", Some(2), json!({}), json!({})),
+            Verdict::allow(),
+        ),
+        (
+            "downscale, label false",
+            sts_object("a", Some(3), labelled("false"), json!({})),
+            sts_object("a", Some(2), labelled("true"), json!({})),
+            Verdict::allow(),
+        ),
+        (
+            "downscale, label true on old object",
+            sts_object("a", Some(3), labelled("true"), json!({})),
+            sts_object("a", Some(2), labelled("false"), json!({})),
+            Verdict::deny(deny_msg),
+        ),
+        (
+            "old object missing",
+            Value::Null,
+            sts_object("a", Some(2), json!({}), json!({})),
+            warn("can't decode old object, allowing the change, err: Object 'Kind' is missing in ''"),
+        ),
+        (
+            "old object of an unsupported type",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}),
+            sts_object("a", Some(2), json!({}), json!({})),
+            warn("can't get old replicas, allowing the change, err: unsupported type v1, Kind=Pod"),
+        ),
+        (
+            "new object missing",
+            sts_object("a", Some(3), json!({}), json!({})),
+            Value::Null,
+            warn("can't decode new object, allowing the change, err: Object 'Kind' is missing in ''"),
+        ),
+        (
+            "new object of an unsupported type",
+            sts_object("a", Some(3), json!({}), json!({})),
+            json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+            warn("can't get new replicas, allowing the change, err: unsupported type v1, Kind=ConfigMap"),
+        ),
+    ];
+    for (what, old, new, expected) in cases {
+        assert_eq!(decided(no_downscale::evaluate(&request(old, new))), expected, "{what}");
+    }
+}
+
+#[test]
+fn no_downscale_of_deployments_and_replicasets_reads_their_labels() {
+    for kind in ["Deployment", "ReplicaSet"] {
+        let obj = |replicas: i32| {
+            json!({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "d", "labels": labelled("true")},
+                   "spec": {"replicas": replicas, "selector": {}, "template": {}}})
+        };
+        let resource = if kind == "Deployment" { "deployments" } else { "replicasets" };
+        let req = parse(review("admission.k8s.io/v1", resource, "d", obj(5), obj(1), None));
+        let v = decided(no_downscale::evaluate(&req));
+        assert_eq!(
+            v.message.as_deref(),
+            Some(format!("downscale of {resource}/d in ns from 5 to 1 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'").as_str())
+        );
+    }
+}
+
+#[test]
+fn no_downscale_of_a_scale_subresource_asks_for_the_parent() {
+    let req = parse(review(
+        "admission.k8s.io/v1",
+        "statefulsets",
+        "ingester-zone-a",
+        scale_object("ingester-zone-a", 3),
+        scale_object("ingester-zone-a", 1),
+        None,
+    ));
+    let Step::LookupParent { resource, name, old, new } = no_downscale::evaluate(&req) else {
+        panic!("lookup expected")
+    };
+    assert_eq!((resource, name.as_str(), old, new), (ParentResource::StatefulSets, "ingester-zone-a", 3, 1));
+    let labels = BTreeMap::from([(keys::NO_DOWNSCALE.to_string(), "true".to_string())]);
+    let v = no_downscale::decide_with_parent(&req, 3, 1, Ok(&labels));
+    assert!(!v.allowed);
+    assert_eq!(
+        v.message.as_deref(),
+        Some(
+            "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'"
+        )
+    );
+    assert_eq!(no_downscale::decide_with_parent(&req, 3, 1, Ok(&BTreeMap::new())), Verdict::allow());
+    assert_eq!(
+        no_downscale::decide_with_parent(&req, 3, 1, Err("not found: statefulsets ingester-zone-a".into())),
+        Verdict::allow_with_warning(
+            "can't get statefulsets/ingester-zone-a in namespace ns, allowing the change: not found: statefulsets ingester-zone-a"
+        )
+    );
+    // A /scale of another resource kind cannot be looked up: allowed with a warning.
+    let req =
+        parse(review("admission.k8s.io/v1", "replicatemplates", "x", scale_object("x", 3), scale_object("x", 1), None));
+    assert_eq!(
+        decided(no_downscale::evaluate(&req)),
+        Verdict::allow_with_warning(
+            "can't get replicatemplates/x in namespace ns, allowing the change: unsupported resource replicatemplates"
+        )
+    );
+}
+
+#[test]
+fn no_downscale_denies_dry_runs_too() {
+    let req = parse(review(
+        "admission.k8s.io/v1",
+        "statefulsets",
+        "a",
+        sts_object("a", Some(3), labelled("true"), json!({})),
+        sts_object("a", Some(2), labelled("true"), json!({})),
+        Some(true),
+    ));
+    assert!(!decided(no_downscale::evaluate(&req)).allowed);
+}
+
+// ---- prepare-downscale (reference 4.3/4.4 with issue 6's changes) ----------------------------------------------
+
+fn prepare_annotations() -> Value {
+    json!({keys::PREPARE_DOWNSCALE_HTTP_PORT: "8080", keys::PREPARE_DOWNSCALE_HTTP_PATH: "/ingester/prepare-shutdown"})
+}
+
+fn prepare_labels() -> Value {
+    json!({"rollout-group": "ingester", keys::PREPARE_DOWNSCALE: "true"})
+}
+
+fn target_of(req: &AdmissionRequest) -> (StatefulSetView, i32, i32) {
+    match prepare::evaluate(req) {
+        Target::StatefulSet { sts, old, new } => (*sts, old, new),
+        other => panic!("expected a StatefulSet target, got {other:?}"),
+    }
+}
+
+#[test]
+fn prepare_fails_open_when_the_statefulset_cannot_be_determined() {
+    let deployment = |r: i32| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": r, "selector": {}, "template": {}}});
+    let req = parse(review("admission.k8s.io/v1", "deployments", "d", deployment(3), deployment(1), None));
+    assert_eq!(
+        prepare::evaluate(&req),
+        Target::Decided(Verdict::allow_with_warning("unsupported type apps/v1, Kind=Deployment, allowing the change"))
+    );
+    let req =
+        parse(review("admission.k8s.io/v1", "deployments", "d", scale_object("d", 3), scale_object("d", 1), None));
+    assert_eq!(
+        prepare::evaluate(&req),
+        Target::Decided(Verdict::allow_with_warning("unsupported resource deployments, allowing the change"))
+    );
+    let req =
+        parse(review("admission.k8s.io/v1", "statefulsets", "s", scale_object("s", 3), scale_object("s", 1), None));
+    assert_eq!(prepare::evaluate(&req), Target::LookupStatefulSet { name: "s".into(), old: 3, new: 1 });
+    assert_eq!(
+        prepare::lookup_failed("statefulsets s not found"),
+        Verdict::allow_with_warning("statefulsets s not found, allowing the change")
+    );
+    // Upscales are not judged.
+    let req = request(
+        sts_object("a", Some(1), prepare_labels(), prepare_annotations()),
+        sts_object("a", Some(3), prepare_labels(), prepare_annotations()),
+    );
+    assert_eq!(prepare::evaluate(&req), Target::Decided(Verdict::allow()));
+}
+
+#[test]
+fn prepare_precheck_messages() {
+    let subject = "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is not allowed because";
+    let cases: Vec<(Value, Value, Option<&str>, Option<String>)> = vec![
+        (json!({"rollout-group": "ingester"}), prepare_annotations(), None, None),
+        (json!({keys::PREPARE_DOWNSCALE: "false"}), prepare_annotations(), None, None),
+        (
+            prepare_labels(),
+            json!({keys::PREPARE_DOWNSCALE_HTTP_PATH: "p"}),
+            None,
+            Some(format!("{subject} the grafana.com/prepare-downscale-http-port annotation is not set or empty.")),
+        ),
+        (
+            prepare_labels(),
+            json!({keys::PREPARE_DOWNSCALE_HTTP_PORT: "8080", keys::PREPARE_DOWNSCALE_HTTP_PATH: ""}),
+            None,
+            Some(format!("{subject} the grafana.com/prepare-downscale-http-path annotation is not set or empty.")),
+        ),
+        (
+            prepare_labels(),
+            prepare_annotations(),
+            Some(""),
+            Some(format!("{subject} the serviceName is not set or empty.")),
+        ),
+    ];
+    for (labels, annotations, service, denial) in cases {
+        let mut old = sts_object("ingester-zone-a", Some(3), labels.clone(), annotations.clone());
+        if let Some(s) = service {
+            old["spec"]["serviceName"] = json!(s);
+        }
+        let req = request(old, sts_object("ingester-zone-a", Some(1), labels, annotations));
+        let Some(message) = denial else {
+            // Not labelled for prepare-downscale: allowed without further reading.
+            assert_eq!(prepare::evaluate(&req), Target::Decided(Verdict::allow()));
+            continue;
+        };
+        let (sts, o, n) = target_of(&req);
+        assert_eq!(prepare::precheck(&req, o, n, &sts), Precheck::Decided(Verdict::deny(message)));
+    }
+    let req = request(
+        sts_object("ingester-zone-a", Some(3), prepare_labels(), prepare_annotations()),
+        sts_object("ingester-zone-a", Some(1), prepare_labels(), prepare_annotations()),
+    );
+    let (sts, o, n) = target_of(&req);
+    assert_eq!(prepare::precheck(&req, o, n, &sts), Precheck::Continue { group: Some("ingester".into()) });
+}
+
+/// A live group of three zones, 3 pods each, all updated and ready, with prepare-downscale settings on zone a.
+fn zone(name: &str) -> StatefulSetView {
+    let s = statefulset("ingester", name, 3, "r1");
+    let s = label(s, keys::PREPARE_DOWNSCALE, "true");
+    let s = annotate(s, keys::PREPARE_DOWNSCALE_HTTP_PORT, "8080");
+    let s = annotate(s, keys::PREPARE_DOWNSCALE_HTTP_PATH, "/ingester/prepare-shutdown");
+    let mut s = annotate(s, keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, "12h");
+    s.service_name = "svc".into();
+    s
+}
+
+fn live_group(members: Vec<(StatefulSetView, Vec<rollout_core::PodView>)>) -> GroupSnapshot {
+    GroupSnapshot {
+        name: "ingester".into(),
+        members: members.into_iter().map(|(sts, pods)| MemberSnapshot { sts, pods }).collect(),
+        warnings: Vec::new(),
+    }
+}
+
+fn healthy(s: StatefulSetView) -> (StatefulSetView, Vec<rollout_core::PodView>) {
+    let pods = (0..3).map(|i| pod(&s, i, "r1")).collect();
+    (s, pods)
+}
+
+struct Case {
+    group: GroupSnapshot,
+    record: Option<DownscaleRecord>,
+    in_progress: Vec<DownscaleInProgress>,
+    dry_run: bool,
+}
+
+impl Case {
+    fn new() -> Self {
+        Case {
+            group: live_group(vec![
+                healthy(zone("ingester-zone-a")),
+                healthy(zone("ingester-zone-b")),
+                healthy(zone("ingester-zone-c")),
+            ]),
+            record: None,
+            in_progress: Vec::new(),
+            dry_run: false,
+        }
+    }
+
+    fn run(&self) -> Result<prepare::PreparePlan, Verdict> {
+        let mut req = request(
+            sts_object("ingester-zone-a", Some(3), prepare_labels(), prepare_annotations()),
+            sts_object("ingester-zone-a", Some(1), prepare_labels(), prepare_annotations()),
+        );
+        req.dry_run = self.dry_run;
+        let target = self.group.member("ingester-zone-a").unwrap();
+        prepare::plan(&PlanInput {
+            request: &req,
+            old: 3,
+            new: 1,
+            sts: &target.sts,
+            target,
+            group: Some(&self.group),
+            record: self.record.as_ref(),
+            in_progress: &self.in_progress,
+            cluster_domain: "cluster.local.",
+            now: ts(NOW),
+        })
+    }
+
+    fn denial(&self) -> String {
+        match self.run() {
+            Err(v) => {
+                assert!(!v.allowed);
+                v.message.unwrap()
+            }
+            Ok(plan) => panic!("expected a denial, got {plan:?}"),
+        }
+    }
+}
+
+const SUBJECT: &str = "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is not allowed because";
+
+#[test]
+fn prepare_plan_calls_the_leaving_pods_highest_first() {
+    let plan = Case::new().run().expect("allowed");
+    assert_eq!(
+        plan.endpoints.iter().map(|e| e.url.as_str()).collect::<Vec<_>>(),
+        [
+            "http://ingester-zone-a-2.svc.ns.svc.cluster.local.:8080/ingester/prepare-shutdown",
+            "http://ingester-zone-a-1.svc.ns.svc.cluster.local.:8080/ingester/prepare-shutdown",
+        ]
+    );
+    assert!(plan.skipped.is_empty());
+}
+
+#[test]
+fn prepare_skips_pods_that_do_not_exist_yet() {
+    let mut case = Case::new();
+    let a = zone("ingester-zone-a");
+    let pods = vec![pod(&a, 0, "r1"), pod(&a, 1, "r1")];
+    case.group.members[0] = MemberSnapshot { sts: a, pods };
+    let plan = case.run().expect("the group is otherwise healthy");
+    assert_eq!(plan.endpoints.iter().map(|e| e.pod.as_str()).collect::<Vec<_>>(), ["ingester-zone-a-1"]);
+    assert_eq!(plan.skipped, ["ingester-zone-a-2"]);
+}
+
+#[test]
+fn prepare_denies_within_the_min_time_of_another_zone() {
+    let mut case = Case::new();
+    let mut record = DownscaleRecord::default();
+    record.record_downscale("ingester-zone-b", ts("2026-01-01T06:00:00Z"));
+    case.record = Some(record);
+    assert_eq!(
+        case.denial(),
+        format!(
+            "{SUBJECT} statefulset ingester-zone-b was downscaled at 2026-01-01 06:00:00 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
+        )
+    );
+    // Past the min time it is allowed.
+    let mut record = DownscaleRecord::default();
+    record.record_downscale("ingester-zone-b", ts("2025-12-31T23:59:59Z"));
+    case.record = Some(record);
+    assert!(case.run().is_ok());
+}
+
+#[test]
+fn prepare_denies_on_an_unusable_min_time() {
+    let mut case = Case::new();
+    let b = annotate(zone("ingester-zone-b"), keys::LAST_DOWNSCALE, "yesterday");
+    case.group.members[1] = healthy(b).into_member();
+    let err = case.run().unwrap_err();
+    assert_eq!(err.message.as_deref(), Some(format!("{SUBJECT} parsing downscale annotations failed.").as_str()));
+    assert!(err.warnings[0].contains("yesterday"), "{:?}", err.warnings);
+}
+
+trait IntoMember {
+    fn into_member(self) -> MemberSnapshot;
+}
+
+impl IntoMember for (StatefulSetView, Vec<rollout_core::PodView>) {
+    fn into_member(self) -> MemberSnapshot {
+        MemberSnapshot { sts: self.0, pods: self.1 }
+    }
+}
+
+#[test]
+fn prepare_denies_while_another_zone_is_mid_rollout() {
+    // A non-updated pod.
+    let mut case = Case::new();
+    let b = zone("ingester-zone-b");
+    let mut b_status = b.clone();
+    b_status.status.as_mut().unwrap().update_revision = "r2".into();
+    let pods = vec![pod(&b_status, 0, "r2"), pod(&b_status, 1, "r1"), pod(&b_status, 2, "r1")];
+    case.group.members[1] = MemberSnapshot { sts: b_status, pods };
+    assert_eq!(
+        case.denial(),
+        format!("{SUBJECT} statefulset ingester-zone-b has 2 non-updated replicas and 0 non-ready replicas")
+    );
+
+    // An unavailable pod and a missing one.
+    let mut case = Case::new();
+    let c = zone("ingester-zone-c");
+    let pods = vec![pod(&c, 0, "r1"), not_ready(pod(&c, 1, "r1"))];
+    case.group.members[2] = MemberSnapshot { sts: c, pods };
+    assert_eq!(
+        case.denial(),
+        format!("{SUBJECT} statefulset ingester-zone-c has 0 non-updated replicas and 2 non-ready replicas")
+    );
+
+    // The StatefulSet being downscaled does not block itself.
+    let mut case = Case::new();
+    let a = zone("ingester-zone-a");
+    let pods = vec![pod(&a, 0, "r0"), not_ready(pod(&a, 1, "r1")), pod(&a, 2, "r1")];
+    case.group.members[0] = MemberSnapshot { sts: a, pods };
+    assert!(case.run().is_ok());
+}
+
+#[test]
+fn prepare_denies_while_another_zones_downscale_is_being_prepared() {
+    let mut case = Case::new();
+    case.in_progress = vec![DownscaleInProgress {
+        statefulset: "ingester-zone-c".into(),
+        group: "ingester".into(),
+        until: ts("2026-01-01T12:00:09Z"),
+    }];
+    assert_eq!(
+        case.denial(),
+        format!("{SUBJECT} statefulset ingester-zone-c is already in process of updating replicas")
+    );
+    // An expired marker (its webhook died) does not block, nor does one of another group.
+    case.in_progress[0].until = ts(NOW);
+    assert!(case.run().is_ok());
+    case.in_progress[0].until = ts("2026-01-01T12:00:09Z");
+    case.in_progress[0].group = "other".into();
+    assert!(case.run().is_ok());
+}
+
+#[test]
+fn prepare_verdict_messages() {
+    let mut req = request(Value::Null, Value::Null);
+    req.resource = "statefulsets".into();
+    req.name = "ingester-zone-a".into();
+    let plan = prepare::PreparePlan {
+        endpoints: vec![prepare::Endpoint { pod: "p".into(), url: "u".into() }],
+        skipped: vec!["ingester-zone-a-2".into()],
+    };
+    let v = prepare::allowed(&req, 3, 1, &plan);
+    assert_eq!(
+        v.message.as_deref(),
+        Some(
+            "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is allowed -- all pods successfully prepared for shutdown."
+        )
+    );
+    assert_eq!(v.warnings, ["pods that do not exist were not called: ingester-zone-a-2"]);
+    req.dry_run = true;
+    assert!(prepare::allowed(&req, 3, 1, &plan).message.unwrap().contains("dry run: 1 pods would be prepared"));
+    let cases = [
+        (
+            prepare::deny_prepare_failed(&req, 3, 1, &["p: connection refused".into()]),
+            "one or more pods failed to prepare for shutdown.",
+        ),
+        (
+            prepare::deny_claim_failed(&req, 3, 1, "conflict"),
+            "setting downscale timestamp in the zone ConfigMap failed.",
+        ),
+        (prepare::deny_load_record(&req, 3, 1, "bad"), "loading zones failed."),
+        (prepare::deny_list_statefulsets(&req, 3, 1, "x"), "finding other statefulsets failed."),
+        (
+            prepare::deny_list_pods(&req, 3, 1, "x"),
+            "an error occurred while checking whether StatefulSets have non-updated replicas",
+        ),
+    ];
+    for (v, reason) in cases {
+        assert!(!v.allowed);
+        assert_eq!(v.message.unwrap(), format!("{SUBJECT} {reason}"));
+        assert_eq!(v.warnings.len(), 1);
+    }
+}
+
+#[test]
+fn go_time_matches_gos_default_formatting() {
+    assert_eq!(go_time(ts("2024-05-01T12:00:00Z")), "2024-05-01 12:00:00 +0000 UTC");
+}
+
+// ---- in-progress markers and the controller side of invariant 5 --------------------------------------------------
+
+#[test]
+fn in_progress_markers_round_trip_through_the_annotation() {
+    let markers = vec![
+        DownscaleInProgress { statefulset: "a".into(), group: "g".into(), until: ts(NOW) },
+        DownscaleInProgress { statefulset: "b".into(), group: "h".into(), until: ts("2026-01-01T12:00:05Z") },
+    ];
+    let raw = render_in_progress(&markers).unwrap();
+    assert_eq!(
+        raw,
+        r#"{"a":{"group":"g","until":"2026-01-01T12:00:00Z"},"b":{"group":"h","until":"2026-01-01T12:00:05Z"}}"#
+    );
+    assert_eq!(parse_in_progress(Some(&raw)).unwrap(), markers);
+    assert_eq!(parse_in_progress(None).unwrap(), []);
+    assert_eq!(render_in_progress(&[]), None);
+    let err = parse_in_progress(Some("{")).unwrap_err();
+    assert!(err.contains(keys::DOWNSCALES_IN_PROGRESS), "{err}");
+}
+
+#[test]
+fn the_planner_replaces_no_pod_while_a_downscale_of_the_group_is_being_prepared() {
+    // Zone b needs a rollout.
+    let a = statefulset("ingester", "ingester-zone-a", 3, "r1");
+    let mut b = statefulset("ingester", "ingester-zone-b", 3, "r1");
+    b.status.as_mut().unwrap().update_revision = "r2".into();
+    let pods: Vec<_> = (0..3).map(|i| pod(&a, i, "r1")).chain((0..3).map(|i| pod(&b, i, "r1"))).collect();
+    let group = GroupSnapshot::assemble("ingester", vec![a, b], pods.iter());
+    let now = ts(NOW);
+    assert_eq!(plan_group(&group, &PlanContext::new(now, &[])).state, GroupState::Progressing);
+
+    let markers = [DownscaleInProgress {
+        statefulset: "ingester-zone-a".into(),
+        group: "ingester".into(),
+        until: ts("2026-01-01T12:00:09Z"),
+    }];
+    let plan = plan_group(&group, &PlanContext::new(now, &[]).with_downscales_in_progress(&markers));
+    assert_eq!(plan.state, GroupState::Waiting);
+    assert!(plan.actions.is_empty());
+    assert!(plan.reason.contains("a downscale of StatefulSet ingester-zone-a is being prepared"), "{}", plan.reason);
+
+    // Expired, or of another group: the rollout goes on.
+    let expired = [DownscaleInProgress { until: now, ..markers[0].clone() }];
+    assert_eq!(
+        plan_group(&group, &PlanContext::new(now, &[]).with_downscales_in_progress(&expired)).state,
+        GroupState::Progressing
+    );
+    let other = [DownscaleInProgress { group: "other".into(), ..markers[0].clone() }];
+    assert_eq!(
+        plan_group(&group, &PlanContext::new(now, &[]).with_downscales_in_progress(&other)).state,
+        GroupState::Progressing
+    );
+}
+
+// ---- arbitrary input ------------------------------------------------------------------------------------------------
+
+/// Whatever the body, the core answers with a typed error or a request whose response carries its uid; the
+/// decisions never panic.
+fn check_any_body(body: &[u8]) {
+    let Ok(req) = parse_review(body) else { return };
+    let verdicts = vec![
+        match no_downscale::evaluate(&req) {
+            Step::Decided(v) => v,
+            Step::LookupParent { old, new, .. } => no_downscale::decide_with_parent(&req, old, new, Err("x".into())),
+        },
+        match prepare::evaluate(&req) {
+            Target::Decided(v) => v,
+            Target::StatefulSet { sts, old, new } => match prepare::precheck(&req, old, new, &sts) {
+                Precheck::Decided(v) => v,
+                Precheck::Continue { .. } => prepare::deny(&req, old, new, "x"),
+            },
+            Target::LookupStatefulSet { .. } => prepare::lookup_failed("x"),
+        },
+    ];
+    for v in verdicts {
+        let out = render_response(&req, &v);
+        assert_eq!(out["response"]["uid"], json!(req.uid));
+        assert_eq!(out["kind"], json!("AdmissionReview"));
+    }
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        "[a-zA-Z0-9/._-]{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("apiVersion".to_string()),
+                    Just("kind".to_string()),
+                    Just("request".to_string()),
+                    Just("uid".to_string()),
+                    Just("object".to_string()),
+                    Just("oldObject".to_string()),
+                    Just("spec".to_string()),
+                    Just("replicas".to_string()),
+                    Just("metadata".to_string()),
+                    Just("dryRun".to_string()),
+                    Just("resource".to_string()),
+                    "[a-z]{1,6}".prop_map(String::from),
+                ],
+                inner,
+                0..6
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(body in prop::collection::vec(any::<u8>(), 0..256)) {
+        check_any_body(&body);
+    }
+
+    #[test]
+    fn arbitrary_json_reviews_never_panic(request in arb_json(), old in arb_json(), new in arb_json(), replicas in (0i32..5, 0i32..5)) {
+        check_any_body(&serde_json::to_vec(&request).unwrap());
+        let mut r = review("admission.k8s.io/v1", "statefulsets", "a", old, new, None);
+        check_any_body(&serde_json::to_vec(&r).unwrap());
+        r["request"]["oldObject"] = sts_object("a", Some(replicas.0), prepare_labels(), prepare_annotations());
+        r["request"]["object"] = scale_object("a", replicas.1);
+        check_any_body(&serde_json::to_vec(&r).unwrap());
+        r["request"]["oldObject"] = request;
+        check_any_body(&serde_json::to_vec(&r).unwrap());
+    }
+}

@@ -1,0 +1,356 @@
+//! `rollout-operator review`: the offline counterpart of `plan` for admission ("why was my downscale denied?").
+//!
+//! `rollout-operator review --path /admission/no-downscale|/admission/prepare-downscale -f admissionreview.json
+//! [-f cluster-dump.yaml ...] [--now RFC3339]` runs the real webhook router on the AdmissionReview (the first
+//! `-f`), answering its lookups (a `/scale` request's parent, the group's StatefulSets and pods, the downscale
+//! record ConfigMap) from the dumps (the other `-f`s, loaded as `plan` loads them) instead of the API, and prints
+//! the AdmissionReview response the webhook would return. Pods are not called: prepare-downscale lists the
+//! endpoints it would call (on stderr) and decides as if they all succeeded. Nothing leaves the process.
+//!
+//! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
+
+use crate::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind};
+use crate::plan_cmd::{Objects, load_objects, parse_now};
+use crate::pod_client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
+use crate::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tower::ServiceExt;
+
+/// Exit status for bad input (including an AdmissionReview the webhook would answer with HTTP 400).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReviewArgs {
+    /// Webhook path: /admission/no-downscale or /admission/prepare-downscale.
+    #[arg(long)]
+    pub path: String,
+    /// The AdmissionReview (JSON) first, then optional cluster dumps (YAML or JSON, as for `plan`; `-` is stdin).
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Decide as of this time (RFC 3339) instead of now.
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Cluster domain of pod DNS names (-kubernetes.cluster-domain).
+    #[arg(long = "cluster-domain", default_value = "cluster.local.")]
+    pub cluster_domain: String,
+    /// Name of the group downscale record ConfigMap (-zone-tracker.config-map-name).
+    #[arg(long = "zone-tracker-config-map-name", default_value = "rollout-operator-zone-tracker")]
+    pub record_config_map: String,
+}
+
+/// An in-memory cluster made of a dump: reads answer from it, writes change only this copy.
+#[derive(Clone, Default)]
+pub struct DumpCluster {
+    state: Arc<Mutex<DumpState>>,
+}
+
+#[derive(Default)]
+struct DumpState {
+    rv: u64,
+    statefulsets: BTreeMap<String, StatefulSet>,
+    pods: BTreeMap<String, Pod>,
+    deployments: BTreeMap<String, Deployment>,
+    replicasets: BTreeMap<String, ReplicaSet>,
+    config_maps: BTreeMap<String, ConfigMap>,
+    secrets: BTreeMap<String, Secret>,
+}
+
+fn typed<T: DeserializeOwned>(value: &serde_json::Value) -> Option<T> {
+    serde_json::from_value(value.clone()).ok()
+}
+
+impl DumpCluster {
+    /// The objects of `namespace` (objects without a namespace are taken to be in it).
+    pub fn from_objects(objects: &Objects, namespace: &str) -> Self {
+        let in_ns = |ns: Option<&String>| ns.is_none_or(|ns| ns == namespace);
+        let mut st = DumpState::default();
+        for s in objects.statefulsets.iter().filter(|s| in_ns(s.metadata.namespace.as_ref())) {
+            st.statefulsets.insert(s.metadata.name.clone().unwrap_or_default(), s.clone());
+        }
+        for p in objects.pods.iter().filter(|p| in_ns(p.metadata.namespace.as_ref())) {
+            st.pods.insert(p.metadata.name.clone().unwrap_or_default(), p.clone());
+        }
+        for other in &objects.others {
+            let kind = other.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+            let ns = other.pointer("/metadata/namespace").and_then(|n| n.as_str()).map(str::to_string);
+            let name = other.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+            if !in_ns(ns.as_ref()) {
+                continue;
+            }
+            match kind {
+                "ConfigMap" => {
+                    if let Some(mut cm) = typed::<ConfigMap>(other) {
+                        // A dumped record may lack a resourceVersion; writes here are conditional on one.
+                        cm.metadata.resource_version.get_or_insert_with(|| "1".to_string());
+                        st.config_maps.insert(name, cm);
+                    }
+                }
+                "Deployment" => {
+                    if let Some(d) = typed(other) {
+                        st.deployments.insert(name, d);
+                    }
+                }
+                "ReplicaSet" => {
+                    if let Some(r) = typed(other) {
+                        st.replicasets.insert(name, r);
+                    }
+                }
+                _ => {}
+            }
+        }
+        DumpCluster { state: Arc::new(Mutex::new(st)) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, DumpState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn matches(selector: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let empty = BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
+        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
+        None => labels.contains_key(requirement),
+    })
+}
+
+fn quiet<K: Send + 'static>() -> BoxStream<'static, Result<WatchEvent<K>, ApiError>> {
+    futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)]).chain(futures::stream::pending()).boxed()
+}
+
+impl ClusterApi for DumpCluster {
+    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
+        quiet()
+    }
+
+    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
+        quiet()
+    }
+
+    async fn delete_pod(&self, name: &str, _preconditions: &Preconditions) -> Result<(), ApiError> {
+        Err(ApiError::Rejected { code: 0, message: format!("review does not delete pods ({name})") })
+    }
+
+    async fn patch_statefulset_status(&self, name: &str, _patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+        Err(ApiError::Rejected { code: 0, message: format!("review does not patch statefulsets ({name})") })
+    }
+
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        Ok(self.state().config_maps.get(name).cloned())
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let mut st = self.state();
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        if st.config_maps.contains_key(&name) {
+            return Err(ApiError::Conflict(format!("configmaps {name:?} already exists")));
+        }
+        st.rv += 1;
+        let mut cm = config_map.clone();
+        cm.metadata.resource_version = Some(format!("review-{}", st.rv));
+        st.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let mut st = self.state();
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        let current = st.config_maps.get(&name).ok_or_else(|| ApiError::NotFound(format!("configmaps {name:?}")))?;
+        if config_map.metadata.resource_version.is_some()
+            && config_map.metadata.resource_version != current.metadata.resource_version
+        {
+            return Err(ApiError::Conflict(format!("configmaps {name:?}: the object has been modified")));
+        }
+        st.rv += 1;
+        let mut cm = config_map.clone();
+        cm.metadata.resource_version = Some(format!("review-{}", st.rv));
+        st.config_maps.insert(name, cm.clone());
+        Ok(cm)
+    }
+
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        Ok(self.state().statefulsets.get(name).cloned())
+    }
+
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(self.state().deployments.get(name).cloned())
+    }
+
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        Ok(self.state().replicasets.get(name).cloned())
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        let st = self.state();
+        Ok(st.statefulsets.values().filter(|s| matches(label_selector, s.metadata.labels.as_ref())).cloned().collect())
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        let st = self.state();
+        Ok(st.pods.values().filter(|p| matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+    }
+
+    async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
+        Ok(self.state().secrets.get(name).cloned())
+    }
+
+    async fn create_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        self.state().secrets.insert(name, secret.clone());
+        Ok(secret.clone())
+    }
+
+    async fn replace_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
+        self.create_secret(secret).await
+    }
+
+    fn watch_webhook_configurations(
+        &self,
+        _kind: WebhookKind,
+        _label_selector: &str,
+    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>> {
+        quiet()
+    }
+
+    async fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        _patch: &serde_json::Value,
+    ) -> Result<WebhookConfiguration, ApiError> {
+        Err(ApiError::NotFound(format!("{} {name}", kind.as_str())))
+    }
+}
+
+/// Pods that all answer 200, remembering what they were asked.
+#[derive(Clone, Default)]
+pub struct RecordingPods {
+    pub calls: Arc<Mutex<Vec<PodRequest>>>,
+}
+
+impl PodHttpClient for RecordingPods {
+    async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).push(request);
+        Ok(PodResponse { status: 200, body: Vec::new() })
+    }
+}
+
+/// The whole subcommand against the given streams and clock; returns the exit status.
+pub fn execute(
+    args: &ReviewArgs,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    now: Timestamp,
+) -> u8 {
+    fn report(err: &mut dyn Write, message: &dyn std::fmt::Display) -> u8 {
+        let _ = writeln!(err, "error: {message}");
+        EXIT_BAD_INPUT
+    }
+    if args.path != NO_DOWNSCALE_PATH && args.path != PREPARE_DOWNSCALE_PATH {
+        return report(
+            err,
+            &format_args!("unknown --path {:?}: expected {NO_DOWNSCALE_PATH} or {PREPARE_DOWNSCALE_PATH}", args.path),
+        );
+    }
+    let now = match args.now.as_deref().map(parse_now).transpose() {
+        Ok(at) => at.unwrap_or(now),
+        Err(e) => return report(err, &e),
+    };
+    let Some((review_file, dumps)) = args.files.split_first() else {
+        return report(err, &"no input: give the AdmissionReview with -f FILE");
+    };
+    let body = if review_file.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        match stdin.read_to_end(&mut buf) {
+            Ok(_) => buf,
+            Err(e) => return report(err, &format_args!("cannot read the AdmissionReview from stdin: {e}")),
+        }
+    } else {
+        match std::fs::read(review_file) {
+            Ok(bytes) => bytes,
+            Err(e) => return report(err, &format_args!("cannot read {}: {e}", review_file.display())),
+        }
+    };
+    let objects = match load_objects(dumps, stdin) {
+        Ok(objects) => objects,
+        Err(e) => return report(err, &e),
+    };
+    let namespace = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.pointer("/request/namespace").and_then(|n| n.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "default".to_string());
+    let pods = RecordingPods::default();
+    let app = router(Webhooks {
+        api: DumpCluster::from_objects(&objects, &namespace),
+        pods: pods.clone(),
+        settings: WebhookSettings::new(
+            &namespace,
+            &args.cluster_domain,
+            &args.record_config_map,
+            Duration::from_secs(10),
+        ),
+        clock: Arc::new(move || now),
+    });
+    let request = match http::Request::post(args.path.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(axum::body::Body::from(body))
+    {
+        Ok(request) => request,
+        Err(e) => return report(err, &e),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return report(err, &format_args!("cannot start the async runtime: {e}")),
+    };
+    let (status, bytes) = runtime.block_on(async {
+        match app.oneshot(request).await {
+            Ok(response) => {
+                let status = response.status();
+                let bytes = response.into_body().collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default();
+                (status, bytes)
+            }
+            Err(never) => match never {},
+        }
+    });
+    for call in pods.calls.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let _ = writeln!(err, "would call: {} {} (assumed to succeed)", call.method.as_str(), call.url);
+    }
+    if status != http::StatusCode::OK {
+        return report(
+            err,
+            &format_args!("the webhook would answer HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&bytes)),
+        );
+    }
+    let pretty = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+    match writeln!(out, "{pretty}").and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(err, "error: cannot write the response: {e}");
+            1
+        }
+    }
+}
+
+/// Entry point of `rollout-operator review`.
+pub fn run(args: ReviewArgs) -> ExitCode {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let code = execute(&args, &mut std::io::stdin().lock(), &mut out, &mut std::io::stderr().lock(), Timestamp::now());
+    ExitCode::from(code)
+}

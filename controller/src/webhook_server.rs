@@ -1,0 +1,138 @@
+//! Starting the admission webhooks: certificate source (self-signed in a Secret, or files), the HTTPS listener on
+//! `-server-tls.port`, certificate renewal or file reload, and CA bundle injection (`-webhooks.update-ca-bundle`).
+//!
+//! Owns only the wiring of flags to the pieces in `tls` and `webhooks`; it makes no decision of its own. Not built
+//! under `--cfg madsim`.
+
+use crate::cli::OperatorFlags;
+use crate::cluster::ClusterApi;
+use crate::metrics::Metrics;
+use crate::pod_client::HyperPodClient;
+use crate::tls::{self, SelfSignedSecret, SelfSignedSettings, SwappableCert, TlsError};
+use crate::webhooks::{self, WebhookSettings, Webhooks};
+use jiff::Timestamp;
+use rollout_core::certificate::service_dns_names;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// How often certificate files are checked for changes.
+const FILE_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+/// Pause before retrying a failed renewal or CA injection.
+const RETRY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("either self-signed certificate should be enabled or path to the certificate and key should be provided")]
+    NoCertificate,
+    #[error("self-signed certificate should be enabled to update the CA bundle in the webhook configurations")]
+    CaBundleNeedsSelfSigned,
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("cannot listen on the TLS port {port}: {source}")]
+    Listen {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the pod HTTP client: {0}")]
+    PodClient(String),
+}
+
+/// The running webhook tasks; aborted when dropped.
+pub struct WebhookTasks(Vec<JoinHandle<()>>);
+
+impl Drop for WebhookTasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// The DNS names the self-signed certificate must carry for these flags.
+pub fn dns_names(flags: &OperatorFlags) -> Vec<String> {
+    service_dns_names(
+        &flags.server_tls_service_name,
+        &flags.kubernetes_namespace,
+        &flags.kubernetes_cluster_domain,
+        &flags.self_signed_cert_dns_name,
+    )
+}
+
+pub async fn start<C: ClusterApi>(
+    flags: &OperatorFlags,
+    api: C,
+    metrics: &Metrics,
+) -> Result<WebhookTasks, StartError> {
+    let namespace = flags.kubernetes_namespace.clone();
+    let mut tasks = Vec::new();
+    let (bundle, source) = if flags.self_signed_cert_enabled {
+        let source = SelfSignedSecret {
+            api: api.clone(),
+            secret: flags.self_signed_cert_secret_name.clone(),
+            namespace: namespace.clone(),
+            settings: SelfSignedSettings {
+                organization: flags.self_signed_cert_org.clone(),
+                dns_names: dns_names(flags),
+                validity: flags.self_signed_cert_expiration,
+            },
+        };
+        let bundle =
+            tls::ensure_self_signed(&api, &source.secret, &namespace, &source.settings, Timestamp::now()).await?;
+        (bundle, Some(source))
+    } else if !flags.server_tls_cert_file.is_empty() && !flags.server_tls_key_file.is_empty() {
+        if flags.webhooks_update_ca_bundle {
+            return Err(StartError::CaBundleNeedsSelfSigned);
+        }
+        let (cert, key) = (PathBuf::from(&flags.server_tls_cert_file), PathBuf::from(&flags.server_tls_key_file));
+        (tls::read_files(&cert, &key, Timestamp::now())?, None)
+    } else {
+        return Err(StartError::NoCertificate);
+    };
+    let cert = SwappableCert::new(&bundle)?;
+    let (ca_tx, ca_rx) = tokio::sync::watch::channel(bundle.ca_pem.clone());
+    match source {
+        Some(source) => {
+            tasks.push(tokio::spawn(tls::run_self_signed_renewal(source, bundle.clone(), cert.clone(), ca_tx, RETRY)))
+        }
+        None => tasks.push(tokio::spawn(tls::run_file_reload(
+            PathBuf::from(&flags.server_tls_cert_file),
+            PathBuf::from(&flags.server_tls_key_file),
+            bundle.clone(),
+            cert.clone(),
+            FILE_RELOAD_INTERVAL,
+        ))),
+    }
+    if flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle {
+        tasks.push(tokio::spawn(tls::run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
+    }
+
+    let pods = HyperPodClient::new(flags.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
+        .map_err(|e| StartError::PodClient(e.to_string()))?;
+    let router = webhooks::router(Webhooks {
+        api,
+        pods,
+        settings: WebhookSettings::new(
+            &namespace,
+            &flags.kubernetes_cluster_domain,
+            &flags.zone_tracker_config_map_name,
+            flags.server_tls_request_timeout,
+        ),
+        clock: webhooks::system_clock(),
+    });
+    let port = flags.server_tls_port;
+    let listener = match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Err(StartError::Listen { port, source: e }),
+        Err(_) => TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+            .await
+            .map_err(|source| StartError::Listen { port, source })?,
+    };
+    tracing::info!(port, "serving admission webhooks over HTTPS");
+    tasks.push(tokio::spawn(tls::serve(listener, tls::server_config(cert)?, router, flags.server_tls_request_timeout)));
+    Ok(WebhookTasks(tasks))
+}

@@ -1,0 +1,393 @@
+//! The admission webhook router: `/admission/no-downscale` and `/admission/prepare-downscale`.
+//!
+//! Owns the HTTP side of admission (reference 4.1): content type and body checks (HTTP 400 with a reason for
+//! anything that is not an AdmissionReview we can answer), the handler deadline (90 % of
+//! `-server-tls.request-timeout`, bounding every API and pod call a handler makes), and the I/O the core's steps ask
+//! for: live reads through the cluster port, the downscale record's compare-and-swap claim, and the pod calls
+//! through the pod HTTP client, undone on failure with their own deadline.
+//!
+//! Must not decide: every verdict and message comes from `rollout_core::admission`. It never writes to the object
+//! under admission, and a dry-run request causes no write and no pod call. Transport (TLS, listener) is
+//! `webhook_server`'s business; this router is also what the simulator and the load benchmark drive.
+
+use crate::cluster::{ApiError, ClusterApi};
+use crate::downscale_record::{MarkedClaim, claim_downscale_marked, finish_marked_claim, read_markers, read_record};
+use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use jiff::Timestamp;
+use rollout_core::admission::no_downscale::{self, ParentResource, Step};
+use rollout_core::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
+use rollout_core::admission::{AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
+use rollout_core::downscale::DownscaleInProgress;
+use rollout_core::{GroupSnapshot, MemberSnapshot, PodView, StatefulSetView, keys};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub const NO_DOWNSCALE_PATH: &str = "/admission/no-downscale";
+pub const PREPARE_DOWNSCALE_PATH: &str = "/admission/prepare-downscale";
+
+/// What the handlers need to know besides the request.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    pub namespace: String,
+    /// `-kubernetes.cluster-domain`, for pod FQDNs.
+    pub cluster_domain: String,
+    /// `-zone-tracker.config-map-name`: the group downscale record.
+    pub record_config_map: String,
+    /// 90 % of `-server-tls.request-timeout`.
+    pub handler_deadline: Duration,
+    /// Deadline of the undo (DELETE) calls after a failed prepare: their own, not what is left of the request's.
+    pub undo_deadline: Duration,
+}
+
+impl WebhookSettings {
+    pub fn new(namespace: &str, cluster_domain: &str, record_config_map: &str, request_timeout: Duration) -> Self {
+        WebhookSettings {
+            namespace: namespace.to_string(),
+            cluster_domain: cluster_domain.to_string(),
+            record_config_map: record_config_map.to_string(),
+            handler_deadline: request_timeout.mul_f64(0.9),
+            undo_deadline: request_timeout,
+        }
+    }
+}
+
+/// Where the handlers read the time (the real clock in production; tests and the `review` command set it).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(Timestamp::now)
+}
+
+pub struct Webhooks<C, P> {
+    pub api: C,
+    pub pods: P,
+    pub settings: WebhookSettings,
+    pub clock: Clock,
+}
+
+impl<C: Clone, P: Clone> Clone for Webhooks<C, P> {
+    fn clone(&self) -> Self {
+        Webhooks {
+            api: self.api.clone(),
+            pods: self.pods.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+/// The router with both endpoints. Unknown paths get 404, other methods 405.
+pub fn router<C: ClusterApi, P: PodHttpClient>(webhooks: Webhooks<C, P>) -> Router {
+    Router::new()
+        .route(NO_DOWNSCALE_PATH, post(no_downscale_handler::<C, P>))
+        .route(PREPARE_DOWNSCALE_PATH, post(prepare_downscale_handler::<C, P>))
+        .with_state(Arc::new(webhooks))
+}
+
+async fn no_downscale_handler<C: ClusterApi, P: PodHttpClient>(
+    State(webhooks): State<Arc<Webhooks<C, P>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    respond(&headers, &body, |request| async move {
+        let deadline = Instant::now() + webhooks.settings.handler_deadline;
+        decide_no_downscale(&webhooks, &request, deadline).await
+    })
+    .await
+}
+
+async fn prepare_downscale_handler<C: ClusterApi, P: PodHttpClient>(
+    State(webhooks): State<Arc<Webhooks<C, P>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    respond(&headers, &body, |request| async move {
+        let deadline = Instant::now() + webhooks.settings.handler_deadline;
+        decide_prepare_downscale(&webhooks, &request, deadline).await
+    })
+    .await
+}
+
+/// Common HTTP handling: 400 with a reason for anything malformed, else 200 with the response review.
+async fn respond<F, Fut>(headers: &HeaderMap, body: &[u8], decide: F) -> Response
+where
+    F: FnOnce(Arc<AdmissionRequest>) -> Fut,
+    Fut: Future<Output = Verdict>,
+{
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let request = match check_content_type(content_type).and_then(|()| parse_review(body)) {
+        Ok(request) => request,
+        Err(err) => return (StatusCode::BAD_REQUEST, err.to_string()).into_response(),
+    };
+    tracing::debug!(
+        uid = %request.uid, kind = %request.kind, namespace = %request.namespace, name = %request.name,
+        username = %request.username, dry_run = request.dry_run, "admission request"
+    );
+    let request = Arc::new(request);
+    let verdict = decide(request.clone()).await;
+    tracing::debug!(uid = %request.uid, allowed = verdict.allowed, message = ?verdict.message, warnings = ?verdict.warnings, "admission response");
+    let body = serde_json::to_vec(&render_response(&request, &verdict)).unwrap_or_default();
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Runs `call` before `deadline`; a call still running then fails as unavailable.
+async fn before<T>(
+    deadline: Instant,
+    what: &str,
+    call: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(remaining(deadline), call).await {
+        Ok(result) => result,
+        Err(_) => Err(ApiError::Unavailable(format!("{what}: the webhook's deadline passed"))),
+    }
+}
+
+pub async fn decide_no_downscale<C: ClusterApi, P: PodHttpClient>(
+    webhooks: &Webhooks<C, P>,
+    request: &AdmissionRequest,
+    deadline: Instant,
+) -> Verdict {
+    match no_downscale::evaluate(request) {
+        Step::Decided(verdict) => verdict,
+        Step::LookupParent { resource, name, old, new } => {
+            let labels = parent_labels(&webhooks.api, resource, &name, deadline).await;
+            no_downscale::decide_with_parent(request, old, new, labels.as_ref().map_err(Clone::clone))
+        }
+    }
+}
+
+async fn parent_labels<C: ClusterApi>(
+    api: &C,
+    resource: ParentResource,
+    name: &str,
+    deadline: Instant,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let what = format!("get {}/{name}", resource.as_str());
+    let metadata = match resource {
+        ParentResource::StatefulSets => {
+            before(deadline, &what, api.get_statefulset(name)).await.map(|o| o.map(|o| o.metadata))
+        }
+        ParentResource::Deployments => {
+            before(deadline, &what, api.get_deployment(name)).await.map(|o| o.map(|o| o.metadata))
+        }
+        ParentResource::ReplicaSets => {
+            before(deadline, &what, api.get_replicaset(name)).await.map(|o| o.map(|o| o.metadata))
+        }
+    };
+    match metadata {
+        Ok(Some(meta)) => Ok(meta.labels.unwrap_or_default()),
+        Ok(None) => Err(format!("{}.apps \"{name}\" not found", resource.as_str())),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
+    webhooks: &Webhooks<C, P>,
+    request: &AdmissionRequest,
+    deadline: Instant,
+) -> Verdict {
+    let api = &webhooks.api;
+    let settings = &webhooks.settings;
+    let (sts, old, new) = match prepare::evaluate(request) {
+        Target::Decided(verdict) => return verdict,
+        Target::StatefulSet { sts, old, new } => (*sts, old, new),
+        Target::LookupStatefulSet { name, old, new } => {
+            match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
+                Ok(Some(live)) => match StatefulSetView::from_k8s(&live) {
+                    Ok(view) => (view, old, new),
+                    Err(err) => return prepare::lookup_failed(&err.to_string()),
+                },
+                Ok(None) => return prepare::lookup_failed(&format!("statefulsets.apps \"{name}\" not found")),
+                Err(err) => return prepare::lookup_failed(&err.to_string()),
+            }
+        }
+    };
+    let group_name = match prepare::precheck(request, old, new, &sts) {
+        Precheck::Decided(verdict) => return verdict,
+        Precheck::Continue { group } => group,
+    };
+
+    // Live reads: a decision about safety is never taken on a cache.
+    let members = match &group_name {
+        Some(group) => {
+            let selector = format!("{}={group}", keys::ROLLOUT_GROUP);
+            match before(deadline, "list statefulsets", api.list_statefulsets(&selector)).await {
+                Ok(list) => list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect::<Vec<_>>(),
+                Err(err) => return prepare::deny_list_statefulsets(request, old, new, &err.to_string()),
+            }
+        }
+        None => Vec::new(),
+    };
+    let pods = match before(deadline, "list pods", api.list_pods("")).await {
+        Ok(list) => list.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect::<Vec<_>>(),
+        Err(err) => return prepare::deny_list_pods(request, old, new, &err.to_string()),
+    };
+    let mut statefulsets = members;
+    if !statefulsets.iter().any(|s| s.name == sts.name) {
+        statefulsets.push(sts.clone());
+    }
+    let group = GroupSnapshot::assemble(group_name.clone().unwrap_or_default(), statefulsets, pods.iter());
+    let target =
+        group.member(&sts.name).cloned().unwrap_or_else(|| MemberSnapshot { sts: sts.clone(), pods: Vec::new() });
+
+    let (record, markers) = if group_name.is_some() {
+        match before(deadline, "read record", async {
+            read_record(api, &settings.record_config_map).await.map_err(|e| ApiError::Unavailable(e.to_string()))
+        })
+        .await
+        {
+            Ok(Some(stored)) => match read_markers(&stored) {
+                Ok(markers) => (Some(stored.record), markers),
+                Err(err) => return prepare::deny_load_record(request, old, new, &err),
+            },
+            Ok(None) => (None, Vec::new()),
+            Err(err) => return prepare::deny_load_record(request, old, new, &err.to_string()),
+        }
+    } else {
+        (None, Vec::new())
+    };
+    let now = (webhooks.clock)();
+    let input = PlanInput {
+        request,
+        old,
+        new,
+        sts: &sts,
+        target: &target,
+        group: group_name.as_ref().map(|_| &group),
+        record: record.as_ref(),
+        in_progress: &markers,
+        cluster_domain: &settings.cluster_domain,
+        now,
+    };
+    let plan = match prepare::plan(&input) {
+        Ok(plan) => plan,
+        Err(verdict) => return verdict,
+    };
+    if request.dry_run {
+        return prepare::allowed(request, old, new, &plan);
+    }
+
+    // Claim the downscale in the record (serialises zone downscales of the group across actors and replicas).
+    let claim = match &group_name {
+        None => None,
+        Some(_) => {
+            let until = add(now, settings.undo_deadline);
+            let claimed = before(deadline, "claim downscale", async {
+                claim_downscale_marked(api, &settings.record_config_map, &group, &sts.name, now, until)
+                    .await
+                    .map_err(|e| ApiError::Unavailable(e.to_string()))
+            })
+            .await;
+            match claimed {
+                Ok(MarkedClaim::Claimed { previous }) => Some((previous, until)),
+                Ok(MarkedClaim::Refused(verdict)) => return prepare::deny_min_time(request, old, new, &verdict),
+                Ok(MarkedClaim::Busy(holder)) => return prepare::deny_in_progress(request, old, new, &holder),
+                Err(err) => return prepare::deny_claim_failed(request, old, new, &err.to_string()),
+            }
+        }
+    };
+
+    let failures = prepare_pods(&webhooks.pods, &plan, deadline).await;
+    if failures.is_empty() {
+        if let Some((_, until)) = claim {
+            // The downscale stays recorded; only the in-progress marker goes. A failure here leaves the marker to
+            // expire by itself.
+            let finished = before(deadline, "clear the downscale-in-progress marker", async {
+                finish_marked_claim(api, &settings.record_config_map, &sts.name, now, until, None)
+                    .await
+                    .map_err(|e| ApiError::Unavailable(e.to_string()))
+            })
+            .await;
+            if let Err(err) = finished {
+                tracing::warn!(statefulset = %sts.name, error = %err, "could not clear the downscale-in-progress marker; it expires by itself");
+            }
+        }
+        return prepare::allowed(request, old, new, &plan);
+    }
+    undo(webhooks, &sts.name, &plan, now, claim).await;
+    prepare::deny_prepare_failed(request, old, new, &failures)
+}
+
+/// POSTs to every endpoint (concurrency 32, the first failure stops the rest); the failures, described.
+async fn prepare_pods<P: PodHttpClient>(pods: &P, plan: &PreparePlan, deadline: Instant) -> Vec<String> {
+    let requests: Vec<PodRequest> = plan
+        .endpoints
+        .iter()
+        .map(|e| PodRequest { json_content_type: true, ..PodRequest::post(e.url.clone()) })
+        .collect();
+    match tokio::time::timeout(remaining(deadline), call_all(pods, requests, DEFAULT_CONCURRENCY, true)).await {
+        Ok(results) => results.into_iter().filter_map(describe_failure).collect(),
+        Err(_) => vec!["the webhook's deadline passed while pods were being prepared".to_string()],
+    }
+}
+
+fn describe_failure(result: Result<PodResponse, PodCallError>) -> Option<String> {
+    match result {
+        Ok(response) if response.is_success() => None,
+        Ok(response) => Some(format!("pod answered HTTP {}: {}", response.status, response.body_text())),
+        // Calls abandoned because another failed first say nothing new.
+        Err(PodCallError::Cancelled { .. }) => None,
+        Err(err) => Some(err.to_string()),
+    }
+}
+
+/// Undoes a failed prepare: DELETE to every endpoint (errors only logged) and the record claim, on a task of its
+/// own with its own deadline, so it completes even if the API server has given up on this request.
+async fn undo<C: ClusterApi, P: PodHttpClient>(
+    webhooks: &Webhooks<C, P>,
+    statefulset: &str,
+    plan: &PreparePlan,
+    claimed_at: Timestamp,
+    claim: Option<(Option<Timestamp>, Timestamp)>,
+) {
+    let pods = webhooks.pods.clone();
+    let api = webhooks.api.clone();
+    let config_map = webhooks.settings.record_config_map.clone();
+    let statefulset = statefulset.to_string();
+    let deadline = webhooks.settings.undo_deadline;
+    let requests: Vec<PodRequest> = plan.endpoints.iter().map(|e| PodRequest::delete(e.url.clone())).collect();
+    let task = tokio::spawn(async move {
+        let undo_calls = async {
+            for result in call_all(&pods, requests, DEFAULT_CONCURRENCY, false).await {
+                if let Some(failure) = describe_failure(result) {
+                    tracing::warn!(statefulset = %statefulset, error = %failure, "undoing a prepare-shutdown call failed");
+                }
+            }
+            if let Some((previous, until)) = claim
+                && let Err(err) =
+                    finish_marked_claim(&api, &config_map, &statefulset, claimed_at, until, Some(previous)).await
+            {
+                tracing::warn!(statefulset = %statefulset, error = %err, "could not undo the downscale claim");
+            }
+        };
+        if tokio::time::timeout(deadline, undo_calls).await.is_err() {
+            tracing::warn!(statefulset = %statefulset, "undoing a failed prepare-downscale did not finish in time");
+        }
+    });
+    let _ = task.await;
+}
+
+/// Time left until `deadline` (madsim's time module has no `timeout_at`).
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(t)
+}
+
+/// The in-progress markers of a record, for the controller's planner ([`rollout_core::PlanContext`]).
+pub async fn downscales_in_progress<C: ClusterApi>(api: &C, config_map: &str) -> Vec<DownscaleInProgress> {
+    match read_record(api, config_map).await {
+        Ok(Some(stored)) => read_markers(&stored).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,158 @@
+//! `rollout-operator review`: answering an AdmissionReview offline against a cluster dump.
+#![cfg(not(madsim))]
+
+mod support;
+
+use jiff::Timestamp;
+use rollout_core::keys;
+use rollout_operator::review_cmd::{EXIT_BAD_INPUT, ReviewArgs, execute};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use support::{pod, sts};
+
+fn temp(name: &str, contents: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("review-{}-{name}", std::process::id()));
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+fn zone(name: &str) -> Value {
+    let mut s = sts("ingester", name, 3, "r1", "r1");
+    s.metadata.labels.get_or_insert_default().insert(keys::PREPARE_DOWNSCALE.into(), "true".into());
+    let annotations = s.metadata.annotations.get_or_insert_default();
+    annotations.insert(keys::PREPARE_DOWNSCALE_HTTP_PORT.into(), "8080".into());
+    annotations.insert(keys::PREPARE_DOWNSCALE_HTTP_PATH.into(), "prepare-shutdown".into());
+    annotations.insert(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into(), "12h".into());
+    let mut v = serde_json::to_value(s).unwrap();
+    v["apiVersion"] = json!("apps/v1");
+    v["kind"] = json!("StatefulSet");
+    v
+}
+
+fn dump(with_record: bool) -> String {
+    let mut items: Vec<Value> = Vec::new();
+    for z in ["ingester-zone-a", "ingester-zone-b"] {
+        items.push(zone(z));
+        for i in 0..3 {
+            let mut p = serde_json::to_value(pod(z, i, "r1", true, 1)).unwrap();
+            p["apiVersion"] = json!("v1");
+            p["kind"] = json!("Pod");
+            items.push(p);
+        }
+    }
+    if with_record {
+        items.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "rollout-operator-zone-tracker", "namespace": "ns"},
+            "data": {"ingester-zone-b": "{\"lastDownscaled\":\"2026-01-01T06:00:00Z\"}"}}));
+    }
+    items.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ns", "labels": {keys::NO_DOWNSCALE: "true"}},
+        "spec": {"selector": {}, "template": {}}}));
+    serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap()
+}
+
+fn review(resource: &str, name: &str, old: Value, new: Value) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u-1", "resource": {"group": "apps", "version": "v1", "resource": resource},
+        "name": name, "namespace": "ns", "operation": "UPDATE", "object": new, "oldObject": old}})
+    .to_string()
+}
+
+fn with_replicas(mut v: Value, replicas: i32) -> Value {
+    v["spec"]["replicas"] = json!(replicas);
+    v
+}
+
+fn run(path: &str, files: Vec<PathBuf>) -> (u8, Value, String) {
+    let args = ReviewArgs {
+        path: path.into(),
+        files,
+        now: Some("2026-01-01T12:00:00Z".into()),
+        cluster_domain: "cluster.local.".into(),
+        record_config_map: "rollout-operator-zone-tracker".into(),
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
+    let out = serde_json::from_slice(&out).unwrap_or(Value::Null);
+    (code, out, String::from_utf8(err).unwrap())
+}
+
+#[test]
+fn prepare_downscale_lists_the_endpoints_and_decides_as_if_they_succeeded() {
+    let r = temp(
+        "allow.json",
+        &review(
+            "statefulsets",
+            "ingester-zone-a",
+            with_replicas(zone("ingester-zone-a"), 3),
+            with_replicas(zone("ingester-zone-a"), 1),
+        ),
+    );
+    let d = temp("allow-dump.json", &dump(false));
+    let (code, out, err) = run("/admission/prepare-downscale", vec![r, d]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["response"]["uid"], "u-1");
+    assert_eq!(out["response"]["allowed"], true);
+    assert!(
+        err.contains(
+            "would call: POST http://ingester-zone-a-2.ingester-zone-a.ns.svc.cluster.local.:8080/prepare-shutdown"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("ingester-zone-a-1."), "{err}");
+}
+
+#[test]
+fn prepare_downscale_explains_a_denial_from_the_record_in_the_dump() {
+    let r = temp(
+        "deny.json",
+        &review(
+            "statefulsets",
+            "ingester-zone-a",
+            with_replicas(zone("ingester-zone-a"), 3),
+            with_replicas(zone("ingester-zone-a"), 1),
+        ),
+    );
+    let d = temp("deny-dump.yaml", &dump(true));
+    let (code, out, err) = run("/admission/prepare-downscale", vec![r, d]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["response"]["allowed"], false);
+    assert_eq!(
+        out["response"]["status"]["message"],
+        "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is not allowed because statefulset \
+         ingester-zone-b was downscaled at 2026-01-01 06:00:00 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
+    );
+    assert!(!err.contains("would call"), "{err}");
+}
+
+#[test]
+fn no_downscale_of_a_scale_request_looks_the_parent_up_in_the_dump() {
+    let scale = |r: i32| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": r}});
+    let r = temp("scale.json", &review("deployments", "web", scale(4), scale(2)));
+    let d = temp("scale-dump.json", &dump(false));
+    let (code, out, _) = run("/admission/no-downscale", vec![r.clone(), d]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out["response"]["status"]["message"],
+        "downscale of deployments/web in ns from 4 to 2 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'"
+    );
+    // Without the dump the parent is not found: allowed with the reference's warning.
+    let (code, out, _) = run("/admission/no-downscale", vec![r]);
+    assert_eq!(code, 0);
+    assert_eq!(out["response"]["allowed"], true);
+    assert!(out["response"]["warnings"][0].as_str().unwrap().starts_with("can't get deployments/web in namespace ns"));
+}
+
+#[test]
+fn bad_input_is_reported_with_exit_status_2() {
+    let r = temp("bad.json", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}");
+    let (code, _, err) = run("/admission/no-downscale", vec![r.clone()]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.contains("the webhook would answer HTTP 400: Unsupported group version kind: /v1, Kind=Pod"), "{err}");
+    let (code, _, err) = run("/admission/other", vec![r]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.contains("unknown --path"), "{err}");
+    let (code, _, err) = run("/admission/no-downscale", vec![PathBuf::from("/nonexistent/review.json")]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.contains("/nonexistent/review.json"), "{err}");
+}

@@ -1,0 +1,310 @@
+//! The webhook certificate: the Secret lifecycle over the fake API server, and real HTTPS on 127.0.0.1 with a
+//! client that trusts only the CA from the Secret, through a forced renewal that never closes the listener.
+#![cfg(not(madsim))]
+
+mod support;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use jiff::Timestamp;
+use k8s_openapi::ByteString;
+use rollout_core::certificate::service_dns_names;
+use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
+use rollout_operator::tls::{
+    CertBundle, SelfSignedSettings, SwappableCert, TlsError, ensure_self_signed, serve, server_config,
+};
+use rollout_operator::webhooks::{WebhookSettings, Webhooks, router, system_clock};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{Call, FakeCluster};
+use tokio::net::TcpStream;
+
+const SECRET: &str = "rollout-operator-self-signed-certificate";
+
+fn settings() -> SelfSignedSettings {
+    SelfSignedSettings {
+        organization: "Grafana Labs".into(),
+        dns_names: service_dns_names("rollout-operator", "ns", "cluster.local.", ""),
+        validity: Duration::from_secs(365 * 24 * 3600),
+    }
+}
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn install_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[tokio::test]
+async fn the_secret_is_created_then_reused_then_renewed_after_two_thirds_of_the_lifetime() {
+    install_provider();
+    let cluster = FakeCluster::default();
+    let t0 = ts("2026-01-01T00:00:00Z");
+    let first = ensure_self_signed(&cluster, SECRET, "ns", &settings(), t0).await.expect("created");
+    let secret = cluster.secret(SECRET).expect("stored");
+    let data = secret.data.unwrap();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["ca", "cert", "key"]);
+    assert_eq!(String::from_utf8_lossy(&data["ca"].0), first.ca_pem);
+    assert!(first.facts[0].dns_names.contains(&"rollout-operator.ns.svc".to_string()));
+    assert!(first.facts[0].dns_names.contains(&"rollout-operator.ns.svc.cluster.local".to_string()));
+
+    // Reused while valid: no write.
+    cluster.take_calls();
+    let again = ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-08-01T00:00:00Z")).await.unwrap();
+    assert_eq!(again, first);
+    assert_eq!(cluster.calls(), []);
+
+    // Past two thirds of 365 days (243.3 days, 2026-09-01T08:00:00Z): replaced, conditionally.
+    let due = ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-09-01T07:59:59Z")).await.unwrap();
+    assert_eq!(due, first);
+    let renewed = ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-09-01T08:00:00Z")).await.unwrap();
+    assert_ne!(renewed.ca_pem, first.ca_pem);
+    assert_eq!(cluster.calls(), [Call::ReplaceSecret { name: SECRET.into() }]);
+    assert_eq!(String::from_utf8_lossy(&cluster.secret(SECRET).unwrap().data.unwrap()["cert"].0), renewed.cert_pem);
+
+    // A changed Service name (DNS names) replaces it too.
+    let mut other = settings();
+    other.dns_names = service_dns_names("webhooks", "ns", "cluster.local.", "");
+    let moved = ensure_self_signed(&cluster, SECRET, "ns", &other, ts("2026-09-01T08:00:01Z")).await.unwrap();
+    assert!(moved.facts[0].dns_names.contains(&"webhooks.ns.svc".to_string()));
+}
+
+#[tokio::test]
+async fn a_secret_missing_a_key_is_an_error_naming_it() {
+    install_provider();
+    let cluster = FakeCluster::default();
+    ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-01-01T00:00:00Z")).await.unwrap();
+    let mut secret = cluster.secret(SECRET).unwrap();
+    secret.data.as_mut().unwrap().remove("key");
+    use rollout_operator::cluster::ClusterApi;
+    cluster.replace_secret(&secret).await.unwrap();
+    let err = ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-01-02T00:00:00Z")).await.unwrap_err();
+    assert!(matches!(err, TlsError::MissingKey { key: "key", .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!("secret \"{SECRET}\" in namespace \"ns\" does not contain a key key, delete the secret and try again")
+    );
+    // An empty secret is filled.
+    secret.data = Some(Default::default());
+    secret.metadata.resource_version = None;
+    cluster.replace_secret(&secret).await.unwrap();
+    let filled = ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-01-02T00:00:00Z")).await.unwrap();
+    let stored = cluster.secret(SECRET).unwrap().data.unwrap();
+    assert_eq!(stored["cert"], ByteString(filled.cert_pem.into_bytes()));
+}
+
+#[derive(Clone)]
+struct NoPods;
+
+impl PodHttpClient for NoPods {
+    async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
+        Err(PodCallError::Connect { method: request.method.as_str(), url: request.url, message: "no pods here".into() })
+    }
+}
+
+fn client_config(ca_pem: &str) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(der.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// Opens a keep-alive HTTPS connection to `addr`, checking the server's certificate for `name` against `ca_pem`.
+async fn connect(addr: std::net::SocketAddr, ca_pem: &str, name: &str) -> Result<Sender, String> {
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let connector = tokio_rustls::TlsConnector::from(client_config(ca_pem));
+    let tls = connector
+        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+async fn no_downscale(sender: &mut Sender, uid: &str) -> Value {
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": uid,
+        "resource": {"resource": "statefulsets"}, "name": "a", "namespace": "ns", "object": null, "oldObject": null}});
+    let request = http::Request::post("/admission/no-downscale")
+        .header("content-type", "application/json")
+        .header("host", "rollout-operator.ns.svc")
+        .body(Full::new(Bytes::from(serde_json::to_vec(&review).unwrap())))
+        .unwrap();
+    let response = sender.send_request(request).await.expect("a response");
+    assert_eq!(response.status(), 200);
+    serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap()
+}
+
+#[tokio::test]
+async fn https_with_the_secrets_ca_and_a_hot_swapped_renewal() {
+    install_provider();
+    let cluster = FakeCluster::default();
+    // Issued 250 days ago: still valid, but two thirds of its lifetime have passed.
+    let issued = Timestamp::now().checked_sub(jiff::SignedDuration::from_hours(24 * 250)).unwrap();
+    let first: CertBundle = ensure_self_signed(&cluster, SECRET, "ns", &settings(), issued).await.unwrap();
+    let ca_from_secret = String::from_utf8(cluster.secret(SECRET).unwrap().data.unwrap()["ca"].0.clone()).unwrap();
+    let cert = SwappableCert::new(&first).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(Webhooks {
+        api: cluster.clone(),
+        pods: NoPods,
+        settings: WebhookSettings::new("ns", "cluster.local.", "zone-tracker", Duration::from_secs(10)),
+        clock: system_clock(),
+    });
+    let server = tokio::spawn(serve(listener, server_config(cert.clone()).unwrap(), app, Duration::from_secs(10)));
+
+    // A client trusting only the Secret's CA, checking the Service name.
+    let mut kept = connect(addr, &ca_from_secret, "rollout-operator.ns.svc").await.expect("trusted");
+    assert_eq!(no_downscale(&mut kept, "u1").await["response"]["uid"], "u1");
+    // A wrong name is refused.
+    let Err(err) = connect(addr, &ca_from_secret, "other.ns.svc").await else { panic!("a wrong name must be refused") };
+    assert!(err.contains("TLS"), "{err}");
+
+    // Renewal now, swapped into the running listener.
+    let renewed = ensure_self_signed(&cluster, SECRET, "ns", &settings(), Timestamp::now()).await.unwrap();
+    assert_ne!(renewed.ca_pem, first.ca_pem);
+    cert.swap(&renewed).unwrap();
+
+    // The next connection sees the new certificate: only the new CA verifies it.
+    let new_ca = String::from_utf8(cluster.secret(SECRET).unwrap().data.unwrap()["ca"].0.clone()).unwrap();
+    assert_eq!(new_ca, renewed.ca_pem);
+    let mut fresh = connect(addr, &new_ca, "rollout-operator.ns.svc").await.expect("the renewed certificate");
+    assert_eq!(no_downscale(&mut fresh, "u2").await["response"]["uid"], "u2");
+    assert!(connect(addr, &ca_from_secret, "rollout-operator.ns.svc").await.is_err(), "the old CA no longer verifies");
+    // The listener never closed: the connection opened before the renewal still serves.
+    assert_eq!(no_downscale(&mut kept, "u3").await["response"]["uid"], "u3");
+    assert!(!server.is_finished());
+    server.abort();
+}
+
+// ---- CA bundle injection ----------------------------------------------------------------------------------------
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, ValidatingWebhook, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rollout_operator::cluster::{ApiError, WebhookConfiguration, WebhookKind};
+use rollout_operator::tls::run_ca_injector;
+use std::collections::BTreeMap;
+
+fn labels(namespace: &str) -> Option<BTreeMap<String, String>> {
+    Some(BTreeMap::from([
+        ("grafana.com/inject-rollout-operator-ca".to_string(), "true".to_string()),
+        ("grafana.com/namespace".to_string(), namespace.to_string()),
+    ]))
+}
+
+fn validating(name: &str, labels: Option<BTreeMap<String, String>>, entries: &[&str]) -> WebhookConfiguration {
+    WebhookConfiguration::Validating(ValidatingWebhookConfiguration {
+        metadata: ObjectMeta { name: Some(name.into()), labels, ..Default::default() },
+        webhooks: Some(
+            entries
+                .iter()
+                .map(|e| ValidatingWebhook {
+                    name: e.to_string(),
+                    admission_review_versions: vec!["v1".into()],
+                    side_effects: "None".into(),
+                    client_config: WebhookClientConfig { ca_bundle: None, ..Default::default() },
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+    })
+}
+
+fn mutating(name: &str) -> WebhookConfiguration {
+    WebhookConfiguration::Mutating(MutatingWebhookConfiguration {
+        metadata: ObjectMeta { name: Some(name.into()), labels: labels("ns"), ..Default::default() },
+        webhooks: Some(vec![MutatingWebhook {
+            name: "prepare-downscale.grafana.com".into(),
+            admission_review_versions: vec!["v1".into()],
+            side_effects: "NoneOnDryRun".into(),
+            client_config: WebhookClientConfig { ca_bundle: Some(ByteString(b"stale".to_vec())), ..Default::default() },
+            ..Default::default()
+        }]),
+    })
+}
+
+fn bundles(cluster: &FakeCluster, kind: WebhookKind, name: &str) -> Vec<Option<Vec<u8>>> {
+    cluster.webhook_configuration(kind, name).unwrap().ca_bundles().into_iter().map(|(_, b)| b).collect()
+}
+
+/// Polls `condition` until it holds (the injector runs on its own task); fails after a generous bound.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+#[tokio::test]
+async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_rotation_with_retries() {
+    let cluster = FakeCluster::default();
+    cluster.put_webhook_configuration(validating("no-downscale-ns", labels("ns"), &["a.grafana.com", "b.grafana.com"]));
+    cluster.put_webhook_configuration(validating("other-namespace", labels("other"), &["c.grafana.com"]));
+    cluster.put_webhook_configuration(validating("unlabelled", None, &["d.grafana.com"]));
+    let (ca_tx, ca_rx) = tokio::sync::watch::channel("CA-1".to_string());
+    let injector = tokio::spawn(run_ca_injector(cluster.clone(), "ns".into(), ca_rx, Duration::from_millis(20)));
+
+    eventually("both entries of the labelled configuration carry the CA", || {
+        bundles(&cluster, WebhookKind::Validating, "no-downscale-ns")
+            == [Some(b"CA-1".to_vec()), Some(b"CA-1".to_vec())]
+    })
+    .await;
+    assert_eq!(bundles(&cluster, WebhookKind::Validating, "other-namespace"), [None]);
+    assert_eq!(bundles(&cluster, WebhookKind::Validating, "unlabelled"), [None]);
+    let patches = cluster.calls().into_iter().filter(|c| matches!(c, Call::PatchWebhook { .. })).count();
+    assert_eq!(patches, 1, "one patch per configuration, not per entry");
+    let Call::PatchWebhook { patch, .. } =
+        cluster.calls().into_iter().find(|c| matches!(c, Call::PatchWebhook { .. })).unwrap()
+    else {
+        unreachable!()
+    };
+    assert!(patch.pointer("/metadata/resourceVersion").is_some_and(|v| v.is_string()), "conditional: {patch}");
+
+    // A configuration created later, whose first patch fails: retried.
+    cluster.fail_next(ApiError::Unavailable("connection reset".into()));
+    cluster.put_webhook_configuration(mutating("prepare-downscale-ns"));
+    eventually("the late configuration is patched after a retry", || {
+        bundles(&cluster, WebhookKind::Mutating, "prepare-downscale-ns") == [Some(b"CA-1".to_vec())]
+    })
+    .await;
+
+    // CA rotation: everything is patched again.
+    ca_tx.send("CA-2".to_string()).unwrap();
+    eventually("the rotated CA reaches every configuration", || {
+        bundles(&cluster, WebhookKind::Mutating, "prepare-downscale-ns") == [Some(b"CA-2".to_vec())]
+            && bundles(&cluster, WebhookKind::Validating, "no-downscale-ns")
+                == [Some(b"CA-2".to_vec()), Some(b"CA-2".to_vec())]
+    })
+    .await;
+
+    // Someone removes the bundle: the update event puts it back.
+    cluster.put_webhook_configuration(validating("no-downscale-ns", labels("ns"), &["a.grafana.com"]));
+    eventually("a removed bundle is restored", || {
+        bundles(&cluster, WebhookKind::Validating, "no-downscale-ns") == [Some(b"CA-2".to_vec())]
+    })
+    .await;
+    injector.abort();
+}

@@ -1,0 +1,515 @@
+//! The admission webhook router over the fake API server and a fake pod client: HTTP handling, both endpoints,
+//! the record claim, pod calls and their undo, dry runs, concurrent admissions, and arbitrary input.
+
+mod support;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use proptest::prelude::*;
+use rollout_core::downscale::DownscaleRecord;
+use rollout_core::keys;
+use rollout_operator::cluster::ApiError;
+use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
+use rollout_operator::webhooks::{WebhookSettings, Webhooks, router};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::{Call, FakeCluster, pod, sts};
+use tower::ServiceExt;
+
+const CM: &str = "rollout-operator-zone-tracker";
+const NOW: &str = "2026-01-01T12:00:00Z";
+
+/// Pods that answer 200, except the URLs told to fail; records every call.
+#[derive(Clone, Default)]
+struct FakePods {
+    calls: Arc<Mutex<Vec<PodRequest>>>,
+    failing: Arc<Mutex<BTreeSet<String>>>,
+    /// POSTs to these never answer.
+    hanging: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl FakePods {
+    fn calls(&self) -> Vec<(PodMethod, String)> {
+        self.calls.lock().unwrap().iter().map(|r| (r.method, r.url.clone())).collect()
+    }
+}
+
+impl PodHttpClient for FakePods {
+    async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
+        tokio::task::yield_now().await;
+        self.calls.lock().unwrap().push(request.clone());
+        let hangs = self.hanging.lock().unwrap().iter().any(|f| request.url.contains(f.as_str()));
+        if hangs && request.method == PodMethod::Post {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        if self.failing.lock().unwrap().iter().any(|f| request.url.contains(f.as_str())) {
+            return Err(PodCallError::Connect {
+                method: request.method.as_str(),
+                url: request.url,
+                message: "connection refused".into(),
+            });
+        }
+        Ok(PodResponse { status: 200, body: Vec::new() })
+    }
+}
+
+fn app(cluster: &FakeCluster, pods: &FakePods) -> axum::Router {
+    let now: Timestamp = NOW.parse().unwrap();
+    router(Webhooks {
+        api: cluster.clone(),
+        pods: pods.clone(),
+        settings: WebhookSettings::new("ns", "cluster.local.", CM, Duration::from_secs(10)),
+        clock: Arc::new(move || now),
+    })
+}
+
+async fn post(app: &axum::Router, path: &str, content_type: Option<&str>, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
+    let mut request = Request::post(path);
+    if let Some(ct) = content_type {
+        request = request.header("content-type", ct);
+    }
+    let response = app.clone().oneshot(request.body(Body::from(body)).unwrap()).await.expect("infallible");
+    let status = response.status();
+    (status, response.into_body().collect().await.unwrap().to_bytes().to_vec())
+}
+
+async fn admit(app: &axum::Router, path: &str, review: &Value) -> Value {
+    let (status, body) = post(app, path, Some("application/json"), serde_json::to_vec(review).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let out: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(out["response"]["uid"], review["request"]["uid"]);
+    out["response"].clone()
+}
+
+fn review(resource: &str, name: &str, old: Value, new: Value, dry_run: bool) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": format!("uid-{name}"), "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
+        "resource": {"group": "apps", "version": "v1", "resource": resource},
+        "name": name, "namespace": "ns", "operation": "UPDATE", "userInfo": {"username": "hpa"},
+        "object": new, "oldObject": old, "dryRun": dry_run,
+    }})
+}
+
+/// A zone of group `ingester` with prepare-downscale settings and a 12 h min time between zone downscales.
+fn zone(name: &str, replicas: i32) -> StatefulSet {
+    let mut s = sts("ingester", name, replicas, "r1", "r1");
+    let meta = &mut s.metadata;
+    meta.labels.get_or_insert_default().insert(keys::PREPARE_DOWNSCALE.into(), "true".into());
+    let annotations = meta.annotations.get_or_insert_default();
+    annotations.insert(keys::PREPARE_DOWNSCALE_HTTP_PORT.into(), "8080".into());
+    annotations.insert(keys::PREPARE_DOWNSCALE_HTTP_PATH.into(), "ingester/prepare-shutdown".into());
+    annotations.insert(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into(), "12h".into());
+    s
+}
+
+fn with_replicas(mut s: StatefulSet, replicas: i32) -> Value {
+    s.spec.as_mut().unwrap().replicas = Some(replicas);
+    let mut v = serde_json::to_value(s).unwrap();
+    v["apiVersion"] = json!("apps/v1");
+    v["kind"] = json!("StatefulSet");
+    v
+}
+
+fn cluster_with_zones() -> FakeCluster {
+    let zones = ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"];
+    let statefulsets = zones.iter().map(|z| zone(z, 3)).collect();
+    let pods = zones.iter().flat_map(|z| (0..3).map(move |i| pod(z, i, "r1", true, 1))).collect();
+    FakeCluster::new(statefulsets, pods)
+}
+
+fn downscale_review(name: &str, dry_run: bool) -> Value {
+    review("statefulsets", name, with_replicas(zone(name, 3), 3), with_replicas(zone(name, 1), 1), dry_run)
+}
+
+fn record(cluster: &FakeCluster) -> Option<DownscaleRecord> {
+    cluster.config_map(CM).map(|cm| DownscaleRecord::from_config_map_data(&cm.data.unwrap_or_default()).unwrap())
+}
+
+// ---- HTTP handling ----------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn malformed_requests_get_400_with_a_reason() {
+    let app = app(&FakeCluster::default(), &FakePods::default());
+    for path in ["/admission/no-downscale", "/admission/prepare-downscale"] {
+        let (status, body) = post(&app, path, Some("text/plain"), b"{}".to_vec()).await;
+        assert_eq!((status, body.as_slice()), (StatusCode::BAD_REQUEST, b"wrong content type".as_slice()));
+        let (status, body) = post(&app, path, None, b"{}".to_vec()).await;
+        assert_eq!((status, body.as_slice()), (StatusCode::BAD_REQUEST, b"wrong content type".as_slice()));
+        let (status, body) = post(&app, path, Some("application/json"), b"{".to_vec()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(String::from_utf8_lossy(&body).starts_with("Request could not be decoded: "));
+        let no_request = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec();
+        let (status, body) = post(&app, path, Some("application/json"), no_request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(String::from_utf8_lossy(&body), "Request could not be decoded: the AdmissionReview has no request");
+    }
+    let (status, _) = post(&app, "/admission/other", Some("application/json"), b"{}".to_vec()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn v1beta1_reviews_are_answered_in_v1beta1() {
+    let app = app(&FakeCluster::default(), &FakePods::default());
+    let mut r = review("statefulsets", "a", Value::Null, Value::Null, false);
+    r["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let (status, body) =
+        post(&app, "/admission/no-downscale", Some("application/json"), serde_json::to_vec(&r).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let out: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(out["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(out["kind"], "AdmissionReview");
+    assert_eq!(out["response"]["uid"], "uid-a");
+    assert_eq!(out["response"]["allowed"], true);
+}
+
+// ---- no-downscale -----------------------------------------------------------------------------------------------
+
+fn no_downscale_sts(replicas: i32) -> StatefulSet {
+    let mut s = sts("ingester", "ingester-zone-a", replicas, "r1", "r1");
+    s.metadata.labels.get_or_insert_default().insert(keys::NO_DOWNSCALE.into(), "true".into());
+    s
+}
+
+fn scale(replicas: i32) -> Value {
+    json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "ingester-zone-a"}, "spec": {"replicas": replicas}})
+}
+
+#[tokio::test]
+async fn no_downscale_denies_a_labelled_statefulset_and_its_scale_subresource() {
+    let cluster = FakeCluster::new(vec![no_downscale_sts(3)], vec![]);
+    let app = app(&cluster, &FakePods::default());
+    let message = "downscale of statefulsets/ingester-zone-a in ns from 3 to 2 replicas is not allowed because it has \
+                   the label 'grafana.com/no-downscale=true'";
+    let r = review(
+        "statefulsets",
+        "ingester-zone-a",
+        with_replicas(no_downscale_sts(3), 3),
+        with_replicas(no_downscale_sts(2), 2),
+        false,
+    );
+    let response = admit(&app, "/admission/no-downscale", &r).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["message"], message);
+    // The /scale subresource: labels come from the live parent.
+    let r = review("statefulsets", "ingester-zone-a", scale(3), scale(2), false);
+    let response = admit(&app, "/admission/no-downscale", &r).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["message"], message);
+    // Upscale through /scale: allowed without a lookup.
+    let response =
+        admit(&app, "/admission/no-downscale", &review("statefulsets", "ingester-zone-a", scale(2), scale(3), false))
+            .await;
+    assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test]
+async fn no_downscale_fails_open_when_the_parent_cannot_be_read() {
+    let cluster = FakeCluster::default();
+    let app = app(&cluster, &FakePods::default());
+    let r = review("statefulsets", "ingester-zone-a", scale(3), scale(2), false);
+    let response = admit(&app, "/admission/no-downscale", &r).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        response["warnings"][0],
+        "can't get statefulsets/ingester-zone-a in namespace ns, allowing the change: statefulsets.apps \"ingester-zone-a\" not found"
+    );
+    cluster.fail_reads(Some(ApiError::Unavailable("connection refused".into())));
+    let response = admit(&app, "/admission/no-downscale", &r).await;
+    assert_eq!(response["allowed"], true);
+    assert!(
+        response["warnings"][0].as_str().unwrap().ends_with("allowing the change: API unavailable: connection refused")
+    );
+}
+
+// ---- prepare-downscale ------------------------------------------------------------------------------------------
+
+const ALLOWED: &str = "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is allowed -- all pods successfully prepared for shutdown.";
+const DENIED: &str = "downscale of statefulsets/ingester-zone-a in ns from 3 to 1 replicas is not allowed because";
+
+#[tokio::test]
+async fn prepare_calls_the_leaving_pods_records_the_downscale_and_does_not_touch_the_statefulset() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["status"]["message"], ALLOWED);
+    let mut calls = pods.calls();
+    calls.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(
+        calls,
+        [
+            (
+                PodMethod::Post,
+                "http://ingester-zone-a-1.ingester-zone-a.ns.svc.cluster.local.:8080/ingester/prepare-shutdown".into()
+            ),
+            (
+                PodMethod::Post,
+                "http://ingester-zone-a-2.ingester-zone-a.ns.svc.cluster.local.:8080/ingester/prepare-shutdown".into()
+            ),
+        ]
+    );
+    assert!(pods.calls.lock().unwrap().iter().all(|r| r.json_content_type));
+    let record = record(&cluster).expect("the record was created");
+    assert_eq!(record.last_downscaled.get("ingester-zone-a"), Some(&NOW.parse().unwrap()));
+    let cm = cluster.config_map(CM).unwrap();
+    assert!(
+        !cm.metadata.annotations.unwrap_or_default().contains_key(keys::DOWNSCALES_IN_PROGRESS),
+        "the in-progress marker is cleared once the pods are prepared"
+    );
+    assert!(
+        cluster.calls().iter().all(|c| !matches!(c, Call::PatchStatus { .. })),
+        "nothing is written to the object under admission"
+    );
+
+    // Another zone within 12 h: denied, no pod called.
+    let before = pods.calls().len();
+    let mut r = downscale_review("ingester-zone-b", false);
+    r["request"]["name"] = json!("ingester-zone-b");
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(
+        response["status"]["message"],
+        "downscale of statefulsets/ingester-zone-b in ns from 3 to 1 replicas is not allowed because statefulset \
+         ingester-zone-a was downscaled at 2026-01-01 12:00:00 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
+    );
+    assert_eq!(pods.calls().len(), before);
+}
+
+#[tokio::test]
+async fn a_failed_prepare_is_undone_and_denied() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    pods.failing.lock().unwrap().insert("ingester-zone-a-1.".into());
+    let app = app(&cluster, &pods);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["message"], format!("{DENIED} one or more pods failed to prepare for shutdown."));
+    assert!(response["warnings"][0].as_str().unwrap().contains("connection refused"), "{response}");
+    let deletes: BTreeSet<String> =
+        pods.calls().into_iter().filter(|(m, _)| *m == PodMethod::Delete).map(|(_, u)| u).collect();
+    assert_eq!(deletes.len(), 2, "DELETE to every endpoint: {:?}", pods.calls());
+    let record = record(&cluster).expect("record");
+    assert!(!record.last_downscaled.contains_key("ingester-zone-a"), "the claim is undone: {record:?}");
+    // So another zone may go at once.
+    let mut r = downscale_review("ingester-zone-b", false);
+    r["request"]["name"] = json!("ingester-zone-b");
+    pods.failing.lock().unwrap().clear();
+    assert_eq!(admit(&app, "/admission/prepare-downscale", &r).await["allowed"], true);
+}
+
+/// A pod that never answers: the handler deadline (90 % of the 10 s request timeout) ends the wait, the prepare
+/// calls are undone and the downscale is denied. Runs on a paused clock, so the 9 s pass instantly.
+#[tokio::test(start_paused = true)]
+async fn a_pod_that_never_answers_is_cut_off_by_the_handler_deadline() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    pods.hanging.lock().unwrap().insert("ingester-zone-a-2.".into());
+    let app = app(&cluster, &pods);
+    let started = tokio::time::Instant::now();
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    let took = started.elapsed();
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["message"], format!("{DENIED} one or more pods failed to prepare for shutdown."));
+    assert!(response["warnings"][0].as_str().unwrap().contains("deadline"), "{response}");
+    assert!(took >= Duration::from_secs(9) && took < Duration::from_secs(30), "answered after {took:?} (virtual time)");
+    let deletes = pods.calls().into_iter().filter(|(m, _)| *m == PodMethod::Delete).count();
+    assert_eq!(deletes, 2, "{:?}", pods.calls());
+    assert!(!record(&cluster).unwrap().last_downscaled.contains_key("ingester-zone-a"));
+}
+
+#[tokio::test]
+async fn dry_runs_have_no_side_effects_but_get_the_real_verdict() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", true)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response["status"]["message"].as_str().unwrap().contains("dry run: 2 pods would be prepared"));
+    assert_eq!(pods.calls(), []);
+    assert!(cluster.config_map(CM).is_none());
+    assert!(cluster.calls().is_empty(), "{:?}", cluster.calls());
+    // A dry run that would be denied is denied.
+    cluster.set_pod_ready("ingester-zone-b-0", false);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", true)).await;
+    assert_eq!(response["allowed"], false);
+}
+
+#[tokio::test]
+async fn prepare_is_denied_while_another_zone_has_unavailable_pods_and_skips_missing_pods() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    cluster.set_pod_ready("ingester-zone-c-2", false);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(
+        response["status"]["message"],
+        format!("{DENIED} statefulset ingester-zone-c has 0 non-updated replicas and 1 non-ready replicas")
+    );
+    cluster.set_pod_ready("ingester-zone-c-2", true);
+
+    // Zone a's pod 2 does not exist yet (still scaling up): only pod 1 is called.
+    let remaining: Vec<_> =
+        cluster.pods().into_iter().filter(|p| p.metadata.name.as_deref() != Some("ingester-zone-a-2")).collect();
+    let statefulsets = ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"].iter().map(|z| zone(z, 3)).collect();
+    let cluster = FakeCluster::new(statefulsets, remaining);
+    let app = self::app(&cluster, &pods);
+    pods.calls.lock().unwrap().clear();
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["warnings"][0], "pods that do not exist were not called: ingester-zone-a-2");
+    assert_eq!(pods.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn listing_failures_deny() {
+    let cluster = cluster_with_zones();
+    let app = app(&cluster, &FakePods::default());
+    cluster.fail_reads(Some(ApiError::Unavailable("etcd timeout".into())));
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["status"]["message"], format!("{DENIED} finding other statefulsets failed."));
+    assert!(response["warnings"][0].as_str().unwrap().contains("etcd timeout"));
+}
+
+/// Many simultaneous downscale admissions for the zones of one group: exactly the ones the min-time rule allows
+/// pass (every admission of the first zone to claim, no other), and only the admitted ones called pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_admissions_for_different_zones_let_exactly_one_zone_through() {
+    for round in 0..10 {
+        let cluster = cluster_with_zones();
+        let pods = FakePods::default();
+        let app = app(&cluster, &pods);
+        let mut tasks = Vec::new();
+        for i in 0..9 {
+            let zone = ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"][(i + round) % 3];
+            let mut r = downscale_review(zone, false);
+            r["request"]["name"] = json!(zone);
+            r["request"]["uid"] = json!(format!("uid-{i}"));
+            let app = app.clone();
+            tasks.push(tokio::spawn(async move { (zone, admit(&app, "/admission/prepare-downscale", &r).await) }));
+        }
+        let mut allowed = BTreeSet::new();
+        let mut denied = 0;
+        for task in tasks {
+            let (zone, response) = task.await.unwrap();
+            if response["allowed"] == true {
+                allowed.insert(zone);
+            } else {
+                denied += 1;
+                let message = response["status"]["message"].as_str().unwrap().to_string();
+                assert!(
+                    message.contains("between zone downscales")
+                        || message.contains("already in process of updating replicas"),
+                    "round {round}: {message}"
+                );
+            }
+        }
+        assert_eq!(allowed.len(), 1, "round {round}: exactly one zone passes, got {allowed:?}");
+        assert_eq!(denied, 6, "round {round}");
+        let winner = allowed.into_iter().next().unwrap();
+        assert!(
+            pods.calls().iter().all(|(_, url)| url.contains(&format!("{winner}-"))),
+            "round {round}: {:?}",
+            pods.calls()
+        );
+        assert_eq!(record(&cluster).unwrap().last_downscaled.keys().collect::<Vec<_>>(), [winner]);
+    }
+}
+
+// ---- arbitrary input --------------------------------------------------------------------------------------------
+
+fn check_http(app: &axum::Router, rt: &tokio::runtime::Runtime, body: Vec<u8>) {
+    for path in ["/admission/no-downscale", "/admission/prepare-downscale"] {
+        let (status, out) = rt.block_on(post(app, path, Some("application/json"), body.clone()));
+        match status {
+            StatusCode::BAD_REQUEST => assert!(!out.is_empty(), "a 400 says why"),
+            StatusCode::OK => {
+                let request: Value = serde_json::from_slice(&body).expect("a 200 answers a JSON request");
+                let response: Value = serde_json::from_slice(&out).expect("a 200 carries JSON");
+                assert_eq!(response["kind"], "AdmissionReview");
+                assert_eq!(response["apiVersion"], request["apiVersion"]);
+                assert_eq!(response["response"]["uid"], request["request"]["uid"]);
+                assert!(response["response"]["allowed"].is_boolean());
+            }
+            other => panic!("unexpected status {other} for {}", String::from_utf8_lossy(&body)),
+        }
+    }
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-3i64..10).prop_map(|n| json!(n)),
+        prop_oneof![
+            Just("statefulsets"),
+            Just("apps/v1"),
+            Just("StatefulSet"),
+            Just("autoscaling/v1"),
+            Just("Scale"),
+            Just("true"),
+            Just("")
+        ]
+        .prop_map(|s| Value::String(s.to_string())),
+    ];
+    leaf.prop_recursive(4, 40, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("apiVersion"),
+                    Just("kind"),
+                    Just("uid"),
+                    Just("object"),
+                    Just("oldObject"),
+                    Just("spec"),
+                    Just("replicas"),
+                    Just("metadata"),
+                    Just("labels"),
+                    Just("dryRun"),
+                    Just("resource"),
+                    Just("name"),
+                ]
+                .prop_map(String::from),
+                inner,
+                0..6
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_get_400_or_a_well_formed_review(body in prop::collection::vec(any::<u8>(), 0..200)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let app = app(&cluster_with_zones(), &FakePods::default());
+        check_http(&app, &rt, body);
+    }
+
+    #[test]
+    fn arbitrary_json_gets_400_or_a_well_formed_review(
+        request in arb_json(), old in arb_json(), new in arb_json(), version in prop_oneof![Just("admission.k8s.io/v1"), Just("admission.k8s.io/v1beta1")]
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let app = app(&cluster_with_zones(), &FakePods::default());
+        check_http(&app, &rt, serde_json::to_vec(&request).unwrap());
+        let mut r = review("statefulsets", "ingester-zone-a", old, new, false);
+        r["apiVersion"] = json!(version);
+        check_http(&app, &rt, serde_json::to_vec(&r).unwrap());
+        r["request"]["oldObject"] = with_replicas(zone("ingester-zone-a", 3), 3);
+        if let Some(object) = r["request"]["object"].as_object_mut() {
+            object.insert("apiVersion".into(), json!("apps/v1"));
+        }
+        check_http(&app, &rt, serde_json::to_vec(&r).unwrap());
+        r["request"] = request;
+        check_http(&app, &rt, serde_json::to_vec(&r).unwrap());
+    }
+}
