@@ -520,7 +520,6 @@ fn resource_path(resource: &ApiResourceRef, namespace: &str) -> String {
     }
 }
 
-
 /// Lists every page (500 objects at a time, as the watcher does).
 async fn list_all<K>(api: &Api<K>, label_selector: &str) -> Result<Vec<K>, kube::Error>
 where

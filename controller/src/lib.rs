@@ -18,9 +18,9 @@ pub mod plan_cmd;
 pub mod pod_client;
 pub mod prom_duration;
 pub mod reconciler;
-pub mod scaling;
 #[cfg(not(madsim))]
 pub mod review_cmd;
+pub mod scaling;
 #[cfg(not(madsim))]
 pub mod tls;
 #[cfg(not(madsim))]

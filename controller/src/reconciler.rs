@@ -7,7 +7,7 @@
 
 use crate::cache::ClusterCache;
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
-use crate::downscale_record::{RecordStoreError, read_record};
+use crate::downscale_record::{RecordStoreError, read_markers, read_record};
 use crate::health::ReadyFlag;
 use crate::metrics::Metrics;
 use crate::pod_client::PodHttpClient;
@@ -72,6 +72,10 @@ pub enum ReconcileError {
     /// The group downscale record could not be read or written; `source` classifies what to do about it.
     #[error("cannot claim the downscale of StatefulSet {statefulset} in the group downscale record: {message}")]
     DownscaleRecord { statefulset: String, message: String, source: ApiError },
+    /// The group downscale record could not be read, so the pass could not tell whether a downscale is being
+    /// prepared; nothing was done.
+    #[error("cannot read the group downscale record: {message}")]
+    ReadDownscaleRecord { message: String, source: ApiError },
 }
 
 impl ReconcileError {
@@ -80,7 +84,8 @@ impl ReconcileError {
             ReconcileError::DeletePod { source, .. }
             | ReconcileError::UpdateStatus { source, .. }
             | ReconcileError::Scale { source, .. }
-            | ReconcileError::DownscaleRecord { source, .. } => source,
+            | ReconcileError::DownscaleRecord { source, .. }
+            | ReconcileError::ReadDownscaleRecord { source, .. } => source,
         }
     }
 }
@@ -290,22 +295,59 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             e.is_pending(&snapshot, now)
         });
         let nothing_pending = pending.is_empty();
-        // Followers' downscales are checked against the group downscale record too (the claim re-checks it).
+        // Followers' downscales are checked against the group downscale record too (the claim re-checks it). Groups
+        // whose StatefulSets the prepare-downscale webhook serves also read it for the webhook's in-progress markers:
+        // no pod is replaced while one of their downscales is being prepared (DESIGN.md invariant 5). Such a group
+        // is not rolled on a record it cannot read: it cannot tell whether a downscale is being prepared.
         let has_followers = snapshot.members.iter().any(|m| ScalingSettings::of(&m.sts).leader.is_some());
-        let record = if has_followers {
-            match read_record(&self.api, &self.scaling.downscale_record).await {
-                Ok(stored) => stored.map(|s| s.record),
+        let prepares_downscales = snapshot
+            .members
+            .iter()
+            .any(|m| m.sts.labels.get(rollout_core::keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"));
+        let mut record = None;
+        let mut markers = Vec::new();
+        if has_followers || prepares_downscales {
+            let read = read_record(&self.api, &self.scaling.downscale_record).await.and_then(|stored| {
+                let Some(stored) = stored else { return Ok(None) };
+                let markers = read_markers(&stored).map_err(|reason| RecordStoreError::Unreadable {
+                    config_map: self.scaling.downscale_record.clone(),
+                    source: rollout_core::downscale::RecordError {
+                        key: rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(),
+                        value: String::new(),
+                        reason,
+                    },
+                })?;
+                Ok(Some((stored.record, markers)))
+            });
+            match read {
+                Ok(Some((r, m))) => {
+                    record = Some(r);
+                    markers = m;
+                }
+                Ok(None) => {}
+                Err(error) if prepares_downscales => {
+                    let err = ReconcileError::ReadDownscaleRecord {
+                        message: error.to_string(),
+                        source: record_api_error(&error),
+                    };
+                    self.metrics.group_reconcile_finished(
+                        group,
+                        started.elapsed(),
+                        false,
+                        now.as_millisecond() as f64 / 1e3,
+                    );
+                    self.retry_with_backoff(group, &err);
+                    return;
+                }
                 Err(error) => {
                     tracing::warn!(rollout_group = group, %error, "cannot read the group downscale record");
-                    None
                 }
             }
-        } else {
-            None
-        };
+        }
         let pending = self.expectations.entry(group.to_string()).or_default();
-        let mut plan =
-            self.planner.plan(&snapshot, &PlanContext::new(now, pending).with_downscale_record(record.as_ref()));
+        let ctx =
+            PlanContext::new(now, pending).with_downscale_record(record.as_ref()).with_downscales_in_progress(&markers);
+        let mut plan = self.planner.plan(&snapshot, &ctx);
         let mut write_back_after = None;
         let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
         if nothing_pending && !plans_scale && has_mirrors(&snapshot) {
@@ -352,19 +394,19 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     self.queue.retry_at(group, Instant::now() + self.config.requeue_unfinished);
                 }
             }
-            Err(err) => {
-                let failures = self.failures.entry(group.to_string()).or_insert(0);
-                *failures = failures.saturating_add(1);
-                let backoff = self
-                    .config
-                    .initial_backoff
-                    .saturating_mul(1u32 << (*failures - 1).min(16))
-                    .min(self.config.max_backoff);
-                tracing::warn!(rollout_group = group, error = %err, kind = err.api_error().kind(),
-                    retry_in = ?backoff, "reconcile failed");
-                self.queue.retry_at(group, Instant::now() + backoff.max(self.config.min_interval));
-            }
+            Err(err) => self.retry_with_backoff(group, &err),
         }
+    }
+
+    /// A failed pass: retry the group with exponential backoff.
+    fn retry_with_backoff(&mut self, group: &str, err: &ReconcileError) {
+        let failures = self.failures.entry(group.to_string()).or_insert(0);
+        *failures = failures.saturating_add(1);
+        let backoff =
+            self.config.initial_backoff.saturating_mul(1u32 << (*failures - 1).min(16)).min(self.config.max_backoff);
+        tracing::warn!(rollout_group = group, error = %err, kind = err.api_error().kind(),
+            retry_in = ?backoff, "reconcile failed");
+        self.queue.retry_at(group, Instant::now() + backoff.max(self.config.min_interval));
     }
 
     fn report(&mut self, plan: &GroupPlan) {

@@ -9,7 +9,9 @@
 //!
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
-use crate::cluster::{ApiError, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind};
+use crate::cluster::{
+    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+};
 use crate::plan_cmd::{Objects, load_objects, parse_now};
 use crate::pod_client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use crate::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
@@ -232,6 +234,33 @@ impl ClusterApi for DumpCluster {
         _patch: &serde_json::Value,
     ) -> Result<WebhookConfiguration, ApiError> {
         Err(ApiError::NotFound(format!("{} {name}", kind.as_str())))
+    }
+
+    // Admission review never scales: these exist only because the port has them.
+    async fn patch_statefulset_replicas(
+        &self,
+        name: &str,
+        _replicas: u32,
+        _resource_version: &str,
+    ) -> Result<StatefulSet, ApiError> {
+        Err(ApiError::Rejected { code: 0, message: format!("review does not scale statefulsets ({name})") })
+    }
+
+    async fn discover_resources(&self, _group: &str, _kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
+        Ok(Vec::new())
+    }
+
+    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
+        Err(ApiError::NotFound(format!("{} {name}: review has no scale subresources", resource.plural)))
+    }
+
+    async fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        _patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        Err(ApiError::Rejected { code: 0, message: format!("review does not patch {}/{name}", resource.plural) })
     }
 }
 

@@ -236,3 +236,63 @@ async fn a_three_zone_rollout_completes_one_zone_at_a_time() {
     let _ = stop_tx.send(());
     controller.await.unwrap();
 }
+
+/// Marks every StatefulSet of the harness's group as served by the prepare-downscale webhook.
+fn prepare_downscale_labelled(cluster: &FakeCluster) {
+    for zone in ["a", "b", "c"] {
+        let mut s = cluster.statefulset(&format!("ingester-zone-{zone}")).unwrap();
+        s.metadata.labels.get_or_insert_default().insert("grafana.com/prepare-downscale".into(), "true".into());
+        cluster.put_statefulset(s);
+    }
+}
+
+/// DESIGN.md invariant 5, controller side: while the prepare-downscale webhook's marker for the group is live in the
+/// downscale record, no pod of the group is replaced; once it has expired, the rollout goes on.
+#[tokio::test]
+async fn no_pod_is_replaced_while_a_downscale_of_the_group_is_being_prepared() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use rollout_core::downscale::{DownscaleInProgress, render_in_progress};
+    let cluster = three_zones("1");
+    prepare_downscale_labelled(&cluster);
+    let until = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(600);
+    let marker = DownscaleInProgress { statefulset: "ingester-zone-c".into(), group: GROUP.into(), until };
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("rollout-operator-zone-tracker".into());
+    cm.metadata.annotations = Some(
+        [(rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(), render_in_progress(&[marker.clone()]).unwrap())]
+            .into(),
+    );
+    cluster.put_config_map(cm.clone());
+    let mut h = Harness::new(cluster);
+    assert_eq!(h.reconcile().await, vec![], "deleted pods while a downscale was being prepared");
+
+    // A marker of another group does not hold this one; an expired marker holds nothing.
+    let other = DownscaleInProgress { group: "other".into(), ..marker.clone() };
+    let expired = DownscaleInProgress { until: jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1), ..marker };
+    let mut cm = h.cluster.config_map("rollout-operator-zone-tracker").unwrap();
+    cm.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(), render_in_progress(&[other, expired]).unwrap());
+    h.cluster.put_config_map(cm);
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+}
+
+/// A group served by the prepare-downscale webhook is not rolled on a downscale record it cannot read (it cannot
+/// tell whether a downscale is being prepared); a group that is not is rolled as before.
+#[tokio::test]
+async fn an_unreadable_downscale_record_holds_only_groups_served_by_the_prepare_downscale_webhook() {
+    let cluster = three_zones("1");
+    cluster.fail_reads(Some(ApiError::Unavailable("connection refused".into())));
+    let mut h = Harness::new(cluster.clone());
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+
+    let cluster = three_zones("1");
+    prepare_downscale_labelled(&cluster);
+    cluster.fail_reads(Some(ApiError::Unavailable("connection refused".into())));
+    let mut h = Harness::new(cluster.clone());
+    assert_eq!(h.reconcile().await, vec![]);
+    assert!(h.ctrl.is_queued(GROUP), "a failed pass is retried");
+    cluster.fail_reads(None);
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+}

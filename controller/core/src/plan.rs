@@ -257,7 +257,7 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             marker.statefulset,
             format_timestamp(marker.until)
         );
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings);
+        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
     }
     if let Some(m) = group.members.iter().find(|m| m.sts.status.is_none()) {
         let reason = format!("waiting for StatefulSet {} to report a status", m.sts.name);

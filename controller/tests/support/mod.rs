@@ -463,7 +463,9 @@ impl ClusterApi for FakeCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         // Let concurrent callers interleave between a read and a write, as over a network.
         tokio::task::yield_now().await;
-        Ok(self.state.lock().unwrap().config_maps.get(name).cloned())
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.config_maps.get(name).cloned())
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
