@@ -9,9 +9,7 @@
 //!   through a Role in the operator's namespace (the operator is namespace-scoped);
 //! - only roles actually bound to the Deployment's ServiceAccount count.
 //!
-//! When merging scaling (issue 5) and webhooks (issue 6), their adapters append to RBAC_REQUIREMENTS; then delete
-//! the matching lines of [`GRANTED_FOR_ISSUE_5_6_PENDING_ADAPTER_ENTRIES`] (a test fails on a redundant line).
-//! Nothing else here needs editing: YAML changes are picked up from the built overlays.
+//! Nothing here needs editing when the adapter or the YAML changes: both sides are read from their sources.
 
 use rollout_e2e::manifests::{KubeObject, kustomize_build, parse_kube_object, repo_root};
 use rollout_operator::kube_adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
@@ -19,25 +17,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// (API group, resource, verb).
 type Perm = (String, String, String);
-
-/// Granted for issue 5/6, pending adapter entries: what the deploy RBAC grants for scaling (issue 5) and for the
-/// webhooks and TLS certificate (issue 6), whose adapter code is not on this branch yet. Delete each line once
-/// RBAC_REQUIREMENTS has it; delete the list once empty.
-const GRANTED_FOR_ISSUE_5_6_PENDING_ADAPTER_ENTRIES: &[(&str, &str, &str)] = &[
-    // issue 6, webhooks: the certificate Secret, parent lookups, CA injection.
-    ("", "secrets", "get"),
-    ("", "secrets", "create"),
-    ("", "secrets", "update"),
-    ("apps", "statefulsets", "get"),
-    ("apps", "deployments", "get"),
-    ("apps", "replicasets", "get"),
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "list"),
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "watch"),
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "list"),
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "watch"),
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
-];
 
 /// Permissions only the webhooks and the TLS certificate use: the controller-only overlay must not grant them.
 /// (group, resource, verb); an empty verb means every verb.
@@ -72,10 +51,6 @@ fn requirements() -> BTreeSet<Perm> {
         .chain(REPLICA_TEMPLATE_PERMISSIONS)
         .map(|ApiPermission { group, resource, verb }| perm(group, resource, verb))
         .collect()
-}
-
-fn pending() -> BTreeSet<Perm> {
-    GRANTED_FOR_ISSUE_5_6_PENDING_ADAPTER_ENTRIES.iter().map(|(g, r, v)| perm(g, r, v)).collect()
 }
 
 /// What an overlay grants the operator's ServiceAccount, by where it is granted.
@@ -178,7 +153,7 @@ fn is_cluster_scoped((g, r, _): &Perm) -> bool {
 #[test]
 fn the_full_deployment_grants_exactly_what_the_operator_uses() {
     let granted = grants("webhooks");
-    let needed: BTreeSet<Perm> = requirements().union(&pending()).cloned().collect();
+    let needed: BTreeSet<Perm> = requirements();
     let all = granted.all();
     let missing: BTreeSet<Perm> = needed.difference(&all).cloned().collect();
     assert!(missing.is_empty(), "the deploy RBAC does not grant (the operator would get 403):\n{}", show(&missing));
@@ -200,7 +175,7 @@ fn the_controller_only_deployment_grants_what_the_controller_uses() {
     let full = grants("webhooks").all();
     let extra: BTreeSet<Perm> = controller.difference(&full).cloned().collect();
     assert!(extra.is_empty(), "the controller overlay grants more than the full one:\n{}", show(&extra));
-    let needed: BTreeSet<Perm> = requirements().union(&pending()).filter(|p| !webhook_only(p)).cloned().collect();
+    let needed: BTreeSet<Perm> = requirements().into_iter().filter(|p| !webhook_only(p)).collect();
     let missing: BTreeSet<Perm> = needed.difference(&controller).cloned().collect();
     assert!(missing.is_empty(), "the controller overlay does not grant:\n{}", show(&missing));
     let webhook_grants: BTreeSet<Perm> = controller.iter().filter(|p| webhook_only(p)).cloned().collect();
@@ -208,16 +183,6 @@ fn the_controller_only_deployment_grants_what_the_controller_uses() {
         webhook_grants.is_empty(),
         "the controller overlay grants webhook-only permissions:\n{}",
         show(&webhook_grants)
-    );
-}
-
-#[test]
-fn the_pending_list_holds_no_entry_the_adapter_already_declares() {
-    let redundant: BTreeSet<Perm> = pending().intersection(&requirements()).cloned().collect();
-    assert!(
-        redundant.is_empty(),
-        "RBAC_REQUIREMENTS now declares these; delete them from GRANTED_FOR_ISSUE_5_6_PENDING_ADAPTER_ENTRIES:\n{}",
-        show(&redundant)
     );
 }
 
