@@ -295,6 +295,38 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
         }
     };
 
+    // Read the group again now that the marker is in the record: from here on the controller replaces no pod of
+    // the group, so if every other StatefulSet is still updated and available it stays so until the marker goes.
+    // (Checking only before the claim would leave a window: a rollout step planned between that read and the
+    // marker's write would go ahead together with this downscale.)
+    if let (Some(group_name), Some(_)) = (&group_name, &claim) {
+        let recheck = async {
+            let selector = format!("{}={group_name}", keys::ROLLOUT_GROUP);
+            let members = api.list_statefulsets(&selector).await?;
+            let pods = api.list_pods("").await?;
+            Ok::<_, ApiError>((members, pods))
+        };
+        let reason = match before(deadline, "re-read the group after the claim", recheck).await {
+            Ok((members, pods)) => {
+                let members: Vec<StatefulSetView> =
+                    members.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
+                let pods: Vec<PodView> = pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect();
+                let group = GroupSnapshot::assemble(group_name.clone(), members, pods.iter());
+                group
+                    .members
+                    .iter()
+                    .filter(|m| m.sts.name != sts.name)
+                    .find_map(|m| prepare::rollout_in_progress(m, (webhooks.clock)()))
+            }
+            Err(err) => Some(format!("re-reading the group after claiming the downscale failed: {err}")),
+        };
+        if let Some(reason) = reason {
+            let nothing_prepared = PreparePlan { endpoints: Vec::new(), skipped: Vec::new() };
+            undo(webhooks, &sts.name, &nothing_prepared, now, claim).await;
+            return prepare::deny(request, old, new, &reason);
+        }
+    }
+
     let failures = prepare_pods(&webhooks.pods, &plan, deadline).await;
     if failures.is_empty() {
         if let Some((_, until)) = claim {

@@ -513,3 +513,34 @@ proptest! {
         check_http(&app, &rt, serde_json::to_vec(&r).unwrap());
     }
 }
+
+/// Invariant 5, the window between the webhook's first live read and its claim: a rollout step that lands just as the
+/// marker is written (here, zone b's pod 0 replaced by a not-yet-ready pod at a new revision) is seen by the re-read
+/// after the claim: the downscale is denied, no pod is called, and the claim is rolled back.
+#[tokio::test]
+async fn a_rollout_step_racing_the_claim_is_seen_by_the_re_read_and_the_downscale_is_denied() {
+    let cluster = cluster_with_zones();
+    cluster.after_next_config_map_write(|c| {
+        let mut s = c.statefulset("ingester-zone-b").unwrap();
+        s.status.as_mut().unwrap().update_revision = Some("r2".into());
+        c.put_statefulset(s);
+        c.put_pod(pod("ingester-zone-b", 0, "r2", false, 2));
+    });
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("statefulset ingester-zone-b has 2 non-updated replicas and 1 non-ready replicas"),
+        "{message}"
+    );
+    assert!(pods.calls().iter().all(|(m, _)| *m == PodMethod::Delete), "no prepare call: {:?}", pods.calls());
+    let record = record(&cluster).expect("record");
+    assert!(!record.last_downscaled.contains_key("ingester-zone-a"), "the claim is rolled back: {record:?}");
+    let cm = cluster.config_map(CM).unwrap();
+    assert!(
+        !cm.metadata.annotations.unwrap_or_default().contains_key(keys::DOWNSCALES_IN_PROGRESS),
+        "the in-progress marker is cleared"
+    );
+}

@@ -144,6 +144,8 @@ struct State {
     webhook_watchers: Vec<(WebhookKind, String, WebhookWatcher)>,
     /// Reads fail with this while set (an unreachable API for the webhooks' live reads).
     fail_reads: Option<ApiError>,
+    /// Runs once, right after the next successful ConfigMap write (something happening in the cluster at that moment).
+    after_config_map_write: Option<Box<dyn FnOnce(&FakeCluster) + Send>>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -364,6 +366,18 @@ impl FakeCluster {
     }
 
     /// The next write fails with `err`.
+    /// Runs `f` once, right after the next successful ConfigMap create or replace.
+    pub fn after_next_config_map_write(&self, f: impl FnOnce(&FakeCluster) + Send + 'static) {
+        self.state.lock().unwrap().after_config_map_write = Some(Box::new(f));
+    }
+
+    fn run_config_map_hook(&self) {
+        let hook = self.state.lock().unwrap().after_config_map_write.take();
+        if let Some(hook) = hook {
+            hook(self);
+        }
+    }
+
     pub fn fail_next(&self, err: ApiError) {
         self.state.lock().unwrap().failures.push_back(err);
     }
@@ -483,6 +497,8 @@ impl ClusterApi for FakeCluster {
         let mut cm = config_map.clone();
         cm.metadata.resource_version = Some(st.next_rv());
         st.config_maps.insert(name, cm.clone());
+        drop(st);
+        self.run_config_map_hook();
         Ok(cm)
     }
 
@@ -505,7 +521,10 @@ impl ClusterApi for FakeCluster {
         let mut cm = config_map.clone();
         cm.metadata.resource_version = Some(st.next_rv());
         st.config_maps.insert(name.clone(), cm.clone());
-        if std::mem::take(&mut st.lose_next_reply) {
+        let lost = std::mem::take(&mut st.lose_next_reply);
+        drop(st);
+        self.run_config_map_hook();
+        if lost {
             return Err(ApiError::Unavailable(format!("replace configmap {name}: connection reset")));
         }
         Ok(cm)
