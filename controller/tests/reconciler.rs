@@ -259,8 +259,11 @@ async fn no_pod_is_replaced_while_a_downscale_of_the_group_is_being_prepared() {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("rollout-operator-zone-tracker".into());
     cm.metadata.annotations = Some(
-        [(rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(), render_in_progress(&[marker.clone()]).unwrap())]
-            .into(),
+        [(
+            rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(),
+            render_in_progress(std::slice::from_ref(&marker)).unwrap(),
+        )]
+        .into(),
     );
     cluster.put_config_map(cm.clone());
     let mut h = Harness::new(cluster);

@@ -125,6 +125,9 @@ pub enum Call {
 
 type WebhookWatcher = mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>;
 
+/// Something that happens in the cluster at a chosen moment of a test.
+type ClusterHook = Box<dyn FnOnce(&FakeCluster) + Send>;
+
 #[derive(Default)]
 struct State {
     rv: u64,
@@ -145,7 +148,7 @@ struct State {
     /// Reads fail with this while set (an unreachable API for the webhooks' live reads).
     fail_reads: Option<ApiError>,
     /// Runs once, right after the next successful ConfigMap write (something happening in the cluster at that moment).
-    after_config_map_write: Option<Box<dyn FnOnce(&FakeCluster) + Send>>,
+    after_config_map_write: Option<ClusterHook>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
