@@ -11,6 +11,7 @@
 
 use crate::cluster::{
     ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+    selector_matches,
 };
 use crate::plan_cmd::{Objects, load_objects, parse_now};
 use crate::pod_client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
@@ -120,15 +121,6 @@ impl DumpCluster {
     }
 }
 
-fn matches(selector: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
-    let empty = BTreeMap::new();
-    let labels = labels.unwrap_or(&empty);
-    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
-        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
-        None => labels.contains_key(requirement),
-    })
-}
-
 fn quiet<K: Send + 'static>() -> BoxStream<'static, Result<WatchEvent<K>, ApiError>> {
     futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)]).chain(futures::stream::pending()).boxed()
 }
@@ -197,12 +189,17 @@ impl ClusterApi for DumpCluster {
 
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
         let st = self.state();
-        Ok(st.statefulsets.values().filter(|s| matches(label_selector, s.metadata.labels.as_ref())).cloned().collect())
+        Ok(st
+            .statefulsets
+            .values()
+            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
+            .cloned()
+            .collect())
     }
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
         let st = self.state();
-        Ok(st.pods.values().filter(|p| matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
     }
 
     async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {

@@ -749,34 +749,4 @@ impl State {
     }
 }
 
-/// Equality-based label selectors (`a=b,c`), as the webhooks and the CA injector use them.
-pub fn selector_matches(selector: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
-    let empty = BTreeMap::new();
-    let labels = labels.unwrap_or(&empty);
-    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
-        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
-        None => labels.contains_key(requirement),
-    })
-}
-
-/// RFC 7386 JSON merge patch.
-pub fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
-    use serde_json::Value;
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Default::default());
-            }
-            if let Value::Object(t) = target {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
+pub use rollout_operator::cluster::{json_merge_patch as merge, selector_matches};
