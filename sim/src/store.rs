@@ -118,6 +118,14 @@ pub struct Store {
     start_wall: Timestamp,
     /// Per StatefulSet: the record entry its last decrease was dated by (a claim serves one decrease).
     claims_used: BTreeMap<String, Option<Timestamp>>,
+    /// Downscales being prepared (invariant 5): StatefulSet -> its group, from the commit of a record write carrying
+    /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]).
+    pub preparing: BTreeMap<String, String>,
+    /// Per admission (webhook client incarnation): the resourceVersions its live StatefulSet and pod lists were
+    /// served at.
+    pub admission_reads: BTreeMap<u64, (u64, u64)>,
+    /// The last in-progress marker seen per StatefulSet (its `until`).
+    markers_seen: BTreeMap<String, Timestamp>,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -148,6 +156,9 @@ impl Store {
             downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record,
             start_wall: Timestamp::now(),
             claims_used: BTreeMap::new(),
+            preparing: BTreeMap::new(),
+            admission_reads: BTreeMap::new(),
+            markers_seen: BTreeMap::new(),
         }
     }
 
@@ -281,6 +292,15 @@ impl Store {
         }
         let at = self.elapsed();
         self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        let group = self
+            .statefulsets
+            .get(&objects::owner_of(&pod))
+            .and_then(|s| s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned());
+        let preparing: Vec<String> =
+            self.preparing.iter().filter(|(_, g)| Some(*g) == group.as_ref()).map(|(s, _)| s.clone()).collect();
+        for sts in preparing {
+            self.checker.judge_delete_while_preparing(at, k, name, &sts);
+        }
         let mut pod = pod;
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         self.put_pod(pod);
@@ -334,7 +354,33 @@ impl Store {
         let mut cm = cm.clone();
         cm.metadata.resource_version = rv_string(self.rv);
         self.config_maps.insert(name, cm.clone());
+        self.note_markers(&cm);
         Ok(cm)
+    }
+
+    /// A committed record write: every StatefulSet with an in-progress marker in it is being prepared from now on.
+    fn note_markers(&mut self, cm: &ConfigMap) {
+        if cm.metadata.name.as_deref() != Some(self.downscale_record.as_str()) {
+            return;
+        }
+        let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
+        let markers = rollout_core::downscale::parse_in_progress(raw.map(String::as_str)).unwrap_or_default();
+        for m in markers {
+            // A marker counts once, when first written: a later record write that merely carries it along (or a
+            // marker whose clear failed, left to expire) does not start a new preparation.
+            if self.markers_seen.insert(m.statefulset.clone(), m.until) == Some(m.until) {
+                continue;
+            }
+            if !self.preparing.contains_key(&m.statefulset) {
+                self.trace("checker", format!("downscale of {} being prepared (marker committed)", m.statefulset));
+                self.preparing.insert(m.statefulset, m.group);
+            }
+        }
+    }
+
+    /// The webhook answered the admission of a downscale of `sts`: it is no longer being prepared.
+    pub fn end_preparing(&mut self, sts: &str) {
+        self.preparing.remove(sts);
     }
 
     /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
@@ -352,6 +398,7 @@ impl Store {
         let mut cm = cm.clone();
         cm.metadata.resource_version = rv_string(self.rv);
         self.config_maps.insert(name, cm.clone());
+        self.note_markers(&cm);
         Ok(cm)
     }
 

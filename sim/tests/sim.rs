@@ -353,3 +353,38 @@ fn checker_judges_downscales_by_their_claim_dates() {
     assert_eq!(c.violations.len(), 3, "a is within 30 s of b and c: {:?}", c.violations);
     assert_eq!(c.min_commit_gap, Some(Duration::from_secs(2)));
 }
+
+// The real prepare-downscale webhook as an actor (DESIGN.md invariants 3 and 5): the user's (HPA's) replica changes
+// are AdmissionReviews sent to the `webhooks` router of one of two simulated operator replicas, applied only if
+// allowed; the pods answer the prepare calls, sometimes slowly or with errors; the controller runs as usual.
+
+#[test]
+#[ignore = "probe"]
+fn probe_webhook_scenarios() {
+    for (name, sc) in [
+        ("admitted", Scenario::scaling_admitted()),
+        ("mixed", Scenario::rollout_with_admitted_downscales()),
+        (
+            "mixed-bug",
+            Scenario {
+                planner: PlannerKind::IgnoresDownscalesInProgress,
+                ..Scenario::rollout_with_admitted_downscales()
+            },
+        ),
+    ] {
+        let t = std::time::Instant::now();
+        let n = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(20u64);
+        for seed in 0..n {
+            let o = world::run(seed, &sc, false);
+            let admitted = o.trace.lines.iter().filter(|l| l.contains("admitted ")).count();
+            let denied = o.trace.lines.iter().filter(|l| l.contains(" denied ")).count();
+            let prepared = o.trace.lines.iter().filter(|l| l.contains("being prepared")).count();
+            println!(
+                "{name} seed {seed}: admitted {admitted} denied {denied} prepared {prepared} downscales {} violations {:?}",
+                o.downscales,
+                o.violations.iter().map(|v| format!("{}: {}", v.invariant, v.detail)).collect::<Vec<_>>()
+            );
+        }
+        println!("{name}: {n} seeds in {:?}", t.elapsed());
+    }
+}
