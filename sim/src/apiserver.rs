@@ -201,7 +201,9 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         }
         Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
         Op::CreateConfigMap { config_map } => {
+            store.admission_writing = admission.then_some(req.knowledge.incarnation);
             let result = store.api_create_config_map(config_map);
+            store.admission_writing = None;
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("CREATE configmap {name} -> ok"),
@@ -211,7 +213,9 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::ReplaceConfigMap { config_map } => {
+            store.admission_writing = admission.then_some(req.knowledge.incarnation);
             let result = store.api_replace_config_map(config_map);
+            store.admission_writing = None;
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("REPLACE configmap {name} -> ok"),

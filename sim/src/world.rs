@@ -172,6 +172,9 @@ pub struct Scenario {
     pub planner: PlannerKind,
     /// Leader/follower scaling in play (`None`: every StatefulSet keeps its replicas).
     pub scaling: Option<ScalingScenario>,
+    /// Each template push changes one zone only (picked at random; a per-zone deploy), so the other zones stay
+    /// updated while it rolls: the window in which the webhook may admit a downscale of the rolling zone.
+    pub one_zone_pushes: bool,
 }
 
 /// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
@@ -243,10 +246,11 @@ impl Scenario {
         let scaling = ScalingScenario {
             admission: Admission::Webhook,
             followers: false,
-            changes: (3, 6),
+            min_time: Duration::from_secs(10),
+            changes: (10, 20),
             ..ScalingScenario::default()
         };
-        Scenario { scaling: Some(scaling), revisions: 2, ..Scenario::default() }
+        Scenario { scaling: Some(scaling), revisions: 4, one_zone_pushes: true, ..Scenario::default() }
     }
 }
 
@@ -263,6 +267,7 @@ impl Default for Scenario {
             faults: FaultMix::ALL,
             planner: PlannerKind::Real,
             scaling: None,
+            one_zone_pushes: false,
         }
     }
 }
@@ -446,10 +451,14 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let mut users = Vec::new();
     {
         let mut r = rng.lock().unwrap();
-        let mut pushes: Vec<(u64, Vec<Duration>)> = (0..sc.revisions)
+        let mut pushes: Vec<(u64, Vec<Option<Duration>>)> = (0..sc.revisions)
             .map(|_| {
                 let at = r.range(5_000..(sc.fault_phase.as_millis() as u64 * 4 / 5).max(5_001));
-                (at, (0..sc.zones).map(|_| r.millis(0, 3_000)).collect())
+                let only = r.range(0..u64::from(sc.zones)) as usize;
+                let gaps: Vec<Option<Duration>> = (0..sc.zones as usize)
+                    .map(|z| Some(r.millis(0, 3_000)).filter(|_| !sc.one_zone_pushes || z == only))
+                    .collect();
+                (at, gaps)
             })
             .collect();
         pushes.sort_unstable();
@@ -458,6 +467,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             for (n, (at, gaps)) in pushes.into_iter().enumerate() {
                 tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
                 for (z, gap) in gaps.into_iter().enumerate() {
+                    let Some(gap) = gap else { continue };
                     tokio::time::sleep(gap).await;
                     kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
                 }
@@ -730,7 +740,7 @@ impl PodHttpClient for SimPods {
     async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
         let (delay, roll) = {
             let mut r = self.rng.lock().unwrap();
-            let slow = r.chance(0.15);
+            let slow = r.chance(0.3);
             (if slow { r.millis(1_000, 6_000) } else { r.millis(1, 40) }, r.range(0..100))
         };
         tokio::time::sleep(delay).await;
@@ -806,7 +816,7 @@ impl User {
                 })
                 .await;
             let mut st = self.store.lock().unwrap();
-            st.end_preparing(&sts);
+            st.end_preparing(&sts, incarnation);
             let reads = st.admission_reads.remove(&incarnation);
             match answer {
                 Ok(Ok((true, _))) => {
