@@ -18,6 +18,10 @@
 //! prepare-downscale webhook): see [`Checker::record_downscale`]. A decrease of a StatefulSet carrying
 //! `grafana.com/rollout-force-replicas` is exempt by design (force replicas applies at once); the scaling scenario sets
 //! none, so nothing is exempted there.
+//!
+//! Invariant 5 (no downscale during a rollout, no rollout step while one is prepared), in the webhook scenarios: a
+//! controller deletion committed while a downscale of its group is being prepared (see `Store::preparing`), and an
+//! admitted downscale judged on the committed state as of the webhook's live reads ([`Checker::judge_admitted`]).
 
 use crate::objects::{PodSum, StsSum};
 use std::collections::BTreeMap;

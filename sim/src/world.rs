@@ -3,7 +3,8 @@
 //! watch-delay spikes, API server restarts, controller crashes, including right after a deletion, watch expiry and
 //! "too old resource version", pod crash loops, pods that stay unready, refused pod creation) for the fault phase,
 //! then heals everything and checks that the group converges in bounded simulated time. With a [`ScalingScenario`],
-//! the group scales leader/follower and a user changes the leader's replicas through the webhook's record claim.
+//! the group scales leader/follower and a user changes the leader's replicas through the webhook's record claim or
+//! (with [`Admission::Webhook`]) through the real prepare-downscale webhook router on two simulated operator replicas.
 
 use crate::apiserver::{self, Knobs, ServerEnv};
 use crate::checker::Violation;
