@@ -20,6 +20,10 @@ use tokio::time::Instant;
 /// requests; controller processes count from 1.
 pub const WEBHOOK_INCARNATION: u64 = 0;
 
+/// Incarnations from this one up are single admissions served by the real prepare-downscale webhook router (one
+/// client per admission, so the API server can tell which admission its live reads belong to).
+pub const ADMISSION_INCARNATION_BASE: u64 = 1 << 40;
+
 /// The tag API requests are sent with; replies use the tag the client chose.
 pub const TAG_API: u64 = 1;
 
@@ -159,7 +163,8 @@ pub async fn serve(env: ServerEnv) {
 
 fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     let mut store = env.store.lock().unwrap();
-    let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION {
+    let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
+    let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
         "webhook".to_string()
     } else {
         format!("controller#{}", req.knowledge.incarnation)
@@ -196,7 +201,9 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         }
         Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
         Op::CreateConfigMap { config_map } => {
+            store.admission_writing = admission.then_some(req.knowledge.incarnation);
             let result = store.api_create_config_map(config_map);
+            store.admission_writing = None;
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("CREATE configmap {name} -> ok"),
@@ -206,7 +213,9 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::ReplaceConfigMap { config_map } => {
+            store.admission_writing = admission.then_some(req.knowledge.incarnation);
             let result = store.api_replace_config_map(config_map);
+            store.admission_writing = None;
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("REPLACE configmap {name} -> ok"),
@@ -238,6 +247,16 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::Done(result)
         }
         Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
+        Op::ListStatefulSets { selector } if admission => {
+            let rv = store.rv;
+            store.admission_reads.entry(req.knowledge.incarnation).or_default().0 = rv;
+            Reply::StatefulSets(Ok(list_statefulsets(&store, selector)))
+        }
+        Op::ListPods { selector } if admission => {
+            let rv = store.rv;
+            store.admission_reads.entry(req.knowledge.incarnation).or_default().1 = rv;
+            Reply::Pods(Ok(list_pods(&store, selector)))
+        }
         Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(store
             .statefulsets
             .values()
@@ -255,6 +274,16 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),
     };
     (req.reply_tag, reply)
+}
+
+fn list_statefulsets(store: &crate::store::Store, selector: &str) -> Vec<StatefulSet> {
+    let matching = |s: &&StatefulSet| crate::store::selector_matches(selector, s.metadata.labels.as_ref());
+    store.statefulsets.values().filter(matching).cloned().collect()
+}
+
+fn list_pods(store: &crate::store::Store, selector: &str) -> Vec<Pod> {
+    let matching = |p: &&Pod| crate::store::selector_matches(selector, p.metadata.labels.as_ref());
+    store.pods.values().filter(matching).cloned().collect()
 }
 
 async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::net::Receiver) {

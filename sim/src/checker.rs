@@ -18,6 +18,10 @@
 //! prepare-downscale webhook): see [`Checker::record_downscale`]. A decrease of a StatefulSet carrying
 //! `grafana.com/rollout-force-replicas` is exempt by design (force replicas applies at once); the scaling scenario sets
 //! none, so nothing is exempted there.
+//!
+//! Invariant 5 (no downscale during a rollout, no rollout step while one is prepared), in the webhook scenarios: a
+//! controller deletion committed while a downscale of its group is being prepared (see `Store::preparing`), and an
+//! admitted downscale judged on the committed state as of the webhook's live reads ([`Checker::judge_admitted`]).
 
 use crate::objects::{PodSum, StsSum};
 use std::collections::BTreeMap;
@@ -51,6 +55,7 @@ pub const NO_ZERO_POD_READY: &str = "no zero-pod ready";
 pub const PAUSED: &str = "paused is left alone";
 pub const LIVENESS: &str = "liveness";
 pub const MIN_TIME: &str = "min time between zone downscales";
+pub const NO_DOWNSCALE_DURING_ROLLOUT: &str = "no downscale during a rollout, no rollout step while preparing one";
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,6 +295,45 @@ impl Checker {
             }
         }
         self.downscales.push(d);
+    }
+
+    /// Invariant 5, webhook side: the prepare-downscale webhook admitted a downscale of `sts` (group `group`) whose
+    /// live reads were served at `sts_rv` (its list of the group's StatefulSets) and `pod_rv` (its list of pods).
+    /// Judged on the committed state as of those reads: every other StatefulSet of the group must have each pod of
+    /// ordinal below its `spec.replicas` present, Ready, not terminating and on its status's update revision.
+    /// Pods above `spec.replicas` (condemned, about to go) are not judged.
+    pub fn judge_admitted(&mut self, at: Duration, sts_rv: u64, pod_rv: u64, sts: &str, group: &str) {
+        let known = Known { sts: as_of(&self.sts, sts_rv), pods: as_of(&self.pods, pod_rv) };
+        let mut found = Vec::new();
+        for other in known.sts.values().filter(|o| o.group == group && o.name != sts) {
+            let mut bad: Vec<String> = known.describe_unready(other).into_iter().collect();
+            for (_, p) in known.members(other) {
+                if let Some(p) = p.filter(|p| p.revision != other.update_revision) {
+                    bad.push(format!("{} on {} (update revision {})", p.name, p.revision, other.update_revision));
+                }
+            }
+            if !bad.is_empty() {
+                found.push(format!(
+                    "admitted a downscale of {sts} while {}: {} (as of the webhook's reads: sts rv {sts_rv}, pod rv {pod_rv})",
+                    other.name,
+                    bad.join(", ")
+                ));
+            }
+        }
+        for detail in found {
+            self.violate(at, NO_DOWNSCALE_DURING_ROLLOUT, detail);
+        }
+    }
+
+    /// Invariant 5, controller side: a controller deletion of `pod` committed while a downscale of `preparing` (a
+    /// StatefulSet of the same group) was being prepared: from the commit of the record write carrying its
+    /// in-progress marker until the webhook answered the admission.
+    pub fn judge_delete_while_preparing(&mut self, at: Duration, k: Knowledge, pod: &str, preparing: &str) {
+        let detail = format!(
+            "deleted {pod} while a downscale of {preparing} was being prepared (process #{}, known: sts rv {}, pod rv {})",
+            k.incarnation, k.sts_rv, k.pod_rv
+        );
+        self.violate(at, NO_DOWNSCALE_DURING_ROLLOUT, detail);
     }
 
     pub fn record_liveness_failure(&mut self, at: Duration, detail: String) {

@@ -118,6 +118,20 @@ pub struct Store {
     start_wall: Timestamp,
     /// Per StatefulSet: the record entry its last decrease was dated by (a claim serves one decrease).
     claims_used: BTreeMap<String, Option<Timestamp>>,
+    /// Downscales being prepared (invariant 5): StatefulSet -> its group, from the commit of a record write carrying
+    /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]).
+    /// Only markers written by an admission still waiting for its answer count: a claim that commits after the
+    /// webhook gave up on it (a delayed request) opens no window; the controller still honours its marker.
+    pub preparing: BTreeMap<String, (String, u64)>,
+    /// The admission (webhook client incarnation) whose request is being served, set around its record writes.
+    pub admission_writing: Option<u64>,
+    /// Admissions answered so far.
+    pub answered: std::collections::BTreeSet<u64>,
+    /// Per admission (webhook client incarnation): the resourceVersions its live StatefulSet and pod lists were
+    /// served at.
+    pub admission_reads: BTreeMap<u64, (u64, u64)>,
+    /// The last in-progress marker seen per StatefulSet (its `until`).
+    markers_seen: BTreeMap<String, Timestamp>,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -148,6 +162,11 @@ impl Store {
             downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record,
             start_wall: Timestamp::now(),
             claims_used: BTreeMap::new(),
+            preparing: BTreeMap::new(),
+            admission_writing: None,
+            answered: Default::default(),
+            admission_reads: BTreeMap::new(),
+            markers_seen: BTreeMap::new(),
         }
     }
 
@@ -281,6 +300,15 @@ impl Store {
         }
         let at = self.elapsed();
         self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        let group = self
+            .statefulsets
+            .get(&objects::owner_of(&pod))
+            .and_then(|s| s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned());
+        let preparing: Vec<String> =
+            self.preparing.iter().filter(|(_, (g, _))| Some(g) == group.as_ref()).map(|(s, _)| s.clone()).collect();
+        for sts in preparing {
+            self.checker.judge_delete_while_preparing(at, k, name, &sts);
+        }
         let mut pod = pod;
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         self.put_pod(pod);
@@ -334,7 +362,40 @@ impl Store {
         let mut cm = cm.clone();
         cm.metadata.resource_version = rv_string(self.rv);
         self.config_maps.insert(name, cm.clone());
+        self.note_markers(&cm);
         Ok(cm)
+    }
+
+    /// A committed record write: every StatefulSet with an in-progress marker in it is being prepared from now on.
+    fn note_markers(&mut self, cm: &ConfigMap) {
+        if cm.metadata.name.as_deref() != Some(self.downscale_record.as_str()) {
+            return;
+        }
+        let Some(admission) = self.admission_writing else { return };
+        let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
+        let markers = rollout_core::downscale::parse_in_progress(raw.map(String::as_str)).unwrap_or_default();
+        for m in markers {
+            // A marker counts once, when first written: a later record write that merely carries it along (or a
+            // marker whose clear failed, left to expire) does not start a new preparation.
+            if self.markers_seen.insert(m.statefulset.clone(), m.until) == Some(m.until) {
+                continue;
+            }
+            if self.answered.contains(&admission) {
+                let line = format!("marker of {} committed after its admission was answered", m.statefulset);
+                self.trace("checker", line);
+            } else if !self.preparing.contains_key(&m.statefulset) {
+                self.trace("checker", format!("downscale of {} being prepared (marker committed)", m.statefulset));
+                self.preparing.insert(m.statefulset, (m.group, admission));
+            }
+        }
+    }
+
+    /// The webhook answered the admission of a downscale of `sts`: it is no longer being prepared.
+    pub fn end_preparing(&mut self, sts: &str, admission: u64) {
+        self.answered.insert(admission);
+        if self.preparing.get(sts).is_some_and(|(_, a)| *a == admission) {
+            self.preparing.remove(sts);
+        }
     }
 
     /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
@@ -352,6 +413,7 @@ impl Store {
         let mut cm = cm.clone();
         cm.metadata.resource_version = rv_string(self.rv);
         self.config_maps.insert(name, cm.clone());
+        self.note_markers(&cm);
         Ok(cm)
     }
 

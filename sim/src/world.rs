@@ -3,7 +3,8 @@
 //! watch-delay spikes, API server restarts, controller crashes, including right after a deletion, watch expiry and
 //! "too old resource version", pod crash loops, pods that stay unready, refused pod creation) for the fault phase,
 //! then heals everything and checks that the group converges in bounded simulated time. With a [`ScalingScenario`],
-//! the group scales leader/follower and a user changes the leader's replicas through the webhook's record claim.
+//! the group scales leader/follower and a user changes the leader's replicas through the webhook's record claim or
+//! (with [`Admission::Webhook`]) through the real prepare-downscale webhook router on two simulated operator replicas.
 
 use crate::apiserver::{self, Knobs, ServerEnv};
 use crate::checker::Violation;
@@ -20,13 +21,16 @@ use rollout_core::{GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::downscale_record::{Claim, claim_downscale};
 use rollout_operator::health::ReadyFlag;
 use rollout_operator::metrics::Metrics;
+use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use rollout_operator::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::scaling::{NoPodClient, ScalingConfig};
+use rollout_operator::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
+use tower::ServiceExt;
 
 pub const GROUP: &str = "ingester";
 /// After converging, the controller must make no write for this long.
@@ -42,16 +46,19 @@ pub enum PlannerKind {
     TerminatingCountsAsReady,
     /// Leader/follower downscales without the min-time check and without claiming them in the downscale record.
     SkipsMinTimeCheck,
+    /// Replaces pods while the prepare-downscale webhook's in-progress marker of the group is live.
+    IgnoresDownscalesInProgress,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 6] = [
+    pub const ALL: [PlannerKind; 7] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
         PlannerKind::NoExpectations,
         PlannerKind::TerminatingCountsAsReady,
         PlannerKind::SkipsMinTimeCheck,
+        PlannerKind::IgnoresDownscalesInProgress,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +69,7 @@ impl PlannerKind {
             PlannerKind::NoExpectations => "no-expectations",
             PlannerKind::TerminatingCountsAsReady => "terminating-counts-as-ready",
             PlannerKind::SkipsMinTimeCheck => "skips-min-time-check",
+            PlannerKind::IgnoresDownscalesInProgress => "ignores-downscales-in-progress",
         }
     }
 
@@ -165,6 +173,9 @@ pub struct Scenario {
     pub planner: PlannerKind,
     /// Leader/follower scaling in play (`None`: every StatefulSet keeps its replicas).
     pub scaling: Option<ScalingScenario>,
+    /// Each template push changes one zone only (picked at random; a per-zone deploy), so the other zones stay
+    /// updated while it rolls: the window in which the webhook may admit a downscale of the rolling zone.
+    pub one_zone_pushes: bool,
 }
 
 /// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
@@ -180,11 +191,34 @@ pub struct ScalingScenario {
     pub changes: (u64, u64),
     /// The replicas the user asks for (inclusive).
     pub replicas: (u32, u32),
+    /// How the user's replica changes are admitted.
+    pub admission: Admission,
+    /// zone-b and zone-c follow zone-a (the user scales the leader only); otherwise every zone is scaled by a user
+    /// (an HPA per zone) of its own, concurrently, and `changes` counts per zone.
+    pub followers: bool,
+}
+
+/// How the user's (or HPA's) replica changes are admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// A downscale is claimed in the group downscale record (`claim_downscale`), as the webhook's claim step does.
+    RecordClaim,
+    /// Every change is an AdmissionReview (StatefulSet UPDATE) sent to the real `webhooks` router of one of two
+    /// simulated operator replicas; the StatefulSets carry `grafana.com/prepare-downscale` and its path/port
+    /// annotations, so a downscale prepares pods (simulated, sometimes slow, sometimes failing) and writes its
+    /// in-progress marker into the record. The change is applied only if allowed.
+    Webhook,
 }
 
 impl Default for ScalingScenario {
     fn default() -> Self {
-        ScalingScenario { min_time: Duration::from_secs(30), changes: (6, 14), replicas: (1, 5) }
+        ScalingScenario {
+            min_time: Duration::from_secs(30),
+            changes: (6, 14),
+            replicas: (1, 5),
+            admission: Admission::RecordClaim,
+            followers: true,
+        }
     }
 }
 
@@ -198,6 +232,26 @@ impl Scenario {
     /// Scaling while the user also pushes a template revision: scale-downs interleave with the rollout.
     pub fn scaling_during_rollout() -> Self {
         Scenario { revisions: 1, ..Scenario::scaling() }
+    }
+
+    /// The scaling scenario with the user's changes of the leader admitted by the real prepare-downscale webhook.
+    pub fn scaling_admitted() -> Self {
+        let scaling = ScalingScenario { admission: Admission::Webhook, ..ScalingScenario::default() };
+        Scenario { scaling: Some(scaling), revisions: 0, ..Scenario::default() }
+    }
+
+    /// Rollouts (two template revisions) mixed with downscales admitted by the real prepare-downscale webhook: an
+    /// HPA per zone changes its zone's replicas concurrently (no leader/follower), so admissions race each other
+    /// and the controller's passes (DESIGN.md invariants 3 and 5).
+    pub fn rollout_with_admitted_downscales() -> Self {
+        let scaling = ScalingScenario {
+            admission: Admission::Webhook,
+            followers: false,
+            min_time: Duration::from_secs(10),
+            changes: (10, 20),
+            ..ScalingScenario::default()
+        };
+        Scenario { scaling: Some(scaling), revisions: 4, one_zone_pushes: true, ..Scenario::default() }
     }
 }
 
@@ -214,6 +268,7 @@ impl Default for Scenario {
             faults: FaultMix::ALL,
             planner: PlannerKind::Real,
             scaling: None,
+            one_zone_pushes: false,
         }
     }
 }
@@ -307,7 +362,15 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             if let Some(scaling) = &sc.scaling {
                 let min_time = format!("{}s", scaling.min_time.as_secs());
                 objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
-                if z > 0 {
+                if scaling.admission == Admission::Webhook {
+                    sts.metadata
+                        .labels
+                        .get_or_insert_default()
+                        .insert(rollout_core::keys::PREPARE_DOWNSCALE.into(), "true".into());
+                    objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PORT, "8080");
+                    objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH, "prepare-shutdown");
+                }
+                if z > 0 && scaling.followers {
                     objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &zone_name(0));
                 }
             }
@@ -369,6 +432,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         run_controller(api, rollout_known_bugs::TerminatingCountsAsReady).await
                     }
                     PlannerKind::SkipsMinTimeCheck => run_controller(api, rollout_known_bugs::SkipsMinTimeCheck).await,
+                    PlannerKind::IgnoresDownscalesInProgress => {
+                        run_controller(api, rollout_known_bugs::IgnoresDownscalesInProgress).await
+                    }
                 }
             }
         })
@@ -381,12 +447,19 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     // Users: template pushes, one deploy after the other, each StatefulSet a few seconds apart (as a deploy tool
     // would), possibly in the middle of the previous rollout.
     let mut tasks = Vec::new();
+    // Users admitting changes through the webhook are not aborted when the fault phase ends: an admission in flight
+    // runs to its answer (the prepare window it opened must close).
+    let mut users = Vec::new();
     {
         let mut r = rng.lock().unwrap();
-        let mut pushes: Vec<(u64, Vec<Duration>)> = (0..sc.revisions)
+        let mut pushes: Vec<(u64, Vec<Option<Duration>>)> = (0..sc.revisions)
             .map(|_| {
                 let at = r.range(5_000..(sc.fault_phase.as_millis() as u64 * 4 / 5).max(5_001));
-                (at, (0..sc.zones).map(|_| r.millis(0, 3_000)).collect())
+                let only = r.range(0..u64::from(sc.zones)) as usize;
+                let gaps: Vec<Option<Duration>> = (0..sc.zones as usize)
+                    .map(|z| Some(r.millis(0, 3_000)).filter(|_| !sc.one_zone_pushes || z == only))
+                    .collect();
+                (at, gaps)
             })
             .collect();
         pushes.sort_unstable();
@@ -395,6 +468,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             for (n, (at, gaps)) in pushes.into_iter().enumerate() {
                 tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
                 for (z, gap) in gaps.into_iter().enumerate() {
+                    let Some(gap) = gap else { continue };
                     tokio::time::sleep(gap).await;
                     kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
                 }
@@ -417,13 +491,62 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             changes.sort_unstable();
             changes
         };
-        let s = store.clone();
-        handle
-            .create_node()
-            .name("webhook")
-            .ip(IpAddr::from([10, 0, 0, 4]))
-            .init(move || scale_leader(s.clone(), changes.clone(), start))
-            .build();
+        match scaling.admission {
+            Admission::RecordClaim => {
+                let s = store.clone();
+                handle
+                    .create_node()
+                    .name("webhook")
+                    .ip(IpAddr::from([10, 0, 0, 4]))
+                    .init(move || scale_leader(s.clone(), changes.clone(), start))
+                    .build();
+            }
+            Admission::Webhook => {
+                let operators: Arc<Vec<madsim::runtime::NodeHandle>> = Arc::new(
+                    (0..2u8)
+                        .map(|i| {
+                            handle
+                                .create_node()
+                                .name(format!("operator-{i}"))
+                                .ip(IpAddr::from([10, 0, 0, 4 + i]))
+                                .build()
+                        })
+                        .collect(),
+                );
+                let pods = SimPods { rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))) };
+                let next = Arc::new(AtomicU64::new(apiserver::ADMISSION_INCARNATION_BASE));
+                // One user per scaled StatefulSet: the leader's (its changes as drawn above), or one per zone.
+                let mut per_sts: Vec<(String, Vec<(Duration, u32)>)> = Vec::new();
+                if scaling.followers {
+                    per_sts.push((zone_name(0), changes));
+                } else {
+                    let mut r = rng.lock().unwrap();
+                    for z in 0..sc.zones {
+                        let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
+                        let mut zone_changes: Vec<(Duration, u32)> = (0..count)
+                            .map(|_| {
+                                let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
+                                let to =
+                                    r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1) as u32;
+                                (at, to)
+                            })
+                            .collect();
+                        zone_changes.sort_unstable();
+                        per_sts.push((zone_name(z), zone_changes));
+                    }
+                }
+                for (sts, changes) in per_sts {
+                    let user = User {
+                        store: store.clone(),
+                        operators: operators.clone(),
+                        pods: pods.clone(),
+                        next: next.clone(),
+                        pick: SimRng::new(rng.lock().unwrap().next_u64()),
+                    };
+                    users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
+                }
+            }
+        }
     }
 
     // Faults.
@@ -501,6 +624,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }
         st.trace("sim", "fault phase over: network healed, nodes restarted, pods heal; checking liveness");
+    }
+    for u in users {
+        let _ = u.await;
     }
     // Restarting a node that is running restarts it too: only bring back the ones that are down.
     let (apiserver_down, controller_down) = *nodes.killed.lock().unwrap();
@@ -602,6 +728,124 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
             Err(e) => st.trace("webhook", format!("denied {leader} {from} -> {to}: {e}")),
         }
     }
+}
+
+/// The pods' prepare-shutdown endpoints: most answer within 40 ms, some take seconds, a few refuse (HTTP 500) or are
+/// unreachable. Deterministic: the delays and failures come from the run's generator.
+#[derive(Clone)]
+struct SimPods {
+    rng: Arc<Mutex<SimRng>>,
+}
+
+impl PodHttpClient for SimPods {
+    async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
+        let (delay, roll) = {
+            let mut r = self.rng.lock().unwrap();
+            let slow = r.chance(0.3);
+            (if slow { r.millis(1_000, 6_000) } else { r.millis(1, 40) }, r.range(0..100))
+        };
+        tokio::time::sleep(delay).await;
+        match roll {
+            0..3 => Ok(PodResponse { status: 500, body: b"not now".to_vec() }),
+            3..5 => Err(PodCallError::Transport {
+                method: if request.method == PodMethod::Post { "POST" } else { "DELETE" },
+                url: request.url.clone(),
+                message: "connection refused".into(),
+            }),
+            _ => Ok(PodResponse { status: 200, body: Vec::new() }),
+        }
+    }
+}
+
+/// A user (or HPA) changing one StatefulSet's replicas through the API server, which sends each change to the
+/// prepare-downscale webhook of one of the operator replicas (picked at random) before applying it.
+struct User {
+    store: SharedStore,
+    operators: Arc<Vec<madsim::runtime::NodeHandle>>,
+    pods: SimPods,
+    next: Arc<AtomicU64>,
+    pick: SimRng,
+}
+
+impl User {
+    async fn scale_through_webhook(mut self, sts: String, changes: Vec<(Duration, u32)>, start: Instant) {
+        for (at, to) in changes {
+            tokio::time::sleep_until((start + at).max(Instant::now())).await;
+            let Some(old) = self.store.lock().unwrap().statefulsets.get(&sts).cloned() else { continue };
+            let from = old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
+            if to == from {
+                continue;
+            }
+            let mut new = old.clone();
+            if let Some(spec) = new.spec.as_mut() {
+                spec.replicas = Some(to as i32);
+            }
+            let incarnation = self.next.fetch_add(1, Ordering::Relaxed);
+            let operator = self.pick.range(0..self.operators.len() as u64) as usize;
+            let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
+                "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
+                "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
+                "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}});
+            let pods = self.pods.clone();
+            let answer = self.operators[operator]
+                .spawn(async move {
+                    let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+                    let app = router(Webhooks {
+                        api,
+                        pods,
+                        settings: WebhookSettings::new(
+                            objects::NAMESPACE,
+                            "cluster.local.",
+                            &ScalingConfig::default().downscale_record,
+                            Duration::from_secs(10),
+                        ),
+                        clock: system_clock(),
+                    });
+                    let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
+                        .header("content-type", "application/json")
+                        .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
+                        .map_err(|e| e.to_string())?;
+                    let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+                    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+                    let body: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                    let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
+                    let message =
+                        body.pointer("/response/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
+                    Ok::<_, String>((allowed, message))
+                })
+                .await;
+            let mut st = self.store.lock().unwrap();
+            st.end_preparing(&sts, incarnation);
+            let reads = st.admission_reads.remove(&incarnation);
+            match answer {
+                Ok(Ok((true, _))) => {
+                    st.trace(&format!("operator-{operator}"), format!("admitted {sts} {from} -> {to}"));
+                    if to < from
+                        && let Some((sts_rv, pod_rv)) = reads
+                    {
+                        let at = st.elapsed();
+                        st.checker.judge_admitted(at, sts_rv, pod_rv, &sts, GROUP);
+                    }
+                    kube::set_replicas(&mut st, &sts, to, "webhook");
+                }
+                Ok(Ok((false, message))) => {
+                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"))
+                }
+                Ok(Err(e)) => st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}")),
+                Err(e) => st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}")),
+            }
+        }
+    }
+}
+
+/// A StatefulSet as an AdmissionReview carries it.
+fn as_admitted_object(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> serde_json::Value {
+    let mut v = serde_json::to_value(sts).unwrap_or_default();
+    v["apiVersion"] = serde_json::json!("apps/v1");
+    v["kind"] = serde_json::json!("StatefulSet");
+    v
 }
 
 /// Every StatefulSet on its template's revision (the user's last word), status current, every pod there, Ready and

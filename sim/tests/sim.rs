@@ -353,3 +353,128 @@ fn checker_judges_downscales_by_their_claim_dates() {
     assert_eq!(c.violations.len(), 3, "a is within 30 s of b and c: {:?}", c.violations);
     assert_eq!(c.min_commit_gap, Some(Duration::from_secs(2)));
 }
+
+// The real prepare-downscale webhook as an actor (DESIGN.md invariants 3 and 5): the user's (HPA's) replica changes
+// are AdmissionReviews sent to the `webhooks` router of one of two simulated operator replicas, applied only if
+// allowed; the pods answer the prepare calls, sometimes slowly or with errors; the controller runs as usual.
+
+fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
+    outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains(needle)).count()
+}
+
+fn all_pass(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
+    let outcomes: Vec<Outcome> = seeds.map(|s| world::run(s, sc, false)).collect();
+    if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
+        panic!("seed {} failed: {:#?}", o.seed, o.violations);
+    }
+    outcomes
+}
+
+/// Leader/follower scaling, the user's changes of the leader admitted by the real webhook on two operator replicas.
+#[test]
+fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_60_seeds() {
+    let outcomes = all_pass(&Scenario::scaling_admitted(), 0..60);
+    let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
+    assert!(downscales >= 100, "only {downscales} downscales over 60 seeds");
+    let prepared = count_lines(&outcomes, "being prepared (marker committed)");
+    assert!(prepared >= 60, "only {prepared} downscales were prepared by the webhook");
+    let min_time = count_lines(&outcomes, "between zone downscales");
+    assert!(min_time >= 20, "the min time should deny some of the user's downscales; denied {min_time}");
+    let failed = count_lines(&outcomes, "failed");
+    assert!(failed > 0, "no prepare call or claim failed: the faults did not reach the webhook");
+}
+
+/// Template pushes (one zone each) mixed with downscales of every zone admitted by the real webhook, concurrently
+/// with each other and with the controller's passes: no pod replaced while a downscale of the group is being
+/// prepared, no downscale admitted while another zone is rolling, min time between zone downscales.
+#[test]
+fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_60_seeds() {
+    let outcomes = all_pass(&Scenario::rollout_with_admitted_downscales(), 0..60);
+    let prepared = count_lines(&outcomes, "being prepared (marker committed)");
+    assert!(prepared >= 60, "only {prepared} downscales were prepared by the webhook");
+    let rolling = count_lines(&outcomes, "non-updated replicas");
+    assert!(rolling >= 100, "the webhook should deny downscales during rollouts; denied {rolling}");
+    let writes: u64 = outcomes.iter().map(|o| o.writes_judged).sum();
+    assert!(writes >= 60 * 10, "only {writes} controller writes judged");
+}
+
+#[test]
+fn webhook_runs_are_a_pure_function_of_their_seed() {
+    for sc in [Scenario::scaling_admitted(), Scenario::rollout_with_admitted_downscales()] {
+        for seed in [0, 1, 2, 3, 5, 8, 23] {
+            let a = world::run(seed, &sc, false);
+            let b = world::run(seed, &sc, false);
+            assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
+        }
+    }
+}
+
+#[test]
+fn webhook_known_bug_ignores_downscales_in_progress_is_caught() {
+    let sc =
+        Scenario { planner: PlannerKind::IgnoresDownscalesInProgress, ..Scenario::rollout_with_admitted_downscales() };
+    let (seed, o) = (0..60)
+        .map(|s| (s, world::run(s, &sc, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT))
+        .expect("ignores-downscales-in-progress not caught in 60 seeds");
+    println!("ignores-downscales-in-progress first caught at seed {seed}: {}", o.violations[0].detail);
+}
+
+/// Seed 23 of the mixed scenario with the known-bug planner: zone-b rolls alone (its own deploy), its HPA's
+/// downscale is admitted (zone-a and zone-c are updated), the webhook's marker is committed and its pods are slow to
+/// prepare, and the planner deletes ingester-zone-b-0 meanwhile. The real controller waits for the marker.
+#[test]
+fn regression_seed_23_pod_replaced_while_a_downscale_is_prepared() {
+    let sc = Scenario::rollout_with_admitted_downscales();
+    let buggy = Scenario { planner: PlannerKind::IgnoresDownscalesInProgress, ..sc.clone() };
+    let o = world::run(23, &buggy, false);
+    let v = o
+        .violations
+        .iter()
+        .find(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT)
+        .expect("seed 23 should be caught");
+    assert!(v.detail.contains("ingester-zone-b-0") && v.detail.contains("being prepared"), "{}", v.detail);
+    let real = world::run(23, &sc, false);
+    assert!(real.passed(), "{:#?}", real.violations);
+}
+
+/// The checker's rule for invariant 5, webhook side: an admitted downscale is judged on the committed state as of
+/// the webhook's live reads; a zone that was still rolling at those reads is a violation, one that became unready
+/// after them is not.
+#[test]
+fn checker_judges_admissions_against_the_webhooks_reads() {
+    use rollout_sim::checker::Checker;
+    use rollout_sim::objects::{PodSum, StsSum};
+    use std::time::Duration;
+    let sts = |name: &str| StsSum {
+        name: name.into(),
+        group: "g".into(),
+        replicas: 1,
+        max_unavailable: 1,
+        paused: false,
+        current_revision: "r1".into(),
+        update_revision: "r1".into(),
+    };
+    let pod = |sts: &str, revision: &str, ready: bool| PodSum {
+        sts: sts.into(),
+        name: format!("{sts}-0"),
+        uid: format!("{sts}-0-1"),
+        revision: revision.into(),
+        ready,
+        terminating: false,
+    };
+    let mut c = Checker::default();
+    c.record_sts(1, "a", Some(sts("a")));
+    c.record_sts(2, "b", Some(sts("b")));
+    c.record_pod(3, "a-0", Some(pod("a", "r1", true)));
+    c.record_pod(4, "b-0", Some(pod("b", "r0", true)));
+    c.record_pod(5, "b-0", Some(pod("b", "r1", true)));
+    c.record_pod(6, "b-0", Some(pod("b", "r1", false)));
+    c.judge_admitted(Duration::ZERO, 5, 5, "a", "g");
+    assert!(c.violations.is_empty(), "b was updated and ready at the reads: {:?}", c.violations);
+    c.judge_admitted(Duration::ZERO, 5, 4, "a", "g");
+    assert_eq!(c.violations.len(), 1, "b-0 was on r0 at the pod read: {:?}", c.violations);
+    c.judge_admitted(Duration::ZERO, 6, 6, "a", "g");
+    assert_eq!(c.violations.len(), 2, "b-0 was not ready at the pod read: {:?}", c.violations);
+    assert_eq!(c.violations[1].invariant, checker::NO_DOWNSCALE_DURING_ROLLOUT);
+}

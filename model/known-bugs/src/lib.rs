@@ -113,3 +113,13 @@ impl Planner for SkipsMinTimeCheck {
         plan
     }
 }
+
+/// Ignores the prepare-downscale webhook's in-progress markers (DESIGN.md invariant 5, controller side): pods are
+/// replaced while a downscale of the group is being prepared.
+pub struct IgnoresDownscalesInProgress;
+
+impl Planner for IgnoresDownscalesInProgress {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        RolloutPlanner.plan(group, &PlanContext { downscales_in_progress: &[], ..*ctx })
+    }
+}
