@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::GroupSnapshot;
 use rollout_core::downscale::{
     DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, check_min_time, live_in_progress,
-    parse_in_progress, render_in_progress,
+    parse_in_progress, render_in_progress, round_up_to_second,
 };
 use rollout_core::keys;
 use thiserror::Error;
@@ -270,6 +270,8 @@ pub async fn claim_downscale_marked<C: ClusterApi>(
         record.record_downscale(statefulset, now);
         // Expired markers are dropped on the way.
         markers.retain(|m| m.is_live(now) && m.statefulset != statefulset);
+        // Stored rounded up (never expiring early); `finish_marked_claim` finds it again by the same rounding.
+        let until = round_up_to_second(until);
         markers.push(DownscaleInProgress { statefulset: statefulset.to_string(), group: group.name.clone(), until });
         if let Swap::Done(()) = swap_with_markers(api, config_map, stored.as_ref(), &record, Some(&markers)).await? {
             return Ok(MarkedClaim::Claimed { previous });
@@ -288,12 +290,9 @@ pub async fn finish_marked_claim<C: ClusterApi>(
     until: Timestamp,
     undo: Option<Option<Timestamp>>,
 ) -> Result<(), RecordStoreError> {
-    let mut ours = DownscaleRecord::default();
-    ours.record_downscale(statefulset, claimed_at);
-    let claimed_at = ours.last_downscaled[statefulset];
-    let mut until_stored = DownscaleRecord::default();
-    until_stored.record_downscale(statefulset, until);
-    let until = until_stored.last_downscaled[statefulset];
+    // Both as stored (see `round_up_to_second`).
+    let claimed_at = round_up_to_second(claimed_at);
+    let until = round_up_to_second(until);
     for _ in 0..MAX_ATTEMPTS {
         let Some(stored) = read_record(api, config_map).await? else {
             return Ok(());

@@ -23,7 +23,6 @@ use jiff::Timestamp;
 use rollout_core::admission::no_downscale::{self, ParentResource, Step};
 use rollout_core::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
 use rollout_core::admission::{AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
-use rollout_core::downscale::DownscaleInProgress;
 use rollout_core::{GroupSnapshot, MemberSnapshot, PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
@@ -279,7 +278,9 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
     let claim = match &group_name {
         None => None,
         Some(_) => {
-            let until = add(now, settings.undo_deadline);
+            // The marker must outlive everything this request may still do to the pods: the handler's own
+            // deadline, then an undo with its own deadline.
+            let until = add(now, settings.handler_deadline + settings.undo_deadline);
             let claimed = before(deadline, "claim downscale", async {
                 claim_downscale_marked(api, &settings.record_config_map, &group, &sts.name, now, until)
                     .await
@@ -412,14 +413,7 @@ fn remaining(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
+/// `t + d`, saturating: an overflowing deadline must mean "far away", never "already passed".
 fn add(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(t)
-}
-
-/// The in-progress markers of a record, for the controller's planner ([`rollout_core::PlanContext`]).
-pub async fn downscales_in_progress<C: ClusterApi>(api: &C, config_map: &str) -> Vec<DownscaleInProgress> {
-    match read_record(api, config_map).await {
-        Ok(Some(stored)) => read_markers(&stored).unwrap_or_default(),
-        _ => Vec::new(),
-    }
+    jiff::SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }

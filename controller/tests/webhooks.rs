@@ -59,7 +59,11 @@ impl PodHttpClient for FakePods {
 }
 
 fn app(cluster: &FakeCluster, pods: &FakePods) -> axum::Router {
-    let now: Timestamp = NOW.parse().unwrap();
+    app_at(cluster, pods, NOW)
+}
+
+fn app_at(cluster: &FakeCluster, pods: &FakePods, now: &str) -> axum::Router {
+    let now: Timestamp = now.parse().unwrap();
     router(Webhooks {
         api: cluster.clone(),
         pods: pods.clone(),
@@ -543,4 +547,32 @@ async fn a_rollout_step_racing_the_claim_is_seen_by_the_re_read_and_the_downscal
         !cm.metadata.annotations.unwrap_or_default().contains_key(keys::DOWNSCALES_IN_PROGRESS),
         "the in-progress marker is cleared"
     );
+}
+
+/// Regression (review): with a clock that is not on a whole second, the in-progress marker was stored rounded down
+/// but looked up rounded up, so it was never cleared and held the group for the whole marker lifetime. Both the
+/// success and the undo path must clear it.
+#[tokio::test]
+async fn the_in_progress_marker_is_cleared_when_the_clock_is_between_seconds() {
+    let in_progress = |cluster: &FakeCluster| {
+        cluster
+            .config_map(CM)
+            .and_then(|cm| cm.metadata.annotations)
+            .and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS).cloned())
+            .filter(|v| v != "{}")
+    };
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app_at(&cluster, &pods, "2026-01-01T12:00:00.5Z");
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(in_progress(&cluster), None, "marker left after a successful prepare");
+
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    pods.failing.lock().unwrap().insert("ingester-zone-a-1.".into());
+    let app = app_at(&cluster, &pods, "2026-01-01T12:00:00.5Z");
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(in_progress(&cluster), None, "marker left after an undone prepare");
 }

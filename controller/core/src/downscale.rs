@@ -75,6 +75,14 @@ pub fn format_timestamp(t: Timestamp) -> String {
     Timestamp::from_second(t.as_second()).unwrap_or(t).to_string()
 }
 
+/// `t` rounded up to the whole second, as every time in the record is stored: a stored downscale is never earlier
+/// than the real one, a stored deadline never earlier than the intended one, and a writer can find its own entries
+/// again by comparing with this value.
+pub fn round_up_to_second(t: Timestamp) -> Timestamp {
+    let whole = t.as_second().saturating_add(i64::from(t.subsec_nanosecond() > 0));
+    Timestamp::from_second(whole).unwrap_or(t)
+}
+
 /// A record entry that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("downscale record entry {key:?} = {value:?} is not valid: {reason}")]
@@ -139,8 +147,7 @@ impl DownscaleRecord {
     /// Records a downscale of `statefulset` at `at`, rounded up to the whole second the format stores: rounding
     /// down would let the next zone go up to a second early.
     pub fn record_downscale(&mut self, statefulset: &str, at: Timestamp) {
-        let whole = at.as_second() + i64::from(at.subsec_nanosecond() > 0);
-        let at = Timestamp::from_second(whole).unwrap_or(at);
+        let at = round_up_to_second(at);
         self.last_downscaled.insert(statefulset.to_string(), at);
     }
 }
