@@ -22,7 +22,7 @@ use axum::routing::post;
 use jiff::Timestamp;
 use rollout_core::admission::no_downscale::{self, ParentResource, Step};
 use rollout_core::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
-use rollout_core::admission::{AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
+use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
 use rollout_core::{GroupSnapshot, MemberSnapshot, PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
@@ -154,6 +154,9 @@ pub async fn decide_no_downscale<C: ClusterApi, P: PodHttpClient>(
     request: &AdmissionRequest,
     deadline: Instant,
 ) -> Verdict {
+    if let Some(verdict) = admission::foreign_namespace(request, &webhooks.settings.namespace) {
+        return verdict;
+    }
     match no_downscale::evaluate(request) {
         Step::Decided(verdict) => verdict,
         Step::LookupParent { resource, name, old, new } => {
@@ -195,6 +198,9 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
 ) -> Verdict {
     let api = &webhooks.api;
     let settings = &webhooks.settings;
+    if let Some(verdict) = admission::foreign_namespace(request, &settings.namespace) {
+        return verdict;
+    }
     let (sts, old, new) = match prepare::evaluate(request) {
         Target::Decided(verdict) => return verdict,
         Target::StatefulSet { sts, old, new } => (*sts, old, new),
@@ -204,8 +210,13 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
                     Ok(view) => (view, old, new),
                     Err(err) => return prepare::lookup_failed(&err.to_string()),
                 },
+                // Gone: nothing to prepare (fail open, as the reference).
                 Ok(None) => return prepare::lookup_failed(&format!("statefulsets.apps \"{name}\" not found")),
-                Err(err) => return prepare::lookup_failed(&err.to_string()),
+                // Unknown (API error or deadline): deny. Allowing would let a `/scale` downscale (HPA, kubectl
+                // scale) through with no preparation and no min-time check; the client retries.
+                Err(err) => {
+                    return prepare::deny(request, old, new, &format!("reading statefulset {name} failed: {err}"));
+                }
             }
         }
     };

@@ -576,3 +576,47 @@ async fn the_in_progress_marker_is_cleared_when_the_clock_is_between_seconds() {
     assert_eq!(response["allowed"], false, "{response}");
     assert_eq!(in_progress(&cluster), None, "marker left after an undone prepare");
 }
+
+/// Review finding: a `/scale` downscale (HPA, `kubectl scale`) whose StatefulSet cannot be read must not pass
+/// unprepared and unchecked; only a StatefulSet that is really gone is let through (nothing to prepare).
+#[tokio::test]
+async fn prepare_downscale_denies_a_scale_request_when_the_statefulset_cannot_be_read() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    let r = review("statefulsets", "ingester-zone-a", scale(3), scale(1), false);
+    cluster.fail_reads(Some(ApiError::Unavailable("connection refused".into())));
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.starts_with(DENIED) && message.contains("connection refused"), "{message}");
+    assert!(pods.calls().is_empty());
+    cluster.fail_reads(None);
+    // Readable again: the normal path prepares the leaving pods.
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(pods.calls().len(), 2);
+    // Gone: nothing to prepare, allowed with a warning.
+    let r = review("statefulsets", "ingester-zone-x", scale(3), scale(1), false);
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(response["warnings"][0].as_str().unwrap().contains("not found"), "{response}");
+}
+
+/// Review finding: requests for another namespace are not decided on the objects of the operator's namespace that
+/// happen to have the same name: allowed with a warning, no read, no pod call, no record.
+#[tokio::test]
+async fn requests_for_another_namespace_are_allowed_with_a_warning_and_touch_nothing() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    for path in ["/admission/prepare-downscale", "/admission/no-downscale"] {
+        let mut r = downscale_review("ingester-zone-a", false);
+        r["request"]["namespace"] = json!("elsewhere");
+        let response = admit(&app, path, &r).await;
+        assert_eq!(response["allowed"], true, "{path}: {response}");
+        assert!(response["warnings"][0].as_str().unwrap().contains("\"elsewhere\" is not managed"), "{response}");
+    }
+    assert!(pods.calls().is_empty());
+    assert!(cluster.config_map(CM).is_none(), "no record written");
+}

@@ -347,3 +347,17 @@ pub fn downscale_subject(request: &AdmissionRequest, old: i32, new: i32) -> Stri
 pub fn go_time(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()
 }
+
+/// A request for an object outside the namespace this operator manages. Policy: allow, with a warning naming both
+/// namespaces. The operator can read nothing there (its RBAC is namespaced), and deciding on the object of the same
+/// name in its own namespace would be deciding about the wrong object; only a webhook configuration without the
+/// shipped `namespaceSelector` sends such requests.
+pub fn foreign_namespace(request: &AdmissionRequest, managed_namespace: &str) -> Option<Verdict> {
+    (request.namespace != managed_namespace).then(|| {
+        Verdict::allow_with_warning(format!(
+            "namespace {:?} is not managed by this rollout-operator (it manages {managed_namespace:?}); allowing the \
+             change without checks",
+            request.namespace
+        ))
+    })
+}
