@@ -240,10 +240,20 @@ impl ScalingSettings {
 }
 
 /// Why no rollout-time downscale may happen now (DESIGN.md invariant 5): a StatefulSet of the group is being
-/// rolled (its currentRevision is not its updateRevision, or a pod is not on the update revision).
+/// rolled (its currentRevision is not its updateRevision, or a pod is not on the update revision), or may be about
+/// to be (no status yet, or a status that does not describe its latest spec: a template push not yet seen by the
+/// StatefulSet controller).
 pub fn rollout_in_progress(group: &GroupSnapshot) -> Option<String> {
     group.members.iter().find_map(|m| {
-        let status = m.sts.status.as_ref()?;
+        let Some(status) = m.sts.status.as_ref() else {
+            return Some(format!("StatefulSet {} has not reported a status yet", m.sts.name));
+        };
+        if m.sts.generation.is_some_and(|g| status.observed_generation.is_none_or(|o| o < g)) {
+            return Some(format!(
+                "StatefulSet {}'s status does not describe its latest spec yet (a rollout may be starting)",
+                m.sts.name
+            ));
+        }
         let outdated = m.pods.iter().filter(|p| p.revision() != Some(status.update_revision.as_str())).count();
         if status.current_revision != status.update_revision || outdated > 0 {
             Some(format!(

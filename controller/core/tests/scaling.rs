@@ -291,6 +291,22 @@ fn no_downscale_while_a_rollout_of_the_group_is_in_progress_but_upscales_go_ahea
     assert!(!p.actions.iter().any(|a| matches!(a, Action::DeletePod { .. })));
 }
 
+/// Review finding: right after a template push, before the StatefulSet controller has observed it (status older
+/// than the spec), a rollout may be starting: no follower downscale yet. Same for a member with no status.
+#[test]
+fn no_downscale_while_a_member_status_does_not_describe_its_latest_spec() {
+    let mut a = zone("zone-a", 3);
+    a.generation = Some(2);
+    let b = follower("zone-b", 5, "zone-a");
+    let p = plan(&group(vec![a.clone(), b.clone()]));
+    assert!(scales(&p).is_empty(), "{p:?}");
+    assert!(p.reason.contains("does not describe its latest spec"), "{}", p.reason);
+    a.status.as_mut().unwrap().observed_generation = Some(2);
+    assert_eq!(scales(&plan(&group(vec![a.clone(), b.clone()]))), [("zone-b", 5, 3)]);
+    a.status = None;
+    assert!(rollout_in_progress(&group(vec![a, b])).unwrap().contains("has not reported a status"));
+}
+
 #[test]
 fn scaling_is_planned_even_when_the_group_is_blocked_by_its_update_strategy() {
     let mut b = follower("zone-b", 2, "zone-a");
