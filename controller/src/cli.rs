@@ -173,6 +173,10 @@ impl OperatorFlags {
         if self.use_zone_tracker && self.zone_tracker_config_map_name.is_empty() {
             return Err(ConfigError::MissingZoneTrackerConfigMap);
         }
+        // The controller and the webhooks always share the record, so it always needs a name.
+        if self.zone_tracker_config_map_name.is_empty() {
+            return Err(ConfigError::EmptyDownscaleRecordName);
+        }
         if self.kubernetes_client_qps > 0.0 && self.kubernetes_client_burst < 1 {
             return Err(ConfigError::BurstTooSmall);
         }
@@ -267,6 +271,11 @@ pub enum ConfigError {
     ApiUrlAndConfigFile,
     #[error("-use-zone-tracker is true, but -zone-tracker.config-map-name has not been specified")]
     MissingZoneTrackerConfigMap,
+    #[error(
+        "-zone-tracker.config-map-name must not be empty: it names the ConfigMap holding the group downscale record \
+         (default rollout-operator-zone-tracker)"
+    )]
+    EmptyDownscaleRecordName,
     #[error(
         "-kubernetes.client-burst must be at least 1 when -kubernetes.client-qps is greater than 0, since each request consumes one token"
     )]
@@ -681,6 +690,11 @@ mod tests {
             (
                 &[NS, "-use-zone-tracker", "-zone-tracker.config-map-name="],
                 "-use-zone-tracker is true, but -zone-tracker.config-map-name has not been specified",
+            ),
+            (
+                &[NS, "-zone-tracker.config-map-name="],
+                "-zone-tracker.config-map-name must not be empty: it names the ConfigMap holding the group downscale \
+                 record (default rollout-operator-zone-tracker)",
             ),
             (
                 &[NS, "-kubernetes.client-burst=0"],

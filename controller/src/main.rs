@@ -165,11 +165,8 @@ mod app {
         let scaling = ScalingConfig {
             namespace: flags.kubernetes_namespace.clone(),
             cluster_domain: flags.kubernetes_cluster_domain.clone(),
-            downscale_record: if flags.zone_tracker_config_map_name.is_empty() {
-                ScalingConfig::default().downscale_record
-            } else {
-                flags.zone_tracker_config_map_name.clone()
-            },
+            // Validated non-empty; the webhooks use the same record.
+            downscale_record: flags.zone_tracker_config_map_name.clone(),
             pod_concurrency: DEFAULT_CONCURRENCY,
         };
         let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)

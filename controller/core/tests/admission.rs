@@ -752,3 +752,38 @@ proptest! {
         check_any_body(&serde_json::to_vec(&r).unwrap());
     }
 }
+
+/// Review finding: the leaving ordinals come from the request and may be as large as an int32; the plan walks the
+/// pods that exist, so a downscale from i32::MAX is planned at once (and summarises the pods that do not exist).
+#[test]
+fn a_huge_replica_count_is_planned_from_the_existing_pods() {
+    let case = Case::new();
+    let req = request(
+        sts_object("ingester-zone-a", Some(i32::MAX), prepare_labels(), prepare_annotations()),
+        sts_object("ingester-zone-a", Some(1), prepare_labels(), prepare_annotations()),
+    );
+    let target = case.group.member("ingester-zone-a").unwrap();
+    let plan = prepare::plan(&PlanInput {
+        request: &req,
+        old: i32::MAX,
+        new: 1,
+        sts: &target.sts,
+        target,
+        group: Some(&case.group),
+        record: None,
+        in_progress: &[],
+        cluster_domain: "cluster.local.",
+        now: "2026-01-01T12:00:00Z".parse().unwrap(),
+    })
+    .expect("planned");
+    assert_eq!(
+        plan.endpoints.iter().map(|e| e.pod.as_str()).collect::<Vec<_>>(),
+        ["ingester-zone-a-2", "ingester-zone-a-1"]
+    );
+    assert_eq!(plan.skipped.len(), 1);
+    assert!(
+        plan.skipped[0].starts_with(&format!("{} pods between ingester-zone-a-1 and", i32::MAX as u32 - 3)),
+        "{:?}",
+        plan.skipped
+    );
+}

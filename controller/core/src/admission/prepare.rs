@@ -19,6 +19,7 @@ use crate::downscale::{DownscaleInProgress, DownscaleRecord, MinTimeVerdict, che
 use crate::duration::format_go_duration;
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
+use crate::natural::pod_ordinal;
 use crate::readiness::Readiness;
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
@@ -160,6 +161,9 @@ pub struct PreparePlan {
     pub skipped: Vec<String>,
 }
 
+/// Above this many leaving ordinals, pods that do not exist are summarised instead of listed.
+const MAX_LISTED_SKIPPED: u32 = 1000;
+
 pub fn plan(input: &PlanInput<'_>) -> Result<PreparePlan, Verdict> {
     let PlanInput { request, old, new, sts, .. } = *input;
     if let Some(group) = input.group {
@@ -180,14 +184,30 @@ pub fn plan(input: &PlanInput<'_>) -> Result<PreparePlan, Verdict> {
     // The reference always put a '/' before the path, so a path annotation starting with '/' made `//path`.
     let path = sts.annotations.get(keys::PREPARE_DOWNSCALE_HTTP_PATH).map(|v| v.trim()).unwrap_or_default();
     let path = path.trim_start_matches('/');
+    // Walk the pods that exist, not the ordinal range: replicas come from the request and may be as large as an
+    // int32, which must not turn into billions of iterations inside a handler.
+    let low = new.max(0) as u32;
+    let high = old.max(0) as u32;
+    let mut leaving: Vec<u32> = input
+        .target
+        .pods
+        .iter()
+        .filter_map(|p| pod_ordinal(&sts.name, &p.name))
+        .filter(|o| (low..high).contains(o))
+        .collect();
+    leaving.sort_unstable_by(|a, b| b.cmp(a));
+    leaving.dedup();
+    let missing = (high - low) as usize - leaving.len();
+    let skipped = if missing == 0 {
+        Vec::new()
+    } else if high - low <= MAX_LISTED_SKIPPED {
+        (low..high).rev().filter(|o| !leaving.contains(o)).map(|o| format!("{}-{o}", sts.name)).collect()
+    } else {
+        vec![format!("{missing} pods between {name}-{low} and {name}-{}", high - 1, name = sts.name)]
+    };
     let mut endpoints = Vec::new();
-    let mut skipped = Vec::new();
-    for index in (new.max(0)..old).rev() {
+    for index in leaving {
         let pod = format!("{}-{index}", sts.name);
-        if !input.target.pods.iter().any(|p| p.name == pod) {
-            skipped.push(pod);
-            continue;
-        }
         let url = format!(
             "http://{pod}.{}.{}.svc.{}:{port}/{path}",
             sts.service_name.trim(),
