@@ -148,7 +148,21 @@ pub struct OperatorFlags {
     pub server_tls_service_name: String,
 }
 
+/// Default of `-zone-tracker.config-map-name`.
+pub const DEFAULT_DOWNSCALE_RECORD: &str = "rollout-operator-zone-tracker";
+
 impl OperatorFlags {
+    /// The ConfigMap holding the group downscale record, shared by the controller and the webhooks:
+    /// `-zone-tracker.config-map-name`, or its default when set empty (the reference accepts an empty name when
+    /// `-use-zone-tracker` is false, and this operator always uses the record).
+    pub fn downscale_record_name(&self) -> &str {
+        if self.zone_tracker_config_map_name.is_empty() {
+            DEFAULT_DOWNSCALE_RECORD
+        } else {
+            &self.zone_tracker_config_map_name
+        }
+    }
+
     /// `-kubernetes.config-file`, or `None` for in-cluster configuration.
     pub fn config_file(&self) -> Option<&Path> {
         (!self.kubernetes_config_file.is_empty()).then(|| Path::new(&self.kubernetes_config_file))
@@ -172,10 +186,6 @@ impl OperatorFlags {
         }
         if self.use_zone_tracker && self.zone_tracker_config_map_name.is_empty() {
             return Err(ConfigError::MissingZoneTrackerConfigMap);
-        }
-        // The controller and the webhooks always share the record, so it always needs a name.
-        if self.zone_tracker_config_map_name.is_empty() {
-            return Err(ConfigError::EmptyDownscaleRecordName);
         }
         if self.kubernetes_client_qps > 0.0 && self.kubernetes_client_burst < 1 {
             return Err(ConfigError::BurstTooSmall);
@@ -271,11 +281,6 @@ pub enum ConfigError {
     ApiUrlAndConfigFile,
     #[error("-use-zone-tracker is true, but -zone-tracker.config-map-name has not been specified")]
     MissingZoneTrackerConfigMap,
-    #[error(
-        "-zone-tracker.config-map-name must not be empty: it names the ConfigMap holding the group downscale record \
-         (default rollout-operator-zone-tracker)"
-    )]
-    EmptyDownscaleRecordName,
     #[error(
         "-kubernetes.client-burst must be at least 1 when -kubernetes.client-qps is greater than 0, since each request consumes one token"
     )]
@@ -646,6 +651,14 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_record_name_resolves_to_the_default_for_controller_and_webhooks_alike() {
+        let cfg = run_ok(&[NS, "-use-zone-tracker=false", "-zone-tracker.config-map-name="]);
+        assert_eq!(cfg.flags.downscale_record_name(), "rollout-operator-zone-tracker");
+        let cfg = run_ok(&[NS, "-zone-tracker.config-map-name=record"]);
+        assert_eq!(cfg.flags.downscale_record_name(), "record");
+    }
+
+    #[test]
     fn certificate_expiration_uses_prometheus_syntax() {
         for v in ["1y", "52w1d", "365d", "8760h"] {
             let cfg = run_ok(&[NS, &format!("-server-tls.self-signed-cert.expiration={v}")]);
@@ -690,11 +703,6 @@ mod tests {
             (
                 &[NS, "-use-zone-tracker", "-zone-tracker.config-map-name="],
                 "-use-zone-tracker is true, but -zone-tracker.config-map-name has not been specified",
-            ),
-            (
-                &[NS, "-zone-tracker.config-map-name="],
-                "-zone-tracker.config-map-name must not be empty: it names the ConfigMap holding the group downscale \
-                 record (default rollout-operator-zone-tracker)",
             ),
             (
                 &[NS, "-kubernetes.client-burst=0"],

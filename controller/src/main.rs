@@ -165,8 +165,8 @@ mod app {
         let scaling = ScalingConfig {
             namespace: flags.kubernetes_namespace.clone(),
             cluster_domain: flags.kubernetes_cluster_domain.clone(),
-            // Validated non-empty; the webhooks use the same record.
-            downscale_record: flags.zone_tracker_config_map_name.clone(),
+            // The same record as the webhooks'.
+            downscale_record: flags.downscale_record_name().to_string(),
             pod_concurrency: DEFAULT_CONCURRENCY,
         };
         let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)
