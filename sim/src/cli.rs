@@ -20,18 +20,8 @@ enum Command {
         seed: u64,
         #[arg(long, default_value = "real")]
         planner: String,
-        /// Fault kinds, comma-separated: all, none, or any of partitions, loss, latency, watch-delay,
-        /// apiserver-restarts, controller-crashes, crash-after-delete, watch-expiry, pod-crashes, never-ready, quota,
-        /// pauses.
-        #[arg(long, default_value = "all")]
-        faults: String,
-        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
-        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
-        #[arg(long)]
-        scaling: bool,
-        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
-        #[arg(long)]
-        revisions: Option<u32>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Many seeds; prints each failing seed and the throughput.
     Batch {
@@ -40,32 +30,18 @@ enum Command {
         seeds: String,
         #[arg(long, default_value = "real")]
         planner: String,
-        #[arg(long, default_value = "all")]
-        faults: String,
         /// Stop at the first failing seed.
         #[arg(long)]
         fail_fast: bool,
-        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
-        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
-        #[arg(long)]
-        scaling: bool,
-        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
-        #[arg(long)]
-        revisions: Option<u32>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Runs each seed twice and compares the whole traces (madsim's own determinism check is weak).
     Determinism {
         #[arg(long, default_value = "0..20")]
         seeds: String,
-        #[arg(long, default_value = "all")]
-        faults: String,
-        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
-        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
-        #[arg(long)]
-        scaling: bool,
-        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
-        #[arg(long)]
-        revisions: Option<u32>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// One seed with its full trace.
     Replay {
@@ -73,29 +49,65 @@ enum Command {
         seed: u64,
         #[arg(long, default_value = "real")]
         planner: String,
-        #[arg(long, default_value = "all")]
-        faults: String,
         /// Also print the controller's own logs (timestamps are simulated time).
         #[arg(long)]
         logs: bool,
-        /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
-        /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
-        #[arg(long)]
-        scaling: bool,
-        /// Template revisions the user pushes during the fault phase (default: 2, or 0 with --scaling).
-        #[arg(long)]
-        revisions: Option<u32>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
 }
 
-fn scenario(planner: &str, faults: &str, scaling: bool, revisions: Option<u32>) -> Result<Scenario, String> {
+/// What world to simulate (shared by every subcommand).
+#[derive(clap::Args)]
+struct ScenarioArgs {
+    /// Fault kinds, comma-separated: all, none, or any of partitions, loss, latency, watch-delay,
+    /// apiserver-restarts, controller-crashes, crash-after-delete, watch-expiry, pod-crashes, never-ready, quota,
+    /// pauses.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
+    /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
+    #[arg(long)]
+    scaling: bool,
+    /// Replica changes go through the real prepare-downscale webhook (two simulated operator replicas, simulated
+    /// pods): with --scaling, the leader's; alone, an HPA per zone during one-zone rollouts (invariants 3 and 5).
+    #[arg(long)]
+    webhook: bool,
+    /// Template revisions the user pushes during the fault phase (default: 2, 0 with --scaling, 4 one-zone pushes
+    /// with --webhook alone).
+    #[arg(long)]
+    revisions: Option<u32>,
+}
+
+impl ScenarioArgs {
+    /// The flags that select this world again, for a replay command line.
+    fn replay_flags(&self) -> String {
+        let mut flags = format!(" --faults {}", self.faults);
+        for (on, flag) in [(self.scaling, " --scaling"), (self.webhook, " --webhook")] {
+            if on {
+                flags.push_str(flag);
+            }
+        }
+        if let Some(n) = self.revisions {
+            flags.push_str(&format!(" --revisions {n}"));
+        }
+        flags
+    }
+}
+
+fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     let planner = PlannerKind::parse(planner).ok_or_else(|| {
         let names: Vec<&str> = PlannerKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown planner {planner:?}; one of: {}", names.join(", "))
     })?;
-    let faults = FaultMix::parse(faults)?;
-    let base = if scaling { Scenario::scaling() } else { Scenario::default() };
-    Ok(Scenario { planner, faults, revisions: revisions.unwrap_or(base.revisions), ..base })
+    let faults = FaultMix::parse(&args.faults)?;
+    let base = match (args.scaling, args.webhook) {
+        (false, false) => Scenario::default(),
+        (true, false) => Scenario::scaling(),
+        (true, true) => Scenario::scaling_admitted(),
+        (false, true) => Scenario::rollout_with_admitted_downscales(),
+    };
+    Ok(Scenario { planner, faults, revisions: args.revisions.unwrap_or(base.revisions), ..base })
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
@@ -120,15 +132,8 @@ fn summary(o: &Outcome) {
     );
 }
 
-fn replay(
-    seed: u64,
-    planner: &str,
-    faults: &str,
-    logs: bool,
-    scaling: bool,
-    revisions: Option<u32>,
-) -> Result<i32, String> {
-    let sc = scenario(planner, faults, scaling, revisions)?;
+fn replay(seed: u64, planner: &str, args: &ScenarioArgs, logs: bool) -> Result<i32, String> {
+    let sc = scenario(planner, args)?;
     if logs {
         // The controller's own logs; their timestamps are simulated time (madsim answers the clock).
         tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
@@ -143,14 +148,10 @@ fn replay(
 
 fn run() -> Result<i32, String> {
     match Cli::parse().command {
-        Command::Demo { seed, planner, faults, scaling, revisions } => {
-            replay(seed, &planner, &faults, false, scaling, revisions)
-        }
-        Command::Replay { seed, planner, faults, logs, scaling, revisions } => {
-            replay(seed, &planner, &faults, logs, scaling, revisions)
-        }
-        Command::Determinism { seeds, faults, scaling, revisions } => {
-            let sc = scenario("real", &faults, scaling, revisions)?;
+        Command::Demo { seed, planner, scenario: args } => replay(seed, &planner, &args, false),
+        Command::Replay { seed, planner, logs, scenario: args } => replay(seed, &planner, &args, logs),
+        Command::Determinism { seeds, scenario: args } => {
+            let sc = scenario("real", &args)?;
             let (a, b) = parse_range(&seeds)?;
             let mut differing = 0;
             for seed in a..b {
@@ -168,8 +169,8 @@ fn run() -> Result<i32, String> {
             println!("{} seeds run twice, {differing} differed", b - a);
             Ok(if differing == 0 { 0 } else { 1 })
         }
-        Command::Batch { seeds, planner, faults, fail_fast, scaling, revisions } => {
-            let sc = scenario(&planner, &faults, scaling, revisions)?;
+        Command::Batch { seeds, planner, fail_fast, scenario: args } => {
+            let sc = scenario(&planner, &args)?;
             let (a, b) = parse_range(&seeds)?;
             let started = Instant::now();
             let mut failures = 0u64;
@@ -188,11 +189,10 @@ fn run() -> Result<i32, String> {
                 }
                 if !o.passed() {
                     failures += 1;
-                    let mut flag = if scaling { " --scaling".to_string() } else { String::new() };
-                    if let Some(n) = revisions {
-                        flag.push_str(&format!(" --revisions {n}"));
-                    }
-                    println!("FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner}{flag})");
+                    println!(
+                        "FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner}{})",
+                        args.replay_flags()
+                    );
                     for v in &o.violations {
                         println!("  {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
                     }
@@ -201,7 +201,7 @@ fn run() -> Result<i32, String> {
                     }
                 }
             }
-            if scaling {
+            if args.scaling || args.webhook {
                 let gap = closest.map_or("none".to_string(), |(g, s)| format!("{:.3}s (seed {s})", g.as_secs_f64()));
                 println!("{downscales} downscales committed; closest commits of two zones' downscales: {gap}");
             }
