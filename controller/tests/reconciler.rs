@@ -3,18 +3,15 @@
 mod support;
 
 use futures::FutureExt;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
 use rollout_core::RolloutPlanner;
-use rollout_operator::cluster::{ApiError, ClusterApi, WatchEvent};
+use rollout_operator::cluster::{ApiError, WatchEvent};
 use rollout_operator::health::ReadyFlag;
 use rollout_operator::metrics::Metrics;
 use rollout_operator::reconciler::{Controller, ReconcilerConfig};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Call, FakeCluster, pod, sts};
+use support::{Call, FakeCluster, WatchFeed, pod, sts};
 
 const OLD: &str = "rev-old";
 const NEW: &str = "rev-new";
@@ -48,28 +45,21 @@ struct Harness {
     cluster: FakeCluster,
     ctrl: Controller<FakeCluster>,
     metrics: Arc<Metrics>,
-    sts_events: BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>>,
-    pod_events: BoxStream<'static, Result<WatchEvent<Pod>, ApiError>>,
+    feed: WatchFeed,
 }
 
 impl Harness {
     fn new(cluster: FakeCluster) -> Self {
         let metrics = Arc::new(Metrics::new());
         let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone());
-        let sts_events = cluster.watch_statefulsets();
-        let pod_events = cluster.watch_pods();
-        let mut h = Harness { cluster, ctrl, metrics, sts_events, pod_events };
+        let feed = WatchFeed::new(&cluster);
+        let mut h = Harness { cluster, ctrl, metrics, feed };
         h.pump();
         h
     }
 
     fn pump(&mut self) {
-        while let Some(Some(Ok(e))) = self.sts_events.next().now_or_never() {
-            self.ctrl.cache_mut().apply_statefulset_event(e);
-        }
-        while let Some(Some(Ok(e))) = self.pod_events.next().now_or_never() {
-            self.ctrl.cache_mut().apply_pod_event(e);
-        }
+        self.feed.pump(self.ctrl.cache_mut());
     }
 
     async fn reconcile(&mut self) -> Vec<Call> {

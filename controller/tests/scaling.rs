@@ -9,13 +9,10 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::FutureExt;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use rollout_core::{DownscaleRecord, RolloutPlanner, keys};
-use rollout_operator::cluster::{ApiError, ApiResourceRef, ClusterApi, WatchEvent};
+use rollout_operator::cluster::{ApiError, ApiResourceRef};
 use rollout_operator::metrics::Metrics;
 use rollout_operator::pod_client::{HyperPodClient, PodCallError, PodHttpClient, PodRequest, PodResponse};
 use rollout_operator::reconciler::{Controller, ReconcilerConfig};
@@ -23,7 +20,7 @@ use rollout_operator::scaling::ScalingConfig;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{Call, FakeCluster, pod, sts};
+use support::{Call, FakeCluster, WatchFeed, pod, sts};
 
 const REV: &str = "rev-1";
 const GROUP: &str = "ingester";
@@ -162,8 +159,7 @@ struct Harness {
     metrics: Arc<Metrics>,
     pods: Pods,
     urls: Arc<Mutex<Vec<String>>>,
-    sts_events: BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>>,
-    pod_events: BoxStream<'static, Result<WatchEvent<Pod>, ApiError>>,
+    feed: WatchFeed,
 }
 
 impl Harness {
@@ -179,20 +175,14 @@ impl Harness {
         let scaling = ScalingConfig { namespace: "ns".into(), ..ScalingConfig::default() };
         let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
             .with_scaling(client, scaling);
-        let sts_events = cluster.watch_statefulsets();
-        let pod_events = cluster.watch_pods();
-        let mut h = Harness { cluster, ctrl, metrics, pods, urls, sts_events, pod_events };
+        let feed = WatchFeed::new(&cluster);
+        let mut h = Harness { cluster, ctrl, metrics, pods, urls, feed };
         h.pump();
         h
     }
 
     fn pump(&mut self) {
-        while let Some(Some(Ok(e))) = self.sts_events.next().now_or_never() {
-            self.ctrl.cache_mut().apply_statefulset_event(e);
-        }
-        while let Some(Some(Ok(e))) = self.pod_events.next().now_or_never() {
-            self.ctrl.cache_mut().apply_pod_event(e);
-        }
+        self.feed.pump(self.ctrl.cache_mut());
     }
 
     async fn reconcile(&mut self) -> Vec<Call> {

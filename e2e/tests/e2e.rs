@@ -385,6 +385,16 @@ fn no_downscale_allows_an_unlabelled_statefulset() {
     });
 }
 
+/// Creates a two-replica zone labelled `grafana.com/no-downscale: "true"`; returns the webhook's denial message for
+/// downscaling it to one replica (the reference's wording).
+async fn labelled_no_downscale_zone(c: &Cluster, name: &str) -> String {
+    c.create_zone(&MockZone::new(name, 2, MockPod::version("1")).label("grafana.com/no-downscale", "true")).await;
+    format!(
+        "downscale of statefulsets/{name} in {} from 2 to 1 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'",
+        c.ns
+    )
+}
+
 /// Reference scenario 10: a labelled StatefulSet cannot be downscaled by an update, not even in a dry run; it can
 /// be upscaled.
 #[test]
@@ -393,11 +403,7 @@ fn no_downscale_denies_an_update_of_a_labelled_statefulset() {
     scenario(async {
         let c = Cluster::connect().await;
         let name = "nd-update";
-        c.create_zone(&MockZone::new(name, 2, MockPod::version("1")).label("grafana.com/no-downscale", "true")).await;
-        let expected = format!(
-            "downscale of statefulsets/{name} in {} from 2 to 1 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'",
-            c.ns
-        );
+        let expected = labelled_no_downscale_zone(&c, name).await;
         let msg = denial("downscale by update", set_replicas_by_update(&c, name, 1).await);
         assert!(msg.contains(&expected), "{msg}");
         let mut sts = c.statefulsets().get(name).await.expect("get");
@@ -419,11 +425,7 @@ fn no_downscale_denies_the_scale_subresource_of_a_labelled_statefulset() {
     scenario(async {
         let c = Cluster::connect().await;
         let name = "nd-scale";
-        c.create_zone(&MockZone::new(name, 2, MockPod::version("1")).label("grafana.com/no-downscale", "true")).await;
-        let expected = format!(
-            "downscale of statefulsets/{name} in {} from 2 to 1 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'",
-            c.ns
-        );
+        let expected = labelled_no_downscale_zone(&c, name).await;
         let down = json!({"spec": {"replicas": 1}});
         let msg = denial(
             "downscale through /scale",

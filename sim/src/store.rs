@@ -10,7 +10,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -354,14 +354,7 @@ impl Store {
 
     /// `POST configmaps`: fails with a conflict when the name is taken.
     pub fn api_create_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let name = cm.metadata.name.clone().unwrap_or_default();
-        if self.config_maps.contains_key(&name) {
-            return Err(ApiError::Conflict(format!("configmaps \"{name}\" already exists")));
-        }
-        self.rv += 1;
-        let mut cm = cm.clone();
-        cm.metadata.resource_version = rv_string(self.rv);
-        self.config_maps.insert(name, cm.clone());
+        let cm = create_object(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
         self.note_markers(&cm);
         Ok(cm)
     }
@@ -400,19 +393,7 @@ impl Store {
 
     /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let name = cm.metadata.name.clone().unwrap_or_default();
-        let Some(current) = self.config_maps.get(&name) else {
-            return Err(ApiError::NotFound(format!("configmaps \"{name}\" not found")));
-        };
-        if cm.metadata.resource_version.is_some() && cm.metadata.resource_version != current.metadata.resource_version {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified"
-            )));
-        }
-        self.rv += 1;
-        let mut cm = cm.clone();
-        cm.metadata.resource_version = rv_string(self.rv);
-        self.config_maps.insert(name, cm.clone());
+        let cm = replace_object(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
         self.note_markers(&cm);
         Ok(cm)
     }
@@ -483,35 +464,12 @@ impl Store {
 
     /// `POST secrets`.
     pub fn api_create_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
-        let name = secret.metadata.name.clone().unwrap_or_default();
-        if self.secrets.contains_key(&name) {
-            return Err(ApiError::Conflict(format!("secrets \"{name}\" already exists")));
-        }
-        self.rv += 1;
-        let mut secret = secret.clone();
-        secret.metadata.resource_version = rv_string(self.rv);
-        self.secrets.insert(name, secret.clone());
-        Ok(secret)
+        create_object(&mut self.secrets, &mut self.rv, "secrets", secret)
     }
 
     /// `PUT secrets/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
-        let name = secret.metadata.name.clone().unwrap_or_default();
-        let Some(current) = self.secrets.get(&name) else {
-            return Err(ApiError::NotFound(format!("secrets \"{name}\" not found")));
-        };
-        if secret.metadata.resource_version.is_some()
-            && secret.metadata.resource_version != current.metadata.resource_version
-        {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on secrets \"{name}\": the object has been modified"
-            )));
-        }
-        self.rv += 1;
-        let mut secret = secret.clone();
-        secret.metadata.resource_version = rv_string(self.rv);
-        self.secrets.insert(name, secret.clone());
-        Ok(secret)
+        replace_object(&mut self.secrets, &mut self.rv, "secrets", secret)
     }
 
     /// Objects of one kind, as a list response.
@@ -559,3 +517,45 @@ impl Store {
 }
 
 pub use rollout_operator::cluster::{json_merge_patch as merge, selector_matches};
+
+/// `POST <plural>` of an object the simulation does not watch: a name taken is a conflict; the object gets the next
+/// resourceVersion.
+fn create_object<K>(objects: &mut BTreeMap<String, K>, rv: &mut u64, plural: &str, obj: &K) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    let name = obj.metadata().name.clone().unwrap_or_default();
+    if objects.contains_key(&name) {
+        return Err(ApiError::Conflict(format!("{plural} \"{name}\" already exists")));
+    }
+    store_object(objects, rv, name, obj)
+}
+
+/// `PUT <plural>/{name}`: a `metadata.resourceVersion`, when given, is a precondition.
+fn replace_object<K>(objects: &mut BTreeMap<String, K>, rv: &mut u64, plural: &str, obj: &K) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    let name = obj.metadata().name.clone().unwrap_or_default();
+    let Some(current) = objects.get(&name) else {
+        return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+    };
+    let wanted = &obj.metadata().resource_version;
+    if wanted.is_some() && *wanted != current.metadata().resource_version {
+        return Err(ApiError::Conflict(format!(
+            "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified"
+        )));
+    }
+    store_object(objects, rv, name, obj)
+}
+
+fn store_object<K>(objects: &mut BTreeMap<String, K>, rv: &mut u64, name: String, obj: &K) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    *rv += 1;
+    let mut obj = obj.clone();
+    obj.metadata_mut().resource_version = rv_string(*rv);
+    objects.insert(name, obj.clone());
+    Ok(obj)
+}

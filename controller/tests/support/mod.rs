@@ -750,3 +750,26 @@ impl State {
 }
 
 pub use rollout_operator::cluster::{json_merge_patch as merge, selector_matches};
+
+/// The fake cluster's watch streams, delivered to a controller's cache only when a test says so.
+pub struct WatchFeed {
+    statefulsets: BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>>,
+    pods: BoxStream<'static, Result<WatchEvent<Pod>, ApiError>>,
+}
+
+impl WatchFeed {
+    pub fn new(cluster: &FakeCluster) -> Self {
+        WatchFeed { statefulsets: cluster.watch_statefulsets(), pods: cluster.watch_pods() }
+    }
+
+    /// Applies every event delivered so far.
+    pub fn pump(&mut self, cache: &mut rollout_operator::cache::ClusterCache) {
+        use futures::FutureExt;
+        while let Some(Some(Ok(e))) = self.statefulsets.next().now_or_never() {
+            cache.apply_statefulset_event(e);
+        }
+        while let Some(Some(Ok(e))) = self.pods.next().now_or_never() {
+            cache.apply_pod_event(e);
+        }
+    }
+}
