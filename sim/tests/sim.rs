@@ -478,3 +478,19 @@ fn checker_judges_admissions_against_the_webhooks_reads() {
     assert_eq!(c.violations.len(), 2, "b-0 was not ready at the pod read: {:?}", c.violations);
     assert_eq!(c.violations[1].invariant, checker::NO_DOWNSCALE_DURING_ROLLOUT);
 }
+
+/// Seeds 389, 772, 1573 and 1607 of the mixed scenario (`rollout-sim batch --webhook`, found in a 2,000-seed run):
+/// the controller read the group downscale record before the webhook's in-progress marker for zone X committed,
+/// planned a replacement in zone X on it, and deleted the pod some milliseconds after the marker committed (seed
+/// 1573: 13 ms; the webhook's re-read after its claim looked only at the other zones). Fixed by the controller's
+/// rollout-step claim: a pass that deletes pods first writes its own marker into the record, conditional on the
+/// version it planned from, so a pass planned on a record older than a downscale's marker fails its swap and
+/// re-plans, and a webhook claiming after the step's marker is refused until the deletions are done.
+#[test]
+fn regression_seeds_389_772_1573_1607_pod_replaced_just_after_a_downscale_marker_committed() {
+    let sc = Scenario::rollout_with_admitted_downscales();
+    for seed in [389, 772, 1573, 1607] {
+        let o = world::run(seed, &sc, false);
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+    }
+}
