@@ -16,8 +16,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::GroupSnapshot;
 use rollout_core::downscale::{
-    DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, check_min_time, live_in_progress,
-    parse_in_progress, render_in_progress, round_up_to_second,
+    DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress, check_min_time,
+    live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps, render_in_progress,
+    render_rollout_steps, round_up_to_second,
 };
 use rollout_core::keys;
 use thiserror::Error;
@@ -230,6 +231,8 @@ pub enum MarkedClaim {
     Refused(MinTimeVerdict),
     /// Another StatefulSet of the group has a downscale in progress.
     Busy(DownscaleInProgress),
+    /// The controller is carrying out a rollout step in the group (pod deletions may be in flight).
+    Stepping(RolloutStepInProgress),
 }
 
 /// [`claim_downscale`] for the prepare-downscale webhook: in the same compare-and-swap, refuses while another
@@ -261,6 +264,16 @@ pub async fn claim_downscale_marked<C: ClusterApi>(
         };
         if let Some(holder) = live_in_progress(&markers, &group.name, Some(statefulset), now) {
             return Ok(MarkedClaim::Busy(holder.clone()));
+        }
+        // Refused while the controller replaces pods of the group: this claim and the step's are swaps of the same
+        // object, so one of them always sees the other (see `RolloutStepInProgress`).
+        if let Some(step) = stored
+            .as_ref()
+            .map(read_rollout_steps)
+            .transpose()?
+            .and_then(|steps| live_rollout_step(&steps, &group.name, now).cloned())
+        {
+            return Ok(MarkedClaim::Stepping(step));
         }
         match check_min_time(group, Some(&record), statefulset, now) {
             MinTimeVerdict::Elapsed => {}
@@ -316,6 +329,108 @@ pub async fn finish_marked_claim<C: ClusterApi>(
         }
         if let Swap::Done(()) = swap_with_markers(api, config_map, Some(&stored), &record, Some(&markers)).await? {
             return Ok(());
+        }
+    }
+    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+}
+
+/// The rollout steps in progress recorded with the record (see [`RolloutStepInProgress`]).
+pub fn read_rollout_steps(stored: &StoredRecord) -> Result<Vec<RolloutStepInProgress>, RecordStoreError> {
+    let annotations = stored.config_map.metadata.annotations.as_ref();
+    let raw = annotations.and_then(|a| a.get(keys::ROLLOUT_STEPS_IN_PROGRESS)).map(String::as_str);
+    parse_rollout_steps(raw).map_err(|reason| RecordStoreError::Unreadable {
+        config_map: stored.config_map.metadata.name.clone().unwrap_or_default(),
+        source: RecordError {
+            key: format!("metadata.annotations[{}]", keys::ROLLOUT_STEPS_IN_PROGRESS),
+            value: raw.unwrap_or_default().to_string(),
+            reason,
+        },
+    })
+}
+
+/// The outcome of a rollout step's claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepClaim {
+    /// The step is recorded as in progress until `until` (as stored): pass it to [`finish_rollout_step`].
+    Claimed { until: Timestamp },
+    /// The record changed since the pass read it (a downscale may have been claimed meanwhile): nothing was
+    /// written; plan again on a fresh read.
+    Stale,
+}
+
+/// Claims a rollout step of `group` before its pod deletions: one compare-and-swap on `stored`, the record as the
+/// pass that planned the step read it (`None`: it did not exist; it is created). Never retried on a conflict: a
+/// record that moved may now hold a downscale's in-progress marker the plan did not see.
+pub async fn claim_rollout_step<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    stored: Option<&StoredRecord>,
+    group: &GroupSnapshot,
+    now: Timestamp,
+    until: Timestamp,
+) -> Result<StepClaim, RecordStoreError> {
+    let mut cm = match stored {
+        None => ConfigMap {
+            metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
+            data: Some(DownscaleRecord::bootstrap(group).to_config_map_data()),
+            ..ConfigMap::default()
+        },
+        Some(stored) => {
+            let mut cm = stored.config_map.clone();
+            cm.metadata.resource_version = Some(stored.resource_version.clone());
+            cm
+        }
+    };
+    let mut steps = match stored {
+        Some(stored) => read_rollout_steps(stored)?,
+        None => Vec::new(),
+    };
+    let until = round_up_to_second(until);
+    steps.retain(|s| s.is_live(now) && s.group != group.name);
+    steps.push(RolloutStepInProgress { group: group.name.clone(), until });
+    let annotations = cm.metadata.annotations.get_or_insert_with(Default::default);
+    if let Some(value) = render_rollout_steps(&steps) {
+        annotations.insert(keys::ROLLOUT_STEPS_IN_PROGRESS.to_string(), value);
+    }
+    let result = match stored {
+        None => api.create_config_map(&cm).await,
+        Some(_) => api.replace_config_map(&cm).await,
+    };
+    match result {
+        Ok(_) => Ok(StepClaim::Claimed { until }),
+        Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => Ok(StepClaim::Stale),
+        Err(other) => Err(api_error(config_map)(other)),
+    }
+}
+
+/// Ends a rollout step claimed until `until`: removes its entry (only that one: a later step of the group has
+/// another `until`) by compare-and-swap. An entry left behind by a failure expires by itself.
+pub async fn finish_rollout_step<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+    group: &str,
+    until: Timestamp,
+) -> Result<(), RecordStoreError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(mut stored) = read_record(api, config_map).await? else {
+            return Ok(());
+        };
+        let mut steps = read_rollout_steps(&stored)?;
+        let before = steps.len();
+        steps.retain(|s| !(s.group == group && s.until == until));
+        if steps.len() == before {
+            return Ok(());
+        }
+        let annotations = stored.config_map.metadata.annotations.get_or_insert_with(Default::default);
+        match render_rollout_steps(&steps) {
+            Some(value) => annotations.insert(keys::ROLLOUT_STEPS_IN_PROGRESS.to_string(), value),
+            None => annotations.remove(keys::ROLLOUT_STEPS_IN_PROGRESS),
+        };
+        stored.config_map.metadata.resource_version = Some(stored.resource_version.clone());
+        match api.replace_config_map(&stored.config_map).await {
+            Ok(_) => return Ok(()),
+            Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => continue,
+            Err(other) => return Err(api_error(config_map)(other)),
         }
     }
     Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })

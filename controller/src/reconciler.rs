@@ -7,13 +7,16 @@
 
 use crate::cache::ClusterCache;
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
-use crate::downscale_record::{RecordStoreError, read_markers, read_record};
+use crate::downscale_record::{
+    RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, read_markers, read_record,
+};
 use crate::health::ReadyFlag;
 use crate::metrics::Metrics;
 use crate::pod_client::PodHttpClient;
 use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, mirror_group, release, write_back};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
+use rollout_core::downscale::rollout_steps_need_claim;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::scaling::ScalingSettings;
 use rollout_core::{Action, GroupPlan, GroupState, PendingExpectation, PlanContext, Planner, RolloutPlanner};
@@ -43,6 +46,10 @@ pub struct ReconcilerConfig {
     pub requeue_unfinished: Duration,
     /// Every group is reconciled at least this often (the reference's informer resync).
     pub resync: Duration,
+    /// How long a rollout step's claim in the downscale record holds if it is not ended (the controller died, or
+    /// a deletion's outcome is unknown): longer than a deletion request can be in flight (the API server cuts
+    /// requests off after 60 s by default).
+    pub rollout_step_ttl: Duration,
 }
 
 impl Default for ReconcilerConfig {
@@ -56,6 +63,7 @@ impl Default for ReconcilerConfig {
             max_backoff: Duration::from_secs(60),
             requeue_unfinished: Duration::from_secs(30),
             resync: Duration::from_secs(300),
+            rollout_step_ttl: Duration::from_secs(90),
         }
     }
 }
@@ -76,6 +84,9 @@ pub enum ReconcileError {
     /// prepared; nothing was done.
     #[error("cannot read the group downscale record: {message}")]
     ReadDownscaleRecord { message: String, source: ApiError },
+    /// The rollout step could not be claimed in the group downscale record; no pod was deleted.
+    #[error("cannot claim the rollout step in the group downscale record: {message}")]
+    ClaimRolloutStep { message: String, source: ApiError },
 }
 
 impl ReconcileError {
@@ -85,7 +96,8 @@ impl ReconcileError {
             | ReconcileError::UpdateStatus { source, .. }
             | ReconcileError::Scale { source, .. }
             | ReconcileError::DownscaleRecord { source, .. }
-            | ReconcileError::ReadDownscaleRecord { source, .. } => source,
+            | ReconcileError::ReadDownscaleRecord { source, .. }
+            | ReconcileError::ClaimRolloutStep { source, .. } => source,
         }
     }
 }
@@ -306,6 +318,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             .any(|m| m.sts.labels.get(rollout_core::keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"));
         let mut record = None;
         let mut markers = Vec::new();
+        // The record as read, which a rollout step's claim is conditional on.
+        let mut stored_record: Option<StoredRecord> = None;
         if has_followers || prepares_downscales {
             let read = read_record(&self.api, &self.scaling.downscale_record).await.and_then(|stored| {
                 let Some(stored) = stored else { return Ok(None) };
@@ -317,12 +331,13 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         reason,
                     },
                 })?;
-                Ok(Some((stored.record, markers)))
+                Ok(Some((stored, markers)))
             });
             match read {
-                Ok(Some((r, m))) => {
-                    record = Some(r);
+                Ok(Some((stored, m))) => {
+                    record = Some(stored.record.clone());
                     markers = m;
+                    stored_record = Some(stored);
                 }
                 Ok(None) => {}
                 Err(error) if prepares_downscales => {
@@ -377,7 +392,57 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             self.metrics.scaling_error(group, &error.statefulset);
         }
         self.report(&plan);
+        // A step that replaces pods of a group the prepare-downscale webhook serves is first claimed in the record,
+        // conditional on the version this plan read (see `RolloutStepInProgress`).
+        let mut step = None;
+        let deletes = plan.actions.iter().any(|a| matches!(a, Action::DeletePod { .. }));
+        if deletes && rollout_steps_need_claim(&snapshot) {
+            let claimed_at = wall_clock();
+            let until = claimed_at.saturating_add(to_signed(self.config.rollout_step_ttl)).unwrap_or(Timestamp::MAX);
+            let config_map = &self.scaling.downscale_record;
+            match claim_rollout_step(&self.api, config_map, stored_record.as_ref(), &snapshot, claimed_at, until).await
+            {
+                Ok(StepClaim::Claimed { until }) => step = Some(until),
+                Ok(StepClaim::Stale) => {
+                    tracing::info!(
+                        rollout_group = group,
+                        "the group downscale record changed since this pass read it; planning again before replacing pods"
+                    );
+                    self.metrics.group_reconcile_finished(
+                        group,
+                        started.elapsed(),
+                        true,
+                        now.as_millisecond() as f64 / 1e3,
+                    );
+                    self.queue.schedule(group, Instant::now(), self.config.min_interval);
+                    return;
+                }
+                Err(error) => {
+                    let err = ReconcileError::ClaimRolloutStep {
+                        message: error.to_string(),
+                        source: record_api_error(&error),
+                    };
+                    self.metrics.group_reconcile_finished(
+                        group,
+                        started.elapsed(),
+                        false,
+                        now.as_millisecond() as f64 / 1e3,
+                    );
+                    self.retry_with_backoff(group, &err);
+                    return;
+                }
+            }
+        }
         let result = self.execute(group, &plan, &snapshot, now).await;
+        // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
+        // so its step is left to expire.
+        let unknown_outcome = matches!(&result, Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)));
+        if let (Some(until), false) = (step, unknown_outcome)
+            && let Err(error) = finish_rollout_step(&self.api, &self.scaling.downscale_record, group, until).await
+        {
+            tracing::warn!(rollout_group = group, %error,
+                "could not end the rollout step in the group downscale record; it expires by itself");
+        }
         if let (Ok(()), Some((resource, name, value))) = (&result, write_back_after) {
             write_back(&self.api, &resource, &name, value).await;
         }

@@ -302,6 +302,7 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
                 Ok(MarkedClaim::Claimed { previous }) => Some((previous, until)),
                 Ok(MarkedClaim::Refused(verdict)) => return prepare::deny_min_time(request, old, new, &verdict),
                 Ok(MarkedClaim::Busy(holder)) => return prepare::deny_in_progress(request, old, new, &holder),
+                Ok(MarkedClaim::Stepping(step)) => return prepare::deny_rollout_step(request, old, new, &step),
                 Err(err) => return prepare::deny_claim_failed(request, old, new, &err.to_string()),
             }
         }

@@ -12,7 +12,8 @@ use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::downscale_record::{
-    Claim, MAX_ATTEMPTS, RecordStoreError, claim_downscale, read_record, undo_claim,
+    Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, StepClaim, claim_downscale, claim_downscale_marked,
+    claim_rollout_step, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };
 use std::collections::BTreeMap;
 use support::{Call, FakeCluster};
@@ -250,4 +251,81 @@ async fn simultaneous_claims_for_different_groups_all_pass() {
         assert!(matches!(task.await.expect("no panic"), Claim::Claimed { .. }));
     }
     assert_eq!(stored(&cluster).last_downscaled.len(), 8);
+}
+
+// Rollout steps (DESIGN.md invariant 5): the controller's claim of a step and the webhook's claim of a downscale are
+// swaps of one object, so whichever commits second sees the first.
+
+#[tokio::test]
+async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_writes_nothing() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    // The controller's pass read the record (absent), then the webhook claimed a downscale of zone-b.
+    let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
+    let until = ts("2026-01-01T12:01:00Z");
+    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-b", ts(T0), until).await.expect("claim");
+    assert_eq!(marked, MarkedClaim::Claimed { previous: None });
+    cluster.take_calls();
+    let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
+        .await
+        .expect("no error");
+    assert_eq!(step, StepClaim::Stale);
+    assert_eq!(cluster.calls(), [Call::CreateConfigMap { name: CM.into() }], "one create, refused");
+    // Also when the record existed: the swap is conditional on the version the pass read.
+    let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
+    claim_downscale(&cluster, CM, &g, "g-zone-b", ts("2026-01-01T12:00:05Z")).await.expect("claim");
+    let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
+        .await
+        .expect("no error");
+    assert_eq!(step, StepClaim::Stale);
+}
+
+#[tokio::test]
+async fn a_downscale_is_refused_while_a_step_of_its_group_is_live_and_allowed_after_it_ends() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    claim_downscale(&cluster, CM, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
+    let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
+    let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30.2Z"))
+        .await
+        .expect("claim step");
+    // Stored rounded up, like every record time.
+    let until = ts("2026-01-01T12:01:31Z");
+    assert_eq!(step, StepClaim::Claimed { until });
+    let steps = read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!((steps[0].group.as_str(), steps[0].until), ("g", until));
+    // The record's entries were kept.
+    assert!(stored(&cluster).last_downscaled.contains_key("g-zone-c"));
+
+    let later = ts("2026-01-01T12:00:10Z");
+    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z")).await;
+    match marked.expect("no error") {
+        MarkedClaim::Stepping(step) => assert_eq!(step.until, until),
+        other => panic!("expected a refusal while the step is live, got {other:?}"),
+    }
+    // Another group is not held.
+    let other = zones("h");
+    let marked = claim_downscale_marked(&cluster, CM, &other, "h-zone-a", later, ts("2026-01-01T12:01:10Z")).await;
+    assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
+
+    finish_rollout_step(&cluster, CM, "g", until).await.expect("finish");
+    assert!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().is_empty());
+    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z")).await;
+    assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
+}
+
+#[tokio::test]
+async fn a_step_left_behind_expires_and_finishing_leaves_a_newer_step_alone() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    let step = claim_rollout_step(&cluster, CM, None, &g, ts(T0), ts("2026-01-01T12:01:00Z")).await.expect("claim");
+    assert_eq!(step, StepClaim::Claimed { until: ts("2026-01-01T12:01:00Z") });
+    // Finishing a step with another `until` (an older pass's) removes nothing.
+    finish_rollout_step(&cluster, CM, "g", ts("2026-01-01T12:00:30Z")).await.expect("finish");
+    assert_eq!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().len(), 1);
+    // Past `until` the step no longer holds downscales.
+    let after = ts("2026-01-01T12:01:00Z");
+    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", after, ts("2026-01-01T12:02:00Z")).await;
+    assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }

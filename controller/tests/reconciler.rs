@@ -268,7 +268,8 @@ async fn no_pod_is_replaced_while_a_downscale_of_the_group_is_being_prepared() {
         .get_or_insert_default()
         .insert(rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(), render_in_progress(&[other, expired]).unwrap());
     h.cluster.put_config_map(cm);
-    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+    let rv = h.cluster.config_map(RECORD).unwrap().metadata.resource_version;
+    assert_eq!(h.reconcile().await, stepped(rv, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]));
 }
 
 /// A group served by the prepare-downscale webhook is not rolled on a downscale record it cannot read (it cannot
@@ -287,5 +288,44 @@ async fn an_unreadable_downscale_record_holds_only_groups_served_by_the_prepare_
     assert_eq!(h.reconcile().await, vec![]);
     assert!(h.ctrl.is_queued(GROUP), "a failed pass is retried");
     cluster.fail_reads(None);
-    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+    let calls = h.reconcile().await;
+    assert_eq!(calls[0], Call::CreateConfigMap { name: RECORD.into() }, "the step is claimed first: {calls:?}");
+    assert_eq!(calls[1], delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0"));
+    assert!(matches!(&calls[2], Call::ReplaceConfigMap { .. }) && calls.len() == 3, "then ended: {calls:?}");
+}
+
+const RECORD: &str = "rollout-operator-zone-tracker";
+
+/// The calls of a pass that claims its rollout step on the record at `rv`, makes `writes`, and ends the step.
+fn stepped(rv: Option<String>, writes: Vec<Call>) -> Vec<Call> {
+    let claimed = rv.as_ref().map(|v| (v.parse::<u64>().unwrap() + 1).to_string());
+    let mut calls = vec![Call::ReplaceConfigMap { name: RECORD.into(), resource_version: rv }];
+    calls.extend(writes);
+    calls.push(Call::ReplaceConfigMap { name: RECORD.into(), resource_version: claimed });
+    calls
+}
+
+/// Sim seeds 389, 772, 1573, 1607 in miniature (DESIGN.md invariant 5): the pass reads the record, the webhook
+/// then commits a downscale's in-progress marker, and the pass, planned on the older record, would delete a pod of
+/// the group. Its step's claim is conditional on the version it read: it fails, nothing is deleted, and the next
+/// pass sees the marker and waits.
+#[tokio::test]
+async fn a_pass_planned_on_a_record_older_than_a_downscale_marker_deletes_nothing() {
+    use rollout_core::downscale::{DownscaleInProgress, render_in_progress};
+    let cluster = three_zones("1");
+    prepare_downscale_labelled(&cluster);
+    let mut h = Harness::new(cluster.clone());
+    cluster.after_next_config_map_read(|c| {
+        let until = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(600);
+        let marker = DownscaleInProgress { statefulset: "ingester-zone-b".into(), group: GROUP.into(), until };
+        let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+        cm.metadata.name = Some(RECORD.into());
+        let value = render_in_progress(std::slice::from_ref(&marker)).unwrap();
+        cm.metadata.annotations = Some([(rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(), value)].into());
+        c.put_config_map(cm);
+    });
+    let calls = h.reconcile().await;
+    assert_eq!(calls, vec![Call::CreateConfigMap { name: RECORD.into() }], "only the refused step claim");
+    assert!(h.ctrl.is_queued(GROUP), "planned again");
+    assert_eq!(h.reconcile().await, vec![], "the next pass sees the marker");
 }

@@ -590,9 +590,7 @@ impl Model for RolloutModel {
             }
             Step::ControllerWrites => {
                 let op = s.in_flight.remove(0);
-                if let Some(basis) = s.plan_basis.as_mut() {
-                    apply_own_write(basis, op);
-                }
+                // Judged (`check_write`) against the controller's knowledge before this write, which joins it after.
                 match op {
                     Op::DeletePod { zone, pod, generation } => {
                         let p = s.truth.zones[zone as usize].pods[pod as usize];
@@ -621,6 +619,9 @@ impl Model for RolloutModel {
                             self.record_write(&mut s, Some(op));
                         }
                     }
+                }
+                if let Some(basis) = s.plan_basis.as_mut() {
+                    apply_own_write(basis, op);
                 }
             }
             Step::CacheCatchesUp => {

@@ -2,7 +2,9 @@
 //! counterexample, and the production planner must yield none on the same configuration.
 
 use rollout_core::{Planner, RolloutPlanner};
-use rollout_known_bugs::{NoExpectations, PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady};
+use rollout_known_bugs::{
+    MissingPodsSpendNoBudget, NoExpectations, PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady,
+};
 use rollout_model::{ModelConfig, RolloutModel, State, Step};
 use stateright::{Checker, Model};
 use std::sync::Arc;
@@ -68,4 +70,13 @@ fn no_expectations_with_a_stale_cache_is_caught() {
 fn terminating_but_ready_pods_counting_as_ready_is_caught() {
     let config = ModelConfig { zones: 2, pods: 2, evictions: 1, ..ModelConfig::default() };
     assert_bug_found(config, Arc::new(TerminatingCountsAsReady), "one zone at a time");
+}
+
+/// The max-unavailable property judges each deletion against the controller's knowledge before that deletion (it
+/// once judged it after, when the target already looked terminating, and could never fire). One zone, so no other
+/// property can fire first.
+#[test]
+fn missing_pods_spending_no_budget_is_caught() {
+    let config = ModelConfig { zones: 1, pods: 3, max_unavailable: 1, ..ModelConfig::default() };
+    assert_bug_found(config, Arc::new(MissingPodsSpendNoBudget), "max unavailable");
 }

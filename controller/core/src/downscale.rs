@@ -325,3 +325,72 @@ pub fn live_in_progress<'a>(
 ) -> Option<&'a DownscaleInProgress> {
     markers.iter().find(|m| m.group == group && Some(m.statefulset.as_str()) != except && m.is_live(now))
 }
+
+/// A rollout step the controller is carrying out in a group: from its claim in the record (written before the
+/// step's first pod deletion, conditional on the record version the step was planned from) until its deletions
+/// have all been answered. Stored in the record ConfigMap's [`keys::ROLLOUT_STEPS_IN_PROGRESS`] annotation;
+/// `until` bounds it if the controller dies midway.
+///
+/// It closes the window the webhook's in-progress marker alone leaves open: a pass that read the record before a
+/// downscale's marker committed would otherwise delete pods after it. With both markers in one compare-and-swap
+/// object, either the step's claim fails (the record moved since the pass read it: re-plan, and the new plan sees
+/// the downscale's marker) or the downscale's claim sees the step's marker and is refused.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RolloutStepInProgress {
+    #[serde(skip)]
+    pub group: String,
+    #[serde(with = "timestamp_rfc3339")]
+    pub until: Timestamp,
+}
+
+impl RolloutStepInProgress {
+    /// Live at `now`: deletions of the step may still be in flight.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        now < self.until
+    }
+}
+
+/// Reads the [`keys::ROLLOUT_STEPS_IN_PROGRESS`] annotation (absent means none).
+pub fn parse_rollout_steps(raw: Option<&str>) -> Result<Vec<RolloutStepInProgress>, String> {
+    let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let map: BTreeMap<String, RolloutStepInProgress> = serde_json::from_str(raw).map_err(|e| {
+        format!(
+            "annotation {} is not valid: {e}; expected {{\"<rollout group>\":{{\"until\":\"<RFC 3339>\"}}}}",
+            keys::ROLLOUT_STEPS_IN_PROGRESS
+        )
+    })?;
+    Ok(map
+        .into_iter()
+        .map(|(group, mut step)| {
+            step.group = group;
+            step
+        })
+        .collect())
+}
+
+/// The annotation value for `steps`; `None` when there are none (the annotation is removed).
+pub fn render_rollout_steps(steps: &[RolloutStepInProgress]) -> Option<String> {
+    if steps.is_empty() {
+        return None;
+    }
+    let map: BTreeMap<&str, &RolloutStepInProgress> = steps.iter().map(|s| (s.group.as_str(), s)).collect();
+    serde_json::to_string(&map).ok()
+}
+
+/// The live rollout step of `group`, if any.
+pub fn live_rollout_step<'a>(
+    steps: &'a [RolloutStepInProgress],
+    group: &str,
+    now: Timestamp,
+) -> Option<&'a RolloutStepInProgress> {
+    steps.iter().find(|s| s.group == group && s.is_live(now))
+}
+
+/// Whether a pass over `group` that deletes pods must first claim its step in the record: when any member is
+/// served by the prepare-downscale webhook (labelled [`keys::PREPARE_DOWNSCALE`]), whose downscales must not be
+/// prepared while pods of the group are being replaced (DESIGN.md invariant 5).
+pub fn rollout_steps_need_claim(group: &GroupSnapshot) -> bool {
+    group.members.iter().any(|m| m.sts.labels.get(keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"))
+}

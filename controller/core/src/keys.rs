@@ -50,3 +50,8 @@ pub const NAMESPACE_LABEL: &str = "grafana.com/namespace";
 /// prepared for it (`{"<sts>":{"group":"<group>","until":"<RFC 3339>"}}`). The rollout controller replaces no pod
 /// of a group while one of its entries is live (DESIGN.md invariant 5).
 pub const DOWNSCALES_IN_PROGRESS: &str = "grafana.com/downscales-in-progress";
+/// Annotation on the group downscale record's ConfigMap: JSON map from rollout group to the rollout step the
+/// controller is carrying out in it (`{"<group>":{"until":"<RFC 3339>"}}`). Written, conditional on the record
+/// version the step was planned from, before the step's pod deletions; the prepare-downscale webhook claims no
+/// downscale of a group while its entry is live (DESIGN.md invariant 5).
+pub const ROLLOUT_STEPS_IN_PROGRESS: &str = "grafana.com/rollout-steps-in-progress";

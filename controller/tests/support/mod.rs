@@ -149,6 +149,7 @@ struct State {
     fail_reads: Option<ApiError>,
     /// Runs once, right after the next successful ConfigMap write (something happening in the cluster at that moment).
     after_config_map_write: Option<ClusterHook>,
+    after_config_map_read: Option<ClusterHook>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -374,6 +375,12 @@ impl FakeCluster {
         self.state.lock().unwrap().after_config_map_write = Some(Box::new(f));
     }
 
+    /// Runs `f` once, right after the next ConfigMap read has been answered (another writer acting between a
+    /// reader's read and its write).
+    pub fn after_next_config_map_read(&self, f: impl FnOnce(&FakeCluster) + Send + 'static) {
+        self.state.lock().unwrap().after_config_map_read = Some(Box::new(f));
+    }
+
     fn run_config_map_hook(&self) {
         let hook = self.state.lock().unwrap().after_config_map_write.take();
         if let Some(hook) = hook {
@@ -480,9 +487,15 @@ impl ClusterApi for FakeCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         // Let concurrent callers interleave between a read and a write, as over a network.
         tokio::task::yield_now().await;
-        let st = self.state.lock().unwrap();
-        st.read()?;
-        Ok(st.config_maps.get(name).cloned())
+        let (read, hook) = {
+            let mut st = self.state.lock().unwrap();
+            st.read()?;
+            (st.config_maps.get(name).cloned(), st.after_config_map_read.take())
+        };
+        if let Some(hook) = hook {
+            hook(self);
+        }
+        Ok(read)
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {

@@ -123,3 +123,27 @@ impl Planner for IgnoresDownscalesInProgress {
         RolloutPlanner.plan(group, &PlanContext { downscales_in_progress: &[], ..*ctx })
     }
 }
+
+/// Missing pods spend no unavailability budget: a pod that has terminated and is not yet recreated is not counted
+/// as unavailable (as if readiness were counted over existing pods only), so the next pod of the zone is deleted
+/// while the previous one is still missing.
+pub struct MissingPodsSpendNoBudget;
+
+impl Planner for MissingPodsSpendNoBudget {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
+            // Only while the zone still has pods to replace: the bug is in the replacement budget, not in when a
+            // zone counts as rolled out.
+            if !m.pods.iter().any(|p| p.revision().is_some_and(|r| r != update)) {
+                continue;
+            }
+            let present: Vec<u32> = m.pods.iter().map(|p| ordinal(&m.sts.name, &p.name)).collect();
+            for i in (0..m.sts.replicas).filter(|i| !present.contains(i)) {
+                m.pods.push(fixture::pod(&m.sts, i, &update));
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}

@@ -15,7 +15,9 @@
 //! claim and no pod call. Nothing is ever written to the object under admission.
 
 use super::{AdmissionRequest, AdmittedObject, ReplicaChange, Verdict, downscale_subject, go_time, replica_change};
-use crate::downscale::{DownscaleInProgress, DownscaleRecord, MinTimeVerdict, check_min_time, live_in_progress};
+use crate::downscale::{
+    DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RolloutStepInProgress, check_min_time, live_in_progress,
+};
 use crate::duration::format_go_duration;
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
@@ -261,6 +263,22 @@ pub fn deny_min_time(request: &AdmissionRequest, old: i32, new: i32, verdict: &M
 
 pub fn deny_in_progress(request: &AdmissionRequest, old: i32, new: i32, holder: &DownscaleInProgress) -> Verdict {
     deny(request, old, new, &format!("statefulset {} is already in process of updating replicas", holder.statefulset))
+}
+
+/// The controller is replacing pods of the group (its rollout step's marker is live in the record): the downscale
+/// waits for the step to be over, when the webhook's own check sees the rollout state it left.
+pub fn deny_rollout_step(request: &AdmissionRequest, old: i32, new: i32, step: &RolloutStepInProgress) -> Verdict {
+    deny(
+        request,
+        old,
+        new,
+        &format!(
+            "the rollout operator is replacing pods of rollout group {} (until {} at the latest); retry the downscale \
+             after that",
+            step.group,
+            crate::downscale::format_timestamp(step.until)
+        ),
+    )
 }
 
 /// Listing the group's StatefulSets failed.
