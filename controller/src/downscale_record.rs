@@ -235,9 +235,15 @@ pub enum MarkedClaim {
     Stepping(RolloutStepInProgress),
 }
 
-/// [`claim_downscale`] for the prepare-downscale webhook: in the same compare-and-swap, refuses while another
-/// StatefulSet of the group has a live in-progress marker, and sets this StatefulSet's marker (live until
-/// `until`), which keeps the controller from replacing pods of the group meanwhile.
+/// [`claim_downscale`] for a downscale whose replica change commits some time after the claim (the webhook's, after
+/// its pod calls and its answer; the controller's, after its replica write): decided at `now`, in the same
+/// compare-and-swap refused while another StatefulSet of the group has a live in-progress marker or the group a
+/// live rollout step, and recorded with this StatefulSet's marker (live until `until`, keeping the controller from
+/// replacing pods of the group meanwhile).
+///
+/// The entry is dated `until`, the latest the replica change can commit under this claim, not `now`: the min time
+/// runs from the commit (DESIGN.md invariant 3), and a claimant that dies midway leaves a date that is still late
+/// enough. [`finish_marked_claim`] moves it back to the actual time once the commit is known to be before it.
 pub async fn claim_downscale_marked<C: ClusterApi>(
     api: &C,
     config_map: &str,
@@ -280,11 +286,11 @@ pub async fn claim_downscale_marked<C: ClusterApi>(
             refused => return Ok(MarkedClaim::Refused(refused)),
         }
         let previous = record.last_downscaled.get(statefulset).copied();
-        record.record_downscale(statefulset, now);
+        // Stored rounded up (never expiring early); `finish_marked_claim` finds marker and entry again by it.
+        let until = round_up_to_second(until);
+        record.record_downscale(statefulset, until);
         // Expired markers are dropped on the way.
         markers.retain(|m| m.is_live(now) && m.statefulset != statefulset);
-        // Stored rounded up (never expiring early); `finish_marked_claim` finds it again by the same rounding.
-        let until = round_up_to_second(until);
         markers.push(DownscaleInProgress { statefulset: statefulset.to_string(), group: group.name.clone(), until });
         if let Swap::Done(()) = swap_with_markers(api, config_map, stored.as_ref(), &record, Some(&markers)).await? {
             return Ok(MarkedClaim::Claimed { previous });
@@ -293,19 +299,29 @@ pub async fn claim_downscale_marked<C: ClusterApi>(
     Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
 }
 
-/// Ends a marked claim. On success (`undo: None`) only the marker goes; on failure (`undo: Some(previous)`) the
-/// claim is undone as by [`undo_claim`] too. Only our own marker (same `until`) and our own entry are touched.
+/// How a marked claim ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimEnd {
+    /// The replica change committed, or will before `at`: the entry is dated `at` (rounded up).
+    Committed { at: Timestamp },
+    /// The replica change will not happen: the entry goes back to `previous` (removed when `None`).
+    Undone { previous: Option<Timestamp> },
+}
+
+/// Ends a marked claim made until `until`: removes its in-progress marker and, while the StatefulSet's entry is
+/// still one this claimant wrote (`ours`: `until`, or a date it wrote since), applies `end` to it. A later claim of
+/// the same StatefulSet has another marker and entry and is never touched.
 pub async fn finish_marked_claim<C: ClusterApi>(
     api: &C,
     config_map: &str,
     statefulset: &str,
-    claimed_at: Timestamp,
     until: Timestamp,
-    undo: Option<Option<Timestamp>>,
+    ours: &[Timestamp],
+    end: ClaimEnd,
 ) -> Result<(), RecordStoreError> {
-    // Both as stored (see `round_up_to_second`).
-    let claimed_at = round_up_to_second(claimed_at);
+    // All as stored (see `round_up_to_second`).
     let until = round_up_to_second(until);
+    let ours: Vec<Timestamp> = ours.iter().copied().map(round_up_to_second).collect();
     for _ in 0..MAX_ATTEMPTS {
         let Some(stored) = read_record(api, config_map).await? else {
             return Ok(());
@@ -315,14 +331,17 @@ pub async fn finish_marked_claim<C: ClusterApi>(
         markers.retain(|m| !(m.statefulset == statefulset && m.until == until));
         let mut record = stored.record.clone();
         let mut changed = markers.len() != before;
-        if let Some(previous) = undo
-            && record.last_downscaled.get(statefulset) == Some(&claimed_at)
-        {
-            match previous {
-                Some(at) => record.last_downscaled.insert(statefulset.to_string(), at),
-                None => record.last_downscaled.remove(statefulset),
-            };
-            changed = true;
+        if record.last_downscaled.get(statefulset).is_some_and(|at| ours.contains(at)) {
+            match end {
+                ClaimEnd::Committed { at } => record.record_downscale(statefulset, at),
+                ClaimEnd::Undone { previous: Some(at) } => {
+                    record.last_downscaled.insert(statefulset.to_string(), at);
+                }
+                ClaimEnd::Undone { previous: None } => {
+                    record.last_downscaled.remove(statefulset);
+                }
+            }
+            changed |= record != stored.record;
         }
         if !changed {
             return Ok(());

@@ -7,13 +7,14 @@
 
 use crate::cache::ClusterCache;
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
+use crate::downscale_record::ClaimEnd;
 use crate::downscale_record::{
     RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, read_markers, read_record,
 };
 use crate::health::ReadyFlag;
 use crate::metrics::Metrics;
 use crate::pod_client::PodHttpClient;
-use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, mirror_group, release, write_back};
+use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use rollout_core::downscale::rollout_steps_need_claim;
@@ -46,10 +47,10 @@ pub struct ReconcilerConfig {
     pub requeue_unfinished: Duration,
     /// Every group is reconciled at least this often (the reference's informer resync).
     pub resync: Duration,
-    /// How long a rollout step's claim in the downscale record holds if it is not ended (the controller died, or
-    /// a deletion's outcome is unknown): longer than a deletion request can be in flight (the API server cuts
-    /// requests off after 60 s by default).
-    pub rollout_step_ttl: Duration,
+    /// How long a claim in the downscale record (a rollout step, a follower's downscale) holds if it is not ended
+    /// (the controller died, or a write's outcome is unknown): longer than a request can be in flight (the API
+    /// server cuts requests off after 60 s by default).
+    pub claim_ttl: Duration,
 }
 
 impl Default for ReconcilerConfig {
@@ -63,7 +64,7 @@ impl Default for ReconcilerConfig {
             max_backoff: Duration::from_secs(60),
             requeue_unfinished: Duration::from_secs(30),
             resync: Duration::from_secs(300),
-            rollout_step_ttl: Duration::from_secs(90),
+            claim_ttl: Duration::from_secs(90),
         }
     }
 }
@@ -398,7 +399,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let deletes = plan.actions.iter().any(|a| matches!(a, Action::DeletePod { .. }));
         if deletes && rollout_steps_need_claim(&snapshot) {
             let claimed_at = wall_clock();
-            let until = claimed_at.saturating_add(to_signed(self.config.rollout_step_ttl)).unwrap_or(Timestamp::MAX);
+            let until = claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
             let config_map = &self.scaling.downscale_record;
             match claim_rollout_step(&self.api, config_map, stored_record.as_ref(), &snapshot, claimed_at, until).await
             {
@@ -530,11 +531,13 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 }
                 Action::Scale { statefulset, from, to, reason, resource_version, coordinated_downscale } => {
                     let mut claimed = None;
-                    // Dated when claimed, not when planned: the plan may be seconds old under API latency.
+                    // Decided when claimed, not when planned: the plan may be seconds old under API latency.
                     let claimed_at = wall_clock();
                     if *coordinated_downscale {
-                        match claim(&self.api, &self.scaling, snapshot, statefulset, claimed_at).await {
-                            Ok(DownscaleClaim::Claimed { previous }) => claimed = Some(previous),
+                        let until =
+                            claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
+                        match claim(&self.api, &self.scaling, snapshot, statefulset, claimed_at, until).await {
+                            Ok(DownscaleClaim::Claimed { previous, until }) => claimed = Some((previous, until)),
                             Ok(DownscaleClaim::Refused(why)) => {
                                 tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, reason = %why,
                                     "downscale refused by the group downscale record; not scaling");
@@ -554,12 +557,20 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         Ok(_) => {
                             tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, %reason,
                                 "scaled StatefulSet");
+                            // The reply comes after the commit: date the downscale now.
+                            if let Some((_, until)) = claimed {
+                                let end = ClaimEnd::Committed { at: wall_clock() };
+                                end_claim(&self.scaling, &self.api, statefulset, until, end).await;
+                            }
                             Ok(())
                         }
                         Err(source) => {
                             // Definitely not applied: give the claim back so the next pass can try again at once.
-                            if let (Some(previous), false) = (claimed, matches!(source, ApiError::Unavailable(_))) {
-                                release(&self.api, &self.scaling, statefulset, previous, claimed_at).await;
+                            if let (Some((previous, until)), false) =
+                                (claimed, matches!(source, ApiError::Unavailable(_)))
+                            {
+                                let end = ClaimEnd::Undone { previous };
+                                end_claim(&self.scaling, &self.api, statefulset, until, end).await;
                             }
                             Err(ReconcileError::Scale { statefulset: statefulset.clone(), source })
                         }

@@ -8,13 +8,13 @@
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
 use crate::cluster::{ApiError, ApiResourceRef, ClusterApi};
-use crate::downscale_record::{Claim, RecordStoreError, claim_downscale, undo_claim};
+use crate::downscale_record::{ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim};
 use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::scaling::{
     DelayedDownscaleSettings, MirrorStep, ReferenceScale, ScalingError, ScalingSettings, delayed_downscale_target,
-    plan_mirror, pod_endpoints, prepare_response_timestamp, rollout_in_progress, write_back_value,
+    downscale_held, plan_mirror, pod_endpoints, prepare_response_timestamp, write_back_value,
 };
 use rollout_core::view::StatefulSetView;
 use std::collections::BTreeMap;
@@ -202,9 +202,9 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
     now: Timestamp,
 ) -> MirrorOutcome {
     let mut outcome = MirrorOutcome::default();
-    let rollout = rollout_in_progress(group);
     for member in &group.members {
         let sts = &member.sts;
+        let rollout = downscale_held(group, &sts.name, now);
         let settings = ScalingSettings::of(sts);
         // Unusable mirror settings were already reported by the core's scaling pass.
         let Some(Ok(mirror)) = &settings.mirror else { continue };
@@ -308,34 +308,51 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
 /// Whether a leader/follower downscale may go ahead, claimed in the group downscale record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DownscaleClaim {
-    /// Recorded; `previous` is the entry before the claim (to undo it if the patch is refused).
-    Claimed { previous: Option<Timestamp> },
-    /// Another actor downscaled a zone within the min time (or a value it depends on is unusable).
+    /// Recorded, dated `until` (the latest the replica write can commit) with an in-progress marker until then;
+    /// `previous` is the entry before the claim. End it with [`end_claim`].
+    Claimed { previous: Option<Timestamp>, until: Timestamp },
+    /// Another actor downscaled a zone within the min time, a downscale or a rollout step of the group is in
+    /// progress, or a value the decision depends on is unusable.
     Refused(String),
 }
 
+/// Claims a follower's downscale at `now` (see [`claim_downscale_marked`]), holding until `until`.
 pub async fn claim<C: ClusterApi>(
     api: &C,
     cfg: &ScalingConfig,
     group: &GroupSnapshot,
     statefulset: &str,
     now: Timestamp,
+    until: Timestamp,
 ) -> Result<DownscaleClaim, RecordStoreError> {
-    Ok(match claim_downscale(api, &cfg.downscale_record, group, statefulset, now).await? {
-        Claim::Claimed { previous } => DownscaleClaim::Claimed { previous },
-        Claim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
+    Ok(match claim_downscale_marked(api, &cfg.downscale_record, group, statefulset, now, until).await? {
+        MarkedClaim::Claimed { previous } => DownscaleClaim::Claimed { previous, until },
+        MarkedClaim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
+        MarkedClaim::Busy(holder) => DownscaleClaim::Refused(format!(
+            "a downscale of StatefulSet {} is being prepared (until {} at the latest)",
+            holder.statefulset,
+            rollout_core::downscale::format_timestamp(holder.until)
+        )),
+        MarkedClaim::Stepping(step) => DownscaleClaim::Refused(format!(
+            "pods of rollout group {} are being replaced (until {} at the latest)",
+            step.group,
+            rollout_core::downscale::format_timestamp(step.until)
+        )),
     })
 }
 
-/// Gives a claim back after the patch it was for was definitely not applied.
-pub async fn release<C: ClusterApi>(
-    api: &C,
+/// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
+/// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
+/// marker expires then.)
+pub async fn end_claim<C: ClusterApi>(
     cfg: &ScalingConfig,
+    api: &C,
     statefulset: &str,
-    previous: Option<Timestamp>,
-    claimed_at: Timestamp,
+    until: Timestamp,
+    end: ClaimEnd,
 ) {
-    if let Err(error) = undo_claim(api, &cfg.downscale_record, statefulset, previous, claimed_at).await {
-        tracing::warn!(%statefulset, %error, "could not undo the downscale claim; the group waits the min time");
+    if let Err(error) = finish_marked_claim(api, &cfg.downscale_record, statefulset, until, &[until], end).await {
+        tracing::warn!(%statefulset, %error,
+            "could not end the downscale claim; it keeps its later date and its marker expires by itself");
     }
 }

@@ -11,7 +11,9 @@
 //! `webhook_server`'s business; this router is also what the simulator and the load benchmark drive.
 
 use crate::cluster::{ApiError, ClusterApi};
-use crate::downscale_record::{MarkedClaim, claim_downscale_marked, finish_marked_claim, read_markers, read_record};
+use crate::downscale_record::{
+    ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
+};
 use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
 use axum::body::Bytes;
@@ -44,6 +46,9 @@ pub struct WebhookSettings {
     pub handler_deadline: Duration,
     /// Deadline of the undo (DELETE) calls after a failed prepare: their own, not what is left of the request's.
     pub undo_deadline: Duration,
+    /// How long after its answer an admitted downscale is taken to have committed: the record dates it that much
+    /// after the webhook finished, and the webhook denies (and undoes) a downscale it could not finish that early.
+    pub commit_margin: Duration,
 }
 
 impl WebhookSettings {
@@ -54,9 +59,14 @@ impl WebhookSettings {
             record_config_map: record_config_map.to_string(),
             handler_deadline: request_timeout.mul_f64(0.9),
             undo_deadline: request_timeout,
+            commit_margin: COMMIT_MARGIN,
         }
     }
 }
+
+/// See [`WebhookSettings::commit_margin`]: the API server commits an admitted change milliseconds after the last
+/// webhook answers; seconds leave room for a slow record write.
+pub const COMMIT_MARGIN: Duration = Duration::from_secs(5);
 
 /// Where the handlers read the time (the real clock in production; tests and the `review` command set it).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -335,30 +345,53 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
         };
         if let Some(reason) = reason {
             let nothing_prepared = PreparePlan { endpoints: Vec::new(), skipped: Vec::new() };
-            undo(webhooks, &sts.name, &nothing_prepared, now, claim).await;
+            undo(webhooks, &sts.name, &nothing_prepared, claim, &[]).await;
             return prepare::deny(request, old, new, &reason);
         }
     }
 
     let failures = prepare_pods(&webhooks.pods, &plan, deadline).await;
-    if failures.is_empty() {
-        if let Some((_, until)) = claim {
-            // The downscale stays recorded; only the in-progress marker goes. A failure here leaves the marker to
-            // expire by itself.
-            let finished = before(deadline, "clear the downscale-in-progress marker", async {
-                finish_marked_claim(api, &settings.record_config_map, &sts.name, now, until, None)
-                    .await
-                    .map_err(|e| ApiError::Unavailable(e.to_string()))
-            })
-            .await;
-            if let Err(err) = finished {
-                tracing::warn!(statefulset = %sts.name, error = %err, "could not clear the downscale-in-progress marker; it expires by itself");
-            }
+    if !failures.is_empty() {
+        undo(webhooks, &sts.name, &plan, claim, &[]).await;
+        return prepare::deny_prepare_failed(request, old, new, &failures);
+    }
+    let Some((_, until)) = claim else {
+        return prepare::allowed(request, old, new, &plan);
+    };
+    // The downscale stays recorded, dated when it will have committed (the API server commits right after our
+    // answer; DESIGN.md invariant 3 runs from the commit), and the in-progress marker goes.
+    let committed_by = rollout_core::downscale::round_up_to_second(add((webhooks.clock)(), settings.commit_margin));
+    let finished = before(deadline, "date the downscale and clear the downscale-in-progress marker", async {
+        finish_marked_claim(
+            api,
+            &settings.record_config_map,
+            &sts.name,
+            until,
+            &[until],
+            ClaimEnd::Committed { at: committed_by },
+        )
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))
+    })
+    .await;
+    if (webhooks.clock)() < committed_by {
+        if let Err(err) = finished {
+            // The entry keeps the claim's date (`until`, later still) and the marker expires by itself.
+            tracing::warn!(statefulset = %sts.name, error = %err, "could not date the downscale or clear its in-progress marker; the marker expires by itself");
         }
         return prepare::allowed(request, old, new, &plan);
     }
-    undo(webhooks, &sts.name, &plan, now, claim).await;
-    prepare::deny_prepare_failed(request, old, new, &failures)
+    // Too late: the record may now date the downscale before it would commit. Deny it instead.
+    undo(webhooks, &sts.name, &plan, claim, &[committed_by]).await;
+    prepare::deny(
+        request,
+        old,
+        new,
+        &format!(
+            "recording the downscale in the zone ConfigMap took longer than {}s; retry",
+            settings.commit_margin.as_secs()
+        ),
+    )
 }
 
 /// POSTs to every endpoint (concurrency 32, the first failure stops the rest); the failures, described.
@@ -390,8 +423,8 @@ async fn undo<C: ClusterApi, P: PodHttpClient>(
     webhooks: &Webhooks<C, P>,
     statefulset: &str,
     plan: &PreparePlan,
-    claimed_at: Timestamp,
     claim: Option<(Option<Timestamp>, Timestamp)>,
+    dated_since: &[Timestamp],
 ) {
     let pods = webhooks.pods.clone();
     let api = webhooks.api.clone();
@@ -399,6 +432,8 @@ async fn undo<C: ClusterApi, P: PodHttpClient>(
     let statefulset = statefulset.to_string();
     let deadline = webhooks.settings.undo_deadline;
     let requests: Vec<PodRequest> = plan.endpoints.iter().map(|e| PodRequest::delete(e.url.clone())).collect();
+    // The entry as the claim dated it, or as this request dated it since.
+    let ours: Vec<Timestamp> = claim.iter().map(|(_, until)| *until).chain(dated_since.iter().copied()).collect();
     let task = tokio::spawn(async move {
         let undo_calls = async {
             for result in call_all(&pods, requests, DEFAULT_CONCURRENCY, false).await {
@@ -408,7 +443,8 @@ async fn undo<C: ClusterApi, P: PodHttpClient>(
             }
             if let Some((previous, until)) = claim
                 && let Err(err) =
-                    finish_marked_claim(&api, &config_map, &statefulset, claimed_at, until, Some(previous)).await
+                    finish_marked_claim(&api, &config_map, &statefulset, until, &ours, ClaimEnd::Undone { previous })
+                        .await
             {
                 tracing::warn!(statefulset = %statefulset, error = %err, "could not undo the downscale claim");
             }

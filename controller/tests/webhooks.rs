@@ -13,7 +13,7 @@ use rollout_core::downscale::DownscaleRecord;
 use rollout_core::keys;
 use rollout_operator::cluster::ApiError;
 use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
-use rollout_operator::webhooks::{WebhookSettings, Webhooks, router};
+use rollout_operator::webhooks::{COMMIT_MARGIN, WebhookSettings, Webhooks, router};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -260,7 +260,9 @@ async fn prepare_calls_the_leaving_pods_records_the_downscale_and_does_not_touch
     );
     assert!(pods.calls.lock().unwrap().iter().all(|r| r.json_content_type));
     let record = record(&cluster).expect("the record was created");
-    assert_eq!(record.last_downscaled.get("ingester-zone-a"), Some(&NOW.parse().unwrap()));
+    // Dated when the replica change will have committed: the answer (NOW) plus the commit margin.
+    let committed_by = NOW.parse::<Timestamp>().unwrap() + jiff::SignedDuration::try_from(COMMIT_MARGIN).unwrap();
+    assert_eq!(record.last_downscaled.get("ingester-zone-a"), Some(&committed_by));
     let cm = cluster.config_map(CM).unwrap();
     assert!(
         !cm.metadata.annotations.unwrap_or_default().contains_key(keys::DOWNSCALES_IN_PROGRESS),
@@ -280,7 +282,7 @@ async fn prepare_calls_the_leaving_pods_records_the_downscale_and_does_not_touch
     assert_eq!(
         response["status"]["message"],
         "downscale of statefulsets/ingester-zone-b in ns from 3 to 1 replicas is not allowed because statefulset \
-         ingester-zone-a was downscaled at 2026-01-01 12:00:00 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
+         ingester-zone-a was downscaled at 2026-01-01 12:00:05 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
     );
     assert_eq!(pods.calls().len(), before);
 }
@@ -619,4 +621,34 @@ async fn requests_for_another_namespace_are_allowed_with_a_warning_and_touch_not
     }
     assert!(pods.calls().is_empty());
     assert!(cluster.config_map(CM).is_none(), "no record written");
+}
+
+/// The record must date an admitted downscale no earlier than its commit, which follows the webhook's answer. When
+/// finishing the claim takes so long that the date it wrote has already passed, the downscale is denied instead and
+/// everything is undone (pods told to cancel, the record's entry restored).
+#[tokio::test]
+async fn a_downscale_whose_record_date_passed_before_the_answer_is_denied_and_undone() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    // A clock that moves 6 s at every reading: the date written (a reading + the 5 s margin) has passed at the
+    // next reading.
+    let start: Timestamp = NOW.parse().unwrap();
+    let readings = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let app = router(Webhooks {
+        api: cluster.clone(),
+        pods: pods.clone(),
+        settings: WebhookSettings::new("ns", "cluster.local.", CM, Duration::from_secs(10)),
+        clock: Arc::new(move || {
+            let n = readings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            start + jiff::SignedDuration::from_secs(6 * n)
+        }),
+    });
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.starts_with(DENIED) && message.contains("took longer than 5s"), "{message}");
+    let deletes = pods.calls().into_iter().filter(|(m, _)| *m == PodMethod::Delete).count();
+    assert_eq!(deletes, 2, "the prepared pods are told to cancel: {:?}", pods.calls());
+    let record = record(&cluster).expect("the record exists");
+    assert_eq!(record.last_downscaled.get("ingester-zone-a"), None, "the entry is restored (there was none)");
 }

@@ -226,7 +226,8 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         }
         Op::PatchReplicas { name, replicas, resource_version } => {
             store.writer = who.clone();
-            let result = store.api_patch_replicas(name, *replicas, resource_version).map(Box::new);
+            let controller = (who != "webhook").then_some(req.knowledge);
+            let result = store.api_patch_replicas(name, *replicas, resource_version, controller).map(Box::new);
             store.writer = "cluster".to_string();
             let line = match &result {
                 Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
@@ -247,28 +248,8 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::Done(result)
         }
         Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
-        Op::ListStatefulSets { selector } if admission => {
-            let rv = store.rv;
-            store.admission_reads.entry(req.knowledge.incarnation).or_default().0 = rv;
-            Reply::StatefulSets(Ok(list_statefulsets(&store, selector)))
-        }
-        Op::ListPods { selector } if admission => {
-            let rv = store.rv;
-            store.admission_reads.entry(req.knowledge.incarnation).or_default().1 = rv;
-            Reply::Pods(Ok(list_pods(&store, selector)))
-        }
-        Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(store
-            .statefulsets
-            .values()
-            .filter(|s| crate::store::selector_matches(selector, s.metadata.labels.as_ref()))
-            .cloned()
-            .collect())),
-        Op::ListPods { selector } => Reply::Pods(Ok(store
-            .pods
-            .values()
-            .filter(|p| crate::store::selector_matches(selector, p.metadata.labels.as_ref()))
-            .cloned()
-            .collect())),
+        Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(list_statefulsets(&store, selector))),
+        Op::ListPods { selector } => Reply::Pods(Ok(list_pods(&store, selector))),
         Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),
         Op::CreateSecret { secret } => Reply::Secret(store.api_create_secret(secret).map(|s| Some(Box::new(s)))),
         Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),

@@ -15,13 +15,17 @@
 //!
 //! Invariant 3 (min time between zone downscales) is judged on every committed decrease of a StatefulSet's
 //! `spec.replicas`, whoever made it (the controller's leader/follower scaling, or the user's change admitted by the
-//! prepare-downscale webhook): see [`Checker::record_downscale`]. A decrease of a StatefulSet carrying
-//! `grafana.com/rollout-force-replicas` is exempt by design (force replicas applies at once); the scaling scenario sets
-//! none, so nothing is exempted there.
+//! prepare-downscale webhook), by commit times alone: two decreases of different StatefulSets of a group subject to
+//! a min time must commit at least that long apart. What the code wrote into the downscale record plays no part
+//! (see [`Checker::record_downscale`]). A decrease of a StatefulSet carrying `grafana.com/rollout-force-replicas` is
+//! exempt by design (force replicas applies at once); the scenarios set none.
 //!
-//! Invariant 5 (no downscale during a rollout, no rollout step while one is prepared), in the webhook scenarios: a
-//! controller deletion committed while a downscale of its group is being prepared (see `Store::preparing`), and an
-//! admitted downscale judged on the committed state as of the webhook's live reads ([`Checker::judge_admitted`]).
+//! Invariant 5 (no downscale during a rollout, no rollout step while one is prepared), judged on the committed
+//! history too: a controller deletion committed while a downscale of its group is being prepared (see
+//! `Store::preparing`); an admitted downscale, on the state at its commit ([`Checker::judge_admitted`]); a
+//! controller downscale, against what the controller knew ([`Checker::judge_controller_downscale`]).
+//!
+//! Pods are told apart by uid, never by name alone: a pod recreated under the same name is another pod.
 
 use crate::objects::{PodSum, StsSum};
 use std::collections::BTreeMap;
@@ -38,7 +42,7 @@ pub struct Knowledge {
 
 #[derive(Debug, Clone)]
 enum OwnWrite {
-    Deleted { incarnation: u64, rv: u64, pod: String },
+    Deleted { incarnation: u64, rv: u64, pod: String, uid: String },
     Revision { incarnation: u64, rv: u64, sts: String, revision: String },
 }
 
@@ -70,23 +74,18 @@ pub struct Downscale {
     pub by: String,
     /// `grafana.com/min-time-between-zones-downscale` of the StatefulSet, if set and valid.
     pub min_time: Option<Duration>,
-    /// When the group downscale record dated it: the claim written for this decrease (whole seconds, as the record
-    /// stores them), `None` when no claim was written for it since the StatefulSet's previous decrease.
-    pub claimed_at: Option<Duration>,
+    /// The StatefulSet's entry in the group downscale record when it committed (simulated time; information for
+    /// the trace only: the checker judges by commit times).
+    pub recorded_at: Option<Duration>,
     /// Carries `grafana.com/rollout-force-replicas`: exempt from the min time by design.
     pub exempt: bool,
 }
 
 impl Downscale {
-    /// The time the protocol dates this downscale at: its claim, or its commit when it had none.
-    pub fn dated(&self) -> Duration {
-        self.claimed_at.map_or(self.at, |c| c.min(self.at))
-    }
-
     pub fn describe(&self) -> String {
-        let claim = match self.claimed_at {
-            Some(c) => format!("claimed at {:.0}s", c.as_secs_f64()),
-            None => "no claim".to_string(),
+        let claim = match self.recorded_at {
+            Some(c) => format!("recorded at {:.0}s", c.as_secs_f64()),
+            None => "not recorded".to_string(),
         };
         format!(
             "{} {} -> {} by {} committed at {:.3}s ({claim})",
@@ -111,7 +110,7 @@ pub struct Checker {
     /// Every committed decrease of `spec.replicas`, in commit order.
     pub downscales: Vec<Downscale>,
     /// The shortest time between the commits of two decreases of different StatefulSets of one group that are
-    /// subject to a min time (a figure: commits may be closer than the min time by the earlier one's claim lag).
+    /// subject to a min time.
     pub min_commit_gap: Option<Duration>,
 }
 
@@ -132,6 +131,25 @@ fn as_of<T: Clone>(history: &History<T>, rv: u64) -> BTreeMap<String, T> {
         }
     }
     out
+}
+
+/// What keeps pod slot `ordinal` of StatefulSet `sts` from counting as rolled out and available in `state`: missing,
+/// terminating, not Ready, or not on the StatefulSet's update revision.
+fn slot_problem(state: &Known, sts: &str, ordinal: u32) -> Option<String> {
+    let s = state.sts.get(sts)?;
+    if ordinal >= s.replicas {
+        return None;
+    }
+    let name = format!("{sts}-{ordinal}");
+    match state.pods.get(&name) {
+        None => Some(format!("{name} missing")),
+        Some(p) if p.terminating => Some(format!("{name} terminating")),
+        Some(p) if !p.ready => Some(format!("{name} not ready")),
+        Some(p) if p.revision != s.update_revision => {
+            Some(format!("{name} on {} (update revision {})", p.revision, s.update_revision))
+        }
+        Some(_) => None,
+    }
 }
 
 fn ordinal(sts: &str, pod: &str) -> Option<u32> {
@@ -174,8 +192,8 @@ impl Checker {
         let mut known = Known { sts: as_of(&self.sts, k.sts_rv), pods: as_of(&self.pods, k.pod_rv) };
         for w in &self.own {
             match w {
-                OwnWrite::Deleted { incarnation, rv, pod } if *incarnation == k.incarnation && *rv > k.pod_rv => {
-                    if let Some(p) = known.pods.get_mut(pod) {
+                OwnWrite::Deleted { incarnation, rv, pod, uid } if *incarnation == k.incarnation && *rv > k.pod_rv => {
+                    if let Some(p) = known.pods.get_mut(pod).filter(|p| p.uid == *uid) {
                         p.terminating = true;
                     }
                 }
@@ -200,7 +218,10 @@ impl Checker {
     pub fn judge_delete(&mut self, at: Duration, k: Knowledge, rv: u64, target: &PodSum) {
         self.writes_judged += 1;
         let known = self.known(k);
-        let pod = known.pods.get(&target.name).cloned().unwrap_or_else(|| target.clone());
+        // The pod as the controller knew it, if it knew this very pod (same uid); else as committed: a deletion of
+        // a pod the controller never saw is judged on that pod, not on an earlier one of the same name.
+        let pod =
+            known.pods.get(&target.name).filter(|p| p.uid == target.uid).cloned().unwrap_or_else(|| target.clone());
         let basis = format!("(known: sts rv {}, pod rv {}, process #{})", k.sts_rv, k.pod_rv, k.incarnation);
         if let Some(sts) = known.sts.get(&pod.sts).cloned() {
             for other in known.sts.values().filter(|o| o.group == sts.group && o.name != sts.name) {
@@ -227,7 +248,12 @@ impl Checker {
                 }
             }
         }
-        self.own.push(OwnWrite::Deleted { incarnation: k.incarnation, rv, pod: target.name.clone() });
+        self.own.push(OwnWrite::Deleted {
+            incarnation: k.incarnation,
+            rv,
+            pod: target.name.clone(),
+            uid: target.uid.clone(),
+        });
     }
 
     /// Judges a controller write of `status.currentRevision` of `sts` to `revision`, about to commit at `rv`.
@@ -265,12 +291,9 @@ impl Checker {
     }
 
     /// Judges a committed decrease of a StatefulSet's replicas against every earlier one of another StatefulSet of
-    /// its group (DESIGN.md invariant 3). The protocol dates a downscale by its claim in the group downscale record,
-    /// taken before the replica change commits (the claim's CAS is what serialises actors); so a later decrease
-    /// committed at `t2` violates the invariant when `t2 <= dated(earlier) + min time`, where `dated` is the
-    /// earlier decrease's claim (or its commit, when nobody claimed it) and the min time is the larger of both
-    /// StatefulSets'. This also catches a claim taken after a decrease it should have waited for (claim and commit
-    /// order disagreeing). Force-replicas decreases are exempt, as is a pair where neither side has a min time.
+    /// its group (DESIGN.md invariant 3): the later must commit at least the min time (the larger of both
+    /// StatefulSets') after the earlier. Force-replicas decreases are exempt, as is a pair where neither side has a
+    /// min time.
     pub fn record_downscale(&mut self, d: Downscale) {
         if !d.exempt {
             let mut found = Vec::new();
@@ -278,11 +301,11 @@ impl Checker {
                 let Some(min) = prev.min_time.max(d.min_time) else { continue };
                 let gap = d.at.saturating_sub(prev.at);
                 self.min_commit_gap = Some(self.min_commit_gap.map_or(gap, |g| g.min(gap)));
-                if d.at <= prev.dated() + min {
+                if gap < min {
                     found.push(format!(
-                        "{} only {:.3}s after {} was dated (min time {}s): {}; earlier: {}",
+                        "{} committed only {:.3}s after {} (min time {}s): {}; earlier: {}",
                         d.sts,
-                        d.at.as_secs_f64() - prev.dated().as_secs_f64(),
+                        gap.as_secs_f64(),
                         prev.sts,
                         min.as_secs(),
                         d.describe(),
@@ -297,26 +320,73 @@ impl Checker {
         self.downscales.push(d);
     }
 
-    /// Invariant 5, webhook side: the prepare-downscale webhook admitted a downscale of `sts` (group `group`) whose
-    /// live reads were served at `sts_rv` (its list of the group's StatefulSets) and `pod_rv` (its list of pods).
-    /// Judged on the committed state as of those reads: every other StatefulSet of the group must have each pod of
-    /// ordinal below its `spec.replicas` present, Ready, not terminating and on its status's update revision.
-    /// Pods above `spec.replicas` (condemned, about to go) are not judged.
-    pub fn judge_admitted(&mut self, at: Duration, sts_rv: u64, pod_rv: u64, sts: &str, group: &str) {
-        let known = Known { sts: as_of(&self.sts, sts_rv), pods: as_of(&self.pods, pod_rv) };
+    /// Invariant 5, webhook side: a downscale of `sts` (group `group`) admitted by the prepare-downscale webhook
+    /// committed at `commit_rv`; its AdmissionReview was sent at `arrival_rv`. Judged on the committed history, not
+    /// on what the webhook read: every pod slot (ordinal below `spec.replicas`) of every other StatefulSet of the
+    /// group that is missing, terminating, unready or not on its update revision at the commit is a violation if it
+    /// was so throughout the admission (from `arrival_rv` on: any correct read had to see it), or if a controller
+    /// deletion during the admission made it so (the rollout step and the downscale overlapped). A slot that turned
+    /// bad during the admission for reasons no actor of ours controls (a pod crash, a user's template push) is not
+    /// held against the webhook.
+    pub fn judge_admitted(&mut self, at: Duration, arrival_rv: u64, commit_rv: u64, sts: &str, group: &str) {
+        let committed = Known { sts: as_of(&self.sts, commit_rv), pods: as_of(&self.pods, commit_rv) };
         let mut found = Vec::new();
-        for other in known.sts.values().filter(|o| o.group == group && o.name != sts) {
-            let mut bad: Vec<String> = known.describe_unready(other).into_iter().collect();
-            for (_, p) in known.members(other) {
-                if let Some(p) = p.filter(|p| p.revision != other.update_revision) {
-                    bad.push(format!("{} on {} (update revision {})", p.name, p.revision, other.update_revision));
+        for other in committed.sts.values().filter(|o| o.group == group && o.name != sts) {
+            let mut bad = Vec::new();
+            for ordinal in 0..other.replicas {
+                let pod_name = format!("{}-{ordinal}", other.name);
+                let Some(why) = slot_problem(&committed, &other.name, ordinal) else { continue };
+                let deleted_by_controller = self.own.iter().any(|w| {
+                    matches!(w, OwnWrite::Deleted { rv, pod, .. } if *pod == pod_name && *rv > arrival_rv && *rv <= commit_rv)
+                });
+                // Every committed version of the slot's StatefulSet and pod within the admission.
+                let mut versions: Vec<u64> = vec![arrival_rv];
+                let in_window = |v: &u64| *v > arrival_rv && *v <= commit_rv;
+                let sts_versions = self.sts.get(&other.name).into_iter().flatten().map(|(v, _)| *v);
+                let pod_versions = self.pods.get(&pod_name).into_iter().flatten().map(|(v, _)| *v);
+                versions.extend(sts_versions.chain(pod_versions).filter(in_window));
+                let throughout = versions.iter().all(|v| {
+                    let state = Known { sts: as_of(&self.sts, *v), pods: as_of(&self.pods, *v) };
+                    slot_problem(&state, &other.name, ordinal).is_some()
+                });
+                if throughout || deleted_by_controller {
+                    let how = if deleted_by_controller {
+                        "deleted by the controller during the admission"
+                    } else {
+                        "since before the admission"
+                    };
+                    bad.push(format!("{why} ({how})"));
                 }
             }
             if !bad.is_empty() {
                 found.push(format!(
-                    "admitted a downscale of {sts} while {}: {} (as of the webhook's reads: sts rv {sts_rv}, pod rv {pod_rv})",
+                    "admitted a downscale of {sts} while {}: {} (committed at rv {commit_rv}, review sent at rv {arrival_rv})",
                     other.name,
                     bad.join(", ")
+                ));
+            }
+        }
+        for detail in found {
+            self.violate(at, NO_DOWNSCALE_DURING_ROLLOUT, detail);
+        }
+    }
+
+    /// Invariant 5, controller side: a controller's decrease of `sts`'s replicas (a follower following its leader),
+    /// about to commit, judged on what the controller knew: every other StatefulSet of the group must have each pod
+    /// slot below its `spec.replicas` present, Ready, not terminating and on its update revision.
+    pub fn judge_controller_downscale(&mut self, at: Duration, k: Knowledge, sts: &str, group: &str) {
+        let known = self.known(k);
+        let mut found = Vec::new();
+        for other in known.sts.values().filter(|o| o.group == group && o.name != sts) {
+            let bad: Vec<String> = (0..other.replicas).filter_map(|i| slot_problem(&known, &other.name, i)).collect();
+            if !bad.is_empty() {
+                found.push(format!(
+                    "scaled {sts} down while {}: {} (known: sts rv {}, pod rv {}, process #{})",
+                    other.name,
+                    bad.join(", "),
+                    k.sts_rv,
+                    k.pod_rv,
+                    k.incarnation
                 ));
             }
         }

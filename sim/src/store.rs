@@ -116,8 +116,6 @@ pub struct Store {
     pub downscale_record: String,
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
-    /// Per StatefulSet: the record entry its last decrease was dated by (a claim serves one decrease).
-    claims_used: BTreeMap<String, Option<Timestamp>>,
     /// Downscales being prepared (invariant 5): StatefulSet -> its group, from the commit of a record write carrying
     /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]).
     /// Only markers written by an admission still waiting for its answer count: a claim that commits after the
@@ -127,9 +125,6 @@ pub struct Store {
     pub admission_writing: Option<u64>,
     /// Admissions answered so far.
     pub answered: std::collections::BTreeSet<u64>,
-    /// Per admission (webhook client incarnation): the resourceVersions its live StatefulSet and pod lists were
-    /// served at.
-    pub admission_reads: BTreeMap<u64, (u64, u64)>,
     /// The last in-progress marker seen per StatefulSet (its `until`).
     markers_seen: BTreeMap<String, Timestamp>,
 }
@@ -161,11 +156,9 @@ impl Store {
             writer: "cluster".to_string(),
             downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record,
             start_wall: Timestamp::now(),
-            claims_used: BTreeMap::new(),
             preparing: BTreeMap::new(),
             admission_writing: None,
             answered: Default::default(),
-            admission_reads: BTreeMap::new(),
             markers_seen: BTreeMap::new(),
         }
     }
@@ -225,8 +218,8 @@ impl Store {
         sts
     }
 
-    /// Hands a decrease of `sts`'s replicas (about to commit) to the checker, dated by the claim in the group
-    /// downscale record written for it, if any.
+    /// Hands a decrease of `sts`'s replicas (about to commit) to the checker, with the record's entry for it (for the
+    /// trace).
     fn note_downscale(&mut self, sts: &StatefulSet, from: u32, to: u32) {
         let name = sts.metadata.name.clone().unwrap_or_default();
         let view = rollout_core::StatefulSetView::from_k8s(sts).ok();
@@ -244,8 +237,7 @@ impl Store {
                 rollout_core::DownscaleRecord::from_config_map_data(&cm.data.clone().unwrap_or_default()).ok()
             })
             .and_then(|r| r.last_downscaled.get(&name).copied());
-        let used = self.claims_used.insert(name.clone(), entry);
-        let claimed_at = entry.filter(|e| used != Some(Some(*e))).map(|e| {
+        let recorded_at = entry.map(|e| {
             let since = e.duration_since(self.start_wall);
             Duration::try_from(since).unwrap_or(Duration::ZERO)
         });
@@ -257,7 +249,7 @@ impl Store {
             to,
             by: self.writer.clone(),
             min_time,
-            claimed_at,
+            recorded_at,
             exempt,
         };
         self.trace("scaling", format!("downscale {}", d.describe()));
@@ -399,12 +391,14 @@ impl Store {
     }
 
     /// `PATCH statefulsets/{name}` with `{"spec":{"replicas":N}}`; a non-empty `resource_version` is a precondition.
-    /// A spec change bumps `metadata.generation`, as the API server does.
+    /// A spec change bumps `metadata.generation`, as the API server does. `controller`: the knowledge of the
+    /// rollout controller making the change, whose downscales the checker judges (invariant 5).
     pub fn api_patch_replicas(
         &mut self,
         name: &str,
         replicas: u32,
         resource_version: &str,
+        controller: Option<Knowledge>,
     ) -> Result<StatefulSet, ApiError> {
         let Some(sts) = self.statefulsets.get(name).cloned() else {
             return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
@@ -421,8 +415,14 @@ impl Store {
         if spec.replicas == Some(replicas) {
             return Ok(sts);
         }
+        let decrease = spec.replicas.is_some_and(|r| replicas < r);
         spec.replicas = Some(replicas);
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
+        if let (true, Some(k)) = (decrease, controller) {
+            let at = self.elapsed();
+            let group = StsSum::of(&new).group;
+            self.checker.judge_controller_downscale(at, k, name, &group);
+        }
         Ok(self.put_statefulset(new))
     }
 

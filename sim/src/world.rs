@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
 use rollout_core::{GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
-use rollout_operator::downscale_record::{Claim, claim_downscale};
+use rollout_operator::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::health::ReadyFlag;
 use rollout_operator::metrics::Metrics;
 use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
@@ -48,10 +48,12 @@ pub enum PlannerKind {
     SkipsMinTimeCheck,
     /// Replaces pods while the prepare-downscale webhook's in-progress marker of the group is live.
     IgnoresDownscalesInProgress,
+    /// Downscales followers while another StatefulSet of the group is rolling or has unavailable pods.
+    DownscalesDuringRollouts,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 7] = [
+    pub const ALL: [PlannerKind; 8] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -59,6 +61,7 @@ impl PlannerKind {
         PlannerKind::TerminatingCountsAsReady,
         PlannerKind::SkipsMinTimeCheck,
         PlannerKind::IgnoresDownscalesInProgress,
+        PlannerKind::DownscalesDuringRollouts,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +73,7 @@ impl PlannerKind {
             PlannerKind::TerminatingCountsAsReady => "terminating-counts-as-ready",
             PlannerKind::SkipsMinTimeCheck => "skips-min-time-check",
             PlannerKind::IgnoresDownscalesInProgress => "ignores-downscales-in-progress",
+            PlannerKind::DownscalesDuringRollouts => "downscales-during-rollouts",
         }
     }
 
@@ -181,7 +185,7 @@ pub struct Scenario {
 /// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
 /// StatefulSet carries `grafana.com/min-time-between-zones-downscale`, and a user (or HPA) changes the leader's
 /// replicas at random times of the fault phase. The user's downscales go through the prepare-downscale webhook's
-/// claim in the group downscale record (`claim_downscale` over a cluster client of its own); a refused or failed
+/// claim in the group downscale record (`claim_downscale_marked` over a cluster client of its own); a refused or failed
 /// claim denies the change. Upscales are applied as asked. No `grafana.com/rollout-force-replicas` (exempt from the
 /// min time by design; the checker would exempt it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,7 +205,7 @@ pub struct ScalingScenario {
 /// How the user's (or HPA's) replica changes are admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
-    /// A downscale is claimed in the group downscale record (`claim_downscale`), as the webhook's claim step does.
+    /// A downscale is claimed in the group downscale record (`claim_downscale_marked`), as the webhook does.
     RecordClaim,
     /// Every change is an AdmissionReview (StatefulSet UPDATE) sent to the real `webhooks` router of one of two
     /// simulated operator replicas; the StatefulSets carry `grafana.com/prepare-downscale` and its path/port
@@ -434,6 +438,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     PlannerKind::SkipsMinTimeCheck => run_controller(api, rollout_known_bugs::SkipsMinTimeCheck).await,
                     PlannerKind::IgnoresDownscalesInProgress => {
                         run_controller(api, rollout_known_bugs::IgnoresDownscalesInProgress).await
+                    }
+                    PlannerKind::DownscalesDuringRollouts => {
+                        run_controller(api, rollout_known_bugs::DownscalesDuringRollouts).await
                     }
                 }
             }
@@ -718,14 +725,30 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
             }
             continue;
         }
-        let claim = claim_downscale(&api, &record, &group, &leader, Timestamp::now()).await;
-        let mut st = store.lock().unwrap();
-        match claim {
-            Ok(Claim::Claimed { .. }) => kube::set_replicas(&mut st, &leader, to, "webhook"),
-            Ok(Claim::Refused(verdict)) => {
-                st.trace("webhook", format!("denied {leader} {from} -> {to}: {}", verdict.describe()))
+        let now = Timestamp::now();
+        let until = now + jiff::SignedDuration::from_secs(60);
+        let claim = claim_downscale_marked(&api, &record, &group, &leader, now, until).await;
+        let committed = {
+            let mut st = store.lock().unwrap();
+            match claim {
+                Ok(MarkedClaim::Claimed { .. }) => {
+                    kube::set_replicas(&mut st, &leader, to, "webhook");
+                    true
+                }
+                Ok(refused) => {
+                    st.trace("webhook", format!("denied {leader} {from} -> {to}: {refused:?}"));
+                    false
+                }
+                Err(e) => {
+                    st.trace("webhook", format!("denied {leader} {from} -> {to}: {e}"));
+                    false
+                }
             }
-            Err(e) => st.trace("webhook", format!("denied {leader} {from} -> {to}: {e}")),
+        };
+        if committed {
+            // Dated after the commit, as the webhook does; a failure leaves the later claim date.
+            let end = ClaimEnd::Committed { at: Timestamp::now() };
+            let _ = finish_marked_claim(&api, &record, &leader, until, &[until], end).await;
         }
     }
 }
@@ -781,6 +804,8 @@ impl User {
                 spec.replicas = Some(to as i32);
             }
             let incarnation = self.next.fetch_add(1, Ordering::Relaxed);
+            // Where the API server's history stands as it sends the review (the checker's reference point).
+            let arrival_rv = self.store.lock().unwrap().rv;
             let operator = self.pick.range(0..self.operators.len() as u64) as usize;
             let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
                 "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
@@ -818,17 +843,14 @@ impl User {
                 .await;
             let mut st = self.store.lock().unwrap();
             st.end_preparing(&sts, incarnation);
-            let reads = st.admission_reads.remove(&incarnation);
             match answer {
                 Ok(Ok((true, _))) => {
                     st.trace(&format!("operator-{operator}"), format!("admitted {sts} {from} -> {to}"));
-                    if to < from
-                        && let Some((sts_rv, pod_rv)) = reads
-                    {
-                        let at = st.elapsed();
-                        st.checker.judge_admitted(at, sts_rv, pod_rv, &sts, GROUP);
-                    }
                     kube::set_replicas(&mut st, &sts, to, "webhook");
+                    if to < from {
+                        let (at, commit_rv) = (st.elapsed(), st.rv);
+                        st.checker.judge_admitted(at, arrival_rv, commit_rv, &sts, GROUP);
+                    }
                 }
                 Ok(Ok((false, message))) => {
                     st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"))

@@ -266,6 +266,19 @@ pub fn rollout_in_progress(group: &GroupSnapshot) -> Option<String> {
     })
 }
 
+/// Why no downscale of `candidate` may happen now (DESIGN.md invariant 5): a rollout of the group is in progress
+/// ([`rollout_in_progress`]), or another StatefulSet of the group has unavailable or missing pods (the rule the
+/// prepare-downscale webhook applies to a user's downscale, [`crate::admission::prepare::rollout_in_progress`]).
+pub fn downscale_held(group: &GroupSnapshot, candidate: &str, now: Timestamp) -> Option<String> {
+    rollout_in_progress(group).or_else(|| {
+        group
+            .members
+            .iter()
+            .filter(|m| m.sts.name != candidate)
+            .find_map(|m| crate::admission::prepare::rollout_in_progress(m, now))
+    })
+}
+
 /// What the snapshot-only scaling pass decided for a group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScalingPass {
@@ -281,7 +294,6 @@ pub struct ScalingPass {
 /// The leader/follower and force-replicas pass over a group, in name order.
 pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass {
     let mut pass = ScalingPass::default();
-    let rollout = rollout_in_progress(group);
     for member in &group.members {
         let sts = &member.sts;
         let settings = ScalingSettings::of(sts);
@@ -318,7 +330,7 @@ pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass
             Decision::Scale { to, reason, coordinated } => (to, reason, coordinated),
         };
         if to < current
-            && let Some(why) = &rollout
+            && let Some(why) = downscale_held(group, &sts.name, ctx.now)
         {
             pass.waits.push(format!("{}: downscale from {current} to {to} waits: {why}", sts.name));
             continue;
@@ -446,7 +458,7 @@ pub fn write_back_value(mirror: &MirrorSettings, scale: &ReferenceScale, value: 
     (mirror.write_back && scale.status_replicas != Some(i64::from(value))).then_some(value)
 }
 
-/// The mirror decision for `sts` given its reference's `scale`. `rollout` is [`rollout_in_progress`] of its group.
+/// The mirror decision for `sts` given its reference's `scale`. `rollout` is [`downscale_held`] for `sts`.
 pub fn plan_mirror(
     sts: &StatefulSetView,
     settings: &ScalingSettings,

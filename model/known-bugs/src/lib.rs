@@ -147,3 +147,39 @@ impl Planner for MissingPodsSpendNoBudget {
         RolloutPlanner.plan(&group, ctx)
     }
 }
+
+/// Follower downscales are not held by the rest of the group (DESIGN.md invariant 5, the controller's own
+/// downscales): the scaling decision is taken as if every StatefulSet of the group were rolled out and Ready.
+pub struct DownscalesDuringRollouts;
+
+impl Planner for DownscalesDuringRollouts {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let real = RolloutPlanner.plan(group, ctx);
+        if real.actions.iter().any(|a| matches!(a, rollout_core::Action::Scale { .. })) {
+            return real;
+        }
+        let mut settled = group.clone();
+        for m in &mut settled.members {
+            let Some(status) = m.sts.status.as_mut() else { continue };
+            status.current_revision = status.update_revision.clone();
+            status.observed_generation = m.sts.generation;
+            let update = status.update_revision.clone();
+            let present: Vec<u32> = m.pods.iter().map(|p| ordinal(&m.sts.name, &p.name)).collect();
+            for p in &mut m.pods {
+                let uid = p.uid.clone();
+                *p = fixture::pod(&m.sts, ordinal(&m.sts.name, &p.name), &update);
+                p.uid = uid;
+            }
+            for i in (0..m.sts.replicas).filter(|i| !present.contains(i)) {
+                m.pods.push(fixture::pod(&m.sts, i, &update));
+            }
+        }
+        let blind = RolloutPlanner.plan(&settled, ctx);
+        let downscale =
+            blind.actions.into_iter().find(|a| matches!(a, rollout_core::Action::Scale { from, to, .. } if to < from));
+        match downscale {
+            Some(scale) => GroupPlan { actions: vec![scale], ..real },
+            None => real,
+        }
+    }
+}
