@@ -20,7 +20,9 @@ use jiff::{SignedDuration, Timestamp};
 use rollout_core::downscale::rollout_steps_need_claim;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::scaling::ScalingSettings;
-use rollout_core::{Action, GroupPlan, GroupState, PendingExpectation, PlanContext, Planner, RolloutPlanner};
+use rollout_core::{
+    Action, Expectation, GroupPlan, GroupState, PendingExpectation, PlanContext, Planner, RolloutPlanner,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
@@ -299,15 +301,48 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         self.metrics.group_reconcile_started(group);
         let now = wall_clock();
         let pending = self.expectations.entry(group.to_string()).or_default();
+        let mut expired = Vec::new();
         pending.retain(|e| {
-            let expired = now >= e.expires_at;
-            if expired && !e.expectation.is_observed(&snapshot) {
-                tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(),
-                    "gave up waiting to observe our own write");
+            if e.expectation.is_observed(&snapshot) {
+                return false;
             }
-            e.is_pending(&snapshot, now)
+            if now >= e.expires_at {
+                expired.push(e.clone());
+                return false;
+            }
+            true
         });
-        let nothing_pending = pending.is_empty();
+        // An expectation that expired unobserved is not simply dropped: the write may have happened while the
+        // cache has not caught up, and planning on that cache would act as if it had not (sim seed 3500). The live
+        // object says which; only a write seen not to have happened is given up on.
+        for e in expired {
+            let kept = match self.write_happened(&e.expectation).await {
+                Ok(false) => {
+                    tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(),
+                        "gave up waiting to observe our own write: the live object shows it did not happen");
+                    None
+                }
+                Ok(true) => {
+                    tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(),
+                        "our own write happened but the cache has not shown it yet; still waiting for the watch");
+                    Some(e)
+                }
+                Err(error) => {
+                    tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(), %error,
+                        "cannot tell whether our own write happened; still waiting for the watch");
+                    Some(e)
+                }
+            };
+            if let Some(e) = kept {
+                let expires_at =
+                    now.saturating_add(to_signed(self.config.unknown_outcome_ttl)).unwrap_or(Timestamp::MAX);
+                self.expectations
+                    .entry(group.to_string())
+                    .or_default()
+                    .push(PendingExpectation { expectation: e.expectation, expires_at });
+            }
+        }
+        let nothing_pending = self.expectations.get(group).is_none_or(Vec::is_empty);
         // Followers' downscales are checked against the group downscale record too (the claim re-checks it). Groups
         // whose StatefulSets the prepare-downscale webhook serves also read it for the webhook's in-progress markers:
         // no pod is replaced while one of their downscales is being prepared (DESIGN.md invariant 5). Such a group
@@ -592,6 +627,25 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             outcome?;
         }
         Ok(())
+    }
+
+    /// Whether a write of ours happened, by the live object: a deleted pod is gone, replaced (another uid) or
+    /// terminating; a written StatefulSet is gone or at another resourceVersion.
+    async fn write_happened(&self, expectation: &Expectation) -> Result<bool, ApiError> {
+        match expectation {
+            Expectation::PodDeleted { pod, uid, .. } => {
+                let pods = self.api.list_pods("").await?;
+                let live = pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod.as_str()));
+                Ok(live.is_none_or(|p| {
+                    p.metadata.uid.as_deref() != Some(uid.as_str()) || p.metadata.deletion_timestamp.is_some()
+                }))
+            }
+            Expectation::StatefulSetWritten { statefulset, previous_resource_version } => {
+                let live = self.api.get_statefulset(statefulset).await?;
+                Ok(live
+                    .is_none_or(|s| s.metadata.resource_version.as_deref() != Some(previous_resource_version.as_str())))
+            }
+        }
     }
 
     /// The cache, for tests that feed it events by hand.

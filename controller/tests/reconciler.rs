@@ -121,6 +121,50 @@ async fn a_write_with_an_unknown_outcome_still_holds_the_group_until_observed() 
     assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-1", "uid-ingester-zone-b-1-0")]);
 }
 
+/// Sim seed 3500 in miniature: an expectation that expires while the cache still has not shown the write is kept
+/// when the live pod shows the deletion happened (planning on that cache would delete in another zone), and given
+/// up only when the live pod shows it did not.
+#[tokio::test]
+async fn an_expired_expectation_is_kept_while_the_live_object_shows_the_write_happened() {
+    let cluster = three_zones("1");
+    let metrics = Arc::new(Metrics::new());
+    let config = ReconcilerConfig {
+        unknown_outcome_ttl: Duration::from_millis(1),
+        expectation_ttl: Duration::from_millis(1),
+        ..ReconcilerConfig::default()
+    };
+    let mut h = Harness::new(cluster.clone());
+    h.ctrl = Controller::new(cluster.clone(), RolloutPlanner, config, metrics);
+    h.feed = WatchFeed::new(&cluster);
+    h.pump();
+    h.cluster.hold_events(true);
+    h.cluster.lose_next_reply();
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Expired, unobserved, but b-0 is terminating in the API: no write (the stale cache shows b-0 Ready).
+    assert_eq!(h.reconcile().await, vec![]);
+    assert_eq!(h.ctrl.pending_expectations(GROUP).len(), 1, "kept");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(h.reconcile().await, vec![], "still kept while the cache lags");
+    h.cluster.hold_events(false);
+    assert_eq!(h.reconcile().await, vec![], "observed: b-0 is terminating, the zone waits");
+    assert!(h.ctrl.pending_expectations(GROUP).is_empty());
+
+    // A deletion that did not happen (refused, the reply lost on the way back) is given up on once expired.
+    let cluster = three_zones("1");
+    let config = ReconcilerConfig { unknown_outcome_ttl: Duration::from_millis(1), ..ReconcilerConfig::default() };
+    let mut h = Harness::new(cluster.clone());
+    h.ctrl = Controller::new(cluster.clone(), RolloutPlanner, config, Arc::new(Metrics::new()));
+    h.feed = WatchFeed::new(&cluster);
+    h.pump();
+    h.cluster.fail_next(ApiError::Unavailable("request timed out".into()));
+    let attempted = h.reconcile().await;
+    assert_eq!(attempted, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")], "tried, timed out");
+    assert_eq!(h.ctrl.pending_expectations(GROUP).len(), 1, "an unknown outcome is expected");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+}
+
 #[tokio::test]
 async fn a_failed_precondition_fails_the_reconcile_and_is_counted() {
     let mut h = Harness::new(three_zones("1"));

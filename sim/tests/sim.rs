@@ -595,3 +595,14 @@ fn scaling_known_bug_downscales_during_rollouts_is_caught() {
     assert!(v.detail.starts_with("scaled "), "{}", v.detail);
     println!("downscales-during-rollouts first caught at seed {seed}: {}", v.detail);
 }
+
+/// Seed 3500 of the default scenario (found in a 5,000-seed batch): the controller deleted ingester-zone-b-0 with
+/// no answer (a partition), its pod watch then kept expiring, and after 30 s it gave up on the expectation of its
+/// own deletion, planned on a cache 160 s stale that still showed b-0 old and Ready, and deleted ingester-zone-a-0
+/// while b-0 was terminating (one zone at a time). An expectation that expires unobserved is now checked against
+/// the live object: kept while the write is seen to have happened, dropped only when it is seen not to have.
+#[test]
+fn regression_seed_3500_expectation_given_up_on_a_stale_cache() {
+    let o = world::run(3500, &Scenario::default(), false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
