@@ -40,9 +40,11 @@ USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/mock-pod"]
 
-# The operator: last stage, so a plain `docker build .` produces it.
+# The operator: last stage, so a plain `docker build .` produces it. The binary is also at the Go image's path,
+# /usr/bin/rollout-operator, for deployments that name it in `command:`.
 FROM gcr.io/distroless/static-debian12:nonroot AS rollout-operator
 COPY --from=build /out/rollout-operator /rollout-operator
+COPY --from=build /out/rollout-operator /usr/bin/rollout-operator
 USER 65532:65532
 EXPOSE 8001 8443
 ENTRYPOINT ["/rollout-operator"]

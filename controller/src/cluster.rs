@@ -131,12 +131,12 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
         preconditions: &Preconditions,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
-    /// Applies a JSON merge patch (RFC 7386) to a StatefulSet's `status` subresource. A `metadata.resourceVersion`
-    /// in the patch is a precondition: the API answers [`ApiError::Conflict`] if the object has moved on.
-    fn patch_statefulset_status(
+    /// Replaces a StatefulSet's `status` subresource (an UPDATE: `PUT .../statefulsets/{name}/status`, the verb every
+    /// real deployment grants). `metadata.resourceVersion` of `statefulset` is a precondition: the API answers
+    /// [`ApiError::Conflict`] if the object has moved on. Only the status is changed.
+    fn replace_statefulset_status(
         &self,
-        name: &str,
-        patch: &serde_json::Value,
+        statefulset: &StatefulSet,
     ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
 
     /// Reads a ConfigMap of the namespace; `None` when it does not exist.

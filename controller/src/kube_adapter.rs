@@ -221,7 +221,7 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission { group: "", resource: "pods", verb: "delete" },
     ApiPermission { group: "apps", resource: "statefulsets", verb: "list" },
     ApiPermission { group: "apps", resource: "statefulsets", verb: "watch" },
-    ApiPermission { group: "apps", resource: "statefulsets/status", verb: "patch" },
+    ApiPermission { group: "apps", resource: "statefulsets/status", verb: "update" },
     ApiPermission { group: "", resource: "configmaps", verb: "get" },
     ApiPermission { group: "", resource: "configmaps", verb: "create" },
     ApiPermission { group: "", resource: "configmaps", verb: "update" },
@@ -323,11 +323,12 @@ impl ClusterApi for KubeCluster {
             .map_err(|err| classify(&err, &format!("delete pod {}/{name}", self.namespace)))
     }
 
-    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+    async fn replace_statefulset_status(&self, statefulset: &StatefulSet) -> Result<StatefulSet, ApiError> {
+        let name = statefulset.metadata.name.clone().unwrap_or_default();
         self.statefulsets
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .replace_status(&name, &PostParams::default(), statefulset)
             .await
-            .map_err(|err| classify(&err, &format!("patch status of statefulset {}/{name}", self.namespace)))
+            .map_err(|err| classify(&err, &format!("update status of statefulset {}/{name}", self.namespace)))
     }
 
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
@@ -1076,38 +1077,47 @@ mod tests {
         api.expect_no_request().await;
     }
 
-    // ---- patch_statefulset_status -----------------------------------------------------------------------------
+    // ---- replace_statefulset_status ---------------------------------------------------------------------------
 
+    fn sts_object(name: &str, resource_version: &str, current_revision: &str) -> StatefulSet {
+        let mut value = sts(name, resource_version);
+        value["status"] =
+            json!({"replicas": 3, "currentRevision": current_revision, "updateRevision": "ingester-zone-a-2"});
+        serde_json::from_value(value).expect("a StatefulSet")
+    }
+
+    /// The status is written with an UPDATE of the status subresource (the verb the reference's deployments grant),
+    /// carrying the resourceVersion it was planned from.
     #[tokio::test]
-    async fn patch_statefulset_status_sends_merge_patch_to_status_subresource() {
+    async fn replace_statefulset_status_puts_the_object_to_the_status_subresource() {
         let (cluster, mut api) = mock_cluster();
-        let patch = json!({"metadata": {"resourceVersion": "41"}, "status": {"currentRevision": "ingester-zone-a-2"}});
-        let sent = patch.clone();
-        let call = tokio::spawn(async move { cluster.patch_statefulset_status("ingester-zone-a", &sent).await });
+        let sent = sts_object("ingester-zone-a", "41", "ingester-zone-a-2");
+        let call = tokio::spawn(async move { cluster.replace_statefulset_status(&sent).await });
 
         let (seen, respond) = api.next().await;
-        seen.assert(Method::PATCH, "/apis/apps/v1/namespaces/default-ns/statefulsets/ingester-zone-a/status", "");
-        assert_eq!(seen.header("content-type"), Some("application/merge-patch+json"));
-        assert_eq!(seen.header("accept"), Some("application/json"));
-        assert_eq!(seen.json(), patch);
+        seen.assert(Method::PUT, "/apis/apps/v1/namespaces/default-ns/statefulsets/ingester-zone-a/status", "");
+        assert_eq!(seen.header("content-type"), Some("application/json"));
+        let body = seen.json();
+        assert_eq!(body["metadata"]["resourceVersion"], "41", "{body}");
+        assert_eq!(body["status"]["currentRevision"], "ingester-zone-a-2", "{body}");
+        assert_eq!(body["status"]["updateRevision"], "ingester-zone-a-2", "the rest of the status is kept: {body}");
         let mut updated = sts("ingester-zone-a", "42");
         updated["apiVersion"] = json!("apps/v1");
         updated["kind"] = json!("StatefulSet");
         updated["status"] = json!({"replicas": 3, "currentRevision": "ingester-zone-a-2"});
         respond.json(200, updated);
 
-        let updated = call.await.expect("no panic").expect("patched");
+        let updated = call.await.expect("no panic").expect("updated");
         assert_eq!(updated.name_any(), "ingester-zone-a");
         assert_eq!(updated.resource_version().as_deref(), Some("42"));
         assert_eq!(updated.status.and_then(|s| s.current_revision).as_deref(), Some("ingester-zone-a-2"));
     }
 
     #[tokio::test]
-    async fn patch_statefulset_status_on_a_moved_object_is_a_conflict() {
+    async fn replace_statefulset_status_on_a_moved_object_is_a_conflict() {
         let (cluster, mut api) = mock_cluster();
         let call = tokio::spawn(async move {
-            let patch = json!({"metadata": {"resourceVersion": "41"}, "status": {"currentRevision": "r2"}});
-            cluster.patch_statefulset_status("ingester-zone-a", &patch).await
+            cluster.replace_statefulset_status(&sts_object("ingester-zone-a", "41", "r2")).await
         });
         let message = "Operation cannot be fulfilled on statefulsets.apps \"ingester-zone-a\": the object has been \
                        modified; please apply your changes to the latest version and try again";
@@ -1116,7 +1126,7 @@ mod tests {
 
         assert_eq!(
             call.await.expect("no panic"),
-            Err(ApiError::Conflict(format!("patch status of statefulset default-ns/ingester-zone-a: {message}")))
+            Err(ApiError::Conflict(format!("update status of statefulset default-ns/ingester-zone-a: {message}")))
         );
     }
 
@@ -1739,8 +1749,8 @@ mod tests {
             );
         }
 
-        let patcher = cluster.clone();
-        let call = tokio::spawn(async move { patcher.patch_statefulset_status("a", &json!({"status": {}})).await });
+        let updater = cluster.clone();
+        let call = tokio::spawn(async move { updater.replace_statefulset_status(&sts_object("a", "7", "r1")).await });
         let (_, respond) = api.next().await;
         respond.json(409, status(409, "Conflict", "moved on"));
         assert!(call.await.expect("no panic").is_err());
@@ -1766,6 +1776,12 @@ mod tests {
                 "/apis/apps/v1/namespaces/default-ns/statefulsets/a/status",
                 "",
                 Some(("apps", "statefulsets/status", "patch")),
+            ),
+            (
+                Method::PUT,
+                "/apis/apps/v1/namespaces/default-ns/statefulsets/a/status",
+                "",
+                Some(("apps", "statefulsets/status", "update")),
             ),
             (
                 Method::PUT,

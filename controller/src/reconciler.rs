@@ -550,12 +550,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                 }
                 Action::SetCurrentRevision { statefulset, revision, resource_version, reason } => {
-                    // The resourceVersion makes the write conditional on the version we planned from.
-                    let patch = serde_json::json!({
-                        "metadata": { "resourceVersion": resource_version },
-                        "status": { "currentRevision": revision },
-                    });
-                    match self.api.patch_statefulset_status(statefulset, &patch).await {
+                    match self.update_current_revision(statefulset, revision, resource_version).await {
                         Ok(_) => {
                             tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
                                 "advanced StatefulSet currentRevision");
@@ -627,6 +622,29 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             outcome?;
         }
         Ok(())
+    }
+
+    /// Sets `status.currentRevision` of `statefulset` with an UPDATE of its status subresource (what the real
+    /// deployments grant), conditional on the resourceVersion the plan was made from: the rest of the status is
+    /// the live object's, read first; a StatefulSet that moved on since the plan is a conflict (re-plan), never
+    /// overwritten.
+    async fn update_current_revision(
+        &self,
+        statefulset: &str,
+        revision: &str,
+        planned_from: &str,
+    ) -> Result<k8s_openapi::api::apps::v1::StatefulSet, ApiError> {
+        let Some(mut live) = self.api.get_statefulset(statefulset).await? else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{statefulset}\" not found")));
+        };
+        if live.metadata.resource_version.as_deref() != Some(planned_from) {
+            return Err(ApiError::Conflict(format!(
+                "statefulset {statefulset} moved on since the plan (resourceVersion {planned_from} -> {})",
+                live.metadata.resource_version.as_deref().unwrap_or("none")
+            )));
+        }
+        live.status.get_or_insert_with(Default::default).current_revision = Some(revision.to_string());
+        self.api.replace_statefulset_status(&live).await
     }
 
     /// Whether a write of ours happened, by the live object: a deleted pod is gone, replaced (another uid) or

@@ -138,8 +138,9 @@ impl ClusterApi for DumpCluster {
         Err(ApiError::Rejected { code: 0, message: format!("review does not delete pods ({name})") })
     }
 
-    async fn patch_statefulset_status(&self, name: &str, _patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
-        Err(ApiError::Rejected { code: 0, message: format!("review does not patch statefulsets ({name})") })
+    async fn replace_statefulset_status(&self, statefulset: &StatefulSet) -> Result<StatefulSet, ApiError> {
+        let name = statefulset.metadata.name.as_deref().unwrap_or_default();
+        Err(ApiError::Rejected { code: 0, message: format!("review does not update statefulsets ({name})") })
     }
 
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {

@@ -93,12 +93,41 @@ impl<C: Clone, P: Clone> Clone for Webhooks<C, P> {
     }
 }
 
-/// The router with both endpoints. Unknown paths get 404, other methods 405.
+/// The router with every path the reference's webhook configurations call. Unknown paths get 404, other methods
+/// 405.
 pub fn router<C: ClusterApi, P: PodHttpClient>(webhooks: Webhooks<C, P>) -> Router {
     Router::new()
         .route(NO_DOWNSCALE_PATH, post(no_downscale_handler::<C, P>))
         .route(PREPARE_DOWNSCALE_PATH, post(prepare_downscale_handler::<C, P>))
+        .route(POD_EVICTION_PATH, post(not_yet_served_handler))
+        .route(ZPDB_VALIDATION_PATH, post(not_yet_served_handler))
         .with_state(Arc::new(webhooks))
+}
+
+/// Configured by the reference's Helm chart and jsonnet (`pod-eviction-<ns>`, failurePolicy Fail): served once
+/// ZoneAwarePodDisruptionBudgets are implemented.
+pub const POD_EVICTION_PATH: &str = "/admission/pod-eviction";
+/// Configured by the reference's Helm chart and jsonnet (`zpdb-validation-<ns>`, failurePolicy Fail).
+pub const ZPDB_VALIDATION_PATH: &str = "/admission/zpdb-validation";
+
+/// A path the reference's configurations call but this operator does not decide yet (ZoneAwarePodDisruptionBudget).
+/// Policy: allow, with a warning and a log line. A 404 would make the API server, under the configurations'
+/// `failurePolicy: Fail`, reject every eviction in the namespace and so block node drains; allowing gives the
+/// cluster exactly what it has without these webhooks (plain PodDisruptionBudgets still apply). Malformed requests
+/// still get 400.
+async fn not_yet_served_handler(uri: axum::http::Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_string();
+    respond(&headers, &body, |request| async move {
+        let what = if path == POD_EVICTION_PATH {
+            "evictions are not checked against ZoneAwarePodDisruptionBudgets"
+        } else {
+            "ZoneAwarePodDisruptionBudgets are not validated"
+        };
+        tracing::warn!(path = %path, kind = %request.kind, namespace = %request.namespace, name = %request.name,
+            "{what} by this version of the rollout operator; allowing");
+        Verdict::allow_with_warning(format!("rollout-operator: {what} by this version; allowed (path {path})"))
+    })
+    .await
 }
 
 async fn no_downscale_handler<C: ClusterApi, P: PodHttpClient>(

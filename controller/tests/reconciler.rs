@@ -197,9 +197,10 @@ async fn current_revision_is_written_conditionally_on_the_planned_resource_versi
     let calls = h.reconcile().await;
     assert_eq!(
         calls,
-        vec![Call::PatchStatus {
+        vec![Call::UpdateStatus {
             name: "ingester-zone-a".into(),
-            patch: serde_json::json!({"metadata": {"resourceVersion": rv}, "status": {"currentRevision": NEW}}),
+            resource_version: Some(rv),
+            current_revision: Some(NEW.into()),
         }]
     );
     let status = h.cluster.statefulset("ingester-zone-a").unwrap().status.unwrap();

@@ -33,7 +33,7 @@ pub fn address() -> SocketAddr {
 
 pub enum Op {
     DeletePod { name: String, preconditions: Preconditions },
-    PatchStatus { name: String, patch: serde_json::Value },
+    UpdateStatus { statefulset: Box<StatefulSet> },
     GetConfigMap { name: String },
     CreateConfigMap { config_map: Box<ConfigMap> },
     ReplaceConfigMap { config_map: Box<ConfigMap> },
@@ -185,12 +185,13 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             }
             Reply::Deleted(result)
         }
-        Op::PatchStatus { name, patch } => {
-            let result = store.api_patch_status(name, patch, req.knowledge).map(Box::new);
-            let rev = patch.pointer("/status/currentRevision").and_then(|v| v.as_str()).unwrap_or("?");
+        Op::UpdateStatus { statefulset } => {
+            let result = store.api_update_status(statefulset, req.knowledge).map(Box::new);
+            let name = statefulset.metadata.name.clone().unwrap_or_default();
+            let rev = statefulset.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
             let line = match &result {
-                Ok(_) => format!("PATCH {name}/status currentRevision={rev} -> ok"),
-                Err(e) => format!("PATCH {name}/status currentRevision={rev} -> {}", e.kind()),
+                Ok(_) => format!("PUT {name}/status currentRevision={rev} -> ok"),
+                Err(e) => format!("PUT {name}/status currentRevision={rev} -> {}", e.kind()),
             };
             store.trace(&who, line);
             if result.is_ok() {

@@ -186,8 +186,8 @@ impl ClusterApi for SimCluster {
         }
     }
 
-    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
-        let op = Op::PatchStatus { name: name.to_string(), patch: patch.clone() };
+    async fn replace_statefulset_status(&self, statefulset: &StatefulSet) -> Result<StatefulSet, ApiError> {
+        let op = Op::UpdateStatus { statefulset: Box::new(statefulset.clone()) };
         match self.call(op).await? {
             Reply::Patched(r) => r.map(|s| *s),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),

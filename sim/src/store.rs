@@ -307,39 +307,27 @@ impl Store {
         Ok(())
     }
 
-    /// `PATCH statefulsets/{name}/status` (JSON merge patch); `metadata.resourceVersion` in the patch is a
-    /// precondition. Only the status is changed.
-    pub fn api_patch_status(
-        &mut self,
-        name: &str,
-        patch: &serde_json::Value,
-        k: Knowledge,
-    ) -> Result<StatefulSet, ApiError> {
-        let Some(sts) = self.statefulsets.get(name).cloned() else {
+    /// `PUT statefulsets/{name}/status`: replaces the status; `metadata.resourceVersion`, when given, is a
+    /// precondition. Only the status is changed (as the API server's status strategy does).
+    pub fn api_update_status(&mut self, statefulset: &StatefulSet, k: Knowledge) -> Result<StatefulSet, ApiError> {
+        let name = statefulset.metadata.name.clone().unwrap_or_default();
+        let Some(sts) = self.statefulsets.get(&name).cloned() else {
             return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
         };
-        if let Some(rv) = patch.pointer("/metadata/resourceVersion")
-            && rv.as_str() != sts.metadata.resource_version.as_deref()
+        if statefulset.metadata.resource_version.is_some()
+            && statefulset.metadata.resource_version != sts.metadata.resource_version
         {
             return Err(ApiError::Conflict(format!(
                 "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
             )));
         }
-        let Some(status_patch) = patch.get("status") else {
-            return Ok(sts);
-        };
-        let mut status = serde_json::to_value(sts.status.clone().unwrap_or_default())
-            .map_err(|e| ApiError::Rejected { code: 500, message: e.to_string() })?;
-        merge(&mut status, status_patch);
-        let status = serde_json::from_value(status)
-            .map_err(|e| ApiError::Rejected { code: 422, message: format!("invalid status: {e}") })?;
         let mut new = sts.clone();
-        new.status = Some(status);
+        new.status = statefulset.status.clone();
         let old_rev = sts.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
         let new_rev = new.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
         if new_rev != old_rev {
             let at = self.elapsed();
-            self.checker.judge_revision(at, k, self.rv + 1, name, &new_rev);
+            self.checker.judge_revision(at, k, self.rv + 1, &name, &new_rev);
         }
         Ok(self.put_statefulset(new))
     }

@@ -111,16 +111,48 @@ fn set_ready(pod: &mut Pod, ready: bool) {
 /// A call the controller made, as the API server saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
-    DeletePod { name: String, uid: Option<String> },
-    PatchStatus { name: String, patch: serde_json::Value },
-    CreateConfigMap { name: String },
-    ReplaceConfigMap { name: String, resource_version: Option<String> },
-    PatchReplicas { name: String, replicas: u32, resource_version: String },
-    GetScale { plural: String, name: String },
-    PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
-    CreateSecret { name: String },
-    ReplaceSecret { name: String },
-    PatchWebhook { kind: WebhookKind, name: String, patch: serde_json::Value },
+    DeletePod {
+        name: String,
+        uid: Option<String>,
+    },
+    /// `PUT statefulsets/{name}/status`: the resourceVersion it was conditional on and the currentRevision it set.
+    UpdateStatus {
+        name: String,
+        resource_version: Option<String>,
+        current_revision: Option<String>,
+    },
+    CreateConfigMap {
+        name: String,
+    },
+    ReplaceConfigMap {
+        name: String,
+        resource_version: Option<String>,
+    },
+    PatchReplicas {
+        name: String,
+        replicas: u32,
+        resource_version: String,
+    },
+    GetScale {
+        plural: String,
+        name: String,
+    },
+    PatchResourceStatus {
+        plural: String,
+        name: String,
+        patch: serde_json::Value,
+    },
+    CreateSecret {
+        name: String,
+    },
+    ReplaceSecret {
+        name: String,
+    },
+    PatchWebhook {
+        kind: WebhookKind,
+        name: String,
+        patch: serde_json::Value,
+    },
 }
 
 type WebhookWatcher = mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>;
@@ -461,25 +493,28 @@ impl ClusterApi for FakeCluster {
         Ok(())
     }
 
-    async fn patch_statefulset_status(&self, name: &str, patch: &serde_json::Value) -> Result<StatefulSet, ApiError> {
+    async fn replace_statefulset_status(&self, statefulset: &StatefulSet) -> Result<StatefulSet, ApiError> {
         let mut st = self.state.lock().unwrap();
-        st.calls.push(Call::PatchStatus { name: name.into(), patch: patch.clone() });
+        let name = statefulset.metadata.name.clone().unwrap_or_default();
+        let wanted = statefulset.metadata.resource_version.clone();
+        st.calls.push(Call::UpdateStatus {
+            name: name.clone(),
+            resource_version: wanted.clone(),
+            current_revision: statefulset.status.as_ref().and_then(|s| s.current_revision.clone()),
+        });
         if let Some(err) = st.failures.pop_front() {
             return Err(err);
         }
-        let Some(mut s) = st.statefulsets.get(name).cloned() else {
+        let Some(mut s) = st.statefulsets.get(&name).cloned() else {
             return Err(ApiError::NotFound(format!("statefulsets {name}")));
         };
-        if let Some(rv) = patch.pointer("/metadata/resourceVersion").and_then(|v| v.as_str())
-            && Some(rv) != s.metadata.resource_version.as_deref()
-        {
+        if wanted.is_some() && wanted != s.metadata.resource_version {
             return Err(ApiError::Conflict(format!("statefulsets {name}: the object has been modified")));
         }
-        if let Some(rev) = patch.pointer("/status/currentRevision").and_then(|v| v.as_str()) {
-            s.status.as_mut().unwrap().current_revision = Some(rev.into());
-        }
+        // Only the status subresource changes.
+        s.status = statefulset.status.clone();
         s.metadata.resource_version = Some(st.next_rv());
-        st.statefulsets.insert(name.into(), s.clone());
+        st.statefulsets.insert(name, s.clone());
         st.emit_sts(WatchEvent::Apply(s.clone()));
         Ok(s)
     }
