@@ -57,7 +57,7 @@ mod load {
             let app = router(Webhooks {
                 api: DumpCluster::from_objects(&Objects::default(), "ns"),
                 pods: RecordingPods::default(),
-                settings: WebhookSettings::new("ns", "cluster.local.", "zone-tracker", Duration::from_secs(10)),
+                settings: WebhookSettings::new("ns", "cluster.local.", Some("zone-tracker"), Duration::from_secs(10)),
                 clock: system_clock(),
             });
             // The router alone, without sockets or TLS: the server-side cost of one admission.

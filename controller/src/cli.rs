@@ -152,9 +152,14 @@ pub struct OperatorFlags {
 pub const DEFAULT_DOWNSCALE_RECORD: &str = "rollout-operator-zone-tracker";
 
 impl OperatorFlags {
-    /// The ConfigMap holding the group downscale record, shared by the controller and the webhooks:
+    /// The ConfigMap holding the group downscale record, shared by the controller and the webhooks, when
+    /// `-use-zone-tracker` is true; `None` otherwise (downscales are recorded in StatefulSet annotations).
+    pub fn downscale_record(&self) -> Option<&str> {
+        self.use_zone_tracker.then(|| self.downscale_record_name())
+    }
+
     /// `-zone-tracker.config-map-name`, or its default when set empty (the reference accepts an empty name when
-    /// `-use-zone-tracker` is false, and this operator always uses the record).
+    /// `-use-zone-tracker` is false).
     pub fn downscale_record_name(&self) -> &str {
         if self.zone_tracker_config_map_name.is_empty() {
             DEFAULT_DOWNSCALE_RECORD
@@ -865,7 +870,7 @@ mod tests {
             Ok(Command::Review { args, .. }) => {
                 assert_eq!(args.path, "/admission/no-downscale");
                 assert_eq!(args.files.len(), 2);
-                assert_eq!(args.record_config_map, "rollout-operator-zone-tracker");
+                assert_eq!(args.record_config_map, None, "without the flag, judged as with the zone tracker off");
             }
             other => panic!("expected review, got {other:?}"),
         }

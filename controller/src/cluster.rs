@@ -193,13 +193,24 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<WebhookConfiguration, ApiError>> + Send;
     // Scaling (reference section 3).
 
-    /// Sets `spec.replicas` of a StatefulSet with the patch `{"spec":{"replicas":N}}`; `resource_version` (when
-    /// non-empty) is a precondition: [`ApiError::Conflict`] if the StatefulSet has moved on since it was read.
+    /// Sets `spec.replicas` of a StatefulSet, and the given `metadata.annotations` in the same write, with the patch
+    /// `{"spec":{"replicas":N},"metadata":{"annotations":{...}}}`; `resource_version` (when non-empty) is a
+    /// precondition: [`ApiError::Conflict`] if the StatefulSet has moved on since it was read.
     fn patch_statefulset_replicas(
         &self,
         name: &str,
         replicas: u32,
         resource_version: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+
+    /// Sets `metadata.annotations` of a StatefulSet (a strategic merge patch: other annotations are kept);
+    /// `resource_version` is a precondition as above.
+    fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        resource_version: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
     ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
 
     /// API discovery: every resource of `group` (all its served versions, preferred version first) whose kind is

@@ -26,6 +26,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Config};
 use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::task::{Context, Poll};
@@ -448,6 +449,7 @@ impl ClusterApi for KubeCluster {
         name: &str,
         replicas: u32,
         resource_version: &str,
+        annotations: &BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
         // The reference sends a strategic-merge patch; the resourceVersion makes it conditional on what we planned
         // from, so a decision taken on a stale view fails with a conflict.
@@ -455,10 +457,29 @@ impl ClusterApi for KubeCluster {
         if !resource_version.is_empty() {
             patch["metadata"] = serde_json::json!({ "resourceVersion": resource_version });
         }
+        if !annotations.is_empty() {
+            patch["metadata"]["annotations"] = serde_json::json!(annotations);
+        }
         self.statefulsets
             .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
             .map_err(|err| classify(&err, &format!("patch replicas of statefulset {}/{name}", self.namespace)))
+    }
+
+    async fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        let mut patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+        if !resource_version.is_empty() {
+            patch["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
+        }
+        self.statefulsets
+            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch annotations of statefulset {}/{name}", self.namespace)))
     }
 
     async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
@@ -1226,7 +1247,9 @@ mod tests {
     #[tokio::test]
     async fn patch_statefulset_replicas_sends_strategic_merge_patch_with_resource_version() {
         let (cluster, mut api) = mock_cluster();
-        let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("ingester-zone-b", 3, "41").await });
+        let call = tokio::spawn(async move {
+            cluster.patch_statefulset_replicas("ingester-zone-b", 3, "41", &BTreeMap::new()).await
+        });
         let (seen, respond) = api.next().await;
         seen.assert(Method::PATCH, "/apis/apps/v1/namespaces/default-ns/statefulsets/ingester-zone-b", "");
         assert_eq!(seen.header("content-type"), Some("application/strategic-merge-patch+json"));
@@ -1244,7 +1267,7 @@ mod tests {
     async fn patch_statefulset_replicas_without_resource_version_and_on_conflict() {
         let (cluster, mut api) = mock_cluster();
         let c = cluster.clone();
-        let call = tokio::spawn(async move { c.patch_statefulset_replicas("a", 0, "").await });
+        let call = tokio::spawn(async move { c.patch_statefulset_replicas("a", 0, "", &BTreeMap::new()).await });
         let (seen, respond) = api.next().await;
         assert_eq!(seen.json(), json!({"spec": {"replicas": 0}}), "no precondition when no resourceVersion is known");
         respond.json(409, status(409, "Conflict", "the object has been modified"));
@@ -1755,7 +1778,7 @@ mod tests {
         respond.json(409, status(409, "Conflict", "moved on"));
         assert!(call.await.expect("no panic").is_err());
 
-        let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("a", 2, "7").await });
+        let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("a", 2, "7", &BTreeMap::new()).await });
         let (_, respond) = api.next().await;
         respond.json(409, status(409, "Conflict", "moved on"));
         assert!(call.await.expect("no panic").is_err());

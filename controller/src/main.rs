@@ -166,7 +166,7 @@ mod app {
             namespace: flags.kubernetes_namespace.clone(),
             cluster_domain: flags.kubernetes_cluster_domain.clone(),
             // The same record as the webhooks'.
-            downscale_record: flags.downscale_record_name().to_string(),
+            downscale_record: flags.downscale_record().map(str::to_string),
             pod_concurrency: DEFAULT_CONCURRENCY,
         };
         let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)

@@ -33,8 +33,16 @@ pub struct Metrics {
     /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
     pub pod_http_client: crate::pod_client::PodClientMetrics,
     scaling_errors: Family<ScalingErrorLabels, Counter>,
+    features_disabled: Family<FeatureLabels, Gauge>,
     /// StatefulSets with scaling-error series, per group, so they go with the group.
     scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FeatureLabels {
+    pub feature: String,
+    /// What the operator may not do, e.g. `get configmaps`.
+    pub missing_permission: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -85,8 +93,15 @@ impl Metrics {
              reference resource or pods).",
             scaling_errors.clone(),
         );
+        let features_disabled = Family::<FeatureLabels, Gauge>::default();
+        registry.register(
+            "feature_disabled",
+            "1 while an optional feature is disabled because the API refused a request it needs (403).",
+            features_disabled.clone(),
+        );
         Metrics {
             registry,
+            features_disabled,
             group_reconciles,
             group_reconciles_failed,
             group_reconcile_duration,
@@ -95,6 +110,12 @@ impl Metrics {
             scaling_errors,
             scaling_error_series: Default::default(),
         }
+    }
+
+    /// Marks `feature` disabled for lack of `missing_permission`.
+    pub fn feature_disabled(&self, feature: &str, missing_permission: &str) {
+        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
+        self.features_disabled.get_or_create(&labels).set(1);
     }
 
     /// Counts a reconcile in which `statefulset` of `group` had a scaling error.

@@ -7,7 +7,7 @@
 
 use crate::cache::ClusterCache;
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
-use crate::downscale_record::ClaimEnd;
+use crate::downscale_record::{COMMIT_MARGIN, ClaimEnd};
 use crate::downscale_record::{
     RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, read_markers, read_record,
 };
@@ -18,6 +18,7 @@ use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, end_clai
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use rollout_core::downscale::rollout_steps_need_claim;
+use rollout_core::downscale::round_up_to_second;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::scaling::ScalingSettings;
 use rollout_core::{
@@ -162,6 +163,8 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     last_reported: HashMap<String, (GroupState, String)>,
     /// Pod calls of delayed downscale.
     pod_client: H,
+    /// The zone tracker's ConfigMap was refused (403): said once, then rollouts go on without it.
+    zone_tracker_forbidden: bool,
     scaling: ScalingConfig,
 }
 
@@ -178,6 +181,11 @@ pub async fn run<C: ClusterApi>(
 
 fn wall_clock() -> Timestamp {
     Timestamp::now()
+}
+
+/// `at + d`, saturating.
+fn add_duration(at: Timestamp, d: Duration) -> Timestamp {
+    at.saturating_add(to_signed(d)).unwrap_or(Timestamp::MAX)
 }
 
 fn to_signed(d: Duration) -> SignedDuration {
@@ -198,6 +206,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             expectations: HashMap::new(),
             failures: HashMap::new(),
             last_reported: HashMap::new(),
+            zone_tracker_forbidden: false,
         }
     }
 }
@@ -215,6 +224,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             expectations: self.expectations,
             failures: self.failures,
             last_reported: self.last_reported,
+            zone_tracker_forbidden: self.zone_tracker_forbidden,
             pod_client,
             scaling,
         }
@@ -356,11 +366,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let mut markers = Vec::new();
         // The record as read, which a rollout step's claim is conditional on.
         let mut stored_record: Option<StoredRecord> = None;
-        if has_followers || prepares_downscales {
-            let read = read_record(&self.api, &self.scaling.downscale_record).await.and_then(|stored| {
+        if let (true, Some(config_map)) = (has_followers || prepares_downscales, &self.scaling.downscale_record) {
+            let read = read_record(&self.api, config_map).await.and_then(|stored| {
                 let Some(stored) = stored else { return Ok(None) };
                 let markers = read_markers(&stored).map_err(|reason| RecordStoreError::Unreadable {
-                    config_map: self.scaling.downscale_record.clone(),
+                    config_map: config_map.clone(),
                     source: rollout_core::downscale::RecordError {
                         key: rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(),
                         value: String::new(),
@@ -376,6 +386,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     stored_record = Some(stored);
                 }
                 Ok(None) => {}
+                // Forbidden: the prepare-downscale webhook (same service account) cannot use the record either, so
+                // it denies every downscale and none can be in progress; the group is rolled without it.
+                Err(error) if is_forbidden(&error) => self.zone_tracker_refused(&error),
                 Err(error) if prepares_downscales => {
                     let err = ReconcileError::ReadDownscaleRecord {
                         message: error.to_string(),
@@ -432,10 +445,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         // conditional on the version this plan read (see `RolloutStepInProgress`).
         let mut step = None;
         let deletes = plan.actions.iter().any(|a| matches!(a, Action::DeletePod { .. }));
-        if deletes && rollout_steps_need_claim(&snapshot) {
+        if let (true, Some(config_map), false) = (
+            deletes && rollout_steps_need_claim(&snapshot),
+            self.scaling.downscale_record.clone(),
+            self.zone_tracker_forbidden,
+        ) {
             let claimed_at = wall_clock();
             let until = claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
-            let config_map = &self.scaling.downscale_record;
+            let config_map = &config_map;
             match claim_rollout_step(&self.api, config_map, stored_record.as_ref(), &snapshot, claimed_at, until).await
             {
                 Ok(StepClaim::Claimed { until }) => step = Some(until),
@@ -453,6 +470,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     self.queue.schedule(group, Instant::now(), self.config.min_interval);
                     return;
                 }
+                Err(error) if is_forbidden(&error) => self.zone_tracker_refused(&error),
                 Err(error) => {
                     let err = ReconcileError::ClaimRolloutStep {
                         message: error.to_string(),
@@ -473,8 +491,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
         // so its step is left to expire.
         let unknown_outcome = matches!(&result, Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)));
-        if let (Some(until), false) = (step, unknown_outcome)
-            && let Err(error) = finish_rollout_step(&self.api, &self.scaling.downscale_record, group, until).await
+        if let (Some(until), false, Some(config_map)) = (step, unknown_outcome, &self.scaling.downscale_record)
+            && let Err(error) = finish_rollout_step(&self.api, config_map, group, until).await
         {
             tracing::warn!(rollout_group = group, %error,
                 "could not end the rollout step in the group downscale record; it expires by itself");
@@ -561,17 +579,33 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 }
                 Action::Scale { statefulset, from, to, reason, resource_version, coordinated_downscale } => {
                     let mut claimed = None;
+                    let mut annotations = std::collections::BTreeMap::new();
                     // Decided when claimed, not when planned: the plan may be seconds old under API latency.
                     let claimed_at = wall_clock();
-                    if *coordinated_downscale {
-                        let until =
-                            claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
-                        match claim(&self.api, &self.scaling, snapshot, statefulset, claimed_at, until).await {
-                            Ok(DownscaleClaim::Claimed { previous, until }) => claimed = Some((previous, until)),
+                    if *coordinated_downscale && self.scaling.downscale_record.is_none() {
+                        // No zone tracker: recorded as the reference does without one, in the StatefulSet's own
+                        // annotation, in the same write, dated when it will have committed.
+                        let at = round_up_to_second(add_duration(claimed_at, COMMIT_MARGIN));
+                        annotations.insert(
+                            rollout_core::keys::LAST_DOWNSCALE.to_string(),
+                            rollout_core::downscale::format_timestamp(at),
+                        );
+                    }
+                    if let (true, Some(config_map)) = (*coordinated_downscale, self.scaling.downscale_record.clone()) {
+                        let until = add_duration(claimed_at, self.config.claim_ttl);
+                        match claim(&self.api, &config_map, snapshot, statefulset, claimed_at, until).await {
+                            Ok(DownscaleClaim::Claimed { previous, until }) => {
+                                claimed = Some((config_map.clone(), previous, until))
+                            }
                             Ok(DownscaleClaim::Refused(why)) => {
                                 tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, reason = %why,
                                     "downscale refused by the group downscale record; not scaling");
                                 // Nothing was written: nothing to expect.
+                                continue;
+                            }
+                            // Disabled, not failed: the rest of the pass (and later passes) goes on.
+                            Err(error) if is_forbidden(&error) => {
+                                self.zone_tracker_refused(&error);
                                 continue;
                             }
                             Err(error) => {
@@ -583,24 +617,24 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                             }
                         }
                     }
-                    match self.api.patch_statefulset_replicas(statefulset, *to, resource_version).await {
+                    match self.api.patch_statefulset_replicas(statefulset, *to, resource_version, &annotations).await {
                         Ok(_) => {
                             tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, %reason,
                                 "scaled StatefulSet");
                             // The reply comes after the commit: date the downscale now.
-                            if let Some((_, until)) = claimed {
+                            if let Some((config_map, _, until)) = claimed {
                                 let end = ClaimEnd::Committed { at: wall_clock() };
-                                end_claim(&self.scaling, &self.api, statefulset, until, end).await;
+                                end_claim(&self.api, &config_map, statefulset, until, end).await;
                             }
                             Ok(())
                         }
                         Err(source) => {
                             // Definitely not applied: give the claim back so the next pass can try again at once.
-                            if let (Some((previous, until)), false) =
+                            if let (Some((config_map, previous, until)), false) =
                                 (claimed, matches!(source, ApiError::Unavailable(_)))
                             {
                                 let end = ClaimEnd::Undone { previous };
-                                end_claim(&self.scaling, &self.api, statefulset, until, end).await;
+                                end_claim(&self.api, &config_map, statefulset, until, end).await;
                             }
                             Err(ReconcileError::Scale { statefulset: statefulset.clone(), source })
                         }
@@ -622,6 +656,18 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             outcome?;
         }
         Ok(())
+    }
+
+    /// The zone tracker's ConfigMap was refused: one clear log line and a metric; rollouts go on without it.
+    fn zone_tracker_refused(&mut self, error: &RecordStoreError) {
+        if !self.zone_tracker_forbidden {
+            tracing::error!(%error,
+                "-use-zone-tracker is set but the operator may not use its ConfigMap: grant get, update and create on \
+                 configmaps (or drop -use-zone-tracker); until then the prepare-downscale webhook denies downscales \
+                 of the groups it serves, followers are not scaled down, and rollouts go on");
+            self.metrics.feature_disabled("zone-tracker", "configmaps get/update/create");
+        }
+        self.zone_tracker_forbidden = true;
     }
 
     /// Sets `status.currentRevision` of `statefulset` with an UPDATE of its status subresource (what the real
@@ -682,6 +728,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
 
 fn has_mirrors(group: &GroupSnapshot) -> bool {
     group.members.iter().any(|m| matches!(ScalingSettings::of(&m.sts).mirror, Some(Ok(_))))
+}
+
+/// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.
+fn is_forbidden(error: &RecordStoreError) -> bool {
+    matches!(error, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. })
 }
 
 /// The API error inside a record-store failure, or how to treat one that has none.

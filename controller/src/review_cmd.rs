@@ -48,9 +48,11 @@ pub struct ReviewArgs {
     /// Cluster domain of pod DNS names (-kubernetes.cluster-domain).
     #[arg(long = "cluster-domain", default_value = "cluster.local.")]
     pub cluster_domain: String,
-    /// Name of the group downscale record ConfigMap (-zone-tracker.config-map-name).
-    #[arg(long = "zone-tracker-config-map-name", default_value = "rollout-operator-zone-tracker")]
-    pub record_config_map: String,
+    /// Judge with the zone tracker, the group downscale record in this ConfigMap of the dump (as the operator with
+    /// -use-zone-tracker=true -zone-tracker.config-map-name=NAME). Without it, as the operator's default: the
+    /// StatefulSets' grafana.com/last-downscale annotations.
+    #[arg(long = "zone-tracker-config-map-name", value_name = "NAME")]
+    pub record_config_map: Option<String>,
 }
 
 /// An in-memory cluster made of a dump: reads answer from it, writes change only this copy.
@@ -240,8 +242,18 @@ impl ClusterApi for DumpCluster {
         name: &str,
         _replicas: u32,
         _resource_version: &str,
+        _annotations: &std::collections::BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
         Err(ApiError::Rejected { code: 0, message: format!("review does not scale statefulsets ({name})") })
+    }
+
+    async fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        _resource_version: &str,
+        _annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        Err(ApiError::Rejected { code: 0, message: format!("review does not annotate statefulsets ({name})") })
     }
 
     async fn discover_resources(&self, _group: &str, _kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
@@ -327,7 +339,7 @@ pub fn execute(
         settings: WebhookSettings::new(
             &namespace,
             &args.cluster_domain,
-            &args.record_config_map,
+            args.record_config_map.as_deref(),
             Duration::from_secs(10),
         ),
         clock: Arc::new(move || now),

@@ -27,8 +27,10 @@ pub struct ScalingConfig {
     pub namespace: String,
     /// `-kubernetes.cluster-domain`.
     pub cluster_domain: String,
-    /// `-zone-tracker.config-map-name`: the group downscale record shared with the prepare-downscale webhook.
-    pub downscale_record: String,
+    /// `-zone-tracker.config-map-name` when `-use-zone-tracker` is true: the group downscale record (a ConfigMap)
+    /// shared with the prepare-downscale webhook. `None` (the flag's default, as in the reference): no ConfigMap is
+    /// read or written; downscales are recorded in each StatefulSet's `grafana.com/last-downscale` annotation.
+    pub downscale_record: Option<String>,
     /// Pod calls in flight per StatefulSet.
     pub pod_concurrency: usize,
 }
@@ -38,7 +40,7 @@ impl Default for ScalingConfig {
         ScalingConfig {
             namespace: "default".to_string(),
             cluster_domain: "cluster.local.".to_string(),
-            downscale_record: "rollout-operator-zone-tracker".to_string(),
+            downscale_record: Some(crate::cli::DEFAULT_DOWNSCALE_RECORD.to_string()),
             pod_concurrency: DEFAULT_CONCURRENCY,
         }
     }
@@ -316,16 +318,17 @@ pub enum DownscaleClaim {
     Refused(String),
 }
 
-/// Claims a follower's downscale at `now` (see [`claim_downscale_marked`]), holding until `until`.
+/// Claims a follower's downscale at `now` in the record `config_map` (see [`claim_downscale_marked`]), holding until
+/// `until`.
 pub async fn claim<C: ClusterApi>(
     api: &C,
-    cfg: &ScalingConfig,
+    config_map: &str,
     group: &GroupSnapshot,
     statefulset: &str,
     now: Timestamp,
     until: Timestamp,
 ) -> Result<DownscaleClaim, RecordStoreError> {
-    Ok(match claim_downscale_marked(api, &cfg.downscale_record, group, statefulset, now, until).await? {
+    Ok(match claim_downscale_marked(api, config_map, group, statefulset, now, until).await? {
         MarkedClaim::Claimed { previous } => DownscaleClaim::Claimed { previous, until },
         MarkedClaim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
         MarkedClaim::Busy(holder) => DownscaleClaim::Refused(format!(
@@ -344,14 +347,8 @@ pub async fn claim<C: ClusterApi>(
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
 /// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
 /// marker expires then.)
-pub async fn end_claim<C: ClusterApi>(
-    cfg: &ScalingConfig,
-    api: &C,
-    statefulset: &str,
-    until: Timestamp,
-    end: ClaimEnd,
-) {
-    if let Err(error) = finish_marked_claim(api, &cfg.downscale_record, statefulset, until, &[until], end).await {
+pub async fn end_claim<C: ClusterApi>(api: &C, config_map: &str, statefulset: &str, until: Timestamp, end: ClaimEnd) {
+    if let Err(error) = finish_marked_claim(api, config_map, statefulset, until, &[until], end).await {
         tracing::warn!(%statefulset, %error,
             "could not end the downscale claim; it keeps its later date and its marker expires by itself");
     }

@@ -119,7 +119,7 @@ pub async fn start<C: ClusterApi>(
         settings: WebhookSettings::new(
             &namespace,
             &flags.kubernetes_cluster_domain,
-            flags.downscale_record_name(),
+            flags.downscale_record(),
             flags.server_tls_request_timeout,
         ),
         clock: webhooks::system_clock(),

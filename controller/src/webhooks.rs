@@ -12,7 +12,7 @@
 
 use crate::cluster::{ApiError, ClusterApi};
 use crate::downscale_record::{
-    ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
+    ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
 use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
@@ -40,8 +40,9 @@ pub struct WebhookSettings {
     pub namespace: String,
     /// `-kubernetes.cluster-domain`, for pod FQDNs.
     pub cluster_domain: String,
-    /// `-zone-tracker.config-map-name`: the group downscale record.
-    pub record_config_map: String,
+    /// `-zone-tracker.config-map-name` with `-use-zone-tracker=true`: the group downscale record. `None` (the
+    /// default): no ConfigMap; downscales are recorded in the StatefulSets' `grafana.com/last-downscale`.
+    pub record_config_map: Option<String>,
     /// 90 % of `-server-tls.request-timeout`.
     pub handler_deadline: Duration,
     /// Deadline of the undo (DELETE) calls after a failed prepare: their own, not what is left of the request's.
@@ -52,11 +53,16 @@ pub struct WebhookSettings {
 }
 
 impl WebhookSettings {
-    pub fn new(namespace: &str, cluster_domain: &str, record_config_map: &str, request_timeout: Duration) -> Self {
+    pub fn new(
+        namespace: &str,
+        cluster_domain: &str,
+        record_config_map: Option<&str>,
+        request_timeout: Duration,
+    ) -> Self {
         WebhookSettings {
             namespace: namespace.to_string(),
             cluster_domain: cluster_domain.to_string(),
-            record_config_map: record_config_map.to_string(),
+            record_config_map: record_config_map.map(str::to_string),
             handler_deadline: request_timeout.mul_f64(0.9),
             undo_deadline: request_timeout,
             commit_margin: COMMIT_MARGIN,
@@ -64,9 +70,7 @@ impl WebhookSettings {
     }
 }
 
-/// See [`WebhookSettings::commit_margin`]: the API server commits an admitted change milliseconds after the last
-/// webhook answers; seconds leave room for a slow record write.
-pub const COMMIT_MARGIN: Duration = Duration::from_secs(5);
+pub use crate::downscale_record::COMMIT_MARGIN;
 
 /// Where the handlers read the time (the real clock in production; tests and the `review` command set it).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -240,13 +244,14 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
     if let Some(verdict) = admission::foreign_namespace(request, &settings.namespace) {
         return verdict;
     }
-    let (sts, old, new) = match prepare::evaluate(request) {
+    // `via_scale`: a `/scale` request; its parent StatefulSet is read live.
+    let (sts, old, new, via_scale) = match prepare::evaluate(request) {
         Target::Decided(verdict) => return verdict,
-        Target::StatefulSet { sts, old, new } => (*sts, old, new),
+        Target::StatefulSet { sts, old, new } => (*sts, old, new, false),
         Target::LookupStatefulSet { name, old, new } => {
             match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
                 Ok(Some(live)) => match StatefulSetView::from_k8s(&live) {
-                    Ok(view) => (view, old, new),
+                    Ok(view) => (view, old, new, true),
                     Err(err) => return prepare::lookup_failed(&err.to_string()),
                 },
                 // Gone: nothing to prepare (fail open, as the reference).
@@ -287,9 +292,20 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
     let target =
         group.member(&sts.name).cloned().unwrap_or_else(|| MemberSnapshot { sts: sts.clone(), pods: Vec::new() });
 
-    let (record, markers) = if group_name.is_some() {
+    let tracker = settings.record_config_map.as_deref();
+    let (record, markers) = if let (Some(_), Some(config_map)) = (&group_name, tracker) {
         match before(deadline, "read record", async {
-            read_record(api, &settings.record_config_map).await.map_err(|e| ApiError::Unavailable(e.to_string()))
+            read_record(api, config_map).await.map_err(|e| {
+                // Policy: deny (the min time cannot be checked), saying which verbs are missing.
+                let forbidden =
+                    matches!(&e, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. });
+                let hint = if forbidden {
+                    "; grant the operator get, update and create on configmaps, or drop -use-zone-tracker"
+                } else {
+                    ""
+                };
+                ApiError::Unavailable(format!("{e}{hint}"))
+            })
         })
         .await
         {
@@ -325,14 +341,14 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
     }
 
     // Claim the downscale in the record (serialises zone downscales of the group across actors and replicas).
-    let claim = match &group_name {
-        None => None,
-        Some(_) => {
+    let claim = match (&group_name, tracker) {
+        (None, _) | (_, None) => None,
+        (Some(_), Some(config_map)) => {
             // The marker must outlive everything this request may still do to the pods: the handler's own
             // deadline, then an undo with its own deadline.
             let until = add(now, settings.handler_deadline + settings.undo_deadline);
             let claimed = before(deadline, "claim downscale", async {
-                claim_downscale_marked(api, &settings.record_config_map, &group, &sts.name, now, until)
+                claim_downscale_marked(api, config_map, &group, &sts.name, now, until)
                     .await
                     .map_err(|e| ApiError::Unavailable(e.to_string()))
             })
@@ -384,23 +400,19 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
         undo(webhooks, &sts.name, &plan, claim, &[]).await;
         return prepare::deny_prepare_failed(request, old, new, &failures);
     }
-    let Some((_, until)) = claim else {
-        return prepare::allowed(request, old, new, &plan);
+    let (Some((_, until)), Some(config_map)) = (claim, tracker) else {
+        if group_name.is_none() {
+            return prepare::allowed(request, old, new, &plan);
+        }
+        return record_in_annotation(webhooks, request, (old, new), &sts, via_scale, &plan, deadline).await;
     };
     // The downscale stays recorded, dated when it will have committed (the API server commits right after our
     // answer; DESIGN.md invariant 3 runs from the commit), and the in-progress marker goes.
     let committed_by = rollout_core::downscale::round_up_to_second(add((webhooks.clock)(), settings.commit_margin));
     let finished = before(deadline, "date the downscale and clear the downscale-in-progress marker", async {
-        finish_marked_claim(
-            api,
-            &settings.record_config_map,
-            &sts.name,
-            until,
-            &[until],
-            ClaimEnd::Committed { at: committed_by },
-        )
-        .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))
+        finish_marked_claim(api, config_map, &sts.name, until, &[until], ClaimEnd::Committed { at: committed_by })
+            .await
+            .map_err(|e| ApiError::Unavailable(e.to_string()))
     })
     .await;
     if (webhooks.clock)() < committed_by {
@@ -421,6 +433,75 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
             settings.commit_margin.as_secs()
         ),
     )
+}
+
+/// How far ahead a `/scale` downscale that carries a resourceVersion (an HPA's) is dated when recorded in its
+/// StatefulSet's annotation: writing the annotation moves the StatefulSet's resourceVersion, so that request fails
+/// with a conflict and its client retries (an HPA, on its next sync, 15 s later by default); the retry finds the
+/// date still ahead, writes nothing and goes through. The date stays later than the commit.
+pub const SCALE_RETRY_WINDOW: Duration = Duration::from_secs(60);
+
+/// Without the zone tracker: records an admitted downscale of `sts` in its `grafana.com/last-downscale`
+/// annotation, dated when it will have committed. A StatefulSet UPDATE gets the annotation through this mutating
+/// webhook's JSONPatch (no write of ours: nothing for the request to conflict with). A `/scale` request cannot carry
+/// it, so the parent is patched, conditional on the resourceVersion read; a date already ahead of now (a retry of
+/// a downscale recorded moments ago) is left as is. If that write fails, the downscale is denied and the pods told
+/// to cancel: a downscale the other zones cannot see must not happen.
+async fn record_in_annotation<C: ClusterApi, P: PodHttpClient>(
+    webhooks: &Webhooks<C, P>,
+    request: &AdmissionRequest,
+    (old, new): (i32, i32),
+    sts: &StatefulSetView,
+    via_scale: bool,
+    plan: &PreparePlan,
+    deadline: Instant,
+) -> Verdict {
+    let now = (webhooks.clock)();
+    let margin = webhooks.settings.commit_margin;
+    if !via_scale {
+        let at = rollout_core::downscale::round_up_to_second(add(now, margin));
+        let patch = prepare::last_downscale_patch(&request.object, at);
+        return prepare::allowed(request, old, new, plan).with_json_patch(patch);
+    }
+    if let Some(Ok(at)) = &sts.downscale.last_downscale
+        && *at > now
+    {
+        return prepare::allowed(request, old, new, plan);
+    }
+    let carries_version = request.object.pointer("/metadata/resourceVersion").is_some_and(|v| v.as_str() != Some(""));
+    let ahead = if carries_version { SCALE_RETRY_WINDOW } else { margin };
+    let at = rollout_core::downscale::round_up_to_second(add(now, ahead));
+    let annotations = std::collections::BTreeMap::from([(
+        keys::LAST_DOWNSCALE.to_string(),
+        rollout_core::downscale::format_timestamp(at),
+    )]);
+    let written = before(
+        deadline,
+        "record the downscale",
+        webhooks.api.patch_statefulset_annotations(&sts.name, &sts.resource_version, &annotations),
+    )
+    .await;
+    match written {
+        Ok(_) => prepare::allowed(request, old, new, plan),
+        Err(err) => {
+            undo(webhooks, &sts.name, plan, None, &[]).await;
+            let hint = if matches!(err, ApiError::Rejected { code: 403, .. }) {
+                " (grant the operator `patch` on apps statefulsets)"
+            } else {
+                ""
+            };
+            prepare::deny(
+                request,
+                old,
+                new,
+                &format!(
+                    "recording the downscale in statefulset {}'s {} annotation failed{hint}: {err}; retry",
+                    sts.name,
+                    keys::LAST_DOWNSCALE
+                ),
+            )
+        }
+    }
 }
 
 /// POSTs to every endpoint (concurrency 32, the first failure stops the rest); the failures, described.
@@ -457,7 +538,7 @@ async fn undo<C: ClusterApi, P: PodHttpClient>(
 ) {
     let pods = webhooks.pods.clone();
     let api = webhooks.api.clone();
-    let config_map = webhooks.settings.record_config_map.clone();
+    let config_map = webhooks.settings.record_config_map.clone().unwrap_or_default();
     let statefulset = statefulset.to_string();
     let deadline = webhooks.settings.undo_deadline;
     let requests: Vec<PodRequest> = plan.endpoints.iter().map(|e| PodRequest::delete(e.url.clone())).collect();

@@ -341,6 +341,46 @@ async fn an_unreadable_downscale_record_holds_only_groups_served_by_the_prepare_
 
 const RECORD: &str = "rollout-operator-zone-tracker";
 
+/// `-use-zone-tracker=true` on a deployment that grants no configmaps (the Helm charts): the feature is disabled
+/// with a metric (and one log line) and the rollout goes on; the webhook, refused too, denies every downscale.
+#[tokio::test]
+async fn a_forbidden_zone_tracker_is_disabled_and_rollouts_go_on() {
+    let cluster = three_zones("1");
+    prepare_downscale_labelled(&cluster);
+    cluster.fail_config_map_reads(Some(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() }));
+    let mut h = Harness::new(cluster.clone());
+    assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+    assert!(
+        h.metrics.encode().contains(
+            "rollout_operator_feature_disabled{feature=\"zone-tracker\",missing_permission=\"configmaps get/update/create\"} 1"
+        ),
+        "{}",
+        h.metrics.encode()
+    );
+}
+
+/// Without the zone tracker (the default; the Helm charts grant no configmaps), a group served by the
+/// prepare-downscale webhook is rolled without reading or writing any ConfigMap.
+#[tokio::test]
+async fn without_the_zone_tracker_no_configmap_is_touched() {
+    let cluster = three_zones("1");
+    prepare_downscale_labelled(&cluster);
+    let metrics = Arc::new(Metrics::new());
+    let scaling = rollout_operator::scaling::ScalingConfig {
+        downscale_record: None,
+        ..rollout_operator::scaling::ScalingConfig::default()
+    };
+    let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
+        .with_scaling(rollout_operator::scaling::NoPodClient, scaling);
+    let mut feed = WatchFeed::new(&cluster);
+    let mut ctrl = ctrl;
+    feed.pump(ctrl.cache_mut());
+    // A ConfigMap read would fail the pass (as a 403 would).
+    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() }));
+    ctrl.reconcile_group(GROUP).await;
+    assert_eq!(cluster.take_calls(), vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
+}
+
 /// The calls of a pass that claims its rollout step on the record at `rv`, makes `writes`, and ends the step.
 fn stepped(rv: Option<String>, writes: Vec<Call>) -> Vec<Call> {
     let claimed = rv.as_ref().map(|v| (v.parse::<u64>().unwrap() + 1).to_string());

@@ -69,7 +69,7 @@ fn run(path: &str, files: Vec<PathBuf>) -> (u8, Value, String) {
         files,
         now: Some("2026-01-01T12:00:00Z".into()),
         cluster_domain: "cluster.local.".into(),
-        record_config_map: "rollout-operator-zone-tracker".into(),
+        record_config_map: Some("rollout-operator-zone-tracker".into()),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);

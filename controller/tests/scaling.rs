@@ -164,6 +164,11 @@ struct Harness {
 
 impl Harness {
     async fn new(cluster: FakeCluster) -> Self {
+        Self::with_record(cluster, Some(RECORD)).await
+    }
+
+    /// `record`: the zone tracker's ConfigMap (`-use-zone-tracker=true`), or `None` (the default).
+    async fn with_record(cluster: FakeCluster, record: Option<&str>) -> Self {
         let (pods, base) = serve_pods().await;
         let metrics = Arc::new(Metrics::new());
         let urls = Arc::new(Mutex::new(Vec::new()));
@@ -172,7 +177,11 @@ impl Harness {
             base,
             urls: urls.clone(),
         };
-        let scaling = ScalingConfig { namespace: "ns".into(), ..ScalingConfig::default() };
+        let scaling = ScalingConfig {
+            namespace: "ns".into(),
+            downscale_record: record.map(str::to_string),
+            ..ScalingConfig::default()
+        };
         let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
             .with_scaling(client, scaling);
         let feed = WatchFeed::new(&cluster);
@@ -244,6 +253,54 @@ async fn follower_downscale_is_claimed_in_the_group_downscale_record_first() {
     assert_eq!(Harness::replica_patches(&calls), [("ingester-zone-b".to_string(), 3)]);
     let record = h.record();
     assert!(record.last_downscaled.contains_key("ingester-zone-b"), "{record:?}");
+}
+
+/// Without the zone tracker (`-use-zone-tracker=false`, the default, what the Helm charts run, granting no
+/// configmaps): no ConfigMap is read or written; the follower's downscale is recorded in its own
+/// `grafana.com/last-downscale`, in the replica write itself, dated when it will have committed.
+#[tokio::test]
+async fn without_the_zone_tracker_a_follower_downscale_records_its_annotation_in_the_same_write() {
+    let mut pods = pods_of("ingester-zone-a", 3);
+    pods.extend(pods_of("ingester-zone-b", 5));
+    let follower = annotate(
+        annotate(zone("ingester-zone-b", 5), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a"),
+        keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
+        "1h",
+    );
+    let cluster = FakeCluster::new(vec![zone("ingester-zone-a", 3), follower], pods);
+    cluster.fail_reads(None);
+    let mut h = Harness::with_record(cluster, None).await;
+    let before = jiff::Timestamp::now();
+    let calls = h.reconcile().await;
+    assert!(
+        calls.iter().all(|c| !matches!(c, Call::CreateConfigMap { .. } | Call::ReplaceConfigMap { .. })),
+        "{calls:?}"
+    );
+    assert_eq!(Harness::replica_patches(&calls), [("ingester-zone-b".to_string(), 3)]);
+    let Some(Call::PatchAnnotations { annotations, .. }) = calls.get(1) else { panic!("{calls:?}") };
+    let at: jiff::Timestamp = annotations[keys::LAST_DOWNSCALE].parse().unwrap();
+    assert!(at >= before + jiff::SignedDuration::from_secs(5), "dated after the commit margin: {at}");
+    let live = h.cluster.statefulset("ingester-zone-b").unwrap();
+    assert!(live.metadata.annotations.unwrap().contains_key(keys::LAST_DOWNSCALE));
+    assert!(h.cluster.config_map(RECORD).is_none());
+}
+
+/// Without the zone tracker, another zone's `grafana.com/last-downscale` holds the follower for the min time.
+#[tokio::test]
+async fn without_the_zone_tracker_another_zones_annotation_holds_the_follower() {
+    let mut pods = pods_of("ingester-zone-a", 3);
+    pods.extend(pods_of("ingester-zone-b", 5));
+    pods.extend(pods_of("ingester-zone-c", 3));
+    let follower = annotate(
+        annotate(zone("ingester-zone-b", 5), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a"),
+        keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
+        "1h",
+    );
+    let recent = (jiff::Timestamp::now() - jiff::SignedDuration::from_mins(1)).to_string();
+    let c = annotate(zone("ingester-zone-c", 3), keys::LAST_DOWNSCALE, &recent);
+    let mut h = Harness::with_record(FakeCluster::new(vec![zone("ingester-zone-a", 3), follower, c], pods), None).await;
+    let calls = h.reconcile().await;
+    assert!(Harness::replica_patches(&calls).is_empty(), "{calls:?}");
 }
 
 #[tokio::test]

@@ -165,7 +165,7 @@ async fn https_with_the_secrets_ca_and_a_hot_swapped_renewal() {
     let app = router(Webhooks {
         api: cluster.clone(),
         pods: NoPods,
-        settings: WebhookSettings::new("ns", "cluster.local.", "zone-tracker", Duration::from_secs(10)),
+        settings: WebhookSettings::new("ns", "cluster.local.", Some("zone-tracker"), Duration::from_secs(10)),
         clock: system_clock(),
     });
     let server = tokio::spawn(serve(listener, server_config(cert.clone()).unwrap(), app, Duration::from_secs(10)));

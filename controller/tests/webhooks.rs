@@ -15,7 +15,7 @@ use rollout_operator::cluster::ApiError;
 use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use rollout_operator::webhooks::{COMMIT_MARGIN, WebhookSettings, Webhooks, router};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{Call, FakeCluster, pod, sts};
@@ -67,7 +67,7 @@ fn app_at(cluster: &FakeCluster, pods: &FakePods, now: &str) -> axum::Router {
     router(Webhooks {
         api: cluster.clone(),
         pods: pods.clone(),
-        settings: WebhookSettings::new("ns", "cluster.local.", CM, Duration::from_secs(10)),
+        settings: WebhookSettings::new("ns", "cluster.local.", Some(CM), Duration::from_secs(10)),
         clock: Arc::new(move || now),
     })
 }
@@ -637,7 +637,7 @@ async fn a_downscale_whose_record_date_passed_before_the_answer_is_denied_and_un
     let app = router(Webhooks {
         api: cluster.clone(),
         pods: pods.clone(),
-        settings: WebhookSettings::new("ns", "cluster.local.", CM, Duration::from_secs(10)),
+        settings: WebhookSettings::new("ns", "cluster.local.", Some(CM), Duration::from_secs(10)),
         clock: Arc::new(move || {
             let n = readings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             start + jiff::SignedDuration::from_secs(6 * n)
@@ -679,4 +679,133 @@ async fn the_reference_paths_not_decided_yet_allow_with_a_warning_instead_of_404
     assert!(response["warnings"][0].as_str().unwrap().contains("not validated"));
     let (status, _) = post(&app, "/admission/pod-eviction", Some("application/json"), b"{}".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+// ---- prepare-downscale without the zone tracker (-use-zone-tracker=false, the default) --------------------------
+
+fn app_without_tracker(cluster: &FakeCluster, pods: &FakePods) -> axum::Router {
+    let now: Timestamp = NOW.parse().unwrap();
+    router(Webhooks {
+        api: cluster.clone(),
+        pods: pods.clone(),
+        settings: WebhookSettings::new("ns", "cluster.local.", None, Duration::from_secs(10)),
+        clock: Arc::new(move || now),
+    })
+}
+
+fn decoded_patch(response: &Value) -> Value {
+    assert_eq!(response["patchType"], "JSONPatch", "{response}");
+    let bytes: k8s_openapi::ByteString = serde_json::from_value(response["patch"].clone()).unwrap();
+    serde_json::from_slice(&bytes.0).unwrap()
+}
+
+/// A StatefulSet UPDATE is recorded by the mutating response itself (JSONPatch adding
+/// `grafana.com/last-downscale`, dated at the answer plus the commit margin): no ConfigMap, no write of ours.
+#[tokio::test]
+async fn without_the_tracker_an_update_gets_its_last_downscale_annotation_through_the_json_patch() {
+    let cluster = cluster_with_zones();
+    cluster.fail_reads(None);
+    let pods = FakePods::default();
+    let app = app_without_tracker(&cluster, &pods);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(pods.calls().len(), 2, "the leaving pods are prepared");
+    let patch = decoded_patch(&response);
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/metadata/annotations/grafana.com~1last-downscale", "value": "2026-01-01T12:00:05Z"}])
+    );
+    assert!(cluster.config_map(CM).is_none());
+    assert!(
+        cluster.calls().iter().all(|c| !matches!(c, Call::CreateConfigMap { .. } | Call::ReplaceConfigMap { .. })),
+        "{:?}",
+        cluster.calls()
+    );
+    // Dry runs: the verdict, no patch, no pod call.
+    let before = pods.calls().len();
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", true)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none(), "{response}");
+    assert_eq!(pods.calls().len(), before);
+}
+
+/// Another zone's annotation within its min time denies, as the reference does without the tracker.
+#[tokio::test]
+async fn without_the_tracker_another_zones_annotation_denies_within_the_min_time() {
+    let cluster = cluster_with_zones();
+    let mut b = cluster.statefulset("ingester-zone-b").unwrap();
+    b.metadata.annotations.get_or_insert_default().insert(keys::LAST_DOWNSCALE.into(), "2026-01-01T11:00:00Z".into());
+    cluster.put_statefulset(b);
+    let pods = FakePods::default();
+    let app = app_without_tracker(&cluster, &pods);
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(response["status"]["message"].as_str().unwrap().contains("ingester-zone-b was downscaled at"));
+    assert!(pods.calls().is_empty());
+}
+
+/// A `/scale` request cannot carry the annotation: the parent is patched, conditional on the resourceVersion read.
+/// One that carries a resourceVersion (an HPA's) is dated 60 s ahead, since our write makes it fail once; its retry
+/// finds the date ahead and writes nothing.
+#[tokio::test]
+async fn without_the_tracker_a_scale_request_annotates_the_parent_conditionally_and_a_retry_writes_nothing() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app_without_tracker(&cluster, &pods);
+    let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
+    let mut hpa_scale = scale(1);
+    hpa_scale["metadata"]["resourceVersion"] = json!(rv);
+    let r = review("statefulsets", "ingester-zone-a", scale(3), hpa_scale, false);
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(response.get("patch").is_none());
+    let written: Vec<_> = cluster.calls().into_iter().filter(|c| matches!(c, Call::PatchAnnotations { .. })).collect();
+    let expected = BTreeMap::from([(keys::LAST_DOWNSCALE.to_string(), "2026-01-01T12:01:00Z".to_string())]);
+    assert_eq!(
+        written,
+        vec![Call::PatchAnnotations { name: "ingester-zone-a".into(), resource_version: rv, annotations: expected }]
+    );
+    // The HPA's retry (its update failed on the moved resourceVersion): allowed, nothing written.
+    cluster.take_calls();
+    let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
+    let mut retry = scale(1);
+    retry["metadata"]["resourceVersion"] = json!(rv);
+    let r = review("statefulsets", "ingester-zone-a", scale(3), retry, false);
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(cluster.calls().iter().all(|c| !matches!(c, Call::PatchAnnotations { .. })), "{:?}", cluster.calls());
+}
+
+/// The parent's annotation cannot be written (here: the operator may not patch StatefulSets): the downscale is
+/// denied, saying which verb to grant, and the prepared pods are told to cancel.
+#[tokio::test]
+async fn without_the_tracker_a_scale_request_whose_record_fails_is_denied_and_undone() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app_without_tracker(&cluster, &pods);
+    let r = review("statefulsets", "ingester-zone-a", scale(3), scale(1), false);
+    // Reads do not take queued failures: the first write, the annotation patch, gets it.
+    cluster.fail_next(ApiError::Rejected { code: 403, message: "statefulsets.apps is forbidden".into() });
+    let response = admit(&app, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.contains("grant the operator `patch` on apps statefulsets"), "{message}");
+    let deletes = pods.calls().into_iter().filter(|(m, _)| *m == PodMethod::Delete).count();
+    assert_eq!(deletes, 2, "{:?}", pods.calls());
+}
+
+/// With the zone tracker on but no configmaps permission, prepare-downscale denies (the min time cannot be
+/// checked) and says which verbs to grant.
+#[tokio::test]
+async fn a_forbidden_zone_tracker_denies_and_names_the_missing_verbs() {
+    let cluster = cluster_with_zones();
+    let pods = FakePods::default();
+    let app = app(&cluster, &pods);
+    let forbidden = ApiError::Rejected { code: 403, message: "configmaps \"x\" is forbidden".into() };
+    cluster.fail_config_map_reads(Some(forbidden));
+    let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let warning = response["warnings"].to_string();
+    assert!(warning.contains("grant the operator get, update and create on configmaps"), "{response}");
+    assert!(pods.calls().is_empty());
 }

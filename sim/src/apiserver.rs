@@ -32,21 +32,64 @@ pub fn address() -> SocketAddr {
 }
 
 pub enum Op {
-    DeletePod { name: String, preconditions: Preconditions },
-    UpdateStatus { statefulset: Box<StatefulSet> },
-    GetConfigMap { name: String },
-    CreateConfigMap { config_map: Box<ConfigMap> },
-    ReplaceConfigMap { config_map: Box<ConfigMap> },
-    PatchReplicas { name: String, replicas: u32, resource_version: String },
-    Discover { group: String, kind: String },
-    GetScale { plural: String, name: String },
-    PatchResourceStatus { plural: String, name: String, patch: serde_json::Value },
-    GetStatefulSet { name: String },
-    ListStatefulSets { selector: String },
-    ListPods { selector: String },
-    GetSecret { name: String },
-    CreateSecret { secret: Box<Secret> },
-    ReplaceSecret { secret: Box<Secret> },
+    DeletePod {
+        name: String,
+        preconditions: Preconditions,
+    },
+    UpdateStatus {
+        statefulset: Box<StatefulSet>,
+    },
+    GetConfigMap {
+        name: String,
+    },
+    CreateConfigMap {
+        config_map: Box<ConfigMap>,
+    },
+    ReplaceConfigMap {
+        config_map: Box<ConfigMap>,
+    },
+    PatchReplicas {
+        name: String,
+        replicas: u32,
+        resource_version: String,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
+    PatchAnnotations {
+        name: String,
+        resource_version: String,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
+    Discover {
+        group: String,
+        kind: String,
+    },
+    GetScale {
+        plural: String,
+        name: String,
+    },
+    PatchResourceStatus {
+        plural: String,
+        name: String,
+        patch: serde_json::Value,
+    },
+    GetStatefulSet {
+        name: String,
+    },
+    ListStatefulSets {
+        selector: String,
+    },
+    ListPods {
+        selector: String,
+    },
+    GetSecret {
+        name: String,
+    },
+    CreateSecret {
+        secret: Box<Secret>,
+    },
+    ReplaceSecret {
+        secret: Box<Secret>,
+    },
 }
 
 pub struct Request {
@@ -225,14 +268,24 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             store.trace(&who, line);
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
-        Op::PatchReplicas { name, replicas, resource_version } => {
+        Op::PatchReplicas { name, replicas, resource_version, annotations } => {
             store.writer = who.clone();
             let controller = (who != "webhook").then_some(req.knowledge);
-            let result = store.api_patch_replicas(name, *replicas, resource_version, controller).map(Box::new);
+            let result =
+                store.api_patch_replicas(name, *replicas, resource_version, annotations, controller).map(Box::new);
             store.writer = "cluster".to_string();
             let line = match &result {
                 Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
                 Err(e) => format!("PATCH {name} replicas={replicas} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
+        Op::PatchAnnotations { name, resource_version, annotations } => {
+            let result = store.api_patch_annotations(name, resource_version, annotations).map(Box::new);
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} annotations -> ok"),
+                Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
             };
             store.trace(&who, line);
             Reply::Patched(result)

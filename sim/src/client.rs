@@ -194,13 +194,36 @@ impl ClusterApi for SimCluster {
         }
     }
 
+    async fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        resource_version: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        let op = Op::PatchAnnotations {
+            name: name.to_string(),
+            resource_version: resource_version.to_string(),
+            annotations: annotations.clone(),
+        };
+        match self.call(op).await? {
+            Reply::Patched(r) => r.map(|s| *s),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
     async fn patch_statefulset_replicas(
         &self,
         name: &str,
         replicas: u32,
         resource_version: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
-        let op = Op::PatchReplicas { name: name.to_string(), replicas, resource_version: resource_version.to_string() };
+        let op = Op::PatchReplicas {
+            name: name.to_string(),
+            replicas,
+            resource_version: resource_version.to_string(),
+            annotations: annotations.clone(),
+        };
         match self.call(op).await? {
             Reply::Patched(r) => r.map(|s| *s),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),

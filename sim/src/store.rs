@@ -154,7 +154,7 @@ impl Store {
             changes: Arc::default(),
             next_uid: 0,
             writer: "cluster".to_string(),
-            downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record,
+            downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record.unwrap_or_default(),
             start_wall: Timestamp::now(),
             preparing: BTreeMap::new(),
             admission_writing: None,
@@ -386,6 +386,7 @@ impl Store {
         name: &str,
         replicas: u32,
         resource_version: &str,
+        annotations: &BTreeMap<String, String>,
         controller: Option<Knowledge>,
     ) -> Result<StatefulSet, ApiError> {
         let Some(sts) = self.statefulsets.get(name).cloned() else {
@@ -405,6 +406,7 @@ impl Store {
         }
         let decrease = spec.replicas.is_some_and(|r| replicas < r);
         spec.replicas = Some(replicas);
+        new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
         if let (true, Some(k)) = (decrease, controller) {
             let at = self.elapsed();
@@ -412,6 +414,25 @@ impl Store {
             self.checker.judge_controller_downscale(at, k, name, &group);
         }
         Ok(self.put_statefulset(new))
+    }
+
+    /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.
+    pub fn api_patch_annotations(
+        &mut self,
+        name: &str,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        let Some(mut sts) = self.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        if !resource_version.is_empty() && Some(resource_version) != sts.metadata.resource_version.as_deref() {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
+            )));
+        }
+        sts.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
+        Ok(self.put_statefulset(sts))
     }
 
     /// API discovery: resources of `group` with kind `kind`.

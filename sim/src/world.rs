@@ -823,7 +823,7 @@ impl User {
                         settings: WebhookSettings::new(
                             objects::NAMESPACE,
                             "cluster.local.",
-                            &ScalingConfig::default().downscale_record,
+                            ScalingConfig::default().downscale_record.as_deref(),
                             Duration::from_secs(10),
                         ),
                         clock: system_clock(),

@@ -138,7 +138,7 @@ async fn world(seed: u64) -> Outcome {
             let app = router(Webhooks {
                 api,
                 pods,
-                settings: WebhookSettings::new(NAMESPACE, "cluster.local.", RECORD, Duration::from_secs(10)),
+                settings: WebhookSettings::new(NAMESPACE, "cluster.local.", Some(RECORD), Duration::from_secs(10)),
                 clock: Arc::new(move || now),
             });
             let mut tasks = Vec::new();

@@ -115,6 +115,13 @@ pub enum Call {
         name: String,
         uid: Option<String>,
     },
+    /// `PATCH statefulsets/{name}` of annotations (alone, or with a replica change: then right after its
+    /// `PatchReplicas`).
+    PatchAnnotations {
+        name: String,
+        resource_version: String,
+        annotations: BTreeMap<String, String>,
+    },
     /// `PUT statefulsets/{name}/status`: the resourceVersion it was conditional on and the currentRevision it set.
     UpdateStatus {
         name: String,
@@ -182,6 +189,7 @@ struct State {
     /// Runs once, right after the next successful ConfigMap write (something happening in the cluster at that moment).
     after_config_map_write: Option<ClusterHook>,
     after_config_map_read: Option<ClusterHook>,
+    config_map_read_failure: Option<ApiError>,
     pod_generation: BTreeMap<String, u32>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
@@ -355,6 +363,11 @@ impl FakeCluster {
     }
 
     /// Every live read fails with `err` until cleared with `None`.
+    /// Every ConfigMap read fails with `err` (a Role that grants no configmaps), other reads do not.
+    pub fn fail_config_map_reads(&self, err: Option<ApiError>) {
+        self.state.lock().unwrap().config_map_read_failure = err;
+    }
+
     pub fn fail_reads(&self, err: Option<ApiError>) {
         self.state.lock().unwrap().fail_reads = err;
     }
@@ -525,6 +538,9 @@ impl ClusterApi for FakeCluster {
         let (read, hook) = {
             let mut st = self.state.lock().unwrap();
             st.read()?;
+            if let Some(err) = &st.config_map_read_failure {
+                return Err(err.clone());
+            }
             (st.config_maps.get(name).cloned(), st.after_config_map_read.take())
         };
         if let Some(hook) = hook {
@@ -581,14 +597,50 @@ impl ClusterApi for FakeCluster {
         Ok(cm)
     }
 
+    async fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::PatchAnnotations {
+            name: name.into(),
+            resource_version: resource_version.into(),
+            annotations: annotations.clone(),
+        });
+        if let Some(err) = st.failures.pop_front() {
+            return Err(err);
+        }
+        let Some(mut s) = st.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets {name}")));
+        };
+        if !resource_version.is_empty() && Some(resource_version) != s.metadata.resource_version.as_deref() {
+            return Err(ApiError::Conflict(format!("statefulsets {name}: the object has been modified")));
+        }
+        s.metadata.annotations.get_or_insert_default().extend(annotations.clone());
+        s.metadata.resource_version = Some(st.next_rv());
+        st.statefulsets.insert(name.into(), s.clone());
+        st.emit_sts(WatchEvent::Apply(s.clone()));
+        Ok(s)
+    }
+
     async fn patch_statefulset_replicas(
         &self,
         name: &str,
         replicas: u32,
         resource_version: &str,
+        annotations: &BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
         let mut st = self.state.lock().unwrap();
         st.calls.push(Call::PatchReplicas { name: name.into(), replicas, resource_version: resource_version.into() });
+        if !annotations.is_empty() {
+            st.calls.push(Call::PatchAnnotations {
+                name: name.into(),
+                resource_version: resource_version.into(),
+                annotations: annotations.clone(),
+            });
+        }
         if let Some(err) = st.failures.pop_front().or_else(|| st.replica_patch_failures.pop_front()) {
             return Err(err);
         }
@@ -599,6 +651,7 @@ impl ClusterApi for FakeCluster {
             return Err(ApiError::Conflict(format!("statefulsets {name}: the object has been modified")));
         }
         s.spec.as_mut().unwrap().replicas = Some(replicas as i32);
+        s.metadata.annotations.get_or_insert_default().extend(annotations.clone());
         s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
         s.metadata.resource_version = Some(st.next_rv());
         st.statefulsets.insert(name.into(), s.clone());

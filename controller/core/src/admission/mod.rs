@@ -147,23 +147,32 @@ pub struct Verdict {
     /// `response.status.message`.
     pub message: Option<String>,
     pub warnings: Vec<String>,
+    /// JSONPatch operations on the admitted object (mutating webhooks only); sent base64-encoded with
+    /// `patchType: JSONPatch`.
+    pub patch: Option<Value>,
 }
 
 impl Verdict {
     pub fn allow() -> Self {
-        Verdict { allowed: true, message: None, warnings: Vec::new() }
+        Verdict { allowed: true, message: None, warnings: Vec::new(), patch: None }
     }
 
     pub fn allow_with_warning(warning: impl Into<String>) -> Self {
-        Verdict { allowed: true, message: None, warnings: vec![warning.into()] }
+        Verdict { allowed: true, message: None, warnings: vec![warning.into()], patch: None }
     }
 
     pub fn allow_with_message(message: impl Into<String>) -> Self {
-        Verdict { allowed: true, message: Some(message.into()), warnings: Vec::new() }
+        Verdict { allowed: true, message: Some(message.into()), warnings: Vec::new(), patch: None }
     }
 
     pub fn deny(message: impl Into<String>) -> Self {
-        Verdict { allowed: false, message: Some(message.into()), warnings: Vec::new() }
+        Verdict { allowed: false, message: Some(message.into()), warnings: Vec::new(), patch: None }
+    }
+
+    /// The same verdict, changing the admitted object by the JSONPatch `operations`.
+    pub fn with_json_patch(mut self, operations: Value) -> Self {
+        self.patch = Some(operations);
+        self
     }
 
     pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
@@ -184,6 +193,12 @@ pub fn render(version: ReviewVersion, uid: &str, verdict: &Verdict) -> Value {
     }
     if !verdict.warnings.is_empty() {
         response["warnings"] = json!(verdict.warnings);
+    }
+    if let Some(patch) = &verdict.patch {
+        // base64 of the JSON, as `ByteString` serialises.
+        let bytes = k8s_openapi::ByteString(serde_json::to_vec(patch).unwrap_or_default());
+        response["patchType"] = json!("JSONPatch");
+        response["patch"] = serde_json::to_value(bytes).unwrap_or_default();
     }
     json!({ "apiVersion": version.api_version(), "kind": "AdmissionReview", "response": response })
 }

@@ -241,6 +241,21 @@ pub fn rollout_in_progress(member: &MemberSnapshot, now: Timestamp) -> Option<St
     Some(reason)
 }
 
+/// Without the zone tracker, an admitted downscale of a StatefulSet is recorded in its own
+/// `grafana.com/last-downscale` annotation, dated `at`: the JSONPatch that adds it to the object under admission
+/// (`object`, as the request carries it). Written by the mutating response, not out of band, so the request
+/// itself carries it and nobody else's write conflicts with it.
+pub fn last_downscale_patch(object: &serde_json::Value, at: Timestamp) -> serde_json::Value {
+    let value = crate::downscale::format_timestamp(at);
+    if object.pointer("/metadata/annotations").is_some_and(serde_json::Value::is_object) {
+        // `/` in a key is `~1` in a JSON pointer.
+        let path = format!("/metadata/annotations/{}", keys::LAST_DOWNSCALE.replace('~', "~0").replace('/', "~1"));
+        serde_json::json!([{"op": "add", "path": path, "value": value}])
+    } else {
+        serde_json::json!([{"op": "add", "path": "/metadata/annotations", "value": {keys::LAST_DOWNSCALE: value}}])
+    }
+}
+
 /// The min-time rule refuses (reference wording; an unusable value is named in a warning).
 pub fn deny_min_time(request: &AdmissionRequest, old: i32, new: i32, verdict: &MinTimeVerdict) -> Verdict {
     match verdict {
