@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# kubectl and promtool, installed from Debian's packages when missing (see scripts/tools.sh).
+source scripts/tools.sh
+ensure_tools
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 

@@ -18,6 +18,8 @@ use axum::routing::any;
 use std::sync::Arc;
 
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The Prometheus text format, served unless the scraper asks for OpenMetrics (as the reference does).
+pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 #[derive(Clone)]
 struct AppState {
@@ -27,10 +29,25 @@ struct AppState {
 
 /// Routes of the plain HTTP server.
 pub fn router(metrics: Arc<Metrics>, ready: ReadyFlag) -> Router {
-    Router::new()
+    router_with(metrics, ready, None)
+}
+
+/// [`router`], with server-side cluster validation when `validation` is given (`/metrics` and `/ready` are always
+/// exempt, so in practice it only answers unknown paths with 511 instead of 404, as the reference does).
+pub fn router_with(
+    metrics: Arc<Metrics>,
+    ready: ReadyFlag,
+    validation: Option<Arc<crate::cluster_validation::ClusterValidation>>,
+) -> Router {
+    let http = metrics.http.clone();
+    let mut router = Router::new()
         .route("/ready", any(ready_handler))
         .route("/metrics", any(metrics_handler))
-        .with_state(AppState { metrics, ready })
+        .with_state(AppState { metrics, ready });
+    if let Some(validation) = validation {
+        router = crate::cluster_validation::validate(router, validation);
+    }
+    crate::http_metrics::instrument(router, http)
 }
 
 /// 200 once the controller's caches have synced, 500 before; empty body either way (as the reference).
@@ -38,8 +55,13 @@ async fn ready_handler(State(state): State<AppState>) -> StatusCode {
     if state.ready.is_ready() { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR }
 }
 
-async fn metrics_handler(State(state): State<AppState>) -> Response {
-    ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
+async fn metrics_handler(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if accept.contains("application/openmetrics-text") {
+        ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE)], state.metrics.encode_prometheus_text()).into_response()
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and lets in-flight requests
@@ -83,14 +105,65 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn metrics_serves_the_registry_as_openmetrics() {
+    async fn metrics_serves_openmetrics_when_asked_and_prometheus_text_otherwise() {
         let metrics = Arc::new(Metrics::new());
         metrics.group_reconcile_started("ingester");
-        let (status, content_type, body) = call(router(metrics, ReadyFlag::new()), "GET", "/metrics").await;
-        assert_eq!(status, StatusCode::OK);
-        assert_eq!(content_type.as_deref(), Some(METRICS_CONTENT_TYPE));
-        assert!(body.contains("rollout_operator_group_reconciles_total{rollout_group=\"ingester\"} 1"), "{body}");
+        let app = router(metrics, ReadyFlag::new());
+        let request = Request::get("/metrics")
+            .header(header::ACCEPT, "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.headers()[header::CONTENT_TYPE], METRICS_CONTENT_TYPE);
+        let body = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        assert!(body.contains("# TYPE rollout_operator_group_reconciles counter"), "{body}");
         assert!(body.ends_with("# EOF\n"), "{body}");
+
+        let (status, content_type, body) = call(app.clone(), "GET", "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(content_type.as_deref(), Some(PROMETHEUS_TEXT_CONTENT_TYPE));
+        assert!(body.contains("# TYPE rollout_operator_group_reconciles_total counter"), "{body}");
+        assert!(body.contains("rollout_operator_group_reconciles_total{rollout_group=\"ingester\"} 1"), "{body}");
+        assert!(!body.contains("# EOF"), "{body}");
+        // The scrape itself is measured (with the route label of the reference).
+        let (_, _, body) = call(app, "GET", "/metrics").await;
+        assert!(
+            body.contains(
+                "rollout_operator_request_duration_seconds_count{method=\"GET\",route=\"metrics\",status_code=\"200\",ws=\"false\"} 2"
+            ),
+            "{body}"
+        );
+    }
+
+    /// Prometheus's own linter accepts what `/metrics` serves (scripts/tools.sh installs promtool).
+    #[cfg(not(madsim))]
+    #[tokio::test]
+    async fn promtool_accepts_the_metrics() {
+        use std::io::Write;
+        let metrics = Arc::new(Metrics::new());
+        metrics.group_reconcile_started("ingester");
+        metrics.group_reconcile_finished("ingester", std::time::Duration::from_millis(3), true, 1.0);
+        metrics.scaling_error("ingester", "ingester-zone-b");
+        metrics.feature_disabled("zone-tracker", "configmaps get/update/create");
+        metrics.webhook_failure_policy("ValidatingWebhook", "pod-eviction.grafana.com", "Fail");
+        let app = router(metrics, ReadyFlag::new());
+        call(app.clone(), "GET", "/ready").await;
+        call(app.clone(), "GET", "/nope").await;
+        let (_, _, body) = call(app, "GET", "/metrics").await;
+        let mut child = match std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) => panic!("promtool is needed by this test ({e}); run scripts/tools.sh to install it"),
+        };
+        child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && report.trim().is_empty(), "promtool: {report}\n{body}");
     }
 
     #[tokio::test]

@@ -7,11 +7,16 @@
 pub mod cache;
 pub mod cli;
 pub mod cluster;
+pub mod cluster_validation;
 pub mod downscale_record;
+pub mod failure_policy;
 pub mod health;
+pub mod http_metrics;
 pub mod http_server;
 #[cfg(not(madsim))]
 pub mod kube_adapter;
+#[cfg(not(madsim))]
+pub mod kube_layers;
 pub mod logging;
 pub mod metrics;
 pub mod plan_cmd;

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
 mod app {
     use rollout_core::RolloutPlanner;
     use rollout_operator::cli::{self, Command, RunConfig};
+    use rollout_operator::cluster_validation::ClusterValidation;
     use rollout_operator::health::ReadyFlag;
     use rollout_operator::metrics::Metrics;
     use rollout_operator::pod_client::{DEFAULT_CONCURRENCY, HyperPodClient};
@@ -38,7 +39,7 @@ mod app {
     use std::time::Duration;
     use tokio::net::TcpListener;
     use tokio::sync::watch;
-    use tracing::{error, info};
+    use tracing::{error, info, warn};
 
     /// How long in-flight HTTP requests may take to finish once shutdown starts.
     const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,6 +92,13 @@ mod app {
             namespace = %flags.kubernetes_namespace,
             "starting rollout-operator"
         );
+        // Tracing is not implemented: say so once rather than ignore the deployment's settings silently.
+        let tracing_env: Vec<String> =
+            std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("OTEL_") || k.starts_with("JAEGER_")).collect();
+        if !tracing_env.is_empty() {
+            warn!(variables = %tracing_env.join(","),
+                "tracing is not supported by this rollout-operator; these environment variables are ignored");
+        }
 
         let listener = match listen(flags.server_port).await {
             Ok(listener) => listener,
@@ -118,7 +126,25 @@ mod app {
             let _ = signal_stop.send(true);
         });
 
-        let router = http_server::router(metrics.clone(), ready.clone());
+        // -server.cluster-validation.http.*: one validation for both servers.
+        let validation = if flags.cluster_validation_enabled {
+            match ClusterValidation::new(
+                &flags.kubernetes_namespace,
+                flags.cluster_validation_soft,
+                &flags.cluster_validation_excluded_paths.0,
+                &flags.cluster_validation_excluded_user_agents.0,
+                metrics.cluster_validation.clone(),
+            ) {
+                Ok(v) => Some(Arc::new(v)),
+                Err(e) => {
+                    error!(err = %e, "invalid cluster validation settings");
+                    return ExitCode::FAILURE;
+                }
+            }
+        } else {
+            None
+        };
+        let router = http_server::router_with(metrics.clone(), ready.clone(), validation.clone());
         let mut server = tokio::spawn(http_server::serve(listener, router, until_stopped(stopped.clone())));
 
         let client = match kube_adapter::build_client(
@@ -138,7 +164,7 @@ mod app {
         let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
         // The admission webhooks over HTTPS, when enabled; they run until the process ends.
         let _webhooks = if flags.server_tls_enabled {
-            match webhook_server::start(&flags, cluster.clone(), &metrics).await {
+            match webhook_server::start(&flags, cluster.clone(), &metrics, validation.clone()).await {
                 Ok(tasks) => Some(tasks),
                 Err(e) => {
                     error!(err = %e, "failed to start the webhook server");

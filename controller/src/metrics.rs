@@ -32,10 +32,107 @@ pub struct Metrics {
     last_successful_group_reconcile: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
     pub pod_http_client: crate::pod_client::PodClientMetrics,
+    /// Request metrics of both HTTP servers.
+    pub http: std::sync::Arc<crate::http_metrics::HttpMetrics>,
+    /// Metrics of the Kubernetes client, shared with its layers.
+    pub kube_client: KubeClientMetrics,
+    /// Server-side cluster validation of both HTTP servers.
+    pub cluster_validation: crate::cluster_validation::ClusterValidationMetrics,
     scaling_errors: Family<ScalingErrorLabels, Counter>,
     features_disabled: Family<FeatureLabels, Gauge>,
+    webhook_failure_policy: Family<FailurePolicyLabels, Gauge>,
     /// StatefulSets with scaling-error series, per group, so they go with the group.
     scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KubeCallLabels {
+    /// What the request was about (`core/v1/pods collection`, ...), see `kube_layers::describe_path`.
+    pub path: String,
+    pub method: String,
+    /// The HTTP status, or `error` when there was no response.
+    pub status_code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiGroupLabels {
+    pub api_group: String,
+}
+
+/// dskit's request-duration buckets, as the reference's Kubernetes client metrics use.
+const DSKIT_BUCKETS: [f64; 14] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0];
+
+fn dskit_histogram() -> Histogram {
+    Histogram::new(DSKIT_BUCKETS)
+}
+
+/// Metrics of the Kubernetes client (its layers record them), with the reference's names.
+#[derive(Clone)]
+pub struct KubeClientMetrics {
+    request_duration: Family<KubeCallLabels, Histogram, fn() -> Histogram>,
+    rate_limited: Family<ApiGroupLabels, Counter>,
+}
+
+impl Default for KubeClientMetrics {
+    fn default() -> Self {
+        KubeClientMetrics {
+            request_duration: Family::new_with_constructor(dskit_histogram),
+            rate_limited: Family::default(),
+        }
+    }
+}
+
+impl KubeClientMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = KubeClientMetrics::default();
+        registry.register(
+            "kubernetes_api_client_request_duration_seconds",
+            "Time spent on requests to the Kubernetes API (not counting the wait for the client-side rate limiter).",
+            metrics.request_duration.clone(),
+        );
+        registry.register(
+            "kubernetes_api_client_rate_limited_requests",
+            "Requests to the Kubernetes API that got no token from the client-side rate limiter.",
+            metrics.rate_limited.clone(),
+        );
+        metrics
+    }
+
+    pub fn observe_request(&self, path: &str, method: &str, status_code: &str, took: Duration) {
+        let labels =
+            KubeCallLabels { path: path.to_string(), method: method.to_string(), status_code: status_code.to_string() };
+        self.request_duration.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    pub fn rate_limited(&self, api_group: &str) {
+        self.rate_limited.get_or_create(&ApiGroupLabels { api_group: api_group.to_string() }).inc();
+    }
+
+    /// For tests: how many requests of `api_group` got no token.
+    pub fn rate_limited_count(&self, api_group: &str) -> u64 {
+        self.rate_limited.get_or_create(&ApiGroupLabels { api_group: api_group.to_string() }).get()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailurePolicyLabels {
+    /// `ValidatingWebhook` or `MutatingWebhook`.
+    #[prometheus(flatten)]
+    pub r#type: TypeLabel,
+    pub webhook: String,
+    /// `Fail` or `Ignore`.
+    pub policy: String,
+}
+
+/// The `type` label (a Rust keyword as a field name).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct TypeLabel(pub String);
+
+impl prometheus_client::encoding::EncodeLabelSet for TypeLabel {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        ("type", self.0.as_str()).encode(encoder.encode_label())
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,7 +156,16 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("rollout_operator");
+        let mut root = Registry::default();
+        // `kube_validating_webhook_failure_policy` has no prefix (the reference's name); everything else does.
+        let webhook_failure_policy = Family::<FailurePolicyLabels, Gauge>::default();
+        root.register(
+            "kube_validating_webhook_failure_policy",
+            "Failure policy of the webhooks of the configurations labelled for this operator's namespace: 1 for the \
+             configured policy, 0 for the other.",
+            webhook_failure_policy.clone(),
+        );
+        let registry = root.sub_registry_with_prefix("rollout_operator");
         let group_reconciles = Family::<GroupLabels, Counter>::default();
         let group_reconciles_failed = Family::<GroupLabels, Counter>::default();
         let group_reconcile_duration =
@@ -85,7 +191,10 @@ impl Metrics {
             "Time of the last successful reconcile of a rollout group.",
             last_successful_group_reconcile.clone(),
         );
-        let pod_http_client = crate::pod_client::PodClientMetrics::register(&mut registry);
+        let pod_http_client = crate::pod_client::PodClientMetrics::register(registry);
+        let http = crate::http_metrics::HttpMetrics::register(registry);
+        let kube_client = KubeClientMetrics::register(registry);
+        let cluster_validation = crate::cluster_validation::ClusterValidationMetrics::register(registry);
         let scaling_errors = Family::<ScalingErrorLabels, Counter>::default();
         registry.register(
             "scaling_errors",
@@ -100,15 +209,32 @@ impl Metrics {
             features_disabled.clone(),
         );
         Metrics {
-            registry,
+            registry: root,
+            webhook_failure_policy,
             features_disabled,
             group_reconciles,
             group_reconciles_failed,
             group_reconcile_duration,
             last_successful_group_reconcile,
             pod_http_client,
+            http,
+            kube_client,
+            cluster_validation,
             scaling_errors,
             scaling_error_series: Default::default(),
+        }
+    }
+
+    /// Records the failure policy of webhook `webhook` (entry name) of a configuration of `kind`
+    /// (`ValidatingWebhook` / `MutatingWebhook`): 1 for `policy`, 0 for the other. Never removed, as in the reference.
+    pub fn webhook_failure_policy(&self, kind: &str, webhook: &str, policy: &str) {
+        for candidate in ["Fail", "Ignore"] {
+            let labels = FailurePolicyLabels {
+                r#type: TypeLabel(kind.to_string()),
+                webhook: webhook.to_string(),
+                policy: candidate.to_string(),
+            };
+            self.webhook_failure_policy.get_or_create(&labels).set(i64::from(candidate == policy));
         }
     }
 
@@ -160,12 +286,47 @@ impl Metrics {
     }
 
     /// Prometheus text exposition of every registered metric.
+    /// The registry in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+
+    /// The registry in the Prometheus text format 0.0.4 (what the reference serves, and what a scraper that does
+    /// not ask for OpenMetrics gets).
+    pub fn encode_prometheus_text(&self) -> String {
+        openmetrics_to_prometheus_text(&self.encode())
+    }
+}
+
+/// Rewrites OpenMetrics text as Prometheus text 0.0.4: no `# EOF` or `# UNIT` lines, and a counter's `# HELP` and
+/// `# TYPE` name its samples' `_total` name (OpenMetrics names the family without it). Other lines are the same in
+/// both formats for the metric types used here (counters, gauges, histograms).
+pub fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters.contains(name).then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(l) => out.push_str(&l),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -66,7 +66,8 @@ pub fn dns_names(flags: &OperatorFlags) -> Vec<String> {
 pub async fn start<C: ClusterApi>(
     flags: &OperatorFlags,
     api: C,
-    metrics: &Metrics,
+    metrics: &std::sync::Arc<Metrics>,
+    validation: Option<std::sync::Arc<crate::cluster_validation::ClusterValidation>>,
 ) -> Result<WebhookTasks, StartError> {
     let namespace = flags.kubernetes_namespace.clone();
     let mut tasks = Vec::new();
@@ -107,6 +108,7 @@ pub async fn start<C: ClusterApi>(
             FILE_RELOAD_INTERVAL,
         ))),
     }
+    tasks.push(tokio::spawn(crate::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
     if flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle {
         tasks.push(tokio::spawn(tls::run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
     }
@@ -124,6 +126,11 @@ pub async fn start<C: ClusterApi>(
         ),
         clock: webhooks::system_clock(),
     });
+    let router = match validation {
+        Some(validation) => crate::cluster_validation::validate(router, validation),
+        None => router,
+    };
+    let router = crate::http_metrics::instrument(router, metrics.http.clone());
     let port = flags.server_tls_port;
     let listener = match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
         Ok(listener) => listener,

@@ -308,3 +308,41 @@ async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_
     .await;
     injector.abort();
 }
+
+/// `kube_validating_webhook_failure_policy` (the reference's collector, queried by its alert): every webhook of the
+/// configurations labelled for the namespace, 1 for its policy and 0 for the other; unset counts as Fail; other
+/// namespaces' configurations are not reported; a change of policy is followed.
+#[tokio::test]
+async fn webhook_failure_policies_of_the_namespace_are_exported_and_followed() {
+    use rollout_operator::metrics::Metrics;
+    let cluster = FakeCluster::default();
+    let metrics = Arc::new(Metrics::new());
+    let observer = tokio::spawn(rollout_operator::failure_policy::run(cluster.clone(), "ns".into(), metrics.clone()));
+    let mut eviction = validating("pod-eviction-ns", labels("ns"), &["pod-eviction.grafana.com"]);
+    if let WebhookConfiguration::Validating(c) = &mut eviction {
+        c.webhooks.as_mut().unwrap()[0].failure_policy = Some("Ignore".into());
+    }
+    cluster.put_webhook_configuration(eviction.clone());
+    cluster.put_webhook_configuration(mutating("prepare-downscale-ns"));
+    cluster.put_webhook_configuration(validating("other", labels("other"), &["x.grafana.com"]));
+    let line = |t: &str, w: &str, p: &str, v: u8| {
+        format!("kube_validating_webhook_failure_policy{{type=\"{t}\",webhook=\"{w}\",policy=\"{p}\"}} {v}")
+    };
+    eventually("policies exported", || {
+        let text = metrics.encode_prometheus_text();
+        text.contains(&line("ValidatingWebhook", "pod-eviction.grafana.com", "Ignore", 1))
+            && text.contains(&line("ValidatingWebhook", "pod-eviction.grafana.com", "Fail", 0))
+            && text.contains(&line("MutatingWebhook", "prepare-downscale.grafana.com", "Fail", 1))
+    })
+    .await;
+    assert!(!metrics.encode_prometheus_text().contains("x.grafana.com"));
+    if let WebhookConfiguration::Validating(c) = &mut eviction {
+        c.webhooks.as_mut().unwrap()[0].failure_policy = Some("Fail".into());
+    }
+    cluster.put_webhook_configuration(eviction);
+    eventually("policy change followed", || {
+        metrics.encode_prometheus_text().contains(&line("ValidatingWebhook", "pod-eviction.grafana.com", "Fail", 1))
+    })
+    .await;
+    observer.abort();
+}
