@@ -48,6 +48,7 @@ mod load {
             let settings = SelfSignedSettings {
                 organization: "bench".into(),
                 dns_names: vec!["rollout-operator.ns.svc".into()],
+                required_dns_names: vec!["rollout-operator.ns.svc".into()],
                 validity: Duration::from_secs(3600),
             };
             let bundle = generate(&settings, Timestamp::now()).unwrap();

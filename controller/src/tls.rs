@@ -77,7 +77,11 @@ pub struct CertBundle {
 #[derive(Debug, Clone)]
 pub struct SelfSignedSettings {
     pub organization: String,
+    /// The names a certificate we generate carries.
     pub dns_names: Vec<String>,
+    /// The names a stored certificate must cover to be kept: the one the API server calls (a certificate the
+    /// reference operator stored carries just that one, so it is reused rather than replaced on the first start).
+    pub required_dns_names: Vec<String>,
     pub validity: Duration,
 }
 
@@ -340,7 +344,7 @@ pub async fn ensure_self_signed<C: ClusterApi>(
         Some(secret) => {
             let stored = bundle_from_secret(&secret, name, namespace)?;
             if let Some(bundle) = &stored {
-                match judge_self_signed(&bundle.facts, &settings.dns_names, now) {
+                match judge_self_signed(&bundle.facts, &settings.required_dns_names, now) {
                     CertificateVerdict::Reuse { .. } => return Ok(bundle.clone()),
                     CertificateVerdict::Replace(reason) => {
                         tracing::info!(secret = name, %reason, "replacing the self-signed certificate")
@@ -585,6 +589,7 @@ mod tests {
         let settings = SelfSignedSettings {
             organization: "Grafana Labs".into(),
             dns_names: vec!["rollout-operator".into(), "rollout-operator.ns.svc".into()],
+            required_dns_names: vec!["rollout-operator.ns.svc".into()],
             validity: Duration::from_secs(3 * 3600),
         };
         let a = generate(&settings, now).unwrap();

@@ -53,6 +53,17 @@ impl Drop for WebhookTasks {
     }
 }
 
+/// The name the API server calls the webhooks by (a stored certificate covering it is kept):
+/// `-server-tls.self-signed-cert.dns-name` when set (the reference's only SAN), else `<service>.<namespace>.svc`.
+pub fn required_dns_name(flags: &OperatorFlags) -> String {
+    let given = flags.self_signed_cert_dns_name.trim().trim_end_matches('.');
+    if given.is_empty() {
+        format!("{}.{}.svc", flags.server_tls_service_name, flags.kubernetes_namespace)
+    } else {
+        given.to_string()
+    }
+}
+
 /// The DNS names the self-signed certificate must carry for these flags.
 pub fn dns_names(flags: &OperatorFlags) -> Vec<String> {
     service_dns_names(
@@ -79,6 +90,7 @@ pub async fn start<C: ClusterApi>(
             settings: SelfSignedSettings {
                 organization: flags.self_signed_cert_org.clone(),
                 dns_names: dns_names(flags),
+                required_dns_names: vec![required_dns_name(flags)],
                 validity: flags.self_signed_cert_expiration,
             },
         };

@@ -28,6 +28,7 @@ fn settings() -> SelfSignedSettings {
     SelfSignedSettings {
         organization: "Grafana Labs".into(),
         dns_names: service_dns_names("rollout-operator", "ns", "cluster.local.", ""),
+        required_dns_names: vec!["rollout-operator.ns.svc".into()],
         validity: Duration::from_secs(365 * 24 * 3600),
     }
 }
@@ -345,4 +346,44 @@ async fn webhook_failure_policies_of_the_namespace_are_exported_and_followed() {
     })
     .await;
     observer.abort();
+}
+
+/// A certificate Secret the reference operator stored (RSA keys, PKCS#1 `RSA PRIVATE KEY`, one SAN: the Service
+/// name the API server calls, as the Helm chart's `-server-tls.self-signed-cert.dns-name` sets it) is reused while it
+/// is valid and covers that name, instead of being replaced on the first start; one that does not cover it is
+/// replaced. The fixtures are a throwaway CA and leaf made with openssl for this test.
+#[tokio::test]
+async fn a_certificate_stored_by_the_reference_is_reused_while_it_covers_the_name_the_api_server_calls() {
+    use rollout_operator::cluster::ClusterApi;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fixture = |name: &str| std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: ObjectMeta { name: Some("certificate".into()), ..Default::default() },
+        data: Some(BTreeMap::from([
+            ("ca".to_string(), ByteString(fixture("reference-ca.pem"))),
+            ("cert".to_string(), ByteString(fixture("reference-cert.pem"))),
+            ("key".to_string(), ByteString(fixture("reference-key.pem"))),
+        ])),
+        ..Default::default()
+    };
+    let cluster = FakeCluster::default();
+    cluster.create_secret(&secret).await.unwrap();
+    cluster.take_calls();
+    let helm = SelfSignedSettings {
+        organization: "Grafana Labs".into(),
+        dns_names: service_dns_names("rollout-operator", "mimir", "cluster.local.", "mimir-rollout-operator.mimir.svc"),
+        required_dns_names: vec!["mimir-rollout-operator.mimir.svc".into()],
+        validity: Duration::from_secs(365 * 24 * 3600),
+    };
+    let now = ts("2027-06-01T00:00:00Z");
+    let bundle = ensure_self_signed(&cluster, "certificate", "mimir", &helm, now).await.expect("reused");
+    assert_eq!(bundle.cert_pem.as_bytes(), fixture("reference-cert.pem").as_slice());
+    assert!(cluster.calls().is_empty(), "nothing written: {:?}", cluster.calls());
+    // It serves TLS (an RSA key through rustls' ring provider).
+    server_config(SwappableCert::new(&bundle).expect("an RSA pair")).expect("a server config");
+
+    let elsewhere = SelfSignedSettings { required_dns_names: vec!["rollout-operator.mimir.svc".into()], ..helm };
+    let replaced = ensure_self_signed(&cluster, "certificate", "mimir", &elsewhere, now).await.expect("replaced");
+    assert_ne!(replaced.cert_pem.as_bytes(), fixture("reference-cert.pem").as_slice());
+    assert!(cluster.calls().iter().any(|c| matches!(c, Call::ReplaceSecret { .. })), "{:?}", cluster.calls());
 }

@@ -266,17 +266,18 @@ pub fn rollout_in_progress(group: &GroupSnapshot) -> Option<String> {
     })
 }
 
-/// Why no downscale of `candidate` may happen now (DESIGN.md invariant 5): a rollout of the group is in progress
-/// ([`rollout_in_progress`]), or another StatefulSet of the group has unavailable or missing pods (the rule the
+/// Why no downscale of `candidate` may happen now (DESIGN.md invariant 5): another StatefulSet of the group is being
+/// rolled or may be about to be ([`rollout_in_progress`] of it), or has unavailable or missing pods (the rule the
 /// prepare-downscale webhook applies to a user's downscale, [`crate::admission::prepare::rollout_in_progress`]).
+/// The candidate's own rollout does not hold it, as in the reference: it is scaled first (pods about to be removed
+/// are not worth rolling) and its rollout goes on in later passes.
 pub fn downscale_held(group: &GroupSnapshot, candidate: &str, now: Timestamp) -> Option<String> {
-    rollout_in_progress(group).or_else(|| {
-        group
-            .members
-            .iter()
-            .filter(|m| m.sts.name != candidate)
-            .find_map(|m| crate::admission::prepare::rollout_in_progress(m, now))
-    })
+    let others = GroupSnapshot {
+        members: group.members.iter().filter(|m| m.sts.name != candidate).cloned().collect(),
+        ..group.clone()
+    };
+    rollout_in_progress(&others)
+        .or_else(|| others.members.iter().find_map(|m| crate::admission::prepare::rollout_in_progress(m, now)))
 }
 
 /// What the snapshot-only scaling pass decided for a group.
@@ -412,6 +413,11 @@ fn decide_replicas(
         });
     }
     if leader_replicas < current {
+        // As the reference: once another zone has a recorded downscale, a follower without a min time is an error
+        // (not scaled), rather than a follower that may go down at once.
+        if sts.downscale.min_time_between_zones.is_none() && others_have_recorded_downscales(group, ctx, &sts.name) {
+            return Err(format!("missing label {} on follower", keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+        }
         return match check_min_time(group, ctx.downscale_record, &sts.name, ctx.now) {
             MinTimeVerdict::Elapsed => Ok(Decision::Scale {
                 to: leader_replicas,
@@ -429,6 +435,15 @@ fn decide_replicas(
         };
     }
     Ok(Decision::Keep)
+}
+
+/// Whether a StatefulSet of the group other than `candidate` has a recorded downscale (in the record or its
+/// `grafana.com/last-downscale` annotation).
+fn others_have_recorded_downscales(group: &GroupSnapshot, ctx: &PlanContext<'_>, candidate: &str) -> bool {
+    group.members.iter().filter(|m| m.sts.name != candidate).any(|m| {
+        m.sts.downscale.last_downscale.is_some()
+            || ctx.downscale_record.is_some_and(|r| r.last_downscaled.contains_key(&m.sts.name))
+    })
 }
 
 // ----- Mirror replicas and delayed downscale (pure functions over what the shell fetched) -----

@@ -498,3 +498,39 @@ fn pod_endpoints_replace_the_host_and_keep_port_path_and_query() {
         assert!(PodUrl::parse(bad).is_err(), "{bad}");
     }
 }
+
+/// Reference semantics (issue 11): a follower whose own pods are outdated is still scaled to its leader (rolling
+/// pods that are about to go is wasted work); only another zone mid-rollout or unready holds its downscale.
+#[test]
+fn a_follower_mid_rollout_is_scaled_down_but_another_zone_mid_rollout_holds_it() {
+    let b = follower("zone-b", 5, "zone-a");
+    let mut g = group(vec![zone("zone-a", 3), b.clone()]);
+    // zone-b's own rollout: a new update revision its pods are not on.
+    let member = g.members.iter_mut().find(|m| m.sts.name == "zone-b").unwrap();
+    member.sts.status.as_mut().unwrap().update_revision = "rev-2".into();
+    let p = plan(&g);
+    assert_eq!(scales(&p), [("zone-b", 5, 3)], "{p:?}");
+
+    let mut g = group(vec![zone("zone-a", 3), b, zone("zone-c", 3)]);
+    let c = g.members.iter_mut().find(|m| m.sts.name == "zone-c").unwrap();
+    c.sts.status.as_mut().unwrap().update_revision = "rev-2".into();
+    let p = plan(&g);
+    assert!(scales(&p).is_empty(), "{p:?}");
+    assert!(p.reason.contains("a rollout of StatefulSet zone-c is in progress"), "{}", p.reason);
+}
+
+/// Reference semantics: once another zone has a recorded downscale, a follower without a min time is a scaling
+/// error (not scaled), with the reference's message.
+#[test]
+fn a_follower_without_a_min_time_is_not_scaled_down_once_another_zone_has_a_recorded_downscale() {
+    let a = annotate(zone("zone-a", 3), keys::LAST_DOWNSCALE, &ago(600).to_string());
+    let p = plan(&group(vec![a, follower("zone-b", 5, "zone-a")]));
+    assert!(scales(&p).is_empty(), "{p:?}");
+    assert_eq!(p.scaling_errors.len(), 1, "{p:?}");
+    assert!(
+        p.scaling_errors[0].message.contains("missing label grafana.com/min-time-between-zones-downscale on follower")
+    );
+    // With no downscale recorded anywhere, nothing is required.
+    let p = plan(&group(vec![zone("zone-a", 3), follower("zone-b", 5, "zone-a")]));
+    assert_eq!(scales(&p), [("zone-b", 5, 3)]);
+}

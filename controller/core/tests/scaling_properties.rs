@@ -5,7 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 use rollout_core::fixture::{annotate, label, not_ready, pod, statefulset};
 use rollout_core::keys;
-use rollout_core::scaling::{ScalingSettings, delayed_downscale_target, rollout_in_progress};
+use rollout_core::scaling::{ScalingSettings, delayed_downscale_target, downscale_held};
 use rollout_core::view::PodView;
 use rollout_core::{Action, GroupSnapshot, MinTimeVerdict, PlanContext, check_min_time, plan_group};
 use std::collections::BTreeMap;
@@ -106,7 +106,11 @@ proptest! {
             prop_assert_ne!(from, to);
             let settings = ScalingSettings::of(&member.sts);
             if to < from {
-                prop_assert!(rollout_in_progress(&g).is_none(), "downscale during a rollout: {:?}", plan);
+                prop_assert!(
+                    downscale_held(&g, statefulset, now()).is_none(),
+                    "downscale while another zone is rolling or unready: {:?}",
+                    plan
+                );
             }
             match settings.force_replicas {
                 Some(force) => {
