@@ -8,6 +8,7 @@
 
 use crate::plan_cmd::PlanArgs;
 use crate::prom_duration::parse_prom_duration;
+use crate::rbac_cmd::RbacArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
 use std::ffi::OsString;
@@ -345,6 +346,8 @@ pub enum Command {
     /// `rollout-operator review ...`: answer one AdmissionReview offline, against a cluster dump.
     #[cfg(not(madsim))]
     Review { args: crate::review_cmd::ReviewArgs, log: LogConfig },
+    /// `rollout-operator rbac [flags]`: print the Role and ClusterRole the controller's flags need.
+    Rbac(Box<RbacArgs>),
 }
 
 /// A validated controller configuration.
@@ -375,6 +378,9 @@ enum SubCommand {
     /// Answer one AdmissionReview as the webhook would, looking up objects in cluster dumps (no cluster access).
     #[cfg(not(madsim))]
     Review(crate::review_cmd::ReviewArgs),
+    /// Print the Role and ClusterRole the controller's flags (given after `rbac`) need, as a v1 List.
+    #[command(args_override_self = true)]
+    Rbac(Box<RbacArgs>),
 }
 
 /// Parses and validates a command line (`args` includes the program name).
@@ -399,6 +405,24 @@ where
         Some(SubCommand::Review(args)) => {
             let log = LogConfig::from_flags(&cli.flags, "warn")?;
             Ok(Command::Review { args, log })
+        }
+        // The controller's flags go after `rbac` and are checked as the controller checks them, so that what it
+        // accepts is exactly what the controller accepts. One given before `rbac` would be silently ignored, so it
+        // is refused.
+        Some(SubCommand::Rbac(args)) => {
+            let before = cmd
+                .get_arguments()
+                .filter(|arg| {
+                    matches.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .find_map(|arg| arg.get_long().map(str::to_string));
+            if let Some(flag) = before {
+                let message = format!("-{flag} must come after `rbac`, with the controller's other flags");
+                return Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, message).into());
+            }
+            args.flags.validate()?;
+            LogConfig::from_flags(&args.flags, "debug")?;
+            Ok(Command::Rbac(args))
         }
         None => {
             let mut flags = cli.flags;
@@ -513,6 +537,7 @@ mod tests {
             Command::Plan { .. } => panic!("expected the controller, got plan"),
             #[cfg(not(madsim))]
             Command::Review { .. } => panic!("expected the controller, got review"),
+            Command::Rbac(_) => panic!("expected the controller, got rbac"),
         }
     }
 

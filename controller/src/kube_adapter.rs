@@ -14,6 +14,8 @@
 use crate::cluster::{
     ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
 };
+use crate::kube_layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
+use crate::metrics::KubeClientMetrics;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue, Request};
@@ -86,27 +88,51 @@ pub enum AdapterError {
 
 /// Builds the Kubernetes client: from the kubeconfig at `config_file` if given, else from the in-cluster
 /// environment; `api_url` replaces the config's server URL. `client_timeout` becomes the read and write timeout
-/// (see [`apply_client_timeout`]). Every request carries `X-Cluster: <namespace>`.
+/// (see [`apply_client_timeout`]). Layers, innermost first as in the reference: request metrics, the per-API-group
+/// rate limiter (`limits`), `X-Cluster: <namespace>` on every request.
 pub async fn build_client(
     config_file: Option<&Path>,
     api_url: Option<&str>,
     client_timeout: Duration,
     namespace: &str,
+    limits: RateLimits,
+    metrics: KubeClientMetrics,
 ) -> Result<Client, AdapterError> {
     let config = load_config(config_file, api_url, client_timeout).await?;
     let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
+    let builder =
+        builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));
     Ok(with_cluster_header(builder, namespace)?.build())
 }
 
-/// Builds a client over any HTTP service with the same layers [`build_client`] adds (today: the `X-Cluster`
-/// header). Tests use it with a mock API server; it shares the layering code with [`build_client`].
+/// Builds a client over any HTTP service with the layers [`build_client`] adds. Tests use it with a mock API
+/// server; it shares the layering code with [`build_client`].
 pub fn client_with_layers<S>(service: S, namespace: &str) -> Result<Client, AdapterError>
 where
     S: Service<Request<Body>, Response = http::Response<Body>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<tower::BoxError>,
 {
-    Ok(with_cluster_header(ClientBuilder::new(service, namespace), namespace)?.build())
+    let unlimited = RateLimits { qps: 0.0, burst: 0, max_wait: Duration::ZERO };
+    client_with_layers_and(service, namespace, unlimited, KubeClientMetrics::default())
+}
+
+/// [`client_with_layers`] with rate limits and metrics of the caller's.
+pub fn client_with_layers_and<S>(
+    service: S,
+    namespace: &str,
+    limits: RateLimits,
+    metrics: KubeClientMetrics,
+) -> Result<Client, AdapterError>
+where
+    S: Service<Request<Body>, Response = http::Response<Body>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    let builder = ClientBuilder::new(service, namespace)
+        .with_layer(&ApiMetricsLayer::new(metrics.clone()))
+        .with_layer(&RateLimitLayer::new(limits, metrics));
+    Ok(with_cluster_header(builder, namespace)?.build())
 }
 
 fn with_cluster_header<S>(
@@ -204,66 +230,11 @@ where
     }
 }
 
-/// One permission on the Kubernetes API, in RBAC terms: API group (`""` is core), resource (`name/subresource` for
-/// subresources) and verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ApiPermission {
-    pub group: &'static str,
-    pub resource: &'static str,
-    pub verb: &'static str,
-}
-
-/// Every permission [`KubeCluster`] needs: in its namespace (a Role), except the webhook configurations, which are
-/// cluster-scoped (a ClusterRole). The deploy RBAC must grant at least these; the tests below check that this list
-/// equals what the adapter actually requests.
-pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
-    ApiPermission { group: "", resource: "pods", verb: "list" },
-    ApiPermission { group: "", resource: "pods", verb: "watch" },
-    ApiPermission { group: "", resource: "pods", verb: "delete" },
-    ApiPermission { group: "apps", resource: "statefulsets", verb: "list" },
-    ApiPermission { group: "apps", resource: "statefulsets", verb: "watch" },
-    ApiPermission { group: "apps", resource: "statefulsets/status", verb: "update" },
-    ApiPermission { group: "", resource: "configmaps", verb: "get" },
-    ApiPermission { group: "", resource: "configmaps", verb: "create" },
-    ApiPermission { group: "", resource: "configmaps", verb: "update" },
-    // Admission webhooks: parent lookups of /scale requests, the group's StatefulSets and pods, live.
-    ApiPermission { group: "apps", resource: "statefulsets", verb: "get" },
-    ApiPermission { group: "apps", resource: "deployments", verb: "get" },
-    ApiPermission { group: "apps", resource: "replicasets", verb: "get" },
-    // TLS: the self-signed certificate's Secret.
-    ApiPermission { group: "", resource: "secrets", verb: "get" },
-    ApiPermission { group: "", resource: "secrets", verb: "create" },
-    ApiPermission { group: "", resource: "secrets", verb: "update" },
-    // CA bundle injection (cluster-scoped: a ClusterRole).
-    ApiPermission { group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", verb: "list" },
-    ApiPermission { group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", verb: "watch" },
-    ApiPermission { group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", verb: "patch" },
-    ApiPermission { group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", verb: "list" },
-    ApiPermission { group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", verb: "watch" },
-    ApiPermission { group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", verb: "patch" },
-    // Scaling: set spec.replicas of a follower or mirror StatefulSet.
-    ApiPermission { group: "apps", resource: "statefulsets", verb: "patch" },
-];
-
-/// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
-/// that a StatefulSet mirrors (`grafana.com/rollout-mirror-replicas-from-resource-*`). Those are user resources, not
-/// known in advance, so they are listed apart from [`RBAC_REQUIREMENTS`]; the deploy RBAC grants them for the
-/// shipped `ReplicaTemplate` CRD (`rollout-operator.grafana.com`, `replicatemplates`), see
-/// [`REPLICA_TEMPLATE_PERMISSIONS`]. Resolving the kind uses API discovery (`GET /api`, `/apis/<group>`,
-/// `/apis/<group>/<version>`), non-resource URLs every authenticated user may read (`system:discovery`).
-pub const MIRROR_TARGET: &str = "*";
-
-/// What mirroring needs on each reference resource type: read its `scale` subresource, merge-patch its `status`.
-pub const MIRROR_TARGET_PERMISSIONS: &[ApiPermission] = &[
-    ApiPermission { group: MIRROR_TARGET, resource: "*/scale", verb: "get" },
-    ApiPermission { group: MIRROR_TARGET, resource: "*/status", verb: "patch" },
-];
-
-/// [`MIRROR_TARGET_PERMISSIONS`] for the shipped `ReplicaTemplate` CRD.
-pub const REPLICA_TEMPLATE_PERMISSIONS: &[ApiPermission] = &[
-    ApiPermission { group: "rollout-operator.grafana.com", resource: "replicatemplates/scale", verb: "get" },
-    ApiPermission { group: "rollout-operator.grafana.com", resource: "replicatemplates/status", verb: "patch" },
-];
+/// The permission table lives in [`crate::rbac`] (built in both builds, for `rollout-operator rbac`); it is
+/// re-exported here because it describes this adapter's requests, and the tests below check every request against it.
+pub use crate::rbac::{
+    ApiPermission, MIRROR_TARGET, MIRROR_TARGET_PERMISSIONS, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS,
+};
 
 /// The cluster port on a kube [`Client`], scoped to one namespace.
 #[derive(Clone)]
@@ -684,6 +655,7 @@ mod tests {
     use std::time::Instant;
     use tokio::sync::{mpsc, oneshot};
 
+    const UNLIMITED: RateLimits = RateLimits { qps: 0.0, burst: 0, max_wait: Duration::ZERO };
     const NS: &str = "default-ns";
     const WAIT: Duration = Duration::from_secs(5);
 
@@ -795,6 +767,7 @@ mod tests {
                 return (seen, Responder(respond));
             }
             assert!(declared().contains(&permission), "{permission:?} is used but not in RBAC_REQUIREMENTS");
+            assert_addressed_as_declared(&permission, &seen.path);
             self.permissions.insert(permission);
             (seen, Responder(respond))
         }
@@ -860,6 +833,26 @@ mod tests {
 
     fn declared() -> BTreeSet<Permission> {
         RBAC_REQUIREMENTS.iter().map(|p| (p.group.to_string(), p.resource.to_string(), p.verb.to_string())).collect()
+    }
+
+    /// The table's row for a declared permission must match how the request addresses it: a namespaced row a
+    /// request in the namespace, a cluster-scoped row a cluster-scoped request, and a row restricted by name
+    /// (`resourceNames`) a request for one named object (a list, watch or create would be refused by such a grant).
+    fn assert_addressed_as_declared((group, resource, verb): &Permission, path: &str) {
+        let row = RBAC_REQUIREMENTS
+            .iter()
+            .find(|p| (p.group, p.resource, p.verb) == (group.as_str(), resource.as_str(), verb.as_str()))
+            .expect("declared");
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let in_namespace = segments.contains(&"namespaces");
+        let expected_scope = if in_namespace { crate::rbac::Scope::Namespaced } else { crate::rbac::Scope::Cluster };
+        assert_eq!(row.scope, expected_scope, "{row:?}: the table's scope does not match the request {path}");
+        let collection_len = if segments.first() == Some(&"api") { 3 } else { 4 } + if in_namespace { 2 } else { 0 };
+        let named = segments.len() > collection_len;
+        assert!(
+            row.resource_name.is_none() || named,
+            "{row:?} is granted by name only, but {path} is not a request for one named object"
+        );
     }
 
     fn status(code: u16, reason: &str, message: &str) -> Value {
@@ -1852,9 +1845,16 @@ mod tests {
         // The kubeconfig's own server is unreachable: only the override can make the request succeed.
         let kubeconfig = write_kubeconfig("override", "https://kubeconfig-server.invalid:6443");
 
-        let client = build_client(Some(&kubeconfig), Some(&format!("http://{address}")), Duration::from_secs(5), NS)
-            .await
-            .expect("client");
+        let client = build_client(
+            Some(&kubeconfig),
+            Some(&format!("http://{address}")),
+            Duration::from_secs(5),
+            NS,
+            UNLIMITED,
+            KubeClientMetrics::default(),
+        )
+        .await
+        .expect("client");
         let result = KubeCluster::new(client, NS).delete_pod("a-0", &Preconditions::default()).await;
         let _ = std::fs::remove_file(&kubeconfig);
         server.abort();
@@ -1911,7 +1911,9 @@ mod tests {
     #[tokio::test]
     async fn unreadable_kubeconfig_names_the_file_and_the_flag() {
         let path = Path::new("/nonexistent/rollout-operator/kubeconfig");
-        let err = expect_adapter_error(build_client(Some(path), None, Duration::from_secs(5), NS).await);
+        let err = expect_adapter_error(
+            build_client(Some(path), None, Duration::from_secs(5), NS, UNLIMITED, KubeClientMetrics::default()).await,
+        );
         let message = err.to_string();
         assert!(matches!(err, AdapterError::Kubeconfig { .. }), "{err:?}");
         assert!(message.contains("/nonexistent/rollout-operator/kubeconfig"), "{message}");
@@ -1921,7 +1923,15 @@ mod tests {
     #[tokio::test]
     async fn invalid_api_url_is_reported_with_the_flag() {
         let kubeconfig = write_kubeconfig("bad-url", "https://kubeconfig-server.example:6443");
-        let result = build_client(Some(&kubeconfig), Some("http://bad host"), Duration::from_secs(5), NS).await;
+        let result = build_client(
+            Some(&kubeconfig),
+            Some("http://bad host"),
+            Duration::from_secs(5),
+            NS,
+            UNLIMITED,
+            KubeClientMetrics::default(),
+        )
+        .await;
         let _ = std::fs::remove_file(&kubeconfig);
         let err = expect_adapter_error(result);
         assert!(matches!(err, AdapterError::ApiUrl { .. }), "{err:?}");
@@ -1934,7 +1944,9 @@ mod tests {
             eprintln!("skipped: running inside a Kubernetes pod, in-cluster config may load");
             return;
         }
-        let err = expect_adapter_error(build_client(None, None, Duration::from_secs(5), NS).await);
+        let err = expect_adapter_error(
+            build_client(None, None, Duration::from_secs(5), NS, UNLIMITED, KubeClientMetrics::default()).await,
+        );
         assert!(matches!(err, AdapterError::InCluster { .. }), "{err:?}");
         assert!(err.to_string().contains("set -kubernetes.config-file"), "{err}");
     }

@@ -216,19 +216,26 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit { inner, limiter: self.clone() }
+        RateLimit { inner: Arc::new(tokio::sync::Mutex::new(inner)), limiter: self.clone() }
     }
 }
 
-#[derive(Clone)]
+/// The service made by [`RateLimitLayer`]. The inner service is shared behind a lock held only to make it ready and
+/// start a call (kube's stack below is not `Clone`); responses are awaited without it.
 pub struct RateLimit<S> {
-    inner: S,
+    inner: Arc<tokio::sync::Mutex<S>>,
     limiter: RateLimitLayer,
+}
+
+impl<S> Clone for RateLimit<S> {
+    fn clone(&self) -> Self {
+        RateLimit { inner: self.inner.clone(), limiter: self.limiter.clone() }
+    }
 }
 
 impl<S, B> Service<Request<B>> for RateLimit<S>
 where
-    S: Service<Request<B>> + Clone + Send + 'static,
+    S: Service<Request<B>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<tower::BoxError>,
     B: Send + 'static,
@@ -237,19 +244,23 @@ where
     type Error = tower::BoxError;
     type Future = BoxFuture<'static, Result<S::Response, tower::BoxError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Readiness of the inner service is awaited per call, after the token.
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        // The service made ready by `poll_ready` is taken; a clone is left in its place (tower's usual pattern).
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let inner = self.inner.clone();
         let limiter = self.limiter.clone();
         Box::pin(async move {
             let group = api_group_of(request.uri().path());
             limiter.acquire(&group).await?;
-            inner.call(request).await.map_err(Into::into)
+            let response = {
+                let mut service = inner.lock().await;
+                use tower::ServiceExt;
+                service.ready().await.map_err(Into::into)?.call(request)
+            };
+            response.await.map_err(Into::into)
         })
     }
 }

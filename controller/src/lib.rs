@@ -22,6 +22,8 @@ pub mod metrics;
 pub mod plan_cmd;
 pub mod pod_client;
 pub mod prom_duration;
+pub mod rbac;
+pub mod rbac_cmd;
 pub mod reconciler;
 #[cfg(not(madsim))]
 pub mod review_cmd;

@@ -30,7 +30,9 @@ mod app {
     use rollout_operator::pod_client::{DEFAULT_CONCURRENCY, HyperPodClient};
     use rollout_operator::reconciler::{self, ReconcilerConfig};
     use rollout_operator::scaling::ScalingConfig;
-    use rollout_operator::{http_server, kube_adapter, logging, plan_cmd, review_cmd, webhook_server};
+    use rollout_operator::{
+        http_server, kube_adapter, kube_layers, logging, plan_cmd, rbac_cmd, review_cmd, webhook_server,
+    };
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -68,6 +70,8 @@ mod app {
                 }
                 review_cmd::run(args)
             }
+            // Prints and exits; nothing to log.
+            Command::Rbac(args) => rbac_cmd::run(&args),
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
                     eprintln!("{e}");
@@ -152,6 +156,17 @@ mod app {
             flags.api_url(),
             flags.kubernetes_client_timeout,
             &flags.kubernetes_namespace,
+            kube_layers::RateLimits {
+                qps: flags.kubernetes_client_qps,
+                burst: flags.kubernetes_client_burst,
+                // A request that waits longer than the client's own timeout would fail anyway.
+                max_wait: if flags.kubernetes_client_timeout.is_zero() {
+                    std::time::Duration::from_secs(60)
+                } else {
+                    flags.kubernetes_client_timeout
+                },
+            },
+            metrics.kube_client.clone(),
         )
         .await
         {

@@ -165,6 +165,9 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     pod_client: H,
     /// The zone tracker's ConfigMap was refused (403): said once, then rollouts go on without it.
     zone_tracker_forbidden: bool,
+    /// Replica changes were refused (403), why and when: due ones are reported as scaling errors instead of
+    /// blocking the rollout, and tried again after a resync period (the permission may have been granted).
+    scaling_forbidden: Option<(String, Instant)>,
     scaling: ScalingConfig,
 }
 
@@ -207,6 +210,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             failures: HashMap::new(),
             last_reported: HashMap::new(),
             zone_tracker_forbidden: false,
+            scaling_forbidden: None,
         }
     }
 }
@@ -225,6 +229,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             failures: self.failures,
             last_reported: self.last_reported,
             zone_tracker_forbidden: self.zone_tracker_forbidden,
+            scaling_forbidden: self.scaling_forbidden,
             pod_client,
             scaling,
         }
@@ -408,9 +413,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 }
             }
         }
+        if self.scaling_forbidden.as_ref().is_some_and(|(_, since)| since.elapsed() >= self.config.resync) {
+            self.scaling_forbidden = None;
+        }
         let pending = self.expectations.entry(group.to_string()).or_default();
-        let ctx =
-            PlanContext::new(now, pending).with_downscale_record(record.as_ref()).with_downscales_in_progress(&markers);
+        let ctx = PlanContext::new(now, pending)
+            .with_downscale_record(record.as_ref())
+            .with_downscales_in_progress(&markers)
+            .with_scaling_forbidden(self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()));
         let mut plan = self.planner.plan(&snapshot, &ctx);
         let mut write_back_after = None;
         let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
@@ -635,6 +645,18 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                             {
                                 let end = ClaimEnd::Undone { previous };
                                 end_claim(&self.api, &config_map, statefulset, until, end).await;
+                            }
+                            if let ApiError::Rejected { code: 403, message } = &source
+                                && self.scaling_forbidden.is_none()
+                            {
+                                tracing::error!(statefulset = %statefulset, %message,
+                                    "the operator may not change replicas: grant it patch on apps statefulsets; until \
+                                     then due replica changes are reported as scaling errors and rollouts go on");
+                                self.metrics.feature_disabled("scaling", "statefulsets patch");
+                                self.scaling_forbidden = Some((
+                                    format!("the operator may not patch StatefulSets (403: {message})"),
+                                    Instant::now(),
+                                ));
                             }
                             Err(ReconcileError::Scale { statefulset: statefulset.clone(), source })
                         }

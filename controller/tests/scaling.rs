@@ -509,3 +509,33 @@ async fn a_statefulset_without_service_name_gets_an_error_not_a_malformed_host()
     assert!(h.urls.lock().unwrap().is_empty(), "no pod was called");
     assert!(h.metrics.encode().contains(r#"statefulset="ingester-zone-b"} 1"#));
 }
+
+/// Deployments that do not grant `patch` on StatefulSets (Loki's Helm chart) never stall a rollout on a due replica
+/// change: after one refused write the change is reported as a scaling error (and the feature as disabled) and the
+/// rollout goes on.
+#[tokio::test]
+async fn a_forbidden_replica_change_is_reported_and_the_rollout_goes_on() {
+    let mut pods = pods_of("ingester-zone-a", 5);
+    pods.extend((0..3).map(|i| pod("ingester-zone-b", i, "rev-0", true, 0)));
+    let follower =
+        annotate(sts(GROUP, "ingester-zone-b", 3, "rev-0", REV), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a");
+    let mut h = Harness::new(FakeCluster::new(vec![zone("ingester-zone-a", 5), follower], pods)).await;
+    h.cluster
+        .fail_next_replica_patch(ApiError::Rejected { code: 403, message: "statefulsets.apps is forbidden".into() });
+    let calls = h.reconcile().await;
+    assert_eq!(Harness::replica_patches(&calls), [("ingester-zone-b".to_string(), 5)], "tried once");
+    let calls = h.reconcile().await;
+    assert!(Harness::replica_patches(&calls).is_empty(), "not tried again meanwhile: {calls:?}");
+    assert!(
+        calls.iter().any(|c| matches!(c, Call::DeletePod { name, .. } if name.starts_with("ingester-zone-b-"))),
+        "the rollout goes on: {calls:?}"
+    );
+    let text = h.metrics.encode();
+    assert!(
+        text.contains(
+            "rollout_operator_scaling_errors_total{rollout_group=\"ingester\",statefulset=\"ingester-zone-b\"}"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("feature=\"scaling\""), "{text}");
+}

@@ -71,6 +71,7 @@ async fn the_secret_is_created_then_reused_then_renewed_after_two_thirds_of_the_
     // A changed Service name (DNS names) replaces it too.
     let mut other = settings();
     other.dns_names = service_dns_names("webhooks", "ns", "cluster.local.", "");
+    other.required_dns_names = vec!["webhooks.ns.svc".into()];
     let moved = ensure_self_signed(&cluster, SECRET, "ns", &other, ts("2026-09-01T08:00:01Z")).await.unwrap();
     assert!(moved.facts[0].dns_names.contains(&"webhooks.ns.svc".to_string()));
 }

@@ -5,32 +5,63 @@
 //!
 //! - every requirement must be granted (else the operator gets 403 in a real cluster);
 //! - every granted (group, resource, verb) must be required by something (least privilege);
+//! - each overlay grants the rules `rollout-operator rbac` generates for the args its Deployment passes
+//!   (`rollout_operator::rbac::rules_for`, resourceNames included), and the full overlay exactly those;
 //! - cluster-scoped resources are granted through a ClusterRole bound by a ClusterRoleBinding, namespaced ones
 //!   through a Role in the operator's namespace (the operator is namespace-scoped);
 //! - only roles actually bound to the Deployment's ServiceAccount count.
 //!
 //! Nothing here needs editing when the adapter or the YAML changes: both sides are read from their sources.
 
-use rollout_e2e::manifests::{KubeObject, kustomize_build, parse_kube_object, repo_root};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use rollout_e2e::manifests::{KubeObject, kustomize_build, overlays, parse_kube_object, repo_root};
+use rollout_operator::cli::{self, Command, OperatorFlags};
 use rollout_operator::kube_adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
+use rollout_operator::rbac::{Access, Rules, not_granted, rules_for};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// (API group, resource, verb).
 type Perm = (String, String, String);
 
-/// Permissions only the webhooks and the TLS certificate use: the controller-only overlay must not grant them.
-/// (group, resource, verb); an empty verb means every verb.
-const WEBHOOK_ONLY: &[(&str, &str, &str)] = &[
-    ("", "secrets", ""),
-    ("apps", "statefulsets", "get"),
-    ("apps", "deployments", ""),
-    ("apps", "replicasets", ""),
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
-];
+/// The flags of a Deployment's args, parsed by `rollout-operator rbac` (which accepts exactly what the controller
+/// accepts).
+fn flags_of(what: &str, args: &[String]) -> OperatorFlags {
+    let argv = ["rollout-operator", "rbac"].into_iter().map(String::from).chain(args.iter().cloned());
+    match cli::parse(argv) {
+        Ok(Command::Rbac(rbac)) => rbac.flags,
+        Ok(other) => panic!("{what}: expected the rbac subcommand, got {other:?}"),
+        Err(e) => panic!("{what}: the operator does not accept the Deployment's args {args:?}: {e}"),
+    }
+}
 
-fn webhook_only((g, r, v): &Perm) -> bool {
-    WEBHOOK_ONLY.iter().any(|(wg, wr, wv)| wg == g && wr == r && (wv.is_empty() || wv == v))
+fn rules_of(what: &str, args: &[String]) -> Rules {
+    rules_for(&flags_of(what, args)).unwrap_or_else(|e| panic!("{what}: no rules for {args:?}: {e}"))
+}
+
+/// Permissions only the webhooks and the TLS certificate use: the controller-only overlay must not grant them.
+/// Derived from the table: what every feature needs, less what every feature but TLS needs.
+fn webhook_only() -> BTreeSet<Perm> {
+    let perms = |args: &[&str]| -> BTreeSet<Perm> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let rules = rules_of("webhook-only permissions", &args);
+        rules.role.iter().chain(&rules.cluster_role).flat_map(expand_rule).collect()
+    };
+    let everything = perms(&["-kubernetes.namespace=ns", "-server-tls.enabled=true", "-use-zone-tracker=true"]);
+    let without_tls = perms(&["-kubernetes.namespace=ns", "-use-zone-tracker=true"]);
+    everything.difference(&without_tls).cloned().collect()
+}
+
+/// The (group, resource, verb) combinations of a rule, whatever its resourceNames.
+fn expand_rule(rule: &PolicyRule) -> Vec<Perm> {
+    let mut out = Vec::new();
+    for g in rule.api_groups.iter().flatten() {
+        for r in rule.resources.iter().flatten() {
+            for v in &rule.verbs {
+                out.push(perm(g, r, v));
+            }
+        }
+    }
+    out
 }
 
 /// Cluster-scoped resources the operator may touch (a Role cannot grant them).
@@ -49,15 +80,20 @@ fn requirements() -> BTreeSet<Perm> {
     RBAC_REQUIREMENTS
         .iter()
         .chain(REPLICA_TEMPLATE_PERMISSIONS)
-        .map(|ApiPermission { group, resource, verb }| perm(group, resource, verb))
+        .map(|ApiPermission { group, resource, verb, .. }| perm(group, resource, verb))
         .collect()
 }
 
-/// What an overlay grants the operator's ServiceAccount, by where it is granted.
+/// What an overlay grants the operator's ServiceAccount, by where it is granted, and the args its Deployment passes.
 #[derive(Debug, Default)]
 struct Grants {
     namespaced: BTreeSet<Perm>,
     cluster: BTreeSet<Perm>,
+    /// The rules of the bound Roles and ClusterRoles as written (resourceNames included).
+    role_rules: Vec<PolicyRule>,
+    cluster_rules: Vec<PolicyRule>,
+    /// The operator container's args.
+    args: Vec<String>,
 }
 
 impl Grants {
@@ -83,6 +119,13 @@ fn grants(overlay: &str) -> Grants {
             _ => None,
         })
         .expect("a Deployment with a serviceAccountName and a namespace");
+    let args = objects
+        .iter()
+        .find_map(|o| match o {
+            KubeObject::Deployment(d) => d.spec.as_ref()?.template.spec.as_ref()?.containers.first()?.args.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{overlay}: the Deployment's container has args"));
     let binds_sa = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
         subjects
             .iter()
@@ -104,7 +147,7 @@ fn grants(overlay: &str) -> Grants {
             _ => {}
         }
     }
-    let mut out = Grants::default();
+    let mut out = Grants { args, ..Grants::default() };
     let expand = |rules: &Option<Vec<k8s_openapi::api::rbac::v1::PolicyRule>>, into: &mut BTreeSet<Perm>| {
         for rule in rules.iter().flatten() {
             assert!(rule.non_resource_urls.is_none(), "{overlay}: no non-resource URLs (discovery is granted to all)");
@@ -121,12 +164,14 @@ fn grants(overlay: &str) -> Grants {
     for o in &objects {
         match o {
             KubeObject::Role(r) if bound_roles.contains(r.metadata.name.as_deref().unwrap_or_default()) => {
-                expand(&r.rules, &mut out.namespaced)
+                expand(&r.rules, &mut out.namespaced);
+                out.role_rules.extend(r.rules.iter().flatten().cloned());
             }
             KubeObject::ClusterRole(r)
                 if bound_cluster_roles.contains(r.metadata.name.as_deref().unwrap_or_default()) =>
             {
-                expand(&r.rules, &mut out.cluster)
+                expand(&r.rules, &mut out.cluster);
+                out.cluster_rules.extend(r.rules.iter().flatten().cloned());
             }
             _ => {}
         }
@@ -169,16 +214,73 @@ fn the_full_deployment_grants_exactly_what_the_operator_uses() {
     assert!(misplaced_ns.is_empty(), "cluster-scoped resources in a Role have no effect:\n{}", show(&misplaced_ns));
 }
 
+fn show_accesses(accesses: &[Access]) -> String {
+    if accesses.is_empty() {
+        return "    nothing".to_string();
+    }
+    accesses.iter().map(|a| format!("    {a}")).collect::<Vec<_>>().join("\n")
+}
+
+/// What the rules generated for the overlay's own args need and its bound roles do not grant, by kind of role.
+fn not_granted_for_its_flags(overlay: &str, granted: &Grants) -> Option<String> {
+    let rules = rules_of(overlay, &granted.args);
+    let role = not_granted(&rules.role, &granted.role_rules);
+    let cluster = not_granted(&rules.cluster_role, &granted.cluster_rules);
+    (!role.is_empty() || !cluster.is_empty()).then(|| {
+        format!(
+            "{overlay} (args {:?}):\n  Role:\n{}\n  ClusterRole:\n{}",
+            granted.args,
+            show_accesses(&role),
+            show_accesses(&cluster)
+        )
+    })
+}
+
+#[test]
+fn every_overlay_grants_what_the_args_of_its_deployment_need() {
+    let overlays = overlays().unwrap_or_else(|e| panic!("{e}"));
+    assert!(overlays.len() >= 2, "{overlays:?}");
+    let failures: Vec<String> =
+        overlays.iter().filter_map(|(name, _)| not_granted_for_its_flags(name, &grants(name))).collect();
+    assert!(
+        failures.is_empty(),
+        "overlays that do not grant what `rollout-operator rbac` generates for their Deployment's args (the operator \
+         would get 403):\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_full_deployment_grants_exactly_the_rules_its_args_need() {
+    let granted = grants("webhooks");
+    let rules = rules_of("webhooks", &granted.args);
+    // Both directions, resourceNames included: a grant by name is "used" only by a need on that name.
+    let unused_role = not_granted(&granted.role_rules, &rules.role);
+    let unused_cluster = not_granted(&granted.cluster_rules, &rules.cluster_role);
+    assert!(
+        unused_role.is_empty() && unused_cluster.is_empty(),
+        "the webhooks overlay grants more than `rollout-operator rbac` generates for its args:\n  Role:\n{}\n  \
+         ClusterRole:\n{}",
+        show_accesses(&unused_role),
+        show_accesses(&unused_cluster)
+    );
+    assert_eq!(not_granted_for_its_flags("webhooks", &granted), None);
+}
+
 #[test]
 fn the_controller_only_deployment_grants_what_the_controller_uses() {
-    let controller = grants("controller").all();
+    let granted = grants("controller");
+    let controller = granted.all();
     let full = grants("webhooks").all();
     let extra: BTreeSet<Perm> = controller.difference(&full).cloned().collect();
     assert!(extra.is_empty(), "the controller overlay grants more than the full one:\n{}", show(&extra));
-    let needed: BTreeSet<Perm> = requirements().into_iter().filter(|p| !webhook_only(p)).collect();
-    let missing: BTreeSet<Perm> = needed.difference(&controller).cloned().collect();
-    assert!(missing.is_empty(), "the controller overlay does not grant:\n{}", show(&missing));
-    let webhook_grants: BTreeSet<Perm> = controller.iter().filter(|p| webhook_only(p)).cloned().collect();
+    // What the controller uses with the args this overlay passes, as generated.
+    if let Some(missing) = not_granted_for_its_flags("controller", &granted) {
+        panic!("the controller overlay does not grant:\n{missing}");
+    }
+    let webhook_only = webhook_only();
+    assert!(webhook_only.contains(&perm("", "secrets", "create")), "{webhook_only:?}");
+    let webhook_grants: BTreeSet<Perm> = controller.intersection(&webhook_only).cloned().collect();
     assert!(
         webhook_grants.is_empty(),
         "the controller overlay grants webhook-only permissions:\n{}",

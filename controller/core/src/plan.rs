@@ -166,11 +166,19 @@ pub struct PlanContext<'a> {
     /// Downscales being prepared by the prepare-downscale webhook, from the group downscale record: no pod of a
     /// group is replaced while one of its markers is live (DESIGN.md invariant 5).
     pub downscales_in_progress: &'a [DownscaleInProgress],
+    /// Replica changes are refused by the API (403): why, as the shell found out. Due replica changes are then
+    /// scaling errors of their StatefulSets instead of the pass's action, so the rollout goes on.
+    pub scaling_forbidden: Option<&'a str>,
 }
 
 impl<'a> PlanContext<'a> {
     pub fn new(now: Timestamp, expectations: &'a [PendingExpectation]) -> Self {
-        PlanContext { now, expectations, downscale_record: None, downscales_in_progress: &[] }
+        PlanContext { now, expectations, downscale_record: None, downscales_in_progress: &[], scaling_forbidden: None }
+    }
+
+    pub fn with_scaling_forbidden(mut self, why: Option<&'a str>) -> Self {
+        self.scaling_forbidden = why;
+        self
     }
 
     pub fn with_downscale_record(mut self, record: Option<&'a DownscaleRecord>) -> Self {

@@ -336,6 +336,11 @@ pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass
             pass.waits.push(format!("{}: downscale from {current} to {to} waits: {why}", sts.name));
             continue;
         }
+        if let Some(why) = ctx.scaling_forbidden {
+            pass.errors
+                .push(ScalingError::new(&sts.name, format!("scaling from {current} to {to} is not possible: {why}")));
+            continue;
+        }
         if pass.scale.is_some() {
             pass.waits.push(format!(
                 "{}: scaling from {current} to {to} waits for a later pass (one StatefulSet per pass)",

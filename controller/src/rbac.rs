@@ -1,0 +1,681 @@
+//! The operator's Kubernetes API permissions, and the RBAC rules a set of flags needs.
+//!
+//! This module owns the requirement table ([`RBAC_REQUIREMENTS`], [`REPLICA_TEMPLATE_PERMISSIONS`] and the wildcard
+//! [`MIRROR_TARGET_PERMISSIONS`]): every permission the kube adapter's requests need, the features that use it (each
+//! switched on by flags), whether it is namespaced or cluster-scoped, and whether RBAC can restrict it to one object
+//! named by a flag. One table serves three checks, so they cannot drift apart: the adapter's mock-server tests check
+//! every request the adapter sends against it, [`rules_for`] turns it into the Role and ClusterRole a set of flags
+//! needs (`rollout-operator rbac`), and the deploy/ and reference-deployment tests compare grants with those rules
+//! ([`not_granted`]).
+//!
+//! It is data and pure functions, built in both builds (the simulator's too). It does not decide what the operator
+//! does; when the code starts using a permission for another feature, the feature list of that row changes here.
+
+use crate::cli::OperatorFlags;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use thiserror::Error;
+
+/// What the operator uses a permission for. A permission is needed when any of its features is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Feature {
+    /// Rollouts and scaling: watching pods and StatefulSets, deleting pods, live reads, writing status and replicas.
+    /// Always on.
+    Rollout,
+    /// Mirroring replicas from the shipped `ReplicaTemplate` CRD. Always on: whether a StatefulSet mirrors is set by
+    /// its annotations, not by a flag, so the rules cannot know whether it will be used. Optional: without it a
+    /// mirror StatefulSet gets a scaling error (logged, counted) and the rest rolls on.
+    MirrorTargets,
+    /// Changing replicas (leader/follower, mirror, force-replicas annotations) and recording downscales in
+    /// `grafana.com/last-downscale` without the zone tracker. Optional: a refused write is a scaling error of that
+    /// StatefulSet, or, for a `/scale` downscale the webhook cannot record, a denial naming the verb to grant.
+    Scaling,
+    /// The no-downscale webhook's parent lookups of `/scale` requests for Deployments and ReplicaSets (with TLS).
+    /// Optional: a refused lookup allows the request with a warning, as the reference does.
+    ParentLookups,
+    /// The admission webhooks (`-server-tls.enabled`): parent lookups of `/scale` requests and live reads of the
+    /// rollout group.
+    Webhooks,
+    /// The group downscale record in a ConfigMap (`-use-zone-tracker`).
+    ZoneTracker,
+    /// The self-signed certificate, kept in a Secret (`-server-tls.enabled` with
+    /// `-server-tls.self-signed-cert.enabled`, the default).
+    Certificate,
+    /// Injecting the self-signed CA into the labelled webhook configurations (`-webhooks.update-ca-bundle`, the
+    /// default; only with TLS and the self-signed certificate).
+    CaInjection,
+    /// The `kube_validating_webhook_failure_policy` gauge: watches the namespace's webhook configurations whenever
+    /// the TLS server runs, whether or not CA bundles are injected.
+    FailurePolicyMetric,
+}
+
+impl Feature {
+    /// Every feature, in the order the table uses them.
+    pub const ALL: [Feature; 9] = [
+        Feature::Rollout,
+        Feature::MirrorTargets,
+        Feature::Scaling,
+        Feature::ParentLookups,
+        Feature::Webhooks,
+        Feature::ZoneTracker,
+        Feature::Certificate,
+        Feature::CaInjection,
+        Feature::FailurePolicyMetric,
+    ];
+
+    /// A feature that, refused by RBAC, degrades with a clear message (what it says above) instead of stopping
+    /// rollouts or admissions; a deployment may leave it out.
+    pub fn is_optional(self) -> bool {
+        matches!(self, Feature::MirrorTargets | Feature::Scaling | Feature::ParentLookups)
+    }
+
+    /// Whether these flags switch the feature on, exactly as the binary's startup decides it (`main.rs`,
+    /// `webhook_server::start`).
+    pub fn enabled(self, flags: &OperatorFlags) -> bool {
+        let tls = flags.server_tls_enabled;
+        match self {
+            Feature::Rollout | Feature::MirrorTargets | Feature::Scaling => true,
+            Feature::Webhooks | Feature::FailurePolicyMetric | Feature::ParentLookups => tls,
+            Feature::ZoneTracker => flags.use_zone_tracker,
+            Feature::Certificate => tls && flags.self_signed_cert_enabled,
+            Feature::CaInjection => tls && flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle,
+        }
+    }
+}
+
+/// Namespaced permissions go in a Role in the operator's namespace; cluster-scoped ones need a ClusterRole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+/// The one object a permission is restricted to (RBAC `resourceNames`), named by a flag. Only requests for one named
+/// object (get, update, patch, delete) can be restricted this way; `create` and `list` cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceName {
+    /// `-zone-tracker.config-map-name`.
+    ZoneTrackerConfigMap,
+    /// `-server-tls.self-signed-cert.secret-name`.
+    CertificateSecret,
+}
+
+impl ResourceName {
+    /// The flag that names the object.
+    pub fn flag(self) -> &'static str {
+        match self {
+            ResourceName::ZoneTrackerConfigMap => "-zone-tracker.config-map-name",
+            ResourceName::CertificateSecret => "-server-tls.self-signed-cert.secret-name",
+        }
+    }
+
+    /// The object's name under these flags, as the operator resolves it.
+    pub fn resolve(self, flags: &OperatorFlags) -> Result<&str, RbacError> {
+        let name = match self {
+            // The same resolution as the controller and the webhooks (an empty name means the default).
+            ResourceName::ZoneTrackerConfigMap => flags.downscale_record_name(),
+            ResourceName::CertificateSecret => flags.self_signed_cert_secret_name.as_str(),
+        };
+        if name.is_empty() {
+            return Err(RbacError::EmptyResourceName { flag: self.flag() });
+        }
+        Ok(name)
+    }
+}
+
+/// Why no rules could be made for a set of flags.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RbacError {
+    #[error("{flag} is empty, but the permission on that object is granted by name: give the object's name")]
+    EmptyResourceName { flag: &'static str },
+}
+
+/// One permission on the Kubernetes API, in RBAC terms: API group (`""` is core), resource (`name/subresource` for
+/// subresources) and verb; where it is granted, which features use it, and the named object it is restricted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ApiPermission {
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub verb: &'static str,
+    pub scope: Scope,
+    /// Needed when any of these is on.
+    pub features: &'static [Feature],
+    /// `Some`: the operator only ever addresses the one object that flag names, so the grant can say so.
+    pub resource_name: Option<ResourceName>,
+}
+
+impl ApiPermission {
+    /// A permission in the operator's namespace, on any object.
+    pub const fn namespaced(
+        group: &'static str,
+        resource: &'static str,
+        verb: &'static str,
+        features: &'static [Feature],
+    ) -> Self {
+        Self { group, resource, verb, scope: Scope::Namespaced, features, resource_name: None }
+    }
+
+    /// A permission on a cluster-scoped resource.
+    pub const fn cluster(
+        group: &'static str,
+        resource: &'static str,
+        verb: &'static str,
+        features: &'static [Feature],
+    ) -> Self {
+        Self { group, resource, verb, scope: Scope::Cluster, features, resource_name: None }
+    }
+
+    /// The same permission, restricted to the object `name` names.
+    pub const fn named(self, name: ResourceName) -> Self {
+        Self { resource_name: Some(name), ..self }
+    }
+
+    /// Whether these flags switch on a feature that uses this permission.
+    pub fn needed(&self, flags: &OperatorFlags) -> bool {
+        self.features.iter().any(|feature| feature.enabled(flags))
+    }
+}
+
+use Feature::{
+    CaInjection, Certificate, FailurePolicyMetric, MirrorTargets, ParentLookups, Rollout, Scaling, Webhooks,
+    ZoneTracker,
+};
+
+/// Every permission the kube adapter needs on the operator's own resources. The deploy RBAC must grant at least
+/// those its flags need; the adapter's tests check that this list equals what the adapter actually requests (each
+/// (group, resource, verb) once, with the request's scope, and a named request where a row is restricted by name).
+pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
+    // Rollouts watch pods (list + watch) and replace them one zone at a time (uid-preconditioned deletes); the
+    // controller checks a deletion it got no answer for with a live list, the prepare-downscale webhook lists the
+    // group's pods live.
+    ApiPermission::namespaced("", "pods", "list", &[Rollout, Webhooks]),
+    ApiPermission::namespaced("", "pods", "watch", &[Rollout]),
+    ApiPermission::namespaced("", "pods", "delete", &[Rollout]),
+    // The StatefulSets of rollout groups: watched by the controller, listed live by the prepare-downscale webhook.
+    ApiPermission::namespaced("apps", "statefulsets", "list", &[Rollout, Webhooks]),
+    ApiPermission::namespaced("apps", "statefulsets", "watch", &[Rollout]),
+    // status.currentRevision is written with an UPDATE of the status subresource (what every real deployment
+    // grants), after a live read of the object.
+    ApiPermission::namespaced("apps", "statefulsets/status", "update", &[Rollout]),
+    // The group downscale record. `create` cannot be restricted by name in RBAC.
+    ApiPermission::namespaced("", "configmaps", "get", &[ZoneTracker]).named(ResourceName::ZoneTrackerConfigMap),
+    ApiPermission::namespaced("", "configmaps", "create", &[ZoneTracker]),
+    ApiPermission::namespaced("", "configmaps", "update", &[ZoneTracker]).named(ResourceName::ZoneTrackerConfigMap),
+    // Live reads: the controller's before a status write and to check a write it got no answer for; the webhooks'
+    // parent lookups of /scale requests (no-downscale: StatefulSets, Deployments, ReplicaSets; prepare-downscale:
+    // StatefulSets).
+    ApiPermission::namespaced("apps", "statefulsets", "get", &[Rollout, Webhooks]),
+    ApiPermission::namespaced("apps", "deployments", "get", &[ParentLookups]),
+    ApiPermission::namespaced("apps", "replicasets", "get", &[ParentLookups]),
+    // TLS: the self-signed certificate's Secret. `create` cannot be restricted by name in RBAC.
+    ApiPermission::namespaced("", "secrets", "get", &[Certificate]).named(ResourceName::CertificateSecret),
+    ApiPermission::namespaced("", "secrets", "create", &[Certificate]),
+    ApiPermission::namespaced("", "secrets", "update", &[Certificate]).named(ResourceName::CertificateSecret),
+    // Webhook configurations (cluster-scoped: a ClusterRole): watched for CA injection and for the failure-policy
+    // gauge, patched by CA injection.
+    ApiPermission::cluster(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "list",
+        &[CaInjection, FailurePolicyMetric],
+    ),
+    ApiPermission::cluster(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "watch",
+        &[CaInjection, FailurePolicyMetric],
+    ),
+    ApiPermission::cluster("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch", &[CaInjection]),
+    ApiPermission::cluster(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "list",
+        &[CaInjection, FailurePolicyMetric],
+    ),
+    ApiPermission::cluster(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "watch",
+        &[CaInjection, FailurePolicyMetric],
+    ),
+    ApiPermission::cluster("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", &[CaInjection]),
+    // Scaling sets spec.replicas of a follower or mirror StatefulSet (with grafana.com/last-downscale when there is
+    // no zone tracker); without the tracker the webhooks record a /scale downscale on the parent the same way.
+    ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling]),
+];
+
+/// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
+/// that a StatefulSet mirrors (`grafana.com/rollout-mirror-replicas-from-resource-*`). Those are user resources, not
+/// known in advance, so they are listed apart from [`RBAC_REQUIREMENTS`]; the deploy RBAC grants them for the
+/// shipped `ReplicaTemplate` CRD (`rollout-operator.grafana.com`, `replicatemplates`), see
+/// [`REPLICA_TEMPLATE_PERMISSIONS`]. Resolving the kind uses API discovery (`GET /api`, `/apis/<group>`,
+/// `/apis/<group>/<version>`), non-resource URLs every authenticated user may read (`system:discovery`).
+pub const MIRROR_TARGET: &str = "*";
+
+/// What mirroring needs on each reference resource type: read its `scale` subresource, merge-patch its `status`.
+pub const MIRROR_TARGET_PERMISSIONS: &[ApiPermission] = &[
+    ApiPermission::namespaced(MIRROR_TARGET, "*/scale", "get", &[MirrorTargets]),
+    ApiPermission::namespaced(MIRROR_TARGET, "*/status", "patch", &[MirrorTargets]),
+];
+
+/// [`MIRROR_TARGET_PERMISSIONS`] for the shipped `ReplicaTemplate` CRD: the mirror target [`rules_for`] includes.
+pub const REPLICA_TEMPLATE_PERMISSIONS: &[ApiPermission] = &[
+    ApiPermission::namespaced("rollout-operator.grafana.com", "replicatemplates/scale", "get", &[MirrorTargets]),
+    ApiPermission::namespaced("rollout-operator.grafana.com", "replicatemplates/status", "patch", &[MirrorTargets]),
+];
+
+/// The rules a set of flags needs: for a Role in the operator's namespace, and for a ClusterRole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rules {
+    pub role: Vec<PolicyRule>,
+    pub cluster_role: Vec<PolicyRule>,
+}
+
+/// Verbs in the order Kubernetes documents them; rules list their verbs in this order.
+const VERB_ORDER: [&str; 8] = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+
+fn verb_rank(verb: &str) -> (usize, &str) {
+    (VERB_ORDER.iter().position(|v| *v == verb).unwrap_or(VERB_ORDER.len()), verb)
+}
+
+/// (API group, resource, resourceName) -> verbs.
+type Merged<'a> = BTreeMap<(&'static str, &'static str, Option<&'a str>), BTreeSet<(usize, &'static str)>>;
+
+/// The Role and ClusterRole rules these flags need: the rows of [`RBAC_REQUIREMENTS`] and
+/// [`REPLICA_TEMPLATE_PERMISSIONS`] whose features the flags switch on, with resource names resolved from the flags.
+/// One rule per (API group, resource, resource name) with its verbs merged; rules sorted by group, resource and
+/// name (unrestricted first), verbs in Kubernetes' order, so the output is the same for the same flags. A verb a
+/// rule grants on every object is not repeated in the rule restricted to one object.
+pub fn rules_for(flags: &OperatorFlags) -> Result<Rules, RbacError> {
+    rules_where(flags, |_| true)
+}
+
+/// [`rules_for`] without the optional features' permissions ([`Feature::is_optional`]): what a deployment must
+/// grant for these flags (the rest degrades with a clear message when refused).
+pub fn required_rules_for(flags: &OperatorFlags) -> Result<Rules, RbacError> {
+    rules_where(flags, |p| p.features.iter().any(|f| !f.is_optional() && f.enabled(flags)))
+}
+
+fn rules_where(flags: &OperatorFlags, keep: impl Fn(&ApiPermission) -> bool) -> Result<Rules, RbacError> {
+    let mut namespaced = Merged::new();
+    let mut cluster = Merged::new();
+    let permissions = RBAC_REQUIREMENTS.iter().chain(REPLICA_TEMPLATE_PERMISSIONS);
+    for permission in permissions.filter(|p| p.needed(flags) && keep(p)) {
+        let name = permission.resource_name.map(|name| name.resolve(flags)).transpose()?;
+        let merged = match permission.scope {
+            Scope::Namespaced => &mut namespaced,
+            Scope::Cluster => &mut cluster,
+        };
+        merged.entry((permission.group, permission.resource, name)).or_default().insert(verb_rank(permission.verb));
+    }
+    Ok(Rules { role: to_rules(namespaced), cluster_role: to_rules(cluster) })
+}
+
+fn to_rules(mut merged: Merged<'_>) -> Vec<PolicyRule> {
+    let unrestricted: BTreeMap<(&str, &str), BTreeSet<(usize, &str)>> = merged
+        .iter()
+        .filter(|((_, _, name), _)| name.is_none())
+        .map(|((group, resource, _), verbs)| ((*group, *resource), verbs.clone()))
+        .collect();
+    for ((group, resource, name), verbs) in &mut merged {
+        if name.is_some()
+            && let Some(everywhere) = unrestricted.get(&(*group, *resource))
+        {
+            verbs.retain(|verb| !everywhere.contains(verb));
+        }
+    }
+    merged
+        .into_iter()
+        .filter(|(_, verbs)| !verbs.is_empty())
+        .map(|((group, resource, name), verbs)| PolicyRule {
+            api_groups: Some(vec![group.to_string()]),
+            resources: Some(vec![resource.to_string()]),
+            resource_names: name.map(|name| vec![name.to_string()]),
+            verbs: verbs.into_iter().map(|(_, verb)| verb.to_string()).collect(),
+            non_resource_urls: None,
+        })
+        .collect()
+}
+
+/// One verb on one resource, possibly on one named object only: the unit [`not_granted`] compares.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Access {
+    pub group: String,
+    pub resource: String,
+    pub verb: String,
+    /// `None`: on every object of the resource.
+    pub resource_name: Option<String>,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} (apiGroup {:?})", self.verb, self.resource, self.group)?;
+        if let Some(name) = &self.resource_name {
+            write!(f, " resourceNames [{name}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every (group, resource, verb, resource name) a list of rules grants, one per combination.
+pub fn accesses(rules: &[PolicyRule]) -> BTreeSet<Access> {
+    let mut out = BTreeSet::new();
+    for rule in rules {
+        let names: Vec<Option<&String>> = match rule.resource_names.as_deref() {
+            None | Some([]) => vec![None],
+            Some(names) => names.iter().map(Some).collect(),
+        };
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                for verb in &rule.verbs {
+                    for name in &names {
+                        out.insert(Access {
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            verb: verb.clone(),
+                            resource_name: name.cloned(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What of `needed` the rules `granted` (of the same kind: Role with Role, ClusterRole with ClusterRole) do not
+/// allow. A grant restricted by resourceNames covers a need on one of those names; an unrestricted grant covers
+/// any; `*` in a grant's groups, resources or verbs covers anything there, and `*/sub` any resource's `sub`.
+pub fn not_granted(needed: &[PolicyRule], granted: &[PolicyRule]) -> Vec<Access> {
+    let granted = accesses(granted);
+    accesses(needed).into_iter().filter(|need| !granted.iter().any(|grant| covers(grant, need))).collect()
+}
+
+fn covers(grant: &Access, need: &Access) -> bool {
+    let group = grant.group == "*" || grant.group == need.group;
+    let resource = grant.resource == "*"
+        || grant.resource == need.resource
+        || grant
+            .resource
+            .strip_prefix("*/")
+            .is_some_and(|sub| need.resource.split_once('/').is_some_and(|(_, need_sub)| need_sub == sub));
+    let verb = grant.verb == "*" || grant.verb == need.verb;
+    let name = match (&grant.resource_name, &need.resource_name) {
+        (None, _) => true,
+        (Some(granted), Some(needed)) => granted == needed,
+        (Some(_), None) => false,
+    };
+    group && resource && verb && name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{self, Command};
+
+    fn flags(args: &[&str]) -> OperatorFlags {
+        let argv = ["rollout-operator", "rbac", "-kubernetes.namespace=ns"].into_iter().chain(args.iter().copied());
+        match cli::parse(argv) {
+            Ok(Command::Rbac(args)) => args.flags,
+            other => panic!("{args:?}: expected the rbac subcommand, got {other:?}"),
+        }
+    }
+
+    fn rules(args: &[&str]) -> Rules {
+        rules_for(&flags(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    fn rule(group: &str, resource: &str, names: Option<&[&str]>, verbs: &[&str]) -> PolicyRule {
+        PolicyRule {
+            api_groups: Some(vec![group.to_string()]),
+            resources: Some(vec![resource.to_string()]),
+            resource_names: names.map(|names| names.iter().map(|n| n.to_string()).collect()),
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            non_resource_urls: None,
+        }
+    }
+
+    /// The resources a list of rules mentions.
+    fn resources(rules: &[PolicyRule]) -> BTreeSet<String> {
+        rules.iter().flat_map(|r| r.resources.iter().flatten().cloned()).collect()
+    }
+
+    #[test]
+    fn default_flags_need_rollouts_and_mirroring_only() {
+        let rules = rules(&[]);
+        assert_eq!(
+            rules.role,
+            [
+                rule("", "pods", None, &["list", "watch", "delete"]),
+                rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),
+                rule("apps", "statefulsets/status", None, &["update"]),
+                rule("rollout-operator.grafana.com", "replicatemplates/scale", None, &["get"]),
+                rule("rollout-operator.grafana.com", "replicatemplates/status", None, &["patch"]),
+            ]
+        );
+        assert!(rules.cluster_role.is_empty(), "{:?}", rules.cluster_role);
+    }
+
+    #[test]
+    fn no_configmaps_without_the_zone_tracker() {
+        for args in [&[][..], &["-server-tls.enabled=true"], &["-use-zone-tracker=false", "-server-tls.enabled"]] {
+            let rules = rules(args);
+            assert!(!resources(&rules.role).contains("configmaps"), "{args:?}: {:?}", rules.role);
+        }
+    }
+
+    #[test]
+    fn the_zone_tracker_needs_its_configmap_by_name_and_create() {
+        let rules = rules(&["-use-zone-tracker=true", "-zone-tracker.config-map-name=record"]);
+        let configmaps: Vec<_> = rules.role.iter().filter(|r| r.resources == Some(vec!["configmaps".into()])).collect();
+        assert_eq!(
+            configmaps,
+            [
+                &rule("", "configmaps", None, &["create"]),
+                &rule("", "configmaps", Some(&["record"]), &["get", "update"])
+            ]
+        );
+        // The default name, as the controller resolves it.
+        let rules = rules_for(&flags(&["-use-zone-tracker"])).expect("rules");
+        assert!(rules.role.contains(&rule(
+            "",
+            "configmaps",
+            Some(&["rollout-operator-zone-tracker"]),
+            &["get", "update"]
+        )));
+    }
+
+    #[test]
+    fn nothing_of_tls_without_tls() {
+        for args in [&[][..], &["-use-zone-tracker=true"], &["-webhooks.update-ca-bundle=true"]] {
+            let rules = rules(args);
+            let role = resources(&rules.role);
+            for resource in ["secrets", "deployments", "replicasets"] {
+                assert!(!role.contains(resource), "{args:?}: {resource} in {:?}", rules.role);
+            }
+            assert!(rules.cluster_role.is_empty(), "{args:?}: {:?}", rules.cluster_role);
+        }
+    }
+
+    #[test]
+    fn tls_needs_the_webhooks_reads_the_certificate_secret_by_name_and_ca_injection() {
+        let rules = rules(&["-server-tls.enabled=true", "-server-tls.self-signed-cert.secret-name=certificate"]);
+        for expected in [
+            rule("apps", "deployments", None, &["get"]),
+            rule("apps", "replicasets", None, &["get"]),
+            rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),
+            rule("", "secrets", None, &["create"]),
+            rule("", "secrets", Some(&["certificate"]), &["get", "update"]),
+        ] {
+            assert!(rules.role.contains(&expected), "{expected:?} not in {:?}", rules.role);
+        }
+        assert_eq!(
+            rules.cluster_role,
+            [
+                rule(
+                    "admissionregistration.k8s.io",
+                    "mutatingwebhookconfigurations",
+                    None,
+                    &["list", "watch", "patch"]
+                ),
+                rule(
+                    "admissionregistration.k8s.io",
+                    "validatingwebhookconfigurations",
+                    None,
+                    &["list", "watch", "patch"]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn ca_injection_off_drops_the_patch_of_webhook_configurations() {
+        // The failure-policy gauge still watches them whenever the TLS server runs.
+        for args in [
+            &["-server-tls.enabled", "-webhooks.update-ca-bundle=false"][..],
+            &[
+                "-server-tls.enabled",
+                "-server-tls.self-signed-cert.enabled=false",
+                "-server-tls.cert-file=c",
+                "-server-tls.key-file=k",
+                "-webhooks.update-ca-bundle=false",
+            ],
+        ] {
+            let rules = rules(args);
+            assert_eq!(
+                rules.cluster_role,
+                [
+                    rule("admissionregistration.k8s.io", "mutatingwebhookconfigurations", None, &["list", "watch"]),
+                    rule("admissionregistration.k8s.io", "validatingwebhookconfigurations", None, &["list", "watch"]),
+                ],
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn certificate_files_need_no_secret() {
+        let rules = rules(&[
+            "-server-tls.enabled",
+            "-server-tls.self-signed-cert.enabled=false",
+            "-server-tls.cert-file=c",
+            "-server-tls.key-file=k",
+            "-webhooks.update-ca-bundle=false",
+        ]);
+        assert!(!resources(&rules.role).contains("secrets"), "{:?}", rules.role);
+        assert!(resources(&rules.role).contains("deployments"), "the webhooks still run: {:?}", rules.role);
+    }
+
+    #[test]
+    fn an_empty_secret_name_is_an_error_naming_the_flag() {
+        let err = rules_for(&flags(&["-server-tls.enabled", "-server-tls.self-signed-cert.secret-name="]))
+            .expect_err("no rule can name an empty object");
+        assert_eq!(err, RbacError::EmptyResourceName { flag: "-server-tls.self-signed-cert.secret-name" });
+        assert!(err.to_string().contains("-server-tls.self-signed-cert.secret-name"), "{err}");
+        // Without TLS the Secret is not used, so its name does not matter.
+        assert!(rules_for(&flags(&["-server-tls.self-signed-cert.secret-name="])).is_ok());
+    }
+
+    #[test]
+    fn the_same_flags_give_the_same_rules_and_every_rule_is_well_formed() {
+        let all = ["-server-tls.enabled", "-use-zone-tracker"];
+        assert_eq!(rules(&all), rules(&all));
+        let rules = rules(&all);
+        for rule in rules.role.iter().chain(&rules.cluster_role) {
+            assert!(!rule.verbs.is_empty(), "{rule:?}");
+            let mut sorted = rule.verbs.clone();
+            sorted.sort_by_key(|v| verb_rank(v).0);
+            sorted.dedup();
+            assert_eq!(sorted, rule.verbs, "verbs once each, in Kubernetes' order");
+            if rule.resource_names.is_some() {
+                assert!(!rule.verbs.iter().any(|v| ["create", "list", "watch"].contains(&v.as_str())), "{rule:?}");
+            }
+        }
+        let keys: Vec<_> = rules.role.iter().map(|r| (&r.api_groups, &r.resources, &r.resource_names)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(keys, sorted, "one rule per (group, resource, names), sorted");
+    }
+
+    #[test]
+    fn every_feature_is_used_by_the_table_and_every_row_by_a_feature() {
+        let table: Vec<&ApiPermission> =
+            RBAC_REQUIREMENTS.iter().chain(REPLICA_TEMPLATE_PERMISSIONS).chain(MIRROR_TARGET_PERMISSIONS).collect();
+        for feature in Feature::ALL {
+            assert!(table.iter().any(|p| p.features.contains(&feature)), "{feature:?} uses nothing");
+        }
+        for p in &table {
+            assert!(!p.features.is_empty(), "{p:?} is used by no feature");
+            if p.resource_name.is_some() {
+                assert!(!["create", "list", "watch", "deletecollection"].contains(&p.verb), "{p:?}: RBAC cannot");
+            }
+        }
+        // All on: every row is needed.
+        let all = flags(&["-server-tls.enabled", "-use-zone-tracker"]);
+        assert!(table.iter().all(|p| p.needed(&all)));
+    }
+
+    #[test]
+    fn a_verb_granted_everywhere_is_not_repeated_by_name() {
+        let merged = Merged::from([
+            (("", "configmaps", None), BTreeSet::from([verb_rank("get")])),
+            (("", "configmaps", Some("x")), BTreeSet::from([verb_rank("get"), verb_rank("update")])),
+            (("", "secrets", Some("y")), BTreeSet::from([verb_rank("get")])),
+            (("", "secrets", None), BTreeSet::from([verb_rank("get")])),
+        ]);
+        assert_eq!(
+            to_rules(merged),
+            [
+                rule("", "configmaps", None, &["get"]),
+                rule("", "configmaps", Some(&["x"]), &["update"]),
+                rule("", "secrets", None, &["get"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn grants_by_name_cover_only_that_name_and_unrestricted_grants_cover_any() {
+        let needed = [rule("", "secrets", Some(&["cert"]), &["get", "update"]), rule("", "secrets", None, &["create"])];
+        assert!(not_granted(&needed, &[rule("", "secrets", None, &["get", "update", "create"])]).is_empty());
+        assert!(
+            not_granted(
+                &needed,
+                &[
+                    rule("", "secrets", None, &["create"]),
+                    rule("", "secrets", Some(&["other", "cert"]), &["get", "update"])
+                ]
+            )
+            .is_empty()
+        );
+        let missing = not_granted(
+            &needed,
+            &[
+                rule("", "secrets", Some(&["certificate"]), &["get", "update"]),
+                rule("", "secrets", Some(&["cert"]), &["create"]),
+            ],
+        );
+        let shown: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "create secrets (apiGroup \"\")",
+                "get secrets (apiGroup \"\") resourceNames [cert]",
+                "update secrets (apiGroup \"\") resourceNames [cert]",
+            ]
+        );
+    }
+
+    #[test]
+    fn wildcard_grants_cover_what_they_match() {
+        let needed =
+            [rule("example.com", "widgets/scale", None, &["get"]), rule("apps", "statefulsets", None, &["patch"])];
+        assert!(not_granted(&needed, &[rule("*", "*", None, &["*"])]).is_empty());
+        assert!(
+            not_granted(&needed, &[rule("*", "*/scale", None, &["get"]), rule("apps", "statefulsets", None, &["*"])])
+                .is_empty()
+        );
+        assert_eq!(not_granted(&needed, &[rule("*", "*/status", None, &["get"])]).len(), 2);
+    }
+}
