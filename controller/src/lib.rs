@@ -25,6 +25,7 @@ pub mod prom_duration;
 pub mod rbac;
 pub mod rbac_cmd;
 pub mod reconciler;
+pub mod reference_deployments;
 #[cfg(not(madsim))]
 pub mod review_cmd;
 pub mod scaling;

@@ -392,7 +392,8 @@ pub fn not_granted(needed: &[PolicyRule], granted: &[PolicyRule]) -> Vec<Access>
     accesses(needed).into_iter().filter(|need| !granted.iter().any(|grant| covers(grant, need))).collect()
 }
 
-fn covers(grant: &Access, need: &Access) -> bool {
+/// Whether the granted `grant` covers `need` (wildcards, subresource wildcards, resource names).
+pub fn covers(grant: &Access, need: &Access) -> bool {
     let group = grant.group == "*" || grant.group == need.group;
     let resource = grant.resource == "*"
         || grant.resource == need.resource

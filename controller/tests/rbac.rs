@@ -7,98 +7,12 @@
 //! deployment and exactly what it does not grant: the operator would get 403 on it there. Fix the operator (or
 //! its flags' features in `rbac.rs`) rather than the data.
 
-use k8s_openapi::api::rbac::v1::PolicyRule;
 use rollout_operator::cli::{self, Command, OperatorFlags};
 use rollout_operator::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
 
-/// What a deployment grants the operator: a Role in its namespace and a ClusterRole.
-struct Grants {
-    role: Vec<PolicyRule>,
-    cluster_role: Vec<PolicyRule>,
-}
-
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_string()]),
-        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        resource_names: None,
-        non_resource_urls: None,
-    }
-}
-
-fn by_name(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
-    PolicyRule { resource_names: Some(names.iter().map(|n| n.to_string()).collect()), ..rule(group, resources, verbs) }
-}
-
-const GRAFANA: &str = "rollout-operator.grafana.com";
-const ADMISSION: &str = "admissionregistration.k8s.io";
-
-/// The parts of section 2 that HC 0.50.1, HC-old/MH and JS share; `pods` differ, and so does the certificate
-/// Secret's name (the one the deployment's args use: `resourceNames: the certificate Secret`).
-fn helm_and_jsonnet(pod_verbs: &[&str], certificate_secret: &str) -> Grants {
-    Grants {
-        role: vec![
-            rule("", &["pods"], pod_verbs),
-            rule("apps", &["statefulsets"], &["list", "get", "watch", "patch"]),
-            rule("apps", &["statefulsets/status"], &["update"]),
-            rule(GRAFANA, &["zoneawarepoddisruptionbudgets"], &["get", "list", "watch"]),
-            rule(GRAFANA, &["replicatemplates/scale", "replicatemplates/status"], &["get", "patch"]),
-            rule("", &["secrets"], &["create"]),
-            by_name("", &["secrets"], &[certificate_secret], &["get", "update"]),
-        ],
-        cluster_role: vec![rule(
-            ADMISSION,
-            &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
-            &["list", "patch", "watch"],
-        )],
-    }
-}
-
-/// HC 0.50.1: Grafana's Helm chart, default values (no configmaps). Its args name the Secret `certificate`.
-fn hc_0_50_1() -> Grants {
-    helm_and_jsonnet(&["list", "get", "watch", "delete", "patch"], "certificate")
-}
-
-/// HC-old 0.37.1 / 0.40.0, as mimir-distributed (MH) pins it: pods without patch, no configmaps. MH's args name the
-/// Secret `certificate`.
-fn hc_old_mh() -> Grants {
-    helm_and_jsonnet(&["list", "get", "watch", "delete"], "certificate")
-}
-
-/// JS v0.38.1: the reference's jsonnet library, with the zone tracker's configmaps (not restricted by name). Its
-/// args leave `-server-tls.self-signed-cert.secret-name` at the reference's default, which is the Secret it grants.
-fn js_v0_38_1() -> Grants {
-    let mut grants =
-        helm_and_jsonnet(&["list", "get", "watch", "delete", "patch"], "rollout-operator-self-signed-certificate");
-    grants.role.push(rule("", &["configmaps"], &["get", "update", "create"]));
-    grants
-}
-
-/// LJ: Loki's jsonnet. No ClusterRole.
-fn lj_grants() -> Grants {
-    Grants {
-        role: vec![
-            rule("", &["pods"], &["list", "get", "watch", "delete"]),
-            rule("apps", &["statefulsets"], &["list", "get", "watch", "update", "patch"]),
-            rule("apps", &["statefulsets/status"], &["update"]),
-        ],
-        cluster_role: vec![],
-    }
-}
-
-/// Loki's Helm chart (rollout-operator chart 0.24.0), which deploys with LJ's args: "grants only pods
-/// list/get/watch/delete, statefulsets list/get/watch and statefulsets/status update".
-fn loki_helm_0_24_0() -> Grants {
-    Grants {
-        role: vec![
-            rule("", &["pods"], &["list", "get", "watch", "delete"]),
-            rule("apps", &["statefulsets"], &["list", "get", "watch"]),
-            rule("apps", &["statefulsets/status"], &["update"]),
-        ],
-        cluster_role: vec![],
-    }
-}
+use rollout_operator::reference_deployments::{
+    Grants, by_name, hc_0_50_1, hc_old_mh, js_v0_38_1, lj_grants, loki_helm_0_24_0, rule,
+};
 
 // Section 1, exactly as the container receives them.
 const HC_WEBHOOKS_ON: &str = "-kubernetes.namespace=mimir -zpdb.pod-ready-annotation-patch-timeout=5s \

@@ -11,6 +11,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
+use rollout_operator::rbac::Access;
+use rollout_operator::reference_deployments::Grants;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -169,6 +171,8 @@ pub struct ServerEnv {
     pub rng: Arc<Mutex<SimRng>>,
     /// Told when a controller deletion committed and the controller should crash now.
     pub crash_tx: tokio::sync::mpsc::UnboundedSender<()>,
+    /// What the operator's ServiceAccount is granted (a real deployment's RBAC); `None`: everything.
+    pub grants: Option<Arc<Grants>>,
 }
 
 impl ServerEnv {
@@ -204,8 +208,96 @@ pub async fn serve(env: ServerEnv) {
     }
 }
 
+/// The permission `op` needs, as the real API server's authorizer sees it: API group, resource (with subresource),
+/// verb, object name; and whether the resource is cluster-scoped. `None`: not subject to RBAC here (discovery).
+fn access_of(op: &Op) -> Option<(Access, bool)> {
+    let access = |group: &str, resource: &str, verb: &str, name: Option<&str>| {
+        Some((
+            Access {
+                group: group.to_string(),
+                resource: resource.to_string(),
+                verb: verb.to_string(),
+                resource_name: name.map(str::to_string),
+            },
+            false,
+        ))
+    };
+    let name_of =
+        |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| meta.name.clone().unwrap_or_default();
+    match op {
+        Op::DeletePod { name, .. } => access("", "pods", "delete", Some(name)),
+        Op::UpdateStatus { statefulset } => {
+            access("apps", "statefulsets/status", "update", Some(&name_of(&statefulset.metadata)))
+        }
+        Op::GetConfigMap { name } => access("", "configmaps", "get", Some(name)),
+        // RBAC cannot restrict a create by name.
+        Op::CreateConfigMap { .. } => access("", "configmaps", "create", None),
+        Op::ReplaceConfigMap { config_map } => access("", "configmaps", "update", Some(&name_of(&config_map.metadata))),
+        Op::PatchReplicas { name, .. } | Op::PatchAnnotations { name, .. } => {
+            access("apps", "statefulsets", "patch", Some(name))
+        }
+        Op::Discover { .. } => None,
+        Op::GetScale { plural, name } => {
+            access("rollout-operator.grafana.com", &format!("{plural}/scale"), "get", Some(name))
+        }
+        Op::PatchResourceStatus { plural, name, .. } => {
+            access("rollout-operator.grafana.com", &format!("{plural}/status"), "patch", Some(name))
+        }
+        Op::GetStatefulSet { name } => access("apps", "statefulsets", "get", Some(name)),
+        Op::ListStatefulSets { .. } => access("apps", "statefulsets", "list", None),
+        Op::ListPods { .. } => access("", "pods", "list", None),
+        Op::GetSecret { name } => access("", "secrets", "get", Some(name)),
+        Op::CreateSecret { .. } => access("", "secrets", "create", None),
+        Op::ReplaceSecret { secret } => access("", "secrets", "update", Some(&name_of(&secret.metadata))),
+    }
+}
+
+/// The real API server's answer to a request RBAC does not allow, in the variant `op` expects.
+fn forbidden_reply(op: &Op, access: &Access) -> Reply {
+    let on = access.resource_name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
+    let err = ApiError::Rejected {
+        code: 403,
+        message: format!(
+            "{}{on} is forbidden: User \"system:serviceaccount:{}:rollout-operator\" cannot {} resource \"{}\" in API group \"{}\"",
+            access.resource,
+            crate::objects::NAMESPACE,
+            access.verb,
+            access.resource,
+            access.group
+        ),
+    };
+    match op {
+        Op::DeletePod { .. } => Reply::Deleted(Err(err)),
+        Op::UpdateStatus { .. } | Op::PatchReplicas { .. } | Op::PatchAnnotations { .. } => Reply::Patched(Err(err)),
+        Op::GetConfigMap { .. } | Op::CreateConfigMap { .. } | Op::ReplaceConfigMap { .. } => {
+            Reply::ConfigMap(Err(err))
+        }
+        Op::Discover { .. } => Reply::Discovered(Err(err)),
+        Op::GetScale { .. } => Reply::Value(Err(err)),
+        Op::PatchResourceStatus { .. } => Reply::Done(Err(err)),
+        Op::GetStatefulSet { .. } => Reply::StatefulSet(Err(err)),
+        Op::ListStatefulSets { .. } => Reply::StatefulSets(Err(err)),
+        Op::ListPods { .. } => Reply::Pods(Err(err)),
+        Op::GetSecret { .. } | Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => Reply::Secret(Err(err)),
+    }
+}
+
 fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     let mut store = env.store.lock().unwrap();
+    if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
+        && !grants.allows(&access, cluster_scoped)
+    {
+        let who = if req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE
+            || req.knowledge.incarnation == WEBHOOK_INCARNATION
+        {
+            "webhook".to_string()
+        } else {
+            format!("controller#{}", req.knowledge.incarnation)
+        };
+        store.trace(&who, format!("{access} -> forbidden (403)"));
+        store.forbidden.push(format!("{who}: {access}"));
+        return (req.reply_tag, forbidden_reply(&req.op, &access));
+    }
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
     let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
         "webhook".to_string()
@@ -324,6 +416,22 @@ fn list_pods(store: &crate::store::Store, selector: &str) -> Vec<Pod> {
 async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::net::Receiver) {
     let Ok(first) = rx.recv().await else { return };
     let Ok(req) = first.downcast::<WatchRequest>() else { return };
+    if let Some(grants) = &env.grants {
+        let (group, resource) = match req.kind {
+            Kind::Pods => ("", "pods"),
+            Kind::StatefulSets => ("apps", "statefulsets"),
+        };
+        for verb in ["list", "watch"] {
+            let access =
+                Access { group: group.into(), resource: resource.into(), verb: verb.into(), resource_name: None };
+            if !grants.allows(&access, false) {
+                let mut store = env.store.lock().unwrap();
+                store.trace("controller", format!("{access} -> forbidden (403)"));
+                store.forbidden.push(format!("controller: {access}"));
+                return;
+            }
+        }
+    }
     let (lifetime, gone_chance) = {
         let k = env.knobs.lock().unwrap();
         (k.watch_lifetime_s, k.gone_chance)

@@ -2,7 +2,7 @@
 //! seed, throughput), `replay --seed N` (one seed with its full trace).
 
 use clap::{Parser, Subcommand};
-use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, Scenario};
+use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, Scenario};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -77,6 +77,10 @@ struct ScenarioArgs {
     /// with --webhook alone).
     #[arg(long)]
     revisions: Option<u32>,
+    /// Run under a real deployment's RBAC (403 for anything else) and zone-tracker setting: `helm` (Grafana's chart
+    /// 0.50.1: no configmaps, no zone tracker) or `jsonnet` (the reference's jsonnet: zone tracker on).
+    #[arg(long)]
+    deployment: Option<String>,
 }
 
 impl ScenarioArgs {
@@ -90,6 +94,9 @@ impl ScenarioArgs {
         }
         if let Some(n) = self.revisions {
             flags.push_str(&format!(" --revisions {n}"));
+        }
+        if let Some(d) = &self.deployment {
+            flags.push_str(&format!(" --deployment {d}"));
         }
         flags
     }
@@ -107,7 +114,13 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         (true, true) => Scenario::scaling_admitted(),
         (false, true) => Scenario::rollout_with_admitted_downscales(),
     };
-    Ok(Scenario { planner, faults, revisions: args.revisions.unwrap_or(base.revisions), ..base })
+    let deployment = match &args.deployment {
+        None => None,
+        Some(d) => Some(
+            ReferenceDeployment::parse(d).ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, jsonnet"))?,
+        ),
+    };
+    Ok(Scenario { planner, faults, revisions: args.revisions.unwrap_or(base.revisions), deployment, ..base })
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {

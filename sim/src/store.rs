@@ -127,6 +127,11 @@ pub struct Store {
     pub answered: std::collections::BTreeSet<u64>,
     /// The last in-progress marker seen per StatefulSet (its `until`).
     markers_seen: BTreeMap<String, Timestamp>,
+    /// Requests the API server refused for lack of a permission (RBAC profile), as `who: access`.
+    pub forbidden: Vec<String>,
+    /// Where the history stood when the writer of the replica change now being committed decided it (its
+    /// review's arrival, or the controller's watch position); set around such writes, like `writer`.
+    pub writer_basis: Option<u64>,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -160,6 +165,8 @@ impl Store {
             admission_writing: None,
             answered: Default::default(),
             markers_seen: BTreeMap::new(),
+            forbidden: Vec::new(),
+            writer_basis: None,
         }
     }
 
@@ -242,6 +249,8 @@ impl Store {
             Duration::try_from(since).unwrap_or(Duration::ZERO)
         });
         let d = crate::checker::Downscale {
+            commit_rv: self.rv + 1,
+            basis_rv: self.writer_basis,
             at: self.elapsed(),
             sts: name,
             group,
@@ -413,7 +422,10 @@ impl Store {
             let group = StsSum::of(&new).group;
             self.checker.judge_controller_downscale(at, k, name, &group);
         }
-        Ok(self.put_statefulset(new))
+        self.writer_basis = controller.map(|k| k.sts_rv);
+        let committed = self.put_statefulset(new);
+        self.writer_basis = None;
+        Ok(committed)
     }
 
     /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.

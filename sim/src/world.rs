@@ -180,6 +180,57 @@ pub struct Scenario {
     /// Each template push changes one zone only (picked at random; a per-zone deploy), so the other zones stay
     /// updated while it rolls: the window in which the webhook may admit a downscale of the rolling zone.
     pub one_zone_pushes: bool,
+    /// Run as a real deployment runs: its RBAC (the API server answers 403 to anything else) and its zone-tracker
+    /// setting. `None`: every permission, with the zone tracker.
+    pub deployment: Option<ReferenceDeployment>,
+    /// Overrides the deployment's `-use-zone-tracker` (a misconfiguration: the tracker on where RBAC grants no
+    /// configmaps).
+    pub zone_tracker: Option<bool>,
+}
+
+/// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceDeployment {
+    /// Grafana's Helm chart 0.50.1: no configmaps, so no zone tracker (`-use-zone-tracker` left at false).
+    HelmChart,
+    /// The reference's jsonnet v0.38.1: `-use-zone-tracker=true`, configmaps granted.
+    Jsonnet,
+}
+
+impl ReferenceDeployment {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "helm" => Some(ReferenceDeployment::HelmChart),
+            "jsonnet" => Some(ReferenceDeployment::Jsonnet),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReferenceDeployment::HelmChart => "helm",
+            ReferenceDeployment::Jsonnet => "jsonnet",
+        }
+    }
+
+    pub fn grants(self) -> rollout_operator::reference_deployments::Grants {
+        match self {
+            ReferenceDeployment::HelmChart => rollout_operator::reference_deployments::hc_0_50_1(),
+            ReferenceDeployment::Jsonnet => rollout_operator::reference_deployments::js_v0_38_1(),
+        }
+    }
+
+    pub fn zone_tracker(self) -> bool {
+        self == ReferenceDeployment::Jsonnet
+    }
+}
+
+impl Scenario {
+    /// The group downscale record's ConfigMap, when this world runs with the zone tracker.
+    pub fn downscale_record(&self) -> Option<String> {
+        let tracker = self.zone_tracker.unwrap_or(self.deployment.is_none_or(ReferenceDeployment::zone_tracker));
+        tracker.then(|| ScalingConfig::default().downscale_record.unwrap_or_default())
+    }
 }
 
 /// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
@@ -273,6 +324,8 @@ impl Default for Scenario {
             planner: PlannerKind::Real,
             scaling: None,
             one_zone_pushes: false,
+            deployment: None,
+            zone_tracker: None,
         }
     }
 }
@@ -318,8 +371,12 @@ fn sim_config() -> ReconcilerConfig {
     ReconcilerConfig::default()
 }
 
-async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, planner: P) {
-    let scaling = ScalingConfig { namespace: objects::NAMESPACE.to_string(), ..ScalingConfig::default() };
+async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, record: Option<String>, planner: P) {
+    let scaling = ScalingConfig {
+        namespace: objects::NAMESPACE.to_string(),
+        downscale_record: record,
+        ..ScalingConfig::default()
+    };
     Controller::new(api, planner, sim_config(), Arc::new(Metrics::new()))
         .with_scaling(NoPodClient, scaling)
         .run(ReadyFlag::new(), std::future::pending())
@@ -350,6 +407,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let store: SharedStore = Arc::new(Mutex::new(Store::new(Trace::new(echo), 400)));
     {
         let mut st = store.lock().unwrap();
+        st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+        if let Some(d) = sc.deployment {
+            let tracker = if d.zone_tracker() { "with" } else { "without" };
+            st.trace("sim", format!("RBAC of the {} deployment, {tracker} the zone tracker", d.name()));
+        }
         st.trace(
             "sim",
             format!(
@@ -397,6 +459,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         knobs: knobs.clone(),
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
+        grants: sc.deployment.map(|d| Arc::new(d.grants())),
     };
     let apiserver = handle
         .create_node()
@@ -412,7 +475,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || kube::run(s.clone(), k.clone()))
         .build();
     let incarnations = Arc::new(AtomicU64::new(0));
-    let (s, planner) = (store.clone(), sc.planner);
+    let (s, planner, controller_record) = (store.clone(), sc.planner, sc.downscale_record());
     let controller = handle
         .create_node()
         .name("controller")
@@ -420,27 +483,32 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || {
             let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
             let store = s.clone();
+            let record = controller_record.clone();
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                 let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
                 match planner {
-                    PlannerKind::Real => run_controller(api, RolloutPlanner).await,
+                    PlannerKind::Real => run_controller(api, record.clone(), RolloutPlanner).await,
                     PlannerKind::StatusCountReadiness => {
-                        run_controller(api, rollout_known_bugs::StatusCountReadiness).await
+                        run_controller(api, record.clone(), rollout_known_bugs::StatusCountReadiness).await
                     }
                     PlannerKind::PausedLetsOthersProceed => {
-                        run_controller(api, rollout_known_bugs::PausedLetsOthersProceed).await
+                        run_controller(api, record.clone(), rollout_known_bugs::PausedLetsOthersProceed).await
                     }
-                    PlannerKind::NoExpectations => run_controller(api, rollout_known_bugs::NoExpectations).await,
+                    PlannerKind::NoExpectations => {
+                        run_controller(api, record.clone(), rollout_known_bugs::NoExpectations).await
+                    }
                     PlannerKind::TerminatingCountsAsReady => {
-                        run_controller(api, rollout_known_bugs::TerminatingCountsAsReady).await
+                        run_controller(api, record.clone(), rollout_known_bugs::TerminatingCountsAsReady).await
                     }
-                    PlannerKind::SkipsMinTimeCheck => run_controller(api, rollout_known_bugs::SkipsMinTimeCheck).await,
+                    PlannerKind::SkipsMinTimeCheck => {
+                        run_controller(api, record.clone(), rollout_known_bugs::SkipsMinTimeCheck).await
+                    }
                     PlannerKind::IgnoresDownscalesInProgress => {
-                        run_controller(api, rollout_known_bugs::IgnoresDownscalesInProgress).await
+                        run_controller(api, record.clone(), rollout_known_bugs::IgnoresDownscalesInProgress).await
                     }
                     PlannerKind::DownscalesDuringRollouts => {
-                        run_controller(api, rollout_known_bugs::DownscalesDuringRollouts).await
+                        run_controller(api, record.clone(), rollout_known_bugs::DownscalesDuringRollouts).await
                     }
                 }
             }
@@ -500,12 +568,12 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         };
         match scaling.admission {
             Admission::RecordClaim => {
-                let s = store.clone();
+                let (s, tracker) = (store.clone(), sc.downscale_record().is_some());
                 handle
                     .create_node()
                     .name("webhook")
                     .ip(IpAddr::from([10, 0, 0, 4]))
-                    .init(move || scale_leader(s.clone(), changes.clone(), start))
+                    .init(move || scale_leader(s.clone(), changes.clone(), start, tracker))
                     .build();
             }
             Admission::Webhook => {
@@ -549,6 +617,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         pods: pods.clone(),
                         next: next.clone(),
                         pick: SimRng::new(rng.lock().unwrap().next_u64()),
+                        record: sc.downscale_record(),
                     };
                     users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
                 }
@@ -675,6 +744,10 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             st.checker.record_liveness_failure(at, detail);
         }
     }
+    for request in st.forbidden.clone() {
+        let at = st.elapsed();
+        st.checker.record_forbidden(at, format!("refused with 403: {request}"));
+    }
     let violations = st.checker.violations.clone();
     for v in &violations {
         let line = format!("VIOLATION {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
@@ -708,20 +781,45 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
 /// The user's replica changes of the leader, at their times: upscales are applied; a downscale is first claimed in
 /// the group downscale record, as the prepare-downscale webhook does on admission, and denied when the claim is
 /// refused or fails (the webhook's failure policy is Fail).
-async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: Instant) {
+async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: Instant, tracker: bool) {
     let leader = zone_name(0);
     let api = SimCluster::connect(apiserver::WEBHOOK_INCARNATION).await.expect("bind webhook endpoint");
     for (at, to) in changes {
         tokio::time::sleep_until(start + at).await;
-        let (from, group, record) = {
+        let (from, group, record, read_at) = {
             let st = store.lock().unwrap();
             let from = st.statefulsets[&leader].spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
             let views = st.statefulsets.values().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
-            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.downscale_record.clone())
+            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.downscale_record.clone(), st.rv)
         };
         if to >= from {
             if to > from {
                 kube::set_replicas(&mut store.lock().unwrap(), &leader, to, "user");
+            }
+            continue;
+        }
+        if !tracker {
+            // Without the zone tracker, as the webhook does: the min time against the other zones' annotations,
+            // the downscale recorded in the leader's own annotation (through the admission's JSONPatch), dated at
+            // the answer plus the commit margin.
+            let mut st = store.lock().unwrap();
+            let now = Timestamp::now();
+            match rollout_core::check_min_time(&group, None, &leader, now) {
+                rollout_core::MinTimeVerdict::Elapsed => {
+                    let at = rollout_core::downscale::round_up_to_second(
+                        now + jiff::SignedDuration::try_from(rollout_operator::downscale_record::COMMIT_MARGIN)
+                            .unwrap_or_default(),
+                    );
+                    let patch = rollout_core::admission::prepare::last_downscale_patch(&serde_json::json!({}), at);
+                    if let Err(e) = apply_annotation_patch(&mut st, &leader, &patch) {
+                        st.trace("webhook", format!("cannot record the downscale: {e}"));
+                        continue;
+                    }
+                    st.writer_basis = Some(read_at);
+                    kube::set_replicas(&mut st, &leader, to, "webhook");
+                    st.writer_basis = None;
+                }
+                refused => st.trace("webhook", format!("denied {leader} {from} -> {to}: {}", refused.describe())),
             }
             continue;
         }
@@ -788,6 +886,8 @@ struct User {
     pods: SimPods,
     next: Arc<AtomicU64>,
     pick: SimRng,
+    /// The operators' `-zone-tracker.config-map-name`, when they run with the zone tracker.
+    record: Option<String>,
 }
 
 impl User {
@@ -814,6 +914,7 @@ impl User {
                 "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
                 "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}});
             let pods = self.pods.clone();
+            let record = self.record.clone();
             let answer = self.operators[operator]
                 .spawn(async move {
                     let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
@@ -823,7 +924,7 @@ impl User {
                         settings: WebhookSettings::new(
                             objects::NAMESPACE,
                             "cluster.local.",
-                            ScalingConfig::default().downscale_record.as_deref(),
+                            record.as_deref(),
                             Duration::from_secs(10),
                         ),
                         clock: system_clock(),
@@ -838,21 +939,39 @@ impl User {
                     let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
                     let message =
                         body.pointer("/response/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
-                    Ok::<_, String>((allowed, message))
+                    let patch = match body.pointer("/response/patch") {
+                        Some(encoded) => {
+                            let bytes: k8s_openapi::ByteString =
+                                serde_json::from_value(encoded.clone()).map_err(|e| e.to_string())?;
+                            Some(serde_json::from_slice::<serde_json::Value>(&bytes.0).map_err(|e| e.to_string())?)
+                        }
+                        None => None,
+                    };
+                    Ok::<_, String>((allowed, message, patch))
                 })
                 .await;
             let mut st = self.store.lock().unwrap();
             st.end_preparing(&sts, incarnation);
             match answer {
-                Ok(Ok((true, _))) => {
+                Ok(Ok((true, _, patch))) => {
                     st.trace(&format!("operator-{operator}"), format!("admitted {sts} {from} -> {to}"));
+                    // The API server applies the mutating webhook's JSONPatch to the object it commits.
+                    if let Some(patch) = patch
+                        && let Err(e) = apply_annotation_patch(&mut st, &sts, &patch)
+                    {
+                        let at = st.elapsed();
+                        st.checker
+                            .record_liveness_failure(at, format!("the webhook's JSONPatch cannot be applied: {e}"));
+                    }
+                    st.writer_basis = Some(arrival_rv);
                     kube::set_replicas(&mut st, &sts, to, "webhook");
+                    st.writer_basis = None;
                     if to < from {
                         let (at, commit_rv) = (st.elapsed(), st.rv);
                         st.checker.judge_admitted(at, arrival_rv, commit_rv, &sts, GROUP);
                     }
                 }
-                Ok(Ok((false, message))) => {
+                Ok(Ok((false, message, _))) => {
                     st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"))
                 }
                 Ok(Err(e)) => st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}")),
@@ -860,6 +979,31 @@ impl User {
             }
         }
     }
+}
+
+/// Applies the prepare-downscale webhook's JSONPatch (the `add` operations on `metadata.annotations` it sends) to
+/// `sts` in the store, without committing (the replica change that follows commits both, as the API server does).
+fn apply_annotation_patch(st: &mut Store, sts: &str, patch: &serde_json::Value) -> Result<(), String> {
+    let Some(object) = st.statefulsets.get_mut(sts) else { return Err(format!("{sts} is gone")) };
+    let annotations = object.metadata.annotations.get_or_insert_with(Default::default);
+    for op in patch.as_array().ok_or("not a JSONPatch array")? {
+        let path = op.get("path").and_then(|p| p.as_str()).ok_or("an operation without a path")?;
+        if op.get("op").and_then(|o| o.as_str()) != Some("add") {
+            return Err(format!("unexpected operation {op}"));
+        }
+        if path == "/metadata/annotations" {
+            let map = op.get("value").and_then(|v| v.as_object()).ok_or("annotations that are not a map")?;
+            for (k, v) in map {
+                annotations.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+            }
+        } else if let Some(key) = path.strip_prefix("/metadata/annotations/") {
+            let key = key.replace("~1", "/").replace("~0", "~");
+            annotations.insert(key, op.get("value").and_then(|v| v.as_str()).unwrap_or_default().to_string());
+        } else {
+            return Err(format!("unexpected path {path}"));
+        }
+    }
+    Ok(())
 }
 
 /// A StatefulSet as an AdmissionReview carries it.

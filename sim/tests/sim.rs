@@ -5,7 +5,7 @@
 #![cfg(madsim)]
 
 use rollout_sim::checker;
-use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, Scenario};
+use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, Scenario};
 
 fn failures(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
     seeds.map(|s| world::run(s, sc, false)).filter(|o| !o.passed()).collect()
@@ -333,6 +333,8 @@ fn checker_judges_downscales_by_their_commit_times() {
     use rollout_sim::checker::{Checker, Downscale};
     use std::time::Duration;
     let d = |sts: &str, at: u64, recorded: Option<u64>| Downscale {
+        commit_rv: at,
+        basis_rv: None,
         at: Duration::from_secs(at),
         sts: sts.into(),
         group: "g".into(),
@@ -605,4 +607,98 @@ fn scaling_known_bug_downscales_during_rollouts_is_caught() {
 fn regression_seed_3500_expectation_given_up_on_a_stale_cache() {
     let o = world::run(3500, &Scenario::default(), false);
     assert!(o.passed(), "{:#?}", o.violations);
+}
+
+// Real deployments' RBAC (DESIGN.md "drop-in"): the simulated API server answers 403 to anything the deployment does
+// not grant, and a request outside the grants is a violation. Grafana's Helm chart grants no configmaps and runs
+// without the zone tracker; the reference's jsonnet runs with it.
+
+fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
+    Scenario { deployment: Some(deployment), ..sc }
+}
+
+#[test]
+fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no_configmap() {
+    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    for (name, sc, seeds) in [
+        ("rollout", Scenario::default(), 0..40),
+        ("scaling", Scenario::scaling(), 0..40),
+        ("admitted scaling", Scenario::scaling_admitted(), 0..30),
+        ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), 0..30),
+    ] {
+        let outcomes = all_pass(&under(HelmChart, sc), seeds);
+        assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
+        assert!(count_lines(&outcomes, "RBAC of the helm deployment") > 0, "{name}");
+    }
+}
+
+#[test]
+fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
+    use rollout_sim::world::ReferenceDeployment::Jsonnet;
+    let mut used = 0;
+    for sc in [
+        Scenario::default(),
+        Scenario::scaling(),
+        Scenario::scaling_admitted(),
+        Scenario::rollout_with_admitted_downscales(),
+    ] {
+        let outcomes = all_pass(&under(Jsonnet, sc), 0..30);
+        used += count_lines(&outcomes, "configmap");
+    }
+    assert!(used > 0, "the zone tracker is used");
+}
+
+/// The enforcement is real, and a refused optional feature degrades: the zone tracker switched on where the Helm
+/// chart grants no configmaps gets 403s (each reported as a violation of the deployment's RBAC), yet every safety
+/// invariant holds and the group converges.
+#[test]
+fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
+    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    let sc = Scenario { zone_tracker: Some(true), ..under(HelmChart, Scenario::rollout_with_admitted_downscales()) };
+    let mut forbidden = 0;
+    for seed in 0..10 {
+        let o = world::run(seed, &sc, false);
+        let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
+        assert!(other.is_empty(), "seed {seed}: {other:#?}");
+        assert!(refused.iter().all(|v| v.detail.contains("configmaps")), "seed {seed}: {refused:#?}");
+        forbidden += refused.len();
+        assert!(o.converged_at.is_some(), "seed {seed} did not converge");
+    }
+    assert!(forbidden > 10, "the ConfigMap requests were refused: {forbidden}");
+}
+
+/// Without the zone tracker two zones' downscales admitted concurrently are not serialised (the promise holds for
+/// downscales that do not overlap); with it, every pair is judged. A pair whose later downscale was decided before
+/// the earlier one committed is left unjudged only in that mode.
+#[test]
+fn checker_excuses_overlapping_downscales_only_without_the_zone_tracker() {
+    use rollout_sim::checker::{Checker, Downscale};
+    use std::time::Duration;
+    let d = |sts: &str, at: u64, commit_rv: u64, basis_rv: u64| Downscale {
+        commit_rv,
+        basis_rv: Some(basis_rv),
+        at: Duration::from_secs(at),
+        sts: sts.into(),
+        group: "g".into(),
+        from: 3,
+        to: 2,
+        by: "webhook".into(),
+        min_time: Some(Duration::from_secs(30)),
+        recorded_at: None,
+        exempt: false,
+    };
+    for tracker in [true, false] {
+        let mut c = Checker::default();
+        c.concurrent_downscales_excused = !tracker;
+        c.record_downscale(d("a", 100, 10, 5));
+        // b was decided at rv 8, before a committed at rv 10: overlapping.
+        c.record_downscale(d("b", 101, 12, 8));
+        // c was decided at rv 11: after a committed (judged in both modes), before b did.
+        c.record_downscale(d("c", 102, 13, 11));
+        // With the tracker all three pairs are judged; without it b-a and c-b overlap (each decided before the
+        // other committed) and only c-a is judged.
+        let expected = if tracker { 3 } else { 1 };
+        assert_eq!(c.violations.len(), expected, "tracker {tracker}: {:#?}", c.violations);
+        assert_eq!(c.concurrent_pairs_not_judged, if tracker { 0 } else { 2 });
+    }
 }

@@ -102,6 +102,7 @@ async fn world(seed: u64) -> Outcome {
         knobs: Arc::new(Mutex::new(Knobs { api_delay_ms: (1, 30), ..Knobs::default() })),
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
+        grants: None,
     };
     handle
         .create_node()
