@@ -19,12 +19,7 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use tokio::time::Instant;
 
-/// dskit's request-duration buckets.
-const DURATION_BUCKETS: [f64; 14] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0];
-
-fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS)
-}
+use crate::metrics::dskit_histogram as duration_histogram;
 
 /// dskit's message-size buckets: 4 bytes, times 4, 15 buckets.
 fn size_histogram() -> Histogram {

@@ -59,10 +59,11 @@ pub struct ApiGroupLabels {
     pub api_group: String,
 }
 
-/// dskit's request-duration buckets, as the reference's Kubernetes client metrics use.
+/// dskit's request-duration buckets, as the reference's request, Kubernetes client and pod client metrics use.
 const DSKIT_BUCKETS: [f64; 14] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0];
 
-fn dskit_histogram() -> Histogram {
+/// A histogram with [`DSKIT_BUCKETS`].
+pub fn dskit_histogram() -> Histogram {
     Histogram::new(DSKIT_BUCKETS)
 }
 

@@ -188,11 +188,7 @@ pub struct InvalidClusterLabels {
 }
 
 /// dskit's instrumentation buckets (as used by the reference's HTTP client histograms).
-const DSKIT_BUCKETS: [f64; 14] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0];
-
-fn dskit_histogram() -> Histogram {
-    Histogram::new(DSKIT_BUCKETS)
-}
+use crate::metrics::dskit_histogram;
 
 /// Metrics of pod calls, with the reference's names.
 #[derive(Clone)]

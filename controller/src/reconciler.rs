@@ -399,12 +399,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         message: error.to_string(),
                         source: record_api_error(&error),
                     };
-                    self.metrics.group_reconcile_finished(
-                        group,
-                        started.elapsed(),
-                        false,
-                        now.as_millisecond() as f64 / 1e3,
-                    );
+                    self.pass_finished(group, started, false, now);
                     self.retry_with_backoff(group, &err);
                     return;
                 }
@@ -471,12 +466,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         rollout_group = group,
                         "the group downscale record changed since this pass read it; planning again before replacing pods"
                     );
-                    self.metrics.group_reconcile_finished(
-                        group,
-                        started.elapsed(),
-                        true,
-                        now.as_millisecond() as f64 / 1e3,
-                    );
+                    self.pass_finished(group, started, true, now);
                     self.queue.schedule(group, Instant::now(), self.config.min_interval);
                     return;
                 }
@@ -486,12 +476,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         message: error.to_string(),
                         source: record_api_error(&error),
                     };
-                    self.metrics.group_reconcile_finished(
-                        group,
-                        started.elapsed(),
-                        false,
-                        now.as_millisecond() as f64 / 1e3,
-                    );
+                    self.pass_finished(group, started, false, now);
                     self.retry_with_backoff(group, &err);
                     return;
                 }
@@ -510,12 +495,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         if let (Ok(()), Some((resource, name, value))) = (&result, write_back_after) {
             write_back(&self.api, &resource, &name, value).await;
         }
-        self.metrics.group_reconcile_finished(
-            group,
-            started.elapsed(),
-            result.is_ok(),
-            now.as_millisecond() as f64 / 1e3,
-        );
+        self.pass_finished(group, started, result.is_ok(), now);
         match result {
             Ok(()) => {
                 self.failures.remove(group);
@@ -525,6 +505,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             Err(err) => self.retry_with_backoff(group, &err),
         }
+    }
+
+    /// Records a pass of `group` that started at `started`, for the reference's group metrics.
+    fn pass_finished(&self, group: &str, started: Instant, succeeded: bool, now: Timestamp) {
+        self.metrics.group_reconcile_finished(group, started.elapsed(), succeeded, now.as_millisecond() as f64 / 1e3);
     }
 
     /// A failed pass: retry the group with exponential backoff.
