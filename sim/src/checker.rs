@@ -120,8 +120,10 @@ pub struct Checker {
     /// The shortest time between the commits of two decreases of different StatefulSets of one group that are
     /// subject to a min time.
     pub min_commit_gap: Option<Duration>,
-    /// Without the zone tracker the operator promises the min time only between downscales that do not overlap:
-    /// a pair whose later one was decided before the earlier one committed is not judged (counted here).
+    /// Without the zone tracker the operator promises the min time only between downscales that do not overlap (a
+    /// pair whose later one was decided before the earlier one committed is not judged, counted here), and no
+    /// serialisation of a rollout step with an admission (an admitted downscale is judged only on what held
+    /// throughout its admission).
     pub concurrent_downscales_excused: bool,
     pub concurrent_pairs_not_judged: u64,
 }
@@ -365,7 +367,10 @@ impl Checker {
                     let state = Known { sts: as_of(&self.sts, *v), pods: as_of(&self.pods, *v) };
                     slot_problem(&state, &other.name, ordinal).is_some()
                 });
-                if throughout || deleted_by_controller {
+                // Without the zone tracker nothing serialises the controller's steps with an admission (no marker,
+                // no step claim): that mode promises only what the webhook can see, conditions that held throughout.
+                let judged_deletion = deleted_by_controller && !self.concurrent_downscales_excused;
+                if throughout || judged_deletion {
                     let how = if deleted_by_controller {
                         "deleted by the controller during the admission"
                     } else {

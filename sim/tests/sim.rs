@@ -702,3 +702,18 @@ fn checker_excuses_overlapping_downscales_only_without_the_zone_tracker() {
         assert_eq!(c.concurrent_pairs_not_judged, if tracker { 0 } else { 2 });
     }
 }
+
+/// Seeds 1432 and 1496 of `--webhook --deployment helm` (found in a 2,000-seed batch): without the zone tracker, the
+/// controller deleted a pod of zone-b while a downscale of zone-a was being admitted. That mode has no marker and no
+/// rollout-step claim to serialise them (the reference's default has neither), so the checker judges an admission
+/// there only on what held throughout it; the same seeds with the tracker (the jsonnet) keep the full guarantee.
+#[test]
+fn regression_seeds_1432_1496_rollout_step_during_an_admission_without_the_zone_tracker() {
+    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    for seed in [1432, 1496] {
+        for deployment in [HelmChart, Jsonnet] {
+            let o = world::run(seed, &under(deployment, Scenario::rollout_with_admitted_downscales()), false);
+            assert!(o.passed(), "seed {seed} {deployment:?}: {:#?}", o.violations);
+        }
+    }
+}
