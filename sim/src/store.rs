@@ -179,6 +179,12 @@ impl Store {
         self.changes.clone()
     }
 
+    /// Wakes every task following the store, as a change would (for changes made outside the store, such as the
+    /// kubelet's timers being shortened when faults heal).
+    pub fn wake_followers(&self) {
+        self.changes.bump();
+    }
+
     pub fn trace(&mut self, who: &str, what: impl AsRef<str>) {
         let at = self.elapsed();
         self.trace.record(at, who, what);

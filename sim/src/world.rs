@@ -688,6 +688,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         net.update_config(|c| *c = madsim::net::Config::default());
         kube_state.lock().unwrap().heal();
         let mut st = store.lock().unwrap();
+        // The kubelet sleeps until its next deadline; the heal moved deadlines earlier.
+        st.wake_followers();
         let names: Vec<String> = st.statefulsets.keys().cloned().collect();
         for name in names {
             let paused = st.statefulsets[&name]

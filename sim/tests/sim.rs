@@ -717,3 +717,16 @@ fn regression_seeds_1432_1496_rollout_step_during_an_admission_without_the_zone_
         }
     }
 }
+
+/// Seed 2454 of `--webhook --deployment helm` (and seed 239 of `--scaling --webhook --revisions 2`): a pod created
+/// just before the faults stopped drew a never-ready delay; healing shortened it, but the simulated kubelet slept
+/// until the old deadline (nothing else changed to wake it), so the group converged minutes late and missed the
+/// liveness deadline. The simulator's fault, not the controller's: healing now wakes the kubelet.
+#[test]
+fn regression_seeds_2454_239_healing_wakes_the_kubelet() {
+    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    let o = world::run(2454, &under(HelmChart, Scenario::rollout_with_admitted_downscales()), false);
+    assert!(o.passed(), "{:#?}", o.violations);
+    let o = world::run(239, &Scenario { revisions: 2, ..Scenario::scaling_admitted() }, false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
