@@ -27,7 +27,7 @@ use thiserror::Error;
 /// committed: a downscale is dated that much later than known, so the min time between zone downscales runs from
 /// no earlier than the commit. The API server commits an admitted change milliseconds after the last webhook
 /// answers; seconds leave room for a slow write.
-pub const COMMIT_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+pub const COMMIT_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How many read-check-swap rounds a claim or undo makes before giving up. Every conflict means another writer
 /// succeeded, so this bounds the work under contention, not the chance of success of a lone writer.
@@ -274,7 +274,9 @@ pub async fn claim_downscale_marked<C: ClusterApi>(
             ),
             None => (DownscaleRecord::bootstrap(group), Vec::new()),
         };
-        if let Some(holder) = live_in_progress(&markers, &group.name, Some(statefulset), now) {
+        // Any live downscale of the group, this StatefulSet's own included: a second claim of it would take over the
+        // first one's marker and date while the first is still preparing.
+        if let Some(holder) = live_in_progress(&markers, &group.name, None, now) {
             return Ok(MarkedClaim::Busy(holder.clone()));
         }
         // Refused while the controller replaces pods of the group: this claim and the step's are swaps of the same
@@ -333,10 +335,21 @@ pub async fn finish_marked_claim<C: ClusterApi>(
             return Ok(());
         };
         let mut markers = read_markers(&stored).unwrap_or_default();
-        let before = markers.len();
-        markers.retain(|m| !(m.statefulset == statefulset && m.until == until));
+        let before = markers.clone();
+        let ours_marker =
+            |m: &DownscaleInProgress| m.statefulset == statefulset && (m.until == until || ours.contains(&m.until));
+        match end {
+            // Committed (or about to): the marker stays until the commit is surely done, so no rollout step starts
+            // between the answer and the commit.
+            ClaimEnd::Committed { at } => {
+                for m in markers.iter_mut().filter(|m| ours_marker(m)) {
+                    m.until = round_up_to_second(at);
+                }
+            }
+            ClaimEnd::Undone { .. } => markers.retain(|m| !ours_marker(m)),
+        }
         let mut record = stored.record.clone();
-        let mut changed = markers.len() != before;
+        let mut changed = markers != before;
         if record.last_downscaled.get(statefulset).is_some_and(|at| ours.contains(at)) {
             match end {
                 ClaimEnd::Committed { at } => record.record_downscale(statefulset, at),
@@ -411,6 +424,10 @@ pub async fn claim_rollout_step<C: ClusterApi>(
         None => Vec::new(),
     };
     let until = round_up_to_second(until);
+    // Another holder's live step (a second controller instance, during its handover) is not taken over.
+    if live_rollout_step(&steps, &group.name, now).is_some() {
+        return Ok(StepClaim::Stale);
+    }
     steps.retain(|s| s.is_live(now) && s.group != group.name);
     steps.push(RolloutStepInProgress { group: group.name.clone(), until });
     let annotations = cm.metadata.annotations.get_or_insert_with(Default::default);

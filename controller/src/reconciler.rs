@@ -62,7 +62,9 @@ impl Default for ReconcilerConfig {
             min_interval: Duration::from_secs(5),
             debounce: Duration::from_millis(100),
             expectation_ttl: Duration::from_secs(300),
-            unknown_outcome_ttl: Duration::from_secs(30),
+            // Longer than a request can be in flight, so the live check at expiry sees a write that was still on its
+            // way.
+            unknown_outcome_ttl: REQUEST_BOUND + Duration::from_secs(10),
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             requeue_unfinished: Duration::from_secs(30),
@@ -163,8 +165,9 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     last_reported: HashMap<String, (GroupState, String)>,
     /// Pod calls of delayed downscale.
     pod_client: H,
-    /// The zone tracker's ConfigMap was refused (403): said once, then rollouts go on without it.
-    zone_tracker_forbidden: bool,
+    /// The zone tracker's ConfigMap was refused (403), since when: said once, rollouts go on without it, and it is
+    /// tried again after a resync period (the permission may have been granted).
+    zone_tracker_forbidden: Option<Instant>,
     /// Replica changes were refused (403), why and when: due ones are reported as scaling errors instead of
     /// blocking the rollout, and tried again after a resync period (the permission may have been granted).
     scaling_forbidden: Option<(String, Instant)>,
@@ -185,6 +188,9 @@ pub async fn run<C: ClusterApi>(
 fn wall_clock() -> Timestamp {
     Timestamp::now()
 }
+
+/// The longest a request to the API server can be in flight (kube-apiserver's default request timeout).
+const REQUEST_BOUND: Duration = Duration::from_secs(60);
 
 /// `at + d`, saturating.
 fn add_duration(at: Timestamp, d: Duration) -> Timestamp {
@@ -209,7 +215,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             expectations: HashMap::new(),
             failures: HashMap::new(),
             last_reported: HashMap::new(),
-            zone_tracker_forbidden: false,
+            zone_tracker_forbidden: None,
             scaling_forbidden: None,
         }
     }
@@ -411,15 +417,24 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         if self.scaling_forbidden.as_ref().is_some_and(|(_, since)| since.elapsed() >= self.config.resync) {
             self.scaling_forbidden = None;
         }
+        if self.zone_tracker_forbidden.is_some_and(|since| since.elapsed() >= self.config.resync) {
+            self.zone_tracker_forbidden = None;
+        }
         let pending = self.expectations.entry(group.to_string()).or_default();
         let ctx = PlanContext::new(now, pending)
             .with_downscale_record(record.as_ref())
             .with_downscales_in_progress(&markers)
-            .with_scaling_forbidden(self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()));
+            .with_scaling_forbidden(self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()))
+            .with_coordinated_downscales_forbidden(
+                self.zone_tracker_forbidden
+                    .map(|_| "the zone tracker's ConfigMap is forbidden (grant get, update and create on configmaps)"),
+            );
         let mut plan = self.planner.plan(&snapshot, &ctx);
         let mut write_back_after = None;
         let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
-        if nothing_pending && !plans_scale && has_mirrors(&snapshot) {
+        if let (true, Some((why, _))) = (has_mirrors(&snapshot), &self.scaling_forbidden) {
+            plan.add_scaling_waits(&[format!("mirror scaling skipped: {why}")]);
+        } else if nothing_pending && !plans_scale && has_mirrors(&snapshot) {
             let mirror = mirror_group(&self.api, &self.pod_client, &self.scaling, &snapshot, now).await;
             plan.add_scaling_errors(mirror.errors);
             plan.add_scaling_waits(&mirror.waits);
@@ -453,7 +468,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         if let (true, Some(config_map), false) = (
             deletes && rollout_steps_need_claim(&snapshot),
             self.scaling.downscale_record.clone(),
-            self.zone_tracker_forbidden,
+            self.zone_tracker_forbidden.is_some(),
         ) {
             let claimed_at = wall_clock();
             let until = claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
@@ -482,7 +497,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 }
             }
         }
-        let result = self.execute(group, &plan, &snapshot, now).await;
+        let result = self.execute(group, &plan, &snapshot, now, step).await;
         // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
         // so its step is left to expire.
         let unknown_outcome = matches!(&result, Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)));
@@ -543,9 +558,20 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         plan: &GroupPlan,
         snapshot: &GroupSnapshot,
         now: Timestamp,
+        step_until: Option<Timestamp>,
     ) -> Result<(), ReconcileError> {
         let expires_at = |ttl| now.saturating_add(to_signed(ttl)).unwrap_or(Timestamp::MAX);
         for action in &plan.actions {
+            // A deletion is sent only while its step's claim outlives the longest the request can take: one still
+            // in flight after the claim expired could commit while a downscale the claim no longer holds off is
+            // being prepared. The rest of the plan waits for the next pass.
+            if let (Action::DeletePod { pod, .. }, Some(until)) = (action, step_until)
+                && add_duration(wall_clock(), REQUEST_BOUND) >= until
+            {
+                tracing::warn!(rollout_group = group, pod = %pod,
+                    "the rollout step's claim is about to expire; remaining deletions wait for the next pass");
+                return Ok(());
+            }
             let outcome = match action {
                 Action::DeletePod { pod, uid, reason, .. } => {
                     let pre = Preconditions { uid: Some(uid.clone()), resource_version: None };
@@ -631,7 +657,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                                 let end = ClaimEnd::Undone { previous };
                                 end_claim(&self.api, &config_map, statefulset, until, end).await;
                             }
+                            // A webhook's denial also comes as 403: only RBAC's refusal disables scaling.
                             if let ApiError::Rejected { code: 403, message } = &source
+                                && !message.contains("admission webhook")
                                 && self.scaling_forbidden.is_none()
                             {
                                 tracing::error!(statefulset = %statefulset, %message,
@@ -667,14 +695,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
 
     /// The zone tracker's ConfigMap was refused: one clear log line and a metric; rollouts go on without it.
     fn zone_tracker_refused(&mut self, error: &RecordStoreError) {
-        if !self.zone_tracker_forbidden {
+        if self.zone_tracker_forbidden.is_none() {
             tracing::error!(%error,
                 "-use-zone-tracker is set but the operator may not use its ConfigMap: grant get, update and create on \
                  configmaps (or drop -use-zone-tracker); until then the prepare-downscale webhook denies downscales \
                  of the groups it serves, followers are not scaled down, and rollouts go on");
             self.metrics.feature_disabled("zone-tracker", "configmaps get/update/create");
         }
-        self.zone_tracker_forbidden = true;
+        self.zone_tracker_forbidden.get_or_insert_with(Instant::now);
     }
 
     /// Sets `status.currentRevision` of `statefulset` with an UPDATE of its status subresource (what the real

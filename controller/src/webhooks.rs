@@ -415,7 +415,8 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
             .map_err(|e| ApiError::Unavailable(e.to_string()))
     })
     .await;
-    if (webhooks.clock)() < committed_by {
+    // Half the margin must be left for the answer, the admission chain after us and the API server's commit.
+    if add((webhooks.clock)(), settings.commit_margin / 2) < committed_by {
         if let Err(err) = finished {
             // The entry keeps the claim's date (`until`, later still) and the marker expires by itself.
             tracing::warn!(statefulset = %sts.name, error = %err, "could not date the downscale or clear its in-progress marker; the marker expires by itself");
@@ -463,8 +464,9 @@ async fn record_in_annotation<C: ClusterApi, P: PodHttpClient>(
         let patch = prepare::last_downscale_patch(&request.object, at);
         return prepare::allowed(request, old, new, plan).with_json_patch(patch);
     }
+    // Dated far enough ahead by an earlier attempt of this downscale (see below): its commit falls before that date.
     if let Some(Ok(at)) = &sts.downscale.last_downscale
-        && *at > now
+        && *at > add(now, margin)
     {
         return prepare::allowed(request, old, new, plan);
     }
@@ -482,6 +484,23 @@ async fn record_in_annotation<C: ClusterApi, P: PodHttpClient>(
     )
     .await;
     match written {
+        // The write moved the parent's resourceVersion, so this request would fail with a conflict anyway: deny it
+        // now and tell the pods to cancel, rather than leave them prepared for a retry that may never come. The
+        // retry finds the date ahead and goes through.
+        Ok(_) if carries_version => {
+            undo(webhooks, &sts.name, plan, None, &[]).await;
+            prepare::deny(
+                request,
+                old,
+                new,
+                &format!(
+                    "the downscale is recorded in statefulset {}'s {} annotation, which changed its resourceVersion; \
+                     retry",
+                    sts.name,
+                    keys::LAST_DOWNSCALE
+                ),
+            )
+        }
         Ok(_) => prepare::allowed(request, old, new, plan),
         Err(err) => {
             undo(webhooks, &sts.name, plan, None, &[]).await;

@@ -329,3 +329,33 @@ async fn a_step_left_behind_expires_and_finishing_leaves_a_newer_step_alone() {
     let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", after, ts("2026-01-01T12:02:00Z")).await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }
+
+/// Review finding: a second claim of the same StatefulSet while its first is being prepared would take over the
+/// first one's marker and date (the first then prepares unmarked). It is refused.
+#[tokio::test]
+async fn a_second_claim_of_a_statefulset_being_prepared_is_refused() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    let until = ts("2026-01-01T12:00:20Z");
+    assert_eq!(
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts(T0), until).await.unwrap(),
+        MarkedClaim::Claimed { previous: None }
+    );
+    match claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts("2026-01-01T12:00:01Z"), until).await.unwrap() {
+        MarkedClaim::Busy(holder) => assert_eq!(holder.statefulset, "g-zone-a"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Review finding: a step claimed by another controller instance (during a handover) is not taken over; the claim
+/// is stale and the pass plans again later.
+#[tokio::test]
+async fn a_live_step_of_another_holder_is_not_taken_over() {
+    let cluster = FakeCluster::default();
+    let g = zones("g");
+    let first = claim_rollout_step(&cluster, CM, None, &g, ts(T0), ts("2026-01-01T12:01:30Z")).await.unwrap();
+    assert!(matches!(first, StepClaim::Claimed { .. }));
+    let read = read_record(&cluster, CM).await.unwrap();
+    let second = claim_rollout_step(&cluster, CM, read.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:40Z")).await.unwrap();
+    assert_eq!(second, StepClaim::Stale);
+}

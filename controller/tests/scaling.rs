@@ -539,3 +539,42 @@ async fn a_forbidden_replica_change_is_reported_and_the_rollout_goes_on() {
     );
     assert!(text.contains("feature=\"scaling\""), "{text}");
 }
+
+/// Review finding: an admission webhook's denial of the controller's replica patch also comes as 403; it is not a
+/// missing permission and does not switch scaling off.
+#[tokio::test]
+async fn a_webhook_denial_of_a_replica_change_does_not_disable_scaling() {
+    let mut pods = pods_of("ingester-zone-a", 5);
+    pods.extend(pods_of("ingester-zone-b", 3));
+    let follower = annotate(zone("ingester-zone-b", 3), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a");
+    let mut h = Harness::new(FakeCluster::new(vec![zone("ingester-zone-a", 5), follower], pods)).await;
+    let denied = "admission webhook \"no-downscale.grafana.com\" denied the request: not now";
+    h.cluster.fail_next_replica_patch(ApiError::Rejected { code: 403, message: denied.into() });
+    h.reconcile().await;
+    let calls = h.reconcile().await;
+    assert_eq!(Harness::replica_patches(&calls), [("ingester-zone-b".to_string(), 5)], "tried again: {calls:?}");
+    assert!(!h.metrics.encode().contains("feature=\"scaling\""));
+}
+
+/// Review finding: with the zone tracker forbidden, a follower that must be scaled down (its downscale cannot be
+/// claimed) is reported instead of blocking its group: the rollout goes on.
+#[tokio::test]
+async fn with_the_zone_tracker_forbidden_a_follower_downscale_is_reported_and_the_rollout_goes_on() {
+    let mut pods = pods_of("ingester-zone-a", 3);
+    pods.extend((0..5).map(|i| pod("ingester-zone-b", i, "rev-0", true, 0)));
+    let follower = annotate(
+        annotate(sts(GROUP, "ingester-zone-b", 5, "rev-0", REV), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a"),
+        keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
+        "1h",
+    );
+    let cluster = FakeCluster::new(vec![zone("ingester-zone-a", 3), follower], pods);
+    cluster.fail_config_map_reads(Some(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() }));
+    let mut h = Harness::new(cluster).await;
+    let calls = h.reconcile().await;
+    assert!(Harness::replica_patches(&calls).is_empty(), "{calls:?}");
+    assert!(
+        calls.iter().any(|c| matches!(c, Call::DeletePod { name, .. } if name.starts_with("ingester-zone-b-"))),
+        "the rollout goes on: {calls:?}"
+    );
+    assert!(h.metrics.encode().contains("statefulset=\"ingester-zone-b\""), "reported as a scaling error");
+}

@@ -264,25 +264,32 @@ async fn prepare_calls_the_leaving_pods_records_the_downscale_and_does_not_touch
     let committed_by = NOW.parse::<Timestamp>().unwrap() + jiff::SignedDuration::try_from(COMMIT_MARGIN).unwrap();
     assert_eq!(record.last_downscaled.get("ingester-zone-a"), Some(&committed_by));
     let cm = cluster.config_map(CM).unwrap();
-    assert!(
-        !cm.metadata.annotations.unwrap_or_default().contains_key(keys::DOWNSCALES_IN_PROGRESS),
-        "the in-progress marker is cleared once the pods are prepared"
-    );
+    let markers = rollout_core::downscale::parse_in_progress(
+        cm.metadata.annotations.unwrap_or_default().get(keys::DOWNSCALES_IN_PROGRESS).map(String::as_str),
+    )
+    .unwrap();
+    assert_eq!(markers.len(), 1);
+    assert_eq!(markers[0].until, committed_by, "the marker now lasts only until the change has committed");
     assert!(
         cluster.calls().iter().all(|c| !matches!(c, Call::UpdateStatus { .. })),
         "nothing is written to the object under admission"
     );
 
-    // Another zone within 12 h: denied, no pod called.
+    // Another zone while zone-a's change may still be committing: denied as in progress.
     let before = pods.calls().len();
     let mut r = downscale_review("ingester-zone-b", false);
     r["request"]["name"] = json!("ingester-zone-b");
     let response = admit(&app, "/admission/prepare-downscale", &r).await;
     assert_eq!(response["allowed"], false);
+    assert!(response["status"]["message"].as_str().unwrap().ends_with("already in process of updating replicas"));
+    // Later, within 12 h: denied by the min time, no pod called.
+    let later = app_at(&cluster, &pods, "2026-01-01T12:01:00Z");
+    let response = admit(&later, "/admission/prepare-downscale", &r).await;
+    assert_eq!(response["allowed"], false);
     assert_eq!(
         response["status"]["message"],
         "downscale of statefulsets/ingester-zone-b in ns from 3 to 1 replicas is not allowed because statefulset \
-         ingester-zone-a was downscaled at 2026-01-01 12:00:05 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
+         ingester-zone-a was downscaled at 2026-01-01 12:00:10 +0000 UTC and is labelled to wait 12h0m0s between zone downscales"
     );
     assert_eq!(pods.calls().len(), before);
 }
@@ -416,7 +423,9 @@ async fn concurrent_admissions_for_different_zones_let_exactly_one_zone_through(
             }
         }
         assert_eq!(allowed.len(), 1, "round {round}: exactly one zone passes, got {allowed:?}");
-        assert_eq!(denied, 6, "round {round}");
+        // Exactly one request passes: concurrent requests for the winning zone are refused too while its downscale
+        // is being prepared (a second claim of a StatefulSet would take over the first one's marker).
+        assert_eq!(denied, 8, "round {round}");
         let winner = allowed.into_iter().next().unwrap();
         assert!(
             pods.calls().iter().all(|(_, url)| url.contains(&format!("{winner}-"))),
@@ -568,7 +577,9 @@ async fn the_in_progress_marker_is_cleared_when_the_clock_is_between_seconds() {
     let app = app_at(&cluster, &pods, "2026-01-01T12:00:00.5Z");
     let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
     assert_eq!(response["allowed"], true, "{response}");
-    assert_eq!(in_progress(&cluster), None, "marker left after a successful prepare");
+    // After a successful prepare the marker is found and shortened to the commit (12:00:10.5, rounded up).
+    let left = in_progress(&cluster).expect("shortened, not left at its claim deadline");
+    assert!(left.contains("\"until\":\"2026-01-01T12:00:11Z\""), "{left}");
 
     let cluster = cluster_with_zones();
     let pods = FakePods::default();
@@ -646,7 +657,7 @@ async fn a_downscale_whose_record_date_passed_before_the_answer_is_denied_and_un
     let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
     assert_eq!(response["allowed"], false, "{response}");
     let message = response["status"]["message"].as_str().unwrap();
-    assert!(message.starts_with(DENIED) && message.contains("took longer than 5s"), "{message}");
+    assert!(message.starts_with(DENIED) && message.contains("took longer than 10s"), "{message}");
     let deletes = pods.calls().into_iter().filter(|(m, _)| *m == PodMethod::Delete).count();
     assert_eq!(deletes, 2, "the prepared pods are told to cancel: {:?}", pods.calls());
     let record = record(&cluster).expect("the record exists");
@@ -713,7 +724,7 @@ async fn without_the_tracker_an_update_gets_its_last_downscale_annotation_throug
     let patch = decoded_patch(&response);
     assert_eq!(
         patch,
-        json!([{"op": "add", "path": "/metadata/annotations/grafana.com~1last-downscale", "value": "2026-01-01T12:00:05Z"}])
+        json!([{"op": "add", "path": "/metadata/annotations/grafana.com~1last-downscale", "value": "2026-01-01T12:00:10Z"}])
     );
     assert!(cluster.config_map(CM).is_none());
     assert!(
@@ -745,8 +756,8 @@ async fn without_the_tracker_another_zones_annotation_denies_within_the_min_time
 }
 
 /// A `/scale` request cannot carry the annotation: the parent is patched, conditional on the resourceVersion read.
-/// One that carries a resourceVersion (an HPA's) is dated 60 s ahead, since our write makes it fail once; its retry
-/// finds the date ahead and writes nothing.
+/// One that carries a resourceVersion (an HPA's) would fail on the resourceVersion our write moved: it is denied
+/// (pods told to cancel) with the date set 60 s ahead, and its retry finds the date ahead, writes nothing and passes.
 #[tokio::test]
 async fn without_the_tracker_a_scale_request_annotates_the_parent_conditionally_and_a_retry_writes_nothing() {
     let cluster = cluster_with_zones();
@@ -757,8 +768,10 @@ async fn without_the_tracker_a_scale_request_annotates_the_parent_conditionally_
     hpa_scale["metadata"]["resourceVersion"] = json!(rv);
     let r = review("statefulsets", "ingester-zone-a", scale(3), hpa_scale, false);
     let response = admit(&app, "/admission/prepare-downscale", &r).await;
-    assert_eq!(response["allowed"], true, "{response}");
-    assert!(response.get("patch").is_none());
+    // Our write makes this request's resourceVersion stale: denied at once, pods told to cancel.
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(response["status"]["message"].as_str().unwrap().ends_with("retry"), "{response}");
+    assert_eq!(pods.calls().iter().filter(|(m, _)| *m == PodMethod::Delete).count(), 2, "{:?}", pods.calls());
     let written: Vec<_> = cluster.calls().into_iter().filter(|c| matches!(c, Call::PatchAnnotations { .. })).collect();
     let expected = BTreeMap::from([(keys::LAST_DOWNSCALE.to_string(), "2026-01-01T12:01:00Z".to_string())]);
     assert_eq!(

@@ -169,11 +169,26 @@ pub struct PlanContext<'a> {
     /// Replica changes are refused by the API (403): why, as the shell found out. Due replica changes are then
     /// scaling errors of their StatefulSets instead of the pass's action, so the rollout goes on.
     pub scaling_forbidden: Option<&'a str>,
+    /// Downscales that must be claimed in the zone tracker's record cannot be (its ConfigMap is refused): why. They
+    /// are scaling errors of their StatefulSets instead of the pass's action.
+    pub coordinated_downscales_forbidden: Option<&'a str>,
 }
 
 impl<'a> PlanContext<'a> {
     pub fn new(now: Timestamp, expectations: &'a [PendingExpectation]) -> Self {
-        PlanContext { now, expectations, downscale_record: None, downscales_in_progress: &[], scaling_forbidden: None }
+        PlanContext {
+            now,
+            expectations,
+            downscale_record: None,
+            downscales_in_progress: &[],
+            scaling_forbidden: None,
+            coordinated_downscales_forbidden: None,
+        }
+    }
+
+    pub fn with_coordinated_downscales_forbidden(mut self, why: Option<&'a str>) -> Self {
+        self.coordinated_downscales_forbidden = why;
+        self
     }
 
     pub fn with_scaling_forbidden(mut self, why: Option<&'a str>) -> Self {

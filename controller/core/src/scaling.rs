@@ -336,6 +336,13 @@ pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass
             pass.waits.push(format!("{}: downscale from {current} to {to} waits: {why}", sts.name));
             continue;
         }
+        if let (true, Some(why)) = (coordinated && to < current, ctx.coordinated_downscales_forbidden) {
+            pass.errors.push(ScalingError::new(
+                &sts.name,
+                format!("downscale from {current} to {to} cannot be claimed: {why}"),
+            ));
+            continue;
+        }
         if let Some(why) = ctx.scaling_forbidden {
             pass.errors
                 .push(ScalingError::new(&sts.name, format!("scaling from {current} to {to} is not possible: {why}")));
