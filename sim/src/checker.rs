@@ -418,7 +418,7 @@ impl Checker {
 
     /// Invariant 5, controller side: a controller deletion of `pod` committed while a downscale of `preparing` (a
     /// StatefulSet of the same group) was being prepared: from the commit of the record write carrying its
-    /// in-progress marker until the webhook answered the admission.
+    /// in-progress marker until the downscale committed (or was denied).
     pub fn judge_delete_while_preparing(&mut self, at: Duration, k: Knowledge, pod: &str, preparing: &str) {
         let detail = format!(
             "deleted {pod} while a downscale of {preparing} was being prepared (process #{}, known: sts rv {}, pod rv {})",

@@ -952,6 +952,12 @@ impl User {
                     Ok::<_, String>((allowed, message, patch))
                 })
                 .await;
+            // The API server commits an admitted downscale after the rest of its admission chain (other webhooks,
+            // validation): up to 2 s after the answer here. The downscale is "being prepared" until it commits.
+            if matches!(answer, Ok(Ok((true, _, _)))) && to < from {
+                let chain = self.pick.millis(0, 2_000);
+                tokio::time::sleep(chain).await;
+            }
             let mut st = self.store.lock().unwrap();
             st.end_preparing(&sts, incarnation);
             match answer {
