@@ -414,3 +414,25 @@ async fn a_pass_planned_on_a_record_older_than_a_downscale_marker_deletes_nothin
     assert!(h.ctrl.is_queued(GROUP), "planned again");
     assert_eq!(h.reconcile().await, vec![], "the next pass sees the marker");
 }
+
+/// Review finding: a deletion is never sent when the rollout step's claim could expire while it is in flight (the
+/// API server may take up to 60 s to answer): here the claim lives only 30 s, so nothing is deleted and the step is
+/// ended; with the default 90 s the deletion goes out.
+#[tokio::test]
+async fn no_deletion_is_sent_when_the_step_claim_could_expire_in_flight() {
+    let cluster = three_zones("1");
+    prepare_downscale_labelled(&cluster);
+    let mut h = Harness::new(cluster.clone());
+    let short = ReconcilerConfig { claim_ttl: Duration::from_secs(30), ..ReconcilerConfig::default() };
+    h.ctrl = Controller::new(cluster.clone(), RolloutPlanner, short, h.metrics.clone());
+    h.feed = WatchFeed::new(&cluster);
+    let calls = h.reconcile().await;
+    assert!(calls.iter().all(|c| !matches!(c, Call::DeletePod { .. })), "{calls:?}");
+    assert!(matches!(calls.first(), Some(Call::CreateConfigMap { .. })), "the step was claimed: {calls:?}");
+    assert!(matches!(calls.last(), Some(Call::ReplaceConfigMap { .. })), "and ended: {calls:?}");
+
+    let mut h = Harness::new(three_zones("1"));
+    prepare_downscale_labelled(&h.cluster);
+    let calls = h.reconcile().await;
+    assert!(calls.contains(&delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")), "{calls:?}");
+}
