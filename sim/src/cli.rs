@@ -81,6 +81,10 @@ struct ScenarioArgs {
     /// 0.50.1: no configmaps, no zone tracker) or `jsonnet` (the reference's jsonnet: zone tracker on).
     #[arg(long)]
     deployment: Option<String>,
+    /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
+    /// percentage the zones have five pods.
+    #[arg(long = "max-unavailable")]
+    max_unavailable: Option<String>,
 }
 
 impl ScenarioArgs {
@@ -97,6 +101,9 @@ impl ScenarioArgs {
         }
         if let Some(d) = &self.deployment {
             flags.push_str(&format!(" --deployment {d}"));
+        }
+        if let Some(m) = &self.max_unavailable {
+            flags.push_str(&format!(" --max-unavailable {m}"));
         }
         flags
     }
@@ -119,6 +126,16 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         Some(d) => Some(
             ReferenceDeployment::parse(d).ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, jsonnet"))?,
         ),
+    };
+    let base = match &args.max_unavailable {
+        Some(value) if value.ends_with('%') => {
+            Scenario { max_unavailable_annotation: Some(value.clone()), ..Scenario { replicas: 5, ..base } }
+        }
+        Some(value) => Scenario {
+            max_unavailable: value.parse().map_err(|_| format!("--max-unavailable {value:?}: a count or N%"))?,
+            ..base
+        },
+        None => base,
     };
     Ok(Scenario { planner, faults, revisions: args.revisions.unwrap_or(base.revisions), deployment, ..base })
 }

@@ -196,8 +196,18 @@ impl StsSum {
             name: sts.metadata.name.clone().unwrap_or_default(),
             group: sts.metadata.labels.as_ref().and_then(|l| l.get(keys::ROLLOUT_GROUP).cloned()).unwrap_or_default(),
             replicas: sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32,
-            // The sim only writes plain counts; anything else counts as the reference default of 1.
-            max_unavailable: ann.get(keys::ROLLOUT_MAX_UNAVAILABLE).and_then(|v| v.parse().ok()).unwrap_or(1),
+            // The checker's own reading of the documented rule (not the core's): a count, or a percentage of
+            // `spec.replicas` rounded down and at least 1; anything else is the reference default of 1.
+            max_unavailable: {
+                let replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u64;
+                match ann.get(keys::ROLLOUT_MAX_UNAVAILABLE).map(|v| v.trim()) {
+                    Some(v) if v.ends_with('%') => {
+                        v.trim_end_matches('%').parse::<u64>().map_or(1, |pct| ((replicas * pct / 100) as u32).max(1))
+                    }
+                    Some(v) => v.parse().unwrap_or(1),
+                    None => 1,
+                }
+            },
             paused: ann.get(keys::ROLLOUT_PAUSED).is_some_and(|v| v == "true"),
             current_revision: status.current_revision.unwrap_or_default(),
             update_revision: status.update_revision.unwrap_or_default(),

@@ -50,10 +50,12 @@ pub enum PlannerKind {
     IgnoresDownscalesInProgress,
     /// Downscales followers while another StatefulSet of the group is rolling or has unavailable pods.
     DownscalesDuringRollouts,
+    /// Reads a percentage `rollout-max-unavailable` as a count.
+    PercentAsCount,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 8] = [
+    pub const ALL: [PlannerKind; 9] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -62,6 +64,7 @@ impl PlannerKind {
         PlannerKind::SkipsMinTimeCheck,
         PlannerKind::IgnoresDownscalesInProgress,
         PlannerKind::DownscalesDuringRollouts,
+        PlannerKind::PercentAsCount,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +77,7 @@ impl PlannerKind {
             PlannerKind::SkipsMinTimeCheck => "skips-min-time-check",
             PlannerKind::IgnoresDownscalesInProgress => "ignores-downscales-in-progress",
             PlannerKind::DownscalesDuringRollouts => "downscales-during-rollouts",
+            PlannerKind::PercentAsCount => "percent-as-count",
         }
     }
 
@@ -186,6 +190,8 @@ pub struct Scenario {
     /// Overrides the deployment's `-use-zone-tracker` (a misconfiguration: the tracker on where RBAC grants no
     /// configmaps).
     pub zone_tracker: Option<bool>,
+    /// `rollout-max-unavailable` as written on the StatefulSets (e.g. `40%`), instead of `max_unavailable`.
+    pub max_unavailable_annotation: Option<String>,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -295,6 +301,12 @@ impl Scenario {
         Scenario { scaling: Some(scaling), revisions: 0, ..Scenario::default() }
     }
 
+    /// Rollouts of five pods per zone with `rollout-max-unavailable: 40%` (two pods at a time), so the percentage
+    /// rule and pods replaced in parallel are in play.
+    pub fn percentages() -> Self {
+        Scenario { replicas: 5, max_unavailable_annotation: Some("40%".to_string()), ..Scenario::default() }
+    }
+
     /// Rollouts (two template revisions) mixed with downscales admitted by the real prepare-downscale webhook: an
     /// HPA per zone changes its zone's replicas concurrently (no leader/follower), so admissions race each other
     /// and the controller's passes (DESIGN.md invariants 3 and 5).
@@ -326,6 +338,7 @@ impl Default for Scenario {
             one_zone_pushes: false,
             deployment: None,
             zone_tracker: None,
+            max_unavailable_annotation: None,
         }
     }
 }
@@ -425,6 +438,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         for z in 0..sc.zones {
             let name = zone_name(z);
             let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
+            if let Some(value) = &sc.max_unavailable_annotation {
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
+            }
             if let Some(scaling) = &sc.scaling {
                 let min_time = format!("{}s", scaling.min_time.as_secs());
                 objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
@@ -509,6 +525,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     }
                     PlannerKind::DownscalesDuringRollouts => {
                         run_controller(api, record.clone(), rollout_known_bugs::DownscalesDuringRollouts).await
+                    }
+                    PlannerKind::PercentAsCount => {
+                        run_controller(api, record.clone(), rollout_known_bugs::PercentAsCount).await
                     }
                 }
             }

@@ -743,3 +743,26 @@ fn regression_seeds_2_32_pod_replaced_between_the_answer_and_the_commit() {
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }
+
+// Issue 13 (inputs the simulation never varied): a percentage `rollout-max-unavailable`. The checker reads it by the
+// documented rule on its own (floor of the percentage of spec.replicas, at least 1), not through the core.
+
+#[test]
+fn percentage_max_unavailable_keeps_every_invariant_over_100_seeds() {
+    let outcomes = all_pass(&Scenario::percentages(), 0..100);
+    let parallel = outcomes
+        .iter()
+        .filter(|o| o.trace.lines.windows(2).any(|w| w[0].contains("DELETE pod") && w[1].contains("DELETE pod")))
+        .count();
+    assert!(parallel > 10, "40% of five pods means two at a time; seen in only {parallel} runs");
+}
+
+#[test]
+fn known_bug_percent_as_count_is_caught() {
+    let sc = Scenario { planner: PlannerKind::PercentAsCount, ..Scenario::percentages() };
+    let (seed, violations) = (0..100)
+        .map(|s| (s, world::run(s, &sc, false).violations))
+        .find(|(_, v)| v.iter().any(|v| v.invariant == checker::MAX_UNAVAILABLE))
+        .expect("percent-as-count not caught in 100 seeds");
+    println!("percent-as-count first caught at seed {seed}: {}", violations[0].detail);
+}

@@ -183,3 +183,18 @@ impl Planner for DownscalesDuringRollouts {
         }
     }
 }
+
+/// `rollout-max-unavailable` given as a percentage read as a count (`40%` as 40 pods at a time).
+pub struct PercentAsCount;
+
+impl Planner for PercentAsCount {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            if let rollout_core::MaxUnavailable::Percent(p) = m.sts.settings.max_unavailable {
+                m.sts.settings.max_unavailable = rollout_core::MaxUnavailable::Count(p);
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
