@@ -132,6 +132,9 @@ pub struct Checker {
 struct Known {
     sts: BTreeMap<String, StsSum>,
     pods: BTreeMap<String, PodSum>,
+    /// When the judged write commits: a pod counts as available only once Ready for its StatefulSet's
+    /// `minReadySeconds` by then.
+    now: jiff::Timestamp,
 }
 
 fn as_of<T: Clone>(history: &History<T>, rv: u64) -> BTreeMap<String, T> {
@@ -158,7 +161,7 @@ fn slot_problem(state: &Known, sts: &str, ordinal: u32) -> Option<String> {
     match state.pods.get(&name) {
         None => Some(format!("{name} missing")),
         Some(p) if p.terminating => Some(format!("{name} terminating")),
-        Some(p) if !p.ready => Some(format!("{name} not ready")),
+        Some(p) if !p.ready || !state.min_ready(p) => Some(format!("{name} not ready")),
         Some(p) if p.revision != s.update_revision => {
             Some(format!("{name} on {} (update revision {})", p.revision, s.update_revision))
         }
@@ -171,6 +174,19 @@ fn ordinal(sts: &str, pod: &str) -> Option<u32> {
 }
 
 impl Known {
+    /// Ready (for its StatefulSet's `minReadySeconds`) and not terminating.
+    fn available(&self, p: &PodSum) -> bool {
+        p.available() && self.min_ready(p)
+    }
+
+    /// Ready for at least its StatefulSet's `minReadySeconds`.
+    fn min_ready(&self, p: &PodSum) -> bool {
+        let min = self.sts.get(&p.sts).map_or(0, |s| s.min_ready_seconds);
+        min == 0
+            || p.ready_since
+                .is_some_and(|since| self.now.duration_since(since) >= jiff::SignedDuration::from_secs(i64::from(min)))
+    }
+
     /// The pods of `sts` with ordinals below its replicas, by ordinal (`None` = missing).
     fn members(&self, sts: &StsSum) -> Vec<(u32, Option<&PodSum>)> {
         (0..sts.replicas)
@@ -185,7 +201,7 @@ impl Known {
             .filter_map(|(i, p)| match p {
                 None => Some(format!("{}-{i} missing", sts.name)),
                 Some(p) if p.terminating => Some(format!("{} terminating", p.name)),
-                Some(p) if !p.ready => Some(format!("{} not ready", p.name)),
+                Some(p) if !p.ready || !self.min_ready(p) => Some(format!("{} not ready", p.name)),
                 Some(_) => None,
             })
             .collect();
@@ -203,7 +219,8 @@ impl Checker {
     }
 
     fn known(&self, k: Knowledge) -> Known {
-        let mut known = Known { sts: as_of(&self.sts, k.sts_rv), pods: as_of(&self.pods, k.pod_rv) };
+        let mut known =
+            Known { sts: as_of(&self.sts, k.sts_rv), pods: as_of(&self.pods, k.pod_rv), now: jiff::Timestamp::now() };
         for w in &self.own {
             match w {
                 OwnWrite::Deleted { incarnation, rv, pod, uid } if *incarnation == k.incarnation && *rv > k.pod_rv => {
@@ -246,9 +263,9 @@ impl Checker {
             if sts.paused {
                 self.violate(at, PAUSED, format!("deleted {} of paused {} {basis}", pod.name, sts.name));
             }
-            if pod.available() {
+            if known.available(&pod) {
                 let members = known.members(&sts);
-                let available = members.iter().filter(|(_, p)| p.is_some_and(PodSum::available)).count() as u32;
+                let available = members.iter().filter(|(_, p)| p.is_some_and(|p| known.available(p))).count() as u32;
                 let unavailable = sts.replicas.saturating_sub(available);
                 if unavailable + 1 > sts.max_unavailable {
                     self.violate(
@@ -280,7 +297,7 @@ impl Checker {
                 .into_iter()
                 .filter_map(|(i, p)| match p {
                     None => Some(format!("{sts}-{i} missing")),
-                    Some(p) if !p.available() => Some(format!("{} not available", p.name)),
+                    Some(p) if !known.available(p) => Some(format!("{} not available", p.name)),
                     Some(p) if p.revision != revision => Some(format!("{} on {}", p.name, p.revision)),
                     Some(_) => None,
                 })
@@ -347,7 +364,8 @@ impl Checker {
     /// bad during the admission for reasons no actor of ours controls (a pod crash, a user's template push) is not
     /// held against the webhook.
     pub fn judge_admitted(&mut self, at: Duration, arrival_rv: u64, commit_rv: u64, sts: &str, group: &str) {
-        let committed = Known { sts: as_of(&self.sts, commit_rv), pods: as_of(&self.pods, commit_rv) };
+        let committed =
+            Known { sts: as_of(&self.sts, commit_rv), pods: as_of(&self.pods, commit_rv), now: jiff::Timestamp::now() };
         let mut found = Vec::new();
         for other in committed.sts.values().filter(|o| o.group == group && o.name != sts) {
             let mut bad = Vec::new();
@@ -364,7 +382,8 @@ impl Checker {
                 let pod_versions = self.pods.get(&pod_name).into_iter().flatten().map(|(v, _)| *v);
                 versions.extend(sts_versions.chain(pod_versions).filter(in_window));
                 let throughout = versions.iter().all(|v| {
-                    let state = Known { sts: as_of(&self.sts, *v), pods: as_of(&self.pods, *v) };
+                    let state =
+                        Known { sts: as_of(&self.sts, *v), pods: as_of(&self.pods, *v), now: jiff::Timestamp::now() };
                     slot_problem(&state, &other.name, ordinal).is_some()
                 });
                 // Without the zone tracker nothing serialises the controller's steps with an admission (no marker,

@@ -85,6 +85,9 @@ struct ScenarioArgs {
     /// percentage the zones have five pods.
     #[arg(long = "max-unavailable")]
     max_unavailable: Option<String>,
+    /// `spec.minReadySeconds` of the StatefulSets.
+    #[arg(long = "min-ready-seconds", default_value_t = 0)]
+    min_ready_seconds: u32,
 }
 
 impl ScenarioArgs {
@@ -104,6 +107,9 @@ impl ScenarioArgs {
         }
         if let Some(m) = &self.max_unavailable {
             flags.push_str(&format!(" --max-unavailable {m}"));
+        }
+        if self.min_ready_seconds > 0 {
+            flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
         }
         flags
     }
@@ -137,7 +143,14 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         },
         None => base,
     };
-    Ok(Scenario { planner, faults, revisions: args.revisions.unwrap_or(base.revisions), deployment, ..base })
+    Ok(Scenario {
+        planner,
+        faults,
+        revisions: args.revisions.unwrap_or(base.revisions),
+        deployment,
+        min_ready_seconds: args.min_ready_seconds,
+        ..base
+    })
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {

@@ -19,8 +19,10 @@ pub fn revision_name(sts: &str, n: u32) -> String {
     format!("{sts}-r{n}")
 }
 
+/// A `metav1.Time` as the API server stores it: whole seconds (RFC 3339 without fractions), so the controller and
+/// the checker read the same times a real cluster would give them.
 fn time(t: Timestamp) -> Time {
-    Time(t)
+    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
 /// A managed OnDelete StatefulSet with `replicas` pods, fully rolled out at revision 0.
@@ -155,6 +157,8 @@ pub struct PodSum {
     pub uid: String,
     pub revision: String,
     pub ready: bool,
+    /// When the pod last became Ready (its Ready condition's lastTransitionTime), if it is.
+    pub ready_since: Option<jiff::Timestamp>,
     pub terminating: bool,
 }
 
@@ -166,6 +170,13 @@ impl PodSum {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             revision: pod_revision(pod),
             ready: is_ready(pod),
+            ready_since: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0),
             terminating: pod.metadata.deletion_timestamp.is_some(),
         }
     }
@@ -186,6 +197,8 @@ pub struct StsSum {
     pub paused: bool,
     pub current_revision: String,
     pub update_revision: String,
+    /// `spec.minReadySeconds`.
+    pub min_ready_seconds: u32,
 }
 
 impl StsSum {
@@ -211,6 +224,7 @@ impl StsSum {
             paused: ann.get(keys::ROLLOUT_PAUSED).is_some_and(|v| v == "true"),
             current_revision: status.current_revision.unwrap_or_default(),
             update_revision: status.update_revision.unwrap_or_default(),
+            min_ready_seconds: sts.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u32,
         }
     }
 }

@@ -52,10 +52,12 @@ pub enum PlannerKind {
     DownscalesDuringRollouts,
     /// Reads a percentage `rollout-max-unavailable` as a count.
     PercentAsCount,
+    /// Counts a pod as available as soon as it is Ready, ignoring `minReadySeconds`.
+    IgnoresMinReadySeconds,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 9] = [
+    pub const ALL: [PlannerKind; 10] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -65,6 +67,7 @@ impl PlannerKind {
         PlannerKind::IgnoresDownscalesInProgress,
         PlannerKind::DownscalesDuringRollouts,
         PlannerKind::PercentAsCount,
+        PlannerKind::IgnoresMinReadySeconds,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +81,7 @@ impl PlannerKind {
             PlannerKind::IgnoresDownscalesInProgress => "ignores-downscales-in-progress",
             PlannerKind::DownscalesDuringRollouts => "downscales-during-rollouts",
             PlannerKind::PercentAsCount => "percent-as-count",
+            PlannerKind::IgnoresMinReadySeconds => "ignores-min-ready-seconds",
         }
     }
 
@@ -192,6 +196,8 @@ pub struct Scenario {
     pub zone_tracker: Option<bool>,
     /// `rollout-max-unavailable` as written on the StatefulSets (e.g. `40%`), instead of `max_unavailable`.
     pub max_unavailable_annotation: Option<String>,
+    /// `spec.minReadySeconds` of the StatefulSets.
+    pub min_ready_seconds: u32,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -301,6 +307,11 @@ impl Scenario {
         Scenario { scaling: Some(scaling), revisions: 0, ..Scenario::default() }
     }
 
+    /// Rollouts with `spec.minReadySeconds: 10`: a pod counts as available only ten seconds after it became Ready.
+    pub fn min_ready() -> Self {
+        Scenario { min_ready_seconds: 10, ..Scenario::default() }
+    }
+
     /// Rollouts of five pods per zone with `rollout-max-unavailable: 40%` (two pods at a time), so the percentage
     /// rule and pods replaced in parallel are in play.
     pub fn percentages() -> Self {
@@ -339,6 +350,7 @@ impl Default for Scenario {
             deployment: None,
             zone_tracker: None,
             max_unavailable_annotation: None,
+            min_ready_seconds: 0,
         }
     }
 }
@@ -438,6 +450,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         for z in 0..sc.zones {
             let name = zone_name(z);
             let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
+            if sc.min_ready_seconds > 0
+                && let Some(spec) = sts.spec.as_mut()
+            {
+                spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
+            }
             if let Some(value) = &sc.max_unavailable_annotation {
                 objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
             }
@@ -528,6 +545,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     }
                     PlannerKind::PercentAsCount => {
                         run_controller(api, record.clone(), rollout_known_bugs::PercentAsCount).await
+                    }
+                    PlannerKind::IgnoresMinReadySeconds => {
+                        run_controller(api, record.clone(), rollout_known_bugs::IgnoresMinReadySeconds).await
                     }
                 }
             }

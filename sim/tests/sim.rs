@@ -182,6 +182,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         paused: false,
         current_revision: "r0".into(),
         update_revision: "r1".into(),
+        min_ready_seconds: 0,
     };
     let pod = |sts: &str, ready: bool| PodSum {
         sts: sts.into(),
@@ -189,6 +190,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         uid: format!("{sts}-0-1"),
         revision: "r0".into(),
         ready,
+        ready_since: None,
         terminating: false,
     };
     let mut c = Checker::default();
@@ -368,6 +370,7 @@ fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::Sts
         paused: false,
         current_revision: update.into(),
         update_revision: update.into(),
+        min_ready_seconds: 0,
     }
 }
 
@@ -378,6 +381,7 @@ fn sum_pod(sts: &str, ordinal: u32, uid: &str, revision: &str, ready: bool) -> r
         uid: uid.into(),
         revision: revision.into(),
         ready,
+        ready_since: None,
         terminating: false,
     }
 }
@@ -765,4 +769,31 @@ fn known_bug_percent_as_count_is_caught() {
         .find(|(_, v)| v.iter().any(|v| v.invariant == checker::MAX_UNAVAILABLE))
         .expect("percent-as-count not caught in 100 seeds");
     println!("percent-as-count first caught at seed {seed}: {}", violations[0].detail);
+}
+
+// Issue 13: `spec.minReadySeconds`. A pod counts as available only once Ready for that long; the checker reads the
+// Ready condition's time itself.
+
+#[test]
+fn min_ready_seconds_keeps_every_invariant_over_100_seeds() {
+    all_pass(&Scenario::min_ready(), 0..100);
+}
+
+#[test]
+fn known_bug_ignores_min_ready_seconds_is_caught() {
+    let sc = Scenario { planner: PlannerKind::IgnoresMinReadySeconds, ..Scenario::min_ready() };
+    let (seed, violations) = (0..50)
+        .map(|s| (s, world::run(s, &sc, false).violations))
+        .find(|(_, v)| !v.is_empty())
+        .expect("ignores-min-ready-seconds not caught in 50 seeds");
+    println!("ignores-min-ready-seconds first caught at seed {seed}: {}", violations[0].detail);
+}
+
+/// Seed 9 with `--min-ready-seconds 10` (found at once): the simulated API server kept sub-second Ready times that a
+/// real one stores in whole seconds, so the controller (reading the object) and the checker disagreed on when a
+/// pod had been Ready ten seconds. Times are stored in whole seconds now, as a real API server does.
+#[test]
+fn regression_seed_9_min_ready_times_in_whole_seconds() {
+    let o = world::run(9, &Scenario::min_ready(), false);
+    assert!(o.passed(), "{:#?}", o.violations);
 }

@@ -198,3 +198,16 @@ impl Planner for PercentAsCount {
         RolloutPlanner.plan(&group, ctx)
     }
 }
+
+/// `spec.minReadySeconds` ignored: a pod counts as available the moment it is Ready.
+pub struct IgnoresMinReadySeconds;
+
+impl Planner for IgnoresMinReadySeconds {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            m.sts.min_ready_seconds = 0;
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
