@@ -469,3 +469,22 @@ fn a_ready_pod_above_the_replica_count_does_not_hide_a_missing_pod() {
     let p = plan(vec![a.clone()], vec![pod(&a, 1, OLD), pod(&a, 2, OLD)]);
     assert!(deleted(&p).is_empty(), "deleted {:?} with max unavailable 1 already spent", deleted(&p));
 }
+
+/// Sim seed 1468: an outdated pod Ready but still within minReadySeconds is about to serve; it is not replaced for
+/// free as an unavailable one (it may be available by the time the deletion lands), while a pod that is not Ready
+/// at all still is.
+#[test]
+fn a_pod_within_min_ready_seconds_is_not_replaced_as_already_unavailable() {
+    let (mut stss, mut ps) = three_zones("1");
+    stss[1].min_ready_seconds = 30;
+    // zone-b: pod 0 Ready for 29 s (not yet available), pods 1 and 2 long available.
+    for p in ps.iter_mut().filter(|p| p.name.starts_with("ingester-zone-b-")) {
+        let since = if p.name.ends_with("-0") { 29 } else { 300 };
+        p.ready_condition = Some(ReadyCondition { ready: true, since: Some(now() - SignedDuration::from_secs(since)) });
+    }
+    assert!(deleted(&plan(stss.clone(), ps.clone())).is_empty(), "b-0 waits out its 30 s; the budget is spent");
+    // Not Ready at all (a crash loop on the old revision): replaced for free.
+    let b0 = ps.iter_mut().find(|p| p.name == "ingester-zone-b-0").unwrap();
+    b0.ready_condition = Some(ReadyCondition { ready: false, since: None });
+    assert_eq!(deleted(&plan(stss, ps)), vec!["ingester-zone-b-0"]);
+}
