@@ -149,8 +149,14 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         revisions: args.revisions.unwrap_or(base.revisions),
         deployment,
         min_ready_seconds: args.min_ready_seconds,
+        settle_deadline: base.settle_deadline + min_ready_settle_time(args.min_ready_seconds),
         ..base
     })
+}
+
+/// Every pod replacement waits out minReadySeconds once more: the liveness deadline grows with it.
+fn min_ready_settle_time(min_ready_seconds: u32) -> Duration {
+    Duration::from_secs(60 * u64::from(min_ready_seconds))
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {

@@ -309,7 +309,9 @@ impl Scenario {
 
     /// Rollouts with `spec.minReadySeconds: 10`: a pod counts as available only ten seconds after it became Ready.
     pub fn min_ready() -> Self {
-        Scenario { min_ready_seconds: 10, ..Scenario::default() }
+        let base = Scenario::default();
+        // Every pod replacement waits out the ten seconds once more: a longer liveness deadline.
+        Scenario { min_ready_seconds: 10, settle_deadline: base.settle_deadline + Duration::from_secs(600), ..base }
     }
 
     /// Rollouts of five pods per zone with `rollout-max-unavailable: 40%` (two pods at a time), so the percentage

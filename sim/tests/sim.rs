@@ -807,3 +807,18 @@ fn regression_seed_1468_a_pod_about_to_be_available_is_not_replaced_for_free() {
     let o = world::run(1468, &Scenario::min_ready(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
+
+/// Seed 52 of `--webhook --min-ready-seconds 10` (and 113 more of 4,000): still rolling its last zone when the
+/// 900 s liveness deadline passed, every pod replacement having waited out the ten seconds once more; not stuck.
+/// The deadline grows by 60 s per second of minReadySeconds.
+#[test]
+fn regression_seed_52_min_ready_seconds_lengthen_the_settle_deadline() {
+    let base = Scenario::rollout_with_admitted_downscales();
+    let sc = Scenario {
+        min_ready_seconds: 10,
+        settle_deadline: base.settle_deadline + std::time::Duration::from_secs(600),
+        ..base
+    };
+    let o = world::run(52, &sc, false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
