@@ -88,6 +88,9 @@ struct ScenarioArgs {
     /// `spec.minReadySeconds` of the StatefulSets.
     #[arg(long = "min-ready-seconds", default_value_t = 0)]
     min_ready_seconds: u32,
+    /// With --webhook: half the changes are `/scale` updates, half of those carrying a resourceVersion (an HPA's).
+    #[arg(long = "scale-requests")]
+    scale_requests: bool,
 }
 
 impl ScenarioArgs {
@@ -107,6 +110,9 @@ impl ScenarioArgs {
         }
         if let Some(m) = &self.max_unavailable {
             flags.push_str(&format!(" --max-unavailable {m}"));
+        }
+        if self.scale_requests {
+            flags.push_str(" --scale-requests");
         }
         if self.min_ready_seconds > 0 {
             flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
@@ -149,6 +155,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         revisions: args.revisions.unwrap_or(base.revisions),
         deployment,
         min_ready_seconds: args.min_ready_seconds,
+        scale_requests: args.scale_requests,
         settle_deadline: base.settle_deadline + min_ready_settle_time(args.min_ready_seconds),
         ..base
     })

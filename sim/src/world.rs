@@ -198,6 +198,10 @@ pub struct Scenario {
     pub max_unavailable_annotation: Option<String>,
     /// `spec.minReadySeconds` of the StatefulSets.
     pub min_ready_seconds: u32,
+    /// The webhook users send half their changes as `/scale` updates (as `kubectl scale` or an HPA does), half of
+    /// those carrying the resourceVersion they read (as an HPA does: the update then fails on a moved object and is
+    /// retried after 15 s).
+    pub scale_requests: bool,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -353,6 +357,7 @@ impl Default for Scenario {
             zone_tracker: None,
             max_unavailable_annotation: None,
             min_ready_seconds: 0,
+            scale_requests: false,
         }
     }
 }
@@ -659,6 +664,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         next: next.clone(),
                         pick: SimRng::new(rng.lock().unwrap().next_u64()),
                         record: sc.downscale_record(),
+                        scale_requests: sc.scale_requests,
                     };
                     users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
                 }
@@ -931,16 +937,35 @@ struct User {
     pick: SimRng,
     /// The operators' `-zone-tracker.config-map-name`, when they run with the zone tracker.
     record: Option<String>,
+    /// See [`Scenario::scale_requests`].
+    scale_requests: bool,
 }
 
 impl User {
     async fn scale_through_webhook(mut self, sts: String, changes: Vec<(Duration, u32)>, start: Instant) {
         for (at, to) in changes {
             tokio::time::sleep_until((start + at).max(Instant::now())).await;
-            let Some(old) = self.store.lock().unwrap().statefulsets.get(&sts).cloned() else { continue };
+            let via_scale = self.scale_requests && self.pick.chance(0.5);
+            let with_version = via_scale && self.pick.chance(0.5);
+            // An HPA retries an update that failed or was denied for a retry; others give up.
+            for _attempt in 0..if with_version { 3 } else { 1 } {
+                if self.scale_once(&sts, to, via_scale, with_version).await {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(15)).await;
+            }
+        }
+    }
+
+    /// One attempt at changing `sts` to `to` replicas through the webhook; whether it is over (committed, or denied
+    /// for good).
+    async fn scale_once(&mut self, sts: &str, to: u32, via_scale: bool, with_version: bool) -> bool {
+        let sts = sts.to_string();
+        {
+            let Some(old) = self.store.lock().unwrap().statefulsets.get(&sts).cloned() else { return true };
             let from = old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
             if to == from {
-                continue;
+                return true;
             }
             let mut new = old.clone();
             if let Some(spec) = new.spec.as_mut() {
@@ -950,12 +975,31 @@ impl User {
             // Where the API server's history stands as it sends the review (the checker's reference point).
             let arrival_rv = self.store.lock().unwrap().rv;
             let operator = self.pick.range(0..self.operators.len() as u64) as usize;
-            let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-                "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
-                "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
-                "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
-                "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
-                "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}});
+            let read_version = old.metadata.resource_version.clone().unwrap_or_default();
+            let review = if via_scale {
+                let scale = |replicas: u32| {
+                    let mut meta = serde_json::json!({"name": sts, "namespace": objects::NAMESPACE});
+                    if with_version {
+                        meta["resourceVersion"] = serde_json::json!(read_version);
+                    }
+                    serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": meta,
+                        "spec": {"replicas": replicas}})
+                };
+                serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                    "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
+                    "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                    "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
+                    "subResource": "scale",
+                    "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                    "oldObject": scale(from), "object": scale(to)}})
+            } else {
+                serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                    "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
+                    "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
+                    "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
+                    "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                    "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}})
+            };
             let pods = self.pods.clone();
             let record = self.record.clone();
             let answer = self.operators[operator]
@@ -1012,6 +1056,13 @@ impl User {
                         st.checker
                             .record_liveness_failure(at, format!("the webhook's JSONPatch cannot be applied: {e}"));
                     }
+                    // A `/scale` update carrying a resourceVersion fails on an object that moved meanwhile (the
+                    // webhook's own annotation write moves it).
+                    let current = st.statefulsets.get(&sts).and_then(|s| s.metadata.resource_version.clone());
+                    if with_version && current.as_deref() != Some(read_version.as_str()) {
+                        st.trace("user", format!("{sts} {from} -> {to}: conflict (the object has been modified)"));
+                        return false;
+                    }
                     st.writer_basis = Some(arrival_rv);
                     kube::set_replicas(&mut st, &sts, to, "webhook");
                     st.writer_basis = None;
@@ -1019,12 +1070,21 @@ impl User {
                         let (at, commit_rv) = (st.elapsed(), st.rv);
                         st.checker.judge_admitted(at, arrival_rv, commit_rv, &sts, GROUP);
                     }
+                    true
                 }
                 Ok(Ok((false, message, _))) => {
-                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"))
+                    let retry = message.ends_with("retry");
+                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"));
+                    !retry
                 }
-                Ok(Err(e)) => st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}")),
-                Err(e) => st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}")),
+                Ok(Err(e)) => {
+                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}"));
+                    true
+                }
+                Err(e) => {
+                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}"));
+                    true
+                }
             }
         }
     }

@@ -822,3 +822,18 @@ fn regression_seed_52_min_ready_seconds_lengthen_the_settle_deadline() {
     let o = world::run(52, &sc, false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
+
+/// Issue 13 / review: the webhook users also send `/scale` updates, half of them carrying a resourceVersion as an
+/// HPA does (such an update fails on a moved object and is retried after 15 s). Without the zone tracker the webhook
+/// records a `/scale` downscale on the parent (denying the first HPA attempt, which its write made stale); with it,
+/// in the record. Both keep every invariant.
+#[test]
+fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker() {
+    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
+    let helm = all_pass(&under(HelmChart, base.clone()), 0..40);
+    assert!(count_lines(&helm, "annotations -> ok") > 5, "parents annotated for /scale downscales");
+    assert!(count_lines(&helm, "changed its resourceVersion; retry") > 0, "HPA-style attempts denied for a retry");
+    let jsonnet = all_pass(&under(Jsonnet, base), 0..40);
+    assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
+}
