@@ -284,26 +284,19 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
 
 fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     let mut store = env.store.lock().unwrap();
-    if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
-        && !grants.allows(&access, cluster_scoped)
-    {
-        let who = if req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE
-            || req.knowledge.incarnation == WEBHOOK_INCARNATION
-        {
-            "webhook".to_string()
-        } else {
-            format!("controller#{}", req.knowledge.incarnation)
-        };
-        store.trace(&who, format!("{access} -> forbidden (403)"));
-        store.forbidden.push(format!("{who}: {access}"));
-        return (req.reply_tag, forbidden_reply(&req.op, &access));
-    }
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
     let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
         "webhook".to_string()
     } else {
         format!("controller#{}", req.knowledge.incarnation)
     };
+    if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
+        && !grants.allows(&access, cluster_scoped)
+    {
+        store.trace(&who, format!("{access} -> forbidden (403)"));
+        store.forbidden.push(format!("{who}: {access}"));
+        return (req.reply_tag, forbidden_reply(&req.op, &access));
+    }
     let reply = match &req.op {
         Op::DeletePod { name, preconditions } => {
             let result = store.api_delete_pod(name, preconditions, req.knowledge);
