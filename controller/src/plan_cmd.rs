@@ -13,7 +13,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use rollout_core::{Action, GroupPlan, PlanContext, PodView, StatefulSetView, build_groups, plan_group};
+use rollout_core::{Action, GroupPlan, MirrorFindings, PassInput, PodView, StatefulSetView, build_groups, plan_pass};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -482,12 +482,16 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
         }
     }
     let qualify = by_namespace.len() > 1;
-    let ctx = PlanContext::new(now, &[]);
+    let input = PassInput::new(now, &[]);
     let mut plans = Vec::new();
     for (ns, (statefulsets, pods)) in by_namespace {
         for group in build_groups(statefulsets, &pods) {
-            let mut plan = plan_group(&group, &ctx);
-            plan.add_scaling_waits(&offline_mirror_waits(&group));
+            // The controller's pass, as it would run without a zone tracker; the mirror step needs a live cluster.
+            let mut pass = plan_pass(&group, &input);
+            if pass.mirror_due {
+                pass = pass.with_mirror(MirrorFindings { waits: offline_mirror_waits(&group), ..Default::default() });
+            }
+            let mut plan = pass.plan;
             if qualify {
                 plan.group = format!("{ns}/{}", plan.group);
             }

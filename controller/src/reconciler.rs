@@ -17,12 +17,13 @@ use crate::pod_client::PodHttpClient;
 use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
-use rollout_core::downscale::rollout_steps_need_claim;
-use rollout_core::downscale::round_up_to_second;
+use rollout_core::downscale::{DownscaleInProgress, round_up_to_second};
 use rollout_core::group::GroupSnapshot;
-use rollout_core::scaling::ScalingSettings;
+use rollout_core::pass::may_send_step_deletion;
 use rollout_core::{
-    Action, Expectation, GroupPlan, GroupState, PendingExpectation, PlanContext, Planner, RolloutPlanner,
+    Action, Expectation, ExpectationLifetimes, GroupPlan, GroupState, LiveCheck, PassInput, PendingExpectation,
+    Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
+    expectation_after_expiry, plan_pass_with, record_need,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -333,85 +334,29 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             true
         });
-        // An expectation that expired unobserved is not simply dropped: the write may have happened while the
-        // cache has not caught up, and planning on that cache would act as if it had not (sim seed 3500). The live
-        // object says which; only a write seen not to have happened is given up on.
+        // An expectation that expired unobserved is checked against the live object (see
+        // `expectation_after_expiry`).
         for e in expired {
-            let kept = match self.write_happened(&e.expectation).await {
-                Ok(false) => {
-                    tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(),
-                        "gave up waiting to observe our own write: the live object shows it did not happen");
-                    None
-                }
-                Ok(true) => {
-                    tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(),
-                        "our own write happened but the cache has not shown it yet; still waiting for the watch");
-                    Some(e)
-                }
+            let check = match self.write_happened(&e.expectation).await {
+                Ok(false) => LiveCheck::NotHappened,
+                Ok(true) => LiveCheck::Happened,
                 Err(error) => {
                     tracing::warn!(rollout_group = group, expectation = %e.expectation.describe(), %error,
                         "cannot tell whether our own write happened; still waiting for the watch");
-                    Some(e)
+                    LiveCheck::Unknown
                 }
             };
-            if let Some(e) = kept {
-                let expires_at =
-                    now.saturating_add(to_signed(self.config.unknown_outcome_ttl)).unwrap_or(Timestamp::MAX);
-                self.expectations
-                    .entry(group.to_string())
-                    .or_default()
-                    .push(PendingExpectation { expectation: e.expectation, expires_at });
-            }
-        }
-        let nothing_pending = self.expectations.get(group).is_none_or(Vec::is_empty);
-        // Followers' downscales are checked against the group downscale record too (the claim re-checks it). Groups
-        // whose StatefulSets the prepare-downscale webhook serves also read it for the webhook's in-progress markers:
-        // no pod is replaced while one of their downscales is being prepared (DESIGN.md invariant 5). Such a group
-        // is not rolled on a record it cannot read: it cannot tell whether a downscale is being prepared.
-        let has_followers = snapshot.members.iter().any(|m| ScalingSettings::of(&m.sts).leader.is_some());
-        let prepares_downscales = snapshot
-            .members
-            .iter()
-            .any(|m| m.sts.labels.get(rollout_core::keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"));
-        let mut record = None;
-        let mut markers = Vec::new();
-        // The record as read, which a rollout step's claim is conditional on.
-        let mut stored_record: Option<StoredRecord> = None;
-        if let (true, Some(config_map)) = (has_followers || prepares_downscales, &self.scaling.downscale_record) {
-            let read = read_record(&self.api, config_map).await.and_then(|stored| {
-                let Some(stored) = stored else { return Ok(None) };
-                let markers = read_markers(&stored).map_err(|reason| RecordStoreError::Unreadable {
-                    config_map: config_map.clone(),
-                    source: rollout_core::downscale::RecordError {
-                        key: rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(),
-                        value: String::new(),
-                        reason,
-                    },
-                })?;
-                Ok(Some((stored, markers)))
-            });
-            match read {
-                Ok(Some((stored, m))) => {
-                    record = Some(stored.record.clone());
-                    markers = m;
-                    stored_record = Some(stored);
+            let description = e.expectation.describe();
+            match expectation_after_expiry(e.expectation, check, now, &self.lifetimes()) {
+                Some(kept) => {
+                    if check == LiveCheck::Happened {
+                        tracing::warn!(rollout_group = group, expectation = %description,
+                            "our own write happened but the cache has not shown it yet; still waiting for the watch");
+                    }
+                    self.expectations.entry(group.to_string()).or_default().push(kept);
                 }
-                Ok(None) => {}
-                // Forbidden: the prepare-downscale webhook (same service account) cannot use the record either, so
-                // it denies every downscale and none can be in progress; the group is rolled without it.
-                Err(error) if is_forbidden(&error) => self.zone_tracker_refused(&error),
-                Err(error) if prepares_downscales => {
-                    let err = ReconcileError::ReadDownscaleRecord {
-                        message: error.to_string(),
-                        source: record_api_error(&error),
-                    };
-                    self.pass_finished(group, started, false, now);
-                    self.retry_with_backoff(group, &err);
-                    return;
-                }
-                Err(error) => {
-                    tracing::warn!(rollout_group = group, %error, "cannot read the group downscale record");
-                }
+                None => tracing::warn!(rollout_group = group, expectation = %description,
+                    "gave up waiting to observe our own write: the live object shows it did not happen"),
             }
         }
         if self.scaling_forbidden.as_ref().is_some_and(|(_, since)| since.elapsed() >= self.config.resync) {
@@ -420,61 +365,69 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         if self.zone_tracker_forbidden.is_some_and(|since| since.elapsed() >= self.config.resync) {
             self.zone_tracker_forbidden = None;
         }
-        let pending = self.expectations.entry(group.to_string()).or_default();
-        let ctx = PlanContext::new(now, pending)
-            .with_downscale_record(record.as_ref())
-            .with_downscales_in_progress(&markers)
-            .with_scaling_forbidden(self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()))
-            .with_coordinated_downscales_forbidden(
-                self.zone_tracker_forbidden
-                    .map(|_| "the zone tracker's ConfigMap is forbidden (grant get, update and create on configmaps)"),
-            );
-        let mut plan = self.planner.plan(&snapshot, &ctx);
-        let mut write_back_after = None;
-        let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
-        if let (true, Some((why, _))) = (has_mirrors(&snapshot), &self.scaling_forbidden) {
-            plan.add_scaling_waits(&[format!("mirror scaling skipped: {why}")]);
-        } else if nothing_pending && !plans_scale && has_mirrors(&snapshot) {
-            let mirror = mirror_group(&self.api, &self.pod_client, &self.scaling, &snapshot, now).await;
-            plan.add_scaling_errors(mirror.errors);
-            plan.add_scaling_waits(&mirror.waits);
-            if let Some(scale) = mirror.scale {
-                // Replaces the rollout step: no pod deletions in a pass that changes replicas.
-                plan.reason = format!(
-                    "scaling {} from {} to {} replicas ({}); no pod deletions in this group in this pass (its view \
-                     is stale after a replica change)",
-                    scale.statefulset, scale.from, scale.to, scale.reason
-                );
-                plan.state = GroupState::Progressing;
-                plan.actions = vec![Action::Scale {
-                    statefulset: scale.statefulset,
-                    from: scale.from,
-                    to: scale.to,
-                    reason: scale.reason,
-                    resource_version: scale.resource_version,
-                    coordinated_downscale: false,
-                }];
-                write_back_after = scale.write_back.map(|(resource, name)| (resource, name, scale.to));
-            }
+        let zone_tracker = match (&self.scaling.downscale_record, self.zone_tracker_forbidden) {
+            (None, _) => ZoneTracker::Off,
+            (Some(_), None) => ZoneTracker::On,
+            (Some(_), Some(_)) => ZoneTracker::Forbidden,
+        };
+        // The record as read, which a rollout step's claim is conditional on.
+        let read = match (record_need(&snapshot, zone_tracker), &self.scaling.downscale_record) {
+            (RecordNeed::NotNeeded, _) | (_, None) => Ok(None),
+            (_, Some(config_map)) => read_record_and_markers(&self.api, config_map).await,
+        };
+        let read_error = read.as_ref().err().map(ToString::to_string);
+        let record = match &read {
+            Ok(None) if record_need(&snapshot, zone_tracker) == RecordNeed::NotNeeded => RecordRead::NotRead,
+            Ok(None) => RecordRead::Absent,
+            Ok(Some((stored, markers))) => RecordRead::Read { record: &stored.record, markers },
+            Err(error) if is_forbidden(error) => RecordRead::Forbidden,
+            Err(_) => RecordRead::Unreadable { error: read_error.as_deref().unwrap_or_default() },
+        };
+        if let Err(error) = &read
+            && is_forbidden(error)
+        {
+            self.zone_tracker_refused(error);
         }
+        let pending = self.expectations.entry(group.to_string()).or_default();
+        let input = PassInput {
+            now,
+            expectations: pending,
+            zone_tracker,
+            record,
+            scaling_forbidden: self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()),
+        };
+        let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
+        if let Some(why) = pass.failed_closed.take() {
+            let source = match &read {
+                Err(error) => record_api_error(error),
+                Ok(_) => ApiError::Unavailable(why.clone()),
+            };
+            let err = ReconcileError::ReadDownscaleRecord { message: read_error.unwrap_or(why), source };
+            self.pass_finished(group, started, false, now);
+            self.retry_with_backoff(group, &err);
+            return;
+        }
+        let mut write_back_after = None;
+        if pass.mirror_due {
+            let mirror = mirror_group(&self.api, &self.pod_client, &self.scaling, &snapshot, now).await;
+            if let Some(scale) = &mirror.findings.scale {
+                write_back_after = mirror.write_back.map(|(resource, name)| (resource, name, scale.to));
+            }
+            pass = pass.with_mirror(mirror.findings);
+        }
+        let plan = pass.plan;
         for error in &plan.scaling_errors {
             self.metrics.scaling_error(group, &error.statefulset);
         }
         self.report(&plan);
         // A step that replaces pods of a group the prepare-downscale webhook serves is first claimed in the record,
-        // conditional on the version this plan read (see `RolloutStepInProgress`).
+        // conditional on the version this pass read (see `RolloutStepInProgress`).
         let mut step = None;
-        let deletes = plan.actions.iter().any(|a| matches!(a, Action::DeletePod { .. }));
-        if let (true, Some(config_map), false) = (
-            deletes && rollout_steps_need_claim(&snapshot),
-            self.scaling.downscale_record.clone(),
-            self.zone_tracker_forbidden.is_some(),
-        ) {
+        if let (true, Some(config_map)) = (pass.claims_rollout_step, self.scaling.downscale_record.clone()) {
             let claimed_at = wall_clock();
             let until = claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
-            let config_map = &config_map;
-            match claim_rollout_step(&self.api, config_map, stored_record.as_ref(), &snapshot, claimed_at, until).await
-            {
+            let stored_record = read.as_ref().ok().and_then(|r| r.as_ref()).map(|(stored, _)| stored);
+            match claim_rollout_step(&self.api, &config_map, stored_record, &snapshot, claimed_at, until).await {
                 Ok(StepClaim::Claimed { until }) => step = Some(until),
                 Ok(StepClaim::Stale) => {
                     tracing::info!(
@@ -560,13 +513,12 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         now: Timestamp,
         step_until: Option<Timestamp>,
     ) -> Result<(), ReconcileError> {
-        let expires_at = |ttl| now.saturating_add(to_signed(ttl)).unwrap_or(Timestamp::MAX);
         for action in &plan.actions {
             // A deletion is sent only while its step's claim outlives the longest the request can take: one still
             // in flight after the claim expired could commit while a downscale the claim no longer holds off is
             // being prepared. The rest of the plan waits for the next pass.
             if let (Action::DeletePod { pod, .. }, Some(until)) = (action, step_until)
-                && add_duration(wall_clock(), REQUEST_BOUND) >= until
+                && !may_send_step_deletion(wall_clock(), until, REQUEST_BOUND)
             {
                 tracing::warn!(rollout_group = group, pod = %pod,
                     "the rollout step's claim is about to expire; remaining deletions wait for the next pass");
@@ -676,21 +628,21 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                 }
             };
-            let ttl = match &outcome {
-                Ok(()) => self.config.expectation_ttl,
-                // No answer: the write may have been applied. Planning as if it had not could act twice.
-                Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)) => self.config.unknown_outcome_ttl,
-                Err(_) => Duration::ZERO,
+            let written = match &outcome {
+                Ok(()) => WriteOutcome::Applied,
+                Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)) => WriteOutcome::Unknown,
+                Err(_) => WriteOutcome::Refused,
             };
-            if !ttl.is_zero() {
-                self.expectations
-                    .entry(group.to_string())
-                    .or_default()
-                    .push(PendingExpectation { expectation: action.expectation(), expires_at: expires_at(ttl) });
+            if let Some(expectation) = expectation_after(action, written, now, &self.lifetimes()) {
+                self.expectations.entry(group.to_string()).or_default().push(expectation);
             }
             outcome?;
         }
         Ok(())
+    }
+
+    fn lifetimes(&self) -> ExpectationLifetimes {
+        ExpectationLifetimes { applied: self.config.expectation_ttl, unknown: self.config.unknown_outcome_ttl }
     }
 
     /// The zone tracker's ConfigMap was refused: one clear log line and a metric; rollouts go on without it.
@@ -761,8 +713,21 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
     }
 }
 
-fn has_mirrors(group: &GroupSnapshot) -> bool {
-    group.members.iter().any(|m| matches!(ScalingSettings::of(&m.sts).mirror, Some(Ok(_))))
+/// Reads the group downscale record and its in-progress markers (`None`: no record exists yet).
+async fn read_record_and_markers<C: ClusterApi>(
+    api: &C,
+    config_map: &str,
+) -> Result<Option<(StoredRecord, Vec<DownscaleInProgress>)>, RecordStoreError> {
+    let Some(stored) = read_record(api, config_map).await? else { return Ok(None) };
+    let markers = read_markers(&stored).map_err(|reason| RecordStoreError::Unreadable {
+        config_map: config_map.to_string(),
+        source: rollout_core::downscale::RecordError {
+            key: rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(),
+            value: String::new(),
+            reason,
+        },
+    })?;
+    Ok(Some((stored, markers)))
 }
 
 /// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.

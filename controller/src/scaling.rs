@@ -17,6 +17,7 @@ use rollout_core::scaling::{
     downscale_held, plan_mirror, pod_endpoints, prepare_response_timestamp, write_back_value,
 };
 use rollout_core::view::StatefulSetView;
+use rollout_core::{MirrorFindings, MirrorScale};
 use std::collections::BTreeMap;
 use std::ops::Range;
 
@@ -56,25 +57,13 @@ impl PodHttpClient for NoPodClient {
     }
 }
 
-/// A replica change the mirror step decided, to be executed like any other scale action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorScale {
-    pub statefulset: String,
-    pub from: u32,
-    pub to: u32,
-    pub reason: String,
-    pub resource_version: String,
-    /// Write `to` back into the reference's `status.replicas` once the patch succeeded.
-    pub write_back: Option<(ApiResourceRef, String)>,
-}
-
-/// What the mirror step found for a group.
+/// What the mirror step found for a group: the core's findings (applied to the pass with
+/// [`rollout_core::Pass::with_mirror`]) and, for the replica change due if any, where to write it back.
 #[derive(Debug, Clone, Default)]
 pub struct MirrorOutcome {
-    /// At most one StatefulSet to patch (the first in name order that needs it).
-    pub scale: Option<MirrorScale>,
-    pub waits: Vec<String>,
-    pub errors: Vec<ScalingError>,
+    pub findings: MirrorFindings,
+    /// Write the new replicas back into this reference's `status.replicas` once the patch succeeded.
+    pub write_back: Option<(ApiResourceRef, String)>,
 }
 
 /// Finds the reference resource: every mapping of `(group, kind)`; the first whose `scale` GET succeeds wins; if all
@@ -213,14 +202,14 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
         let (resource, scale) = match resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await {
             Ok(found) => found,
             Err(e) => {
-                outcome.errors.push(ScalingError::new(&sts.name, e));
+                outcome.findings.errors.push(ScalingError::new(&sts.name, e));
                 continue;
             }
         };
         let step = match plan_mirror(sts, &settings, &scale, rollout.as_deref()) {
             Ok(step) => step,
             Err(e) => {
-                outcome.errors.push(e);
+                outcome.findings.errors.push(e);
                 if let Some(v) = write_back_value(mirror, &scale, sts.replicas) {
                     write_back(api, &resource, &mirror.name, v).await;
                 }
@@ -231,7 +220,7 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
             Some(Ok(d)) => Some(d),
             _ => None,
         };
-        let keep_current = |outcome: &mut MirrorOutcome, error: ScalingError| outcome.errors.push(error);
+        let keep_current = |outcome: &mut MirrorOutcome, error: ScalingError| outcome.findings.errors.push(error);
         match step {
             MirrorStep::Steady { replicas, cancel: range, write_back: wb } => {
                 if let Some(v) = wb {
@@ -246,20 +235,20 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
                 if let Some(v) = wb {
                     write_back(api, &resource, &mirror.name, v).await;
                 }
-                outcome.waits.push(format!("{}: {reason}", sts.name));
+                outcome.findings.waits.push(format!("{}: {reason}", sts.name));
             }
             MirrorStep::Scale { from, to, cancel: range, reason } => {
                 if let Some(d) = delayed {
                     cancel(pods, cfg, sts, d, range).await;
                 }
-                outcome.scale = Some(MirrorScale {
+                outcome.findings.scale = Some(MirrorScale {
                     statefulset: sts.name.clone(),
                     from,
                     to,
                     reason,
                     resource_version: sts.resource_version.clone(),
-                    write_back: mirror.write_back.then(|| (resource.clone(), mirror.name.clone())),
                 });
+                outcome.write_back = mirror.write_back.then(|| (resource.clone(), mirror.name.clone()));
                 return outcome;
             }
             MirrorStep::DelayedDownscale { from, desired, cancel: range, prepare: to_prepare, delay } => {
@@ -280,7 +269,7 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
                     Ok(allowed) => {
                         tracing::info!(statefulset = %sts.name, from, allowed, desired,
                             "downscale delay has been reached on some downscaled pods");
-                        outcome.scale = Some(MirrorScale {
+                        outcome.findings.scale = Some(MirrorScale {
                             statefulset: sts.name.clone(),
                             from,
                             to: allowed,
@@ -290,12 +279,15 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
                                 mirror.kind, mirror.name
                             ),
                             resource_version: sts.resource_version.clone(),
-                            write_back: mirror.write_back.then(|| (resource.clone(), mirror.name.clone())),
                         });
+                        outcome.write_back = mirror.write_back.then(|| (resource.clone(), mirror.name.clone()));
                         return outcome;
                     }
                     Err(e) => {
-                        outcome.waits.push(format!("{}: downscale from {from} to {desired} waits: {e}", sts.name));
+                        outcome
+                            .findings
+                            .waits
+                            .push(format!("{}: downscale from {from} to {desired} waits: {e}", sts.name));
                         if let Some(v) = write_back_value(mirror, &scale, from) {
                             write_back(api, &resource, &mirror.name, v).await;
                         }

@@ -15,7 +15,8 @@ pub mod scaling;
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
-    Action, Expectation, GroupSnapshot, MaxUnavailable, PendingExpectation, PlanContext, Planner, StatefulSetView,
+    Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, Planner, StatefulSetView,
+    plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;
@@ -261,8 +262,9 @@ impl RolloutModel {
                 .iter()
                 .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
                 .collect();
-            let plan = self.planner.plan(&snapshot, &PlanContext::new(jiff::Timestamp::UNIX_EPOCH, &pending));
-            plan.actions.iter().filter_map(to_op).collect()
+            let input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
+            let pass = plan_pass_with(&*self.planner, &snapshot, &input);
+            pass.plan.actions.iter().filter_map(to_op).collect()
         } else {
             Vec::new()
         };

@@ -15,7 +15,10 @@
 
 use rollout_core::fixture;
 use rollout_core::keys;
-use rollout_core::{Action, DownscaleRecord, GroupSnapshot, MinTimeVerdict, PlanContext, Planner, check_min_time};
+use rollout_core::{
+    Action, DownscaleRecord, GroupSnapshot, MinTimeVerdict, PassInput, Planner, RecordRead, ZoneTracker,
+    check_min_time, plan_pass_with,
+};
 use stateright::{Model, Property};
 use std::sync::Arc;
 
@@ -244,8 +247,13 @@ impl Model for ScalingModel {
             }
             ScalingStep::Plan(i) => {
                 let record = Self::record(s);
-                let ctx = PlanContext::new(at(s.time), &[]).with_downscale_record(Some(&record));
-                let plan = self.planner.plan(&self.snapshot(s), &ctx);
+                // The controller's whole pass, with the zone tracker on and the record as it stands.
+                let input = PassInput {
+                    zone_tracker: ZoneTracker::On,
+                    record: RecordRead::Read { record: &record, markers: &[] },
+                    ..PassInput::new(at(s.time), &[])
+                };
+                let plan = plan_pass_with(&*self.planner, &self.snapshot(s), &input).plan;
                 let scale = plan.actions.iter().find_map(|a| match a {
                     Action::Scale { statefulset, to, resource_version, coordinated_downscale, .. } => {
                         Some((statefulset.clone(), *to, resource_version.clone(), *coordinated_downscale))

@@ -5,7 +5,8 @@
 //! production controller, the model checker and the simulator all run exactly this code.
 //!
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
-//! [`plan`] (actions with reasons, group state). [`scaling`] decides replica changes (leader/follower, force replicas,
+//! [`plan`] (actions with reasons, group state), run inside [`pass`] (one whole pass: the record it needs, mirror
+//! findings, the rollout-step claim, the expectation each write leaves). [`scaling`] decides replica changes (leader/follower, force replicas,
 //! mirror, delayed downscale); the planner runs its snapshot-only part first.
 
 pub mod admission;
@@ -17,6 +18,7 @@ pub mod fixture;
 pub mod group;
 pub mod keys;
 pub mod natural;
+pub mod pass;
 pub mod plan;
 pub mod prom_duration;
 pub mod readiness;
@@ -27,6 +29,10 @@ pub mod view;
 pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
 pub use expectations::{Expectation, PendingExpectation};
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};
+pub use pass::{
+    ExpectationLifetimes, LiveCheck, MirrorFindings, MirrorScale, Pass, PassInput, RecordNeed, RecordRead,
+    WriteOutcome, ZoneTracker, expectation_after, expectation_after_expiry, plan_pass, plan_pass_with, record_need,
+};
 pub use plan::{Action, GroupPlan, GroupState, PlanContext, Planner, RolloutPlanner, plan_group};
 pub use readiness::Readiness;
 pub use scaling::{ScalingError, ScalingSettings};
