@@ -15,8 +15,8 @@ pub mod scaling;
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
-    Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, Planner, StatefulSetView,
-    plan_pass_with,
+    Action, DownscaleRecord, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, Planner,
+    RecordRead, StatefulSetView, ZoneTracker, downscale::DownscaleInProgress, keys, plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;
@@ -47,6 +47,15 @@ pub struct ModelConfig {
     pub restarts: u8,
     /// Model the StatefulSet status counts (`readyReplicas`) lagging behind the pods.
     pub status_lag: bool,
+    /// Downscales the prepare-downscale webhook prepares over a run (each: its in-progress marker is written into
+    /// the group downscale record, later removed). Non-zero makes the group served by the webhook, with the zone
+    /// tracker on: the controller's pass reads the record, and claims its rollout steps in it.
+    pub downscales: u8,
+    /// Times the record becomes unreadable (and later readable again) over a run.
+    pub record_outages: u8,
+    /// Test-only switch: the controller does not claim its rollout steps in the record (the pass still plans on
+    /// the markers it reads), to show that the claim is what closes the race with a marker written after the read.
+    pub skip_step_claims: bool,
 }
 
 impl Default for ModelConfig {
@@ -62,6 +71,9 @@ impl Default for ModelConfig {
             pauses: 0,
             restarts: 0,
             status_lag: false,
+            downscales: 0,
+            record_outages: 0,
+            skip_step_claims: false,
         }
     }
 }
@@ -116,6 +128,19 @@ pub struct World {
     pub zones: Vec<ZoneState>,
 }
 
+/// The group downscale record (the zone tracker's ConfigMap), as far as rollouts are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Record {
+    /// Its resourceVersion: every write bumps it, so a claim conditional on it fails after any other write.
+    pub version: u8,
+    /// A downscale is being prepared (the webhook's in-progress marker).
+    pub marker: bool,
+    /// A rollout step of the controller is live (its claim).
+    pub step: bool,
+    /// Reads and writes of the record fail.
+    pub unreadable: bool,
+}
+
 /// A controller write, compactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -123,6 +148,10 @@ pub enum Op {
     DeletePod { zone: u8, pod: u8, generation: Option<u8> },
     /// Set currentRevision, conditional on the resourceVersion the plan was made from.
     SetCurrentRevision { zone: u8, revision: u8, resource_version: u8 },
+    /// Claim the rollout step in the record, conditional on the record version the pass read.
+    ClaimStep { version: u8 },
+    /// End the rollout step (every deletion answered).
+    FinishStep,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +167,7 @@ pub mod violation {
     pub const ONLY_READY_COUNTS_AS_READY: u8 = 4;
     pub const PAUSED_IS_LEFT_ALONE: u8 = 8;
     pub const NO_REPLACEMENT_LOOP: u8 = 16;
+    pub const NO_ROLLOUT_DURING_DOWNSCALE: u8 = 32;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -161,6 +191,9 @@ pub struct State {
     pub pushes_left: u8,
     pub pauses_left: u8,
     pub restarts_left: u8,
+    pub record: Record,
+    pub downscales_left: u8,
+    pub outages_left: u8,
     pub violations: u8,
     /// A plan deleted two or more pods of one zone at once.
     pub parallel_replacement: bool,
@@ -189,6 +222,15 @@ pub enum Step {
     UserPushesRevision,
     UserPauses(u8),
     UserUnpauses(u8),
+    /// The prepare-downscale webhook writes its in-progress marker (compare-and-swap: refused while a rollout step
+    /// is live).
+    WebhookMarksDownscale,
+    /// The downscale is done (committed or denied): the marker is removed.
+    WebhookEndsDownscale,
+    /// A rollout step whose deletions are all answered (or abandoned by a crash) expires.
+    RolloutStepExpires,
+    RecordBecomesUnreadable,
+    RecordBecomesReadable,
 }
 
 /// The model, with the planner under test.
@@ -200,10 +242,11 @@ pub struct RolloutModel {
     decisions: Arc<Mutex<HashMap<DecisionKey, Decision>>>,
 }
 
-/// The controller's view, its expectations, and whether it may plan (no plan in flight).
-type DecisionKey = (World, Vec<Exp>, bool);
-/// The expectations it still holds, and its plan.
-type Decision = (Vec<Exp>, Vec<Op>);
+/// The controller's view, its expectations, whether it may plan (no plan in flight), and the record as it reads
+/// it (marker, unreadable).
+type DecisionKey = (World, Vec<Exp>, bool, (bool, bool));
+/// The expectations it still holds, its plan, and whether the plan's deletions are claimed as a rollout step.
+type Decision = (Vec<Exp>, Vec<Op>, bool);
 
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
@@ -223,6 +266,9 @@ impl RolloutModel {
             s.generation = Some(i64::from(zone.target) + 1);
             s.settings.paused = zone.paused;
             s.settings.max_unavailable = MaxUnavailable::Count(u32::from(self.config.max_unavailable));
+            if self.uses_record() {
+                s.labels.insert(keys::PREPARE_DOWNSCALE.to_string(), "true".to_string());
+            }
             if let Some(status) = s.status.as_mut() {
                 status.update_revision = REVISIONS[zone.update as usize].to_string();
                 status.observed_generation = Some(i64::from(zone.update) + 1);
@@ -247,32 +293,69 @@ impl RolloutModel {
         GroupSnapshot::assemble(GROUP, statefulsets, &pods)
     }
 
-    /// What the controller does with its cache and expectations: drop the expectations the cache shows, then plan
-    /// (only when no plan is in flight). Memoised: many states share the controller's view.
-    fn decide(&self, view: &World, expectations: &[Exp], planning: bool) -> Decision {
-        let key = (view.clone(), expectations.to_vec(), planning);
+    /// Whether the group is served by the prepare-downscale webhook, with the zone tracker on.
+    fn uses_record(&self) -> bool {
+        self.config.downscales > 0 || self.config.record_outages > 0
+    }
+
+    /// What the controller does with its cache, its expectations and the record it reads live: drop the
+    /// expectations the cache shows, then run the whole pass (only when no plan is in flight). Memoised: many
+    /// states share the controller's view.
+    fn decide(&self, view: &World, expectations: &[Exp], planning: bool, record: Record) -> Decision {
+        let key = (view.clone(), expectations.to_vec(), planning, (record.marker, record.unreadable));
         if let Some(hit) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return hit;
         }
         let snapshot = self.snapshot(view);
         let retained: Vec<Exp> =
             expectations.iter().copied().filter(|e| !to_core_expectation(*e).is_observed(&snapshot)).collect();
-        let plan = if planning {
+        let (plan, claims) = if planning {
             let pending: Vec<PendingExpectation> = retained
                 .iter()
                 .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
                 .collect();
-            let input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
+            let markers: Vec<DownscaleInProgress> = if record.marker {
+                // Another zone's downscale, live for longer than the run (the model has no clock).
+                vec![DownscaleInProgress {
+                    statefulset: ZONES[0].to_string(),
+                    group: GROUP.to_string(),
+                    until: jiff::Timestamp::MAX,
+                }]
+            } else {
+                Vec::new()
+            };
+            let empty = DownscaleRecord::default();
+            let mut input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
+            if self.uses_record() {
+                input.zone_tracker = ZoneTracker::On;
+                input.record = if record.unreadable {
+                    RecordRead::Unreadable { error: "the record cannot be read" }
+                } else {
+                    RecordRead::Read { record: &empty, markers: &markers }
+                };
+            }
             let pass = plan_pass_with(&*self.planner, &snapshot, &input);
-            pass.plan.actions.iter().filter_map(to_op).collect()
+            let claims = pass.claims_rollout_step && !self.config.skip_step_claims;
+            (pass.plan.actions.iter().filter_map(to_op).collect(), claims)
         } else {
-            Vec::new()
+            (Vec::new(), false)
         };
-        let decision = (retained, plan);
+        let decision = (retained, plan, claims);
         if let Ok(mut m) = self.decisions.lock() {
             m.insert(key, decision.clone());
         }
         decision
+    }
+
+    /// The next plan as the controller would execute it: a claimed rollout step is bracketed by its claim,
+    /// conditional on the record version read now, and its end.
+    fn next_plan(&self, s: &State) -> (Vec<Exp>, Vec<Op>) {
+        let (retained, mut plan, claims) = self.decide(&s.view, &s.expectations, s.in_flight.is_empty(), s.record);
+        if claims && !plan.is_empty() {
+            plan.insert(0, Op::ClaimStep { version: s.record.version });
+            plan.push(Op::FinishStep);
+        }
+        (retained, plan)
     }
 
     /// The controller's knowledge: its cache plus its own writes the cache has not shown yet.
@@ -327,6 +410,7 @@ impl RolloutModel {
                     s.violations |= violation::ONLY_READY_COUNTS_AS_READY;
                 }
             }
+            Op::ClaimStep { .. } | Op::FinishStep => {}
         }
     }
 
@@ -410,6 +494,17 @@ impl RolloutModel {
             if next.view != next.truth {
                 let _ = writeln!(out, "       cache: {}", self.describe(&next.view));
             }
+            if next.record != state.record {
+                let r = next.record;
+                let _ = writeln!(
+                    out,
+                    "       record: version {}{}{}{}",
+                    r.version,
+                    if r.marker { ", a downscale being prepared" } else { "" },
+                    if r.step { ", a rollout step claimed" } else { "" },
+                    if r.unreadable { ", unreadable" } else { "" }
+                );
+            }
             if next.violations != state.violations {
                 let _ = writeln!(out, "       VIOLATION: {}", violation_names(next.violations & !state.violations));
             }
@@ -426,6 +521,7 @@ pub fn violation_names(bits: u8) -> String {
         (violation::ONLY_READY_COUNTS_AS_READY, "no zero-pod ready"),
         (violation::PAUSED_IS_LEFT_ALONE, "paused StatefulSet left alone"),
         (violation::NO_REPLACEMENT_LOOP, "no replacement loop"),
+        (violation::NO_ROLLOUT_DURING_DOWNSCALE, "no rollout step while a downscale is being prepared"),
     ] {
         if bits & bit != 0 {
             names.push(name);
@@ -439,6 +535,7 @@ fn apply_own_write(w: &mut World, op: Op) {
     match op {
         Op::DeletePod { zone, pod, .. } => w.zones[zone as usize].pods[pod as usize].terminating = true,
         Op::SetCurrentRevision { zone, revision, .. } => w.zones[zone as usize].current = revision,
+        Op::ClaimStep { .. } | Op::FinishStep => {}
     }
 }
 
@@ -514,10 +611,13 @@ impl Model for RolloutModel {
             pushes_left: self.config.revisions - 1,
             pauses_left: self.config.pauses,
             restarts_left: self.config.restarts,
+            record: Record::default(),
+            downscales_left: self.config.downscales,
+            outages_left: self.config.record_outages,
             violations: 0,
             parallel_replacement: false,
         };
-        s.next_plan = self.decide(&s.view, &s.expectations, true).1;
+        s.next_plan = self.next_plan(&s).1;
         vec![s]
     }
 
@@ -540,6 +640,21 @@ impl Model for RolloutModel {
         }
         if s.pushes_left > 0 {
             steps.push(Step::UserPushesRevision);
+        }
+        let r = s.record;
+        if s.downscales_left > 0 && !r.marker && !r.step && !r.unreadable {
+            steps.push(Step::WebhookMarksDownscale);
+        }
+        if r.marker && !r.unreadable {
+            steps.push(Step::WebhookEndsDownscale);
+        }
+        if r.step && !s.in_flight.iter().any(|op| matches!(op, Op::DeletePod { .. })) {
+            steps.push(Step::RolloutStepExpires);
+        }
+        if r.unreadable {
+            steps.push(Step::RecordBecomesReadable);
+        } else if s.outages_left > 0 {
+            steps.push(Step::RecordBecomesUnreadable);
         }
         for (zi, z) in s.truth.zones.iter().enumerate() {
             let zi = zi as u8;
@@ -601,11 +716,31 @@ impl Model for RolloutModel {
                             s.in_flight.clear();
                         } else {
                             s.expectations.push(Exp::PodDeleted { zone, pod, generation: p.generation });
+                            // Judged on the truth: no deletion commits while a downscale is being prepared.
+                            if s.record.marker {
+                                s.violations |= violation::NO_ROLLOUT_DURING_DOWNSCALE;
+                            }
                             if !p.terminating {
                                 self.check_write(&mut s, op);
                                 s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
                                 self.record_write(&mut s, Some(op));
                             }
+                        }
+                    }
+                    Op::ClaimStep { version } => {
+                        if s.record.unreadable || s.record.version != version {
+                            // The record moved since the pass read it (or cannot be written): plan again.
+                            s.in_flight.clear();
+                        } else {
+                            s.record.step = true;
+                            s.record.version = s.record.version.wrapping_add(1);
+                        }
+                    }
+                    Op::FinishStep => {
+                        // Unwritable, the step is left to expire.
+                        if !s.record.unreadable {
+                            s.record.step = false;
+                            s.record.version = s.record.version.wrapping_add(1);
                         }
                     }
                     Op::SetCurrentRevision { zone, revision, resource_version } => {
@@ -701,6 +836,21 @@ impl Model for RolloutModel {
                 zone.resource_version += 1;
                 self.record_write(&mut s, None);
             }
+            Step::WebhookMarksDownscale => {
+                s.downscales_left -= 1;
+                s.record.marker = true;
+                s.record.version = s.record.version.wrapping_add(1);
+            }
+            Step::WebhookEndsDownscale => {
+                s.record.marker = false;
+                s.record.version = s.record.version.wrapping_add(1);
+            }
+            Step::RolloutStepExpires => s.record.step = false,
+            Step::RecordBecomesUnreadable => {
+                s.outages_left -= 1;
+                s.record.unreadable = true;
+            }
+            Step::RecordBecomesReadable => s.record.unreadable = false,
             Step::UserUnpauses(z) => {
                 let zone = &mut s.truth.zones[z as usize];
                 zone.paused = false;
@@ -712,7 +862,7 @@ impl Model for RolloutModel {
             s.plan_basis = None;
         }
         // Drop expectations the cache now shows (the reconcile loop does the same before planning), then plan.
-        let (retained, plan) = self.decide(&s.view, &s.expectations, s.in_flight.is_empty());
+        let (retained, plan) = self.next_plan(&s);
         s.expectations = retained;
         s.next_plan = plan;
         Some(s)
@@ -734,6 +884,9 @@ impl Model for RolloutModel {
             }),
             Property::always("no replacement loop", |_: &RolloutModel, s: &State| {
                 s.violations & violation::NO_REPLACEMENT_LOOP == 0
+            }),
+            Property::always("no rollout step while a downscale is being prepared", |_: &RolloutModel, s: &State| {
+                s.violations & violation::NO_ROLLOUT_DURING_DOWNSCALE == 0
             }),
             Property::always("quiescent states are converged", |m: &RolloutModel, s: &State| {
                 s.violations != 0 || !m.is_quiescent(s) || Self::is_converged(s)

@@ -52,6 +52,16 @@ struct CheckArgs {
     /// Model StatefulSet status counts lagging behind the pods.
     #[arg(long)]
     status_lag: bool,
+    /// Downscales the prepare-downscale webhook prepares (its in-progress markers in the group downscale record);
+    /// non-zero serves the group by the webhook with the zone tracker on.
+    #[arg(long, default_value_t = 0)]
+    downscales: u8,
+    /// Times the group downscale record becomes unreadable for a while.
+    #[arg(long, default_value_t = 0)]
+    record_outages: u8,
+    /// Test-only: the controller does not claim its rollout steps in the record (shows what the claim prevents).
+    #[arg(long)]
+    skip_step_claims: bool,
     /// Stop after this many states (0 = explore everything).
     #[arg(long, default_value_t = 0)]
     max_states: usize,
@@ -80,6 +90,9 @@ fn main() -> ExitCode {
         pauses: args.pauses,
         restarts: args.restarts,
         status_lag: args.status_lag,
+        downscales: args.downscales,
+        record_outages: args.record_outages,
+        skip_step_claims: args.skip_step_claims,
     };
     println!("configuration: {config:?}");
     let model = RolloutModel::new(config, Arc::new(RolloutPlanner));

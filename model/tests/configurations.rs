@@ -59,3 +59,19 @@ fn lagging_status_counts_and_a_restart_across_two_revisions() {
 fn four_zones_with_a_crash_and_a_stale_cache() {
     check(ModelConfig { zones: 4, pods: 2, crashes: 1, stale: 1, ..ModelConfig::default() });
 }
+
+/// The group is served by the prepare-downscale webhook with the zone tracker on: the whole pass reads the record,
+/// holds while a downscale is being prepared, fails closed while the record is unreadable, and claims each rollout
+/// step conditional on the version it read.
+#[test]
+fn downscales_prepared_during_the_rollout_with_record_outages_a_stale_cache_and_a_restart() {
+    check(ModelConfig {
+        zones: 2,
+        pods: 2,
+        downscales: 2,
+        record_outages: 1,
+        stale: 1,
+        restarts: 1,
+        ..ModelConfig::default()
+    });
+}

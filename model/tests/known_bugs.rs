@@ -3,7 +3,8 @@
 
 use rollout_core::{Planner, RolloutPlanner};
 use rollout_known_bugs::{
-    MissingPodsSpendNoBudget, NoExpectations, PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady,
+    IgnoresDownscalesInProgress, MissingPodsSpendNoBudget, NoExpectations, PausedLetsOthersProceed,
+    StatusCountReadiness, TerminatingCountsAsReady,
 };
 use rollout_model::{ModelConfig, RolloutModel, State, Step};
 use stateright::{Checker, Model};
@@ -79,4 +80,31 @@ fn terminating_but_ready_pods_counting_as_ready_is_caught() {
 fn missing_pods_spending_no_budget_is_caught() {
     let config = ModelConfig { zones: 1, pods: 3, max_unavailable: 1, ..ModelConfig::default() };
     assert_bug_found(config, Arc::new(MissingPodsSpendNoBudget), "max unavailable");
+}
+
+/// The controller side of DESIGN.md invariant 5: a planner that ignores the webhook's in-progress markers replaces
+/// pods while a downscale is being prepared (the rollout-step claim does not save it: the marker was there when the
+/// pass read the record, so the claim conditional on that version succeeds).
+#[test]
+fn ignoring_downscales_in_progress_is_caught() {
+    let config = ModelConfig { zones: 2, pods: 2, downscales: 1, ..ModelConfig::default() };
+    assert_bug_found(
+        config,
+        Arc::new(IgnoresDownscalesInProgress),
+        "no rollout step while a downscale is being prepared",
+    );
+}
+
+/// The rollout-step claim as a defence of its own: with the planner honouring the markers it reads but no claim,
+/// a marker written between the pass's read and its deletions is missed. With the claim the same configuration
+/// holds (`assert_bug_found` checks the production pass too).
+#[test]
+fn without_the_rollout_step_claim_a_marker_written_after_the_read_is_missed() {
+    let config = ModelConfig { zones: 2, pods: 2, downscales: 1, skip_step_claims: true, ..ModelConfig::default() };
+    let (bad, timeline) = violations(&config, Arc::new(RolloutPlanner), true);
+    assert_eq!(bad, vec!["no rollout step while a downscale is being prepared"], "{timeline}");
+    assert!(timeline.contains("WebhookMarksDownscale"), "{timeline}");
+    let claimed = ModelConfig { skip_step_claims: false, ..config };
+    let (bad, timeline) = violations(&claimed, Arc::new(RolloutPlanner), false);
+    assert!(bad.is_empty(), "{bad:?}\n{timeline}");
 }
