@@ -227,19 +227,7 @@ pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, S
     parse_in_progress(annotations.and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS)).map(String::as_str))
 }
 
-/// The outcome of a claim made by the prepare-downscale webhook.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MarkedClaim {
-    /// Recorded, with an in-progress marker for `statefulset` until `until`.
-    Claimed {
-        previous: Option<Timestamp>,
-    },
-    Refused(MinTimeVerdict),
-    /// Another StatefulSet of the group has a downscale in progress.
-    Busy(DownscaleInProgress),
-    /// The controller is carrying out a rollout step in the group (pod deletions may be in flight).
-    Stepping(RolloutStepInProgress),
-}
+pub use rollout_core::downscale::MarkedClaim;
 
 /// [`claim_downscale`] for a downscale whose replica change commits some time after the claim (the webhook's, after
 /// its pod calls and its answer; the controller's, after its replica write): decided at `now`, in the same

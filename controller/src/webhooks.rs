@@ -12,7 +12,7 @@
 
 use crate::cluster::{ApiError, ClusterApi};
 use crate::downscale_record::{
-    ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
+    ClaimEnd, RecordStoreError, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
 use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
@@ -23,9 +23,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use jiff::Timestamp;
 use rollout_core::admission::no_downscale::{self, ParentResource, Step};
-use rollout_core::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
+use rollout_core::admission::prepare::PreparePlan;
+use rollout_core::admission::prepare_flow::{
+    FlowSettings, Need, Observed, PatchFailure, PrepareDownscale, StatefulSetLookup,
+};
 use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
-use rollout_core::{GroupSnapshot, MemberSnapshot, PodView, StatefulSetView, keys};
+use rollout_core::{PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +74,7 @@ impl WebhookSettings {
 }
 
 pub use crate::downscale_record::COMMIT_MARGIN;
+pub use rollout_core::admission::prepare_flow::SCALE_RETRY_WINDOW;
 
 /// Where the handlers read the time (the real clock in production; tests and the `review` command set it).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -234,292 +238,155 @@ async fn parent_labels<C: ClusterApi>(
     }
 }
 
+/// The prepare-downscale webhook: drives the core's step machine ([`PrepareDownscale`]), carrying out each need
+/// within the handler's deadline (a need not met in time is observed as a failure, and the machine applies its
+/// policy) and feeding back what it saw, until the machine answers.
 pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
     webhooks: &Webhooks<C, P>,
     request: &AdmissionRequest,
     deadline: Instant,
 ) -> Verdict {
-    let api = &webhooks.api;
     let settings = &webhooks.settings;
-    if let Some(verdict) = admission::foreign_namespace(request, &settings.namespace) {
-        return verdict;
+    let mut flow = PrepareDownscale::new(
+        request.clone(),
+        FlowSettings {
+            namespace: settings.namespace.clone(),
+            cluster_domain: settings.cluster_domain.clone(),
+            zone_tracker: settings.record_config_map.is_some(),
+            marker_lifetime: settings.handler_deadline + settings.undo_deadline,
+            commit_margin: settings.commit_margin,
+        },
+    );
+    let mut observed = Observed::Start;
+    loop {
+        match flow.step(observed, (webhooks.clock)()) {
+            Need::Answer(verdict) => return verdict,
+            need => observed = carry_out(webhooks, need, deadline).await,
+        }
     }
-    // `via_scale`: a `/scale` request; its parent StatefulSet is read live.
-    let (sts, old, new, via_scale) = match prepare::evaluate(request) {
-        Target::Decided(verdict) => return verdict,
-        Target::StatefulSet { sts, old, new } => (*sts, old, new, false),
-        Target::LookupStatefulSet { name, old, new } => {
-            match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
+}
+
+/// Carries out one need of the prepare-downscale flow and says what was observed.
+async fn carry_out<C: ClusterApi, P: PodHttpClient>(
+    webhooks: &Webhooks<C, P>,
+    need: Need,
+    deadline: Instant,
+) -> Observed {
+    let api = &webhooks.api;
+    let config_map = webhooks.settings.record_config_map.as_deref().unwrap_or_default();
+    match need {
+        Need::StatefulSet { name } => {
+            Observed::StatefulSet(match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
                 Ok(Some(live)) => match StatefulSetView::from_k8s(&live) {
-                    Ok(view) => (view, old, new, true),
-                    Err(err) => return prepare::lookup_failed(&err.to_string()),
+                    Ok(view) => StatefulSetLookup::Found(Box::new(view)),
+                    Err(err) => StatefulSetLookup::Invalid(err.to_string()),
                 },
-                // Gone: nothing to prepare (fail open, as the reference).
-                Ok(None) => return prepare::lookup_failed(&format!("statefulsets.apps \"{name}\" not found")),
-                // Unknown (API error or deadline): deny. Allowing would let a `/scale` downscale (HPA, kubectl
-                // scale) through with no preparation and no min-time check; the client retries.
-                Err(err) => {
-                    return prepare::deny(request, old, new, &format!("reading statefulset {name} failed: {err}"));
-                }
-            }
-        }
-    };
-    let group_name = match prepare::precheck(request, old, new, &sts) {
-        Precheck::Decided(verdict) => return verdict,
-        Precheck::Continue { group } => group,
-    };
-
-    // Live reads: a decision about safety is never taken on a cache.
-    let members = match &group_name {
-        Some(group) => {
-            let selector = format!("{}={group}", keys::ROLLOUT_GROUP);
-            match before(deadline, "list statefulsets", api.list_statefulsets(&selector)).await {
-                Ok(list) => list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect::<Vec<_>>(),
-                Err(err) => return prepare::deny_list_statefulsets(request, old, new, &err.to_string()),
-            }
-        }
-        None => Vec::new(),
-    };
-    let pods = match before(deadline, "list pods", api.list_pods("")).await {
-        Ok(list) => list.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect::<Vec<_>>(),
-        Err(err) => return prepare::deny_list_pods(request, old, new, &err.to_string()),
-    };
-    let mut statefulsets = members;
-    if !statefulsets.iter().any(|s| s.name == sts.name) {
-        statefulsets.push(sts.clone());
-    }
-    let group = GroupSnapshot::assemble(group_name.clone().unwrap_or_default(), statefulsets, pods.iter());
-    let target =
-        group.member(&sts.name).cloned().unwrap_or_else(|| MemberSnapshot { sts: sts.clone(), pods: Vec::new() });
-
-    let tracker = settings.record_config_map.as_deref();
-    let (record, markers) = if let (Some(_), Some(config_map)) = (&group_name, tracker) {
-        match before(deadline, "read record", async {
-            read_record(api, config_map).await.map_err(|e| {
-                // Policy: deny (the min time cannot be checked), saying which verbs are missing.
-                let forbidden =
-                    matches!(&e, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. });
-                let hint = if forbidden {
-                    "; grant the operator get, update and create on configmaps, or drop -use-zone-tracker"
-                } else {
-                    ""
-                };
-                ApiError::Unavailable(format!("{e}{hint}"))
+                Ok(None) => StatefulSetLookup::NotFound,
+                Err(err) => StatefulSetLookup::Failed(err.to_string()),
             })
-        })
-        .await
-        {
-            Ok(Some(stored)) => match read_markers(&stored) {
-                Ok(markers) => (Some(stored.record), markers),
-                Err(err) => return prepare::deny_load_record(request, old, new, &err),
-            },
-            Ok(None) => (None, Vec::new()),
-            Err(err) => return prepare::deny_load_record(request, old, new, &err.to_string()),
         }
-    } else {
-        (None, Vec::new())
-    };
-    let now = (webhooks.clock)();
-    let input = PlanInput {
-        request,
-        old,
-        new,
-        sts: &sts,
-        target: &target,
-        group: group_name.as_ref().map(|_| &group),
-        record: record.as_ref(),
-        in_progress: &markers,
-        cluster_domain: &settings.cluster_domain,
-        now,
-    };
-    let plan = match prepare::plan(&input) {
-        Ok(plan) => plan,
-        Err(verdict) => return verdict,
-    };
-    if request.dry_run {
-        return prepare::allowed(request, old, new, &plan);
-    }
-
-    // Claim the downscale in the record (serialises zone downscales of the group across actors and replicas).
-    let claim = match (&group_name, tracker) {
-        (None, _) | (_, None) => None,
-        (Some(_), Some(config_map)) => {
-            // The marker must outlive everything this request may still do to the pods: the handler's own
-            // deadline, then an undo with its own deadline.
-            let until = add(now, settings.handler_deadline + settings.undo_deadline);
-            let claimed = before(deadline, "claim downscale", async {
-                claim_downscale_marked(api, config_map, &group, &sts.name, now, until)
+        Need::GroupStatefulSets { selector } => Observed::GroupStatefulSets(
+            before(deadline, "list statefulsets", api.list_statefulsets(&selector))
+                .await
+                .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect())
+                .map_err(|err| err.to_string()),
+        ),
+        Need::Pods => Observed::Pods(
+            before(deadline, "list pods", api.list_pods(""))
+                .await
+                .map(|list| list.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect())
+                .map_err(|err| err.to_string()),
+        ),
+        Need::Record => {
+            let read = before(deadline, "read record", async {
+                read_record(api, config_map).await.map_err(|e| {
+                    let forbidden =
+                        matches!(&e, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. });
+                    let hint = if forbidden {
+                        "; grant the operator get, update and create on configmaps, or drop -use-zone-tracker"
+                    } else {
+                        ""
+                    };
+                    ApiError::Unavailable(format!("{e}{hint}"))
+                })
+            })
+            .await;
+            Observed::Record(match read {
+                Ok(Some(stored)) => read_markers(&stored).map(|markers| Some((stored.record, markers))),
+                Ok(None) => Ok(None),
+                Err(err) => Err(err.to_string()),
+            })
+        }
+        Need::Claim { group, statefulset, now, until } => Observed::Claim(
+            before(deadline, "claim downscale", async {
+                claim_downscale_marked(api, config_map, &group, &statefulset, now, until)
                     .await
                     .map_err(|e| ApiError::Unavailable(e.to_string()))
             })
-            .await;
-            match claimed {
-                Ok(MarkedClaim::Claimed { previous }) => Some((previous, until)),
-                Ok(MarkedClaim::Refused(verdict)) => return prepare::deny_min_time(request, old, new, &verdict),
-                Ok(MarkedClaim::Busy(holder)) => return prepare::deny_in_progress(request, old, new, &holder),
-                Ok(MarkedClaim::Stepping(step)) => return prepare::deny_rollout_step(request, old, new, &step),
-                Err(err) => return prepare::deny_claim_failed(request, old, new, &err.to_string()),
-            }
-        }
-    };
-
-    // Read the group again now that the marker is in the record: from here on the controller replaces no pod of
-    // the group, so if every other StatefulSet is still updated and available it stays so until the marker goes.
-    // (Checking only before the claim would leave a window: a rollout step planned between that read and the
-    // marker's write would go ahead together with this downscale.)
-    if let (Some(group_name), Some(_)) = (&group_name, &claim) {
-        let recheck = async {
-            let selector = format!("{}={group_name}", keys::ROLLOUT_GROUP);
-            let members = api.list_statefulsets(&selector).await?;
-            let pods = api.list_pods("").await?;
-            Ok::<_, ApiError>((members, pods))
-        };
-        let reason = match before(deadline, "re-read the group after the claim", recheck).await {
-            Ok((members, pods)) => {
-                let members: Vec<StatefulSetView> =
-                    members.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
-                let pods: Vec<PodView> = pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect();
-                let group = GroupSnapshot::assemble(group_name.clone(), members, pods.iter());
-                group
-                    .members
-                    .iter()
-                    .filter(|m| m.sts.name != sts.name)
-                    .find_map(|m| prepare::rollout_in_progress(m, (webhooks.clock)()))
-            }
-            Err(err) => Some(format!("re-reading the group after claiming the downscale failed: {err}")),
-        };
-        if let Some(reason) = reason {
-            let nothing_prepared = PreparePlan { endpoints: Vec::new(), skipped: Vec::new() };
-            undo(webhooks, &sts.name, &nothing_prepared, claim, &[]).await;
-            return prepare::deny(request, old, new, &reason);
-        }
-    }
-
-    let failures = prepare_pods(&webhooks.pods, &plan, deadline).await;
-    if !failures.is_empty() {
-        undo(webhooks, &sts.name, &plan, claim, &[]).await;
-        return prepare::deny_prepare_failed(request, old, new, &failures);
-    }
-    let (Some((_, until)), Some(config_map)) = (claim, tracker) else {
-        if group_name.is_none() {
-            return prepare::allowed(request, old, new, &plan);
-        }
-        return record_in_annotation(webhooks, request, (old, new), &sts, via_scale, &plan, deadline).await;
-    };
-    // The downscale stays recorded, dated when it will have committed (the API server commits right after our
-    // answer; DESIGN.md invariant 3 runs from the commit), and the in-progress marker goes.
-    let committed_by = rollout_core::downscale::round_up_to_second(add((webhooks.clock)(), settings.commit_margin));
-    let finished = before(deadline, "date the downscale and clear the downscale-in-progress marker", async {
-        finish_marked_claim(api, config_map, &sts.name, until, &[until], ClaimEnd::Committed { at: committed_by })
             .await
-            .map_err(|e| ApiError::Unavailable(e.to_string()))
-    })
-    .await;
-    // Half the margin must be left for the answer, the admission chain after us and the API server's commit.
-    if add((webhooks.clock)(), settings.commit_margin / 2) < committed_by {
-        if let Err(err) = finished {
-            // The entry keeps the claim's date (`until`, later still) and the marker expires by itself.
-            tracing::warn!(statefulset = %sts.name, error = %err, "could not date the downscale or clear its in-progress marker; the marker expires by itself");
-        }
-        return prepare::allowed(request, old, new, &plan);
-    }
-    // Too late: the record may now date the downscale before it would commit. Deny it instead.
-    undo(webhooks, &sts.name, &plan, claim, &[committed_by]).await;
-    prepare::deny(
-        request,
-        old,
-        new,
-        &format!(
-            "recording the downscale in the zone ConfigMap took longer than {}s; retry",
-            settings.commit_margin.as_secs()
+            .map_err(|err| err.to_string()),
         ),
-    )
-}
-
-/// How far ahead a `/scale` downscale that carries a resourceVersion (an HPA's) is dated when recorded in its
-/// StatefulSet's annotation: writing the annotation moves the StatefulSet's resourceVersion, so that request fails
-/// with a conflict and its client retries (an HPA, on its next sync, 15 s later by default); the retry finds the
-/// date still ahead, writes nothing and goes through. The date stays later than the commit.
-pub const SCALE_RETRY_WINDOW: Duration = Duration::from_secs(60);
-
-/// Without the zone tracker: records an admitted downscale of `sts` in its `grafana.com/last-downscale`
-/// annotation, dated when it will have committed. A StatefulSet UPDATE gets the annotation through this mutating
-/// webhook's JSONPatch (no write of ours: nothing for the request to conflict with). A `/scale` request cannot carry
-/// it, so the parent is patched, conditional on the resourceVersion read; a date already ahead of now (a retry of
-/// a downscale recorded moments ago) is left as is. If that write fails, the downscale is denied and the pods told
-/// to cancel: a downscale the other zones cannot see must not happen.
-async fn record_in_annotation<C: ClusterApi, P: PodHttpClient>(
-    webhooks: &Webhooks<C, P>,
-    request: &AdmissionRequest,
-    (old, new): (i32, i32),
-    sts: &StatefulSetView,
-    via_scale: bool,
-    plan: &PreparePlan,
-    deadline: Instant,
-) -> Verdict {
-    let now = (webhooks.clock)();
-    let margin = webhooks.settings.commit_margin;
-    if !via_scale {
-        let at = rollout_core::downscale::round_up_to_second(add(now, margin));
-        let patch = prepare::last_downscale_patch(&request.object, at);
-        return prepare::allowed(request, old, new, plan).with_json_patch(patch);
-    }
-    // Dated far enough ahead by an earlier attempt of this downscale (see below): its commit falls before that date.
-    if let Some(Ok(at)) = &sts.downscale.last_downscale
-        && *at > add(now, margin)
-    {
-        return prepare::allowed(request, old, new, plan);
-    }
-    let carries_version = request.object.pointer("/metadata/resourceVersion").is_some_and(|v| v.as_str() != Some(""));
-    let ahead = if carries_version { SCALE_RETRY_WINDOW } else { margin };
-    let at = rollout_core::downscale::round_up_to_second(add(now, ahead));
-    let annotations = std::collections::BTreeMap::from([(
-        keys::LAST_DOWNSCALE.to_string(),
-        rollout_core::downscale::format_timestamp(at),
-    )]);
-    let written = before(
-        deadline,
-        "record the downscale",
-        webhooks.api.patch_statefulset_annotations(&sts.name, &sts.resource_version, &annotations),
-    )
-    .await;
-    match written {
-        // The write moved the parent's resourceVersion, so this request would fail with a conflict anyway: deny it
-        // now and tell the pods to cancel, rather than leave them prepared for a retry that may never come. The
-        // retry finds the date ahead and goes through.
-        Ok(_) if carries_version => {
-            undo(webhooks, &sts.name, plan, None, &[]).await;
-            prepare::deny(
-                request,
-                old,
-                new,
-                &format!(
-                    "the downscale is recorded in statefulset {}'s {} annotation, which changed its resourceVersion; \
-                     retry",
-                    sts.name,
-                    keys::LAST_DOWNSCALE
-                ),
-            )
-        }
-        Ok(_) => prepare::allowed(request, old, new, plan),
-        Err(err) => {
-            undo(webhooks, &sts.name, plan, None, &[]).await;
-            let hint = if matches!(err, ApiError::Rejected { code: 403, .. }) {
-                " (grant the operator `patch` on apps statefulsets)"
-            } else {
-                ""
+        Need::GroupAgain { selector } => {
+            let read = async {
+                let members = api.list_statefulsets(&selector).await?;
+                let pods = api.list_pods("").await?;
+                Ok::<_, ApiError>((members, pods))
             };
-            prepare::deny(
-                request,
-                old,
-                new,
-                &format!(
-                    "recording the downscale in statefulset {}'s {} annotation failed{hint}: {err}; retry",
-                    sts.name,
-                    keys::LAST_DOWNSCALE
-                ),
+            Observed::GroupAgain(
+                before(deadline, "re-read the group after the claim", read)
+                    .await
+                    .map(|(members, pods)| {
+                        (
+                            members.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect(),
+                            pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect(),
+                        )
+                    })
+                    .map_err(|err| err.to_string()),
             )
         }
+        Need::PreparePods { plan } => Observed::PodsPrepared(prepare_pods(&webhooks.pods, &plan, deadline).await),
+        Need::DateInRecord { statefulset, until, committed_by } => {
+            let dated = before(deadline, "date the downscale and clear the downscale-in-progress marker", async {
+                finish_marked_claim(
+                    api,
+                    config_map,
+                    &statefulset,
+                    until,
+                    &[until],
+                    ClaimEnd::Committed { at: committed_by },
+                )
+                .await
+                .map_err(|e| ApiError::Unavailable(e.to_string()))
+            })
+            .await;
+            if let Err(err) = &dated {
+                // The entry keeps the claim's date (`until`, later still) and the marker expires by itself.
+                tracing::warn!(statefulset = %statefulset, error = %err, "could not date the downscale or clear its in-progress marker; the marker expires by itself");
+            }
+            Observed::DatedInRecord(dated.map(|_| ()).map_err(|err| err.to_string()))
+        }
+        Need::PatchLastDownscale { statefulset, resource_version, at } => {
+            let annotations = std::collections::BTreeMap::from([(
+                keys::LAST_DOWNSCALE.to_string(),
+                rollout_core::downscale::format_timestamp(at),
+            )]);
+            let written = before(
+                deadline,
+                "record the downscale",
+                api.patch_statefulset_annotations(&statefulset, &resource_version, &annotations),
+            )
+            .await;
+            Observed::LastDownscalePatched(written.map(|_| ()).map_err(|err| PatchFailure {
+                forbidden: matches!(err, ApiError::Rejected { code: 403, .. }),
+                message: err.to_string(),
+            }))
+        }
+        Need::Undo(what) => {
+            undo(webhooks, &what.statefulset, &what.plan, what.claim, &what.dated_since).await;
+            Observed::Undone
+        }
+        // The driver returns answers itself.
+        Need::Answer(_) => Observed::Undone,
     }
 }
 
@@ -588,9 +455,4 @@ async fn undo<C: ClusterApi, P: PodHttpClient>(
 /// Time left until `deadline` (madsim's time module has no `timeout_at`).
 fn remaining(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
-}
-
-/// `t + d`, saturating: an overflowing deadline must mean "far away", never "already passed".
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }

@@ -394,3 +394,18 @@ pub fn live_rollout_step<'a>(
 pub fn rollout_steps_need_claim(group: &GroupSnapshot) -> bool {
     group.members.iter().any(|m| m.sts.labels.get(keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"))
 }
+
+/// The outcome of a claim in the record made with an in-progress marker (the prepare-downscale webhook's, a
+/// follower's downscale by the controller).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkedClaim {
+    /// Recorded, with an in-progress marker for `statefulset` until `until`.
+    Claimed {
+        previous: Option<Timestamp>,
+    },
+    Refused(MinTimeVerdict),
+    /// Another StatefulSet of the group has a downscale in progress.
+    Busy(DownscaleInProgress),
+    /// The controller is carrying out a rollout step in the group (pod deletions may be in flight).
+    Stepping(RolloutStepInProgress),
+}

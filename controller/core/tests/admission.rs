@@ -787,3 +787,190 @@ fn a_huge_replica_count_is_planned_from_the_existing_pods() {
         plan.skipped
     );
 }
+
+mod prepare_flow {
+    //! The prepare-downscale step machine: the needs it names, in order, and its policy at each step.
+
+    use super::*;
+    use rollout_core::admission::prepare_flow::{FlowSettings, Need, Observed, PrepareDownscale, StatefulSetLookup};
+    use rollout_core::downscale::MarkedClaim;
+    use std::time::Duration;
+
+    fn settings(zone_tracker: bool) -> FlowSettings {
+        FlowSettings {
+            namespace: "ns".into(),
+            cluster_domain: "cluster.local.".into(),
+            zone_tracker,
+            marker_lifetime: Duration::from_secs(20),
+            commit_margin: Duration::from_secs(10),
+        }
+    }
+
+    fn downscale(dry_run: Option<bool>) -> AdmissionRequest {
+        let old = sts_object("ingester-zone-a", Some(3), prepare_labels(), prepare_annotations());
+        let new = sts_object("ingester-zone-a", Some(2), prepare_labels(), prepare_annotations());
+        parse(review("admission.k8s.io/v1", "statefulsets", "ingester-zone-a", old, new, dry_run))
+    }
+
+    /// The live group: zone-a (the one downscaled) and zone-b, both healthy.
+    fn members_and_pods() -> (Vec<StatefulSetView>, Vec<rollout_core::PodView>) {
+        let (a, mut pods) = healthy(zone("ingester-zone-a"));
+        let (b, b_pods) = healthy(zone("ingester-zone-b"));
+        pods.extend(b_pods);
+        (vec![a, b], pods)
+    }
+
+    fn answer(need: Need) -> Verdict {
+        match need {
+            Need::Answer(verdict) => verdict,
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn with_the_zone_tracker_every_step_is_named_in_order_and_the_downscale_is_dated_after_the_pods() {
+        let now = ts(NOW);
+        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
+        assert_eq!(
+            flow.step(Observed::Start, now),
+            Need::GroupStatefulSets { selector: "rollout-group=ingester".into() }
+        );
+        let (members, pods) = members_and_pods();
+        assert_eq!(flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now), Need::Pods);
+        assert_eq!(flow.step(Observed::Pods(Ok(pods.clone())), now), Need::Record);
+        let Need::Claim { statefulset, until, .. } = flow.step(Observed::Record(Ok(None)), now) else {
+            panic!("a claim comes next")
+        };
+        assert_eq!((statefulset.as_str(), until), ("ingester-zone-a", ts("2026-01-01T12:00:20Z")));
+        let again = flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
+        assert_eq!(again, Need::GroupAgain { selector: "rollout-group=ingester".into() });
+        let Need::PreparePods { plan } = flow.step(Observed::GroupAgain(Ok((members, pods))), now) else {
+            panic!("pods are prepared next")
+        };
+        assert_eq!(plan.endpoints.len(), 1, "{plan:?}");
+        let later = ts("2026-01-01T12:00:03.2Z");
+        let dated = flow.step(Observed::PodsPrepared(Vec::new()), later);
+        assert_eq!(
+            dated,
+            Need::DateInRecord {
+                statefulset: "ingester-zone-a".into(),
+                until: ts("2026-01-01T12:00:20Z"),
+                committed_by: ts("2026-01-01T12:00:14Z"),
+            },
+            "dated at the pods' answer plus the commit margin, rounded up"
+        );
+        assert!(answer(flow.step(Observed::DatedInRecord(Ok(())), later)).allowed);
+    }
+
+    #[test]
+    fn a_dating_that_leaves_less_than_half_the_margin_is_denied_and_undone() {
+        let now = ts(NOW);
+        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now);
+        flow.step(Observed::Pods(Ok(pods.clone())), now);
+        flow.step(Observed::Record(Ok(None)), now);
+        flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
+        flow.step(Observed::GroupAgain(Ok((members, pods))), now);
+        let Need::DateInRecord { committed_by, .. } = flow.step(Observed::PodsPrepared(Vec::new()), now) else {
+            panic!("dating comes next")
+        };
+        let Need::Undo(undo) = flow.step(Observed::DatedInRecord(Ok(())), ts("2026-01-01T12:00:06Z")) else {
+            panic!("an undo comes next")
+        };
+        assert_eq!(undo.dated_since, vec![committed_by]);
+        assert_eq!(undo.claim, Some((None, ts("2026-01-01T12:00:20Z"))));
+        let verdict = answer(flow.step(Observed::Undone, now));
+        assert!(!verdict.allowed);
+        assert!(
+            verdict.message.as_deref().unwrap_or_default().contains("took longer than 10s"),
+            "{:?}",
+            verdict.message
+        );
+    }
+
+    #[test]
+    fn a_rollout_seen_after_the_claim_undoes_the_claim_and_denies() {
+        let now = ts(NOW);
+        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now);
+        flow.step(Observed::Pods(Ok(pods.clone())), now);
+        flow.step(Observed::Record(Ok(None)), now);
+        flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
+        // zone-b's pod 0 became unready between the claim and the re-read.
+        let pods: Vec<_> =
+            pods.into_iter().map(|p| if p.name == "ingester-zone-b-0" { not_ready(p) } else { p }).collect();
+        let Need::Undo(undo) = flow.step(Observed::GroupAgain(Ok((members, pods))), now) else {
+            panic!("an undo comes next")
+        };
+        assert!(undo.plan.endpoints.is_empty(), "no pod was prepared yet");
+        assert!(undo.claim.is_some());
+        assert!(!answer(flow.step(Observed::Undone, now)).allowed);
+    }
+
+    #[test]
+    fn a_dry_run_ends_at_the_plan_with_no_claim_and_no_pod_call() {
+        let now = ts(NOW);
+        let mut flow = PrepareDownscale::new(downscale(Some(true)), settings(true));
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members)), now);
+        flow.step(Observed::Pods(Ok(pods)), now);
+        assert!(answer(flow.step(Observed::Record(Ok(None)), now)).allowed);
+    }
+
+    #[test]
+    fn without_the_tracker_an_update_is_recorded_through_the_json_patch() {
+        let now = ts(NOW);
+        let mut flow = PrepareDownscale::new(downscale(None), settings(false));
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members)), now);
+        assert!(matches!(flow.step(Observed::Pods(Ok(pods)), now), Need::PreparePods { .. }), "no record, no claim");
+        let verdict = answer(flow.step(Observed::PodsPrepared(Vec::new()), now));
+        assert!(verdict.allowed);
+        let patch = serde_json::to_string(&verdict.patch).unwrap();
+        assert!(patch.contains("2026-01-01T12:00:10Z"), "{patch}");
+    }
+
+    #[test]
+    fn failures_deny_with_their_policy() {
+        let now = ts(NOW);
+        // A /scale request whose parent cannot be read: denied (an HPA's downscale must not skip the checks).
+        let scale = parse(review(
+            "admission.k8s.io/v1",
+            "statefulsets",
+            "ingester-zone-a",
+            scale_object("ingester-zone-a", 3),
+            scale_object("ingester-zone-a", 2),
+            None,
+        ));
+        let mut flow = PrepareDownscale::new(scale.clone(), settings(true));
+        assert_eq!(flow.step(Observed::Start, now), Need::StatefulSet { name: "ingester-zone-a".into() });
+        let verdict = answer(flow.step(Observed::StatefulSet(StatefulSetLookup::Failed("timeout".into())), now));
+        assert!(
+            !verdict.allowed && verdict.message.as_deref().unwrap_or_default().contains("timeout"),
+            "{:?}",
+            verdict.message
+        );
+        // Gone: nothing to prepare (fail open, as the reference).
+        let mut flow = PrepareDownscale::new(scale, settings(true));
+        flow.step(Observed::Start, now);
+        assert!(answer(flow.step(Observed::StatefulSet(StatefulSetLookup::NotFound), now)).allowed);
+        // An unreadable record, and an observation the flow did not ask for: denied.
+        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members)), now);
+        let verdict = answer(flow.step(Observed::Undone, now));
+        assert!(
+            !verdict.allowed && verdict.message.as_deref().unwrap_or_default().contains("internal error"),
+            "{:?}",
+            verdict.message
+        );
+        assert_eq!(answer(flow.step(Observed::Pods(Ok(pods)), now)), verdict, "an answered flow keeps its answer");
+    }
+}

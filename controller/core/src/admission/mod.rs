@@ -12,6 +12,7 @@
 
 pub mod no_downscale;
 pub mod prepare;
+pub mod prepare_flow;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

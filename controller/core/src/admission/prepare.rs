@@ -155,7 +155,7 @@ pub struct Endpoint {
 }
 
 /// Step 3's outcome when the downscale may go ahead.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PreparePlan {
     /// The pods to call (POST to prepare, DELETE to undo), highest ordinal first.
     pub endpoints: Vec<Endpoint>,

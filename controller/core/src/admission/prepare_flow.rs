@@ -1,0 +1,544 @@
+//! The prepare-downscale webhook as an explicit step machine: every read, claim, pod call and write it needs is a
+//! named [`Need`], and every decision between them is taken here, on what the shell observed and the `now` it
+//! passes with each observation.
+//!
+//! Owns the order of the flow and its allow-or-deny policy at each step (written next to each branch). Must not do
+//! I/O, read a clock or know about deadlines: the shell's one driver loop carries out each need (bounded by the
+//! handler's deadline, a timeout being an observed failure) and feeds back what it saw. The webhook, `review` and
+//! the simulation all run this machine through that loop.
+//!
+//! The flow (reference 4.3, with the differences in [`crate::admission::prepare`]):
+//! 1. a `/scale` request reads its parent StatefulSet live;
+//! 2. prechecks on the StatefulSet;
+//! 3. live reads: the group's StatefulSets, the pods, and (zone tracker) the downscale record;
+//! 4. the plan ([`prepare::plan`]): min time, markers, other zones' state, the pods to call; a dry run ends here;
+//! 5. (zone tracker) the claim with its in-progress marker, then the group read again under the marker;
+//! 6. the pod calls; any failure undoes everything and denies;
+//! 7. the downscale recorded: dated in the record (tracker) with half the commit margin still left, or in the
+//!    StatefulSet's `grafana.com/last-downscale` (JSONPatch for an UPDATE, a conditional patch for `/scale`).
+
+use crate::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
+use crate::admission::{AdmissionRequest, Verdict, foreign_namespace};
+use crate::downscale::{DownscaleInProgress, DownscaleRecord, MarkedClaim, round_up_to_second};
+use crate::group::{GroupSnapshot, MemberSnapshot};
+use crate::keys;
+use crate::view::{PodView, StatefulSetView};
+use jiff::{SignedDuration, Timestamp};
+use std::time::Duration;
+
+/// How far ahead a `/scale` downscale that carries a resourceVersion (an HPA's) is dated when recorded in its
+/// StatefulSet's annotation: writing the annotation moves the StatefulSet's resourceVersion, so that request fails
+/// with a conflict and its client retries (an HPA, on its next sync, 15 s later by default); the retry finds the
+/// date still ahead, writes nothing and goes through. The date stays later than the commit.
+pub const SCALE_RETRY_WINDOW: Duration = Duration::from_secs(60);
+
+/// The webhook's settings the flow decides with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSettings {
+    pub namespace: String,
+    pub cluster_domain: String,
+    /// Whether the zone tracker (the group downscale record) is in use.
+    pub zone_tracker: bool,
+    /// How long an in-progress marker must hold: everything the request may still do to the pods (the handler's
+    /// deadline, then an undo with its own).
+    pub marker_lifetime: Duration,
+    /// How long after its answer an admitted downscale is taken to have committed.
+    pub commit_margin: Duration,
+}
+
+/// What the flow needs next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Read this StatefulSet live (the parent of a `/scale` request).
+    StatefulSet { name: String },
+    /// List the group's StatefulSets live, by this label selector.
+    GroupStatefulSets { selector: String },
+    /// List the namespace's pods live.
+    Pods,
+    /// Read the group downscale record and its in-progress markers.
+    Record,
+    /// Claim the downscale of `statefulset` in the record at `now`, with an in-progress marker until `until`.
+    Claim { group: Box<GroupSnapshot>, statefulset: String, now: Timestamp, until: Timestamp },
+    /// Read the group again (its StatefulSets by `selector`, and the pods) now that the marker is in the record.
+    GroupAgain { selector: String },
+    /// POST to every endpoint of the plan.
+    PreparePods { plan: PreparePlan },
+    /// Date the claimed downscale `committed_by` in the record and remove its marker (the claim holds until
+    /// `until`).
+    DateInRecord { statefulset: String, until: Timestamp, committed_by: Timestamp },
+    /// Patch the StatefulSet's `grafana.com/last-downscale` annotation to `at`, conditional on `resource_version`.
+    PatchLastDownscale { statefulset: String, resource_version: String, at: Timestamp },
+    /// Undo: DELETE to the plan's endpoints and, with a claim, give it back (the entry as the claim dated it, or as
+    /// `dated_since` says). Then the flow answers.
+    Undo(Undo),
+    /// The answer to the API server.
+    Answer(Verdict),
+}
+
+/// What an undo must take back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undo {
+    pub statefulset: String,
+    pub plan: PreparePlan,
+    /// The claim: the entry before it, and until when it holds.
+    pub claim: Option<(Option<Timestamp>, Timestamp)>,
+    /// Dates this request wrote into the entry since the claim.
+    pub dated_since: Vec<Timestamp>,
+}
+
+/// A StatefulSet read live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatefulSetLookup {
+    Found(Box<StatefulSetView>),
+    /// It exists but cannot be read as a StatefulSet.
+    Invalid(String),
+    NotFound,
+    /// The read failed (API error or deadline).
+    Failed(String),
+}
+
+/// A failed write of the `last-downscale` annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchFailure {
+    /// Refused by RBAC (403).
+    pub forbidden: bool,
+    pub message: String,
+}
+
+/// What the shell saw when it carried out the last need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// Nothing yet: the flow starts.
+    Start,
+    StatefulSet(StatefulSetLookup),
+    GroupStatefulSets(Result<Vec<StatefulSetView>, String>),
+    Pods(Result<Vec<PodView>, String>),
+    /// The record (`None`: none yet) with its markers, or why it could not be read.
+    Record(Result<Option<(DownscaleRecord, Vec<DownscaleInProgress>)>, String>),
+    Claim(Result<MarkedClaim, String>),
+    GroupAgain(Result<(Vec<StatefulSetView>, Vec<PodView>), String>),
+    /// The pod calls' failures, described (empty: every pod prepared).
+    PodsPrepared(Vec<String>),
+    DatedInRecord(Result<(), String>),
+    LastDownscalePatched(Result<(), PatchFailure>),
+    Undone,
+}
+
+/// Where the flow is: what it waits to observe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    Start,
+    StatefulSet,
+    GroupStatefulSets,
+    Pods,
+    Record,
+    Claim,
+    GroupAgain,
+    PodsPrepared,
+    DatedInRecord {
+        committed_by: Timestamp,
+    },
+    LastDownscalePatched {
+        carries_version: bool,
+    },
+    Undone(Verdict),
+    Answered(Verdict),
+    /// Between two observations (never seen from outside a step).
+    Stepping,
+}
+
+/// One prepare-downscale decision, from the request to its answer.
+#[derive(Debug, Clone)]
+pub struct PrepareDownscale {
+    request: AdmissionRequest,
+    settings: FlowSettings,
+    phase: Phase,
+    old: i32,
+    new: i32,
+    /// A `/scale` request: its parent was read live.
+    via_scale: bool,
+    sts: Option<StatefulSetView>,
+    group_name: Option<String>,
+    members: Vec<StatefulSetView>,
+    group: Option<GroupSnapshot>,
+    record: Option<DownscaleRecord>,
+    markers: Vec<DownscaleInProgress>,
+    plan: Option<PreparePlan>,
+    /// The claim: the entry before it, and until when it holds.
+    claim: Option<(Option<Timestamp>, Timestamp)>,
+    /// Until when the claim asked for holds.
+    claim_until: Option<Timestamp>,
+}
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
+}
+
+impl PrepareDownscale {
+    pub fn new(request: AdmissionRequest, settings: FlowSettings) -> Self {
+        PrepareDownscale {
+            request,
+            settings,
+            phase: Phase::Start,
+            old: 0,
+            new: 0,
+            via_scale: false,
+            sts: None,
+            group_name: None,
+            members: Vec::new(),
+            group: None,
+            record: None,
+            markers: Vec::new(),
+            plan: None,
+            claim: None,
+            claim_until: None,
+        }
+    }
+
+    pub fn request(&self) -> &AdmissionRequest {
+        &self.request
+    }
+
+    /// Takes what the shell observed for the last need (at `now`) and says what is needed next. Once it has
+    /// answered, it keeps answering the same.
+    pub fn step(&mut self, observed: Observed, now: Timestamp) -> Need {
+        let phase = std::mem::replace(&mut self.phase, Phase::Stepping);
+        match (phase, observed) {
+            (Phase::Start, Observed::Start) => self.start(),
+            (Phase::StatefulSet, Observed::StatefulSet(lookup)) => match lookup {
+                StatefulSetLookup::Found(view) => {
+                    self.sts = Some(*view);
+                    self.precheck()
+                }
+                // Unreadable or gone: nothing to prepare (fail open, as the reference).
+                StatefulSetLookup::Invalid(err) => self.answer(prepare::lookup_failed(&err)),
+                StatefulSetLookup::NotFound => {
+                    let name = self.request.name.clone();
+                    self.answer(prepare::lookup_failed(&format!("statefulsets.apps \"{name}\" not found")))
+                }
+                // Unknown (API error or deadline): deny. Allowing would let a `/scale` downscale (HPA, kubectl
+                // scale) through with no preparation and no min-time check; the client retries.
+                StatefulSetLookup::Failed(err) => {
+                    let name = self.request.name.clone();
+                    self.deny(&format!("reading statefulset {name} failed: {err}"))
+                }
+            },
+            (Phase::GroupStatefulSets, Observed::GroupStatefulSets(listed)) => match listed {
+                Ok(members) => {
+                    self.members = members;
+                    self.phase = Phase::Pods;
+                    Need::Pods
+                }
+                // Policy: deny (the other zones' state is unknown).
+                Err(err) => self.answer(prepare::deny_list_statefulsets(&self.request, self.old, self.new, &err)),
+            },
+            (Phase::Pods, Observed::Pods(listed)) => match listed {
+                Ok(pods) => self.assemble(pods, now),
+                // Policy: deny (the pods to prepare and the other zones' pods are unknown).
+                Err(err) => self.answer(prepare::deny_list_pods(&self.request, self.old, self.new, &err)),
+            },
+            (Phase::Record, Observed::Record(read)) => match read {
+                Ok(found) => {
+                    if let Some((record, markers)) = found {
+                        self.record = Some(record);
+                        self.markers = markers;
+                    }
+                    self.plan(now)
+                }
+                // Policy: deny (the min time cannot be checked).
+                Err(err) => self.answer(prepare::deny_load_record(&self.request, self.old, self.new, &err)),
+            },
+            (Phase::Claim, Observed::Claim(claimed)) => match claimed {
+                Ok(MarkedClaim::Claimed { previous }) => {
+                    let until = self.claim_until.unwrap_or(now);
+                    self.claim = Some((previous, until));
+                    self.phase = Phase::GroupAgain;
+                    Need::GroupAgain { selector: self.selector() }
+                }
+                Ok(MarkedClaim::Refused(verdict)) => {
+                    self.answer(prepare::deny_min_time(&self.request, self.old, self.new, &verdict))
+                }
+                Ok(MarkedClaim::Busy(holder)) => {
+                    self.answer(prepare::deny_in_progress(&self.request, self.old, self.new, &holder))
+                }
+                Ok(MarkedClaim::Stepping(step)) => {
+                    self.answer(prepare::deny_rollout_step(&self.request, self.old, self.new, &step))
+                }
+                // Policy: deny (whether another zone was downscaled within the min time is unknown).
+                Err(err) => self.answer(prepare::deny_claim_failed(&self.request, self.old, self.new, &err)),
+            },
+            // Read the group again now that the marker is in the record: from here on the controller replaces no
+            // pod of the group, so if every other StatefulSet is still updated and available it stays so until the
+            // marker goes. (Checking only before the claim would leave a window: a rollout step planned between
+            // that read and the marker's write would go ahead together with this downscale.)
+            (Phase::GroupAgain, Observed::GroupAgain(read)) => {
+                let name = self.sts_name();
+                let reason = match read {
+                    Ok((members, pods)) => {
+                        let group =
+                            GroupSnapshot::assemble(self.group_name.clone().unwrap_or_default(), members, &pods);
+                        group
+                            .members
+                            .iter()
+                            .filter(|m| m.sts.name != name)
+                            .find_map(|m| prepare::rollout_in_progress(m, now))
+                    }
+                    Err(err) => Some(format!("re-reading the group after claiming the downscale failed: {err}")),
+                };
+                match reason {
+                    Some(reason) => {
+                        let verdict = self.denial(&reason);
+                        let nothing_prepared = PreparePlan { endpoints: Vec::new(), skipped: Vec::new() };
+                        self.undo(nothing_prepared, Vec::new(), verdict)
+                    }
+                    None => self.prepare_pods(),
+                }
+            }
+            (Phase::PodsPrepared, Observed::PodsPrepared(failures)) => {
+                if !failures.is_empty() {
+                    let verdict = prepare::deny_prepare_failed(&self.request, self.old, self.new, &failures);
+                    return self.undo(self.plan.clone().unwrap_or_default(), Vec::new(), verdict);
+                }
+                self.record_downscale(now)
+            }
+            (Phase::DatedInRecord { committed_by }, Observed::DatedInRecord(_)) => {
+                // Half the margin must be left for the answer, the admission chain after us and the API server's
+                // commit. (A failed dating is only logged by the shell: the entry keeps the claim's later date and
+                // the marker expires by itself.)
+                if add(now, self.settings.commit_margin / 2) < committed_by {
+                    return self.answer(self.allowed());
+                }
+                // Too late: the record may now date the downscale before it would commit. Deny it instead.
+                let verdict = self.denial(&format!(
+                    "recording the downscale in the zone ConfigMap took longer than {}s; retry",
+                    self.settings.commit_margin.as_secs()
+                ));
+                self.undo(self.plan.clone().unwrap_or_default(), vec![committed_by], verdict)
+            }
+            (Phase::LastDownscalePatched { carries_version }, Observed::LastDownscalePatched(written)) => {
+                let name = self.sts_name();
+                let plan = self.plan.clone().unwrap_or_default();
+                match written {
+                    // The write moved the parent's resourceVersion, so this request would fail with a conflict
+                    // anyway: deny it now and tell the pods to cancel, rather than leave them prepared for a retry
+                    // that may never come. The retry finds the date ahead and goes through.
+                    Ok(()) if carries_version => {
+                        let verdict = self.denial(&format!(
+                            "the downscale is recorded in statefulset {name}'s {} annotation, which changed its \
+                             resourceVersion; retry",
+                            keys::LAST_DOWNSCALE
+                        ));
+                        self.undo(plan, Vec::new(), verdict)
+                    }
+                    Ok(()) => self.answer(self.allowed()),
+                    // Policy: deny and cancel: a downscale the other zones cannot see must not happen.
+                    Err(failure) => {
+                        let hint =
+                            if failure.forbidden { " (grant the operator `patch` on apps statefulsets)" } else { "" };
+                        let verdict = self.denial(&format!(
+                            "recording the downscale in statefulset {name}'s {} annotation failed{hint}: {}; retry",
+                            keys::LAST_DOWNSCALE,
+                            failure.message
+                        ));
+                        self.undo(plan, Vec::new(), verdict)
+                    }
+                }
+            }
+            (Phase::Undone(verdict), Observed::Undone) => self.answer(verdict),
+            (Phase::Answered(verdict), _) => self.answer(verdict),
+            // Policy: deny. The shell fed an observation the flow did not ask for: a bug, and a downscale whose
+            // checks did not run in order must not go through.
+            (phase, observed) => self.deny(&format!(
+                "internal error: the prepare-downscale flow expected {phase:?} but observed {}",
+                observed_name(&observed)
+            )),
+        }
+    }
+
+    fn start(&mut self) -> Need {
+        if let Some(verdict) = foreign_namespace(&self.request, &self.settings.namespace) {
+            return self.answer(verdict);
+        }
+        match prepare::evaluate(&self.request) {
+            Target::Decided(verdict) => self.answer(verdict),
+            Target::StatefulSet { sts, old, new } => {
+                (self.old, self.new, self.sts) = (old, new, Some(*sts));
+                self.precheck()
+            }
+            Target::LookupStatefulSet { name, old, new } => {
+                (self.old, self.new, self.via_scale) = (old, new, true);
+                self.phase = Phase::StatefulSet;
+                Need::StatefulSet { name }
+            }
+        }
+    }
+
+    fn precheck(&mut self) -> Need {
+        let Some(sts) = self.sts.as_ref() else { return self.deny("internal error: no StatefulSet to precheck") };
+        match prepare::precheck(&self.request, self.old, self.new, sts) {
+            Precheck::Decided(verdict) => self.answer(verdict),
+            Precheck::Continue { group } => {
+                self.group_name = group;
+                // Live reads: a decision about safety is never taken on a cache.
+                if self.group_name.is_some() {
+                    self.phase = Phase::GroupStatefulSets;
+                    Need::GroupStatefulSets { selector: self.selector() }
+                } else {
+                    self.phase = Phase::Pods;
+                    Need::Pods
+                }
+            }
+        }
+    }
+
+    fn assemble(&mut self, pods: Vec<PodView>, now: Timestamp) -> Need {
+        let Some(sts) = self.sts.clone() else { return self.deny("internal error: no StatefulSet") };
+        let mut statefulsets = std::mem::take(&mut self.members);
+        if !statefulsets.iter().any(|s| s.name == sts.name) {
+            statefulsets.push(sts);
+        }
+        self.group = Some(GroupSnapshot::assemble(self.group_name.clone().unwrap_or_default(), statefulsets, &pods));
+        if self.group_name.is_some() && self.settings.zone_tracker {
+            self.phase = Phase::Record;
+            return Need::Record;
+        }
+        // No record to read: planned once the pods are listed.
+        self.plan(now)
+    }
+
+    fn plan(&mut self, now: Timestamp) -> Need {
+        let (Some(sts), Some(group)) = (self.sts.as_ref(), self.group.as_ref()) else {
+            return self.deny("internal error: no StatefulSet");
+        };
+        let target =
+            group.member(&sts.name).cloned().unwrap_or_else(|| MemberSnapshot { sts: sts.clone(), pods: Vec::new() });
+        let input = PlanInput {
+            request: &self.request,
+            old: self.old,
+            new: self.new,
+            sts,
+            target: &target,
+            group: self.group_name.as_ref().map(|_| group),
+            record: self.record.as_ref(),
+            in_progress: &self.markers,
+            cluster_domain: &self.settings.cluster_domain,
+            now,
+        };
+        let plan = match prepare::plan(&input) {
+            Ok(plan) => plan,
+            Err(verdict) => return self.answer(verdict),
+        };
+        self.plan = Some(plan);
+        if self.request.dry_run {
+            return self.answer(self.allowed());
+        }
+        // Claim the downscale in the record (serialises zone downscales of the group across actors and replicas).
+        if self.group_name.is_some() && self.settings.zone_tracker {
+            // The marker must outlive everything this request may still do to the pods.
+            let until = add(now, self.settings.marker_lifetime);
+            let need = Need::Claim { group: Box::new(group.clone()), statefulset: sts.name.clone(), now, until };
+            self.claim_until = Some(until);
+            self.phase = Phase::Claim;
+            return need;
+        }
+        self.prepare_pods()
+    }
+
+    fn prepare_pods(&mut self) -> Need {
+        self.phase = Phase::PodsPrepared;
+        Need::PreparePods { plan: self.plan.clone().unwrap_or_default() }
+    }
+
+    /// Every pod prepared: the downscale is recorded where the other zones will see it.
+    fn record_downscale(&mut self, now: Timestamp) -> Need {
+        if let Some((_, until)) = self.claim {
+            // The downscale stays recorded, dated when it will have committed (the API server commits right after
+            // our answer; DESIGN.md invariant 3 runs from the commit), and the in-progress marker goes.
+            let committed_by = round_up_to_second(add(now, self.settings.commit_margin));
+            self.phase = Phase::DatedInRecord { committed_by };
+            return Need::DateInRecord { statefulset: self.sts_name(), until, committed_by };
+        }
+        if self.group_name.is_none() {
+            return self.answer(self.allowed());
+        }
+        self.record_in_annotation(now)
+    }
+
+    /// Without the zone tracker: the admitted downscale is recorded in its StatefulSet's
+    /// `grafana.com/last-downscale` annotation, dated when it will have committed. A StatefulSet UPDATE gets it
+    /// through this mutating webhook's JSONPatch (no write of ours: nothing for the request to conflict with). A
+    /// `/scale` request cannot carry it, so the parent is patched, conditional on the resourceVersion read; a date
+    /// already ahead of now (a retry of a downscale recorded moments ago) is left as is.
+    fn record_in_annotation(&mut self, now: Timestamp) -> Need {
+        let margin = self.settings.commit_margin;
+        if !self.via_scale {
+            let at = round_up_to_second(add(now, margin));
+            let patch = prepare::last_downscale_patch(&self.request.object, at);
+            return self.answer(self.allowed().with_json_patch(patch));
+        }
+        let Some(sts) = self.sts.as_ref() else { return self.deny("internal error: no StatefulSet") };
+        // Dated far enough ahead by an earlier attempt of this downscale: its commit falls before that date.
+        if let Some(Ok(at)) = &sts.downscale.last_downscale
+            && *at > add(now, margin)
+        {
+            return self.answer(self.allowed());
+        }
+        let carries_version =
+            self.request.object.pointer("/metadata/resourceVersion").is_some_and(|v| v.as_str() != Some(""));
+        let ahead = if carries_version { SCALE_RETRY_WINDOW } else { margin };
+        let need = Need::PatchLastDownscale {
+            statefulset: sts.name.clone(),
+            resource_version: sts.resource_version.clone(),
+            at: round_up_to_second(add(now, ahead)),
+        };
+        self.phase = Phase::LastDownscalePatched { carries_version };
+        need
+    }
+
+    fn undo(&mut self, plan: PreparePlan, dated_since: Vec<Timestamp>, verdict: Verdict) -> Need {
+        self.phase = Phase::Undone(verdict);
+        Need::Undo(Undo { statefulset: self.sts_name(), plan, claim: self.claim, dated_since })
+    }
+
+    fn answer(&mut self, verdict: Verdict) -> Need {
+        self.phase = Phase::Answered(verdict.clone());
+        Need::Answer(verdict)
+    }
+
+    fn denial(&self, reason: &str) -> Verdict {
+        prepare::deny(&self.request, self.old, self.new, reason)
+    }
+
+    fn deny(&mut self, reason: &str) -> Need {
+        let verdict = self.denial(reason);
+        self.answer(verdict)
+    }
+
+    fn allowed(&self) -> Verdict {
+        prepare::allowed(&self.request, self.old, self.new, self.plan.as_ref().unwrap_or(&PreparePlan::default()))
+    }
+
+    fn selector(&self) -> String {
+        format!("{}={}", keys::ROLLOUT_GROUP, self.group_name.as_deref().unwrap_or_default())
+    }
+
+    fn sts_name(&self) -> String {
+        self.sts.as_ref().map(|s| s.name.clone()).unwrap_or_default()
+    }
+}
+
+fn observed_name(observed: &Observed) -> &'static str {
+    match observed {
+        Observed::Start => "the start",
+        Observed::StatefulSet(_) => "a StatefulSet read",
+        Observed::GroupStatefulSets(_) => "the group's StatefulSets",
+        Observed::Pods(_) => "the pods",
+        Observed::Record(_) => "the downscale record",
+        Observed::Claim(_) => "a claim",
+        Observed::GroupAgain(_) => "the group read again",
+        Observed::PodsPrepared(_) => "the pod calls",
+        Observed::DatedInRecord(_) => "the downscale dated",
+        Observed::LastDownscalePatched(_) => "the annotation written",
+        Observed::Undone => "the undo",
+    }
+}
