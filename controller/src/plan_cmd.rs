@@ -508,7 +508,7 @@ fn offline_mirror_waits(group: &rollout_core::GroupSnapshot) -> Vec<String> {
     group
         .members
         .iter()
-        .filter_map(|m| match rollout_core::ScalingSettings::of(&m.sts).mirror {
+        .filter_map(|m| match m.sts.scaling.mirror.clone() {
             Some(Ok(mirror)) => Some(format!(
                 "{}: mirroring replicas from {}/{} needs a live cluster (the reference's scale subresource{})",
                 m.sts.name,

@@ -13,8 +13,8 @@ use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodReq
 use jiff::Timestamp;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::scaling::{
-    DelayedDownscaleSettings, MirrorStep, ReferenceScale, ScalingError, ScalingSettings, delayed_downscale_target,
-    downscale_held, plan_mirror, pod_endpoints, prepare_response_timestamp, write_back_value,
+    DelayedDownscaleSettings, MirrorStep, ReferenceScale, ScalingError, delayed_downscale_target, downscale_held,
+    plan_mirror, pod_endpoints, prepare_response_timestamp, write_back_value,
 };
 use rollout_core::view::StatefulSetView;
 use rollout_core::{MirrorFindings, MirrorScale};
@@ -196,7 +196,7 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
     for member in &group.members {
         let sts = &member.sts;
         let rollout = downscale_held(group, &sts.name, now);
-        let settings = ScalingSettings::of(sts);
+        let settings = &sts.scaling;
         // Unusable mirror settings were already reported by the core's scaling pass.
         let Some(Ok(mirror)) = &settings.mirror else { continue };
         let (resource, scale) = match resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await {
@@ -206,7 +206,7 @@ pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
                 continue;
             }
         };
-        let step = match plan_mirror(sts, &settings, &scale, rollout.as_deref()) {
+        let step = match plan_mirror(sts, settings, &scale, rollout.as_deref()) {
             Ok(step) => step,
             Err(e) => {
                 outcome.findings.errors.push(e);

@@ -15,60 +15,14 @@
 //! `grafana.com/last-downscale` annotation; and a record bootstrapped from annotations never stamps "now" for zones
 //! that were not downscaled.
 
-use crate::duration::{format_go_duration, parse_go_duration};
+use crate::duration::format_go_duration;
 use crate::group::GroupSnapshot;
 use crate::keys;
-use crate::settings::AnnotationError;
+pub use crate::settings::{DownscaleSettings, parse_timestamp};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use thiserror::Error;
-
-/// Downscale settings of one StatefulSet, parsed when its view is built. Unusable values are kept as errors: a
-/// downscale that depends on them is refused with that error rather than allowed on a guess.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DownscaleSettings {
-    /// `grafana.com/min-time-between-zones-downscale`: annotation if present, else label.
-    pub min_time_between_zones: Option<Result<Duration, AnnotationError>>,
-    /// `grafana.com/last-downscale` annotation.
-    pub last_downscale: Option<Result<Timestamp, AnnotationError>>,
-}
-
-impl DownscaleSettings {
-    pub fn from_metadata(
-        object: &str,
-        labels: &BTreeMap<String, String>,
-        annotations: &BTreeMap<String, String>,
-    ) -> Self {
-        let invalid = |key: &'static str, value: &str, reason: String| AnnotationError {
-            object: object.to_string(),
-            key,
-            value: value.to_string(),
-            reason,
-        };
-        let min_time_raw = annotations
-            .get(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE)
-            .or_else(|| labels.get(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
-        let min_time_between_zones = min_time_raw.map(|raw| {
-            parse_go_duration(raw.trim()).map_err(|e| {
-                invalid(
-                    keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
-                    raw,
-                    format!("{}; expected a Go duration such as 12h", e.reason),
-                )
-            })
-        });
-        let last_downscale = annotations
-            .get(keys::LAST_DOWNSCALE)
-            .map(|raw| parse_timestamp(raw).map_err(|reason| invalid(keys::LAST_DOWNSCALE, raw, reason)));
-        DownscaleSettings { min_time_between_zones, last_downscale }
-    }
-}
-
-/// Parses an RFC 3339 timestamp as Go's `time.RFC3339` does (offset required).
-pub fn parse_timestamp(raw: &str) -> Result<Timestamp, String> {
-    raw.trim().parse::<Timestamp>().map_err(|e| format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z: {e}"))
-}
 
 /// Formats a time as the reference writes it: UTC, second precision, e.g. `2024-05-01T12:00:00Z`.
 pub fn format_timestamp(t: Timestamp) -> String {

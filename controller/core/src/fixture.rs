@@ -30,6 +30,7 @@ pub fn statefulset(group: &str, name: &str, replicas: u32, revision: &str) -> St
         }),
         settings: RolloutSettings::default(),
         downscale: Default::default(),
+        scaling: Default::default(),
         labels: BTreeMap::from([(keys::ROLLOUT_GROUP.to_string(), group.to_string())]),
         annotations: BTreeMap::new(),
     }
@@ -81,6 +82,7 @@ pub fn label(mut sts: StatefulSetView, key: &str, value: &str) -> StatefulSetVie
 
 fn reparse(mut sts: StatefulSetView) -> StatefulSetView {
     sts.settings = RolloutSettings::from_annotations(&sts.name, &sts.annotations);
-    sts.downscale = crate::downscale::DownscaleSettings::from_metadata(&sts.name, &sts.labels, &sts.annotations);
+    sts.downscale = crate::settings::DownscaleSettings::from_metadata(&sts.name, &sts.labels, &sts.annotations);
+    sts.scaling = crate::settings::ScalingSettings::from_annotations(&sts.name, &sts.annotations);
     sts
 }

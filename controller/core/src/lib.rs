@@ -9,6 +9,7 @@
 //! findings, the rollout-step claim, the expectation each write leaves). [`scaling`] decides replica changes (leader/follower, force replicas,
 //! mirror, delayed downscale); the planner runs its snapshot-only part first.
 
+pub mod actions;
 pub mod admission;
 pub mod certificate;
 pub mod downscale;

@@ -20,7 +20,7 @@ use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::GroupSnapshot;
 use crate::keys;
 use crate::plan::{Action, GroupPlan, GroupState, PlanContext, Planner};
-use crate::scaling::{ScalingError, ScalingSettings};
+use crate::scaling::ScalingError;
 use jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub fn record_need(group: &GroupSnapshot, zone_tracker: ZoneTracker) -> RecordNe
     }
     if prepares_downscales(group) {
         RecordNeed::Required
-    } else if group.members.iter().any(|m| ScalingSettings::of(&m.sts).leader.is_some()) {
+    } else if group.members.iter().any(|m| m.sts.scaling.leader.is_some()) {
         RecordNeed::Advisory
     } else {
         RecordNeed::NotNeeded
@@ -168,7 +168,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         plan.warnings.push(format!("cannot read the group downscale record: {error}"));
     }
 
-    let has_mirrors = group.members.iter().any(|m| matches!(ScalingSettings::of(&m.sts).mirror, Some(Ok(_))));
+    let has_mirrors = group.members.iter().any(|m| matches!(m.sts.scaling.mirror, Some(Ok(_))));
     let nothing_pending = !input.expectations.iter().any(|e| e.is_pending(group, input.now));
     let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
     let mut mirror_due = false;

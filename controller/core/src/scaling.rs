@@ -1,7 +1,6 @@
 //! Scaling coordination (reference section 3): which StatefulSet of a group gets new `spec.replicas`, and why.
 //!
-//! Owns: the typed scaling settings of a StatefulSet (leader, upscale-only-when-leader-ready, mirror reference,
-//! write-back, delayed downscale, force replicas) parsed from its annotations with errors kept per StatefulSet; the
+//! Owns (the typed scaling settings are parsed once into the view, by [`crate::settings`]): the
 //! leader/follower and force-replicas decisions (made from the snapshot alone, so `plan` can show them offline); and,
 //! as pure functions over what the shell fetched, the mirror decision (the reference resource's `scale`), the
 //! delayed-downscale arithmetic (pods' returned preparation timestamps), pod endpoint URLs and the status
@@ -18,12 +17,11 @@
 //! - a follower's downscale is checked against the group downscale record as well as the `last-downscale`
 //!   annotations (DESIGN.md invariant 3); the shell claims it in the record before patching.
 
+use crate::actions::{Action, PlanContext};
 use crate::downscale::{MinTimeVerdict, check_min_time};
 use crate::group::GroupSnapshot;
 use crate::keys;
-use crate::plan::{Action, PlanContext};
-use crate::prom_duration::parse_prom_duration;
-use crate::settings::AnnotationError;
+pub use crate::settings::{DelayedDownscaleSettings, MirrorSettings, PodUrl, ScalingSettings, api_group_of};
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
 use serde::Serialize;
@@ -44,198 +42,6 @@ pub struct ScalingError {
 impl ScalingError {
     pub fn new(statefulset: &str, message: impl Into<String>) -> Self {
         ScalingError { statefulset: statefulset.to_string(), message: message.into() }
-    }
-}
-
-/// Where a mirror StatefulSet reads its desired replicas from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorSettings {
-    pub name: String,
-    pub kind: String,
-    /// API group of the reference (`""` = core); every version of the group is tried.
-    pub api_group: String,
-    /// Write the StatefulSet's replicas back into the reference's `status.replicas`.
-    pub write_back: bool,
-}
-
-/// A pod URL split where the host is replaced: `<scheme>://[<userinfo>@]<host>[:<port>]<rest>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodUrl {
-    pub scheme: String,
-    pub userinfo: Option<String>,
-    pub port: Option<u16>,
-    /// Path, query and fragment, as written.
-    pub rest: String,
-}
-
-impl PodUrl {
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let raw = raw.trim();
-        let (scheme, after) = raw.split_once("://").ok_or("expected an absolute URL such as http://pod:8080/path")?;
-        if scheme.is_empty() || !scheme.bytes().all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c)) {
-            return Err(format!("invalid scheme {scheme:?}"));
-        }
-        let end = after.find(['/', '?', '#']).unwrap_or(after.len());
-        let (authority, rest) = after.split_at(end);
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u.to_string()), h),
-            None => (None, authority),
-        };
-        // An IPv6 literal keeps its colons inside brackets.
-        let port_sep = match hostport.rfind(']') {
-            Some(close) => hostport[close..].find(':').map(|i| close + i),
-            None => hostport.rfind(':'),
-        };
-        let (host, port) = match port_sep {
-            Some(i) => (&hostport[..i], Some(&hostport[i + 1..])),
-            None => (hostport, None),
-        };
-        if host.is_empty() {
-            return Err("URL has no host".to_string());
-        }
-        if host.bytes().any(|c| c.is_ascii_whitespace()) || rest.bytes().any(|c| c.is_ascii_whitespace()) {
-            return Err("URL contains whitespace".to_string());
-        }
-        let port = match port {
-            None | Some("") => None,
-            Some(p) => Some(p.parse::<u16>().map_err(|_| format!("invalid port {p:?}"))?),
-        };
-        Ok(PodUrl { scheme: scheme.to_string(), userinfo, port, rest: rest.to_string() })
-    }
-
-    /// The URL with its host replaced by `host`, keeping scheme, user info, an explicit port and the rest.
-    pub fn with_host(&self, host: &str) -> String {
-        let mut url = format!("{}://", self.scheme);
-        if let Some(u) = &self.userinfo {
-            url.push_str(u);
-            url.push('@');
-        }
-        url.push_str(host);
-        if let Some(p) = self.port {
-            url.push_str(&format!(":{p}"));
-        }
-        url.push_str(&self.rest);
-        url
-    }
-}
-
-/// Delayed downscale: pods are asked to prepare and removed only once they have been preparing for `delay`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelayedDownscaleSettings {
-    pub delay: Duration,
-    pub url: PodUrl,
-}
-
-/// Everything scaling reads from a StatefulSet's annotations.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ScalingSettings {
-    /// `grafana.com/rollout-downscale-leader`: the StatefulSet this one follows.
-    pub leader: Option<String>,
-    pub upscale_only_when_leader_ready: bool,
-    /// Mirror mode: set iff both the name and the kind annotations are non-empty. `Err` when the API version is
-    /// unusable (the StatefulSet is then not scaled).
-    pub mirror: Option<Result<MirrorSettings, AnnotationError>>,
-    /// Set iff both delayed-downscale annotations are non-empty and the delay is not `0`. `Err` when unusable
-    /// (a mirror StatefulSet is then not scaled).
-    pub delayed_downscale: Option<Result<DelayedDownscaleSettings, AnnotationError>>,
-    /// `grafana.com/rollout-force-replicas`, when a valid int32 >= 0 (anything else is ignored, as in the reference).
-    pub force_replicas: Option<u32>,
-}
-
-/// Go's `strconv.ParseBool`.
-fn parse_go_bool(raw: &str) -> Option<bool> {
-    match raw {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
-/// API group of an `apiVersion` (`group/version` or `version`).
-pub fn api_group_of(api_version: &str) -> Result<String, String> {
-    match api_version.split('/').collect::<Vec<_>>()[..] {
-        [""] | [_] => Ok(String::new()),
-        [group, version] if !version.is_empty() => Ok(group.to_string()),
-        _ => Err(format!("unexpected GroupVersion string: {api_version}")),
-    }
-}
-
-impl ScalingSettings {
-    pub fn from_annotations(object: &str, annotations: &BTreeMap<String, String>) -> Self {
-        let get = |key: &str| annotations.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
-        let invalid = |key: &'static str, value: &str, reason: String| AnnotationError {
-            object: object.to_string(),
-            key,
-            value: value.to_string(),
-            reason,
-        };
-        let mirror =
-            match (get(keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME), get(keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND)) {
-                (Some(name), Some(kind)) => {
-                    let api_version = get(keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION).unwrap_or("");
-                    Some(
-                        api_group_of(api_version)
-                            .map_err(|e| {
-                                invalid(
-                                    keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION,
-                                    api_version,
-                                    format!("invalid API version: {e}"),
-                                )
-                            })
-                            .map(|api_group| MirrorSettings {
-                                name: name.to_string(),
-                                kind: kind.to_string(),
-                                api_group,
-                                // Absent: write back. Unparsable: don't (as in the reference).
-                                write_back: annotations
-                                    .get(keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK)
-                                    .is_none_or(|v| parse_go_bool(v).unwrap_or(false)),
-                            }),
-                    )
-                }
-                _ => None,
-            };
-        let delayed_downscale =
-            match (get(keys::ROLLOUT_DELAYED_DOWNSCALE), get(keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL)) {
-                (Some(delay), Some(url)) => match parse_prom_duration(delay) {
-                    Err(e) => Some(Err(invalid(
-                        keys::ROLLOUT_DELAYED_DOWNSCALE,
-                        delay,
-                        format!("failed to parse as duration: {e}; expected a Prometheus duration such as 4h or 1d"),
-                    ))),
-                    Ok(d) if d.is_zero() => None,
-                    Ok(delay) => {
-                        Some(PodUrl::parse(url).map(|url| DelayedDownscaleSettings { delay, url }).map_err(|e| {
-                            invalid(
-                                keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL,
-                                url,
-                                format!("failed to parse as URL: {e}"),
-                            )
-                        }))
-                    }
-                },
-                _ => None,
-            };
-        let force_replicas =
-            get(keys::ROLLOUT_FORCE_REPLICAS).and_then(|v| v.parse::<i32>().ok()).and_then(|n| u32::try_from(n).ok());
-        ScalingSettings {
-            leader: get(keys::ROLLOUT_DOWNSCALE_LEADER).map(str::to_string),
-            upscale_only_when_leader_ready: annotations
-                .get(keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY)
-                .is_some_and(|v| v == "true"),
-            mirror,
-            delayed_downscale,
-            force_replicas,
-        }
-    }
-
-    pub fn of(sts: &StatefulSetView) -> Self {
-        Self::from_annotations(&sts.name, &sts.annotations)
-    }
-
-    /// Whether the StatefulSet takes part in scaling at all.
-    pub fn is_configured(&self) -> bool {
-        self.leader.is_some() || self.mirror.is_some() || self.force_replicas.is_some()
     }
 }
 
@@ -297,7 +103,7 @@ pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass
     let mut pass = ScalingPass::default();
     for member in &group.members {
         let sts = &member.sts;
-        let settings = ScalingSettings::of(sts);
+        let settings = sts.scaling.clone();
         if let Some(mirror) = &settings.mirror {
             match mirror {
                 Ok(_) => pass.mirrors.push(sts.name.clone()),

@@ -3,9 +3,8 @@
 //! Conversion is the edge: everything the planner needs is extracted and typed here once, so the planner never
 //! touches raw objects, raw annotations or JSON.
 
-use crate::downscale::DownscaleSettings;
 use crate::keys;
-use crate::settings::RolloutSettings;
+use crate::settings::{DownscaleSettings, RolloutSettings, ScalingSettings};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -196,6 +195,8 @@ pub struct StatefulSetView {
     pub settings: RolloutSettings,
     /// Min time between zone downscales and last downscale, parsed.
     pub downscale: DownscaleSettings,
+    /// Leader, mirror, delayed downscale and force replicas, parsed.
+    pub scaling: ScalingSettings,
     /// Raw metadata, for settings parsed by later stages (scaling, admission).
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
@@ -214,6 +215,7 @@ impl StatefulSetView {
         let labels = meta.labels.clone().unwrap_or_default();
         let settings = RolloutSettings::from_annotations(&name, &annotations);
         let downscale = DownscaleSettings::from_metadata(&name, &labels, &annotations);
+        let scaling = ScalingSettings::from_annotations(&name, &annotations);
         Ok(StatefulSetView {
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
@@ -236,6 +238,7 @@ impl StatefulSetView {
             }),
             settings,
             downscale,
+            scaling,
             labels,
             annotations,
             name,

@@ -352,8 +352,7 @@ fn mirror_sts(replicas: u32, delayed: bool) -> StatefulSetView {
 }
 
 fn mirror(sts: &StatefulSetView, spec: Option<i64>, status: Option<i64>) -> MirrorStep {
-    plan_mirror(sts, &ScalingSettings::of(sts), &ReferenceScale { spec_replicas: spec, status_replicas: status }, None)
-        .unwrap()
+    plan_mirror(sts, &sts.scaling, &ReferenceScale { spec_replicas: spec, status_replicas: status }, None).unwrap()
 }
 
 fn stamps(pairs: &[(u32, i64)]) -> BTreeMap<u32, Timestamp> {
@@ -449,7 +448,7 @@ fn pod_answers_must_be_2xx_json_with_a_timestamp() {
 fn mirror_downscale_waits_during_a_rollout() {
     let step = plan_mirror(
         &mirror_sts(5, true),
-        &ScalingSettings::of(&mirror_sts(5, true)),
+        &mirror_sts(5, true).scaling,
         &ReferenceScale { spec_replicas: Some(3), status_replicas: Some(5) },
         Some("a rollout of StatefulSet x is in progress"),
     )
@@ -468,11 +467,11 @@ fn invalid_delayed_downscale_settings_block_only_a_change() {
         keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL,
         URL,
     );
-    let settings = ScalingSettings::of(&s);
+    let settings = &s.scaling;
     let scale = |n| ReferenceScale { spec_replicas: Some(n), status_replicas: Some(5) };
-    let err = plan_mirror(&s, &settings, &scale(3), None).unwrap_err();
+    let err = plan_mirror(&s, settings, &scale(3), None).unwrap_err();
     assert!(err.message.contains("failed scaling delay check"), "{err}");
-    assert!(matches!(plan_mirror(&s, &settings, &scale(5), None), Ok(MirrorStep::Steady { .. })));
+    assert!(matches!(plan_mirror(&s, settings, &scale(5), None), Ok(MirrorStep::Steady { .. })));
 }
 
 // ----- pod endpoints -----

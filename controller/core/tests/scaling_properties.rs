@@ -5,7 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 use rollout_core::fixture::{annotate, label, not_ready, pod, statefulset};
 use rollout_core::keys;
-use rollout_core::scaling::{ScalingSettings, delayed_downscale_target, downscale_held};
+use rollout_core::scaling::{delayed_downscale_target, downscale_held};
 use rollout_core::view::PodView;
 use rollout_core::{Action, GroupSnapshot, MinTimeVerdict, PlanContext, check_min_time, plan_group};
 use std::collections::BTreeMap;
@@ -104,7 +104,7 @@ proptest! {
             let member = g.member(statefulset).unwrap();
             prop_assert_eq!(*from, member.sts.replicas);
             prop_assert_ne!(from, to);
-            let settings = ScalingSettings::of(&member.sts);
+            let settings = &member.sts.scaling;
             if to < from {
                 prop_assert!(
                     downscale_held(&g, statefulset, now()).is_none(),
