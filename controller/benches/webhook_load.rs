@@ -8,10 +8,10 @@ mod load {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
     use jiff::Timestamp;
-    use rollout_operator::plan_cmd::Objects;
-    use rollout_operator::review_cmd::{DumpCluster, RecordingPods};
+    use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
+    use rollout_operator::offline::plan::Objects;
+    use rollout_operator::offline::review::{DumpCluster, RecordingPods};
     use rollout_operator::tls::{SelfSignedSettings, SwappableCert, generate, serve, server_config};
-    use rollout_operator::webhooks::{WebhookSettings, Webhooks, router, system_clock};
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
     use serde_json::json;

@@ -23,16 +23,18 @@ fn main() -> ExitCode {
 #[cfg(not(madsim))]
 mod app {
     use rollout_core::RolloutPlanner;
+    use rollout_operator::admission::server as webhook_server;
+    use rollout_operator::cli::rbac as rbac_cmd;
     use rollout_operator::cli::{self, Command, RunConfig};
-    use rollout_operator::cluster_validation::ClusterValidation;
-    use rollout_operator::health::ReadyFlag;
-    use rollout_operator::metrics::Metrics;
-    use rollout_operator::pod_client::{DEFAULT_CONCURRENCY, HyperPodClient};
-    use rollout_operator::reconciler::{self, ReconcilerConfig};
-    use rollout_operator::scaling::ScalingConfig;
-    use rollout_operator::{
-        http_server, kube_adapter, kube_layers, logging, plan_cmd, rbac_cmd, review_cmd, webhook_server,
-    };
+    use rollout_operator::controller::reconciler::{self, ReconcilerConfig};
+    use rollout_operator::controller::scaling::ScalingConfig;
+    use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
+    use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
+    use rollout_operator::ops::cluster_validation::ClusterValidation;
+    use rollout_operator::ops::health::ReadyFlag;
+    use rollout_operator::ops::metrics::Metrics;
+    use rollout_operator::ops::{http_server, logging};
+    use rollout_operator::pods::client::{DEFAULT_CONCURRENCY, HyperPodClient};
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};

@@ -2,8 +2,8 @@
 
 mod support;
 
-use rollout_operator::cache::ClusterCache;
 use rollout_operator::cluster::WatchEvent;
+use rollout_operator::controller::cache::ClusterCache;
 use std::collections::BTreeSet;
 use support::{pod, sts};
 

@@ -11,7 +11,7 @@ use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
-use rollout_operator::downscale_record::{
+use rollout_operator::cluster::downscale_record::{
     Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, StepClaim, claim_downscale, claim_downscale_marked,
     claim_rollout_step, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };

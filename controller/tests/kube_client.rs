@@ -5,9 +5,9 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::client::Body;
-use rollout_operator::kube_adapter::client_with_layers_and;
-use rollout_operator::kube_layers::RateLimits;
-use rollout_operator::metrics::Metrics;
+use rollout_operator::kube::adapter::client_with_layers_and;
+use rollout_operator::kube::layers::RateLimits;
+use rollout_operator::ops::metrics::Metrics;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,9 +1,9 @@
-//! `rollout-operator plan` end to end through `plan_cmd::execute`: input formats, per-namespace grouping, the
+//! `rollout-operator plan` end to end through `offline::plan::execute`: input formats, per-namespace grouping, the
 //! rollout rules as seen from a dump, both output formats, and bad input (exit 2 with a message naming the file and
 //! the object).
 
 use jiff::Timestamp;
-use rollout_operator::plan_cmd::{PlanArgs, execute};
+use rollout_operator::offline::plan::{PlanArgs, execute};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{delete, post};
 use prometheus_client::registry::Registry;
-use rollout_operator::pod_client::{
+use rollout_operator::pods::client::{
     HyperPodClient, PodCallError, PodClientMetrics, PodHttpClient, PodRequest, PodResponse, call_all,
 };
 use std::sync::Arc;

@@ -8,9 +8,9 @@
 //! its flags' features in `rbac.rs`) rather than the data.
 
 use rollout_operator::cli::{self, Command, OperatorFlags};
-use rollout_operator::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
+use rollout_operator::kube::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
 
-use rollout_operator::reference_deployments::{
+use rollout_operator::kube::reference_deployments::{
     Grants, by_name, hc_0_50_1, hc_old_mh, js_v0_38_1, lj_grants, loki_helm_0_24_0, rule,
 };
 
@@ -181,7 +181,7 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
             assert!(rbac.flags.server_tls_enabled && rbac.flags.use_zone_tracker);
             assert_eq!(rbac.flags.downscale_record(), Some("record"));
             assert_eq!(rbac.flags.kubernetes_client_qps, -1.0);
-            assert_eq!(rbac.output, rollout_operator::rbac_cmd::OutputFormat::Json);
+            assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Json);
         }
         other => panic!("expected rbac, got {other:?}"),
     }
@@ -192,7 +192,7 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
     }
     // YAML by default.
     match parse(&["rbac", "-kubernetes.namespace=a"]) {
-        Ok(Command::Rbac(rbac)) => assert_eq!(rbac.output, rollout_operator::rbac_cmd::OutputFormat::Yaml),
+        Ok(Command::Rbac(rbac)) => assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Yaml),
         other => panic!("expected rbac, got {other:?}"),
     }
 }

@@ -5,7 +5,7 @@ mod support;
 
 use jiff::Timestamp;
 use rollout_core::keys;
-use rollout_operator::review_cmd::{EXIT_BAD_INPUT, ReviewArgs, execute};
+use rollout_operator::offline::review::{EXIT_BAD_INPUT, ReviewArgs, execute};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use support::{pod, sts};

@@ -9,11 +9,11 @@ use hyper::body::Bytes;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use rollout_core::certificate::service_dns_names;
-use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
+use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use rollout_operator::tls::{
     CertBundle, SelfSignedSettings, SwappableCert, TlsError, ensure_self_signed, serve, server_config,
 };
-use rollout_operator::webhooks::{WebhookSettings, Webhooks, router, system_clock};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -316,10 +316,11 @@ async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_
 /// namespaces' configurations are not reported; a change of policy is followed.
 #[tokio::test]
 async fn webhook_failure_policies_of_the_namespace_are_exported_and_followed() {
-    use rollout_operator::metrics::Metrics;
+    use rollout_operator::ops::metrics::Metrics;
     let cluster = FakeCluster::default();
     let metrics = Arc::new(Metrics::new());
-    let observer = tokio::spawn(rollout_operator::failure_policy::run(cluster.clone(), "ns".into(), metrics.clone()));
+    let observer =
+        tokio::spawn(rollout_operator::ops::failure_policy::run(cluster.clone(), "ns".into(), metrics.clone()));
     let mut eviction = validating("pod-eviction-ns", labels("ns"), &["pod-eviction.grafana.com"]);
     if let WebhookConfiguration::Validating(c) = &mut eviction {
         c.webhooks.as_mut().unwrap()[0].failure_policy = Some("Ignore".into());

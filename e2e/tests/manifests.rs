@@ -164,7 +164,7 @@ fn the_deployment_is_locked_down_and_probed_on_ready() {
         assert_eq!(field.field_path, "metadata.namespace");
         let tls = a.contains(&"-server-tls.enabled=true".to_string());
         assert_eq!(tls, overlay != "controller", "{overlay}: TLS only with the webhooks: {a:?}");
-        // Every flag the overlays pass is one the binary knows (cli.rs parses them; a typo would stop the pod).
+        // Every flag the overlays pass is one the binary knows (cli/mod.rs parses them; a typo would stop the pod).
         let known = flag_names();
         for arg in &a {
             let name = arg.trim_start_matches('-').split('=').next().unwrap_or_default();
@@ -175,7 +175,7 @@ fn the_deployment_is_locked_down_and_probed_on_ready() {
 
 /// Flag names the operator accepts, read from its command-line definition.
 fn flag_names() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(repo_root().join("controller/src/cli.rs")).expect("read cli.rs");
+    let text = std::fs::read_to_string(repo_root().join("controller/src/cli/mod.rs")).expect("read cli/mod.rs");
     text.split("long = \"").skip(1).filter_map(|s| s.split('"').next()).map(str::to_string).collect()
 }
 

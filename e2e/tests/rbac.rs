@@ -1,12 +1,12 @@
 #![cfg(not(madsim))]
 //! RBAC coverage: the permissions the deploy overlays grant the operator's ServiceAccount, compared in both
-//! directions with what the kube adapter declares it uses (`rollout_operator::kube_adapter::RBAC_REQUIREMENTS`,
+//! directions with what the kube adapter declares it uses (`rollout_operator::kube::adapter::RBAC_REQUIREMENTS`,
 //! itself checked against the adapter's real requests by the adapter's mock-server tests).
 //!
 //! - every requirement must be granted (else the operator gets 403 in a real cluster);
 //! - every granted (group, resource, verb) must be required by something (least privilege);
 //! - each overlay grants the rules `rollout-operator rbac` generates for the args its Deployment passes
-//!   (`rollout_operator::rbac::rules_for`, resourceNames included), and the full overlay exactly those;
+//!   (`rollout_operator::kube::rbac::rules_for`, resourceNames included), and the full overlay exactly those;
 //! - cluster-scoped resources are granted through a ClusterRole bound by a ClusterRoleBinding, namespaced ones
 //!   through a Role in the operator's namespace (the operator is namespace-scoped);
 //! - only roles actually bound to the Deployment's ServiceAccount count.
@@ -16,8 +16,8 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use rollout_e2e::manifests::{KubeObject, kustomize_build, overlays, parse_kube_object, repo_root};
 use rollout_operator::cli::{self, Command, OperatorFlags};
-use rollout_operator::kube_adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
-use rollout_operator::rbac::{Access, Rules, not_granted, rules_for};
+use rollout_operator::kube::adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
+use rollout_operator::kube::rbac::{Access, Rules, not_granted, rules_for};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// (API group, resource, verb).

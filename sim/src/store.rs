@@ -159,7 +159,9 @@ impl Store {
             changes: Arc::default(),
             next_uid: 0,
             writer: "cluster".to_string(),
-            downscale_record: rollout_operator::scaling::ScalingConfig::default().downscale_record.unwrap_or_default(),
+            downscale_record: rollout_operator::controller::scaling::ScalingConfig::default()
+                .downscale_record
+                .unwrap_or_default(),
             start_wall: Timestamp::now(),
             preparing: BTreeMap::new(),
             admission_writing: None,

@@ -18,13 +18,13 @@ use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
 use rollout_core::{GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
-use rollout_operator::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
-use rollout_operator::health::ReadyFlag;
-use rollout_operator::metrics::Metrics;
-use rollout_operator::pod_client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
-use rollout_operator::reconciler::{Controller, ReconcilerConfig};
-use rollout_operator::scaling::{NoPodClient, ScalingConfig};
-use rollout_operator::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
+use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
+use rollout_operator::ops::health::ReadyFlag;
+use rollout_operator::ops::metrics::Metrics;
+use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -229,10 +229,10 @@ impl ReferenceDeployment {
         }
     }
 
-    pub fn grants(self) -> rollout_operator::reference_deployments::Grants {
+    pub fn grants(self) -> rollout_operator::kube::reference_deployments::Grants {
         match self {
-            ReferenceDeployment::HelmChart => rollout_operator::reference_deployments::hc_0_50_1(),
-            ReferenceDeployment::Jsonnet => rollout_operator::reference_deployments::js_v0_38_1(),
+            ReferenceDeployment::HelmChart => rollout_operator::kube::reference_deployments::hc_0_50_1(),
+            ReferenceDeployment::Jsonnet => rollout_operator::kube::reference_deployments::js_v0_38_1(),
         }
     }
 
@@ -856,8 +856,10 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
             match rollout_core::check_min_time(&group, None, &leader, now) {
                 rollout_core::MinTimeVerdict::Elapsed => {
                     let at = rollout_core::downscale::round_up_to_second(
-                        now + jiff::SignedDuration::try_from(rollout_operator::downscale_record::COMMIT_MARGIN)
-                            .unwrap_or_default(),
+                        now + jiff::SignedDuration::try_from(
+                            rollout_operator::cluster::downscale_record::COMMIT_MARGIN,
+                        )
+                        .unwrap_or_default(),
                     );
                     let patch = rollout_core::admission::prepare::last_downscale_patch(&serde_json::json!({}), at);
                     if let Err(e) = apply_annotation_patch(&mut st, &leader, &patch) {

@@ -2,7 +2,7 @@
 //! must be replaced, when to renew it, and how a webhook configuration's CA bundles must change.
 //!
 //! Owns these decisions only; generating keys, parsing X.509, the Secret and the listener are the shell's
-//! (`controller/src/tls.rs`). Renewal happens when two thirds of the lifetime have passed, so a certificate is
+//! (`controller/src/tls/`). Renewal happens when two thirds of the lifetime have passed, so a certificate is
 //! never served expired and there is a whole third of its lifetime to retry a failed renewal.
 
 use jiff::Timestamp;

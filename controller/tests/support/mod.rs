@@ -864,7 +864,7 @@ impl WatchFeed {
     }
 
     /// Applies every event delivered so far.
-    pub fn pump(&mut self, cache: &mut rollout_operator::cache::ClusterCache) {
+    pub fn pump(&mut self, cache: &mut rollout_operator::controller::cache::ClusterCache) {
         use futures::FutureExt;
         while let Some(Some(Ok(e))) = self.statefulsets.next().now_or_never() {
             cache.apply_statefulset_event(e);

@@ -2,11 +2,11 @@
 //! need, as a `v1` List ready for `kubectl apply -f -`.
 //!
 //! This module owns only the command: its arguments, the objects it prints and how it prints them. The rules come
-//! from [`crate::rbac::rules_for`], so what is printed is what the adapter's tests check requests against. It reads
+//! from [`crate::kube::rbac::rules_for`], so what is printed is what the adapter's tests check requests against. It reads
 //! no cluster and writes nothing but stdout (and an error on stderr).
 
 use crate::cli::OperatorFlags;
-use crate::rbac::{RbacError, Rules, rules_for};
+use crate::kube::rbac::{RbacError, Rules, rules_for};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;

@@ -6,7 +6,7 @@
 //! Owns only that gauge; it never writes to the cluster.
 
 use crate::cluster::{ClusterApi, WatchEvent, WebhookConfiguration, WebhookKind};
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use futures::StreamExt;
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@
 //!
 //! Like the reference's router, both paths answer every method and match exactly; anything else is 404.
 
-use crate::health::ReadyFlag;
-use crate::metrics::Metrics;
+use crate::ops::health::ReadyFlag;
+use crate::ops::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -37,7 +37,7 @@ pub fn router(metrics: Arc<Metrics>, ready: ReadyFlag) -> Router {
 pub fn router_with(
     metrics: Arc<Metrics>,
     ready: ReadyFlag,
-    validation: Option<Arc<crate::cluster_validation::ClusterValidation>>,
+    validation: Option<Arc<crate::ops::cluster_validation::ClusterValidation>>,
 ) -> Router {
     let http = metrics.http.clone();
     let mut router = Router::new()
@@ -45,9 +45,9 @@ pub fn router_with(
         .route("/metrics", any(metrics_handler))
         .with_state(AppState { metrics, ready });
     if let Some(validation) = validation {
-        router = crate::cluster_validation::validate(router, validation);
+        router = crate::ops::cluster_validation::validate(router, validation);
     }
-    crate::http_metrics::instrument(router, http)
+    crate::ops::http_metrics::instrument(router, http)
 }
 
 /// 200 once the controller's caches have synced, 500 before; empty body either way (as the reference).

@@ -6,9 +6,12 @@
 //! `-name=true|false` (a bare boolean never consumes the next argument). clap only understands `--long`, so argv is
 //! first rewritten by [`normalise_args`]; clap then parses a strict, unambiguous form.
 
-use crate::plan_cmd::PlanArgs;
-use crate::prom_duration::parse_prom_duration;
-use crate::rbac_cmd::RbacArgs;
+pub mod prom_duration;
+pub mod rbac;
+
+use crate::cli::prom_duration::parse_prom_duration;
+use crate::cli::rbac::RbacArgs;
+use crate::offline::plan::PlanArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
 use std::ffi::OsString;
@@ -345,7 +348,7 @@ pub enum Command {
     Plan { args: PlanArgs, log: LogConfig },
     /// `rollout-operator review ...`: answer one AdmissionReview offline, against a cluster dump.
     #[cfg(not(madsim))]
-    Review { args: crate::review_cmd::ReviewArgs, log: LogConfig },
+    Review { args: crate::offline::review::ReviewArgs, log: LogConfig },
     /// `rollout-operator rbac [flags]`: print the Role and ClusterRole the controller's flags need.
     Rbac(Box<RbacArgs>),
 }
@@ -377,7 +380,7 @@ enum SubCommand {
     Plan(PlanArgs),
     /// Answer one AdmissionReview as the webhook would, looking up objects in cluster dumps (no cluster access).
     #[cfg(not(madsim))]
-    Review(crate::review_cmd::ReviewArgs),
+    Review(crate::offline::review::ReviewArgs),
     /// Print the Role and ClusterRole the controller's flags (given after `rbac`) need, as a v1 List.
     #[command(args_override_self = true)]
     Rbac(Box<RbacArgs>),

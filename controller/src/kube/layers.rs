@@ -8,7 +8,7 @@
 //! The reference's token bucket made reservations that ran away under eviction storms. A request that cannot get a
 //! token within `max_wait` fails without being sent.
 
-use crate::metrics::KubeClientMetrics;
+use crate::ops::metrics::KubeClientMetrics;
 use futures::future::BoxFuture;
 use http::Request;
 use std::collections::HashMap;

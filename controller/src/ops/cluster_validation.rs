@@ -127,7 +127,7 @@ async fn enforce(State(v): State<Arc<ClusterValidation>>, request: Request, next
         return next.run(request).await;
     };
     let route = match request.extensions().get::<MatchedPath>() {
-        Some(m) => crate::http_metrics::route_label(Some(m.as_str())),
+        Some(m) => crate::ops::http_metrics::route_label(Some(m.as_str())),
         None => "<unknown-route>".to_string(),
     };
     let labels = InvalidLabelLabels {

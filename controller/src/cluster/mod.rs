@@ -2,8 +2,10 @@
 //!
 //! Shaped like the Kubernetes API (watch, delete with preconditions, merge-patch of the status subresource), not
 //! like our use cases, so that the simulated API server can implement it faithfully. Two implementations: the
-//! kube-rs adapter (`kube_adapter`, production) and the simulator's API server. Everything is scoped to the one
+//! kube-rs adapter (`kube::adapter`, production) and the simulator's API server. Everything is scoped to the one
 //! namespace the operator manages.
+
+pub mod downscale_record;
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};

@@ -71,7 +71,7 @@ impl Feature {
     }
 
     /// Whether these flags switch the feature on, exactly as the binary's startup decides it (`main.rs`,
-    /// `webhook_server::start`).
+    /// `admission::server::start`).
     pub fn enabled(self, flags: &OperatorFlags) -> bool {
         let tls = flags.server_tls_enabled;
         match self {

@@ -8,13 +8,13 @@
 //!
 //! Must not decide: every verdict and message comes from `rollout_core::admission`. It never writes to the object
 //! under admission, and a dry-run request causes no write and no pod call. Transport (TLS, listener) is
-//! `webhook_server`'s business; this router is also what the simulator and the load benchmark drive.
+//! `admission::server`'s business; this router is also what the simulator and the load benchmark drive.
 
-use crate::cluster::{ApiError, ClusterApi};
-use crate::downscale_record::{
+use crate::cluster::downscale_record::{
     ClaimEnd, RecordStoreError, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
-use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
+use crate::cluster::{ApiError, ClusterApi};
+use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -73,7 +73,7 @@ impl WebhookSettings {
     }
 }
 
-pub use crate::downscale_record::COMMIT_MARGIN;
+pub use crate::cluster::downscale_record::COMMIT_MARGIN;
 pub use rollout_core::admission::prepare_flow::SCALE_RETRY_WINDOW;
 
 /// Where the handlers read the time (the real clock in production; tests and the `review` command set it).

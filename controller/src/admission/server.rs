@@ -4,12 +4,12 @@
 //! Owns only the wiring of flags to the pieces in `tls` and `webhooks`; it makes no decision of its own. Not built
 //! under `--cfg madsim`.
 
+use crate::admission::webhooks::{self, WebhookSettings, Webhooks};
 use crate::cli::OperatorFlags;
 use crate::cluster::ClusterApi;
-use crate::metrics::Metrics;
-use crate::pod_client::HyperPodClient;
+use crate::ops::metrics::Metrics;
+use crate::pods::client::HyperPodClient;
 use crate::tls::{self, SelfSignedSecret, SelfSignedSettings, SwappableCert, TlsError};
-use crate::webhooks::{self, WebhookSettings, Webhooks};
 use jiff::Timestamp;
 use rollout_core::certificate::service_dns_names;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -78,7 +78,7 @@ pub async fn start<C: ClusterApi>(
     flags: &OperatorFlags,
     api: C,
     metrics: &std::sync::Arc<Metrics>,
-    validation: Option<std::sync::Arc<crate::cluster_validation::ClusterValidation>>,
+    validation: Option<std::sync::Arc<crate::ops::cluster_validation::ClusterValidation>>,
 ) -> Result<WebhookTasks, StartError> {
     let namespace = flags.kubernetes_namespace.clone();
     let mut tasks = Vec::new();
@@ -120,7 +120,7 @@ pub async fn start<C: ClusterApi>(
             FILE_RELOAD_INTERVAL,
         ))),
     }
-    tasks.push(tokio::spawn(crate::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
+    tasks.push(tokio::spawn(crate::ops::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
     if flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle {
         tasks.push(tokio::spawn(tls::run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
     }
@@ -139,10 +139,10 @@ pub async fn start<C: ClusterApi>(
         clock: webhooks::system_clock(),
     });
     let router = match validation {
-        Some(validation) => crate::cluster_validation::validate(router, validation),
+        Some(validation) => crate::ops::cluster_validation::validate(router, validation),
         None => router,
     };
-    let router = crate::http_metrics::instrument(router, metrics.http.clone());
+    let router = crate::ops::http_metrics::instrument(router, metrics.http.clone());
     let port = flags.server_tls_port;
     let listener = match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
         Ok(listener) => listener,

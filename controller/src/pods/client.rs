@@ -188,7 +188,7 @@ pub struct InvalidClusterLabels {
 }
 
 /// dskit's instrumentation buckets (as used by the reference's HTTP client histograms).
-use crate::metrics::dskit_histogram;
+use crate::ops::metrics::dskit_histogram;
 
 /// Metrics of pod calls, with the reference's names.
 #[derive(Clone)]

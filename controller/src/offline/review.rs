@@ -9,13 +9,13 @@
 //!
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
+use crate::admission::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
 use crate::cluster::{
     ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
     selector_matches,
 };
-use crate::plan_cmd::{Objects, load_objects, parse_now};
-use crate::pod_client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
-use crate::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
+use crate::offline::plan::{Objects, load_objects, parse_now};
+use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http_body_util::BodyExt;

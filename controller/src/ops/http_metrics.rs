@@ -19,7 +19,7 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use tokio::time::Instant;
 
-use crate::metrics::dskit_histogram as duration_histogram;
+use crate::ops::metrics::dskit_histogram as duration_histogram;
 
 /// dskit's message-size buckets: 4 bytes, times 4, 15 buckets.
 fn size_histogram() -> Histogram {

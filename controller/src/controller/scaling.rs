@@ -7,9 +7,11 @@
 //! downscale record before patching. It decides nothing itself: what to scale, to what and whether to wait all come
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
+use crate::cluster::downscale_record::{
+    ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim,
+};
 use crate::cluster::{ApiError, ApiResourceRef, ClusterApi};
-use crate::downscale_record::{ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim};
-use crate::pod_client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
+use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::scaling::{
@@ -52,7 +54,7 @@ impl Default for ScalingConfig {
 pub struct NoPodClient;
 
 impl PodHttpClient for NoPodClient {
-    async fn call(&self, _request: PodRequest) -> Result<crate::pod_client::PodResponse, PodCallError> {
+    async fn call(&self, _request: PodRequest) -> Result<crate::pods::client::PodResponse, PodCallError> {
         Err(PodCallError::Setup("no pod HTTP client configured".to_string()))
     }
 }

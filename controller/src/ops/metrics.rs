@@ -31,13 +31,13 @@ pub struct Metrics {
     group_reconcile_duration: Family<GroupLabels, Histogram, fn() -> Histogram>,
     last_successful_group_reconcile: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     /// Metrics of direct HTTP calls to pods, shared with every pod client built from them.
-    pub pod_http_client: crate::pod_client::PodClientMetrics,
+    pub pod_http_client: crate::pods::client::PodClientMetrics,
     /// Request metrics of both HTTP servers.
-    pub http: std::sync::Arc<crate::http_metrics::HttpMetrics>,
+    pub http: std::sync::Arc<crate::ops::http_metrics::HttpMetrics>,
     /// Metrics of the Kubernetes client, shared with its layers.
     pub kube_client: KubeClientMetrics,
     /// Server-side cluster validation of both HTTP servers.
-    pub cluster_validation: crate::cluster_validation::ClusterValidationMetrics,
+    pub cluster_validation: crate::ops::cluster_validation::ClusterValidationMetrics,
     scaling_errors: Family<ScalingErrorLabels, Counter>,
     features_disabled: Family<FeatureLabels, Gauge>,
     webhook_failure_policy: Family<FailurePolicyLabels, Gauge>,
@@ -47,7 +47,7 @@ pub struct Metrics {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KubeCallLabels {
-    /// What the request was about (`core/v1/pods collection`, ...), see `kube_layers::describe_path`.
+    /// What the request was about (`core/v1/pods collection`, ...), see `kube::layers::describe_path`.
     pub path: String,
     pub method: String,
     /// The HTTP status, or `error` when there was no response.
@@ -192,10 +192,10 @@ impl Metrics {
             "Time of the last successful reconcile of a rollout group.",
             last_successful_group_reconcile.clone(),
         );
-        let pod_http_client = crate::pod_client::PodClientMetrics::register(registry);
-        let http = crate::http_metrics::HttpMetrics::register(registry);
+        let pod_http_client = crate::pods::client::PodClientMetrics::register(registry);
+        let http = crate::ops::http_metrics::HttpMetrics::register(registry);
         let kube_client = KubeClientMetrics::register(registry);
-        let cluster_validation = crate::cluster_validation::ClusterValidationMetrics::register(registry);
+        let cluster_validation = crate::ops::cluster_validation::ClusterValidationMetrics::register(registry);
         let scaling_errors = Family::<ScalingErrorLabels, Counter>::default();
         registry.register(
             "scaling_errors",

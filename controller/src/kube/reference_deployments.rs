@@ -5,7 +5,7 @@
 //!
 //! Data only: changing it to make a test pass is changing the world the operator must drop into.
 
-use crate::rbac::{Access, accesses, covers};
+use crate::kube::rbac::{Access, accesses, covers};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
 /// What a deployment grants the operator: a Role in its namespace and a ClusterRole.

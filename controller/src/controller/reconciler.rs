@@ -5,16 +5,18 @@
 //! controller's own writes, and the group metrics. Every decision comes from `rollout-core`; this module only
 //! executes plans, with preconditions, and stops at the first failed write.
 
-use crate::cache::ClusterCache;
-use crate::cluster::{ApiError, ClusterApi, Preconditions};
-use crate::downscale_record::{COMMIT_MARGIN, ClaimEnd};
-use crate::downscale_record::{
+use crate::cluster::downscale_record::{COMMIT_MARGIN, ClaimEnd};
+use crate::cluster::downscale_record::{
     RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, read_markers, read_record,
 };
-use crate::health::ReadyFlag;
-use crate::metrics::Metrics;
-use crate::pod_client::PodHttpClient;
-use crate::scaling::{DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back};
+use crate::cluster::{ApiError, ClusterApi, Preconditions};
+use crate::controller::cache::ClusterCache;
+use crate::controller::scaling::{
+    DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back,
+};
+use crate::ops::health::ReadyFlag;
+use crate::ops::metrics::Metrics;
+use crate::pods::client::PodHttpClient;
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use rollout_core::downscale::{DownscaleInProgress, round_up_to_second};
@@ -294,7 +296,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         }
     }
 
-    fn after_event(&mut self, touched: crate::cache::TouchedGroups, ready: &ReadyFlag) {
+    fn after_event(&mut self, touched: crate::controller::cache::TouchedGroups, ready: &ReadyFlag) {
         if !self.cache.is_synced() {
             return;
         }

@@ -1,0 +1,13 @@
+//! Operating the operator: the plain HTTP server (`/ready`, `/metrics`) with its request metrics, the Prometheus
+//! registry, logging, the readiness flag, server-side cluster validation, and the webhook failure-policy metric.
+//!
+//! Owns what operators of the operator see. Must not touch the cluster except to watch webhook configurations for
+//! the failure-policy metric.
+
+pub mod cluster_validation;
+pub mod failure_policy;
+pub mod health;
+pub mod http_metrics;
+pub mod http_server;
+pub mod logging;
+pub mod metrics;
