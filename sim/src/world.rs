@@ -62,10 +62,13 @@ pub enum PlannerKind {
     MinTimeSecondEarly,
     /// Missing pods spend no unavailability budget (model/known-bugs).
     MissingPodsSpendNoBudget,
+    /// A Ready pod above `spec.replicas` (condemned by a scale-down) stands in for a missing kept pod, as readiness
+    /// counted by number once did (sim seeds 62 and 112). Sim-local: [`CondemnedPodFillsMissingSlot`].
+    CondemnedPodFillsMissingSlot,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 13] = [
+    pub const ALL: [PlannerKind; 14] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -79,6 +82,7 @@ impl PlannerKind {
         PlannerKind::IgnoresObservedGeneration,
         PlannerKind::MinTimeSecondEarly,
         PlannerKind::MissingPodsSpendNoBudget,
+        PlannerKind::CondemnedPodFillsMissingSlot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -96,6 +100,7 @@ impl PlannerKind {
             PlannerKind::IgnoresObservedGeneration => "ignores-observed-generation",
             PlannerKind::MinTimeSecondEarly => "min-time-second-early",
             PlannerKind::MissingPodsSpendNoBudget => "missing-pods-spend-no-budget",
+            PlannerKind::CondemnedPodFillsMissingSlot => "condemned-pod-fills-missing-slot",
         }
     }
 
@@ -119,6 +124,33 @@ impl Planner for IgnoresObservedGeneration {
             let generation = m.sts.generation;
             if let Some(status) = m.sts.status.as_mut() {
                 status.observed_generation = generation;
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Readiness counted by number (the bug sim seeds 62 and 112 found, scale-downs interleaved with a rollout): a
+/// Ready pod above `spec.replicas`, condemned by a scale-down and kept by OrderedReady until every kept pod is Ready,
+/// is presented in the slot of a missing kept pod, so the StatefulSet looks complete. Only pods on the update
+/// revision stand in (so none is planned for deletion under its borrowed name).
+pub struct CondemnedPodFillsMissingSlot;
+
+impl Planner for CondemnedPodFillsMissingSlot {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
+            let prefix = format!("{}-", m.sts.name);
+            let ordinal = |name: &str| name.strip_prefix(&prefix).and_then(|o| o.parse::<u32>().ok());
+            let present: Vec<u32> = m.pods.iter().filter_map(|p| ordinal(&p.name)).collect();
+            let mut missing = (0..m.sts.replicas).filter(|i| !present.contains(i));
+            for p in &mut m.pods {
+                let condemned = ordinal(&p.name).is_some_and(|o| o >= m.sts.replicas);
+                if condemned && p.revision() == Some(update.as_str()) && p.is_available(0, ctx.now) {
+                    let Some(slot) = missing.next() else { break };
+                    p.name = format!("{prefix}{slot}");
+                }
             }
         }
         RolloutPlanner.plan(&group, ctx)
@@ -674,6 +706,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     PlannerKind::MinTimeSecondEarly => run_controller(api, record.clone(), MinTimeSecondEarly).await,
                     PlannerKind::MissingPodsSpendNoBudget => {
                         run_controller(api, record.clone(), rollout_known_bugs::MissingPodsSpendNoBudget).await
+                    }
+                    PlannerKind::CondemnedPodFillsMissingSlot => {
+                        run_controller(api, record.clone(), CondemnedPodFillsMissingSlot).await
                     }
                 }
             }
