@@ -87,6 +87,8 @@ impl Changes {
 }
 
 pub struct Store {
+    /// Per StatefulSet: when its `spec.replicas` last changed (for the interleaving statistics).
+    replicas_changed: BTreeMap<String, Instant>,
     pub rv: u64,
     pub statefulsets: BTreeMap<String, StatefulSet>,
     pub pods: BTreeMap<String, Pod>,
@@ -167,6 +169,7 @@ impl Store {
             markers_seen: BTreeMap::new(),
             forbidden: Vec::new(),
             writer_basis: None,
+            replicas_changed: BTreeMap::new(),
         }
     }
 
@@ -219,9 +222,12 @@ impl Store {
     pub fn put_statefulset(&mut self, mut sts: StatefulSet) -> StatefulSet {
         let replicas_of = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
         if let Some(from) = sts.metadata.name.as_ref().and_then(|n| self.statefulsets.get(n)).map(replicas_of)
-            && replicas_of(&sts) < from
+            && replicas_of(&sts) != from
         {
-            self.note_downscale(&sts, from, replicas_of(&sts));
+            self.replicas_changed.insert(sts.metadata.name.clone().unwrap_or_default(), Instant::now());
+            if replicas_of(&sts) < from {
+                self.note_downscale(&sts, from, replicas_of(&sts));
+            }
         }
         self.rv += 1;
         sts.metadata.resource_version = rv_string(self.rv);
@@ -326,7 +332,7 @@ impl Store {
     }
 
     /// `sts` is being scaled: its replicas differ from its leader's, a pod above `spec.replicas` is still there, or
-    /// its status does not show `spec.replicas` yet.
+    /// its `spec.replicas` changed less than 30 s ago (new pods may still be on their way).
     fn being_scaled(&self, sts: &str) -> bool {
         let Some(s) = self.statefulsets.get(sts) else { return false };
         let replicas = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0);
@@ -335,8 +341,8 @@ impl Store {
         let prefix = format!("{sts}-");
         let condemned =
             self.pods.keys().filter_map(|n| n.strip_prefix(&prefix)?.parse::<i32>().ok()).any(|o| o >= replicas(s));
-        let status_behind = s.status.as_ref().is_some_and(|st| st.replicas != replicas(s));
-        unlike_leader || condemned || status_behind
+        let recent = self.replicas_changed.get(sts).is_some_and(|at| Instant::now() < *at + Duration::from_secs(30));
+        unlike_leader || condemned || recent
     }
 
     /// `sts` is being rolled: a pod not on its update revision or its template's, or currentRevision behind.
