@@ -925,8 +925,9 @@ fn follower_rollouts_while_scaling_keep_every_invariant_over_40_seeds() {
     let outcomes = all_pass(&Scenario::follower_rollouts_while_scaling(), 0..40);
     let rolled: u64 = outcomes.iter().map(|o| o.rolled_while_scaling).sum();
     let scaled: u64 = outcomes.iter().map(|o| o.scaled_while_rolling).sum();
-    assert!(rolled >= 40, "only {rolled} controller deletions in a StatefulSet being scaled");
-    assert!(scaled >= 10, "only {scaled} controller replica changes of a StatefulSet being rolled");
+    // 253 and 83 at the time.
+    assert!(rolled >= 100, "only {rolled} controller deletions in a StatefulSet being scaled");
+    assert!(scaled >= 40, "only {scaled} controller replica changes of a StatefulSet being rolled");
 }
 
 /// The bug this interleaving once found (seeds 62 and 112 of `--scaling --revisions 1`): a Ready pod above
