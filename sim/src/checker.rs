@@ -130,7 +130,7 @@ pub struct Checker {
     /// one (the controller, anyone else): where a check off by a second would have broken the min time.
     pub near_min_time: (u64, u64),
     /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,
-    /// pods above `spec.replicas` still there, or a status not yet at `spec.replicas`).
+    /// pods above `spec.replicas` still there, or a replica change in the last 30 s).
     pub rolled_while_scaling: u64,
     /// Controller replica changes committed on a StatefulSet that was being rolled (a pod not on its update or
     /// template revision, or currentRevision behind).
