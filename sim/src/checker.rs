@@ -126,6 +126,15 @@ pub struct Checker {
     /// throughout its admission).
     pub concurrent_downscales_excused: bool,
     pub concurrent_pairs_not_judged: u64,
+    /// Judged pairs whose commits came less than a second more than the min time apart, by who wrote the later
+    /// one (the controller, anyone else): where a check off by a second would have broken the min time.
+    pub near_min_time: (u64, u64),
+    /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,
+    /// pods above `spec.replicas` still there, or a replica change in the last 30 s).
+    pub rolled_while_scaling: u64,
+    /// Controller replica changes committed on a StatefulSet that was being rolled (a pod not on its update or
+    /// template revision, or currentRevision behind).
+    pub scaled_while_rolling: u64,
 }
 
 /// The state as the controller knew it.
@@ -151,7 +160,9 @@ fn as_of<T: Clone>(history: &History<T>, rv: u64) -> BTreeMap<String, T> {
 }
 
 /// What keeps pod slot `ordinal` of StatefulSet `sts` from counting as rolled out and available in `state`: missing,
-/// terminating, not Ready, or not on the StatefulSet's update revision.
+/// terminating, not Ready, or not on the StatefulSet's update revision, nor on its template's revision (a template
+/// push the StatefulSet controller has not observed yet is a rollout about to start: its status still names the old
+/// revision, but the object the writer read already carries the new template).
 fn slot_problem(state: &Known, sts: &str, ordinal: u32) -> Option<String> {
     let s = state.sts.get(sts)?;
     if ordinal >= s.replicas {
@@ -165,6 +176,10 @@ fn slot_problem(state: &Known, sts: &str, ordinal: u32) -> Option<String> {
         Some(p) if p.revision != s.update_revision => {
             Some(format!("{name} on {} (update revision {})", p.revision, s.update_revision))
         }
+        Some(p) if !s.template_revision.is_empty() && p.revision != s.template_revision => Some(format!(
+            "{name} on {} (template revision {}, not yet observed by the StatefulSet controller)",
+            p.revision, s.template_revision
+        )),
         Some(_) => None,
     }
 }
@@ -336,6 +351,12 @@ impl Checker {
                 }
                 let gap = d.at.saturating_sub(prev.at);
                 self.min_commit_gap = Some(self.min_commit_gap.map_or(gap, |g| g.min(gap)));
+                if gap < min + Duration::from_secs(1) {
+                    match d.by.starts_with("controller") {
+                        true => self.near_min_time.0 += 1,
+                        false => self.near_min_time.1 += 1,
+                    }
+                }
                 if gap < min {
                     found.push(format!(
                         "{} committed only {:.3}s after {} (min time {}s): {}; earlier: {}",

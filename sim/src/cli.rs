@@ -2,7 +2,7 @@
 //! seed, throughput), `replay --seed N` (one seed with its full trace).
 
 use clap::{Parser, Subcommand};
-use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, Scenario};
+use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -91,6 +91,22 @@ struct ScenarioArgs {
     /// With --webhook: half the changes are `/scale` updates, half of those carrying a resourceVersion (an HPA's).
     #[arg(long = "scale-requests")]
     scale_requests: bool,
+    /// The StatefulSet controller acts on a new generation only once observed, half the observations taking 5-60 s
+    /// during the fault phase (`status.observedGeneration` lagging behind the spec).
+    #[arg(long = "observe-lag")]
+    observe_lag: bool,
+    /// With --scaling: each template push comes at one of the leader's replica changes (-5 s to +40 s), so
+    /// followers are rolled while they are scaled.
+    #[arg(long = "pushes-at-scaling")]
+    pushes_at_scaling: bool,
+    /// With --scaling or --webhook: `grafana.com/min-time-between-zones-downscale` in seconds (default 30 with
+    /// --scaling, 10 with --webhook alone).
+    #[arg(long = "min-time")]
+    min_time: Option<u64>,
+    /// With --scaling: after each follower downscale the user also asks for a leader downscale at that commit plus
+    /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
+    #[arg(long = "boundary-probes")]
+    boundary_probes: bool,
 }
 
 impl ScenarioArgs {
@@ -111,8 +127,18 @@ impl ScenarioArgs {
         if let Some(m) = &self.max_unavailable {
             flags.push_str(&format!(" --max-unavailable {m}"));
         }
-        if self.scale_requests {
-            flags.push_str(" --scale-requests");
+        for (on, flag) in [
+            (self.scale_requests, " --scale-requests"),
+            (self.observe_lag, " --observe-lag"),
+            (self.pushes_at_scaling, " --pushes-at-scaling"),
+            (self.boundary_probes, " --boundary-probes"),
+        ] {
+            if on {
+                flags.push_str(flag);
+            }
+        }
+        if let Some(m) = self.min_time {
+            flags.push_str(&format!(" --min-time {m}"));
         }
         if self.min_ready_seconds > 0 {
             flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
@@ -129,6 +155,8 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     let faults = FaultMix::parse(&args.faults)?;
     let base = match (args.scaling, args.webhook) {
         (false, false) => Scenario::default(),
+        (true, false) if args.boundary_probes => Scenario::min_time_boundary(),
+        (true, false) if args.pushes_at_scaling => Scenario::follower_rollouts_while_scaling(),
         (true, false) => Scenario::scaling(),
         (true, true) => Scenario::scaling_admitted(),
         (false, true) => Scenario::rollout_with_admitted_downscales(),
@@ -149,7 +177,21 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         },
         None => base,
     };
+    let scaling = match (base.scaling.clone(), args.min_time) {
+        (Some(s), Some(secs)) => Some(ScalingScenario { min_time: Duration::from_secs(secs), ..s }),
+        (None, Some(_)) => return Err("--min-time needs --scaling or --webhook".to_string()),
+        (s, None) => s,
+    };
+    if args.boundary_probes && (!args.scaling || args.webhook) {
+        return Err("--boundary-probes needs --scaling (without --webhook)".to_string());
+    }
+    if args.pushes_at_scaling && !args.scaling {
+        return Err("--pushes-at-scaling needs --scaling".to_string());
+    }
     Ok(Scenario {
+        scaling,
+        observe_lag: args.observe_lag,
+        pushes_at_scaling: args.pushes_at_scaling,
         planner,
         faults,
         revisions: args.revisions.unwrap_or(base.revisions),
@@ -233,11 +275,15 @@ fn run() -> Result<i32, String> {
             let mut sim = Duration::ZERO;
             let mut ran = 0u64;
             let (mut downscales, mut closest) = (0u64, None::<(Duration, u64)>);
+            let (mut near, mut interleaved, mut slow) = ((0u64, 0u64), (0u64, 0u64), 0u64);
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
                 sim += o.sim_time;
                 downscales += o.downscales;
+                near = (near.0 + o.near_min_time.0, near.1 + o.near_min_time.1);
+                interleaved = (interleaved.0 + o.rolled_while_scaling, interleaved.1 + o.scaled_while_rolling);
+                slow += o.slow_observations;
                 if let Some(gap) = o.min_downscale_gap
                     && closest.is_none_or(|(g, _)| gap < g)
                 {
@@ -260,6 +306,17 @@ fn run() -> Result<i32, String> {
             if args.scaling || args.webhook {
                 let gap = closest.map_or("none".to_string(), |(g, s)| format!("{:.3}s (seed {s})", g.as_secs_f64()));
                 println!("{downscales} downscales committed; closest commits of two zones' downscales: {gap}");
+                println!(
+                    "pairs committed less than min time + 1 s apart: {} with the later by the controller, {} by the webhook or user",
+                    near.0, near.1
+                );
+                println!(
+                    "controller deletions in a StatefulSet being scaled: {}; controller replica changes of one being rolled: {}",
+                    interleaved.0, interleaved.1
+                );
+            }
+            if args.observe_lag {
+                println!("generations observed only after 5-60 s: {slow}");
             }
             let wall = started.elapsed().as_secs_f64();
             println!(

@@ -27,6 +27,18 @@ pub struct KubeState {
     pub quota_until: BTreeMap<String, Instant>,
     /// Chance that a new pod does not become ready for minutes (only while faults are on).
     pub never_ready_chance: f64,
+    /// The StatefulSet controller acts on a StatefulSet's spec only once it has observed its generation (as the real
+    /// one does: observing and acting are one sync): until then it creates and deletes no pod of it and leaves its
+    /// status alone. Off: the pods follow `spec.replicas` at once and only `observedGeneration` and
+    /// `updateRevision` lag (0.2-3 s), as in the worlds before this setting (their seeds replay unchanged).
+    pub observe_lag: bool,
+    /// With `observe_lag`: chance that observing a new generation takes 5-60 s instead of 0.2-3 s (a busy
+    /// kube-controller-manager, a leader failover); zero once the faults stop.
+    pub slow_observe_chance: f64,
+    /// With `observe_lag`, per StatefulSet: the `spec.replicas` of the generation last observed.
+    observed_replicas: BTreeMap<String, u32>,
+    /// Observations that took 5-60 s.
+    pub slow_observations: u64,
 }
 
 pub type SharedKube = Arc<Mutex<KubeState>>;
@@ -42,6 +54,10 @@ impl KubeState {
             status_at: BTreeMap::new(),
             quota_until: BTreeMap::new(),
             never_ready_chance: 0.0,
+            observe_lag: false,
+            slow_observe_chance: 0.0,
+            observed_replicas: BTreeMap::new(),
+            slow_observations: 0,
         }
     }
 
@@ -82,6 +98,23 @@ impl KubeState {
         }
         self.quota_until.clear();
         self.never_ready_chance = 0.0;
+        if self.observe_lag {
+            self.slow_observe_chance = 0.0;
+            let soon = now + Duration::from_secs(3);
+            for at in self.observe_at.values_mut() {
+                *at = (*at).min(soon);
+            }
+        }
+    }
+
+    /// How long the StatefulSet controller takes to observe a new generation.
+    fn observe_delay(&mut self) -> Duration {
+        if self.observe_lag && self.rng.chance(self.slow_observe_chance) {
+            self.slow_observations += 1;
+            self.rng.secs(5, 60)
+        } else {
+            self.rng.millis(200, 3_000)
+        }
     }
 }
 
@@ -97,8 +130,17 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
         let sts = store.statefulsets[&name].clone();
         let generation = sts.metadata.generation.unwrap_or(1);
         let status = sts.status.clone().unwrap_or_default();
+        let spec_replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        let mut stalled = false;
         if status.observed_generation.unwrap_or(0) < generation {
-            let at = *kube.observe_at.entry(name.clone()).or_insert_with(|| now + kube.rng.millis(200, 3_000));
+            let at = match kube.observe_at.get(&name) {
+                Some(at) => *at,
+                None => {
+                    let at = now + kube.observe_delay();
+                    kube.observe_at.insert(name.clone(), at);
+                    at
+                }
+            };
             if now >= at {
                 kube.observe_at.remove(&name);
                 let mut new = sts.clone();
@@ -107,18 +149,28 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                 st.observed_generation = Some(generation);
                 st.update_revision = Some(revision.clone());
                 store.put_statefulset(new);
+                if kube.observe_lag {
+                    kube.observed_replicas.insert(name.clone(), spec_replicas);
+                }
                 store.trace("sts-ctrl", format!("{name}: observed generation {generation}, updateRevision {revision}"));
             } else {
                 min_due(&mut next, at);
+                stalled = kube.observe_lag;
             }
         }
         let sts = store.statefulsets[&name].clone();
         let status = sts.status.clone().unwrap_or_default();
         let update = status.update_revision.clone().unwrap_or_default();
-        let replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        // Under `observe_lag`, the replicas of the generation the StatefulSet controller has observed.
+        let replicas = match kube.observe_lag {
+            true => *kube.observed_replicas.entry(name.clone()).or_insert(spec_replicas),
+            false => spec_replicas,
+        };
         for i in 0..replicas {
             let pod_name = format!("{name}-{i}");
             match store.pods.get(&pod_name).cloned() {
+                // A StatefulSet controller that has not synced the StatefulSet since its spec changed creates nothing.
+                None if stalled => {}
                 None => {
                     let at =
                         *kube.create_at.entry(pod_name.clone()).or_insert_with(|| now + kube.rng.millis(500, 3_000));
@@ -173,7 +225,10 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                 }
             }
         }
-        scale_down(store, kube, &name, replicas, now, &mut next);
+        scale_down(store, kube, &name, replicas, now, &mut next, stalled);
+        if stalled {
+            continue;
+        }
         // Status counts follow the pods with a lag.
         let pods: Vec<_> = store.pods.values().filter(|p| objects::owner_of(p) == name).collect();
         let current = status.current_revision.clone().unwrap_or_default();
@@ -218,6 +273,7 @@ fn scale_down(
     replicas: u32,
     now: Instant,
     next: &mut Option<Instant>,
+    stalled: bool,
 ) {
     let prefix = format!("{name}-");
     let mut excess: Vec<(u32, String)> = store
@@ -259,6 +315,7 @@ fn scale_down(
             .is_some_and(|p| objects::is_ready(p) && p.metadata.deletion_timestamp.is_none())
     });
     if !terminating
+        && !stalled
         && kept_healthy
         && let Some((_, pod_name)) = excess.last()
     {

@@ -197,6 +197,9 @@ pub struct StsSum {
     pub paused: bool,
     pub current_revision: String,
     pub update_revision: String,
+    /// The revision of the StatefulSet's current template (what `updateRevision` becomes once the StatefulSet
+    /// controller has observed the latest generation): the truth a status may lag behind.
+    pub template_revision: String,
     /// `spec.minReadySeconds`.
     pub min_ready_seconds: u32,
 }
@@ -224,6 +227,7 @@ impl StsSum {
             paused: ann.get(keys::ROLLOUT_PAUSED).is_some_and(|v| v == "true"),
             current_revision: status.current_revision.unwrap_or_default(),
             update_revision: status.update_revision.unwrap_or_default(),
+            template_revision: template_revision(sts),
             min_ready_seconds: sts.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u32,
         }
     }

@@ -87,6 +87,8 @@ impl Changes {
 }
 
 pub struct Store {
+    /// Per StatefulSet: when its `spec.replicas` last changed (for the interleaving statistics).
+    replicas_changed: BTreeMap<String, Instant>,
     pub rv: u64,
     pub statefulsets: BTreeMap<String, StatefulSet>,
     pub pods: BTreeMap<String, Pod>,
@@ -169,6 +171,7 @@ impl Store {
             markers_seen: BTreeMap::new(),
             forbidden: Vec::new(),
             writer_basis: None,
+            replicas_changed: BTreeMap::new(),
         }
     }
 
@@ -221,9 +224,12 @@ impl Store {
     pub fn put_statefulset(&mut self, mut sts: StatefulSet) -> StatefulSet {
         let replicas_of = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
         if let Some(from) = sts.metadata.name.as_ref().and_then(|n| self.statefulsets.get(n)).map(replicas_of)
-            && replicas_of(&sts) < from
+            && replicas_of(&sts) != from
         {
-            self.note_downscale(&sts, from, replicas_of(&sts));
+            self.replicas_changed.insert(sts.metadata.name.clone().unwrap_or_default(), Instant::now());
+            if replicas_of(&sts) < from {
+                self.note_downscale(&sts, from, replicas_of(&sts));
+            }
         }
         self.rv += 1;
         sts.metadata.resource_version = rv_string(self.rv);
@@ -309,6 +315,9 @@ impl Store {
         }
         let at = self.elapsed();
         self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        if self.being_scaled(&objects::owner_of(&pod)) {
+            self.checker.rolled_while_scaling += 1;
+        }
         let group = self
             .statefulsets
             .get(&objects::owner_of(&pod))
@@ -322,6 +331,31 @@ impl Store {
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         self.put_pod(pod);
         Ok(())
+    }
+
+    /// `sts` is being scaled: its replicas differ from its leader's, a pod above `spec.replicas` is still there, or
+    /// its `spec.replicas` changed less than 30 s ago (new pods may still be on their way).
+    fn being_scaled(&self, sts: &str) -> bool {
+        let Some(s) = self.statefulsets.get(sts) else { return false };
+        let replicas = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0);
+        let leader = s.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
+        let unlike_leader = leader.and_then(|l| self.statefulsets.get(l)).is_some_and(|l| replicas(l) != replicas(s));
+        let prefix = format!("{sts}-");
+        let condemned =
+            self.pods.keys().filter_map(|n| n.strip_prefix(&prefix)?.parse::<i32>().ok()).any(|o| o >= replicas(s));
+        let recent = self.replicas_changed.get(sts).is_some_and(|at| Instant::now() < *at + Duration::from_secs(30));
+        unlike_leader || condemned || recent
+    }
+
+    /// `sts` is being rolled: a pod not on its update revision or its template's, or currentRevision behind.
+    fn being_rolled(&self, sts: &str) -> bool {
+        let Some(s) = self.statefulsets.get(sts) else { return false };
+        let status = s.status.clone().unwrap_or_default();
+        let update = status.update_revision.clone().unwrap_or_default();
+        let template = objects::template_revision(s);
+        status.current_revision != status.update_revision
+            || update != template
+            || self.pods.values().any(|p| objects::owner_of(p) == sts && objects::pod_revision(p) != template)
     }
 
     /// `PUT statefulsets/{name}/status`: replaces the status; `metadata.resourceVersion`, when given, is a
@@ -425,6 +459,9 @@ impl Store {
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
+        if controller.is_some() && self.being_rolled(name) {
+            self.checker.scaled_while_rolling += 1;
+        }
         if let (true, Some(k)) = (decrease, controller) {
             let at = self.elapsed();
             let group = StsSum::of(&new).group;

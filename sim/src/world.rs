@@ -17,7 +17,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
-use rollout_core::{GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
+use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
@@ -54,10 +54,21 @@ pub enum PlannerKind {
     PercentAsCount,
     /// Counts a pod as available as soon as it is Ready, ignoring `minReadySeconds`.
     IgnoresMinReadySeconds,
+    /// Plans on a status that does not describe the latest spec (`status.observedGeneration` ignored). Sim-local:
+    /// [`IgnoresObservedGeneration`].
+    IgnoresObservedGeneration,
+    /// The min time between zone downscales checked against last downscales dated a second early (an off-by-one
+    /// in rounding to seconds). Sim-local: [`MinTimeSecondEarly`].
+    MinTimeSecondEarly,
+    /// Missing pods spend no unavailability budget (model/known-bugs).
+    MissingPodsSpendNoBudget,
+    /// A Ready pod above `spec.replicas` (condemned by a scale-down) stands in for a missing kept pod, as readiness
+    /// counted by number once did (sim seeds 62 and 112). Sim-local: [`CondemnedPodFillsMissingSlot`].
+    CondemnedPodFillsMissingSlot,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 10] = [
+    pub const ALL: [PlannerKind; 14] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -68,6 +79,10 @@ impl PlannerKind {
         PlannerKind::DownscalesDuringRollouts,
         PlannerKind::PercentAsCount,
         PlannerKind::IgnoresMinReadySeconds,
+        PlannerKind::IgnoresObservedGeneration,
+        PlannerKind::MinTimeSecondEarly,
+        PlannerKind::MissingPodsSpendNoBudget,
+        PlannerKind::CondemnedPodFillsMissingSlot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,11 +97,91 @@ impl PlannerKind {
             PlannerKind::DownscalesDuringRollouts => "downscales-during-rollouts",
             PlannerKind::PercentAsCount => "percent-as-count",
             PlannerKind::IgnoresMinReadySeconds => "ignores-min-ready-seconds",
+            PlannerKind::IgnoresObservedGeneration => "ignores-observed-generation",
+            PlannerKind::MinTimeSecondEarly => "min-time-second-early",
+            PlannerKind::MissingPodsSpendNoBudget => "missing-pods-spend-no-budget",
+            PlannerKind::CondemnedPodFillsMissingSlot => "condemned-pod-fills-missing-slot",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+// Test-only planners the simulation defines itself (model/known-bugs has none for these inputs yet; they belong
+// there). Each wraps the production planner and changes only what its bug changes. Never used in production.
+
+/// `status.observedGeneration` ignored: every StatefulSet's status is taken to describe its latest spec, so a
+/// template push the StatefulSet controller has not observed yet looks like a settled StatefulSet (its pods all on
+/// the status's stale `updateRevision`).
+pub struct IgnoresObservedGeneration;
+
+impl Planner for IgnoresObservedGeneration {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            let generation = m.sts.generation;
+            if let Some(status) = m.sts.status.as_mut() {
+                status.observed_generation = generation;
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Readiness counted by number (the bug sim seeds 62 and 112 found, scale-downs interleaved with a rollout): a
+/// Ready pod above `spec.replicas`, condemned by a scale-down and kept by OrderedReady until every kept pod is Ready,
+/// is presented in the slot of a missing kept pod, so the StatefulSet looks complete. Only pods on the update
+/// revision stand in (so none is planned for deletion under its borrowed name).
+pub struct CondemnedPodFillsMissingSlot;
+
+impl Planner for CondemnedPodFillsMissingSlot {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
+            let prefix = format!("{}-", m.sts.name);
+            let ordinal = |name: &str| name.strip_prefix(&prefix).and_then(|o| o.parse::<u32>().ok());
+            let present: Vec<u32> = m.pods.iter().filter_map(|p| ordinal(&p.name)).collect();
+            let mut missing = (0..m.sts.replicas).filter(|i| !present.contains(i));
+            for p in &mut m.pods {
+                let condemned = ordinal(&p.name).is_some_and(|o| o >= m.sts.replicas);
+                if condemned && p.revision() == Some(update.as_str()) && p.is_available(0, ctx.now) {
+                    let Some(slot) = missing.next() else { break };
+                    p.name = format!("{prefix}{slot}");
+                }
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// The min-time check off by one second: every last downscale (the group record's entries and the
+/// `grafana.com/last-downscale` annotations) is read a second early, as rounding a date down instead of up (or
+/// counting elapsed whole seconds up) would. The planner is the controller's half; with this planner selected the
+/// scaling scenario's webhook stand-in (`scale_leader`) also asks its check a second late. The controller's shell
+/// re-checks the min time (the same `check_min_time`) when it claims a follower downscale in the record, so the
+/// planner's half alone is masked: what the simulation catches is the webhook's.
+pub struct MinTimeSecondEarly;
+
+impl Planner for MinTimeSecondEarly {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let second = jiff::SignedDuration::from_secs(1);
+        let mut group = group.clone();
+        for m in &mut group.members {
+            if let Some(Ok(at)) = m.sts.downscale.last_downscale.as_mut() {
+                *at = at.checked_sub(second).unwrap_or(*at);
+            }
+        }
+        let record = ctx.downscale_record.map(|r| {
+            let mut r = r.clone();
+            for at in r.last_downscaled.values_mut() {
+                *at = at.checked_sub(second).unwrap_or(*at);
+            }
+            r
+        });
+        RolloutPlanner.plan(&group, &PlanContext { downscale_record: record.as_ref(), ..*ctx })
     }
 }
 
@@ -202,6 +297,13 @@ pub struct Scenario {
     /// those carrying the resourceVersion they read (as an HPA does: the update then fails on a moved object and is
     /// retried after 15 s).
     pub scale_requests: bool,
+    /// The StatefulSet controller acts on a new generation only once it has observed it, and during the fault phase
+    /// half the observations take 5-60 s instead of 0.2-3 s: the controller sees statuses that do not describe the
+    /// latest spec for a while (`status.observedGeneration` behind `metadata.generation`).
+    pub observe_lag: bool,
+    /// Each template push comes at one of the leader's replica changes (from 5 s before to 40 s after it, when a
+    /// follower's scaling is due), so rollouts and follower scaling interleave on the same StatefulSets.
+    pub pushes_at_scaling: bool,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -267,6 +369,10 @@ pub struct ScalingScenario {
     /// zone-b and zone-c follow zone-a (the user scales the leader only); otherwise every zone is scaled by a user
     /// (an HPA per zone) of its own, concurrently, and `changes` counts per zone.
     pub followers: bool,
+    /// With followers and [`Admission::RecordClaim`]: after each follower downscale, the user also asks for a
+    /// downscale of the leader at that commit plus the min time (give or take 1.5 s), so the min-time check is asked
+    /// right at its boundary.
+    pub boundary_probes: bool,
 }
 
 /// How the user's (or HPA's) replica changes are admitted.
@@ -289,6 +395,7 @@ impl Default for ScalingScenario {
             replicas: (1, 5),
             admission: Admission::RecordClaim,
             followers: true,
+            boundary_probes: false,
         }
     }
 }
@@ -316,6 +423,28 @@ impl Scenario {
         let base = Scenario::default();
         // Every pod replacement waits out the ten seconds once more: a longer liveness deadline.
         Scenario { min_ready_seconds: 10, settle_deadline: base.settle_deadline + Duration::from_secs(600), ..base }
+    }
+
+    /// Scaling during rollouts (two template revisions) with the StatefulSet controller slow to observe new
+    /// generations: a push (or a replica change) stays unobserved for up to a minute, so the controller reads
+    /// statuses behind their specs while it decides follower downscales and rollout steps.
+    pub fn observe_lag() -> Self {
+        Scenario { observe_lag: true, revisions: 2, ..Scenario::scaling() }
+    }
+
+    /// The min time's boundary in reach: leader/follower scaling with a 15 s min time, and after each follower
+    /// downscale the user asks for a leader downscale at that commit plus 13.5-16.5 s.
+    pub fn min_time_boundary() -> Self {
+        let scaling =
+            ScalingScenario { min_time: Duration::from_secs(15), boundary_probes: true, ..ScalingScenario::default() };
+        Scenario { scaling: Some(scaling), ..Scenario::scaling() }
+    }
+
+    /// Followers rolled while they are scaled: three template revisions, each pushed to every zone at one of the
+    /// leader's replica changes (from 5 s before to 40 s after it), so a follower's pods are being replaced while
+    /// its replicas follow the leader's up or down.
+    pub fn follower_rollouts_while_scaling() -> Self {
+        Scenario { pushes_at_scaling: true, revisions: 3, ..Scenario::scaling() }
     }
 
     /// Rollouts of five pods per zone with `rollout-max-unavailable: 40%` (two pods at a time), so the percentage
@@ -358,6 +487,8 @@ impl Default for Scenario {
             max_unavailable_annotation: None,
             min_ready_seconds: 0,
             scale_requests: false,
+            observe_lag: false,
+            pushes_at_scaling: false,
         }
     }
 }
@@ -374,6 +505,14 @@ pub struct Outcome {
     pub downscales: u64,
     /// The shortest time between commits of decreases of two StatefulSets of the group.
     pub min_downscale_gap: Option<Duration>,
+    /// Pairs of two zones' downscales committed less than a second more than the min time apart, by who made the
+    /// later one: (the controller, the webhook or user).
+    pub near_min_time: (u64, u64),
+    /// Controller deletions in a StatefulSet being scaled, controller replica changes of one being rolled.
+    pub rolled_while_scaling: u64,
+    pub scaled_while_rolling: u64,
+    /// Generations the StatefulSet controller took 5-60 s to observe.
+    pub slow_observations: u64,
 }
 
 impl Outcome {
@@ -492,7 +631,12 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     }
     let knobs = Arc::new(Mutex::new(Knobs::default()));
     let kube_rng = SimRng::new(rng.lock().unwrap().next_u64());
-    let kube_state = Arc::new(Mutex::new(KubeState::new(kube_rng)));
+    let mut kube = KubeState::new(kube_rng);
+    if sc.observe_lag {
+        kube.observe_lag = true;
+        kube.slow_observe_chance = 0.5;
+    }
+    let kube_state = Arc::new(Mutex::new(kube));
     let (crash_tx, mut crash_rx) = tokio::sync::mpsc::unbounded_channel();
     let env = ServerEnv {
         store: store.clone(),
@@ -556,6 +700,16 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     PlannerKind::IgnoresMinReadySeconds => {
                         run_controller(api, record.clone(), rollout_known_bugs::IgnoresMinReadySeconds).await
                     }
+                    PlannerKind::IgnoresObservedGeneration => {
+                        run_controller(api, record.clone(), IgnoresObservedGeneration).await
+                    }
+                    PlannerKind::MinTimeSecondEarly => run_controller(api, record.clone(), MinTimeSecondEarly).await,
+                    PlannerKind::MissingPodsSpendNoBudget => {
+                        run_controller(api, record.clone(), rollout_known_bugs::MissingPodsSpendNoBudget).await
+                    }
+                    PlannerKind::CondemnedPodFillsMissingSlot => {
+                        run_controller(api, record.clone(), CondemnedPodFillsMissingSlot).await
+                    }
                 }
             }
         })
@@ -571,6 +725,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     // Users admitting changes through the webhook are not aborted when the fault phase ends: an admission in flight
     // runs to its answer (the prepare window it opened must close).
     let mut users = Vec::new();
+    let leader_changes;
     {
         let mut r = rng.lock().unwrap();
         let mut pushes: Vec<(u64, Vec<Option<Duration>>)> = (0..sc.revisions)
@@ -583,6 +738,18 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 (at, gaps)
             })
             .collect();
+        drop(r);
+        leader_changes = scaling_changes(&sc, &rng);
+        if sc.pushes_at_scaling && !leader_changes.is_empty() {
+            let mut r = rng.lock().unwrap();
+            for (at, _) in &mut pushes {
+                let (change, _) = leader_changes[r.range(0..leader_changes.len() as u64) as usize];
+                let offset = r.millis(0, 45_000);
+                let latest = sc.fault_phase.as_millis() as u64 - 10_000;
+                *at =
+                    ((change + offset).saturating_sub(Duration::from_secs(5)).as_millis() as u64).clamp(5_000, latest);
+            }
+        }
         pushes.sort_unstable();
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
@@ -599,27 +766,23 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
 
     // The user (or HPA) scaling the leader, through the prepare-downscale webhook's record claim.
     if let Some(scaling) = &sc.scaling {
-        let changes = {
-            let mut r = rng.lock().unwrap();
-            let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
-            let mut changes: Vec<(Duration, u32)> = (0..count)
-                .map(|_| {
-                    let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
-                    let to = r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1) as u32;
-                    (at, to)
-                })
-                .collect();
-            changes.sort_unstable();
-            changes
-        };
+        let changes = leader_changes;
         match scaling.admission {
             Admission::RecordClaim => {
                 let (s, tracker) = (store.clone(), sc.downscale_record().is_some());
+                let probes = scaling.boundary_probes.then(|| Probes {
+                    min_time: scaling.min_time,
+                    until: start + sc.fault_phase * 9 / 10,
+                    rng: SimRng::new(rng.lock().unwrap().next_u64()),
+                });
+                let second_early = sc.planner == PlannerKind::MinTimeSecondEarly;
                 handle
                     .create_node()
                     .name("webhook")
                     .ip(IpAddr::from([10, 0, 0, 4]))
-                    .init(move || scale_leader(s.clone(), changes.clone(), start, tracker))
+                    .init(move || {
+                        scale_leader(s.clone(), changes.clone(), start, tracker, probes.clone(), second_early)
+                    })
                     .build();
             }
             Admission::Webhook => {
@@ -824,17 +987,124 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         trace: st.trace.clone(),
         downscales,
         min_downscale_gap,
+        near_min_time: st.checker.near_min_time,
+        rolled_while_scaling: st.checker.rolled_while_scaling,
+        scaled_while_rolling: st.checker.scaled_while_rolling,
+        slow_observations: kube_state.lock().unwrap().slow_observations,
     }
 }
 
-/// The user's replica changes of the leader, at their times: upscales are applied; a downscale is first claimed in
-/// the group downscale record, as the prepare-downscale webhook does on admission, and denied when the claim is
-/// refused or fails (the webhook's failure policy is Fail).
-async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: Instant, tracker: bool) {
+/// The replica changes of the leader (or, without followers, of zone-a) the scaling scenario's user asks for, at
+/// their times; none without scaling.
+fn scaling_changes(sc: &Scenario, rng: &Mutex<SimRng>) -> Vec<(Duration, u32)> {
+    let Some(scaling) = &sc.scaling else { return Vec::new() };
+    let mut r = rng.lock().unwrap();
+    let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
+    let mut changes: Vec<(Duration, u32)> = (0..count)
+        .map(|_| {
+            let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
+            let to = r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1) as u32;
+            (at, to)
+        })
+        .collect();
+    changes.sort_unstable();
+    changes
+}
+
+/// Probing the min time's boundary: after each follower downscale the controller commits, the user asks for a
+/// downscale of the leader at that commit plus the min time, from 1.5 s before to 1.5 s after, so the webhook's
+/// min-time check is asked again and again right at its boundary.
+#[derive(Debug, Clone)]
+struct Probes {
+    min_time: Duration,
+    /// No probe is sent after this (the fault phase's scaling window).
+    until: Instant,
+    rng: SimRng,
+}
+
+/// The user's replica changes of the leader, at their times (and, with `probes`, the boundary probes): upscales are
+/// applied; a downscale is first claimed in the group downscale record, as the prepare-downscale webhook does on
+/// admission, and denied when the claim is refused or fails (the webhook's failure policy is Fail).
+/// `second_early`: the min-time check is asked a second late (as an off-by-one of a second in the check would).
+async fn scale_leader(
+    store: SharedStore,
+    changes: Vec<(Duration, u32)>,
+    start: Instant,
+    tracker: bool,
+    mut probes: Option<Probes>,
+    second_early: bool,
+) {
     let leader = zone_name(0);
     let api = SimCluster::connect(apiserver::WEBHOOK_INCARNATION).await.expect("bind webhook endpoint");
-    for (at, to) in changes {
-        tokio::time::sleep_until(start + at).await;
+    let mut changes: std::collections::VecDeque<(Instant, u32)> =
+        changes.into_iter().map(|(at, to)| (start + at, to)).collect();
+    let (mut probe_at, mut seen) = (Vec::<Instant>::new(), 0usize);
+    loop {
+        let Some(p) = probes.as_mut() else {
+            let Some((at, to)) = changes.pop_front() else { break };
+            tokio::time::sleep_until(at).await;
+            change_leader(&store, &api, &leader, to, tracker, second_early).await;
+            continue;
+        };
+        {
+            let st = store.lock().unwrap();
+            for d in &st.checker.downscales[seen..] {
+                if d.by.starts_with("controller") {
+                    let at = (start + d.at + p.min_time + p.rng.millis(0, 3_000)) - Duration::from_millis(1_500);
+                    if at < p.until {
+                        probe_at.push(at);
+                    }
+                }
+            }
+            seen = st.checker.downscales.len();
+        }
+        probe_at.sort_unstable();
+        let now = Instant::now();
+        if changes.is_empty() && probe_at.is_empty() && now >= p.until {
+            break;
+        }
+        let next_change = changes.front().map(|(at, _)| *at);
+        let next_probe = probe_at.first().copied();
+        let next = [next_change, next_probe].into_iter().flatten().min();
+        match next {
+            Some(at) if at <= now => {
+                if next_probe == Some(at) {
+                    probe_at.remove(0);
+                    let from = {
+                        let st = store.lock().unwrap();
+                        st.statefulsets[&leader].spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32
+                    };
+                    if from > 1 {
+                        store
+                            .lock()
+                            .unwrap()
+                            .trace("user", format!("probes the min time: {leader} {from} -> {}", from - 1));
+                        change_leader(&store, &api, &leader, from - 1, tracker, second_early).await;
+                    }
+                } else if let Some((_, to)) = changes.pop_front() {
+                    change_leader(&store, &api, &leader, to, tracker, second_early).await;
+                }
+            }
+            // Followers' downscales are noticed within a second (a probe comes at least 28 s after one).
+            Some(at) => tokio::time::sleep_until(at.min(now + Duration::from_secs(1))).await,
+            None => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// One change of the leader's replicas to `to`, as [`scale_leader`] describes.
+async fn change_leader(
+    store: &SharedStore,
+    api: &SimCluster,
+    leader: &str,
+    to: u32,
+    tracker: bool,
+    second_early: bool,
+) {
+    let leader = leader.to_string();
+    // The time the min-time check is asked at.
+    let checked = |now: Timestamp| if second_early { now + jiff::SignedDuration::from_secs(1) } else { now };
+    {
         let (from, group, record, read_at) = {
             let st = store.lock().unwrap();
             let from = st.statefulsets[&leader].spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
@@ -845,7 +1115,7 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
             if to > from {
                 kube::set_replicas(&mut store.lock().unwrap(), &leader, to, "user");
             }
-            continue;
+            return;
         }
         if !tracker {
             // Without the zone tracker, as the webhook does: the min time against the other zones' annotations,
@@ -853,7 +1123,7 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
             // the answer plus the commit margin.
             let mut st = store.lock().unwrap();
             let now = Timestamp::now();
-            match rollout_core::check_min_time(&group, None, &leader, now) {
+            match rollout_core::check_min_time(&group, None, &leader, checked(now)) {
                 rollout_core::MinTimeVerdict::Elapsed => {
                     let at = rollout_core::downscale::round_up_to_second(
                         now + jiff::SignedDuration::try_from(
@@ -864,7 +1134,7 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
                     let patch = rollout_core::admission::prepare::last_downscale_patch(&serde_json::json!({}), at);
                     if let Err(e) = apply_annotation_patch(&mut st, &leader, &patch) {
                         st.trace("webhook", format!("cannot record the downscale: {e}"));
-                        continue;
+                        return;
                     }
                     st.writer_basis = Some(read_at);
                     kube::set_replicas(&mut st, &leader, to, "webhook");
@@ -872,11 +1142,11 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
                 }
                 refused => st.trace("webhook", format!("denied {leader} {from} -> {to}: {}", refused.describe())),
             }
-            continue;
+            return;
         }
         let now = Timestamp::now();
         let until = now + jiff::SignedDuration::from_secs(60);
-        let claim = claim_downscale_marked(&api, &record, &group, &leader, now, until).await;
+        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until).await;
         let committed = {
             let mut st = store.lock().unwrap();
             match claim {
@@ -897,7 +1167,7 @@ async fn scale_leader(store: SharedStore, changes: Vec<(Duration, u32)>, start: 
         if committed {
             // Dated after the commit, as the webhook does; a failure leaves the later claim date.
             let end = ClaimEnd::Committed { at: Timestamp::now() };
-            let _ = finish_marked_claim(&api, &record, &leader, until, &[until], end).await;
+            let _ = finish_marked_claim(api, &record, &leader, until, &[until], end).await;
         }
     }
 }

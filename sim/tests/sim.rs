@@ -182,6 +182,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         paused: false,
         current_revision: "r0".into(),
         update_revision: "r1".into(),
+        template_revision: "r1".into(),
         min_ready_seconds: 0,
     };
     let pod = |sts: &str, ready: bool| PodSum {
@@ -370,6 +371,7 @@ fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::Sts
         paused: false,
         current_revision: update.into(),
         update_revision: update.into(),
+        template_revision: update.into(),
         min_ready_seconds: 0,
     }
 }
@@ -836,4 +838,107 @@ fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker
     assert!(count_lines(&helm, "changed its resourceVersion; retry") > 0, "HPA-style attempts denied for a retry");
     let jsonnet = all_pass(&under(Jsonnet, base), 0..40);
     assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
+}
+
+// Issue 13: `status.observedGeneration` behind `metadata.generation`. The StatefulSet controller acts on a new
+// generation only once it has observed it, and half its observations take 5-60 s during the fault phase. The
+// checker holds a downscale against a StatefulSet whose pods are not on its template's revision even while its
+// status still names the old one (a rollout about to start).
+
+/// The checker's rule: a pod on the status's (stale) update revision but not on the template's is a rollout about to
+/// start; scaling another StatefulSet down meanwhile is a violation. Once the pod is on the template's revision it is
+/// not.
+#[test]
+fn checker_judges_the_controllers_downscales_against_unobserved_template_pushes() {
+    use rollout_sim::checker::{Checker, Knowledge};
+    use std::time::Duration;
+    let mut c = Checker::default();
+    let pushed = rollout_sim::objects::StsSum { template_revision: "r2".into(), ..sum_sts("a", 1, "r1") };
+    c.record_sts(1, "a", Some(pushed));
+    c.record_sts(2, "b", Some(sum_sts("b", 2, "r1")));
+    c.record_pod(3, "a-0", Some(sum_pod("a", 0, "a0", "r1", true)));
+    c.judge_controller_downscale(Duration::ZERO, Knowledge { incarnation: 1, sts_rv: 3, pod_rv: 3 }, "b", "g");
+    assert_eq!(c.violations.len(), 1, "a's push not yet observed: {:?}", c.violations);
+    assert!(c.violations[0].detail.contains("template revision r2"), "{}", c.violations[0].detail);
+    c.record_sts(4, "a", Some(sum_sts("a", 1, "r2")));
+    c.record_pod(5, "a-0", Some(sum_pod("a", 0, "a1", "r2", true)));
+    c.judge_controller_downscale(Duration::ZERO, Knowledge { incarnation: 1, sts_rv: 5, pod_rv: 5 }, "b", "g");
+    assert_eq!(c.violations.len(), 1, "a rolled out: {:?}", c.violations);
+}
+
+#[test]
+fn observe_lag_keeps_every_invariant_over_40_seeds() {
+    let outcomes = all_pass(&Scenario::observe_lag(), 0..40);
+    let slow: u64 = outcomes.iter().map(|o| o.slow_observations).sum();
+    assert!(slow >= 40, "only {slow} slow observations over 40 seeds");
+    let waited = count_lines(&outcomes, "observed generation");
+    assert!(waited >= 200, "only {waited} generations observed");
+}
+
+/// A planner that ignores `observedGeneration` takes a StatefulSet whose push is not observed yet for settled and
+/// scales a follower down while that StatefulSet is about to roll (invariant 5); the real one waits.
+#[test]
+fn known_bug_ignores_observed_generation_is_caught() {
+    let sc = Scenario { planner: PlannerKind::IgnoresObservedGeneration, ..Scenario::observe_lag() };
+    let (seed, o) = (0..40)
+        .map(|s| (s, world::run(s, &sc, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT))
+        .expect("ignores-observed-generation not caught in 40 seeds");
+    let v = o.violations.iter().find(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT).unwrap();
+    assert!(v.detail.contains("not yet observed"), "{}", v.detail);
+    println!("ignores-observed-generation first caught at seed {seed}: {}", v.detail);
+    let real = world::run(seed, &Scenario::observe_lag(), false);
+    assert!(real.passed(), "{:#?}", real.violations);
+}
+
+// Issue 13: the min time between zone downscales with its boundary in reach. In `Scenario::min_time_boundary` (15 s
+// min time) the user asks for a leader downscale at each follower downscale's commit plus 13.5-16.5 s, so the
+// webhook's min-time check (the record claim) is asked right at its boundary and commits land within a second of it.
+
+#[test]
+fn min_time_boundary_keeps_the_min_time_over_30_seeds() {
+    let outcomes = all_pass(&Scenario::min_time_boundary(), 0..30);
+    let near: u64 = outcomes.iter().map(|o| o.near_min_time.1).sum();
+    assert!(near >= 3, "only {near} of the user's downscales committed within a second of the min time");
+    let probes = count_lines(&outcomes, "probes the min time");
+    assert!(probes >= 30, "only {probes} probes");
+}
+
+/// A min-time check a second early (as an off-by-one in rounding dates to seconds would make it) is caught by the
+/// commit-time checker. (The planner's half of this bug alone is masked: the controller's shell asks
+/// `check_min_time` again when it claims the downscale in the record.)
+#[test]
+fn known_bug_min_time_second_early_is_caught() {
+    let sc = Scenario { planner: PlannerKind::MinTimeSecondEarly, ..Scenario::min_time_boundary() };
+    let (seed, o) = (0..30)
+        .map(|s| (s, world::run(s, &sc, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::MIN_TIME))
+        .expect("min-time-second-early not caught in 30 seeds");
+    println!("min-time-second-early first caught at seed {seed}: {}", o.violations[0].detail);
+}
+
+// Issue 13: followers rolled while they are scaled. Each template push comes at one of the leader's replica
+// changes, so a follower's pods are replaced while its replicas follow the leader's.
+
+#[test]
+fn follower_rollouts_while_scaling_keep_every_invariant_over_40_seeds() {
+    let outcomes = all_pass(&Scenario::follower_rollouts_while_scaling(), 0..40);
+    let rolled: u64 = outcomes.iter().map(|o| o.rolled_while_scaling).sum();
+    let scaled: u64 = outcomes.iter().map(|o| o.scaled_while_rolling).sum();
+    // 253 and 83 at the time.
+    assert!(rolled >= 100, "only {rolled} controller deletions in a StatefulSet being scaled");
+    assert!(scaled >= 40, "only {scaled} controller replica changes of a StatefulSet being rolled");
+}
+
+/// The bug this interleaving once found (seeds 62 and 112 of `--scaling --revisions 1`): a Ready pod above
+/// `spec.replicas`, condemned by a follower's scale-down, stood in for a missing kept pod. Re-introduced, it is caught.
+#[test]
+fn known_bug_condemned_pod_fills_missing_slot_is_caught_while_followers_scale() {
+    let sc =
+        Scenario { planner: PlannerKind::CondemnedPodFillsMissingSlot, ..Scenario::follower_rollouts_while_scaling() };
+    let (seed, violations) = (0..40)
+        .map(|s| (s, world::run(s, &sc, false).violations))
+        .find(|(_, v)| v.iter().any(|v| v.invariant != checker::LIVENESS))
+        .expect("condemned-pod-fills-missing-slot not caught in 40 seeds");
+    println!("condemned-pod-fills-missing-slot first caught at seed {seed}: {}", violations[0].detail);
 }
