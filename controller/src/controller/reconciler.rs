@@ -112,6 +112,12 @@ impl ReconcileError {
 }
 
 /// Per-group schedule: when each queued group may run next, honouring debounce, spacing and backoff.
+///
+/// The semantics are kube-runtime's scheduler (`kube::runtime::scheduler`) for one key per rollout group: a key is
+/// queued at most once, and scheduling it again keeps the earlier of the two times (events never delay work); a
+/// popped key is not popped again until it is rescheduled, so a group never runs concurrently with itself. On top:
+/// a minimum spacing between two runs of one group (`-reconcile.interval`), and retries (`retry_at`) that also
+/// never postpone sooner work. Written by hand so the simulation controls every timer.
 #[derive(Debug, Default)]
 pub struct WorkQueue {
     due: BTreeMap<String, Instant>,
