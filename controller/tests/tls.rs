@@ -83,7 +83,7 @@ async fn a_secret_missing_a_key_is_an_error_naming_it() {
     ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-01-01T00:00:00Z")).await.unwrap();
     let mut secret = cluster.secret(SECRET).unwrap();
     secret.data.as_mut().unwrap().remove("key");
-    use rollout_operator::cluster::ClusterApi;
+    use rollout_operator::cluster::CertificateStore;
     cluster.replace_secret(&secret).await.unwrap();
     let err = ensure_self_signed(&cluster, SECRET, "ns", &settings(), ts("2026-01-02T00:00:00Z")).await.unwrap_err();
     assert!(matches!(err, TlsError::MissingKey { key: "key", .. }), "{err:?}");
@@ -356,7 +356,7 @@ async fn webhook_failure_policies_of_the_namespace_are_exported_and_followed() {
 /// replaced. The fixtures are a throwaway CA and leaf made with openssl for this test.
 #[tokio::test]
 async fn a_certificate_stored_by_the_reference_is_reused_while_it_covers_the_name_the_api_server_calls() {
-    use rollout_operator::cluster::ClusterApi;
+    use rollout_operator::cluster::CertificateStore;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let fixture = |name: &str| std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let secret = k8s_openapi::api::core::v1::Secret {

@@ -17,7 +17,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
+    WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -169,7 +170,7 @@ fn pod_of(obj: Obj) -> Option<Pod> {
     }
 }
 
-impl ClusterApi for SimCluster {
+impl RolloutApi for SimCluster {
     fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
         self.watch(Kind::StatefulSets, sts_of)
     }
@@ -193,7 +194,42 @@ impl ClusterApi for SimCluster {
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
+}
 
+impl LiveReads for SimCluster {
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        match self.call(Op::GetStatefulSet { name: name.to_string() }).await? {
+            Reply::StatefulSet(r) => r.map(|s| s.map(|s| *s)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    /// The simulated cluster runs no Deployments.
+    async fn get_deployment(&self, _name: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(None)
+    }
+
+    /// The simulated cluster runs no ReplicaSets.
+    async fn get_replicaset(&self, _name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        Ok(None)
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        match self.call(Op::ListStatefulSets { selector: label_selector.to_string() }).await? {
+            Reply::StatefulSets(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        match self.call(Op::ListPods { selector: label_selector.to_string() }).await? {
+            Reply::Pods(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}
+
+impl RecordStore for SimCluster {
     async fn patch_statefulset_annotations(
         &self,
         name: &str,
@@ -211,6 +247,31 @@ impl ClusterApi for SimCluster {
         }
     }
 
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
+            Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
+            Reply::ConfigMap(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}
+
+impl ScaleTargets for SimCluster {
     async fn patch_statefulset_replicas(
         &self,
         name: &str,
@@ -257,61 +318,9 @@ impl ClusterApi for SimCluster {
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
+}
 
-    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
-        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
-            Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
-            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
-            Reply::ConfigMap(Err(e)) => Err(e),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
-            Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
-            Reply::ConfigMap(Err(e)) => Err(e),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
-        match self.call(Op::GetStatefulSet { name: name.to_string() }).await? {
-            Reply::StatefulSet(r) => r.map(|s| s.map(|s| *s)),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    /// The simulated cluster runs no Deployments.
-    async fn get_deployment(&self, _name: &str) -> Result<Option<Deployment>, ApiError> {
-        Ok(None)
-    }
-
-    /// The simulated cluster runs no ReplicaSets.
-    async fn get_replicaset(&self, _name: &str) -> Result<Option<ReplicaSet>, ApiError> {
-        Ok(None)
-    }
-
-    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
-        match self.call(Op::ListStatefulSets { selector: label_selector.to_string() }).await? {
-            Reply::StatefulSets(r) => r,
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
-    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
-        match self.call(Op::ListPods { selector: label_selector.to_string() }).await? {
-            Reply::Pods(r) => r,
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
-    }
-
+impl CertificateStore for SimCluster {
     async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
         match self.call(Op::GetSecret { name: name.to_string() }).await? {
             Reply::Secret(r) => r.map(|s| s.map(|s| *s)),

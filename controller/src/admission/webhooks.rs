@@ -13,7 +13,7 @@
 use crate::cluster::downscale_record::{
     ClaimEnd, RecordStoreError, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
-use crate::cluster::{ApiError, ClusterApi};
+use crate::cluster::{ApiError, LiveReads, RecordStore};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
 use axum::body::Bytes;
@@ -33,6 +33,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// The roles of the cluster port the webhooks use: live reads (a decision about safety is never taken on a cache)
+/// and the record store (claims in the zone tracker's ConfigMap, or the `last-downscale` annotation).
+pub trait AdmissionApi: LiveReads + RecordStore {}
+
+impl<T: LiveReads + RecordStore> AdmissionApi for T {}
 
 pub const NO_DOWNSCALE_PATH: &str = "/admission/no-downscale";
 pub const PREPARE_DOWNSCALE_PATH: &str = "/admission/prepare-downscale";
@@ -103,7 +109,7 @@ impl<C: Clone, P: Clone> Clone for Webhooks<C, P> {
 
 /// The router with every path the reference's webhook configurations call. Unknown paths get 404, other methods
 /// 405.
-pub fn router<C: ClusterApi, P: PodHttpClient>(webhooks: Webhooks<C, P>) -> Router {
+pub fn router<C: AdmissionApi, P: PodHttpClient>(webhooks: Webhooks<C, P>) -> Router {
     Router::new()
         .route(NO_DOWNSCALE_PATH, post(no_downscale_handler::<C, P>))
         .route(PREPARE_DOWNSCALE_PATH, post(prepare_downscale_handler::<C, P>))
@@ -138,7 +144,7 @@ async fn not_yet_served_handler(uri: axum::http::Uri, headers: HeaderMap, body: 
     .await
 }
 
-async fn no_downscale_handler<C: ClusterApi, P: PodHttpClient>(
+async fn no_downscale_handler<C: AdmissionApi, P: PodHttpClient>(
     State(webhooks): State<Arc<Webhooks<C, P>>>,
     headers: HeaderMap,
     body: Bytes,
@@ -150,7 +156,7 @@ async fn no_downscale_handler<C: ClusterApi, P: PodHttpClient>(
     .await
 }
 
-async fn prepare_downscale_handler<C: ClusterApi, P: PodHttpClient>(
+async fn prepare_downscale_handler<C: AdmissionApi, P: PodHttpClient>(
     State(webhooks): State<Arc<Webhooks<C, P>>>,
     headers: HeaderMap,
     body: Bytes,
@@ -196,7 +202,7 @@ async fn before<T>(
     }
 }
 
-pub async fn decide_no_downscale<C: ClusterApi, P: PodHttpClient>(
+pub async fn decide_no_downscale<C: AdmissionApi, P: PodHttpClient>(
     webhooks: &Webhooks<C, P>,
     request: &AdmissionRequest,
     deadline: Instant,
@@ -213,7 +219,7 @@ pub async fn decide_no_downscale<C: ClusterApi, P: PodHttpClient>(
     }
 }
 
-async fn parent_labels<C: ClusterApi>(
+async fn parent_labels<C: LiveReads>(
     api: &C,
     resource: ParentResource,
     name: &str,
@@ -241,7 +247,7 @@ async fn parent_labels<C: ClusterApi>(
 /// The prepare-downscale webhook: drives the core's step machine ([`PrepareDownscale`]), carrying out each need
 /// within the handler's deadline (a need not met in time is observed as a failure, and the machine applies its
 /// policy) and feeding back what it saw, until the machine answers.
-pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
+pub async fn decide_prepare_downscale<C: AdmissionApi, P: PodHttpClient>(
     webhooks: &Webhooks<C, P>,
     request: &AdmissionRequest,
     deadline: Instant,
@@ -267,7 +273,7 @@ pub async fn decide_prepare_downscale<C: ClusterApi, P: PodHttpClient>(
 }
 
 /// Carries out one need of the prepare-downscale flow and says what was observed.
-async fn carry_out<C: ClusterApi, P: PodHttpClient>(
+async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
     webhooks: &Webhooks<C, P>,
     need: Need,
     deadline: Instant,
@@ -415,7 +421,7 @@ fn describe_failure(result: Result<PodResponse, PodCallError>) -> Option<String>
 
 /// Undoes a failed prepare: DELETE to every endpoint (errors only logged) and the record claim, on a task of its
 /// own with its own deadline, so it completes even if the API server has given up on this request.
-async fn undo<C: ClusterApi, P: PodHttpClient>(
+async fn undo<C: AdmissionApi, P: PodHttpClient>(
     webhooks: &Webhooks<C, P>,
     statefulset: &str,
     plan: &PreparePlan,

@@ -10,7 +10,7 @@
 //! Must not decide anything itself: whether a downscale may happen is [`check_min_time`]'s verdict on the record
 //! read; this module only retries the read-check-swap cycle on conflicts, a bounded number of times.
 
-use crate::cluster::{ApiError, ClusterApi};
+use crate::cluster::{ApiError, RecordStore};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -82,7 +82,7 @@ fn api_error(config_map: &str) -> impl Fn(ApiError) -> RecordStoreError + '_ {
 }
 
 /// Reads the record; `None` when the ConfigMap does not exist.
-pub async fn read_record<C: ClusterApi>(api: &C, config_map: &str) -> Result<Option<StoredRecord>, RecordStoreError> {
+pub async fn read_record<C: RecordStore>(api: &C, config_map: &str) -> Result<Option<StoredRecord>, RecordStoreError> {
     let Some(cm) = api.get_config_map(config_map).await.map_err(api_error(config_map))? else {
         return Ok(None);
     };
@@ -107,7 +107,7 @@ enum Swap<T> {
 
 /// Writes `record` back: creates the ConfigMap when `stored` is `None`, else replaces it conditional on the
 /// resourceVersion read, keeping its other metadata.
-async fn swap<C: ClusterApi>(
+async fn swap<C: RecordStore>(
     api: &C,
     config_map: &str,
     stored: Option<&StoredRecord>,
@@ -117,7 +117,7 @@ async fn swap<C: ClusterApi>(
 }
 
 /// [`swap`], also setting the in-progress markers annotation when `markers` is given.
-async fn swap_with_markers<C: ClusterApi>(
+async fn swap_with_markers<C: RecordStore>(
     api: &C,
     config_map: &str,
     stored: Option<&StoredRecord>,
@@ -159,7 +159,7 @@ async fn swap_with_markers<C: ClusterApi>(
 /// group's `grafana.com/last-downscale` annotations when absent), asks [`check_min_time`], and, if the min time has
 /// elapsed, records the downscale with a compare-and-swap. On a conflict it starts over from a fresh read, so the
 /// verdict is always taken on the record it replaces.
-pub async fn claim_downscale<C: ClusterApi>(
+pub async fn claim_downscale<C: RecordStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
@@ -188,7 +188,7 @@ pub async fn claim_downscale<C: ClusterApi>(
 /// Undoes a claim made at `claimed_at`: restores `previous` as the StatefulSet's entry (or removes the entry when
 /// there was none), by compare-and-swap, and only while the entry is still the one the claim wrote: a later claim
 /// of the same StatefulSet is never rolled back. Returns whether anything was restored.
-pub async fn undo_claim<C: ClusterApi>(
+pub async fn undo_claim<C: RecordStore>(
     api: &C,
     config_map: &str,
     statefulset: &str,
@@ -238,7 +238,7 @@ pub use rollout_core::downscale::MarkedClaim;
 /// The entry is dated `until`, the latest the replica change can commit under this claim, not `now`: the min time
 /// runs from the commit (DESIGN.md invariant 3), and a claimant that dies midway leaves a date that is still late
 /// enough. [`finish_marked_claim`] moves it back to the actual time once the commit is known to be before it.
-pub async fn claim_downscale_marked<C: ClusterApi>(
+pub async fn claim_downscale_marked<C: RecordStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
@@ -307,7 +307,7 @@ pub enum ClaimEnd {
 /// Ends a marked claim made until `until`: removes its in-progress marker and, while the StatefulSet's entry is
 /// still one this claimant wrote (`ours`: `until`, or a date it wrote since), applies `end` to it. A later claim of
 /// the same StatefulSet has another marker and entry and is never touched.
-pub async fn finish_marked_claim<C: ClusterApi>(
+pub async fn finish_marked_claim<C: RecordStore>(
     api: &C,
     config_map: &str,
     statefulset: &str,
@@ -387,7 +387,7 @@ pub enum StepClaim {
 /// Claims a rollout step of `group` before its pod deletions: one compare-and-swap on `stored`, the record as the
 /// pass that planned the step read it (`None`: it did not exist; it is created). Never retried on a conflict: a
 /// record that moved may now hold a downscale's in-progress marker the plan did not see.
-pub async fn claim_rollout_step<C: ClusterApi>(
+pub async fn claim_rollout_step<C: RecordStore>(
     api: &C,
     config_map: &str,
     stored: Option<&StoredRecord>,
@@ -435,7 +435,7 @@ pub async fn claim_rollout_step<C: ClusterApi>(
 
 /// Ends a rollout step claimed until `until`: removes its entry (only that one: a later step of the group has
 /// another `until`) by compare-and-swap. An entry left behind by a failure expires by itself.
-pub async fn finish_rollout_step<C: ClusterApi>(
+pub async fn finish_rollout_step<C: RecordStore>(
     api: &C,
     config_map: &str,
     group: &str,

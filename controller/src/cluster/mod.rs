@@ -117,8 +117,12 @@ pub struct Preconditions {
     pub resource_version: Option<String>,
 }
 
-/// Read and write access to the managed namespace.
-pub trait ClusterApi: Clone + Send + Sync + 'static {
+/// The cluster port, split by role: each consumer asks for the roles it uses (the webhooks for live reads and the
+/// record store, the TLS manager for the certificate store, ...), and an implementation that serves only some
+/// consumers (`review`'s dump) implements only their roles. [`ClusterApi`] is all of them, what the controller's
+/// wiring and the simulator's client provide.
+/// What the reconcile loop watches and writes: StatefulSets and pods.
+pub trait RolloutApi: Clone + Send + Sync + 'static {
     /// Watches StatefulSets that carry the `rollout-group` label. The stream never ends by itself; transient errors
     /// are yielded as `Err` items and the watch resumes (relisting when needed).
     fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>>;
@@ -140,19 +144,11 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
         &self,
         statefulset: &StatefulSet,
     ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+}
 
-    /// Reads a ConfigMap of the namespace; `None` when it does not exist.
-    fn get_config_map(&self, name: &str) -> impl Future<Output = Result<Option<ConfigMap>, ApiError>> + Send;
-
-    /// Creates a ConfigMap; [`ApiError::Conflict`] when one of that name already exists.
-    fn create_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
-
-    /// Replaces a ConfigMap (HTTP PUT). A `metadata.resourceVersion` is a precondition: the API answers
-    /// [`ApiError::Conflict`] if the object has moved on, so this is a compare-and-swap.
-    fn replace_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
-
-    // ---- reads and writes of the admission webhooks and the TLS manager ----------------------------------------
-
+/// Live (uncached) reads: a decision about safety is never taken on a cache (the webhooks, the controller's
+/// checks of its own writes).
+pub trait LiveReads: Clone + Send + Sync + 'static {
     /// Reads a StatefulSet of the namespace (live, not from a cache); `None` when it does not exist.
     fn get_statefulset(&self, name: &str) -> impl Future<Output = Result<Option<StatefulSet>, ApiError>> + Send;
 
@@ -168,33 +164,33 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
 
     /// Lists pods of the namespace matching a label selector (`""` lists all).
     fn list_pods(&self, label_selector: &str) -> impl Future<Output = Result<Vec<Pod>, ApiError>> + Send;
+}
 
-    fn get_secret(&self, name: &str) -> impl Future<Output = Result<Option<Secret>, ApiError>> + Send;
+/// Where downscales are recorded: the zone tracker's ConfigMap (compare-and-swap), or without it the
+/// StatefulSets' `grafana.com/last-downscale` annotation.
+pub trait RecordStore: Clone + Send + Sync + 'static {
+    /// Reads a ConfigMap of the namespace; `None` when it does not exist.
+    fn get_config_map(&self, name: &str) -> impl Future<Output = Result<Option<ConfigMap>, ApiError>> + Send;
 
-    /// Creates a Secret; [`ApiError::Conflict`] when one of that name already exists.
-    fn create_secret(&self, secret: &Secret) -> impl Future<Output = Result<Secret, ApiError>> + Send;
+    /// Creates a ConfigMap; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
 
-    /// Replaces a Secret; a `metadata.resourceVersion` is a precondition ([`ApiError::Conflict`] when it moved).
-    fn replace_secret(&self, secret: &Secret) -> impl Future<Output = Result<Secret, ApiError>> + Send;
+    /// Replaces a ConfigMap (HTTP PUT). A `metadata.resourceVersion` is a precondition: the API answers
+    /// [`ApiError::Conflict`] if the object has moved on, so this is a compare-and-swap.
+    fn replace_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = Result<ConfigMap, ApiError>> + Send;
 
-    /// Watches the (cluster-scoped) webhook configurations of `kind` matching a label selector, with the same
-    /// semantics as the other watches.
-    fn watch_webhook_configurations(
+    /// Sets `metadata.annotations` of a StatefulSet (a strategic merge patch: other annotations are kept);
+    /// `resource_version` is a precondition as above.
+    fn patch_statefulset_annotations(
         &self,
-        kind: WebhookKind,
-        label_selector: &str,
-    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>>;
-
-    /// Applies a JSON merge patch to a webhook configuration; a `metadata.resourceVersion` in the patch is a
-    /// precondition ([`ApiError::Conflict`] when it moved).
-    fn patch_webhook_configuration(
-        &self,
-        kind: WebhookKind,
         name: &str,
-        patch: &serde_json::Value,
-    ) -> impl Future<Output = Result<WebhookConfiguration, ApiError>> + Send;
-    // Scaling (reference section 3).
+        resource_version: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+}
 
+/// Replica changes and mirror reference resources (reference section 3).
+pub trait ScaleTargets: Clone + Send + Sync + 'static {
     /// Sets `spec.replicas` of a StatefulSet, and the given `metadata.annotations` in the same write, with the patch
     /// `{"spec":{"replicas":N},"metadata":{"annotations":{...}}}`; `resource_version` (when non-empty) is a
     /// precondition: [`ApiError::Conflict`] if the StatefulSet has moved on since it was read.
@@ -202,15 +198,6 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
         &self,
         name: &str,
         replicas: u32,
-        resource_version: &str,
-        annotations: &std::collections::BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
-
-    /// Sets `metadata.annotations` of a StatefulSet (a strategic merge patch: other annotations are kept);
-    /// `resource_version` is a precondition as above.
-    fn patch_statefulset_annotations(
-        &self,
-        name: &str,
         resource_version: &str,
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
@@ -239,6 +226,39 @@ pub trait ClusterApi: Clone + Send + Sync + 'static {
         patch: &serde_json::Value,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
+
+/// The webhook certificate's Secret and the webhook configurations it is injected into.
+pub trait CertificateStore: Clone + Send + Sync + 'static {
+    fn get_secret(&self, name: &str) -> impl Future<Output = Result<Option<Secret>, ApiError>> + Send;
+
+    /// Creates a Secret; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_secret(&self, secret: &Secret) -> impl Future<Output = Result<Secret, ApiError>> + Send;
+
+    /// Replaces a Secret; a `metadata.resourceVersion` is a precondition ([`ApiError::Conflict`] when it moved).
+    fn replace_secret(&self, secret: &Secret) -> impl Future<Output = Result<Secret, ApiError>> + Send;
+
+    /// Watches the (cluster-scoped) webhook configurations of `kind` matching a label selector, with the same
+    /// semantics as the other watches.
+    fn watch_webhook_configurations(
+        &self,
+        kind: WebhookKind,
+        label_selector: &str,
+    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>>;
+
+    /// Applies a JSON merge patch to a webhook configuration; a `metadata.resourceVersion` in the patch is a
+    /// precondition ([`ApiError::Conflict`] when it moved).
+    fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = Result<WebhookConfiguration, ApiError>> + Send;
+}
+
+/// Every role of the port: read and write access to the managed namespace.
+pub trait ClusterApi: RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore {}
+
+impl<T: RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore> ClusterApi for T {}
 
 /// One REST resource of an API group version, as API discovery reports it (used for mirror reference resources).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -9,7 +9,7 @@ use crate::cluster::downscale_record::{COMMIT_MARGIN, ClaimEnd};
 use crate::cluster::downscale_record::{
     RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, read_markers, read_record,
 };
-use crate::cluster::{ApiError, ClusterApi, Preconditions};
+use crate::cluster::{ApiError, ClusterApi, Preconditions, RecordStore};
 use crate::controller::cache::ClusterCache;
 use crate::controller::scaling::{
     DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back,
@@ -722,7 +722,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
 }
 
 /// Reads the group downscale record and its in-progress markers (`None`: no record exists yet).
-async fn read_record_and_markers<C: ClusterApi>(
+async fn read_record_and_markers<C: RecordStore>(
     api: &C,
     config_map: &str,
 ) -> Result<Option<(StoredRecord, Vec<DownscaleInProgress>)>, RecordStoreError> {

@@ -10,7 +10,7 @@
 use crate::cluster::downscale_record::{
     ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim,
 };
-use crate::cluster::{ApiError, ApiResourceRef, ClusterApi};
+use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::group::GroupSnapshot;
@@ -70,7 +70,7 @@ pub struct MirrorOutcome {
 
 /// Finds the reference resource: every mapping of `(group, kind)`; the first whose `scale` GET succeeds wins; if all
 /// fail, the first error.
-async fn resolve_scale<C: ClusterApi>(
+async fn resolve_scale<C: ScaleTargets>(
     api: &C,
     group: &str,
     kind: &str,
@@ -105,7 +105,7 @@ async fn resolve_scale<C: ClusterApi>(
 }
 
 /// Writes `value` into the reference's `status.replicas` (JSON merge patch). Errors are only logged.
-pub async fn write_back<C: ClusterApi>(api: &C, resource: &ApiResourceRef, name: &str, value: u32) {
+pub async fn write_back<C: ScaleTargets>(api: &C, resource: &ApiResourceRef, name: &str, value: u32) {
     let patch = serde_json::json!({ "status": { "replicas": value } });
     match api.patch_resource_status(resource, name, &patch).await {
         Ok(()) => {
@@ -187,7 +187,7 @@ async fn prepare<H: PodHttpClient>(
 
 /// The mirror step over a group, in name order: reads each mirror StatefulSet's reference, cancels or prepares
 /// delayed downscale on its pods, writes status back, and returns the first replica change due.
-pub async fn mirror_group<C: ClusterApi, H: PodHttpClient>(
+pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
     api: &C,
     pods: &H,
     cfg: &ScalingConfig,
@@ -314,7 +314,7 @@ pub enum DownscaleClaim {
 
 /// Claims a follower's downscale at `now` in the record `config_map` (see [`claim_downscale_marked`]), holding until
 /// `until`.
-pub async fn claim<C: ClusterApi>(
+pub async fn claim<C: RecordStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
@@ -341,7 +341,7 @@ pub async fn claim<C: ClusterApi>(
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
 /// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
 /// marker expires then.)
-pub async fn end_claim<C: ClusterApi>(api: &C, config_map: &str, statefulset: &str, until: Timestamp, end: ClaimEnd) {
+pub async fn end_claim<C: RecordStore>(api: &C, config_map: &str, statefulset: &str, until: Timestamp, end: ClaimEnd) {
     if let Err(error) = finish_marked_claim(api, config_map, statefulset, until, &[until], end).await {
         tracing::warn!(%statefulset, %error,
             "could not end the downscale claim; it keeps its later date and its marker expires by itself");

@@ -12,7 +12,8 @@
 //! where the simulated API server implements the port instead.
 
 use crate::cluster::{
-    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
+    WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
 use crate::ops::metrics::KubeClientMetrics;
@@ -274,7 +275,7 @@ impl KubeCluster {
     }
 }
 
-impl ClusterApi for KubeCluster {
+impl RolloutApi for KubeCluster {
     fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
         let what = format!("watch statefulsets with label {ROLLOUT_GROUP_LABEL} in namespace {}", self.namespace);
         watch(self.statefulsets.clone(), watcher::Config::default().labels(ROLLOUT_GROUP_LABEL), what)
@@ -302,30 +303,9 @@ impl ClusterApi for KubeCluster {
             .await
             .map_err(|err| classify(&err, &format!("update status of statefulset {}/{name}", self.namespace)))
     }
+}
 
-    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
-        self.config_maps
-            .get_opt(name)
-            .await
-            .map_err(|err| classify(&err, &format!("get configmap {}/{name}", self.namespace)))
-    }
-
-    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let name = config_map.metadata.name.as_deref().unwrap_or_default();
-        self.config_maps
-            .create(&PostParams::default(), config_map)
-            .await
-            .map_err(|err| classify(&err, &format!("create configmap {}/{name}", self.namespace)))
-    }
-
-    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let name = config_map.metadata.name.as_deref().unwrap_or_default();
-        self.config_maps
-            .replace(name, &PostParams::default(), config_map)
-            .await
-            .map_err(|err| classify(&err, &format!("replace configmap {}/{name}", self.namespace)))
-    }
-
+impl LiveReads for KubeCluster {
     async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
         self.statefulsets
             .get_opt(name)
@@ -358,7 +338,124 @@ impl ClusterApi for KubeCluster {
             .await
             .map_err(|err| classify(&err, &format!("list pods {label_selector:?} in {}", self.namespace)))
     }
+}
 
+impl RecordStore for KubeCluster {
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        self.config_maps
+            .get_opt(name)
+            .await
+            .map_err(|err| classify(&err, &format!("get configmap {}/{name}", self.namespace)))
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
+        self.config_maps
+            .create(&PostParams::default(), config_map)
+            .await
+            .map_err(|err| classify(&err, &format!("create configmap {}/{name}", self.namespace)))
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
+        self.config_maps
+            .replace(name, &PostParams::default(), config_map)
+            .await
+            .map_err(|err| classify(&err, &format!("replace configmap {}/{name}", self.namespace)))
+    }
+
+    async fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        let mut patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+        if !resource_version.is_empty() {
+            patch["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
+        }
+        self.statefulsets
+            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch annotations of statefulset {}/{name}", self.namespace)))
+    }
+}
+
+impl ScaleTargets for KubeCluster {
+    async fn patch_statefulset_replicas(
+        &self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        // The reference sends a strategic-merge patch; the resourceVersion makes it conditional on what we planned
+        // from, so a decision taken on a stale view fails with a conflict.
+        let mut patch = serde_json::json!({ "spec": { "replicas": replicas } });
+        if !resource_version.is_empty() {
+            patch["metadata"] = serde_json::json!({ "resourceVersion": resource_version });
+        }
+        if !annotations.is_empty() {
+            patch["metadata"]["annotations"] = serde_json::json!(annotations);
+        }
+        self.statefulsets
+            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch replicas of statefulset {}/{name}", self.namespace)))
+    }
+
+    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
+        let what = format!("discover resources of kind {kind} in API group {group:?}");
+        let api_group = match kube::discovery::oneshot::group(&self.client, group).await {
+            Ok(g) => g,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+            // kube reports an unknown group as a missing group in the /apis list.
+            Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
+            Err(err) => return Err(classify(&err, &what)),
+        };
+        let mut found = Vec::new();
+        for version in api_group.versions() {
+            for (resource, _) in api_group.versioned_resources(version) {
+                if resource.kind == kind {
+                    found.push(ApiResourceRef {
+                        group: resource.group,
+                        version: resource.version,
+                        kind: resource.kind,
+                        plural: resource.plural,
+                    });
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
+        let what = format!("get scale of {}/{name} ({})", resource.plural, resource.api_version());
+        let request =
+            kube::core::Request::new(resource_path(resource, &self.namespace)).get_subresource("scale", name).map_err(
+                |err| ApiError::Rejected { code: 0, message: format!("{what}: invalid request, not sent: {err}") },
+            )?;
+        self.client.request::<serde_json::Value>(request).await.map_err(|err| classify(&err, &what))
+    }
+
+    async fn patch_resource_status(
+        &self,
+        resource: &ApiResourceRef,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let what = format!("patch status of {}/{name} ({})", resource.plural, resource.api_version());
+        let request = kube::core::Request::new(resource_path(resource, &self.namespace))
+            .patch_subresource("status", name, &PatchParams::default(), &Patch::Merge(patch))
+            .map_err(|err| ApiError::Rejected {
+                code: 0,
+                message: format!("{what}: invalid request, not sent: {err}"),
+            })?;
+        self.client.request::<serde_json::Value>(request).await.map(|_| ()).map_err(|err| classify(&err, &what))
+    }
+}
+
+impl CertificateStore for KubeCluster {
     async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
         self.secrets.get_opt(name).await.map_err(|err| classify(&err, &format!("get secret {}/{name}", self.namespace)))
     }
@@ -413,94 +510,6 @@ impl ClusterApi for KubeCluster {
             }
         }
         .map_err(|err| classify(&err, &what))
-    }
-
-    async fn patch_statefulset_replicas(
-        &self,
-        name: &str,
-        replicas: u32,
-        resource_version: &str,
-        annotations: &BTreeMap<String, String>,
-    ) -> Result<StatefulSet, ApiError> {
-        // The reference sends a strategic-merge patch; the resourceVersion makes it conditional on what we planned
-        // from, so a decision taken on a stale view fails with a conflict.
-        let mut patch = serde_json::json!({ "spec": { "replicas": replicas } });
-        if !resource_version.is_empty() {
-            patch["metadata"] = serde_json::json!({ "resourceVersion": resource_version });
-        }
-        if !annotations.is_empty() {
-            patch["metadata"]["annotations"] = serde_json::json!(annotations);
-        }
-        self.statefulsets
-            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-            .map_err(|err| classify(&err, &format!("patch replicas of statefulset {}/{name}", self.namespace)))
-    }
-
-    async fn patch_statefulset_annotations(
-        &self,
-        name: &str,
-        resource_version: &str,
-        annotations: &BTreeMap<String, String>,
-    ) -> Result<StatefulSet, ApiError> {
-        let mut patch = serde_json::json!({ "metadata": { "annotations": annotations } });
-        if !resource_version.is_empty() {
-            patch["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
-        }
-        self.statefulsets
-            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-            .map_err(|err| classify(&err, &format!("patch annotations of statefulset {}/{name}", self.namespace)))
-    }
-
-    async fn discover_resources(&self, group: &str, kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
-        let what = format!("discover resources of kind {kind} in API group {group:?}");
-        let api_group = match kube::discovery::oneshot::group(&self.client, group).await {
-            Ok(g) => g,
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
-            // kube reports an unknown group as a missing group in the /apis list.
-            Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
-            Err(err) => return Err(classify(&err, &what)),
-        };
-        let mut found = Vec::new();
-        for version in api_group.versions() {
-            for (resource, _) in api_group.versioned_resources(version) {
-                if resource.kind == kind {
-                    found.push(ApiResourceRef {
-                        group: resource.group,
-                        version: resource.version,
-                        kind: resource.kind,
-                        plural: resource.plural,
-                    });
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
-        let what = format!("get scale of {}/{name} ({})", resource.plural, resource.api_version());
-        let request =
-            kube::core::Request::new(resource_path(resource, &self.namespace)).get_subresource("scale", name).map_err(
-                |err| ApiError::Rejected { code: 0, message: format!("{what}: invalid request, not sent: {err}") },
-            )?;
-        self.client.request::<serde_json::Value>(request).await.map_err(|err| classify(&err, &what))
-    }
-
-    async fn patch_resource_status(
-        &self,
-        resource: &ApiResourceRef,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<(), ApiError> {
-        let what = format!("patch status of {}/{name} ({})", resource.plural, resource.api_version());
-        let request = kube::core::Request::new(resource_path(resource, &self.namespace))
-            .patch_subresource("status", name, &PatchParams::default(), &Patch::Merge(patch))
-            .map_err(|err| ApiError::Rejected {
-                code: 0,
-                message: format!("{what}: invalid request, not sent: {err}"),
-            })?;
-        self.client.request::<serde_json::Value>(request).await.map(|_| ()).map_err(|err| classify(&err, &what))
     }
 }
 

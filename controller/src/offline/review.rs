@@ -10,18 +10,13 @@
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
 use crate::admission::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
-use crate::cluster::{
-    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
-    selector_matches,
-};
+use crate::cluster::{ApiError, LiveReads, RecordStore, selector_matches};
 use crate::offline::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use http_body_util::BodyExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -69,7 +64,6 @@ struct DumpState {
     deployments: BTreeMap<String, Deployment>,
     replicasets: BTreeMap<String, ReplicaSet>,
     config_maps: BTreeMap<String, ConfigMap>,
-    secrets: BTreeMap<String, Secret>,
 }
 
 fn typed<T: DeserializeOwned>(value: &serde_json::Value) -> Option<T> {
@@ -123,28 +117,36 @@ impl DumpCluster {
     }
 }
 
-fn quiet<K: Send + 'static>() -> BoxStream<'static, Result<WatchEvent<K>, ApiError>> {
-    futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)]).chain(futures::stream::pending()).boxed()
+impl LiveReads for DumpCluster {
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        Ok(self.state().statefulsets.get(name).cloned())
+    }
+
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(self.state().deployments.get(name).cloned())
+    }
+
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        Ok(self.state().replicasets.get(name).cloned())
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        let st = self.state();
+        Ok(st
+            .statefulsets
+            .values()
+            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
+            .cloned()
+            .collect())
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        let st = self.state();
+        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+    }
 }
 
-impl ClusterApi for DumpCluster {
-    fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
-        quiet()
-    }
-
-    fn watch_pods(&self) -> BoxStream<'static, Result<WatchEvent<Pod>, ApiError>> {
-        quiet()
-    }
-
-    async fn delete_pod(&self, name: &str, _preconditions: &Preconditions) -> Result<(), ApiError> {
-        Err(ApiError::Rejected { code: 0, message: format!("review does not delete pods ({name})") })
-    }
-
-    async fn replace_statefulset_status(&self, statefulset: &StatefulSet) -> Result<StatefulSet, ApiError> {
-        let name = statefulset.metadata.name.as_deref().unwrap_or_default();
-        Err(ApiError::Rejected { code: 0, message: format!("review does not update statefulsets ({name})") })
-    }
-
+impl RecordStore for DumpCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         Ok(self.state().config_maps.get(name).cloned())
     }
@@ -178,99 +180,24 @@ impl ClusterApi for DumpCluster {
         Ok(cm)
     }
 
-    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
-        Ok(self.state().statefulsets.get(name).cloned())
-    }
-
-    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
-        Ok(self.state().deployments.get(name).cloned())
-    }
-
-    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
-        Ok(self.state().replicasets.get(name).cloned())
-    }
-
-    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
-        let st = self.state();
-        Ok(st
-            .statefulsets
-            .values()
-            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
-            .cloned()
-            .collect())
-    }
-
-    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
-        let st = self.state();
-        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
-    }
-
-    async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
-        Ok(self.state().secrets.get(name).cloned())
-    }
-
-    async fn create_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
-        let name = secret.metadata.name.clone().unwrap_or_default();
-        self.state().secrets.insert(name, secret.clone());
-        Ok(secret.clone())
-    }
-
-    async fn replace_secret(&self, secret: &Secret) -> Result<Secret, ApiError> {
-        self.create_secret(secret).await
-    }
-
-    fn watch_webhook_configurations(
-        &self,
-        _kind: WebhookKind,
-        _label_selector: &str,
-    ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>> {
-        quiet()
-    }
-
-    async fn patch_webhook_configuration(
-        &self,
-        kind: WebhookKind,
-        name: &str,
-        _patch: &serde_json::Value,
-    ) -> Result<WebhookConfiguration, ApiError> {
-        Err(ApiError::NotFound(format!("{} {name}", kind.as_str())))
-    }
-
-    // Admission review never scales: these exist only because the port has them.
-    async fn patch_statefulset_replicas(
-        &self,
-        name: &str,
-        _replicas: u32,
-        _resource_version: &str,
-        _annotations: &std::collections::BTreeMap<String, String>,
-    ) -> Result<StatefulSet, ApiError> {
-        Err(ApiError::Rejected { code: 0, message: format!("review does not scale statefulsets ({name})") })
-    }
-
+    /// A downscale recorded in the annotation (no zone tracker) lands in the dump's copy, as it would in the
+    /// cluster: conditional on the resourceVersion, never on the real cluster.
     async fn patch_statefulset_annotations(
         &self,
         name: &str,
-        _resource_version: &str,
-        _annotations: &std::collections::BTreeMap<String, String>,
+        resource_version: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
-        Err(ApiError::Rejected { code: 0, message: format!("review does not annotate statefulsets ({name})") })
-    }
-
-    async fn discover_resources(&self, _group: &str, _kind: &str) -> Result<Vec<ApiResourceRef>, ApiError> {
-        Ok(Vec::new())
-    }
-
-    async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
-        Err(ApiError::NotFound(format!("{} {name}: review has no scale subresources", resource.plural)))
-    }
-
-    async fn patch_resource_status(
-        &self,
-        resource: &ApiResourceRef,
-        name: &str,
-        _patch: &serde_json::Value,
-    ) -> Result<(), ApiError> {
-        Err(ApiError::Rejected { code: 0, message: format!("review does not patch {}/{name}", resource.plural) })
+        let mut st = self.state();
+        st.rv += 1;
+        let next = format!("review-{}", st.rv);
+        let sts = st.statefulsets.get_mut(name).ok_or_else(|| ApiError::NotFound(format!("statefulsets {name:?}")))?;
+        if !resource_version.is_empty() && sts.metadata.resource_version.as_deref() != Some(resource_version) {
+            return Err(ApiError::Conflict(format!("statefulsets {name:?}: the object has been modified")));
+        }
+        sts.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
+        sts.metadata.resource_version = Some(next);
+        Ok(sts.clone())
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Owns only that gauge; it never writes to the cluster.
 
-use crate::cluster::{ClusterApi, WatchEvent, WebhookConfiguration, WebhookKind};
+use crate::cluster::{CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
 use crate::ops::metrics::Metrics;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub fn failure_policies(config: &WebhookConfiguration) -> Vec<(&'static str, Str
 }
 
 /// Watches the configurations of `namespace` until the watches end, recording each webhook's policy.
-pub async fn run<C: ClusterApi>(api: C, namespace: String, metrics: Arc<Metrics>) {
+pub async fn run<C: CertificateStore>(api: C, namespace: String, metrics: Arc<Metrics>) {
     let selector = format!("{}={namespace}", rollout_core::keys::NAMESPACE_LABEL);
     let mut events = futures::stream::select(
         api.watch_webhook_configurations(WebhookKind::Validating, &selector),

@@ -10,7 +10,7 @@
 //! Decisions (reuse or replace a stored certificate, when to renew, which DNS names, which patch) are
 //! `rollout_core::certificate`'s. Not built under `--cfg madsim` (no rustls there).
 
-use crate::cluster::{ApiError, ClusterApi, WatchEvent, WebhookConfiguration, WebhookKind};
+use crate::cluster::{ApiError, CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
@@ -308,7 +308,7 @@ fn bundle_from_secret(secret: &Secret, name: &str, namespace: &str) -> Result<Op
 /// Returns the self-signed certificate from the Secret `name`, generating (and storing) a new one when there is
 /// none, or when the stored one must be replaced (expired, two thirds of its lifetime passed, DNS names changed).
 /// Writes are conditional: when another replica wrote first, its certificate is used.
-pub async fn ensure_self_signed<C: ClusterApi>(
+pub async fn ensure_self_signed<C: CertificateStore>(
     api: &C,
     name: &str,
     namespace: &str,
@@ -387,7 +387,7 @@ pub struct SelfSignedSecret<C> {
 
 /// Keeps the self-signed certificate fresh: sleeps until its renewal time, renews it through the Secret, swaps it
 /// into the listener and publishes the new CA. Failures are retried every `retry`. Runs until dropped.
-pub async fn run_self_signed_renewal<C: ClusterApi>(
+pub async fn run_self_signed_renewal<C: CertificateStore>(
     source: SelfSignedSecret<C>,
     mut bundle: CertBundle,
     cert: Arc<SwappableCert>,
@@ -501,7 +501,7 @@ fn configuration_json(config: &WebhookConfiguration) -> serde_json::Value {
 /// watches (so configurations created later, or whose bundle someone removed, are patched), and again for all of
 /// them when the CA changes. Patches are conditional on the resourceVersion seen; a failed patch is retried after
 /// `retry` (on the newest version the watch delivered), never forgotten. Runs until dropped.
-pub async fn run_ca_injector<C: ClusterApi>(
+pub async fn run_ca_injector<C: CertificateStore>(
     api: C,
     namespace: String,
     mut ca_rx: watch::Receiver<String>,

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, ClusterApi, Preconditions, WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
+    WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -451,7 +452,7 @@ impl FakeCluster {
     }
 }
 
-impl ClusterApi for FakeCluster {
+impl RolloutApi for FakeCluster {
     fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
         let (tx, rx) = mpsc::unbounded();
         let mut st = self.state.lock().unwrap();
@@ -531,7 +532,46 @@ impl ClusterApi for FakeCluster {
         st.emit_sts(WatchEvent::Apply(s.clone()));
         Ok(s)
     }
+}
 
+impl LiveReads for FakeCluster {
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.statefulsets.get(name).cloned())
+    }
+
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.deployments.get(name).cloned())
+    }
+
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.replicasets.get(name).cloned())
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st
+            .statefulsets
+            .values()
+            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
+            .cloned()
+            .collect())
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+    }
+}
+
+impl RecordStore for FakeCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         // Let concurrent callers interleave between a read and a write, as over a network.
         tokio::task::yield_now().await;
@@ -624,7 +664,9 @@ impl ClusterApi for FakeCluster {
         st.emit_sts(WatchEvent::Apply(s.clone()));
         Ok(s)
     }
+}
 
+impl ScaleTargets for FakeCluster {
     async fn patch_statefulset_replicas(
         &self,
         name: &str,
@@ -704,42 +746,9 @@ impl ClusterApi for FakeCluster {
         }
         Ok(())
     }
+}
 
-    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
-        let st = self.state.lock().unwrap();
-        st.read()?;
-        Ok(st.statefulsets.get(name).cloned())
-    }
-
-    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
-        let st = self.state.lock().unwrap();
-        st.read()?;
-        Ok(st.deployments.get(name).cloned())
-    }
-
-    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
-        let st = self.state.lock().unwrap();
-        st.read()?;
-        Ok(st.replicasets.get(name).cloned())
-    }
-
-    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
-        let st = self.state.lock().unwrap();
-        st.read()?;
-        Ok(st
-            .statefulsets
-            .values()
-            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
-            .cloned()
-            .collect())
-    }
-
-    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
-        let st = self.state.lock().unwrap();
-        st.read()?;
-        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
-    }
-
+impl CertificateStore for FakeCluster {
     async fn get_secret(&self, name: &str) -> Result<Option<Secret>, ApiError> {
         let st = self.state.lock().unwrap();
         st.read()?;
