@@ -11,7 +11,7 @@
 //! `admission::server`'s business; this router is also what the simulator and the load benchmark drive.
 
 use crate::cluster::downscale_record::{
-    ClaimEnd, RecordStoreError, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
+    ClaimEnd, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
 use crate::cluster::{ApiError, LiveReads, RecordStore};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
@@ -190,15 +190,20 @@ where
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Runs `call` before `deadline`; a call still running then fails as unavailable.
-async fn before<T>(
-    deadline: Instant,
-    what: &str,
-    call: impl Future<Output = Result<T, ApiError>>,
-) -> Result<T, ApiError> {
+/// A call of a handler that failed: by its own error, or by running into the handler's deadline.
+#[derive(Debug, thiserror::Error)]
+enum Late<E> {
+    #[error("API unavailable: {0}: the webhook's deadline passed")]
+    Deadline(String),
+    #[error(transparent)]
+    Failed(E),
+}
+
+/// Runs `call` before `deadline`; a call still running then fails with [`Late::Deadline`].
+async fn before<T, E>(deadline: Instant, what: &str, call: impl Future<Output = Result<T, E>>) -> Result<T, Late<E>> {
     match tokio::time::timeout(remaining(deadline), call).await {
-        Ok(result) => result,
-        Err(_) => Err(ApiError::Unavailable(format!("{what}: the webhook's deadline passed"))),
+        Ok(result) => result.map_err(Late::Failed),
+        Err(_) => Err(Late::Deadline(what.to_string())),
     }
 }
 
@@ -304,31 +309,23 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
                 .map_err(|err| err.to_string()),
         ),
         Need::Record => {
-            let read = before(deadline, "read record", async {
-                read_record(api, config_map).await.map_err(|e| {
-                    let forbidden =
-                        matches!(&e, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. });
-                    let hint = if forbidden {
-                        "; grant the operator get, update and create on configmaps, or drop -use-zone-tracker"
-                    } else {
-                        ""
-                    };
-                    ApiError::Unavailable(format!("{e}{hint}"))
-                })
-            })
-            .await;
+            let read = before(deadline, "read record", read_record(api, config_map)).await;
             Observed::Record(match read {
                 Ok(Some(stored)) => read_markers(&stored).map(|markers| Some((stored.record, markers))),
                 Ok(None) => Ok(None),
+                // Say which verbs are missing.
+                Err(Late::Failed(err)) if err.is_forbidden() => Err(format!(
+                    "{err}; grant the operator get, update and create on configmaps, or drop -use-zone-tracker"
+                )),
                 Err(err) => Err(err.to_string()),
             })
         }
         Need::Claim { group, statefulset, now, until } => Observed::Claim(
-            before(deadline, "claim downscale", async {
-                claim_downscale_marked(api, config_map, &group, &statefulset, now, until)
-                    .await
-                    .map_err(|e| ApiError::Unavailable(e.to_string()))
-            })
+            before(
+                deadline,
+                "claim downscale",
+                claim_downscale_marked(api, config_map, &group, &statefulset, now, until),
+            )
             .await
             .map_err(|err| err.to_string()),
         ),
@@ -352,18 +349,12 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
         }
         Need::PreparePods { plan } => Observed::PodsPrepared(prepare_pods(&webhooks.pods, &plan, deadline).await),
         Need::DateInRecord { statefulset, until, committed_by } => {
-            let dated = before(deadline, "date the downscale and clear the downscale-in-progress marker", async {
-                finish_marked_claim(
-                    api,
-                    config_map,
-                    &statefulset,
-                    until,
-                    &[until],
-                    ClaimEnd::Committed { at: committed_by },
-                )
-                .await
-                .map_err(|e| ApiError::Unavailable(e.to_string()))
-            })
+            let end = ClaimEnd::Committed { at: committed_by };
+            let dated = before(
+                deadline,
+                "date the downscale and clear the downscale-in-progress marker",
+                finish_marked_claim(api, config_map, &statefulset, until, &[until], end),
+            )
             .await;
             if let Err(err) = &dated {
                 // The entry keeps the claim's date (`until`, later still) and the marker expires by itself.
@@ -383,7 +374,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
             )
             .await;
             Observed::LastDownscalePatched(written.map(|_| ()).map_err(|err| PatchFailure {
-                forbidden: matches!(err, ApiError::Rejected { code: 403, .. }),
+                forbidden: matches!(err, Late::Failed(ApiError::Rejected { code: 403, .. })),
                 message: err.to_string(),
             }))
         }

@@ -77,6 +77,23 @@ pub enum RecordStoreError {
     Contended { config_map: String, attempts: u32 },
 }
 
+impl RecordStoreError {
+    /// Short, stable label for metrics and logs, by what to do about it (as [`ApiError::kind`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecordStoreError::Api { source, .. } => source.kind(),
+            RecordStoreError::Unreadable { .. } => "unreadable_record",
+            RecordStoreError::NoResourceVersion { .. } => "rejected",
+            RecordStoreError::Contended { .. } => "conflict",
+        }
+    }
+
+    /// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. })
+    }
+}
+
 fn api_error(config_map: &str) -> impl Fn(ApiError) -> RecordStoreError + '_ {
     move |source| RecordStoreError::Api { config_map: config_map.to_string(), source }
 }

@@ -96,6 +96,9 @@ pub enum ApiError {
     /// The API could not be reached or did not answer in time; retry with backoff.
     #[error("API unavailable: {0}")]
     Unavailable(String),
+    /// The request could not be built, so it was never sent; retrying the same request will not help.
+    #[error("invalid request, not sent: {0}")]
+    InvalidRequest(String),
 }
 
 impl ApiError {
@@ -106,6 +109,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::Rejected { .. } => "rejected",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::InvalidRequest(_) => "invalid_request",
         }
     }
 }

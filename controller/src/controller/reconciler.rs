@@ -86,27 +86,42 @@ pub enum ReconcileError {
     UpdateStatus { statefulset: String, source: ApiError },
     #[error("failed to scale StatefulSet {statefulset}: {source}")]
     Scale { statefulset: String, source: ApiError },
-    /// The group downscale record could not be read or written; `source` classifies what to do about it.
-    #[error("cannot claim the downscale of StatefulSet {statefulset} in the group downscale record: {message}")]
-    DownscaleRecord { statefulset: String, message: String, source: ApiError },
+    /// A follower's downscale could not be claimed in the group downscale record; nothing was scaled.
+    #[error("cannot claim the downscale of StatefulSet {statefulset} in the group downscale record: {source}")]
+    DownscaleRecord { statefulset: String, source: RecordStoreError },
     /// The group downscale record could not be read, so the pass could not tell whether a downscale is being
     /// prepared; nothing was done.
-    #[error("cannot read the group downscale record: {message}")]
-    ReadDownscaleRecord { message: String, source: ApiError },
+    #[error("cannot read the group downscale record: {source}")]
+    ReadDownscaleRecord { source: RecordStoreError },
+    /// The core's pass failed closed for another reason; nothing was done.
+    #[error("{reason}")]
+    FailedClosed { reason: String },
     /// The rollout step could not be claimed in the group downscale record; no pod was deleted.
-    #[error("cannot claim the rollout step in the group downscale record: {message}")]
-    ClaimRolloutStep { message: String, source: ApiError },
+    #[error("cannot claim the rollout step in the group downscale record: {source}")]
+    ClaimRolloutStep { source: RecordStoreError },
 }
 
 impl ReconcileError {
-    pub fn api_error(&self) -> &ApiError {
+    /// Short, stable label for logs, by what to do about it.
+    pub fn kind(&self) -> &'static str {
         match self {
             ReconcileError::DeletePod { source, .. }
             | ReconcileError::UpdateStatus { source, .. }
-            | ReconcileError::Scale { source, .. }
-            | ReconcileError::DownscaleRecord { source, .. }
-            | ReconcileError::ReadDownscaleRecord { source, .. }
-            | ReconcileError::ClaimRolloutStep { source, .. } => source,
+            | ReconcileError::Scale { source, .. } => source.kind(),
+            ReconcileError::DownscaleRecord { source, .. }
+            | ReconcileError::ReadDownscaleRecord { source }
+            | ReconcileError::ClaimRolloutStep { source } => source.kind(),
+            ReconcileError::FailedClosed { .. } => "failed_closed",
+        }
+    }
+
+    /// A write of the plan got no answer: it may or may not have been applied.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            ReconcileError::DeletePod { source, .. }
+            | ReconcileError::UpdateStatus { source, .. }
+            | ReconcileError::Scale { source, .. } => matches!(source, ApiError::Unavailable(_)),
+            _ => false,
         }
     }
 }
@@ -388,11 +403,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             Ok(None) if record_need(&snapshot, zone_tracker) == RecordNeed::NotNeeded => RecordRead::NotRead,
             Ok(None) => RecordRead::Absent,
             Ok(Some((stored, markers))) => RecordRead::Read { record: &stored.record, markers },
-            Err(error) if is_forbidden(error) => RecordRead::Forbidden,
+            Err(error) if error.is_forbidden() => RecordRead::Forbidden,
             Err(_) => RecordRead::Unreadable { error: read_error.as_deref().unwrap_or_default() },
         };
         if let Err(error) = &read
-            && is_forbidden(error)
+            && error.is_forbidden()
         {
             self.zone_tracker_refused(error);
         }
@@ -405,12 +420,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             scaling_forbidden: self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()),
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
-        if let Some(why) = pass.failed_closed.take() {
-            let source = match &read {
-                Err(error) => record_api_error(error),
-                Ok(_) => ApiError::Unavailable(why.clone()),
+        if let Some(reason) = pass.failed_closed.take() {
+            let err = match read {
+                Err(source) => ReconcileError::ReadDownscaleRecord { source },
+                Ok(_) => ReconcileError::FailedClosed { reason },
             };
-            let err = ReconcileError::ReadDownscaleRecord { message: read_error.unwrap_or(why), source };
             self.pass_finished(group, started, false, now);
             self.retry_with_backoff(group, &err);
             return;
@@ -446,12 +460,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     self.queue.schedule(group, Instant::now(), self.config.min_interval);
                     return;
                 }
-                Err(error) if is_forbidden(&error) => self.zone_tracker_refused(&error),
-                Err(error) => {
-                    let err = ReconcileError::ClaimRolloutStep {
-                        message: error.to_string(),
-                        source: record_api_error(&error),
-                    };
+                Err(error) if error.is_forbidden() => self.zone_tracker_refused(&error),
+                Err(source) => {
+                    let err = ReconcileError::ClaimRolloutStep { source };
                     self.pass_finished(group, started, false, now);
                     self.retry_with_backoff(group, &err);
                     return;
@@ -461,7 +472,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let result = self.execute(group, &plan, &snapshot, now, step).await;
         // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
         // so its step is left to expire.
-        let unknown_outcome = matches!(&result, Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)));
+        let unknown_outcome = matches!(&result, Err(e) if e.outcome_unknown());
         if let (Some(until), false, Some(config_map)) = (step, unknown_outcome, &self.scaling.downscale_record)
             && let Err(error) = finish_rollout_step(&self.api, config_map, group, until).await
         {
@@ -494,7 +505,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         *failures = failures.saturating_add(1);
         let backoff =
             self.config.initial_backoff.saturating_mul(1u32 << (*failures - 1).min(16)).min(self.config.max_backoff);
-        tracing::warn!(rollout_group = group, error = %err, kind = err.api_error().kind(),
+        tracing::warn!(rollout_group = group, error = %err, kind = err.kind(),
             retry_in = ?backoff, "reconcile failed");
         self.queue.retry_at(group, Instant::now() + backoff.max(self.config.min_interval));
     }
@@ -585,15 +596,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                                 continue;
                             }
                             // Disabled, not failed: the rest of the pass (and later passes) goes on.
-                            Err(error) if is_forbidden(&error) => {
+                            Err(error) if error.is_forbidden() => {
                                 self.zone_tracker_refused(&error);
                                 continue;
                             }
-                            Err(error) => {
+                            Err(source) => {
                                 return Err(ReconcileError::DownscaleRecord {
                                     statefulset: statefulset.clone(),
-                                    message: error.to_string(),
-                                    source: record_api_error(&error),
+                                    source,
                                 });
                             }
                         }
@@ -638,7 +648,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             };
             let written = match &outcome {
                 Ok(()) => WriteOutcome::Applied,
-                Err(e) if matches!(e.api_error(), ApiError::Unavailable(_)) => WriteOutcome::Unknown,
+                Err(e) if e.outcome_unknown() => WriteOutcome::Unknown,
                 Err(_) => WriteOutcome::Refused,
             };
             if let Some(expectation) = expectation_after(action, written, now, &self.lifetimes()) {
@@ -736,20 +746,6 @@ async fn read_record_and_markers<C: RecordStore>(
         },
     })?;
     Ok(Some((stored, markers)))
-}
-
-/// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.
-fn is_forbidden(error: &RecordStoreError) -> bool {
-    matches!(error, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. })
-}
-
-/// The API error inside a record-store failure, or how to treat one that has none.
-fn record_api_error(error: &RecordStoreError) -> ApiError {
-    match error {
-        RecordStoreError::Api { source, .. } => source.clone(),
-        RecordStoreError::Contended { .. } => ApiError::Unavailable(error.to_string()),
-        other => ApiError::Rejected { code: 0, message: other.to_string() },
-    }
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

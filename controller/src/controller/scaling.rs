@@ -68,6 +68,20 @@ pub struct MirrorOutcome {
     pub write_back: Option<(ApiResourceRef, String)>,
 }
 
+/// Why a mirror StatefulSet's reference resource could not be read (the reference's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceLookupError {
+    #[error("unable to find custom resource mapping for reference resource {kind}/{name}: {source}")]
+    Discovery { kind: String, name: String, source: ApiError },
+    #[error(
+        "unable to find custom resource mapping for reference resource {kind}/{name}: no {kind} in API group {group:?}"
+    )]
+    NoMapping { kind: String, name: String, group: String },
+    /// Every mapping's `scale` GET failed; the first error.
+    #[error("failed to query scale subresource for {kind}/{name}: {source}")]
+    Scale { kind: String, name: String, source: ApiError },
+}
+
 /// Finds the reference resource: every mapping of `(group, kind)`; the first whose `scale` GET succeeds wins; if all
 /// fail, the first error.
 async fn resolve_scale<C: ScaleTargets>(
@@ -75,16 +89,13 @@ async fn resolve_scale<C: ScaleTargets>(
     group: &str,
     kind: &str,
     name: &str,
-) -> Result<(ApiResourceRef, ReferenceScale), String> {
-    let resources = api
-        .discover_resources(group, kind)
-        .await
-        .map_err(|e| format!("unable to find custom resource mapping for reference resource {kind}/{name}: {e}"))?;
-    if resources.is_empty() {
-        return Err(format!(
-            "unable to find custom resource mapping for reference resource {kind}/{name}: no {kind} in API group {group:?}"
-        ));
-    }
+) -> Result<(ApiResourceRef, ReferenceScale), ReferenceLookupError> {
+    let (kind_, name_) = (kind.to_string(), name.to_string());
+    let resources = api.discover_resources(group, kind).await.map_err(|source| ReferenceLookupError::Discovery {
+        kind: kind_.clone(),
+        name: name_.clone(),
+        source,
+    })?;
     let mut first_error = None;
     for resource in resources {
         match api.get_scale(&resource, name).await {
@@ -100,8 +111,10 @@ async fn resolve_scale<C: ScaleTargets>(
             }
         }
     }
-    let e = first_error.map_or_else(String::new, |e: ApiError| e.to_string());
-    Err(format!("failed to query scale subresource for {kind}/{name}: {e}"))
+    Err(match first_error {
+        Some(source) => ReferenceLookupError::Scale { kind: kind_, name: name_, source },
+        None => ReferenceLookupError::NoMapping { kind: kind_, name: name_, group: group.to_string() },
+    })
 }
 
 /// Writes `value` into the reference's `status.replicas` (JSON merge patch). Errors are only logged.
@@ -204,7 +217,7 @@ pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
         let (resource, scale) = match resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await {
             Ok(found) => found,
             Err(e) => {
-                outcome.findings.errors.push(ScalingError::new(&sts.name, e));
+                outcome.findings.errors.push(ScalingError::new(&sts.name, e.to_string()));
                 continue;
             }
         };

@@ -431,10 +431,9 @@ impl ScaleTargets for KubeCluster {
 
     async fn get_scale(&self, resource: &ApiResourceRef, name: &str) -> Result<serde_json::Value, ApiError> {
         let what = format!("get scale of {}/{name} ({})", resource.plural, resource.api_version());
-        let request =
-            kube::core::Request::new(resource_path(resource, &self.namespace)).get_subresource("scale", name).map_err(
-                |err| ApiError::Rejected { code: 0, message: format!("{what}: invalid request, not sent: {err}") },
-            )?;
+        let request = kube::core::Request::new(resource_path(resource, &self.namespace))
+            .get_subresource("scale", name)
+            .map_err(|err| ApiError::InvalidRequest(format!("{what}: {err}")))?;
         self.client.request::<serde_json::Value>(request).await.map_err(|err| classify(&err, &what))
     }
 
@@ -447,10 +446,7 @@ impl ScaleTargets for KubeCluster {
         let what = format!("patch status of {}/{name} ({})", resource.plural, resource.api_version());
         let request = kube::core::Request::new(resource_path(resource, &self.namespace))
             .patch_subresource("status", name, &PatchParams::default(), &Patch::Merge(patch))
-            .map_err(|err| ApiError::Rejected {
-                code: 0,
-                message: format!("{what}: invalid request, not sent: {err}"),
-            })?;
+            .map_err(|err| ApiError::InvalidRequest(format!("{what}: {err}")))?;
         self.client.request::<serde_json::Value>(request).await.map(|_| ()).map_err(|err| classify(&err, &what))
     }
 }
@@ -606,9 +602,7 @@ fn classify(err: &kube::Error, what: &str) -> ApiError {
     match err {
         kube::Error::Api(status) => classify_status(status, what),
         // The request was never sent: retrying the same request cannot help.
-        kube::Error::BuildRequest(err) => {
-            ApiError::Rejected { code: 0, message: format!("{what}: invalid request, not sent: {err}") }
-        }
+        kube::Error::BuildRequest(err) => ApiError::InvalidRequest(format!("{what}: {err}")),
         // Transport failures, timeouts, unreadable responses, credential refresh failures: transient as far as we
         // can tell, so retry with backoff.
         other => ApiError::Unavailable(format!("{what}: {}", error_chain(other))),

@@ -437,7 +437,7 @@ async fn delete_pod_connection_failure_is_unavailable() {
 async fn delete_pod_with_invalid_name_is_rejected_without_a_request() {
     let (cluster, mut api) = mock_cluster();
     let result = cluster.delete_pod("", &Preconditions::default()).await;
-    assert!(matches!(result, Err(ApiError::Rejected { code: 0, .. })), "{result:?}");
+    assert!(matches!(result, Err(ApiError::InvalidRequest(_))), "{result:?}");
     api.expect_no_request().await;
 }
 
