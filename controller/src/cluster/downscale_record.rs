@@ -115,32 +115,32 @@ pub async fn read_record<C: RecordStore>(api: &C, config_map: &str) -> Result<Op
     Ok(Some(StoredRecord { record, resource_version, config_map: cm }))
 }
 
-/// What one attempt at a compare-and-swap came to.
-enum Swap<T> {
-    Done(T),
-    /// Someone else wrote first: read again.
-    Retry,
+/// What a read-check-swap round writes: the record's data (`None`: as stored) and, when given, the in-progress
+/// markers and rollout steps annotations (removed when empty).
+#[derive(Debug, Default)]
+struct Write {
+    record: Option<DownscaleRecord>,
+    markers: Option<Vec<DownscaleInProgress>>,
+    steps: Option<Vec<RolloutStepInProgress>>,
 }
 
-/// Writes `record` back: creates the ConfigMap when `stored` is `None`, else replaces it conditional on the
-/// resourceVersion read, keeping its other metadata.
+/// What one round decides on the record as read.
+enum Round<T> {
+    /// Write, then answer `T` if the swap lands (else read again).
+    Write(Write, T),
+    /// Answer `T` without writing.
+    Answer(T),
+}
+
+/// Writes `write` back: creates the ConfigMap when `stored` is `None`, else replaces it conditional on the
+/// resourceVersion read, keeping its other metadata. `false`: someone else wrote first (created, replaced or
+/// deleted it meanwhile).
 async fn swap<C: RecordStore>(
     api: &C,
     config_map: &str,
     stored: Option<&StoredRecord>,
-    record: &DownscaleRecord,
-) -> Result<Swap<()>, RecordStoreError> {
-    swap_with_markers(api, config_map, stored, record, None).await
-}
-
-/// [`swap`], also setting the in-progress markers annotation when `markers` is given.
-async fn swap_with_markers<C: RecordStore>(
-    api: &C,
-    config_map: &str,
-    stored: Option<&StoredRecord>,
-    record: &DownscaleRecord,
-    markers: Option<&[DownscaleInProgress]>,
-) -> Result<Swap<()>, RecordStoreError> {
+    write: &Write,
+) -> Result<bool, RecordStoreError> {
     let mut cm = match stored {
         None => ConfigMap {
             metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
@@ -152,12 +152,19 @@ async fn swap_with_markers<C: RecordStore>(
             cm
         }
     };
-    cm.data = Some(record.to_config_map_data());
-    if let Some(markers) = markers {
+    if let Some(record) = &write.record {
+        cm.data = Some(record.to_config_map_data());
+    }
+    let rendered = [
+        (keys::DOWNSCALES_IN_PROGRESS, write.markers.as_deref().map(render_in_progress)),
+        (keys::ROLLOUT_STEPS_IN_PROGRESS, write.steps.as_deref().map(render_rollout_steps)),
+    ];
+    for (key, value) in rendered {
+        let Some(value) = value else { continue };
         let annotations = cm.metadata.annotations.get_or_insert_with(Default::default);
-        match render_in_progress(markers) {
-            Some(value) => annotations.insert(keys::DOWNSCALES_IN_PROGRESS.to_string(), value),
-            None => annotations.remove(keys::DOWNSCALES_IN_PROGRESS),
+        match value {
+            Some(value) => annotations.insert(key.to_string(), value),
+            None => annotations.remove(key),
         };
     }
     let result = match stored {
@@ -165,11 +172,44 @@ async fn swap_with_markers<C: RecordStore>(
         Some(_) => api.replace_config_map(&cm).await,
     };
     match result {
-        Ok(_) => Ok(Swap::Done(())),
-        // Created meanwhile (AlreadyExists), replaced meanwhile (resourceVersion moved), or deleted meanwhile.
-        Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => Ok(Swap::Retry),
+        Ok(_) => Ok(true),
+        Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => Ok(false),
         Err(other) => Err(api_error(config_map)(other)),
     }
+}
+
+/// The one read-check-swap loop: reads the record, lets `decide` answer or say what to write, and on a lost swap
+/// starts over from a fresh read, so every decision is taken on the record it replaces. Bounded by
+/// [`MAX_ATTEMPTS`].
+async fn read_check_swap<C: RecordStore, T>(
+    api: &C,
+    config_map: &str,
+    mut decide: impl FnMut(Option<&StoredRecord>) -> Result<Round<T>, RecordStoreError>,
+) -> Result<T, RecordStoreError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let stored = read_record(api, config_map).await?;
+        match decide(stored.as_ref())? {
+            Round::Answer(answer) => return Ok(answer),
+            Round::Write(write, answer) => {
+                if swap(api, config_map, stored.as_ref(), &write).await? {
+                    return Ok(answer);
+                }
+            }
+        }
+    }
+    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+}
+
+/// The in-progress markers of `stored`, or why they cannot be read.
+pub fn markers_of(stored: &StoredRecord, config_map: &str) -> Result<Vec<DownscaleInProgress>, RecordStoreError> {
+    read_markers(stored).map_err(|reason| RecordStoreError::Unreadable {
+        config_map: config_map.to_string(),
+        source: RecordError {
+            key: format!("metadata.annotations[{}]", keys::DOWNSCALES_IN_PROGRESS),
+            value: String::new(),
+            reason,
+        },
+    })
 }
 
 /// Claims a downscale of `statefulset` (a member of `group`) at `now`: reads the record (bootstrapping it from the
@@ -183,23 +223,17 @@ pub async fn claim_downscale<C: RecordStore>(
     statefulset: &str,
     now: Timestamp,
 ) -> Result<Claim, RecordStoreError> {
-    for _ in 0..MAX_ATTEMPTS {
-        let stored = read_record(api, config_map).await?;
-        let mut record = match &stored {
-            Some(s) => s.record.clone(),
-            None => DownscaleRecord::bootstrap(group),
-        };
+    read_check_swap(api, config_map, |stored| {
+        let mut record = stored.map_or_else(|| DownscaleRecord::bootstrap(group), |s| s.record.clone());
         match check_min_time(group, Some(&record), statefulset, now) {
             MinTimeVerdict::Elapsed => {}
-            refused => return Ok(Claim::Refused(refused)),
+            refused => return Ok(Round::Answer(Claim::Refused(refused))),
         }
         let previous = record.last_downscaled.get(statefulset).copied();
         record.record_downscale(statefulset, now);
-        if let Swap::Done(()) = swap(api, config_map, stored.as_ref(), &record).await? {
-            return Ok(Claim::Claimed { previous });
-        }
-    }
-    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+        Ok(Round::Write(Write { record: Some(record), ..Write::default() }, Claim::Claimed { previous }))
+    })
+    .await
 }
 
 /// Undoes a claim made at `claimed_at`: restores `previous` as the StatefulSet's entry (or removes the entry when
@@ -215,27 +249,18 @@ pub async fn undo_claim<C: RecordStore>(
     let mut ours = DownscaleRecord::default();
     ours.record_downscale(statefulset, claimed_at);
     let claimed_at = ours.last_downscaled[statefulset];
-    for _ in 0..MAX_ATTEMPTS {
-        let Some(stored) = read_record(api, config_map).await? else {
-            return Ok(false);
+    read_check_swap(api, config_map, |stored| {
+        let Some(stored) = stored.filter(|s| s.record.last_downscaled.get(statefulset) == Some(&claimed_at)) else {
+            return Ok(Round::Answer(false));
         };
-        if stored.record.last_downscaled.get(statefulset) != Some(&claimed_at) {
-            return Ok(false);
-        }
         let mut record = stored.record.clone();
         match previous {
-            Some(at) => {
-                record.last_downscaled.insert(statefulset.to_string(), at);
-            }
-            None => {
-                record.last_downscaled.remove(statefulset);
-            }
-        }
-        if let Swap::Done(()) = swap(api, config_map, Some(&stored), &record).await? {
-            return Ok(true);
-        }
-    }
-    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+            Some(at) => record.last_downscaled.insert(statefulset.to_string(), at),
+            None => record.last_downscaled.remove(statefulset),
+        };
+        Ok(Round::Write(Write { record: Some(record), ..Write::default() }, true))
+    })
+    .await
 }
 
 /// The downscales in progress recorded with the record (see [`DownscaleInProgress`]).
@@ -263,40 +288,25 @@ pub async fn claim_downscale_marked<C: RecordStore>(
     now: Timestamp,
     until: Timestamp,
 ) -> Result<MarkedClaim, RecordStoreError> {
-    for _ in 0..MAX_ATTEMPTS {
-        let stored = read_record(api, config_map).await?;
-        let (mut record, mut markers) = match &stored {
-            Some(s) => (
-                s.record.clone(),
-                read_markers(s).map_err(|reason| RecordStoreError::Unreadable {
-                    config_map: config_map.to_string(),
-                    source: RecordError {
-                        key: format!("metadata.annotations[{}]", keys::DOWNSCALES_IN_PROGRESS),
-                        value: String::new(),
-                        reason,
-                    },
-                })?,
-            ),
+    read_check_swap(api, config_map, |stored| {
+        let (mut record, mut markers) = match stored {
+            Some(s) => (s.record.clone(), markers_of(s, config_map)?),
             None => (DownscaleRecord::bootstrap(group), Vec::new()),
         };
         // Any live downscale of the group, this StatefulSet's own included: a second claim of it would take over the
         // first one's marker and date while the first is still preparing.
         if let Some(holder) = live_in_progress(&markers, &group.name, None, now) {
-            return Ok(MarkedClaim::Busy(holder.clone()));
+            return Ok(Round::Answer(MarkedClaim::Busy(holder.clone())));
         }
         // Refused while the controller replaces pods of the group: this claim and the step's are swaps of the same
         // object, so one of them always sees the other (see `RolloutStepInProgress`).
-        if let Some(step) = stored
-            .as_ref()
-            .map(read_rollout_steps)
-            .transpose()?
-            .and_then(|steps| live_rollout_step(&steps, &group.name, now).cloned())
-        {
-            return Ok(MarkedClaim::Stepping(step));
+        let steps = stored.map(read_rollout_steps).transpose()?.unwrap_or_default();
+        if let Some(step) = live_rollout_step(&steps, &group.name, now) {
+            return Ok(Round::Answer(MarkedClaim::Stepping(step.clone())));
         }
         match check_min_time(group, Some(&record), statefulset, now) {
             MinTimeVerdict::Elapsed => {}
-            refused => return Ok(MarkedClaim::Refused(refused)),
+            refused => return Ok(Round::Answer(MarkedClaim::Refused(refused))),
         }
         let previous = record.last_downscaled.get(statefulset).copied();
         // Stored rounded up (never expiring early); `finish_marked_claim` finds marker and entry again by it.
@@ -305,11 +315,10 @@ pub async fn claim_downscale_marked<C: RecordStore>(
         // Expired markers are dropped on the way.
         markers.retain(|m| m.is_live(now) && m.statefulset != statefulset);
         markers.push(DownscaleInProgress { statefulset: statefulset.to_string(), group: group.name.clone(), until });
-        if let Swap::Done(()) = swap_with_markers(api, config_map, stored.as_ref(), &record, Some(&markers)).await? {
-            return Ok(MarkedClaim::Claimed { previous });
-        }
-    }
-    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+        let write = Write { record: Some(record), markers: Some(markers), ..Write::default() };
+        Ok(Round::Write(write, MarkedClaim::Claimed { previous }))
+    })
+    .await
 }
 
 /// How a marked claim ends.
@@ -335,11 +344,9 @@ pub async fn finish_marked_claim<C: RecordStore>(
     // All as stored (see `round_up_to_second`).
     let until = round_up_to_second(until);
     let ours: Vec<Timestamp> = ours.iter().copied().map(round_up_to_second).collect();
-    for _ in 0..MAX_ATTEMPTS {
-        let Some(stored) = read_record(api, config_map).await? else {
-            return Ok(());
-        };
-        let mut markers = read_markers(&stored).unwrap_or_default();
+    read_check_swap(api, config_map, |stored| {
+        let Some(stored) = stored else { return Ok(Round::Answer(())) };
+        let mut markers = read_markers(stored).unwrap_or_default();
         let before = markers.clone();
         let ours_marker =
             |m: &DownscaleInProgress| m.statefulset == statefulset && (m.until == until || ours.contains(&m.until));
@@ -368,13 +375,11 @@ pub async fn finish_marked_claim<C: RecordStore>(
             changed |= record != stored.record;
         }
         if !changed {
-            return Ok(());
+            return Ok(Round::Answer(()));
         }
-        if let Swap::Done(()) = swap_with_markers(api, config_map, Some(&stored), &record, Some(&markers)).await? {
-            return Ok(());
-        }
-    }
-    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+        Ok(Round::Write(Write { record: Some(record), markers: Some(markers), ..Write::default() }, ()))
+    })
+    .await
 }
 
 /// The rollout steps in progress recorded with the record (see [`RolloutStepInProgress`]).
@@ -412,18 +417,6 @@ pub async fn claim_rollout_step<C: RecordStore>(
     now: Timestamp,
     until: Timestamp,
 ) -> Result<StepClaim, RecordStoreError> {
-    let mut cm = match stored {
-        None => ConfigMap {
-            metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
-            data: Some(DownscaleRecord::bootstrap(group).to_config_map_data()),
-            ..ConfigMap::default()
-        },
-        Some(stored) => {
-            let mut cm = stored.config_map.clone();
-            cm.metadata.resource_version = Some(stored.resource_version.clone());
-            cm
-        }
-    };
     let mut steps = match stored {
         Some(stored) => read_rollout_steps(stored)?,
         None => Vec::new(),
@@ -435,19 +428,10 @@ pub async fn claim_rollout_step<C: RecordStore>(
     }
     steps.retain(|s| s.is_live(now) && s.group != group.name);
     steps.push(RolloutStepInProgress { group: group.name.clone(), until });
-    let annotations = cm.metadata.annotations.get_or_insert_with(Default::default);
-    if let Some(value) = render_rollout_steps(&steps) {
-        annotations.insert(keys::ROLLOUT_STEPS_IN_PROGRESS.to_string(), value);
-    }
-    let result = match stored {
-        None => api.create_config_map(&cm).await,
-        Some(_) => api.replace_config_map(&cm).await,
-    };
-    match result {
-        Ok(_) => Ok(StepClaim::Claimed { until }),
-        Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => Ok(StepClaim::Stale),
-        Err(other) => Err(api_error(config_map)(other)),
-    }
+    // A new record starts from the group's annotations; an existing one keeps its data.
+    let record = stored.is_none().then(|| DownscaleRecord::bootstrap(group));
+    let write = Write { record, steps: Some(steps), ..Write::default() };
+    Ok(if swap(api, config_map, stored, &write).await? { StepClaim::Claimed { until } } else { StepClaim::Stale })
 }
 
 /// Ends a rollout step claimed until `until`: removes its entry (only that one: a later step of the group has
@@ -458,27 +442,15 @@ pub async fn finish_rollout_step<C: RecordStore>(
     group: &str,
     until: Timestamp,
 ) -> Result<(), RecordStoreError> {
-    for _ in 0..MAX_ATTEMPTS {
-        let Some(mut stored) = read_record(api, config_map).await? else {
-            return Ok(());
-        };
-        let mut steps = read_rollout_steps(&stored)?;
+    read_check_swap(api, config_map, |stored| {
+        let Some(stored) = stored else { return Ok(Round::Answer(())) };
+        let mut steps = read_rollout_steps(stored)?;
         let before = steps.len();
         steps.retain(|s| !(s.group == group && s.until == until));
         if steps.len() == before {
-            return Ok(());
+            return Ok(Round::Answer(()));
         }
-        let annotations = stored.config_map.metadata.annotations.get_or_insert_with(Default::default);
-        match render_rollout_steps(&steps) {
-            Some(value) => annotations.insert(keys::ROLLOUT_STEPS_IN_PROGRESS.to_string(), value),
-            None => annotations.remove(keys::ROLLOUT_STEPS_IN_PROGRESS),
-        };
-        stored.config_map.metadata.resource_version = Some(stored.resource_version.clone());
-        match api.replace_config_map(&stored.config_map).await {
-            Ok(_) => return Ok(()),
-            Err(ApiError::Conflict(_)) | Err(ApiError::NotFound(_)) => continue,
-            Err(other) => return Err(api_error(config_map)(other)),
-        }
-    }
-    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+        Ok(Round::Write(Write { steps: Some(steps), ..Write::default() }, ()))
+    })
+    .await
 }

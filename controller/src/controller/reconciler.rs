@@ -7,7 +7,7 @@
 
 use crate::cluster::downscale_record::{COMMIT_MARGIN, ClaimEnd};
 use crate::cluster::downscale_record::{
-    RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, read_markers, read_record,
+    RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, markers_of, read_record,
 };
 use crate::cluster::{ApiError, ClusterApi, Preconditions, RecordStore};
 use crate::controller::cache::ClusterCache;
@@ -737,14 +737,7 @@ async fn read_record_and_markers<C: RecordStore>(
     config_map: &str,
 ) -> Result<Option<(StoredRecord, Vec<DownscaleInProgress>)>, RecordStoreError> {
     let Some(stored) = read_record(api, config_map).await? else { return Ok(None) };
-    let markers = read_markers(&stored).map_err(|reason| RecordStoreError::Unreadable {
-        config_map: config_map.to_string(),
-        source: rollout_core::downscale::RecordError {
-            key: rollout_core::keys::DOWNSCALES_IN_PROGRESS.to_string(),
-            value: String::new(),
-            reason,
-        },
-    })?;
+    let markers = markers_of(&stored, config_map)?;
     Ok(Some((stored, markers)))
 }
 
