@@ -10,7 +10,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -385,7 +385,7 @@ impl Store {
 
     /// `POST configmaps`: fails with a conflict when the name is taken.
     pub fn api_create_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let cm = create_object(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
+        let cm = memory::create(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
         self.note_markers(&cm);
         Ok(cm)
     }
@@ -424,7 +424,7 @@ impl Store {
 
     /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let cm = replace_object(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
+        let cm = memory::replace(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
         self.note_markers(&cm);
         Ok(cm)
     }
@@ -480,14 +480,8 @@ impl Store {
         resource_version: &str,
         annotations: &BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
-        let Some(mut sts) = self.statefulsets.get(name).cloned() else {
-            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
-        };
-        if !resource_version.is_empty() && Some(resource_version) != sts.metadata.resource_version.as_deref() {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
-            )));
-        }
+        memory::check_version(&self.statefulsets, "statefulsets.apps", name, Some(resource_version))?;
+        let mut sts = self.statefulsets[name].clone();
         sts.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         Ok(self.put_statefulset(sts))
     }
@@ -530,12 +524,12 @@ impl Store {
 
     /// `POST secrets`.
     pub fn api_create_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
-        create_object(&mut self.secrets, &mut self.rv, "secrets", secret)
+        memory::create(&mut self.secrets, &mut self.rv, "secrets", secret)
     }
 
     /// `PUT secrets/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
-        replace_object(&mut self.secrets, &mut self.rv, "secrets", secret)
+        memory::replace(&mut self.secrets, &mut self.rv, "secrets", secret)
     }
 
     /// Objects of one kind, as a list response.
@@ -582,46 +576,4 @@ impl Store {
     }
 }
 
-pub use rollout_operator::cluster::{json_merge_patch as merge, selector_matches};
-
-/// `POST <plural>` of an object the simulation does not watch: a name taken is a conflict; the object gets the next
-/// resourceVersion.
-fn create_object<K>(objects: &mut BTreeMap<String, K>, rv: &mut u64, plural: &str, obj: &K) -> Result<K, ApiError>
-where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
-{
-    let name = obj.metadata().name.clone().unwrap_or_default();
-    if objects.contains_key(&name) {
-        return Err(ApiError::Conflict(format!("{plural} \"{name}\" already exists")));
-    }
-    store_object(objects, rv, name, obj)
-}
-
-/// `PUT <plural>/{name}`: a `metadata.resourceVersion`, when given, is a precondition.
-fn replace_object<K>(objects: &mut BTreeMap<String, K>, rv: &mut u64, plural: &str, obj: &K) -> Result<K, ApiError>
-where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
-{
-    let name = obj.metadata().name.clone().unwrap_or_default();
-    let Some(current) = objects.get(&name) else {
-        return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
-    };
-    let wanted = &obj.metadata().resource_version;
-    if wanted.is_some() && *wanted != current.metadata().resource_version {
-        return Err(ApiError::Conflict(format!(
-            "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified"
-        )));
-    }
-    store_object(objects, rv, name, obj)
-}
-
-fn store_object<K>(objects: &mut BTreeMap<String, K>, rv: &mut u64, name: String, obj: &K) -> Result<K, ApiError>
-where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
-{
-    *rv += 1;
-    let mut obj = obj.clone();
-    obj.metadata_mut().resource_version = rv_string(*rv);
-    objects.insert(name, obj.clone());
-    Ok(obj)
-}
+pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};

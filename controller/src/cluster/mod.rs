@@ -6,6 +6,9 @@
 //! namespace the operator manages.
 
 pub mod downscale_record;
+pub mod memory;
+
+pub use memory::{json_merge_patch, selector_matches};
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
@@ -279,38 +282,5 @@ impl ApiResourceRef {
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
-    }
-}
-
-/// Equality-based label selectors (`a=b,c`, `key` for "has the label"), the only kind the operator sends. For the
-/// in-memory implementations of the port (tests, `review`, the simulator), which must evaluate them as the API does.
-pub fn selector_matches(selector: &str, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
-    let empty = std::collections::BTreeMap::new();
-    let labels = labels.unwrap_or(&empty);
-    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
-        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
-        None => labels.contains_key(requirement),
-    })
-}
-
-/// RFC 7386 JSON merge patch, as the API server applies one; for the in-memory implementations of the port.
-pub fn json_merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
-    use serde_json::Value;
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Default::default());
-            }
-            if let Value::Object(t) = target {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        json_merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-        }
-        other => *target = other.clone(),
     }
 }

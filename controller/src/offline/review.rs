@@ -10,7 +10,7 @@
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
 use crate::admission::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
-use crate::cluster::{ApiError, LiveReads, RecordStore, selector_matches};
+use crate::cluster::{ApiError, LiveReads, RecordStore, memory};
 use crate::offline::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use http_body_util::BodyExt;
@@ -109,6 +109,19 @@ impl DumpCluster {
                 _ => {}
             }
         }
+        // Writes continue the dump's resourceVersions, as the API server would.
+        let numeric = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            meta.resource_version.as_deref().and_then(|rv| rv.parse::<u64>().ok()).unwrap_or(0)
+        };
+        st.rv = [
+            st.statefulsets.values().map(|o| numeric(&o.metadata)).max(),
+            st.pods.values().map(|o| numeric(&o.metadata)).max(),
+            st.config_maps.values().map(|o| numeric(&o.metadata)).max(),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0);
         DumpCluster { state: Arc::new(Mutex::new(st)) }
     }
 
@@ -131,73 +144,39 @@ impl LiveReads for DumpCluster {
     }
 
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
-        let st = self.state();
-        Ok(st
-            .statefulsets
-            .values()
-            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
-            .cloned()
-            .collect())
+        Ok(memory::list(&self.state().statefulsets, label_selector))
     }
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
-        let st = self.state();
-        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+        Ok(memory::list(&self.state().pods, label_selector))
     }
 }
 
+/// The webhook's writes land in the dump's copy, as they would in the cluster (compare-and-swap included), never
+/// in the real cluster.
 impl RecordStore for DumpCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         Ok(self.state().config_maps.get(name).cloned())
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let mut st = self.state();
-        let name = config_map.metadata.name.clone().unwrap_or_default();
-        if st.config_maps.contains_key(&name) {
-            return Err(ApiError::Conflict(format!("configmaps {name:?} already exists")));
-        }
-        st.rv += 1;
-        let mut cm = config_map.clone();
-        cm.metadata.resource_version = Some(format!("review-{}", st.rv));
-        st.config_maps.insert(name, cm.clone());
-        Ok(cm)
+        let st = &mut *self.state();
+        memory::create(&mut st.config_maps, &mut st.rv, "configmaps", config_map)
     }
 
     async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        let mut st = self.state();
-        let name = config_map.metadata.name.clone().unwrap_or_default();
-        let current = st.config_maps.get(&name).ok_or_else(|| ApiError::NotFound(format!("configmaps {name:?}")))?;
-        if config_map.metadata.resource_version.is_some()
-            && config_map.metadata.resource_version != current.metadata.resource_version
-        {
-            return Err(ApiError::Conflict(format!("configmaps {name:?}: the object has been modified")));
-        }
-        st.rv += 1;
-        let mut cm = config_map.clone();
-        cm.metadata.resource_version = Some(format!("review-{}", st.rv));
-        st.config_maps.insert(name, cm.clone());
-        Ok(cm)
+        let st = &mut *self.state();
+        memory::replace(&mut st.config_maps, &mut st.rv, "configmaps", config_map)
     }
 
-    /// A downscale recorded in the annotation (no zone tracker) lands in the dump's copy, as it would in the
-    /// cluster: conditional on the resourceVersion, never on the real cluster.
     async fn patch_statefulset_annotations(
         &self,
         name: &str,
         resource_version: &str,
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> Result<StatefulSet, ApiError> {
-        let mut st = self.state();
-        st.rv += 1;
-        let next = format!("review-{}", st.rv);
-        let sts = st.statefulsets.get_mut(name).ok_or_else(|| ApiError::NotFound(format!("statefulsets {name:?}")))?;
-        if !resource_version.is_empty() && sts.metadata.resource_version.as_deref() != Some(resource_version) {
-            return Err(ApiError::Conflict(format!("statefulsets {name:?}: the object has been modified")));
-        }
-        sts.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
-        sts.metadata.resource_version = Some(next);
-        Ok(sts.clone())
+        let st = &mut *self.state();
+        memory::patch_annotations(&mut st.statefulsets, &mut st.rv, "statefulsets", name, resource_version, annotations)
     }
 }
 

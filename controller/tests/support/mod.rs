@@ -556,18 +556,13 @@ impl LiveReads for FakeCluster {
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
         let st = self.state.lock().unwrap();
         st.read()?;
-        Ok(st
-            .statefulsets
-            .values()
-            .filter(|s| selector_matches(label_selector, s.metadata.labels.as_ref()))
-            .cloned()
-            .collect())
+        Ok(memory::list(&st.statefulsets, label_selector))
     }
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
         let st = self.state.lock().unwrap();
         st.read()?;
-        Ok(st.pods.values().filter(|p| selector_matches(label_selector, p.metadata.labels.as_ref())).cloned().collect())
+        Ok(memory::list(&st.pods, label_selector))
     }
 }
 
@@ -598,12 +593,8 @@ impl RecordStore for FakeCluster {
         if let Some(err) = st.failures.pop_front() {
             return Err(err);
         }
-        if st.config_maps.contains_key(&name) {
-            return Err(ApiError::Conflict(format!("configmaps \"{name}\" already exists")));
-        }
-        let mut cm = config_map.clone();
-        cm.metadata.resource_version = Some(st.next_rv());
-        st.config_maps.insert(name, cm.clone());
+        let state = &mut *st;
+        let cm = memory::create(&mut state.config_maps, &mut state.rv, "configmaps", config_map)?;
         drop(st);
         self.run_config_map_hook();
         Ok(cm)
@@ -619,15 +610,8 @@ impl RecordStore for FakeCluster {
         if let Some(err) = st.failures.pop_front() {
             return Err(err);
         }
-        let Some(current) = st.config_maps.get(&name) else {
-            return Err(ApiError::NotFound(format!("configmaps \"{name}\" not found")));
-        };
-        if resource_version.is_some() && resource_version != current.metadata.resource_version {
-            return Err(ApiError::Conflict(format!("configmaps \"{name}\": the object has been modified")));
-        }
-        let mut cm = config_map.clone();
-        cm.metadata.resource_version = Some(st.next_rv());
-        st.config_maps.insert(name.clone(), cm.clone());
+        let state = &mut *st;
+        let cm = memory::replace(&mut state.config_maps, &mut state.rv, "configmaps", config_map)?;
         let lost = std::mem::take(&mut st.lose_next_reply);
         drop(st);
         self.run_config_map_hook();
@@ -652,15 +636,15 @@ impl RecordStore for FakeCluster {
         if let Some(err) = st.failures.pop_front() {
             return Err(err);
         }
-        let Some(mut s) = st.statefulsets.get(name).cloned() else {
-            return Err(ApiError::NotFound(format!("statefulsets {name}")));
-        };
-        if !resource_version.is_empty() && Some(resource_version) != s.metadata.resource_version.as_deref() {
-            return Err(ApiError::Conflict(format!("statefulsets {name}: the object has been modified")));
-        }
-        s.metadata.annotations.get_or_insert_default().extend(annotations.clone());
-        s.metadata.resource_version = Some(st.next_rv());
-        st.statefulsets.insert(name.into(), s.clone());
+        let state = &mut *st;
+        let s = memory::patch_annotations(
+            &mut state.statefulsets,
+            &mut state.rv,
+            "statefulsets.apps",
+            name,
+            resource_version,
+            annotations,
+        )?;
         st.emit_sts(WatchEvent::Apply(s.clone()));
         Ok(s)
     }
@@ -859,7 +843,7 @@ impl State {
     }
 }
 
-pub use rollout_operator::cluster::{json_merge_patch as merge, selector_matches};
+pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
 
 /// The fake cluster's watch streams, delivered to a controller's cache only when a test says so.
 pub struct WatchFeed {

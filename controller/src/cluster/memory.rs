@@ -1,0 +1,129 @@
+//! The API server's write semantics over in-memory objects, for every in-memory implementation of the port (the
+//! test fake, `review`'s dump, the simulator's API server), so that compare-and-swap, "already exists", label
+//! selectors and merge patches mean one thing everywhere.
+//!
+//! Owns only object-level semantics: each table is one kind in one namespace, keyed by name, and every write
+//! stamps the next resourceVersion of the caller's counter. Must not know about watches, faults, RBAC or history:
+//! the callers add those.
+
+use super::ApiError;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+/// A table of one kind's objects by name.
+pub type Objects<K> = BTreeMap<String, K>;
+
+fn name_of<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(obj: &K) -> String {
+    obj.metadata().name.clone().unwrap_or_default()
+}
+
+/// Stores `obj` under `name` with the next resourceVersion, whatever was there (another client's write).
+pub fn put<K>(objects: &mut Objects<K>, rv: &mut u64, obj: &K) -> K
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    *rv += 1;
+    let mut obj = obj.clone();
+    obj.metadata_mut().resource_version = Some(rv.to_string());
+    objects.insert(name_of(&obj), obj.clone());
+    obj
+}
+
+/// `POST <plural>`: a name already taken is a conflict ("already exists").
+pub fn create<K>(objects: &mut Objects<K>, rv: &mut u64, plural: &str, obj: &K) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    let name = name_of(obj);
+    if objects.contains_key(&name) {
+        return Err(ApiError::Conflict(format!("{plural} \"{name}\" already exists")));
+    }
+    Ok(put(objects, rv, obj))
+}
+
+/// Checks a write's resourceVersion precondition (none or empty: unconditional) against the stored object: not
+/// found, or a conflict when it has moved on.
+pub fn check_version<K>(objects: &Objects<K>, plural: &str, name: &str, wanted: Option<&str>) -> Result<(), ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
+    let Some(current) = objects.get(name) else {
+        return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+    };
+    match wanted.filter(|w| !w.is_empty()) {
+        Some(wanted) if Some(wanted) != current.metadata().resource_version.as_deref() => Err(ApiError::Conflict(
+            format!("Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `PUT <plural>/{name}`: a `metadata.resourceVersion`, when given, is a precondition (compare-and-swap).
+pub fn replace<K>(objects: &mut Objects<K>, rv: &mut u64, plural: &str, obj: &K) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    let name = name_of(obj);
+    check_version(objects, plural, &name, obj.metadata().resource_version.as_deref())?;
+    Ok(put(objects, rv, obj))
+}
+
+/// A patch of `metadata.annotations` (other annotations kept), conditional on `resource_version` when it is not
+/// empty.
+pub fn patch_annotations<K>(
+    objects: &mut Objects<K>,
+    rv: &mut u64,
+    plural: &str,
+    name: &str,
+    resource_version: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    check_version(objects, plural, name, Some(resource_version))?;
+    let mut obj = objects[name].clone();
+    obj.metadata_mut().annotations.get_or_insert_with(Default::default).extend(annotations.clone());
+    Ok(put(objects, rv, &obj))
+}
+
+/// The objects whose labels match `selector`, by name.
+pub fn list<K>(objects: &Objects<K>, selector: &str) -> Vec<K>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    objects.values().filter(|o| selector_matches(selector, o.metadata().labels.as_ref())).cloned().collect()
+}
+
+/// Equality-based label selectors (`a=b,c`, `key` for "has the label"), the only kind the operator sends, evaluated
+/// as the API does.
+pub fn selector_matches(selector: &str, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    let empty = std::collections::BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    selector.split(',').filter(|r| !r.is_empty()).all(|requirement| match requirement.split_once('=') {
+        Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
+        None => labels.contains_key(requirement),
+    })
+}
+
+/// RFC 7386 JSON merge patch, as the API server applies one.
+pub fn json_merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Default::default());
+            }
+            if let Value::Object(t) = target {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        json_merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
