@@ -1,0 +1,101 @@
+//! CA bundle injection into the labelled webhook configurations: watches, conditional patches, retries.
+
+use crate::cluster::{CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
+use futures::StreamExt;
+use rollout_core::certificate::ca_bundle_patch;
+use rollout_core::keys;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The label selector of the configurations to inject the CA into.
+pub fn injection_selector(namespace: &str) -> String {
+    format!("{}=true,{}={namespace}", keys::INJECT_ROLLOUT_OPERATOR_CA, keys::NAMESPACE_LABEL)
+}
+
+/// Standard base64 with padding, as the API serialises bytes (k8s-openapi's `ByteString` does the encoding).
+pub(super) fn base64(bytes: &[u8]) -> String {
+    match serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec())) {
+        Ok(serde_json::Value::String(encoded)) => encoded,
+        _ => String::new(),
+    }
+}
+
+fn configuration_json(config: &WebhookConfiguration) -> serde_json::Value {
+    match config {
+        WebhookConfiguration::Validating(c) => serde_json::to_value(c),
+        WebhookConfiguration::Mutating(c) => serde_json::to_value(c),
+    }
+    .unwrap_or_default()
+}
+
+/// Injects the CA into every labelled Validating- and MutatingWebhookConfiguration: on every add/update seen by the
+/// watches (so configurations created later, or whose bundle someone removed, are patched), and again for all of
+/// them when the CA changes. Patches are conditional on the resourceVersion seen; a failed patch is retried after
+/// `retry` (on the newest version the watch delivered), never forgotten. Runs until dropped.
+pub async fn run_ca_injector<C: CertificateStore>(
+    api: C,
+    namespace: String,
+    mut ca_rx: watch::Receiver<String>,
+    retry: Duration,
+) {
+    let selector = injection_selector(&namespace);
+    let mut events = futures::stream::select(
+        api.watch_webhook_configurations(WebhookKind::Validating, &selector),
+        api.watch_webhook_configurations(WebhookKind::Mutating, &selector),
+    );
+    let mut known: BTreeMap<(WebhookKind, String), WebhookConfiguration> = BTreeMap::new();
+    let mut dirty: BTreeSet<(WebhookKind, String)> = BTreeSet::new();
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    loop {
+        let ca = base64(ca_rx.borrow().as_bytes());
+        // Patch everything dirty now (or at the retry time).
+        if retry_at.is_none_or(|at| tokio::time::Instant::now() >= at) {
+            retry_at = None;
+            for key in std::mem::take(&mut dirty) {
+                let Some(config) = known.get(&key) else { continue };
+                let Some(patch) = ca_bundle_patch(&configuration_json(config), &ca) else {
+                    tracing::debug!(name = %key.1, kind = key.0.as_str(), "already has same CA bundle set, not patching");
+                    continue;
+                };
+                match api.patch_webhook_configuration(key.0, &key.1, &patch).await {
+                    Ok(updated) => {
+                        tracing::info!(name = %key.1, kind = key.0.as_str(), "injected the CA bundle");
+                        known.insert(key, updated);
+                    }
+                    Err(err) => {
+                        tracing::warn!(name = %key.1, kind = key.0.as_str(), error = %err, "injecting the CA bundle failed; will retry");
+                        dirty.insert(key);
+                        retry_at = Some(tokio::time::Instant::now() + retry);
+                    }
+                }
+            }
+        }
+        let sleep_until = retry_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(WatchEvent::InitApply(config) | WatchEvent::Apply(config))) => {
+                    let key = (config.kind(), config.metadata().name.clone().unwrap_or_default());
+                    known.insert(key.clone(), config);
+                    dirty.insert(key);
+                }
+                Some(Ok(WatchEvent::Delete(config))) => {
+                    let key = (config.kind(), config.metadata().name.clone().unwrap_or_default());
+                    known.remove(&key);
+                    dirty.remove(&key);
+                }
+                Some(Ok(WatchEvent::Init | WatchEvent::InitDone)) => {}
+                Some(Err(err)) => tracing::warn!(error = %err, "watching webhook configurations"),
+                None => return,
+            },
+            changed = ca_rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                dirty.extend(known.keys().cloned());
+                retry_at = None;
+            }
+            _ = tokio::time::sleep_until(sleep_until) => {}
+        }
+    }
+}
