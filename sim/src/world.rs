@@ -576,59 +576,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let handle = Handle::current();
     let rng = Arc::new(Mutex::new(SimRng::new(seed)));
     let store: SharedStore = Arc::new(Mutex::new(Store::new(Trace::new(echo), 400)));
-    {
-        let mut st = store.lock().unwrap();
-        st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
-        if let Some(d) = sc.deployment {
-            let tracker = if d.zone_tracker() { "with" } else { "without" };
-            st.trace("sim", format!("RBAC of the {} deployment, {tracker} the zone tracker", d.name()));
-        }
-        st.trace(
-            "sim",
-            format!(
-                "seed {seed}: {} zones x {} pods, max unavailable {}, planner {}",
-                sc.zones,
-                sc.replicas,
-                sc.max_unavailable,
-                sc.planner.name()
-            ),
-        );
-        for z in 0..sc.zones {
-            let name = zone_name(z);
-            let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
-            if sc.min_ready_seconds > 0
-                && let Some(spec) = sts.spec.as_mut()
-            {
-                spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
-            }
-            if let Some(value) = &sc.max_unavailable_annotation {
-                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
-            }
-            if let Some(scaling) = &sc.scaling {
-                let min_time = format!("{}s", scaling.min_time.as_secs());
-                objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
-                if scaling.admission == Admission::Webhook {
-                    sts.metadata
-                        .labels
-                        .get_or_insert_default()
-                        .insert(rollout_core::keys::PREPARE_DOWNSCALE.into(), "true".into());
-                    objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PORT, "8080");
-                    objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH, "prepare-shutdown");
-                }
-                if z > 0 && scaling.followers {
-                    objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &zone_name(0));
-                }
-            }
-            st.put_statefulset(sts);
-            for i in 0..sc.replicas {
-                let pod_name = format!("{name}-{i}");
-                let uid = st.new_uid(&pod_name);
-                st.put_pod(objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now()));
-            }
-        }
-        let snapshot = st.describe();
-        st.trace("cluster", snapshot);
-    }
+    populate(&store, &sc, seed);
     let knobs = Arc::new(Mutex::new(Knobs::default()));
     let kube_rng = SimRng::new(rng.lock().unwrap().next_u64());
     let mut kube = KubeState::new(kube_rng);
@@ -671,46 +619,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                 let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
-                match planner {
-                    PlannerKind::Real => run_controller(api, record.clone(), RolloutPlanner).await,
-                    PlannerKind::StatusCountReadiness => {
-                        run_controller(api, record.clone(), rollout_known_bugs::StatusCountReadiness).await
-                    }
-                    PlannerKind::PausedLetsOthersProceed => {
-                        run_controller(api, record.clone(), rollout_known_bugs::PausedLetsOthersProceed).await
-                    }
-                    PlannerKind::NoExpectations => {
-                        run_controller(api, record.clone(), rollout_known_bugs::NoExpectations).await
-                    }
-                    PlannerKind::TerminatingCountsAsReady => {
-                        run_controller(api, record.clone(), rollout_known_bugs::TerminatingCountsAsReady).await
-                    }
-                    PlannerKind::SkipsMinTimeCheck => {
-                        run_controller(api, record.clone(), rollout_known_bugs::SkipsMinTimeCheck).await
-                    }
-                    PlannerKind::IgnoresDownscalesInProgress => {
-                        run_controller(api, record.clone(), rollout_known_bugs::IgnoresDownscalesInProgress).await
-                    }
-                    PlannerKind::DownscalesDuringRollouts => {
-                        run_controller(api, record.clone(), rollout_known_bugs::DownscalesDuringRollouts).await
-                    }
-                    PlannerKind::PercentAsCount => {
-                        run_controller(api, record.clone(), rollout_known_bugs::PercentAsCount).await
-                    }
-                    PlannerKind::IgnoresMinReadySeconds => {
-                        run_controller(api, record.clone(), rollout_known_bugs::IgnoresMinReadySeconds).await
-                    }
-                    PlannerKind::IgnoresObservedGeneration => {
-                        run_controller(api, record.clone(), IgnoresObservedGeneration).await
-                    }
-                    PlannerKind::MinTimeSecondEarly => run_controller(api, record.clone(), MinTimeSecondEarly).await,
-                    PlannerKind::MissingPodsSpendNoBudget => {
-                        run_controller(api, record.clone(), rollout_known_bugs::MissingPodsSpendNoBudget).await
-                    }
-                    PlannerKind::CondemnedPodFillsMissingSlot => {
-                        run_controller(api, record.clone(), CondemnedPodFillsMissingSlot).await
-                    }
-                }
+                run_with_planner(planner, api, record).await
             }
         })
         .build();
@@ -925,8 +834,16 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         restart(nodes.controller);
     }
 
-    // Liveness: converge within the deadline.
-    let deadline = fault_end + sc.settle_deadline;
+    let converged_at = await_convergence(&store, start, fault_end + sc.settle_deadline).await;
+    let slow_observations = kube_state.lock().unwrap().slow_observations;
+    judge(&store, &sc, seed, start, converged_at, slow_observations)
+}
+
+/// The replica changes of the leader (or, without followers, of zone-a) the scaling scenario's user asks for, at
+/// their times; none without scaling.
+/// Liveness: waits until the group converges or `deadline` passes; a converged group must then stay quiet (no
+/// controller write for a while). When it converged, counted from `start`.
+async fn await_convergence(store: &SharedStore, start: Instant, deadline: Instant) -> Option<Duration> {
     let mut converged_at = None;
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -946,6 +863,18 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             st.checker.record_liveness_failure(at, detail);
         }
     }
+    converged_at
+}
+
+/// The run's verdict: liveness, refused requests and every violation the checker recorded, traced and returned.
+fn judge(
+    store: &SharedStore,
+    sc: &Scenario,
+    seed: u64,
+    start: Instant,
+    converged_at: Option<Duration>,
+    slow_observations: u64,
+) -> Outcome {
     let mut st = store.lock().unwrap();
     match converged_at {
         Some(at) => st.trace("sim", format!("converged at {:.1}s", at.as_secs_f64())),
@@ -990,12 +919,100 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         near_min_time: st.checker.near_min_time,
         rolled_while_scaling: st.checker.rolled_while_scaling,
         scaled_while_rolling: st.checker.scaled_while_rolling,
-        slow_observations: kube_state.lock().unwrap().slow_observations,
+        slow_observations,
     }
 }
 
-/// The replica changes of the leader (or, without followers, of zone-a) the scaling scenario's user asks for, at
-/// their times; none without scaling.
+/// The cluster at the start: the group's StatefulSets, annotated as the scenario says, each with its pods at the
+/// first revision, all Ready.
+fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
+    let mut st = store.lock().unwrap();
+    st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+    if let Some(d) = sc.deployment {
+        let tracker = if d.zone_tracker() { "with" } else { "without" };
+        st.trace("sim", format!("RBAC of the {} deployment, {tracker} the zone tracker", d.name()));
+    }
+    st.trace(
+        "sim",
+        format!(
+            "seed {seed}: {} zones x {} pods, max unavailable {}, planner {}",
+            sc.zones,
+            sc.replicas,
+            sc.max_unavailable,
+            sc.planner.name()
+        ),
+    );
+    for z in 0..sc.zones {
+        let name = zone_name(z);
+        let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
+        if sc.min_ready_seconds > 0
+            && let Some(spec) = sts.spec.as_mut()
+        {
+            spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
+        }
+        if let Some(value) = &sc.max_unavailable_annotation {
+            objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
+        }
+        if let Some(scaling) = &sc.scaling {
+            let min_time = format!("{}s", scaling.min_time.as_secs());
+            objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
+            if scaling.admission == Admission::Webhook {
+                sts.metadata
+                    .labels
+                    .get_or_insert_default()
+                    .insert(rollout_core::keys::PREPARE_DOWNSCALE.into(), "true".into());
+                objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PORT, "8080");
+                objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH, "prepare-shutdown");
+            }
+            if z > 0 && scaling.followers {
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &zone_name(0));
+            }
+        }
+        st.put_statefulset(sts);
+        for i in 0..sc.replicas {
+            let pod_name = format!("{name}-{i}");
+            let uid = st.new_uid(&pod_name);
+            st.put_pod(objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now()));
+        }
+    }
+    let snapshot = st.describe();
+    st.trace("cluster", snapshot);
+}
+
+/// Runs the controller with the scenario's planner (the production one, or a test-only one with a known bug).
+async fn run_with_planner(planner: PlannerKind, api: SimCluster, record: Option<String>) {
+    match planner {
+        PlannerKind::Real => run_controller(api, record, RolloutPlanner).await,
+        PlannerKind::StatusCountReadiness => {
+            run_controller(api, record, rollout_known_bugs::StatusCountReadiness).await
+        }
+        PlannerKind::PausedLetsOthersProceed => {
+            run_controller(api, record, rollout_known_bugs::PausedLetsOthersProceed).await
+        }
+        PlannerKind::NoExpectations => run_controller(api, record, rollout_known_bugs::NoExpectations).await,
+        PlannerKind::TerminatingCountsAsReady => {
+            run_controller(api, record, rollout_known_bugs::TerminatingCountsAsReady).await
+        }
+        PlannerKind::SkipsMinTimeCheck => run_controller(api, record, rollout_known_bugs::SkipsMinTimeCheck).await,
+        PlannerKind::IgnoresDownscalesInProgress => {
+            run_controller(api, record, rollout_known_bugs::IgnoresDownscalesInProgress).await
+        }
+        PlannerKind::DownscalesDuringRollouts => {
+            run_controller(api, record, rollout_known_bugs::DownscalesDuringRollouts).await
+        }
+        PlannerKind::PercentAsCount => run_controller(api, record, rollout_known_bugs::PercentAsCount).await,
+        PlannerKind::IgnoresMinReadySeconds => {
+            run_controller(api, record, rollout_known_bugs::IgnoresMinReadySeconds).await
+        }
+        PlannerKind::IgnoresObservedGeneration => run_controller(api, record, IgnoresObservedGeneration).await,
+        PlannerKind::MinTimeSecondEarly => run_controller(api, record, MinTimeSecondEarly).await,
+        PlannerKind::MissingPodsSpendNoBudget => {
+            run_controller(api, record, rollout_known_bugs::MissingPodsSpendNoBudget).await
+        }
+        PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, record, CondemnedPodFillsMissingSlot).await,
+    }
+}
+
 fn scaling_changes(sc: &Scenario, rng: &Mutex<SimRng>) -> Vec<(Duration, u32)> {
     let Some(scaling) = &sc.scaling else { return Vec::new() };
     let mut r = rng.lock().unwrap();
