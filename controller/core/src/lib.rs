@@ -15,6 +15,7 @@ pub mod certificate;
 pub mod downscale;
 pub mod duration;
 pub mod expectations;
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
 pub mod group;
 pub mod keys;
