@@ -8,18 +8,19 @@
 # is what the model and the simulation catch by themselves.
 #
 # The mutants are split into sampled shards (round-robin: shard K takes mutants K, K+N, K+2N, ... of the whole list,
-# so every shard samples every file). One shard of the default count (32, about 23 mutants) takes about 30 minutes on
+# so every shard samples every file). One shard of the default count (32, about 22 mutants) takes about 30 minutes on
 # this 2-core machine, shared: a mutant takes about 75 s on average (rebuilding rollout-core and its dependents
-# 10-60 s, the shell crate 40-140 s; the suites 1-45 s, a surviving mutant runs them all, about 40 s).
+# 10-60 s, the shell crate 30-140 s; the suites 1-45 s, a surviving mutant runs them all, about 40 s).
 #
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
 #   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S]   run shard K (0-based) of N
 #   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
-# scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (target/mutants/target) persists
+# scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default target/mutants/target) persists
 # between shards, and runs cargo-mutants --in-place there. Results: mutants/out/shard-K-of-N/mutants.out/ per shard;
-# the summary writes mutants/out/missed.txt and mutants/out/timeout.txt (all shards).
+# the summary writes mutants/out/missed.txt and mutants/out/timeout.txt (all shards), and, against the judged
+# survivors in mutants/survivors.tsv, mutants/out/unclassified.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -30,7 +31,7 @@ shard=""
 timeout=180
 mode=run
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -64,9 +65,14 @@ esac
 # - certificate.rs: the webhook certificate's lifetime and names; neither the model nor the simulation runs TLS, and
 #   the core's unit tests and the shell's tls tests own it;
 # - `describe` (MinTimeVerdict, Expectation, Readiness) and `Action::reason`: text for people (plan reasons, logs,
-#   denial messages); no decision reads them back.
+#   denial messages); no decision reads them back;
+# - likewise the formatters the first sample found surviving as text only (mutants/REPORT.md): `downscale_subject`
+#   and `go_time` (denial messages), `format_go_duration` (messages), `summarize` and `with_scaling_errors` (the
+#   plan's reason), `GroupState::as_str` (the state's name in logs). `format_timestamp` is NOT one: it writes the
+#   record's dates.
 filters=(-e controller/core/src/fixture.rs -e controller/core/src/certificate.rs
-  -E '::describe( |$)' -E 'Action::reason( |$)')
+  -E '::describe( |$)' -E 'Action::reason( |$)'
+  -E '[ :](downscale_subject|go_time|format_go_duration|summarize|with_scaling_errors|GroupState::as_str)( |$)')
 
 crate_of() { # path prefix -> crate name, for the per-crate counts
   awk '{ c = ($0 ~ /^controller\/core\//) ? "rollout-core" : "rollout-operator (shell)"; print c }'
@@ -106,6 +112,13 @@ summary() {
   awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
   awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
   echo "missed mutants ($(wc -l < "$out/missed.txt")): mutants/out/missed.txt; timeouts: mutants/out/timeout.txt"
+  # Survivors already judged (equivalent, text, reporting or a named gap) are in mutants/survivors.tsv.
+  if [[ -f $repo/mutants/survivors.tsv ]]; then
+    cut -f1 "$repo/mutants/survivors.tsv" | sort > "$all.known"
+    sort "$out/missed.txt" | comm -23 - "$all.known" | sort -V > "$out/unclassified.txt"
+    echo "not yet classified in mutants/survivors.tsv: $(wc -l < "$out/unclassified.txt") (mutants/out/unclassified.txt)"
+    rm -f "$all.known"
+  fi
   rm -f "$all"
 }
 
