@@ -17,10 +17,11 @@
 #   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
-# scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default target/mutants/target) persists
-# between shards, and runs cargo-mutants --in-place there. Results: mutants/out/shard-K-of-N/mutants.out/ per shard;
-# the summary writes mutants/out/missed.txt and mutants/out/timeout.txt (all shards), and, against the judged
-# survivors in mutants/survivors.tsv, mutants/out/unclassified.txt.
+# scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
+# target/mutants/target) persists between shards, and runs cargo-mutants --in-place there. Results:
+# mutants/out/shard-K-of-N/mutants.out/ per shard; the summary writes mutants/out/missed.txt and
+# mutants/out/timeout.txt (all shards), and, against the judged survivors in mutants/survivors.tsv,
+# mutants/out/unclassified.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
