@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Mutation testing of the decisions, judged by the model checker and the simulation ALONE.
+#
+# cargo-mutants (installed from crates.io when missing) mutates rollout-core and the decision-bearing shell modules,
+# and for every mutant runs one test command: `cargo test -p rollout-model -p rollout-sim --tests` built with
+# RUSTFLAGS="--cfg madsim". The model does not use tokio, so it builds and checks the same under that flag (its
+# tests pass there); the simulation needs it. Unit, property and shell tests are deliberately NOT run: the question
+# is what the model and the simulation catch by themselves.
+#
+# The mutants are split into sampled shards (round-robin: shard K takes mutants K, K+N, K+2N, ... of the whole list,
+# so every shard samples every file). One shard of the default count (32, about 22 mutants) takes about 30 minutes on
+# this 2-core machine, shared: a mutant takes about 75 s on average (rebuilding rollout-core and its dependents
+# 10-60 s, the shell crate 30-140 s; the suites 1-45 s, a surviving mutant runs them all, about 40 s).
+#
+#   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
+#   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S]   run shard K (0-based) of N
+#   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
+#
+# Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
+# scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
+# target/mutants/target) persists between shards, and runs cargo-mutants --in-place there. Results:
+# mutants/out/shard-K-of-N/mutants.out/ per shard; the summary writes mutants/out/missed.txt and
+# mutants/out/timeout.txt (all shards), and, against the judged survivors in mutants/survivors.tsv,
+# mutants/out/unclassified.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+default_shards=32
+crate=all
+shard=""
+timeout=180
+mode=run
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --shard) shard="$2"; shift 2 ;;
+    --shard=*) shard="${1#*=}"; shift ;;
+    --crate) crate="$2"; shift 2 ;;
+    --crate=*) crate="${1#*=}"; shift ;;
+    --timeout) timeout="$2"; shift 2 ;;
+    --timeout=*) timeout="${1#*=}"; shift ;;
+    --list) mode=list; shift ;;
+    --summary) mode=summary; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "unknown argument: $1" >&2; usage 2 ;;
+  esac
+done
+
+# What is mutated.
+core_files=(-f 'controller/core/src/**/*.rs')
+# The shell modules that take or carry out decisions: the reconcile loop, the downscale record (claims, dates), the
+# scaling shell (delayed downscale calls) and the admission webhooks.
+shell_files=(-f controller/src/reconciler.rs -f controller/src/downscale_record.rs -f controller/src/scaling.rs
+  -f controller/src/webhooks.rs)
+case "$crate" in
+  core) scope=(-p rollout-core "${core_files[@]}") ;;
+  shell) scope=(-p rollout-operator "${shell_files[@]}") ;;
+  all) scope=(-p rollout-core -p rollout-operator "${core_files[@]}" "${shell_files[@]}") ;;
+  *) echo "--crate must be core, shell or all" >&2; exit 2 ;;
+esac
+# What is not mutated, because it cannot change a decision or is not the controller's code:
+# - fixture.rs: builders of views for tests, the model and the simulation (the environment's code, not a decision);
+# - certificate.rs: the webhook certificate's lifetime and names; neither the model nor the simulation runs TLS, and
+#   the core's unit tests and the shell's tls tests own it;
+# - `describe` (MinTimeVerdict, Expectation, Readiness) and `Action::reason`: text for people (plan reasons, logs,
+#   denial messages); no decision reads them back;
+# - likewise the formatters the first sample found surviving as text only (mutants/REPORT.md): `downscale_subject`
+#   and `go_time` (denial messages), `format_go_duration` (messages), `summarize` and `with_scaling_errors` (the
+#   plan's reason), `GroupState::as_str` (the state's name in logs). `format_timestamp` is NOT one: it writes the
+#   record's dates.
+filters=(-e controller/core/src/fixture.rs -e controller/core/src/certificate.rs
+  -E '::describe( |$)' -E 'Action::reason( |$)'
+  -E '[ :](downscale_subject|go_time|format_go_duration|summarize|with_scaling_errors|GroupState::as_str)( |$)')
+
+crate_of() { # path prefix -> crate name, for the per-crate counts
+  awk '{ c = ($0 ~ /^controller\/core\//) ? "rollout-core" : "rollout-operator (shell)"; print c }'
+}
+
+ensure_cargo_mutants() {
+  if ! cargo mutants --version >/dev/null 2>&1; then
+    echo "installing cargo-mutants from crates.io" >&2
+    nice -n 19 cargo install --locked cargo-mutants
+  fi
+}
+
+summary() {
+  local out="$repo/mutants/out"
+  shopt -s nullglob
+  local dirs=("$out"/shard-*/mutants.out)
+  if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet (mutants/out/shard-*/)"; return 0; fi
+  local all
+  all=$(mktemp)
+  # Every outcome once: "<outcome> <mutant>", from each shard's per-outcome lists. A shard run twice counts once.
+  for d in "${dirs[@]}"; do
+    for o in caught missed timeout unviable; do
+      [[ -f "$d/$o.txt" ]] && sed "s/^/$o\t/" "$d/$o.txt"
+    done
+  done | sort -u -t$'\t' -k2 > "$all"
+  echo "shards run: $(for d in "${dirs[@]}"; do basename "$(dirname "$d")"; done | sed 's/^shard-//' | tr '\n' ' ')"
+  printf '%-26s %6s %6s %6s %7s %8s  %s\n' crate tested caught missed timeout unviable "catch rate caught/(caught+missed)"
+  for c in "rollout-core" "rollout-operator (shell)" "all"; do
+    awk -F'\t' -v c="$c" '
+      { crate = ($2 ~ /^controller\/core\//) ? "rollout-core" : "rollout-operator (shell)"
+        if (c != "all" && crate != c) next
+        n++; k[$1]++ }
+      END { caught = k["caught"] + 0; missed = k["missed"] + 0
+            rate = (caught + missed) ? sprintf("%.1f %%", 100 * caught / (caught + missed)) : "-"
+            printf "%-26s %6d %6d %6d %7d %8d  %s\n", c, n, caught, missed, k["timeout"] + 0, k["unviable"] + 0, rate }' "$all"
+  done
+  awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
+  awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
+  echo "missed mutants ($(wc -l < "$out/missed.txt")): mutants/out/missed.txt; timeouts: mutants/out/timeout.txt"
+  # Survivors already judged (equivalent, text, reporting or a named gap) are in mutants/survivors.tsv.
+  if [[ -f $repo/mutants/survivors.tsv ]]; then
+    cut -f1 "$repo/mutants/survivors.tsv" | sort > "$all.known"
+    sort "$out/missed.txt" | comm -23 - "$all.known" | sort -V > "$out/unclassified.txt"
+    echo "not yet classified in mutants/survivors.tsv: $(wc -l < "$out/unclassified.txt") (mutants/out/unclassified.txt)"
+    rm -f "$all.known"
+  fi
+  rm -f "$all"
+}
+
+if [[ $mode == summary ]]; then summary; exit 0; fi
+
+ensure_cargo_mutants
+
+if [[ $mode == list ]]; then
+  list=$(cargo mutants --list "${scope[@]}" "${filters[@]}")
+  echo "$list"
+  echo
+  echo "mutants per file:"
+  echo "$list" | cut -d: -f1 | sort | uniq -c
+  echo "mutants per crate:"
+  echo "$list" | crate_of | sort | uniq -c
+  echo "total: $(echo "$list" | grep -c .) (one shard of $default_shards: about $(( ($(echo "$list" | grep -c .) + default_shards - 1) / default_shards )) mutants)"
+  exit 0
+fi
+
+[[ -n $shard ]] || shard="0/$default_shards"
+if ! [[ $shard =~ ^([0-9]+)/([0-9]+)$ ]] || (( BASH_REMATCH[1] >= BASH_REMATCH[2] )); then
+  echo "--shard K/N with 0 <= K < N" >&2; exit 2
+fi
+k=${BASH_REMATCH[1]}; n=${BASH_REMATCH[2]}
+
+# The scratch copy: only files whose content differs are copied (with a new mtime), so cargo rebuilds exactly what
+# changed, including a file a killed run left mutated there.
+scratch=${MUTANTS_SCRATCH:-$repo/target/mutants/src}
+mkdir -p "$scratch"
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+  [[ -f $f ]] || continue
+  if ! cmp -s "$f" "$scratch/$f"; then mkdir -p "$scratch/$(dirname "$f")"; cp "$f" "$scratch/$f"; fi
+done
+export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-$repo/target/mutants/target}
+# The simulation runs only under madsim; the model builds the same either way.
+export RUSTFLAGS="--cfg madsim"
+
+out="$repo/mutants/out/shard-$k-of-$n"
+rm -rf "$out"
+mkdir -p "$out"
+start=$(date +%s)
+# Our own baseline: cargo-mutants' baseline would build and run the MUTATED packages' tests (rollout-core's and
+# rollout-operator's unit tests), not the model and the simulation. This one runs exactly the command every mutant
+# gets, so a failure here means the suites are red without any mutant, and it warms the build directory.
+echo "baseline: cargo test -p rollout-model -p rollout-sim --tests (RUSTFLAGS=\"$RUSTFLAGS\")"
+if ! (cd "$scratch" && nice -n 19 cargo test -p rollout-model -p rollout-sim --tests > "$out/baseline.log" 2>&1); then
+  echo "the model and simulation suites fail without any mutant: see $out/baseline.log" >&2
+  exit 1
+fi
+echo "baseline ok in $(( $(date +%s) - start )) s (build and tests)"
+status=0
+(cd "$scratch" && nice -n 19 cargo mutants --in-place --no-shuffle --baseline skip \
+  "${scope[@]}" "${filters[@]}" \
+  --shard "$k/$n" --sharding round-robin \
+  --test-package rollout-model --test-package rollout-sim --cargo-arg=--tests \
+  --timeout "$timeout" --build-timeout 1800 \
+  --output "$out") || status=$?
+# cargo-mutants exits 2 when mutants were missed, 3 on timeouts: results, not failures of this script.
+case $status in 0|2|3) ;; *) echo "cargo-mutants failed (exit $status); see $out/mutants.out/" >&2; exit "$status" ;; esac
+echo "shard $k/$n took $(( ($(date +%s) - start) / 60 )) min"
+summary
