@@ -53,8 +53,8 @@ done
 core_files=(-f 'controller/core/src/**/*.rs')
 # The shell modules that take or carry out decisions: the reconcile loop, the downscale record (claims, dates), the
 # scaling shell (delayed downscale calls) and the admission webhooks.
-shell_files=(-f controller/src/reconciler.rs -f controller/src/downscale_record.rs -f controller/src/scaling.rs
-  -f controller/src/webhooks.rs)
+shell_files=(-f controller/src/controller/reconciler.rs -f controller/src/cluster/downscale_record.rs
+  -f controller/src/controller/scaling.rs -f controller/src/admission/webhooks.rs)
 case "$crate" in
   core) scope=(-p rollout-core "${core_files[@]}") ;;
   shell) scope=(-p rollout-operator "${shell_files[@]}") ;;
