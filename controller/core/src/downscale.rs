@@ -184,7 +184,7 @@ pub fn check_min_time(
         let Some(min_time) = own_min.max(other_min) else {
             continue;
         };
-        let until = add(at, min_time);
+        let until = time_after(at, min_time);
         // Strictly greater: at exactly `at + min_time` the downscale still waits.
         if now <= until {
             let later = match &verdict {
@@ -199,8 +199,9 @@ pub fn check_min_time(
     verdict
 }
 
-/// `at + d`, saturating at the largest representable time (a huge min time means "never").
-fn add(at: Timestamp, d: Duration) -> Timestamp {
+/// `at + d`, saturating at the largest representable time (a huge min time means "never"; an overflowing deadline
+/// means "far away", never "already passed").
+pub fn time_after(at: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d).ok().and_then(|d| at.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }
 
@@ -342,10 +343,10 @@ pub fn live_rollout_step<'a>(
     steps.iter().find(|s| s.group == group && s.is_live(now))
 }
 
-/// Whether a pass over `group` that deletes pods must first claim its step in the record: when any member is
-/// served by the prepare-downscale webhook (labelled [`keys::PREPARE_DOWNSCALE`]), whose downscales must not be
-/// prepared while pods of the group are being replaced (DESIGN.md invariant 5).
-pub fn rollout_steps_need_claim(group: &GroupSnapshot) -> bool {
+/// Whether the prepare-downscale webhook serves a member of `group` (labelled [`keys::PREPARE_DOWNSCALE`]): then its
+/// downscales must not be prepared while pods of the group are being replaced (DESIGN.md invariant 5), so a pass
+/// that deletes pods claims its step in the record first, and a pass that cannot read the record fails closed.
+pub fn served_by_prepare_downscale(group: &GroupSnapshot) -> bool {
     group.members.iter().any(|m| m.sts.labels.get(keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"))
 }
 

@@ -15,13 +15,12 @@
 //! 4. if [`Pass::claims_rollout_step`], claim the step (conditional on the record version read in 1);
 //! 5. execute the actions in order, each leaving [`expectation_after`] its outcome; stop at the first failure.
 
-use crate::downscale::{DownscaleInProgress, DownscaleRecord};
+use crate::downscale::{DownscaleInProgress, DownscaleRecord, served_by_prepare_downscale, time_after};
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::GroupSnapshot;
-use crate::keys;
 use crate::plan::{Action, GroupPlan, GroupState, PlanContext, Planner};
 use crate::scaling::ScalingError;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use std::time::Duration;
 
 /// How a pass needs the group downscale record (the zone tracker's ConfigMap).
@@ -53,18 +52,13 @@ pub fn record_need(group: &GroupSnapshot, zone_tracker: ZoneTracker) -> RecordNe
     if zone_tracker == ZoneTracker::Off {
         return RecordNeed::NotNeeded;
     }
-    if prepares_downscales(group) {
+    if served_by_prepare_downscale(group) {
         RecordNeed::Required
     } else if group.members.iter().any(|m| m.sts.scaling.leader.is_some()) {
         RecordNeed::Advisory
     } else {
         RecordNeed::NotNeeded
     }
-}
-
-/// Whether the prepare-downscale webhook serves a member of the group (label [`keys::PREPARE_DOWNSCALE`]).
-pub fn prepares_downscales(group: &GroupSnapshot) -> bool {
-    group.members.iter().any(|m| m.sts.labels.get(keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"))
 }
 
 /// What reading the record gave.
@@ -164,7 +158,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         .with_scaling_forbidden(input.scaling_forbidden)
         .with_coordinated_downscales_forbidden(tracker_forbidden.then_some(TRACKER_FORBIDDEN));
     let mut plan = planner.plan(group, &ctx);
-    if let Some(RecordRead::Unreadable { error }) = Some(input.record).filter(|_| need == RecordNeed::Advisory) {
+    if let (RecordRead::Unreadable { error }, RecordNeed::Advisory) = (input.record, need) {
         plan.warnings.push(format!("cannot read the group downscale record: {error}"));
     }
 
@@ -180,7 +174,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
     }
     let deletes = plan.actions.iter().any(|a| matches!(a, Action::DeletePod { .. }));
     let claims_rollout_step =
-        deletes && input.zone_tracker != ZoneTracker::Off && !tracker_forbidden && prepares_downscales(group);
+        deletes && input.zone_tracker != ZoneTracker::Off && !tracker_forbidden && served_by_prepare_downscale(group);
     Pass { plan, failed_closed: None, mirror_due, claims_rollout_step }
 }
 
@@ -254,10 +248,6 @@ pub struct ExpectationLifetimes {
     pub unknown: Duration,
 }
 
-fn deadline(now: Timestamp, ttl: Duration) -> Timestamp {
-    now.saturating_add(SignedDuration::try_from(ttl).unwrap_or(SignedDuration::MAX)).unwrap_or(Timestamp::MAX)
-}
-
 /// The expectation a write leaves behind: planning as if a write that may have happened had not could act twice.
 pub fn expectation_after(
     action: &Action,
@@ -270,7 +260,7 @@ pub fn expectation_after(
         WriteOutcome::Unknown => lifetimes.unknown,
         WriteOutcome::Refused => return None,
     };
-    Some(PendingExpectation { expectation: action.expectation(), expires_at: deadline(now, ttl) })
+    Some(PendingExpectation { expectation: action.expectation(), expires_at: time_after(now, ttl) })
 }
 
 /// What the live object says of a write whose expectation expired unobserved.
@@ -296,7 +286,7 @@ pub fn expectation_after_expiry(
     match check {
         LiveCheck::NotHappened => None,
         LiveCheck::Happened | LiveCheck::Unknown => {
-            Some(PendingExpectation { expectation, expires_at: deadline(now, lifetimes.unknown) })
+            Some(PendingExpectation { expectation, expires_at: time_after(now, lifetimes.unknown) })
         }
     }
 }
@@ -305,7 +295,7 @@ pub fn expectation_after_expiry(
 /// `step_until`) outlives the longest the request can be in flight (`request_bound`), since a deletion that commits
 /// after the claim expired could land while a downscale it no longer holds off is being prepared.
 pub fn may_send_step_deletion(now: Timestamp, step_until: Timestamp, request_bound: Duration) -> bool {
-    deadline(now, request_bound) < step_until
+    time_after(now, request_bound) < step_until
 }
 
 #[cfg(test)]
@@ -313,6 +303,7 @@ mod tests {
     use super::*;
     use crate::fixture;
     use crate::group::build_groups;
+    use crate::keys;
 
     fn t(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap()

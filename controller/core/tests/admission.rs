@@ -820,6 +820,20 @@ mod prepare_flow {
         (vec![a, b], pods)
     }
 
+    /// A flow with the zone tracker, stepped through its live reads (the healthy group) and a granted claim: what
+    /// it asks next is the re-read of the group under the marker.
+    fn claimed(now: Timestamp) -> PrepareDownscale {
+        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members)), now);
+        flow.step(Observed::Pods(Ok(pods)), now);
+        flow.step(Observed::Record(Ok(None)), now);
+        let again = flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
+        assert_eq!(again, Need::GroupAgain { selector: "rollout-group=ingester".into() });
+        flow
+    }
+
     fn answer(need: Need) -> Verdict {
         match need {
             Need::Answer(verdict) => verdict,
@@ -865,14 +879,8 @@ mod prepare_flow {
     #[test]
     fn a_dating_that_leaves_less_than_half_the_margin_is_denied_and_undone() {
         let now = ts(NOW);
-        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
-        flow.step(Observed::Start, now);
-        let (members, pods) = members_and_pods();
-        flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now);
-        flow.step(Observed::Pods(Ok(pods.clone())), now);
-        flow.step(Observed::Record(Ok(None)), now);
-        flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
-        flow.step(Observed::GroupAgain(Ok((members, pods))), now);
+        let mut flow = claimed(now);
+        flow.step(Observed::GroupAgain(Ok(members_and_pods())), now);
         let Need::DateInRecord { committed_by, .. } = flow.step(Observed::PodsPrepared(Vec::new()), now) else {
             panic!("dating comes next")
         };
@@ -893,13 +901,8 @@ mod prepare_flow {
     #[test]
     fn a_rollout_seen_after_the_claim_undoes_the_claim_and_denies() {
         let now = ts(NOW);
-        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
-        flow.step(Observed::Start, now);
+        let mut flow = claimed(now);
         let (members, pods) = members_and_pods();
-        flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now);
-        flow.step(Observed::Pods(Ok(pods.clone())), now);
-        flow.step(Observed::Record(Ok(None)), now);
-        flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
         // zone-b's pod 0 became unready between the claim and the re-read.
         let pods: Vec<_> =
             pods.into_iter().map(|p| if p.name == "ingester-zone-b-0" { not_ready(p) } else { p }).collect();
@@ -960,10 +963,18 @@ mod prepare_flow {
         let mut flow = PrepareDownscale::new(scale, settings(true));
         flow.step(Observed::Start, now);
         assert!(answer(flow.step(Observed::StatefulSet(StatefulSetLookup::NotFound), now)).allowed);
-        // An unreadable record, and an observation the flow did not ask for: denied.
+        // An unreadable record: denied with the reference's message (the min time cannot be checked).
         let mut flow = PrepareDownscale::new(downscale(None), settings(true));
         flow.step(Observed::Start, now);
         let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now);
+        flow.step(Observed::Pods(Ok(pods.clone())), now);
+        let verdict = answer(flow.step(Observed::Record(Err("connection refused".into())), now));
+        let message = verdict.message.as_deref().unwrap_or_default();
+        assert!(!verdict.allowed && message.contains("loading zones failed"), "{message}");
+        // An observation the flow did not ask for: denied.
+        let mut flow = PrepareDownscale::new(downscale(None), settings(true));
+        flow.step(Observed::Start, now);
         flow.step(Observed::GroupStatefulSets(Ok(members)), now);
         let verdict = answer(flow.step(Observed::Undone, now));
         assert!(

@@ -18,8 +18,8 @@ use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::pods::client::PodHttpClient;
 use futures::StreamExt;
-use jiff::{SignedDuration, Timestamp};
-use rollout_core::downscale::{DownscaleInProgress, round_up_to_second};
+use jiff::Timestamp;
+use rollout_core::downscale::{DownscaleInProgress, round_up_to_second, time_after};
 use rollout_core::group::GroupSnapshot;
 use rollout_core::pass::may_send_step_deletion;
 use rollout_core::{
@@ -216,15 +216,6 @@ fn wall_clock() -> Timestamp {
 /// The longest a request to the API server can be in flight (kube-apiserver's default request timeout).
 const REQUEST_BOUND: Duration = Duration::from_secs(60);
 
-/// `at + d`, saturating.
-fn add_duration(at: Timestamp, d: Duration) -> Timestamp {
-    at.saturating_add(to_signed(d)).unwrap_or(Timestamp::MAX)
-}
-
-fn to_signed(d: Duration) -> SignedDuration {
-    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
-}
-
 impl<C: ClusterApi, P: Planner> Controller<C, P> {
     pub fn new(api: C, planner: P, config: ReconcilerConfig, metrics: Arc<Metrics>) -> Self {
         Controller {
@@ -394,13 +385,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             (Some(_), Some(_)) => ZoneTracker::Forbidden,
         };
         // The record as read, which a rollout step's claim is conditional on.
-        let read = match (record_need(&snapshot, zone_tracker), &self.scaling.downscale_record) {
+        let need = record_need(&snapshot, zone_tracker);
+        let read = match (need, &self.scaling.downscale_record) {
             (RecordNeed::NotNeeded, _) | (_, None) => Ok(None),
             (_, Some(config_map)) => read_record_and_markers(&self.api, config_map).await,
         };
         let read_error = read.as_ref().err().map(ToString::to_string);
         let record = match &read {
-            Ok(None) if record_need(&snapshot, zone_tracker) == RecordNeed::NotNeeded => RecordRead::NotRead,
+            Ok(None) if need == RecordNeed::NotNeeded => RecordRead::NotRead,
             Ok(None) => RecordRead::Absent,
             Ok(Some((stored, markers))) => RecordRead::Read { record: &stored.record, markers },
             Err(error) if error.is_forbidden() => RecordRead::Forbidden,
@@ -447,7 +439,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let mut step = None;
         if let (true, Some(config_map)) = (pass.claims_rollout_step, self.scaling.downscale_record.clone()) {
             let claimed_at = wall_clock();
-            let until = claimed_at.saturating_add(to_signed(self.config.claim_ttl)).unwrap_or(Timestamp::MAX);
+            let until = time_after(claimed_at, self.config.claim_ttl);
             let stored_record = read.as_ref().ok().and_then(|r| r.as_ref()).map(|(stored, _)| stored);
             match claim_rollout_step(&self.api, &config_map, stored_record, &snapshot, claimed_at, until).await {
                 Ok(StepClaim::Claimed { until }) => step = Some(until),
@@ -577,14 +569,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     if *coordinated_downscale && self.scaling.downscale_record.is_none() {
                         // No zone tracker: recorded as the reference does without one, in the StatefulSet's own
                         // annotation, in the same write, dated when it will have committed.
-                        let at = round_up_to_second(add_duration(claimed_at, COMMIT_MARGIN));
+                        let at = round_up_to_second(time_after(claimed_at, COMMIT_MARGIN));
                         annotations.insert(
                             rollout_core::keys::LAST_DOWNSCALE.to_string(),
                             rollout_core::downscale::format_timestamp(at),
                         );
                     }
                     if let (true, Some(config_map)) = (*coordinated_downscale, self.scaling.downscale_record.clone()) {
-                        let until = add_duration(claimed_at, self.config.claim_ttl);
+                        let until = time_after(claimed_at, self.config.claim_ttl);
                         match claim(&self.api, &config_map, snapshot, statefulset, claimed_at, until).await {
                             Ok(DownscaleClaim::Claimed { previous, until }) => {
                                 claimed = Some((config_map.clone(), previous, until))

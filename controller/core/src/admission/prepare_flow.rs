@@ -19,11 +19,11 @@
 
 use crate::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
 use crate::admission::{AdmissionRequest, Verdict, foreign_namespace};
-use crate::downscale::{DownscaleInProgress, DownscaleRecord, MarkedClaim, round_up_to_second};
+use crate::downscale::{DownscaleInProgress, DownscaleRecord, MarkedClaim, round_up_to_second, time_after as add};
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
 use crate::view::{PodView, StatefulSetView};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use std::time::Duration;
 
 /// How far ahead a `/scale` downscale that carries a resourceVersion (an HPA's) is dated when recorded in its
@@ -170,10 +170,6 @@ pub struct PrepareDownscale {
     claim_until: Option<Timestamp>,
 }
 
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
-}
-
 impl PrepareDownscale {
     pub fn new(request: AdmissionRequest, settings: FlowSettings) -> Self {
         PrepareDownscale {
@@ -193,10 +189,6 @@ impl PrepareDownscale {
             claim: None,
             claim_until: None,
         }
-    }
-
-    pub fn request(&self) -> &AdmissionRequest {
-        &self.request
     }
 
     /// Takes what the shell observed for the last need (at `now`) and says what is needed next. Once it has
