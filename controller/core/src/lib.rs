@@ -19,6 +19,7 @@ pub mod expectations;
 pub mod fixture;
 pub mod group;
 pub mod keys;
+pub mod mirror_flow;
 pub mod natural;
 pub mod pass;
 pub mod plan;

@@ -267,7 +267,7 @@ fn others_have_recorded_downscales(group: &GroupSnapshot, ctx: &PlanContext<'_>,
 // ----- Mirror replicas and delayed downscale (pure functions over what the shell fetched) -----
 
 /// The parts of a reference resource's `scale` subresource that scaling reads. `None` = null or absent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct ReferenceScale {
     pub spec_replicas: Option<i64>,
     pub status_replicas: Option<i64>,

@@ -13,15 +13,12 @@ use crate::cluster::downscale_record::{
 use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
+use rollout_core::MirrorFindings;
 use rollout_core::group::GroupSnapshot;
-use rollout_core::scaling::{
-    DelayedDownscaleSettings, MirrorStep, ReferenceScale, ScalingError, delayed_downscale_target, downscale_held,
-    plan_mirror, pod_endpoints, prepare_response_timestamp, write_back_value,
+use rollout_core::mirror_flow::{
+    Endpoints, MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, MirrorResult, PodAnswer,
 };
-use rollout_core::view::StatefulSetView;
-use rollout_core::{MirrorFindings, MirrorScale};
-use std::collections::BTreeMap;
-use std::ops::Range;
+use rollout_core::scaling::ReferenceScale;
 
 /// Settings of the scaling shell, from the command line.
 #[derive(Debug, Clone)]
@@ -130,76 +127,43 @@ pub async fn write_back<C: ScaleTargets>(api: &C, resource: &ApiResourceRef, nam
     }
 }
 
-/// Cancels delayed downscale on `ordinals` (DELETE). Never fails: 409 means the pod's partition state is locked
+/// Cancels delayed downscale (DELETE) on `endpoints`. Never fails: 409 means the pod's partition state is locked
 /// (fine); other failures are logged.
-async fn cancel<H: PodHttpClient>(
-    pods: &H,
-    cfg: &ScalingConfig,
-    sts: &StatefulSetView,
-    delayed: &DelayedDownscaleSettings,
-    ordinals: Range<u32>,
-) {
-    if ordinals.is_empty() {
-        return;
-    }
-    let endpoints = match pod_endpoints(sts, &delayed.url, ordinals, &cfg.namespace, &cfg.cluster_domain) {
-        Ok(e) => e,
-        Err(error) => {
-            tracing::warn!(statefulset = %sts.name, %error, "cannot cancel delayed downscale");
-            return;
-        }
-    };
+async fn cancel<H: PodHttpClient>(pods: &H, cfg: &ScalingConfig, statefulset: &str, endpoints: &Endpoints) {
     let requests = endpoints.iter().map(|(_, url)| PodRequest::delete(url.clone())).collect();
     for ((_, url), result) in endpoints.iter().zip(call_all(pods, requests, cfg.pod_concurrency, false).await) {
         match result {
             Ok(r) if r.is_success() => {}
             Ok(r) if r.status == 409 => {
-                tracing::info!(statefulset = %sts.name, %url, "delayed downscale not cancelled: partition state locked")
+                tracing::info!(%statefulset, %url, "delayed downscale not cancelled: partition state locked")
             }
-            Ok(r) => tracing::error!(statefulset = %sts.name, %url, status = r.status, body = %r.body_text(),
+            Ok(r) => tracing::error!(%statefulset, %url, status = r.status, body = %r.body_text(),
                 "failed to cancel delayed downscale"),
-            Err(error) => tracing::error!(statefulset = %sts.name, %url, %error, "failed to cancel delayed downscale"),
+            Err(error) => tracing::error!(%statefulset, %url, %error, "failed to cancel delayed downscale"),
         }
     }
 }
 
-/// Asks `ordinals` to prepare (POST) and returns each replica's preparation time; any failure fails the whole step.
-async fn prepare<H: PodHttpClient>(
-    pods: &H,
-    cfg: &ScalingConfig,
-    sts: &StatefulSetView,
-    delayed: &DelayedDownscaleSettings,
-    ordinals: Range<u32>,
-) -> Result<BTreeMap<u32, Timestamp>, ScalingError> {
-    let endpoints = pod_endpoints(sts, &delayed.url, ordinals, &cfg.namespace, &cfg.cluster_domain)?;
+/// Asks `endpoints` to prepare (POST); the first failure abandons the calls not yet answered.
+async fn prepare<H: PodHttpClient>(pods: &H, cfg: &ScalingConfig, endpoints: &Endpoints) -> Vec<(u32, PodAnswer)> {
     let requests = endpoints.iter().map(|(_, url)| PodRequest::post(url.clone())).collect();
     let results = call_all(pods, requests, cfg.pod_concurrency, true).await;
-    let mut prepared = BTreeMap::new();
-    let mut first_error = None;
-    for ((ordinal, url), result) in endpoints.into_iter().zip(results) {
-        let outcome = match result {
-            Ok(response) => prepare_response_timestamp(response.status, &response.body),
-            // Abandoned because another call failed: that failure is the one to report.
-            Err(PodCallError::Cancelled { .. }) => continue,
-            Err(e) => Err(e.to_string()),
-        };
-        match outcome {
-            Ok(at) => {
-                prepared.insert(ordinal, at);
-            }
-            Err(e) => {
-                first_error.get_or_insert(format!("{url}: {e}"));
-            }
-        }
-    }
-    match first_error {
-        None => Ok(prepared),
-        Some(e) => Err(ScalingError::new(&sts.name, format!("failed prepare pods for delayed downscale: {e}"))),
-    }
+    endpoints
+        .iter()
+        .zip(results)
+        .map(|((ordinal, _), result)| {
+            let answer = match result {
+                Ok(response) => PodAnswer::Response { status: response.status, body: response.body },
+                Err(PodCallError::Cancelled { .. }) => PodAnswer::Abandoned,
+                Err(error) => PodAnswer::Failed(error.to_string()),
+            };
+            (*ordinal, answer)
+        })
+        .collect()
 }
 
-/// The mirror step over a group, in name order: reads each mirror StatefulSet's reference, cancels or prepares
-/// delayed downscale on its pods, writes status back, and returns the first replica change due.
+/// The mirror step over a group ([`MirrorFlow`]): carries out each need the core names (reference reads, delayed
+/// downscale pod calls, status write-backs) and returns what it found.
 pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
     api: &C,
     pods: &H,
@@ -207,111 +171,30 @@ pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
     group: &GroupSnapshot,
     now: Timestamp,
 ) -> MirrorOutcome {
-    let mut outcome = MirrorOutcome::default();
-    for member in &group.members {
-        let sts = &member.sts;
-        let rollout = downscale_held(group, &sts.name, now);
-        let settings = &sts.scaling;
-        // Unusable mirror settings were already reported by the core's scaling pass.
-        let Some(Ok(mirror)) = &settings.mirror else { continue };
-        let (resource, scale) = match resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await {
-            Ok(found) => found,
-            Err(e) => {
-                outcome.findings.errors.push(ScalingError::new(&sts.name, e.to_string()));
-                continue;
+    let settings = MirrorFlowSettings { namespace: cfg.namespace.clone(), cluster_domain: cfg.cluster_domain.clone() };
+    let mut flow = MirrorFlow::new(group.clone(), settings);
+    let mut observed = MirrorObserved::Start;
+    loop {
+        observed = match flow.step(observed, now) {
+            MirrorNeed::Reference { mirror, .. } => {
+                let read = resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await;
+                MirrorObserved::Reference(read.map_err(|e| e.to_string()))
             }
+            MirrorNeed::Cancel { statefulset, endpoints } => {
+                match endpoints {
+                    Ok(endpoints) => cancel(pods, cfg, &statefulset, &endpoints).await,
+                    Err(error) => tracing::warn!(%statefulset, %error, "cannot cancel delayed downscale"),
+                }
+                MirrorObserved::Cancelled
+            }
+            MirrorNeed::Prepare { endpoints, .. } => MirrorObserved::Prepared(prepare(pods, cfg, &endpoints).await),
+            MirrorNeed::WriteBack { reference, name, replicas, .. } => {
+                write_back(api, &reference, &name, replicas).await;
+                MirrorObserved::WrittenBack
+            }
+            MirrorNeed::Done(MirrorResult { findings, write_back }) => return MirrorOutcome { findings, write_back },
         };
-        let step = match plan_mirror(sts, settings, &scale, rollout.as_deref()) {
-            Ok(step) => step,
-            Err(e) => {
-                outcome.findings.errors.push(e);
-                if let Some(v) = write_back_value(mirror, &scale, sts.replicas) {
-                    write_back(api, &resource, &mirror.name, v).await;
-                }
-                continue;
-            }
-        };
-        let delayed = match &settings.delayed_downscale {
-            Some(Ok(d)) => Some(d),
-            _ => None,
-        };
-        let keep_current = |outcome: &mut MirrorOutcome, error: ScalingError| outcome.findings.errors.push(error);
-        match step {
-            MirrorStep::Steady { replicas, cancel: range, write_back: wb } => {
-                if let Some(v) = wb {
-                    write_back(api, &resource, &mirror.name, v).await;
-                }
-                if let Some(d) = delayed {
-                    cancel(pods, cfg, sts, d, range).await;
-                }
-                tracing::debug!(statefulset = %sts.name, replicas, "replicas match the reference resource");
-            }
-            MirrorStep::Wait { reason, write_back: wb } => {
-                if let Some(v) = wb {
-                    write_back(api, &resource, &mirror.name, v).await;
-                }
-                outcome.findings.waits.push(format!("{}: {reason}", sts.name));
-            }
-            MirrorStep::Scale { from, to, cancel: range, reason } => {
-                if let Some(d) = delayed {
-                    cancel(pods, cfg, sts, d, range).await;
-                }
-                outcome.findings.scale = Some(MirrorScale {
-                    statefulset: sts.name.clone(),
-                    from,
-                    to,
-                    reason,
-                    resource_version: sts.resource_version.clone(),
-                });
-                outcome.write_back = mirror.write_back.then(|| (resource.clone(), mirror.name.clone()));
-                return outcome;
-            }
-            MirrorStep::DelayedDownscale { from, desired, cancel: range, prepare: to_prepare, delay } => {
-                let Some(d) = delayed else { continue };
-                cancel(pods, cfg, sts, d, range).await;
-                let prepared = match prepare(pods, cfg, sts, d, to_prepare).await {
-                    Ok(p) => p,
-                    Err(e) => {
-                        tracing::warn!(statefulset = %sts.name, error = %e, "not scaling statefulset due to failed scaling delay check");
-                        keep_current(&mut outcome, e);
-                        if let Some(v) = write_back_value(mirror, &scale, from) {
-                            write_back(api, &resource, &mirror.name, v).await;
-                        }
-                        continue;
-                    }
-                };
-                match delayed_downscale_target(from, desired, delay, &prepared, now) {
-                    Ok(allowed) => {
-                        tracing::info!(statefulset = %sts.name, from, allowed, desired,
-                            "downscale delay has been reached on some downscaled pods");
-                        outcome.findings.scale = Some(MirrorScale {
-                            statefulset: sts.name.clone(),
-                            from,
-                            to: allowed,
-                            reason: format!(
-                                "scaling down statefulset to computed desired replicas, based on replicas in the \
-                                 reference resource {}/{} ({desired}) and elapsed downscale delays",
-                                mirror.kind, mirror.name
-                            ),
-                            resource_version: sts.resource_version.clone(),
-                        });
-                        outcome.write_back = mirror.write_back.then(|| (resource.clone(), mirror.name.clone()));
-                        return outcome;
-                    }
-                    Err(e) => {
-                        outcome
-                            .findings
-                            .waits
-                            .push(format!("{}: downscale from {from} to {desired} waits: {e}", sts.name));
-                        if let Some(v) = write_back_value(mirror, &scale, from) {
-                            write_back(api, &resource, &mirror.name, v).await;
-                        }
-                    }
-                }
-            }
-        }
     }
-    outcome
 }
 
 /// Whether a leader/follower downscale may go ahead, claimed in the group downscale record.
