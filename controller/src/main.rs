@@ -191,8 +191,7 @@ mod app {
         } else {
             None
         };
-        let reconciler_config =
-            ReconcilerConfig { min_interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
+        let reconciler_config = ReconcilerConfig { interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
         // Delayed downscale calls pods directly, with its own timeout and no Kubernetes rate limiting.
         let pod_client = match HyperPodClient::new(
             flags.pods_client_timeout,

@@ -229,7 +229,7 @@ async fn a_three_zone_rollout_completes_one_zone_at_a_time() {
     let cluster = three_zones("2");
     let ready = ReadyFlag::new();
     let metrics = Arc::new(Metrics::new());
-    let config = ReconcilerConfig { min_interval: Duration::from_secs(1), ..ReconcilerConfig::default() };
+    let config = ReconcilerConfig { interval: Duration::from_secs(1), ..ReconcilerConfig::default() };
     let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
     let controller = tokio::spawn(rollout_operator::controller::reconciler::run(
         cluster.clone(),

@@ -290,6 +290,10 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     } else {
         format!("controller#{}", req.knowledge.incarnation)
     };
+    let controller = who.starts_with("controller");
+    if controller {
+        store.reactions.controller_requests += 1;
+    }
     if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
         && !grants.allows(&access, cluster_scoped)
     {
@@ -299,7 +303,16 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     }
     let reply = match &req.op {
         Op::DeletePod { name, preconditions } => {
+            let group = store.pods.get(name).and_then(|p| store.group_of_pod(p)).filter(|_| controller);
+            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
             let result = store.api_delete_pod(name, preconditions, req.knowledge);
+            if let Some(group) = group {
+                let at = store.elapsed();
+                store.reactions.write_tried(&group, waited, result.is_ok(), at);
+                if result.is_ok() {
+                    store.reactions.pod_deleted_by_controller(name, at);
+                }
+            }
             let line = match &result {
                 Ok(()) => format!("DELETE pod {name} -> ok"),
                 Err(e) => format!("DELETE pod {name} -> {}", e.kind()),
@@ -355,10 +368,16 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         }
         Op::PatchReplicas { name, replicas, resource_version, annotations } => {
             store.writer = who.clone();
+            let group = store.group_of_statefulset(name).filter(|_| who.starts_with("controller"));
+            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
             let controller = (who != "webhook").then_some(req.knowledge);
             let result =
                 store.api_patch_replicas(name, *replicas, resource_version, annotations, controller).map(Box::new);
             store.writer = "cluster".to_string();
+            if let Some(group) = group {
+                let at = store.elapsed();
+                store.reactions.write_tried(&group, waited, result.is_ok(), at);
+            }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
                 Err(e) => format!("PATCH {name} replicas={replicas} -> {}", e.kind()),

@@ -65,6 +65,10 @@ struct ScenarioArgs {
     /// pauses.
     #[arg(long, default_value = "all")]
     faults: String,
+    /// The large rollout of issue 15: 3 zones x 100 pods, max-unavailable 1, one push, no faults unless --faults
+    /// names some; the report compares the rollout's duration with the pods' own replacement times.
+    #[arg(long)]
+    large: bool,
     /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
     /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
     #[arg(long)]
@@ -113,7 +117,7 @@ impl ScenarioArgs {
     /// The flags that select this world again, for a replay command line.
     fn replay_flags(&self) -> String {
         let mut flags = format!(" --faults {}", self.faults);
-        for (on, flag) in [(self.scaling, " --scaling"), (self.webhook, " --webhook")] {
+        for (on, flag) in [(self.large, " --large"), (self.scaling, " --scaling"), (self.webhook, " --webhook")] {
             if on {
                 flags.push_str(flag);
             }
@@ -154,6 +158,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     })?;
     let faults = FaultMix::parse(&args.faults)?;
     let base = match (args.scaling, args.webhook) {
+        // Fault-free unless faults are named.
+        (false, false) if args.large && args.faults == "all" => Scenario::large(),
+        (false, false) if args.large => Scenario { fault_count: Scenario::default().fault_count, ..Scenario::large() },
         (false, false) => Scenario::default(),
         (true, false) if args.boundary_probes => Scenario::min_time_boundary(),
         (true, false) if args.pushes_at_scaling => Scenario::follower_rollouts_while_scaling(),
@@ -193,7 +200,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         observe_lag: args.observe_lag,
         pushes_at_scaling: args.pushes_at_scaling,
         planner,
-        faults,
+        faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
         revisions: args.revisions.unwrap_or(base.revisions),
         deployment,
         min_ready_seconds: args.min_ready_seconds,
@@ -276,9 +283,15 @@ fn run() -> Result<i32, String> {
             let mut ran = 0u64;
             let (mut downscales, mut closest) = (0u64, None::<(Duration, u64)>);
             let (mut near, mut interleaved, mut slow) = ((0u64, 0u64), (0u64, 0u64), 0u64);
+            let mut reactions = rollout_sim::reaction::Summary::default();
+            let mut large = Vec::new();
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
+                reactions.add(&o.reactions);
+                if args.large {
+                    large.push((seed, o.reactions.clone()));
+                }
                 sim += o.sim_time;
                 downscales += o.downscales;
                 near = (near.0 + o.near_min_time.0, near.1 + o.near_min_time.1);
@@ -317,6 +330,20 @@ fn run() -> Result<i32, String> {
             }
             if args.observe_lag {
                 println!("generations observed only after 5-60 s: {slow}");
+            }
+            println!("{}", reactions.describe());
+            if args.large {
+                for (seed, r) in &large {
+                    if let Some((span, own, share)) = rollout_sim::reaction::Summary::rollout_share(r) {
+                        println!(
+                            "seed {seed}: rollout {:.0} s, pods' own replacement times {:.0} s ({} pods), controller share {:.2} %",
+                            span.as_secs_f64(),
+                            own.as_secs_f64(),
+                            r.restarts.len(),
+                            share * 100.0
+                        );
+                    }
+                }
             }
             let wall = started.elapsed().as_secs_f64();
             println!(

@@ -18,6 +18,7 @@ pub mod client;
 pub mod kube;
 #[cfg(madsim)]
 pub mod objects;
+pub mod reaction;
 #[cfg(madsim)]
 pub mod rng;
 #[cfg(madsim)]

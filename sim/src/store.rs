@@ -87,6 +87,8 @@ impl Changes {
 }
 
 pub struct Store {
+    /// The controller's reaction times and request counts (issue 15).
+    pub reactions: crate::reaction::Reactions,
     /// Per StatefulSet: when its `spec.replicas` last changed (for the interleaving statistics).
     replicas_changed: BTreeMap<String, Instant>,
     pub rv: u64,
@@ -119,7 +121,8 @@ pub struct Store {
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
     /// Downscales being prepared (invariant 5): StatefulSet -> its group, from the commit of a record write carrying
-    /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]).
+    /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]), or until a
+    /// record write of the same admission takes the marker out (its undo, which runs after the pods' cancel calls).
     /// Only markers written by an admission still waiting for its answer count: a claim that commits after the
     /// webhook gave up on it (a delayed request) opens no window; the controller still honours its marker.
     pub preparing: BTreeMap<String, (String, u64)>,
@@ -172,6 +175,7 @@ impl Store {
             forbidden: Vec::new(),
             writer_basis: None,
             replicas_changed: BTreeMap::new(),
+            reactions: Default::default(),
         }
     }
 
@@ -211,6 +215,23 @@ impl Store {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 self.checker.record_pod(rv, &name, (!deleted).then(|| PodSum::of(p)));
             }
+        }
+        if let Obj::Pod(p) = &obj
+            && !deleted
+            && p.metadata.deletion_timestamp.is_none()
+            && crate::objects::is_ready(p)
+        {
+            let at = self.elapsed();
+            self.reactions.pod_ready(p.metadata.name.as_deref().unwrap_or_default(), at);
+        }
+        let group = match &obj {
+            Obj::Sts(s) => s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()),
+            Obj::Pod(p) => self.group_of_pod(p),
+        };
+        if let Some(group) = group {
+            let actionable = self.has_work(&group);
+            let at = self.elapsed();
+            self.reactions.group_committed(&group, actionable, at);
         }
         self.log.push_back(LogEntry { rv, at: Instant::now(), deleted, obj });
         while self.log.len() > self.log_capacity {
@@ -277,6 +298,41 @@ impl Store {
         };
         self.trace("scaling", format!("downscale {}", d.describe()));
         self.checker.record_downscale(d);
+    }
+
+    /// Whether the production planner, run on the committed truth of `group`, has a pod to delete or replicas to
+    /// change (for the reaction measurement).
+    fn has_work(&self, group: &str) -> bool {
+        let members: Vec<_> = self
+            .statefulsets
+            .values()
+            .filter(|s| {
+                s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).map(String::as_str)
+                    == Some(group)
+            })
+            .filter_map(|s| rollout_core::StatefulSetView::from_k8s(s).ok())
+            .collect();
+        let pods: Vec<_> = self.pods.values().filter_map(|p| rollout_core::PodView::from_k8s(p).ok()).collect();
+        let now = self.start_wall + jiff::SignedDuration::try_from(self.elapsed()).unwrap_or_default();
+        rollout_core::build_groups(members, &pods).iter().any(|g| {
+            let plan = rollout_core::plan_group(g, &rollout_core::PlanContext::new(now, &[]));
+            plan.actions
+                .iter()
+                .any(|a| matches!(a, rollout_core::Action::DeletePod { .. } | rollout_core::Action::Scale { .. }))
+        })
+    }
+
+    /// The rollout group of `sts`, if it has one.
+    pub fn group_of_statefulset(&self, sts: &str) -> Option<String> {
+        let labels = self.statefulsets.get(sts)?.metadata.labels.as_ref()?;
+        labels.get(rollout_core::keys::ROLLOUT_GROUP).cloned()
+    }
+
+    /// The rollout group of the StatefulSet that owns `pod`.
+    pub fn group_of_pod(&self, pod: &Pod) -> Option<String> {
+        let owners = pod.metadata.owner_references.as_ref()?;
+        let owner = owners.iter().find(|o| o.kind == "StatefulSet")?;
+        self.group_of_statefulset(&owner.name)
     }
 
     pub fn put_pod(&mut self, mut pod: Pod) -> Pod {
@@ -398,6 +454,18 @@ impl Store {
         let Some(admission) = self.admission_writing else { return };
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
         let markers = rollout_core::downscale::parse_in_progress(raw.map(String::as_str)).unwrap_or_default();
+        // The admission took its own marker out: its undo is done (pods told to cancel, then the claim given back),
+        // so nothing of that preparation is left (sim seed 196 of `--webhook`: the answer itself arrived 10 s later).
+        let given_back: Vec<String> = self
+            .preparing
+            .iter()
+            .filter(|(sts, (_, a))| *a == admission && !markers.iter().any(|m| &m.statefulset == *sts))
+            .map(|(sts, _)| sts.clone())
+            .collect();
+        for sts in given_back {
+            self.trace("checker", format!("downscale of {sts} no longer being prepared (its marker given back)"));
+            self.preparing.remove(&sts);
+        }
         for m in markers {
             // A marker counts once, when first written: a later record write that merely carries it along (or a
             // marker whose clear failed, left to expire) does not start a new preparation.

@@ -468,6 +468,23 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Issue 15's large rollout: 3 zones of 100 pods, max-unavailable 1, one template push, no faults; the pods'
+    /// own replacement times are the kubelet's usual (termination 1-15 s, recreation 0.5-3 s, ready 2-15 s, one in
+    /// seven 30-90 s). The controller's share of the rollout's duration is what the pods' own times do not explain.
+    pub fn large() -> Self {
+        Scenario {
+            replicas: 100,
+            revisions: 1,
+            fault_phase: Duration::from_secs(60),
+            settle_deadline: Duration::from_secs(4 * 3600),
+            fault_count: (0, 0),
+            faults: FaultMix::NONE,
+            ..Scenario::default()
+        }
+    }
+}
+
 impl Default for Scenario {
     fn default() -> Self {
         Scenario {
@@ -513,6 +530,8 @@ pub struct Outcome {
     pub scaled_while_rolling: u64,
     /// Generations the StatefulSet controller took 5-60 s to observe.
     pub slow_observations: u64,
+    /// The controller's reaction times and request counts.
+    pub reactions: crate::reaction::Reactions,
 }
 
 impl Outcome {
@@ -920,6 +939,7 @@ fn judge(
         rolled_while_scaling: st.checker.rolled_while_scaling,
         scaled_while_rolling: st.checker.scaled_while_rolling,
         slow_observations,
+        reactions: st.reactions.clone(),
     }
 }
 
@@ -1183,7 +1203,8 @@ async fn change_leader(
         };
         if committed {
             // Dated after the commit, as the webhook does; a failure leaves the later claim date.
-            let end = ClaimEnd::Committed { at: Timestamp::now() };
+            let now = Timestamp::now();
+            let end = ClaimEnd::Committed { at: now, hold: now };
             let _ = finish_marked_claim(api, &record, &leader, until, &[until], end).await;
         }
     }

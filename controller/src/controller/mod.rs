@@ -1,4 +1,5 @@
-//! The rollout controller: the reconcile loop with its work queue and expectations (`reconciler`), the watch-fed
+//! The rollout controller: the reconcile loop with its expectations (`reconciler`), its per-group work queue
+//! (`queue`), the watch-fed
 //! cache of StatefulSets and pods (`cache`), and the scaling I/O (`scaling`: mirror reference resources,
 //! delayed-downscale pod calls, the follower claims).
 //!
@@ -6,5 +7,6 @@
 //! comes from the core; this folder only reads, writes with preconditions, and schedules.
 
 pub mod cache;
+pub mod queue;
 pub mod reconciler;
 pub mod scaling;

@@ -1,7 +1,8 @@
 //! The reconcile loop: watch events in, one planning pass per touched rollout group, the plan's writes out.
 //!
-//! Owns: the cache (fed by the two watches), the per-group work queue (debounced, at most one reconcile of a group
-//! per `-reconcile.interval`, failed reconciles retried with exponential backoff), the expectations of the
+//! Owns: the cache (fed by the two watches), the per-group work queue (`queue`: debounced, under a per-group pass
+//! budget; unfinished groups checked again every `-reconcile.interval`, failed passes retried with exponential
+//! backoff from it), the expectations of the
 //! controller's own writes, and the group metrics. Every decision comes from `rollout-core`; this module only
 //! executes plans, with preconditions, and stops at the first failed write.
 
@@ -11,6 +12,7 @@ use crate::cluster::downscale_record::{
 };
 use crate::cluster::{ApiError, ClusterApi, Preconditions, RecordStore};
 use crate::controller::cache::ClusterCache;
+use crate::controller::queue::{PassBudget, WorkQueue};
 use crate::controller::scaling::{
     DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back,
 };
@@ -27,7 +29,7 @@ use rollout_core::{
     Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
     expectation_after_expiry, plan_pass_with, record_need,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,21 +38,22 @@ use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
 pub struct ReconcilerConfig {
-    /// `-reconcile.interval`: minimum spacing between two reconciles of one rollout group.
-    pub min_interval: Duration,
-    /// How long to wait after an event for more events of the same group, so a burst is one reconcile.
+    /// `-reconcile.interval`, the reference's poll period: a group that is not done is checked again this often
+    /// without events (so time-based conditions such as minReadySeconds and expiring expectations are noticed), and
+    /// a failed pass is first retried after it (then with exponential backoff). Below one second it acts as one
+    /// second. It never delays a pass that an event asks for.
+    pub interval: Duration,
+    /// How long to wait after an event for more events of the same group, so a burst is one pass.
     pub debounce: Duration,
+    /// Per-group pass budget, against event storms.
+    pub pass_budget: PassBudget,
     /// How long an unobserved write blocks its group before it is given up on.
     pub expectation_ttl: Duration,
     /// The same for a write whose outcome is unknown (the API did not answer): it may or may not have happened, so
     /// it is waited for, but not as long, since it may never show.
     pub unknown_outcome_ttl: Duration,
-    /// First and largest delay before retrying a failed reconcile.
-    pub initial_backoff: Duration,
+    /// Largest delay before retrying a failed pass.
     pub max_backoff: Duration,
-    /// A group that is not done is reconciled again after this long even without events, so time-based conditions
-    /// (minReadySeconds, expiring expectations) are noticed.
-    pub requeue_unfinished: Duration,
     /// Every group is reconciled at least this often (the reference's informer resync).
     pub resync: Duration,
     /// How long a claim in the downscale record (a rollout step, a follower's downscale) holds if it is not ended
@@ -59,18 +62,24 @@ pub struct ReconcilerConfig {
     pub claim_ttl: Duration,
 }
 
+impl ReconcilerConfig {
+    /// The period of re-checks of unfinished groups and the first retry delay: `interval`, at least a second.
+    pub fn recheck(&self) -> Duration {
+        self.interval.max(Duration::from_secs(1))
+    }
+}
+
 impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
-            min_interval: Duration::from_secs(5),
-            debounce: Duration::from_millis(100),
+            interval: Duration::from_secs(5),
+            debounce: Duration::from_millis(5),
+            pass_budget: PassBudget::default(),
             expectation_ttl: Duration::from_secs(300),
             // Longer than a request can be in flight, so the live check at expiry sees a write that was still on its
             // way.
             unknown_outcome_ttl: REQUEST_BOUND + Duration::from_secs(10),
-            initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
-            requeue_unfinished: Duration::from_secs(30),
             resync: Duration::from_secs(300),
             claim_ttl: Duration::from_secs(90),
         }
@@ -126,55 +135,6 @@ impl ReconcileError {
     }
 }
 
-/// Per-group schedule: when each queued group may run next, honouring debounce, spacing and backoff.
-///
-/// The semantics are kube-runtime's scheduler (`kube::runtime::scheduler`) for one key per rollout group: a key is
-/// queued at most once, and scheduling it again keeps the earlier of the two times (events never delay work); a
-/// popped key is not popped again until it is rescheduled, so a group never runs concurrently with itself. On top:
-/// a minimum spacing between two runs of one group (`-reconcile.interval`), and retries (`retry_at`) that also
-/// never postpone sooner work. Written by hand so the simulation controls every timer.
-#[derive(Debug, Default)]
-pub struct WorkQueue {
-    due: BTreeMap<String, Instant>,
-    last_started: HashMap<String, Instant>,
-}
-
-impl WorkQueue {
-    /// Queues `group` to run no earlier than `not_before` and no sooner than `min_interval` after its last run.
-    /// An earlier schedule already queued wins (events never delay work).
-    pub fn schedule(&mut self, group: &str, not_before: Instant, min_interval: Duration) {
-        let spaced = self.last_started.get(group).map_or(not_before, |last| not_before.max(*last + min_interval));
-        self.due.entry(group.to_string()).and_modify(|d| *d = (*d).min(spaced)).or_insert(spaced);
-    }
-
-    /// Queues `group` for exactly `at` (a retry), unless it is already due sooner.
-    pub fn retry_at(&mut self, group: &str, at: Instant) {
-        self.due.entry(group.to_string()).and_modify(|d| *d = (*d).min(at)).or_insert(at);
-    }
-
-    pub fn next_due(&self) -> Option<Instant> {
-        self.due.values().min().copied()
-    }
-
-    /// Takes the group that is due soonest, if it is due at `now`; ties go to the smaller name.
-    pub fn pop_due(&mut self, now: Instant) -> Option<String> {
-        let (group, _) = self.due.iter().filter(|(_, at)| **at <= now).min_by_key(|(_, at)| **at)?;
-        let group = group.clone();
-        self.due.remove(&group);
-        self.last_started.insert(group.clone(), now);
-        Some(group)
-    }
-
-    pub fn forget(&mut self, group: &str) {
-        self.due.remove(group);
-        self.last_started.remove(group);
-    }
-
-    pub fn is_queued(&self, group: &str) -> bool {
-        self.due.contains_key(group)
-    }
-}
-
 /// The controller: cache, queue, expectations and the planner, driven by [`Controller::run`].
 pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClient = NoPodClient> {
     api: C,
@@ -223,10 +183,10 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             scaling: ScalingConfig::default(),
             api,
             planner,
-            config,
             metrics,
             cache: ClusterCache::new(),
-            queue: WorkQueue::default(),
+            queue: WorkQueue::new(config.pass_budget),
+            config,
             expectations: HashMap::new(),
             failures: HashMap::new(),
             last_reported: HashMap::new(),
@@ -296,7 +256,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 _ = resync.tick(), if synced => {
                     let now = Instant::now();
                     for group in self.cache.group_names() {
-                        self.queue.schedule(&group, now, self.config.min_interval);
+                        self.queue.schedule(&group, now);
                     }
                 }
                 _ = sleep_until_opt(next_due), if synced && next_due.is_some() => {
@@ -318,7 +278,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         }
         let at = Instant::now() + self.config.debounce;
         for group in touched {
-            self.queue.schedule(&group, at, self.config.min_interval);
+            self.queue.schedule(&group, at);
         }
     }
 
@@ -449,7 +409,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         "the group downscale record changed since this pass read it; planning again before replacing pods"
                     );
                     self.pass_finished(group, started, true, now);
-                    self.queue.schedule(group, Instant::now(), self.config.min_interval);
+                    self.queue.schedule(group, Instant::now());
                     return;
                 }
                 Err(error) if error.is_forbidden() => self.zone_tracker_refused(&error),
@@ -479,7 +439,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             Ok(()) => {
                 self.failures.remove(group);
                 if plan.state != GroupState::Done {
-                    self.queue.retry_at(group, Instant::now() + self.config.requeue_unfinished);
+                    self.queue.schedule(group, Instant::now() + self.config.recheck());
                 }
             }
             Err(err) => self.retry_with_backoff(group, &err),
@@ -495,11 +455,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
     fn retry_with_backoff(&mut self, group: &str, err: &ReconcileError) {
         let failures = self.failures.entry(group.to_string()).or_insert(0);
         *failures = failures.saturating_add(1);
-        let backoff =
-            self.config.initial_backoff.saturating_mul(1u32 << (*failures - 1).min(16)).min(self.config.max_backoff);
+        let backoff = self
+            .config
+            .recheck()
+            .saturating_mul(1u32 << (*failures - 1).min(16))
+            .min(self.config.max_backoff.max(self.config.recheck()));
         tracing::warn!(rollout_group = group, error = %err, kind = err.kind(),
             retry_in = ?backoff, "reconcile failed");
-        self.queue.retry_at(group, Instant::now() + backoff.max(self.config.min_interval));
+        self.queue.schedule(group, Instant::now() + backoff);
     }
 
     fn report(&mut self, plan: &GroupPlan) {
@@ -606,7 +569,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                                 "scaled StatefulSet");
                             // The reply comes after the commit: date the downscale now.
                             if let Some((config_map, _, until)) = claimed {
-                                let end = ClaimEnd::Committed { at: wall_clock() };
+                                let now = wall_clock();
+                                let end = ClaimEnd::Committed { at: now, hold: now };
                                 end_claim(&self.api, &config_map, statefulset, until, end).await;
                             }
                             Ok(())
@@ -737,53 +701,5 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SPACING: Duration = Duration::from_secs(5);
-
-    #[test]
-    fn a_burst_of_events_is_one_reconcile_and_runs_are_spaced() {
-        let t0 = Instant::now();
-        let mut q = WorkQueue::default();
-        q.schedule("ingester", t0 + Duration::from_millis(100), SPACING);
-        q.schedule("ingester", t0 + Duration::from_millis(150), SPACING);
-        assert_eq!(q.next_due(), Some(t0 + Duration::from_millis(100)), "the earlier schedule wins");
-        assert_eq!(q.pop_due(t0), None, "not due yet");
-        let t1 = t0 + Duration::from_millis(100);
-        assert_eq!(q.pop_due(t1).as_deref(), Some("ingester"));
-        assert_eq!(q.pop_due(t1), None, "coalesced into one run");
-        // An event right after a run waits for the minimum spacing.
-        q.schedule("ingester", t1 + Duration::from_millis(100), SPACING);
-        assert_eq!(q.next_due(), Some(t1 + SPACING));
-    }
-
-    #[test]
-    fn groups_are_independent() {
-        let t0 = Instant::now();
-        let mut q = WorkQueue::default();
-        assert_eq!(q.pop_due(t0), None);
-        q.schedule("a", t0, SPACING);
-        assert_eq!(q.pop_due(t0).as_deref(), Some("a"));
-        q.schedule("a", t0, SPACING);
-        q.schedule("b", t0, SPACING);
-        assert_eq!(q.pop_due(t0).as_deref(), Some("b"), "b is not held back by a's spacing");
-        assert_eq!(q.pop_due(t0), None);
-        assert_eq!(q.pop_due(t0 + SPACING).as_deref(), Some("a"));
-    }
-
-    #[test]
-    fn a_retry_does_not_postpone_sooner_work() {
-        let t0 = Instant::now();
-        let mut q = WorkQueue::default();
-        q.schedule("a", t0 + Duration::from_secs(1), SPACING);
-        q.retry_at("a", t0 + Duration::from_secs(30));
-        assert_eq!(q.next_due(), Some(t0 + Duration::from_secs(1)));
-        q.forget("a");
-        assert_eq!(q.next_due(), None);
     }
 }
