@@ -1203,8 +1203,7 @@ async fn change_leader(
         };
         if committed {
             // Dated after the commit, as the webhook does; a failure leaves the later claim date.
-            let now = Timestamp::now();
-            let end = ClaimEnd::Committed { at: now, hold: now };
+            let end = ClaimEnd::Committed { at: Timestamp::now() };
             let _ = finish_marked_claim(api, &record, &leader, until, &[until], end).await;
         }
     }

@@ -750,13 +750,15 @@ fn regression_seeds_2_32_pod_replaced_between_the_answer_and_the_commit() {
     }
 }
 
-/// Seed 196 of `--webhook` (found once passes ran promptly after events, issue 15): the webhook's write dating a
-/// downscale in the record committed late (message loss), after the date it wrote and so with its marker already
-/// expired; its answer came too late, so it denied and undid the pods' preparation, while a controller pass, seeing no
-/// live marker, replaced a pod of the same zone. A dated downscale's marker now lasts as long as the claim asked for
-/// (past the webhook's undo), not only until the date.
+/// Seed 196 of `--webhook` (found once passes ran promptly after events, issue 15): under message loss the webhook's
+/// write dating a downscale never committed and its deadline passed, so it denied, told the pods to cancel and gave
+/// its claim back (marker and all) at 275.7 s; its answer reached the API server only at 285.7 s, and the checker kept
+/// the preparation window open until then, so a controller deletion at 284.8 s (after the give-back, on a record
+/// with no marker) was judged a rollout step during a preparation. The preparation was over at the give-back: the
+/// checker now ends an admission's window when a record write of that same admission takes its marker out (its undo
+/// runs after the pods' cancel calls).
 #[test]
-fn regression_seed_196_pod_replaced_while_a_late_dated_downscale_was_undone() {
+fn regression_seed_196_a_preparation_ends_when_its_admission_gives_the_claim_back() {
     let o = world::run(196, &Scenario::rollout_with_admitted_downscales(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }

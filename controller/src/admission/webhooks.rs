@@ -349,10 +349,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
         }
         Need::PreparePods { plan } => Observed::PodsPrepared(prepare_pods(&webhooks.pods, &plan, deadline).await),
         Need::DateInRecord { statefulset, until, committed_by } => {
-            // The marker stays as long as the claim asked for: if this write's answer comes too late, the flow
-            // denies and undoes the pods' preparation, and no rollout step may overlap that undo even though the
-            // write (date and all) committed (sim seed 196 of `--webhook`).
-            let end = ClaimEnd::Committed { at: committed_by, hold: until };
+            let end = ClaimEnd::Committed { at: committed_by };
             let dated = before(
                 deadline,
                 "date the downscale and clear the downscale-in-progress marker",

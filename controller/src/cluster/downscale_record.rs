@@ -324,10 +324,8 @@ pub async fn claim_downscale_marked<C: RecordStore>(
 /// How a marked claim ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimEnd {
-    /// The replica change committed, or will before `at`: the entry is dated `at` (rounded up), and the marker stays
-    /// until `hold` or `at`, whichever is later (so nothing the claimant may still do to its pods overlaps a rollout
-    /// step).
-    Committed { at: Timestamp, hold: Timestamp },
+    /// The replica change committed, or will before `at`: the entry is dated `at` (rounded up).
+    Committed { at: Timestamp },
     /// The replica change will not happen: the entry goes back to `previous` (removed when `None`).
     Undone { previous: Option<Timestamp> },
 }
@@ -355,9 +353,9 @@ pub async fn finish_marked_claim<C: RecordStore>(
         match end {
             // Committed (or about to): the marker stays until the commit is surely done, so no rollout step starts
             // between the answer and the commit.
-            ClaimEnd::Committed { at, hold } => {
+            ClaimEnd::Committed { at } => {
                 for m in markers.iter_mut().filter(|m| ours_marker(m)) {
-                    m.until = round_up_to_second(at.max(hold));
+                    m.until = round_up_to_second(at);
                 }
             }
             ClaimEnd::Undone { .. } => markers.retain(|m| !ours_marker(m)),
@@ -366,7 +364,7 @@ pub async fn finish_marked_claim<C: RecordStore>(
         let mut changed = markers != before;
         if record.last_downscaled.get(statefulset).is_some_and(|at| ours.contains(at)) {
             match end {
-                ClaimEnd::Committed { at, .. } => record.record_downscale(statefulset, at),
+                ClaimEnd::Committed { at } => record.record_downscale(statefulset, at),
                 ClaimEnd::Undone { previous: Some(at) } => {
                     record.last_downscaled.insert(statefulset.to_string(), at);
                 }

@@ -569,8 +569,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                                 "scaled StatefulSet");
                             // The reply comes after the commit: date the downscale now.
                             if let Some((config_map, _, until)) = claimed {
-                                let now = wall_clock();
-                                let end = ClaimEnd::Committed { at: now, hold: now };
+                                let end = ClaimEnd::Committed { at: wall_clock() };
                                 end_claim(&self.api, &config_map, statefulset, until, end).await;
                             }
                             Ok(())
