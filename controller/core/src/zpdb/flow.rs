@@ -30,6 +30,11 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+/// How long a decision that goes first waits for the later ones it races with to take their intents back.
+pub const RIVAL_WAIT: Duration = Duration::from_millis(100);
+/// How many times it waits before it gives up (denies, and takes its own intent back).
+pub const RIVAL_WAITS: u32 = 5;
+
 /// How concurrent decisions over one budget are kept from spending the same budget twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Serialisation {
@@ -137,8 +142,8 @@ pub enum Need {
     Pods { selector: String },
     /// Write the eviction intent on the pod (`uid` a precondition): it holds until `until`.
     WriteIntent { pod: String, uid: String, until: Timestamp },
-    /// List the budget's pods again, now that the intent is written (or the lock taken).
-    PodsAgain { selector: String },
+    /// List the budget's pods again, `after` a pause, now that the intent is written (or the lock taken).
+    PodsAgain { selector: String, after: Duration },
     /// Remove our intent from the pod (`uid` a precondition; a failure is only logged: it expires).
     RemoveIntent { pod: String, uid: String },
     /// Remember in this process that the pod's eviction is being allowed, until `until`.
@@ -158,6 +163,8 @@ pub enum Observed {
     Locked {
         remembered: Vec<(String, Timestamp)>,
     },
+    /// The lock could not be taken in time (another decision of the budget holds it).
+    NotLocked,
     StatefulSets(Result<Vec<StatefulSetView>, String>),
     Pods(Result<Vec<BudgetPod>, String>),
     IntentWritten(Result<(), IntentFailure>),
@@ -201,6 +208,10 @@ pub struct EvictPod {
     partition: Option<String>,
     remembered: Vec<(String, Timestamp)>,
     locked: bool,
+    /// Our intent's expiry, once written.
+    intent_until: Option<Timestamp>,
+    /// Times this flow waited for later intents to go.
+    rival_waits: u32,
 }
 
 impl EvictPod {
@@ -234,6 +245,8 @@ impl EvictPod {
             partition: None,
             remembered: Vec::new(),
             locked: false,
+            intent_until: None,
+            rival_waits: 0,
         }
     }
 
@@ -276,11 +289,18 @@ impl EvictPod {
             (Phase::Locked { again }, Observed::Locked { remembered }) => {
                 self.remembered = remembered;
                 if again {
-                    self.phase = Phase::PodsAgain;
-                    return Need::PodsAgain { selector: self.selector() };
+                    return self.pods_again(Duration::ZERO);
                 }
                 self.phase = Phase::StatefulSets;
                 Need::StatefulSets { selector: self.selector() }
+            }
+            // Policy: deny with 429: another decision of this budget is under way; the client retries.
+            (Phase::Locked { .. }, Observed::NotLocked) => {
+                let budget = self.config.as_ref().map(|c| c.name.clone()).unwrap_or_default();
+                self.answer(EvictionVerdict::deny(
+                    Outcome::DENIED,
+                    format!("another eviction under ZoneAwarePodDisruptionBudget {budget} is being decided; retry"),
+                ))
             }
             (Phase::StatefulSets, Observed::StatefulSets(listed)) => self.statefulsets_listed(listed),
             (Phase::Pods, Observed::Pods(listed)) => match listed {
@@ -292,10 +312,7 @@ impl EvictPod {
                 },
             },
             (Phase::IntentWritten, Observed::IntentWritten(written)) => match written {
-                Ok(()) => {
-                    self.phase = Phase::PodsAgain;
-                    Need::PodsAgain { selector: self.selector() }
-                }
+                Ok(()) => self.pods_again(Duration::ZERO),
                 // No permission to write intents: serialise in this process, as the reference does, and judge
                 // again under the lock (the first judgement was made without it).
                 Err(IntentFailure::Forbidden(_)) => {
@@ -314,12 +331,20 @@ impl EvictPod {
                 )),
             },
             (Phase::PodsAgain, Observed::Pods(listed)) => {
-                let judged = match listed {
+                let judged = match &listed {
                     Err(_) => Err(not_determined()),
-                    Ok(pods) => self.judge(&pods, now),
+                    Ok(pods) => self.judge(pods, now),
                 };
                 match (self.serialisation, judged) {
                     (Serialisation::Intents, Ok(allowed)) => self.answer(allowed),
+                    // Only later intents stand in the way, and they give way to this one: wait for them to go.
+                    (Serialisation::Intents, Err(_))
+                        if self.rival_waits < RIVAL_WAITS
+                            && listed.as_ref().is_ok_and(|pods| self.has_way_over_rivals(pods, now)) =>
+                    {
+                        self.rival_waits += 1;
+                        self.pods_again(RIVAL_WAIT)
+                    }
                     // Lost the race for the budget (or cannot tell): take the intent back.
                     (Serialisation::Intents, Err(verdict)) => {
                         let need = self.remove_intent();
@@ -470,11 +495,9 @@ impl EvictPod {
             Serialisation::InProcess => self.remember(allowed, now),
             Serialisation::Intents => {
                 let Some(pod) = self.pod.as_ref() else { return self.internal("no pod") };
-                let need = Need::WriteIntent {
-                    pod: pod.name().to_string(),
-                    uid: pod.uid().to_string(),
-                    until: self.until(now),
-                };
+                let until = self.until(now);
+                let need = Need::WriteIntent { pod: pod.name().to_string(), uid: pod.uid().to_string(), until };
+                self.intent_until = Some(until);
                 self.phase = Phase::IntentWritten;
                 need
             }
@@ -499,13 +522,40 @@ impl EvictPod {
         round_up_to_second(time_after(now, self.settings.intent_lifetime))
     }
 
+    fn pods_again(&mut self, after: Duration) -> Need {
+        self.phase = Phase::PodsAgain;
+        Need::PodsAgain { selector: self.selector(), after }
+    }
+
+    /// Whether this decision goes before every other pending one that denies it: ordered by intent expiry (the
+    /// earlier written first), then pod name, a total order every decider reads the same from the annotations.
+    /// True when this eviction keeps the budget once the intents that come after ours are left out.
+    fn has_way_over_rivals(&self, pods: &[BudgetPod], now: Timestamp) -> bool {
+        let (Some(mine), Some(evicted)) = (self.intent_until, &self.pod) else { return false };
+        let ours = (mine, evicted.name());
+        let later = |p: &BudgetPod| {
+            p.uid() != evicted.uid() && p.has_live_intent(now) && p.intent_until.map(|u| (u, p.name())) > Some(ours)
+        };
+        pods.iter().any(later) && self.judge_counting(pods, now, |p| !later(p)).is_ok()
+    }
+
     /// Judges on `pods`, counting as unavailable every other pod whose eviction is being allowed.
     fn judge(&self, pods: &[BudgetPod], now: Timestamp) -> Result<EvictionVerdict, EvictionVerdict> {
+        self.judge_counting(pods, now, |_| true)
+    }
+
+    /// Judges on `pods`, counting as unavailable the other pods whose eviction is being allowed and `counted` says.
+    fn judge_counting(
+        &self,
+        pods: &[BudgetPod],
+        now: Timestamp,
+        counted: impl Fn(&BudgetPod) -> bool,
+    ) -> Result<EvictionVerdict, EvictionVerdict> {
         let (Some(config), Some(owner), Some(evicted)) = (&self.config, &self.owner, &self.pod) else {
             return Err(EvictionVerdict::deny(Outcome::POD_STATUS_NOT_DETERMINED, "internal error: nothing to judge"));
         };
         let remembered = self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str());
-        let intents = pods.iter().filter(|p| p.has_live_intent(now)).map(BudgetPod::uid);
+        let intents = pods.iter().filter(|p| p.has_live_intent(now) && counted(p)).map(BudgetPod::uid);
         let pending: BTreeSet<String> =
             intents.chain(remembered).filter(|uid| *uid != evicted.uid()).map(str::to_string).collect();
         let input = Judged {
@@ -568,7 +618,7 @@ fn observed_name(observed: &Observed) -> &'static str {
         Observed::Pod(_) => "the pod",
         Observed::Budgets(_) => "the budgets",
         Observed::StatefulSet(_) => "a StatefulSet",
-        Observed::Locked { .. } => "the lock",
+        Observed::Locked { .. } | Observed::NotLocked => "the lock",
         Observed::StatefulSets(_) => "the StatefulSets",
         Observed::Pods(_) => "the pods",
         Observed::IntentWritten(_) => "the intent written",

@@ -30,7 +30,7 @@
 //!    patch with `p`'s uid as precondition);
 //! 3. reads the budget's pods live again and judges again, again counting every other live intent;
 //! 4. allowed: answers "allowed" and leaves the intent (it goes with the pod, or expires); denied: removes its
-//!    intent and answers "denied".
+//!    intent and answers "denied" (or, racing a later decider, waits for it to give way: below).
 //!
 //! **Claim**: two deciders never both allow evictions that together exceed the budget. The API server's reads and
 //! writes are linearizable (a list without a resourceVersion is a quorum read). Take two deciders `P` and `Q` that
@@ -47,8 +47,15 @@
 //! takes to commit the eviction after the answer (once committed, the pod is terminating and unavailable by
 //! itself); the replicas' clocks, which judge expiry, agree to well within that lifetime. The judgement before the
 //! intent (step 1) is not needed for safety: it keeps the evictions that would be denied anyway (most of a drain
-//! burst) from writing intents that would deny others. Two deciders that see each other's intents may both deny;
-//! the client retries (429), so this costs time, never a budget.
+//! burst) from writing intents that would deny others.
+//!
+//! Liveness: two deciders that see each other's intents would both deny. So intents are ordered (by expiry, the
+//! earlier written first, then by pod name: a total order every decider reads the same from the annotations), and
+//! at step 4 a decider denied only by later intents, and allowed without them, keeps its intent and reads again
+//! after [`flow::RIVAL_WAIT`] (at most [`flow::RIVAL_WAITS`] times), while the later ones give way (deny and take
+//! their intents back). The claim does not depend on this order: a decider still allows only on a read that shows
+//! no conflicting intent after its own last write, and its intent stays from that write on. A denied client
+//! retries (429).
 //!
 //! Where `patch` on pods is refused (the older Helm charts grant none), the flow falls back to the reference's way
 //! ([`flow::Serialisation::InProcess`]): a lock per budget in the process, taken before the budget's pods are read

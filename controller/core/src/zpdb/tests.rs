@@ -915,7 +915,7 @@ fn a_denial_after_the_intent_removes_it() {
         match flow.step(observed, now()) {
             Need::Answer(v) => break v,
             need => {
-                if matches!(need, Need::PodsAgain { .. }) {
+                if matches!(need, Need::PodsAgain { .. }) && cluster.writes.len() == 1 {
                     cluster.world.change("ingester-zone-b-1", |p| {
                         p.intent_until = Some(now() + jiff::SignedDuration::from_secs(10))
                     });
@@ -931,6 +931,65 @@ fn a_denial_after_the_intent_removes_it() {
     cluster.world.change("ingester-zone-b-1", |p| p.intent_until = Some(now()));
     let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
     assert!(verdict.allowed(), "{verdict:?}");
+}
+
+/// Runs a flow whose pods, at its second read, carry `rival`'s intent expiring at `rival_until`; `rival_gives_way`
+/// removes that intent after the first wait. Returns the answer and the writes.
+fn race_with(
+    evicted: &str,
+    rival: &str,
+    rival_until: Timestamp,
+    rival_gives_way: bool,
+) -> (EvictionVerdict, Vec<String>, u32) {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut flow = EvictPod::from_admission(&eviction(evicted), settings(Serialisation::Intents));
+    let mut observed = Observed::Start;
+    let mut waits = 0;
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need => {
+                if let Need::PodsAgain { after, .. } = &need {
+                    if after.is_zero() {
+                        cluster.world.change(rival, |p| p.intent_until = Some(rival_until));
+                    } else {
+                        assert_eq!(*after, flow::RIVAL_WAIT);
+                        waits += 1;
+                        if rival_gives_way {
+                            cluster.world.change(rival, |p| p.intent_until = None);
+                        }
+                    }
+                }
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    (verdict, cluster.writes, waits)
+}
+
+#[test]
+fn of_two_racing_decisions_the_earlier_intent_goes_first() {
+    let ours = now() + jiff::SignedDuration::from_secs(30);
+    // A later intent (written after ours) gives way: we wait for it to go, then allow.
+    let later = ours + jiff::SignedDuration::from_secs(1);
+    let a0 = "ingester-zone-a-0";
+    let (verdict, writes, waits) = race_with(a0, "ingester-zone-b-1", later, true);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!((writes.len(), waits), (1, 1), "{writes:?}");
+    // Same expiry: the pod name decides (ingester-zone-a-0 before ingester-zone-b-1).
+    let (verdict, _, waits) = race_with(a0, "ingester-zone-b-1", ours, true);
+    assert!(verdict.allowed() && waits == 1, "{verdict:?}");
+    let (verdict, writes, waits) = race_with("ingester-zone-b-1", a0, ours, true);
+    assert_eq!((verdict.allowed(), waits), (false, 0), "{verdict:?}");
+    assert_eq!(writes, ["intent ingester-zone-b-1", "remove ingester-zone-b-1"]);
+    // An earlier intent: we give way at once.
+    let (verdict, _, waits) = race_with(a0, "ingester-zone-b-1", now() + jiff::SignedDuration::from_secs(29), true);
+    assert_eq!((verdict.allowed(), waits), (false, 0), "{verdict:?}");
+    // A later rival that never goes: we give up after the last wait and take our intent back.
+    let (verdict, writes, waits) = race_with(a0, "ingester-zone-b-1", later, false);
+    assert_eq!((verdict.allowed(), waits), (false, flow::RIVAL_WAITS));
+    assert_eq!((verdict.outcome, verdict.message()), (Outcome::DENIED, "1 pod not ready in ingester-zone-b"));
+    assert_eq!(writes, ["intent ingester-zone-a-0", "remove ingester-zone-a-0"]);
 }
 
 #[test]
@@ -1113,6 +1172,18 @@ fn failed_reads_are_answered_by_policy() {
     assert!(matches!(flow.step(Observed::Pods(Err("boom".into())), now()), Need::RemoveIntent { .. }));
     let Need::Answer(v) = flow.step(Observed::IntentRemoved, now()) else { panic!("no answer") };
     assert_eq!(v.outcome, Outcome::POD_STATUS_NOT_DETERMINED);
+    // The lock not taken in time: 429.
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::InProcess));
+    for o in [Observed::Start, found(), budgets()] {
+        flow.step(o, now());
+    }
+    assert!(matches!(flow.step(owner(), now()), Need::Lock { .. }));
+    let Need::Answer(v) = flow.step(Observed::NotLocked, now()) else { panic!("no answer") };
+    assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
+    assert_eq!(
+        v.message(),
+        "another eviction under ZoneAwarePodDisruptionBudget ingester-rollout is being decided; retry"
+    );
     // An observation out of order is a denial, and the flow keeps giving the same answer.
     let v = start(vec![budgets()]);
     assert!(!v.allowed() && v.message().starts_with("internal error: the eviction flow expected the pod"), "{v:?}");
@@ -1178,6 +1249,46 @@ proptest! {
             racer.next = racer.flow.step(observed, now());
         }
         prop_assert!(!(answers[0] == Some(true) && answers[1] == Some(true)), "both allowed: {:?}", cluster.writes);
+    }
+}
+
+/// Two racers stepped strictly in turn, from either side first and for every offset: exactly one is allowed.
+#[test]
+fn two_evictions_taking_turns_allow_exactly_one() {
+    for same_zone in [true, false] {
+        for offset in 0..12 {
+            for first in [0usize, 1] {
+                let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+                let names = ["ingester-zone-a-0", if same_zone { "ingester-zone-a-1" } else { "ingester-zone-b-0" }];
+                let mut racers: Vec<Racer> = names
+                    .iter()
+                    .map(|n| {
+                        let mut flow = EvictPod::from_admission(&eviction(n), settings(Serialisation::Intents));
+                        let next = flow.step(Observed::Start, now());
+                        Racer { flow, next }
+                    })
+                    .collect();
+                let mut answers: [Option<bool>; 2] = [None, None];
+                let mut turn = first;
+                let mut steps = 0;
+                while answers.iter().any(Option::is_none) {
+                    // `first` alone for `offset` steps, then strictly in turn.
+                    let i = if steps < offset { first } else { turn };
+                    steps += 1;
+                    turn = 1 - turn;
+                    let i = if answers[i].is_some() { 1 - i } else { i };
+                    let racer = &mut racers[i];
+                    if let Need::Answer(v) = &racer.next {
+                        answers[i] = Some(v.allowed());
+                        continue;
+                    }
+                    let observed = cluster.observe(&racer.next);
+                    racer.next = racer.flow.step(observed, now());
+                }
+                let allowed = answers.iter().filter(|a| **a == Some(true)).count();
+                assert_eq!(allowed, 1, "same zone {same_zone}, offset {offset}, first {first}: {:?}", cluster.writes);
+            }
+        }
     }
 }
 
