@@ -74,7 +74,9 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
                         self.pods.remove(pod.metadata.name.as_deref().unwrap_or_default());
                     }
                     Some(Ok(WatchEvent::InitDone)) => {}
-                    Some(Err(err)) => tracing::debug!(error = %err, "pod watch of the ready-time tracker failed; retrying"),
+                    Some(Err(err)) => {
+                        tracing::debug!(error = %err, "pod watch of the ready-time tracker failed; retrying");
+                    }
                 },
             }
         }

@@ -592,6 +592,8 @@ impl LiveReads for FakeCluster {
     }
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        // Let concurrent callers interleave between reads and writes, as over a network.
+        tokio::task::yield_now().await;
         let st = self.state.lock().unwrap();
         st.read()?;
         Ok(memory::list(&st.pods, label_selector))
