@@ -16,3 +16,4 @@ pub mod ops;
 pub mod pods;
 #[cfg(not(madsim))]
 pub mod tls;
+pub mod zpdb;

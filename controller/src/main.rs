@@ -35,6 +35,9 @@ mod app {
     use rollout_operator::ops::metrics::Metrics;
     use rollout_operator::ops::{http_server, logging};
     use rollout_operator::pods::client::{DEFAULT_CONCURRENCY, HyperPodClient};
+    use rollout_operator::zpdb::Zpdb;
+    use rollout_operator::zpdb::budgets as zpdb_budgets;
+    use rollout_operator::zpdb::ready_time::Tracker as ReadyTimeTracker;
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -179,9 +182,26 @@ mod app {
             }
         };
         let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
+        // ZoneAwarePodDisruptionBudgets, with or without the webhooks (as the reference): the known budgets, fed by
+        // their watch, and the grafana.com/ready-time tracker. Neither blocks startup.
+        let zpdb = Zpdb::new(metrics.zpdb.clone());
+        tokio::spawn(zpdb_budgets::run(
+            cluster.clone(),
+            zpdb.budgets.clone(),
+            metrics.zpdb.clone(),
+            until_stopped(stopped.clone()),
+        ));
+        let tracker = ReadyTimeTracker::new(
+            cluster.clone(),
+            zpdb.budgets.clone(),
+            flags.zpdb_pod_ready_annotation_patch_timeout,
+            Arc::new(jiff::Timestamp::now),
+            metrics.zpdb.clone(),
+        );
+        tokio::spawn(tracker.run(until_stopped(stopped.clone())));
         // The admission webhooks over HTTPS, when enabled; they run until the process ends.
         let _webhooks = if flags.server_tls_enabled {
-            match webhook_server::start(&flags, cluster.clone(), &metrics, validation.clone()).await {
+            match webhook_server::start(&flags, cluster.clone(), &metrics, validation.clone(), zpdb.clone()).await {
                 Ok(tasks) => Some(tasks),
                 Err(e) => {
                     error!(err = %e, "failed to start the webhook server");

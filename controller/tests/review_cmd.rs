@@ -156,3 +156,88 @@ fn bad_input_is_reported_with_exit_status_2() {
     assert_eq!(code, EXIT_BAD_INPUT);
     assert!(err.contains("/nonexistent/review.json"), "{err}");
 }
+
+fn eviction(pod: &str) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "e-1", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
+        "name": pod, "namespace": "ns", "operation": "CREATE",
+        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod}}}})
+    .to_string()
+}
+
+/// The dump's pods, labelled for the budget, with one pod of zone b not ready, and its budgets.
+fn budget_dump(budgets: &[Value]) -> String {
+    let mut dump: Value = serde_json::from_str(&dump(false)).unwrap();
+    let items = dump["items"].as_array_mut().unwrap();
+    for item in items.iter_mut().filter(|i| i["kind"] == "Pod") {
+        item["metadata"]["labels"]["rollout-group"] = json!("ingester");
+        if item["metadata"]["name"] == "ingester-zone-b-2" {
+            item["status"]["conditions"][0]["status"] = json!("False");
+        }
+    }
+    items.extend(budgets.iter().cloned());
+    dump.to_string()
+}
+
+fn zpdb(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "rollout-operator.grafana.com/v1", "kind": "ZoneAwarePodDisruptionBudget",
+           "metadata": {"name": name, "namespace": "ns", "generation": 1}, "spec": spec})
+}
+
+#[test]
+fn pod_eviction_is_judged_against_the_budgets_in_the_dump() {
+    let budget = zpdb(
+        "ingester-rollout",
+        json!({"maxUnavailable": 1, "selector": {"matchLabels": {"rollout-group": "ingester"}}}),
+    );
+    let invalid = zpdb("broken", json!({"maxUnavailable": -1, "selector": {"matchLabels": {"x": "y"}}}));
+    let d = temp("evict-dump.json", &budget_dump(&[budget, invalid]));
+    let r = temp("evict-a.json", &eviction("ingester-zone-a-0"));
+    let (code, out, err) = run("/admission/pod-eviction", vec![r, d.clone()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["response"]["allowed"], false, "{out}");
+    assert_eq!(out["response"]["status"]["code"], 429);
+    assert_eq!(out["response"]["status"]["message"], "1 pod not ready in ingester-zone-b");
+    let note = "ZoneAwarePodDisruptionBudget \"broken\" is not valid and is left out: invalid value: max unavailable \
+                must be 0 <= val, got -1";
+    assert!(err.contains(note), "{err}");
+    // In the disrupted zone itself, within the budget.
+    let r = temp("evict-b.json", &eviction("ingester-zone-b-2"));
+    let (_, out, _) = run("/admission/pod-eviction", vec![r, d.clone()]);
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+    // Without a budget: not in scope.
+    let none = temp("evict-none.json", &budget_dump(&[]));
+    let r = temp("evict-c.json", &eviction("ingester-zone-a-0"));
+    let (_, out, _) = run("/admission/pod-eviction", vec![r, none]);
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+}
+
+#[test]
+fn zpdb_validation_explains_a_rejected_budget() {
+    let request = |object: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "z-1", "name": "ingester-rollout", "namespace": "ns", "operation": "CREATE", "object": object}})
+        .to_string()
+    };
+    let bad = zpdb(
+        "x",
+        json!({
+            "selector": {"matchLabels": {"a": "b"}},
+            "crossZoneEvictionDelay": "1d",
+            "podNamePartitionRegex": "x-([0-9]+)",
+        }),
+    );
+    let r = temp("zpdb-bad.json", &request(bad));
+    let (code, out, _) = run("/admission/zpdb-validation", vec![r]);
+    assert_eq!(code, 0);
+    assert_eq!(out["response"]["allowed"], false);
+    assert_eq!(out["response"]["status"]["code"], 400);
+    assert_eq!(
+        out["response"]["status"]["message"],
+        "invalid value: crossZoneEvictionDelay is not a valid duration, got time: unknown unit \"d\" in duration \"1d\""
+    );
+    let good = zpdb("x", json!({"selector": {"matchLabels": {"a": "b"}}}));
+    let (_, out, _) = run("/admission/zpdb-validation", vec![temp("zpdb-good.json", &request(good))]);
+    assert_eq!(out["response"]["allowed"], true);
+}

@@ -664,34 +664,6 @@ async fn a_downscale_whose_record_date_passed_before_the_answer_is_denied_and_un
     assert_eq!(record.last_downscaled.get("ingester-zone-a"), None, "the entry is restored (there was none)");
 }
 
-/// The reference's Helm chart and jsonnet install `pod-eviction-<ns>` and `zpdb-validation-<ns>` with failurePolicy
-/// Fail; a 404 there would reject every eviction in the namespace (node drains stall). Until ZoneAwarePodDisruption-
-/// Budgets land, both paths allow with a warning; malformed requests still get 400.
-#[tokio::test]
-async fn the_reference_paths_not_decided_yet_allow_with_a_warning_instead_of_404() {
-    let cluster = cluster_with_zones();
-    let pods = FakePods::default();
-    let app = app(&cluster, &pods);
-    let eviction = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "e1", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
-        "name": "ingester-zone-a-0", "namespace": "ns", "operation": "CREATE",
-        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "ingester-zone-a-0"}}}});
-    let response = admit(&app, "/admission/pod-eviction", &eviction).await;
-    assert_eq!(response["allowed"], true, "{response}");
-    assert_eq!(response["uid"], "e1");
-    assert!(response["warnings"][0].as_str().unwrap().contains("not checked against ZoneAwarePodDisruptionBudgets"));
-    let zpdb = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "z1", "kind": {"group": "rollout-operator.grafana.com", "version": "v1", "kind": "ZoneAwarePodDisruptionBudget"},
-        "resource": {"group": "rollout-operator.grafana.com", "version": "v1", "resource": "zoneawarepoddisruptionbudgets"},
-        "name": "ingester-rollout", "namespace": "ns", "operation": "CREATE", "object": {}}});
-    let response = admit(&app, "/admission/zpdb-validation", &zpdb).await;
-    assert_eq!(response["allowed"], true, "{response}");
-    assert!(response["warnings"][0].as_str().unwrap().contains("not validated"));
-    let (status, _) = post(&app, "/admission/pod-eviction", Some("application/json"), b"{}".to_vec()).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-}
-
 // ---- prepare-downscale without the zone tracker (-use-zone-tracker=false, the default) --------------------------
 
 fn app_without_tracker(cluster: &FakeCluster, pods: &FakePods) -> axum::Router {

@@ -241,7 +241,7 @@ fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
                 assert_eq!(policy.as_deref(), Some("Fail"), "{name}");
             }
         }
-        assert_eq!(webhooks, 2, "{overlay}: no-downscale and prepare-downscale");
+        assert_eq!(webhooks, 4, "{overlay}: no-downscale, prepare-downscale, pod-eviction and zpdb-validation");
         let svc = objects
             .iter()
             .find_map(|o| if let KubeObject::Service(s) = o { Some(s) } else { None })
@@ -297,4 +297,91 @@ fn the_replicatemplate_crd_has_scale_and_status_subresources() {
     assert_eq!(scale.status_replicas_path, ".status.replicas");
     assert_eq!(scale.label_selector_path.as_deref(), Some(".spec.labelSelector"));
     assert!(sub.status.is_some(), "status subresource");
+}
+
+#[test]
+fn the_zpdb_crd_is_the_references() {
+    let objects = build("controller");
+    let crd = objects
+        .iter()
+        .find_map(|o| match o {
+            KubeObject::CustomResourceDefinition(c)
+                if c.metadata.name.as_deref() == Some("zoneawarepoddisruptionbudgets.rollout-operator.grafana.com") =>
+            {
+                Some(c)
+            }
+            _ => None,
+        })
+        .expect("the ZoneAwarePodDisruptionBudget CRD, with the controller");
+    assert_eq!(crd.spec.group, "rollout-operator.grafana.com");
+    assert_eq!(crd.spec.scope, "Namespaced");
+    let names = &crd.spec.names;
+    assert_eq!(
+        (names.kind.as_str(), names.plural.as_str(), names.singular.as_deref()),
+        ("ZoneAwarePodDisruptionBudget", "zoneawarepoddisruptionbudgets", Some("zoneawarepoddisruptionbudget"))
+    );
+    assert_eq!(names.short_names.as_deref(), Some(&["zpdb".to_string()][..]));
+    assert_eq!(crd.spec.versions.len(), 1);
+    let v1 = &crd.spec.versions[0];
+    assert_eq!((v1.name.as_str(), v1.served, v1.storage), ("v1", true, true));
+    // generation moves only on spec changes: the status subresource.
+    assert!(v1.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(), "status subresource");
+    let schema = serde_json::to_value(v1.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema"))
+        .expect("serialisable");
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["selector"]));
+    let field = |name: &str| &spec["properties"][name];
+    assert_eq!(
+        (field("maxUnavailable")["type"].as_str(), field("maxUnavailable")["minimum"].as_f64()),
+        (Some("integer"), Some(0.0))
+    );
+    let pct = field("maxUnavailablePercentage");
+    assert_eq!((pct["minimum"].as_f64(), pct["maximum"].as_f64()), (Some(0.0), Some(100.0)));
+    assert_eq!(field("podNameRegexGroup")["minimum"].as_f64(), Some(1.0));
+    for string in ["podNamePartitionRegex", "crossZoneEvictionDelay"] {
+        assert_eq!(field(string)["type"].as_str(), Some("string"), "{string}");
+    }
+    let labels = &field("selector")["properties"]["matchLabels"];
+    assert_eq!(labels["additionalProperties"]["type"].as_str(), Some("string"));
+}
+
+#[test]
+fn the_zpdb_webhooks_cover_evictions_and_budgets() {
+    for overlay in ["webhooks", "e2e"] {
+        let objects = build(overlay);
+        let validating: Vec<_> = objects
+            .iter()
+            .filter_map(|o| match o {
+                KubeObject::ValidatingWebhookConfiguration(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        let find = |path: &str| {
+            validating
+                .iter()
+                .flat_map(|v| v.webhooks.iter().flatten().map(move |w| (v, w)))
+                .find(|(_, w)| w.client_config.service.as_ref().and_then(|s| s.path.as_deref()) == Some(path))
+                .unwrap_or_else(|| panic!("{overlay}: no validating webhook calls {path}"))
+        };
+        let (config, eviction) = find("/admission/pod-eviction");
+        assert!(config.metadata.name.as_deref().is_some_and(|n| n.starts_with("pod-eviction-")), "{overlay}");
+        let rules = eviction.rules.clone().unwrap_or_default();
+        assert_eq!(rules.len(), 1, "{overlay}");
+        assert_eq!(rules[0].api_groups.as_deref(), Some(&["".to_string()][..]));
+        assert_eq!(rules[0].operations.as_deref(), Some(&["CREATE".to_string()][..]));
+        assert_eq!(rules[0].resources.as_deref(), Some(&["pods/eviction".to_string()][..]));
+        // Intents are written, but never on a dry run.
+        assert_eq!(eviction.side_effects, "NoneOnDryRun", "{overlay}");
+        let (config, validation) = find("/admission/zpdb-validation");
+        assert!(config.metadata.name.as_deref().is_some_and(|n| n.starts_with("zpdb-validation-")), "{overlay}");
+        let rules = validation.rules.clone().unwrap_or_default();
+        assert_eq!(rules[0].api_groups.as_deref(), Some(&["rollout-operator.grafana.com".to_string()][..]));
+        assert_eq!(rules[0].operations.as_deref(), Some(&["CREATE".to_string(), "UPDATE".to_string()][..]));
+        assert_eq!(rules[0].resources.as_deref(), Some(&["zoneawarepoddisruptionbudgets".to_string()][..]));
+        assert_eq!(validation.side_effects, "None", "{overlay}");
+        for webhook in [eviction, validation] {
+            assert_eq!(webhook.timeout_seconds, Some(10), "{overlay}");
+            assert_eq!(webhook.admission_review_versions, ["v1".to_string()], "{overlay}");
+        }
+    }
 }

@@ -83,6 +83,14 @@ pub enum Op {
     ListPods {
         selector: String,
     },
+    GetPod {
+        name: String,
+    },
+    PatchPodAnnotations {
+        name: String,
+        uid: String,
+        changes: std::collections::BTreeMap<String, Option<String>>,
+    },
     GetSecret {
         name: String,
     },
@@ -110,6 +118,7 @@ pub enum Reply {
     StatefulSet(Result<Option<Box<StatefulSet>>, ApiError>),
     StatefulSets(Result<Vec<StatefulSet>, ApiError>),
     Pods(Result<Vec<Pod>, ApiError>),
+    Pod(Result<Option<Box<Pod>>, ApiError>),
     Secret(Result<Option<Box<Secret>>, ApiError>),
 }
 
@@ -246,6 +255,8 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::GetStatefulSet { name } => access("apps", "statefulsets", "get", Some(name)),
         Op::ListStatefulSets { .. } => access("apps", "statefulsets", "list", None),
         Op::ListPods { .. } => access("", "pods", "list", None),
+        Op::GetPod { name } => access("", "pods", "get", Some(name)),
+        Op::PatchPodAnnotations { name, .. } => access("", "pods", "patch", Some(name)),
         Op::GetSecret { name } => access("", "secrets", "get", Some(name)),
         Op::CreateSecret { .. } => access("", "secrets", "create", None),
         Op::ReplaceSecret { secret } => access("", "secrets", "update", Some(&name_of(&secret.metadata))),
@@ -278,6 +289,7 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::GetStatefulSet { .. } => Reply::StatefulSet(Err(err)),
         Op::ListStatefulSets { .. } => Reply::StatefulSets(Err(err)),
         Op::ListPods { .. } => Reply::Pods(Err(err)),
+        Op::GetPod { .. } | Op::PatchPodAnnotations { .. } => Reply::Pod(Err(err)),
         Op::GetSecret { .. } | Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => Reply::Secret(Err(err)),
     }
 }
@@ -408,6 +420,16 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
         Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(list_statefulsets(&store, selector))),
         Op::ListPods { selector } => Reply::Pods(Ok(list_pods(&store, selector))),
+        Op::GetPod { name } => Reply::Pod(Ok(store.pods.get(name).cloned().map(Box::new))),
+        Op::PatchPodAnnotations { name, uid, changes } => {
+            let result = store.api_patch_pod_annotations(name, uid, changes).map(|p| Some(Box::new(p)));
+            let line = match &result {
+                Ok(_) => format!("PATCH pod {name} annotations -> ok"),
+                Err(e) => format!("PATCH pod {name} annotations -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Pod(result)
+        }
         Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),
         Op::CreateSecret { secret } => Reply::Secret(store.api_create_secret(secret).map(|s| Some(Box::new(s)))),
         Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),

@@ -17,8 +17,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
-    WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, LiveReads, PodAnnotations, Preconditions,
+    RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -226,6 +226,38 @@ impl LiveReads for SimCluster {
             Reply::Pods(r) => r,
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
+    }
+
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ApiError> {
+        match self.call(Op::GetPod { name: name.to_string() }).await? {
+            Reply::Pod(r) => r.map(|p| p.map(|p| *p)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}
+
+impl PodAnnotations for SimCluster {
+    async fn patch_pod_annotations(
+        &self,
+        name: &str,
+        uid: &str,
+        changes: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        let op = Op::PatchPodAnnotations { name: name.to_string(), uid: uid.to_string(), changes: changes.clone() };
+        match self.call(op).await? {
+            Reply::Pod(Ok(Some(p))) => Ok(*p),
+            Reply::Pod(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}
+
+/// The simulated cluster has no ZoneAwarePodDisruptionBudgets yet: the watch lists none and then stays quiet.
+impl DisruptionBudgets for SimCluster {
+    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
+        futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
+            .chain(futures::stream::pending())
+            .boxed()
     }
 }
 

@@ -554,6 +554,34 @@ impl Store {
         Ok(self.put_statefulset(sts))
     }
 
+    /// `PATCH pods/{name}` of `metadata.annotations` (`None` removes), conditional on the pod's uid.
+    pub fn api_patch_pod_annotations(
+        &mut self,
+        name: &str,
+        uid: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        let Some(pod) = self.pods.get(name) else {
+            return Err(ApiError::NotFound(format!("pods \"{name}\" not found")));
+        };
+        let stored = pod.metadata.uid.clone().unwrap_or_default();
+        if !uid.is_empty() && stored != uid {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on pods \"{name}\": Precondition failed: UID in precondition: {uid}, \
+                 UID in object meta: {stored}"
+            )));
+        }
+        let mut pod = pod.clone();
+        let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
+        for (key, value) in changes {
+            match value {
+                Some(value) => annotations.insert(key.clone(), value.clone()),
+                None => annotations.remove(key),
+            };
+        }
+        Ok(self.put_pod(pod))
+    }
+
     /// API discovery: resources of `group` with kind `kind`.
     pub fn api_discover(&self, group: &str, kind: &str) -> Vec<ApiResourceRef> {
         self.api_resources.iter().filter(|r| r.group == group && r.kind == kind).cloned().collect()

@@ -10,6 +10,42 @@ pub struct DurationError {
     pub reason: &'static str,
 }
 
+impl DurationError {
+    /// The error as Go's `time.ParseDuration` words it, for messages that quote the reference's
+    /// (`time: unknown unit "d" in duration "1d"`).
+    pub fn go_message(&self) -> String {
+        let input = format!("{:?}", self.input);
+        if self.reason.starts_with("missing unit") {
+            return format!("time: missing unit in duration {input}");
+        }
+        if self.reason.starts_with("unknown unit")
+            && let Some(unit) = first_unknown_unit(&self.input)
+        {
+            return format!("time: unknown unit {unit:?} in duration {input}");
+        }
+        format!("time: invalid duration {input}")
+    }
+}
+
+/// The first unit of a Go duration string that Go does not know, as the parser below reads units.
+fn first_unknown_unit(input: &str) -> Option<&str> {
+    let mut s = input.trim_start_matches(['+', '-']);
+    while !s.is_empty() {
+        let number = s.bytes().take_while(|c| c.is_ascii_digit() || *c == b'.').count();
+        let rest = &s[number..];
+        let unit_len = rest.bytes().take_while(|c| !c.is_ascii_digit() && *c != b'.').count();
+        let unit = &rest[..unit_len];
+        if !matches!(unit, "ns" | "us" | "µs" | "μs" | "ms" | "s" | "m" | "h" | "") {
+            return Some(unit);
+        }
+        if number == 0 && unit_len == 0 {
+            return None;
+        }
+        s = &rest[unit_len..];
+    }
+    None
+}
+
 /// Parses a Go `time.ParseDuration` string (`"5s"`, `"1h30m"`, `"1.5h"`, `"300ms"`, `"0"`). Negative durations are
 /// rejected: nothing we configure can be negative.
 pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
@@ -122,6 +158,16 @@ mod tests {
         for bad in ["", "5", "1d", "h", "-5s", "5s3", "1.2.3s", "s5", " 5s"] {
             assert!(parse_go_duration(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn errors_are_worded_as_go_words_them() {
+        let go = |input: &str| parse_go_duration(input).unwrap_err().go_message();
+        assert_eq!(go("1d"), r#"time: unknown unit "d" in duration "1d""#);
+        assert_eq!(go("1h2x"), r#"time: unknown unit "x" in duration "1h2x""#);
+        assert_eq!(go("5"), r#"time: missing unit in duration "5""#);
+        assert_eq!(go("abc"), r#"time: invalid duration "abc""#);
+        assert_eq!(go(""), r#"time: invalid duration """#);
     }
 
     #[test]

@@ -55,3 +55,13 @@ pub const DOWNSCALES_IN_PROGRESS: &str = "grafana.com/downscales-in-progress";
 /// version the step was planned from, before the step's pod deletions; the prepare-downscale webhook claims no
 /// downscale of a group while its entry is live (DESIGN.md invariant 5).
 pub const ROLLOUT_STEPS_IN_PROGRESS: &str = "grafana.com/rollout-steps-in-progress";
+
+// ZoneAwarePodDisruptionBudgets (reference section 5).
+
+/// Annotation on pods in scope of a ZoneAwarePodDisruptionBudget: RFC 3339 time the pod was first seen ready and
+/// running (removed when it is seen otherwise); `crossZoneEvictionDelay` counts from it.
+pub const READY_TIME: &str = "grafana.com/ready-time";
+/// Annotation of ours on a pod whose eviction (or deletion by the controller) is being allowed: RFC 3339 time the
+/// intent expires. Until then every other eviction decision counts the pod as unavailable (see `zpdb`'s module
+/// docs for why this serialises decisions across replicas).
+pub const EVICTION_INTENT: &str = "grafana.com/eviction-intent";

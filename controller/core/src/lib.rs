@@ -7,7 +7,8 @@
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
 //! [`plan`] (actions with reasons, group state), run inside [`pass`] (one whole pass: the record it needs, mirror
 //! findings, the rollout-step claim, the expectation each write leaves). [`scaling`] decides replica changes (leader/follower, force replicas,
-//! mirror, delayed downscale); the planner runs its snapshot-only part first.
+//! mirror, delayed downscale); the planner runs its snapshot-only part first. [`zpdb`] decides evictions under
+//! ZoneAwarePodDisruptionBudgets.
 
 pub mod actions;
 pub mod admission;
@@ -28,6 +29,7 @@ pub mod readiness;
 pub mod scaling;
 pub mod settings;
 pub mod view;
+pub mod zpdb;
 
 pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
 pub use expectations::{Expectation, PendingExpectation};

@@ -1,4 +1,4 @@
-//! Starting the admission webhooks: certificate source (self-signed in a Secret, or files), the HTTPS listener on
+//! Starting the admission webhooks (the eviction webhook with the operator's known budgets): certificate source (self-signed in a Secret, or files), the HTTPS listener on
 //! `-server-tls.port`, certificate renewal or file reload, and CA bundle injection (`-webhooks.update-ca-bundle`).
 //!
 //! Owns only the wiring of flags to the pieces in `tls` and `webhooks`; it makes no decision of its own. Not built
@@ -79,6 +79,7 @@ pub async fn start<C: ClusterApi>(
     api: C,
     metrics: &std::sync::Arc<Metrics>,
     validation: Option<std::sync::Arc<crate::ops::cluster_validation::ClusterValidation>>,
+    zpdb: crate::zpdb::Zpdb,
 ) -> Result<WebhookTasks, StartError> {
     let namespace = flags.kubernetes_namespace.clone();
     let mut tasks = Vec::new();
@@ -127,17 +128,20 @@ pub async fn start<C: ClusterApi>(
 
     let pods = HyperPodClient::new(flags.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
         .map_err(|e| StartError::PodClient(e.to_string()))?;
-    let router = webhooks::router(Webhooks {
-        api,
-        pods,
-        settings: WebhookSettings::new(
-            &namespace,
-            &flags.kubernetes_cluster_domain,
-            flags.downscale_record(),
-            flags.server_tls_request_timeout,
-        ),
-        clock: webhooks::system_clock(),
-    });
+    let router = webhooks::router_with_zpdb(
+        Webhooks {
+            api,
+            pods,
+            settings: WebhookSettings::new(
+                &namespace,
+                &flags.kubernetes_cluster_domain,
+                flags.downscale_record(),
+                flags.server_tls_request_timeout,
+            ),
+            clock: webhooks::system_clock(),
+        },
+        zpdb,
+    );
     let router = match validation {
         Some(validation) => crate::ops::cluster_validation::validate(router, validation),
         None => router,

@@ -1,4 +1,5 @@
-//! The admission webhook router: `/admission/no-downscale` and `/admission/prepare-downscale`.
+//! The admission webhook router: `/admission/no-downscale` and `/admission/prepare-downscale` here,
+//! `/admission/pod-eviction` and `/admission/zpdb-validation` in `admission::evictions`.
 //!
 //! Owns the HTTP side of admission (reference 4.1): content type and body checks (HTTP 400 with a reason for
 //! anything that is not an AdmissionReview we can answer), the handler deadline (90 % of
@@ -13,7 +14,7 @@
 use crate::cluster::downscale_record::{
     ClaimEnd, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
-use crate::cluster::{ApiError, LiveReads, RecordStore};
+use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
 use axum::body::Bytes;
@@ -34,11 +35,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The roles of the cluster port the webhooks use: live reads (a decision about safety is never taken on a cache)
-/// and the record store (claims in the zone tracker's ConfigMap, or the `last-downscale` annotation).
-pub trait AdmissionApi: LiveReads + RecordStore {}
+/// The roles of the cluster port the webhooks use: live reads (a decision about safety is never taken on a cache),
+/// the record store (claims in the zone tracker's ConfigMap, or the `last-downscale` annotation) and pod
+/// annotations (eviction intents).
+pub trait AdmissionApi: LiveReads + RecordStore + PodAnnotations {}
 
-impl<T: LiveReads + RecordStore> AdmissionApi for T {}
+impl<T: LiveReads + RecordStore + PodAnnotations> AdmissionApi for T {}
 
 pub const NO_DOWNSCALE_PATH: &str = "/admission/no-downscale";
 pub const PREPARE_DOWNSCALE_PATH: &str = "/admission/prepare-downscale";
@@ -107,42 +109,31 @@ impl<C: Clone, P: Clone> Clone for Webhooks<C, P> {
     }
 }
 
-/// The router with every path the reference's webhook configurations call. Unknown paths get 404, other methods
-/// 405.
+/// The router with every path the reference's webhook configurations call, with no ZoneAwarePodDisruptionBudget
+/// known (every eviction is out of scope); [`router_with_zpdb`] gives it the operator's budgets. Unknown paths get
+/// 404, other methods 405.
 pub fn router<C: AdmissionApi, P: PodHttpClient>(webhooks: Webhooks<C, P>) -> Router {
+    router_with_zpdb(webhooks, crate::zpdb::Zpdb::default())
+}
+
+/// [`router`], deciding evictions against `zpdb`'s budgets.
+pub fn router_with_zpdb<C: AdmissionApi, P: PodHttpClient>(
+    webhooks: Webhooks<C, P>,
+    zpdb: crate::zpdb::Zpdb,
+) -> Router {
+    let evictions = Router::new()
+        .route(POD_EVICTION_PATH, post(evictions::pod_eviction_handler::<C, P>))
+        .route(ZPDB_VALIDATION_PATH, post(evictions::zpdb_validation_handler))
+        .with_state(Arc::new(evictions::EvictionState { webhooks: webhooks.clone(), zpdb }));
     Router::new()
         .route(NO_DOWNSCALE_PATH, post(no_downscale_handler::<C, P>))
         .route(PREPARE_DOWNSCALE_PATH, post(prepare_downscale_handler::<C, P>))
-        .route(POD_EVICTION_PATH, post(not_yet_served_handler))
-        .route(ZPDB_VALIDATION_PATH, post(not_yet_served_handler))
         .with_state(Arc::new(webhooks))
+        .merge(evictions)
 }
 
-/// Configured by the reference's Helm chart and jsonnet (`pod-eviction-<ns>`, failurePolicy Fail): served once
-/// ZoneAwarePodDisruptionBudgets are implemented.
-pub const POD_EVICTION_PATH: &str = "/admission/pod-eviction";
-/// Configured by the reference's Helm chart and jsonnet (`zpdb-validation-<ns>`, failurePolicy Fail).
-pub const ZPDB_VALIDATION_PATH: &str = "/admission/zpdb-validation";
-
-/// A path the reference's configurations call but this operator does not decide yet (ZoneAwarePodDisruptionBudget).
-/// Policy: allow, with a warning and a log line. A 404 would make the API server, under the configurations'
-/// `failurePolicy: Fail`, reject every eviction in the namespace and so block node drains; allowing gives the
-/// cluster exactly what it has without these webhooks (plain PodDisruptionBudgets still apply). Malformed requests
-/// still get 400.
-async fn not_yet_served_handler(uri: axum::http::Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let path = uri.path().to_string();
-    respond(&headers, &body, |request| async move {
-        let what = if path == POD_EVICTION_PATH {
-            "evictions are not checked against ZoneAwarePodDisruptionBudgets"
-        } else {
-            "ZoneAwarePodDisruptionBudgets are not validated"
-        };
-        tracing::warn!(path = %path, kind = %request.kind, namespace = %request.namespace, name = %request.name,
-            "{what} by this version of the rollout operator; allowing");
-        Verdict::allow_with_warning(format!("rollout-operator: {what} by this version; allowed (path {path})"))
-    })
-    .await
-}
+use super::evictions;
+pub use super::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
 
 async fn no_downscale_handler<C: AdmissionApi, P: PodHttpClient>(
     State(webhooks): State<Arc<Webhooks<C, P>>>,
@@ -169,7 +160,7 @@ async fn prepare_downscale_handler<C: AdmissionApi, P: PodHttpClient>(
 }
 
 /// Common HTTP handling: 400 with a reason for anything malformed, else 200 with the response review.
-async fn respond<F, Fut>(headers: &HeaderMap, body: &[u8], decide: F) -> Response
+pub(super) async fn respond<F, Fut>(headers: &HeaderMap, body: &[u8], decide: F) -> Response
 where
     F: FnOnce(Arc<AdmissionRequest>) -> Fut,
     Fut: Future<Output = Verdict>,

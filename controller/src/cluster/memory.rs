@@ -87,6 +87,40 @@ where
     Ok(put(objects, rv, &obj))
 }
 
+/// A merge patch of `metadata.annotations` (`Some` sets, `None` removes, others kept), conditional on the object's
+/// uid, as a patch carrying `metadata.uid` is: another object of the same name is a conflict.
+pub fn patch_annotations_of_uid<K>(
+    objects: &mut Objects<K>,
+    rv: &mut u64,
+    plural: &str,
+    name: &str,
+    uid: &str,
+    changes: &BTreeMap<String, Option<String>>,
+) -> Result<K, ApiError>
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Clone,
+{
+    let Some(current) = objects.get(name) else {
+        return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+    };
+    let stored_uid = current.metadata().uid.clone().unwrap_or_default();
+    if !uid.is_empty() && stored_uid != uid {
+        return Err(ApiError::Conflict(format!(
+            "Operation cannot be fulfilled on {plural} \"{name}\": Precondition failed: UID in precondition: {uid}, \
+             UID in object meta: {stored_uid}"
+        )));
+    }
+    let mut obj = current.clone();
+    let annotations = obj.metadata_mut().annotations.get_or_insert_with(Default::default);
+    for (key, value) in changes {
+        match value {
+            Some(value) => annotations.insert(key.clone(), value.clone()),
+            None => annotations.remove(key),
+        };
+    }
+    Ok(put(objects, rv, &obj))
+}
+
 /// The objects whose labels match `selector`, by name.
 pub fn list<K>(objects: &Objects<K>, selector: &str) -> Vec<K>
 where

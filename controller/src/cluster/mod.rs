@@ -124,8 +124,9 @@ pub struct Preconditions {
     pub resource_version: Option<String>,
 }
 
-/// The cluster port, split by role: each consumer asks for the roles it uses (the webhooks for live reads and the
-/// record store, the TLS manager for the certificate store, ...), and an implementation that serves only some
+/// The cluster port, split by role: each consumer asks for the roles it uses (the webhooks for live reads, the
+/// record store and pod annotations, the budget watch for disruption budgets, the TLS manager for the certificate
+/// store, ...), and an implementation that serves only some
 /// consumers (`review`'s dump) implements only their roles. [`ClusterApi`] is all of them, what the controller's
 /// wiring and the simulator's client provide.
 /// What the reconcile loop watches and writes: StatefulSets and pods.
@@ -171,6 +172,30 @@ pub trait LiveReads: Clone + Send + Sync + 'static {
 
     /// Lists pods of the namespace matching a label selector (`""` lists all).
     fn list_pods(&self, label_selector: &str) -> impl Future<Output = Result<Vec<Pod>, ApiError>> + Send;
+
+    /// Reads a pod of the namespace (live); `None` when it does not exist.
+    fn get_pod(&self, name: &str) -> impl Future<Output = Result<Option<Pod>, ApiError>> + Send;
+}
+
+/// Annotations of pods: the eviction intents of ZoneAwarePodDisruptionBudget decisions and the
+/// `grafana.com/ready-time` stamps (`patch` on pods; deployments that do not grant it lose only these).
+pub trait PodAnnotations: Clone + Send + Sync + 'static {
+    /// Sets (`Some`) or removes (`None`) annotations of a pod, keeping the others (a merge patch). `uid` is a
+    /// precondition: [`ApiError::Conflict`] when the pod of that name is another one, [`ApiError::NotFound`] when
+    /// there is none.
+    fn patch_pod_annotations(
+        &self,
+        name: &str,
+        uid: &str,
+        changes: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> impl Future<Output = Result<Pod, ApiError>> + Send;
+}
+
+/// The namespace's ZoneAwarePodDisruptionBudgets (a custom resource, read as generic JSON: the core parses it).
+pub trait DisruptionBudgets: Clone + Send + Sync + 'static {
+    /// Watches them, with the same semantics as the other watches. A missing CRD yields
+    /// [`ApiError::NotFound`], missing permissions a 403 [`ApiError::Rejected`]; the watch retries either way.
+    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>>;
 }
 
 /// Where downscales are recorded: the zone tracker's ConfigMap (compare-and-swap), or without it the
@@ -263,9 +288,15 @@ pub trait CertificateStore: Clone + Send + Sync + 'static {
 }
 
 /// Every role of the port: read and write access to the managed namespace.
-pub trait ClusterApi: RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore {}
+pub trait ClusterApi:
+    RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore + PodAnnotations + DisruptionBudgets
+{
+}
 
-impl<T: RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore> ClusterApi for T {}
+impl<T> ClusterApi for T where
+    T: RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore + PodAnnotations + DisruptionBudgets
+{
+}
 
 /// One REST resource of an API group version, as API discovery reports it (used for mirror reference resources).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

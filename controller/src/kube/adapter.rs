@@ -12,8 +12,8 @@
 //! where the simulated API server implements the port instead.
 
 use crate::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
-    WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, LiveReads, PodAnnotations, Preconditions,
+    RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
 use crate::ops::metrics::KubeClientMetrics;
@@ -251,6 +251,19 @@ pub struct KubeCluster {
     secrets: Api<Secret>,
     validating: Api<ValidatingWebhookConfiguration>,
     mutating: Api<MutatingWebhookConfiguration>,
+    budgets: Api<kube::core::DynamicObject>,
+}
+
+/// The ZoneAwarePodDisruptionBudget resource, read as generic objects.
+fn budget_resource() -> kube::core::ApiResource {
+    use rollout_core::zpdb::config::{GROUP, KIND, PLURAL, VERSION};
+    kube::core::ApiResource {
+        group: GROUP.to_string(),
+        version: VERSION.to_string(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: KIND.to_string(),
+        plural: PLURAL.to_string(),
+    }
 }
 
 impl KubeCluster {
@@ -264,6 +277,7 @@ impl KubeCluster {
             secrets: Api::namespaced(client.clone(), &namespace),
             validating: Api::all(client.clone()),
             mutating: Api::all(client.clone()),
+            budgets: Api::namespaced_with(client.clone(), &namespace, &budget_resource()),
             statefulsets: Api::namespaced(client.clone(), &namespace),
             client,
             namespace,
@@ -337,6 +351,47 @@ impl LiveReads for KubeCluster {
         list_all(&self.pods, label_selector)
             .await
             .map_err(|err| classify(&err, &format!("list pods {label_selector:?} in {}", self.namespace)))
+    }
+
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ApiError> {
+        self.pods.get_opt(name).await.map_err(|err| classify(&err, &format!("get pod {}/{name}", self.namespace)))
+    }
+}
+
+impl PodAnnotations for KubeCluster {
+    async fn patch_pod_annotations(
+        &self,
+        name: &str,
+        uid: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        // A merge patch: `null` removes an annotation; `metadata.uid` makes it fail (409) on another pod of the name.
+        let mut patch = serde_json::json!({ "metadata": { "annotations": changes } });
+        if !uid.is_empty() {
+            patch["metadata"]["uid"] = serde_json::json!(uid);
+        }
+        self.pods
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch annotations of pod {}/{name}", self.namespace)))
+    }
+}
+
+impl DisruptionBudgets for KubeCluster {
+    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
+        let what = format!("watch zoneawarepoddisruptionbudgets in namespace {}", self.namespace);
+        let types = kube::core::TypeMeta { api_version: budget_resource().api_version, kind: budget_resource().kind };
+        watch(self.budgets.clone(), watcher::Config::default(), what)
+            .map(move |item| {
+                item.map(|event| {
+                    map_event(event, |mut object: kube::core::DynamicObject| {
+                        // List items may come without their type; the object as a GET would return it.
+                        object.types.get_or_insert_with(|| types.clone());
+                        serde_json::to_value(&object).unwrap_or_default()
+                    })
+                })
+            })
+            .boxed()
     }
 }
 

@@ -882,6 +882,110 @@ async fn list_pods_follows_pages_and_passes_the_selector() {
     assert_eq!(pods.iter().map(|p| p.name_any()).collect::<Vec<_>>(), ["a-0", "a-1"]);
 }
 
+#[tokio::test]
+async fn get_pod_reads_one_pod_or_none() {
+    let (cluster, mut api) = mock_cluster();
+    let c = cluster.clone();
+    let call = tokio::spawn(async move { c.get_pod("a-0").await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::GET, "/api/v1/namespaces/default-ns/pods/a-0", "");
+    respond.json(200, pod("a-0", "5"));
+    assert_eq!(call.await.expect("no panic").expect("read").map(|p| p.name_any()).as_deref(), Some("a-0"));
+    let call = tokio::spawn(async move { cluster.get_pod("gone").await });
+    let (_, respond) = api.next().await;
+    respond.json(404, status(404, "NotFound", "pods \"gone\" not found"));
+    assert_eq!(call.await.expect("no panic"), Ok(None));
+}
+
+#[tokio::test]
+async fn pod_annotations_are_a_merge_patch_conditional_on_the_uid() {
+    let (cluster, mut api) = mock_cluster();
+    let changes = BTreeMap::from([
+        ("grafana.com/eviction-intent".to_string(), Some("2026-01-01T00:00:30Z".to_string())),
+        ("grafana.com/ready-time".to_string(), None),
+    ]);
+    let c = cluster.clone();
+    let sent = changes.clone();
+    let call = tokio::spawn(async move { c.patch_pod_annotations("a-0", "uid-a-0", &sent).await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::PATCH, "/api/v1/namespaces/default-ns/pods/a-0", "");
+    assert_eq!(seen.header("content-type"), Some("application/merge-patch+json"));
+    assert_eq!(
+        seen.json(),
+        json!({"metadata": {"uid": "uid-a-0", "annotations": {
+            "grafana.com/eviction-intent": "2026-01-01T00:00:30Z", "grafana.com/ready-time": null}}})
+    );
+    respond.json(200, pod("a-0", "6"));
+    assert!(call.await.expect("no panic").is_ok());
+    // Another pod of that name: the API answers 409, a conflict.
+    let call = tokio::spawn(async move { cluster.patch_pod_annotations("a-0", "uid-old", &changes).await });
+    let (_, respond) = api.next().await;
+    respond.json(409, status(409, "Conflict", "Precondition failed: UID in precondition: uid-old"));
+    assert!(matches!(call.await.expect("no panic"), Err(ApiError::Conflict(_))));
+}
+
+fn budget(name: &str, resource_version: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": NS, "resourceVersion": resource_version, "generation": 1},
+           "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"rollout-group": "ingester"}}}})
+}
+
+/// Waits for `count` items of a generic-object watch, described as `Kind(name@kind)`.
+async fn next_budgets(
+    rx: &mut mpsc::UnboundedReceiver<Result<WatchEvent<Value>, ApiError>>,
+    count: usize,
+) -> Vec<String> {
+    let mut items = Vec::new();
+    for _ in 0..count {
+        let item = tokio::time::timeout(WAIT, rx.recv()).await.expect("in time").expect("the watch never ends");
+        let object = |o: &Value| {
+            format!("{}@{}", o["metadata"]["name"].as_str().unwrap_or("?"), o["kind"].as_str().unwrap_or("?"))
+        };
+        items.push(match item {
+            Ok(WatchEvent::Init) => "Init".to_string(),
+            Ok(WatchEvent::InitApply(o)) => format!("InitApply({})", object(&o)),
+            Ok(WatchEvent::InitDone) => "InitDone".to_string(),
+            Ok(WatchEvent::Apply(o)) => format!("Apply({})", object(&o)),
+            Ok(WatchEvent::Delete(o)) => format!("Delete({})", object(&o)),
+            Err(err) => format!("Err({})", err.kind()),
+        });
+    }
+    items
+}
+
+#[tokio::test]
+async fn budgets_are_listed_then_watched_as_generic_objects_with_their_kind() {
+    let (cluster, mut api) = mock_cluster();
+    let mut events = forward(cluster.watch_disruption_budgets());
+    let path = "/apis/rollout-operator.grafana.com/v1/namespaces/default-ns/zoneawarepoddisruptionbudgets";
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::GET, path, "&limit=500");
+    respond.json(
+        200,
+        json!({"kind": "ZoneAwarePodDisruptionBudgetList", "apiVersion": "rollout-operator.grafana.com/v1",
+               "metadata": {"resourceVersion": "7"}, "items": [budget("ingester-rollout", "5")]}),
+    );
+    assert_eq!(
+        next_budgets(&mut events, 3).await,
+        ["Init", "InitApply(ingester-rollout@ZoneAwarePodDisruptionBudget)", "InitDone"]
+    );
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::GET, path, "&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=7");
+    let mut deleted = budget("ingester-rollout", "9");
+    deleted["kind"] = json!("ZoneAwarePodDisruptionBudget");
+    deleted["apiVersion"] = json!("rollout-operator.grafana.com/v1");
+    respond.watch_lines(&[event("DELETED", deleted)]);
+    assert_eq!(next_budgets(&mut events, 1).await, ["Delete(ingester-rollout@ZoneAwarePodDisruptionBudget)"]);
+}
+
+#[tokio::test]
+async fn a_missing_budget_crd_is_not_found() {
+    let (cluster, mut api) = mock_cluster();
+    let mut events = forward(cluster.watch_disruption_budgets());
+    let (_, respond) = api.next().await;
+    respond.json(404, status(404, "NotFound", "the server could not find the requested resource"));
+    assert_eq!(next_budgets(&mut events, 2).await, ["Init", "Err(not_found)"]);
+}
+
 // ---- watches ----------------------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -1079,6 +1183,23 @@ async fn rbac_requirements_equal_the_requests_the_adapter_sends() {
         empty("StatefulSetList")
     ));
     assert!(once!(|c: KubeCluster| async move { c.list_pods("").await }, 200, empty("PodList")));
+    once!(|c: KubeCluster| async move { c.get_pod("a-0").await }, 404, not_found.clone());
+    once!(
+        |c: KubeCluster| async move {
+            c.patch_pod_annotations("a-0", "u", &BTreeMap::from([("k".to_string(), None)])).await
+        },
+        404,
+        not_found.clone()
+    );
+    let mut budgets = forward(cluster.watch_disruption_budgets());
+    let (_, respond) = api.next().await;
+    respond.json(
+        200,
+        json!({"kind": "ZoneAwarePodDisruptionBudgetList", "apiVersion": "rollout-operator.grafana.com/v1",
+               "metadata": {"resourceVersion": "1"}, "items": []}),
+    );
+    assert_eq!(next_budgets(&mut budgets, 2).await, ["Init", "InitDone"]);
+    let _budget_watch = api.next().await;
     once!(|c: KubeCluster| async move { c.get_secret("s").await }, 404, not_found.clone());
     once!(
         |c: KubeCluster| async move { c.create_secret(&secret_object("s", None)).await },

@@ -48,11 +48,19 @@ pub enum Feature {
     /// The `kube_validating_webhook_failure_policy` gauge: watches the namespace's webhook configurations whenever
     /// the TLS server runs, whether or not CA bundles are injected.
     FailurePolicyMetric,
+    /// The ZoneAwarePodDisruptionBudgets the operator knows (watched always, as the reference does). Optional:
+    /// without it the eviction webhook denies evictions of pods a budget may cover, saying what to grant, and
+    /// rollouts go on.
+    DisruptionBudgets,
+    /// Annotations of pods: eviction intents (serialising eviction decisions across replicas) and
+    /// `grafana.com/ready-time` stamps. Optional: refused, decisions are serialised per replica only and the stamps
+    /// are not written, each said once in the log and in `rollout_operator_feature_disabled`.
+    PodAnnotations,
 }
 
 impl Feature {
     /// Every feature, in the order the table uses them.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 11] = [
         Feature::Rollout,
         Feature::MirrorTargets,
         Feature::Scaling,
@@ -62,12 +70,21 @@ impl Feature {
         Feature::Certificate,
         Feature::CaInjection,
         Feature::FailurePolicyMetric,
+        Feature::DisruptionBudgets,
+        Feature::PodAnnotations,
     ];
 
     /// A feature that, refused by RBAC, degrades with a clear message (what it says above) instead of stopping
     /// rollouts or admissions; a deployment may leave it out.
     pub fn is_optional(self) -> bool {
-        matches!(self, Feature::MirrorTargets | Feature::Scaling | Feature::ParentLookups)
+        matches!(
+            self,
+            Feature::MirrorTargets
+                | Feature::Scaling
+                | Feature::ParentLookups
+                | Feature::DisruptionBudgets
+                | Feature::PodAnnotations
+        )
     }
 
     /// Whether these flags switch the feature on, exactly as the binary's startup decides it (`main.rs`,
@@ -75,7 +92,11 @@ impl Feature {
     pub fn enabled(self, flags: &OperatorFlags) -> bool {
         let tls = flags.server_tls_enabled;
         match self {
-            Feature::Rollout | Feature::MirrorTargets | Feature::Scaling => true,
+            Feature::Rollout
+            | Feature::MirrorTargets
+            | Feature::Scaling
+            | Feature::DisruptionBudgets
+            | Feature::PodAnnotations => true,
             Feature::Webhooks | Feature::FailurePolicyMetric | Feature::ParentLookups => tls,
             Feature::ZoneTracker => flags.use_zone_tracker,
             Feature::Certificate => tls && flags.self_signed_cert_enabled,
@@ -178,8 +199,8 @@ impl ApiPermission {
 }
 
 use Feature::{
-    CaInjection, Certificate, FailurePolicyMetric, MirrorTargets, ParentLookups, Rollout, Scaling, Webhooks,
-    ZoneTracker,
+    CaInjection, Certificate, DisruptionBudgets, FailurePolicyMetric, MirrorTargets, ParentLookups, PodAnnotations,
+    Rollout, Scaling, Webhooks, ZoneTracker,
 };
 
 /// Every permission the kube adapter needs on the operator's own resources. The deploy RBAC must grant at least
@@ -243,6 +264,23 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     // Scaling sets spec.replicas of a follower or mirror StatefulSet (with grafana.com/last-downscale when there is
     // no zone tracker); without the tracker the webhooks record a /scale downscale on the parent the same way.
     ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling]),
+    // The eviction webhook reads the evicted pod live.
+    ApiPermission::namespaced("", "pods", "get", &[Webhooks]),
+    // Eviction intents and grafana.com/ready-time stamps (merge patches of pod annotations).
+    ApiPermission::namespaced("", "pods", "patch", &[PodAnnotations]),
+    // The budgets, watched (as generic objects).
+    ApiPermission::namespaced(
+        "rollout-operator.grafana.com",
+        "zoneawarepoddisruptionbudgets",
+        "list",
+        &[DisruptionBudgets],
+    ),
+    ApiPermission::namespaced(
+        "rollout-operator.grafana.com",
+        "zoneawarepoddisruptionbudgets",
+        "watch",
+        &[DisruptionBudgets],
+    ),
 ];
 
 /// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
@@ -443,18 +481,23 @@ mod tests {
     }
 
     #[test]
-    fn default_flags_need_rollouts_and_mirroring_only() {
+    fn default_flags_need_rollouts_mirroring_and_budgets_only() {
         let rules = rules(&[]);
         assert_eq!(
             rules.role,
             [
-                rule("", "pods", None, &["list", "watch", "delete"]),
+                rule("", "pods", None, &["list", "watch", "patch", "delete"]),
                 rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),
                 rule("apps", "statefulsets/status", None, &["update"]),
                 rule("rollout-operator.grafana.com", "replicatemplates/scale", None, &["get"]),
                 rule("rollout-operator.grafana.com", "replicatemplates/status", None, &["patch"]),
+                rule("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", None, &["list", "watch"]),
             ]
         );
+        // Budgets and pod annotations are optional: a deployment that grants neither (Loki's) loses only them.
+        let required = required_rules_for(&flags(&[])).expect("rules");
+        assert_eq!(required.role[0], rule("", "pods", None, &["list", "watch", "delete"]));
+        assert!(!resources(&required.role).contains("zoneawarepoddisruptionbudgets"), "{:?}", required.role);
         assert!(rules.cluster_role.is_empty(), "{:?}", rules.cluster_role);
     }
 
@@ -503,6 +546,7 @@ mod tests {
     fn tls_needs_the_webhooks_reads_the_certificate_secret_by_name_and_ca_injection() {
         let rules = rules(&["-server-tls.enabled=true", "-server-tls.self-signed-cert.secret-name=certificate"]);
         for expected in [
+            rule("", "pods", None, &["get", "list", "watch", "patch", "delete"]),
             rule("apps", "deployments", None, &["get"]),
             rule("apps", "replicasets", None, &["get"]),
             rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),

@@ -1,22 +1,31 @@
-//! `rollout-operator review`: the offline counterpart of `plan` for admission ("why was my downscale denied?").
+//! `rollout-operator review`: the offline counterpart of `plan` for admission ("why was my downscale denied?",
+//! "why was this eviction denied?").
 //!
-//! `rollout-operator review --path /admission/no-downscale|/admission/prepare-downscale -f admissionreview.json
-//! [-f cluster-dump.yaml ...] [--now RFC3339]` runs the real webhook router on the AdmissionReview (the first
-//! `-f`), answering its lookups (a `/scale` request's parent, the group's StatefulSets and pods, the downscale
-//! record ConfigMap) from the dumps (the other `-f`s, loaded as `plan` loads them) instead of the API, and prints
-//! the AdmissionReview response the webhook would return. Pods are not called: prepare-downscale lists the
-//! endpoints it would call (on stderr) and decides as if they all succeeded. Nothing leaves the process.
+//! `rollout-operator review --path /admission/<no-downscale|prepare-downscale|pod-eviction|zpdb-validation>
+//! -f admissionreview.json [-f cluster-dump.yaml ...] [--now RFC3339]` runs the real webhook router on the
+//! AdmissionReview (the first `-f`), answering its lookups (a `/scale` request's parent, the group's StatefulSets
+//! and pods, the downscale record ConfigMap, the evicted pod and its budget's StatefulSets and pods) from the dumps
+//! (the other `-f`s, loaded as `plan` loads them) instead of the API, and prints the AdmissionReview response the
+//! webhook would return. The dump's ZoneAwarePodDisruptionBudgets are the budgets the eviction is judged against,
+//! as the operator's watch would know them (invalid ones are reported on stderr and left out). Pods are not called:
+//! prepare-downscale lists the endpoints it would call (on stderr) and decides as if they all succeeded. Writes
+//! (an eviction intent, a downscale record) change only the dump's copy. Nothing leaves the process.
 //!
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
-use crate::admission::webhooks::{NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router};
-use crate::cluster::{ApiError, LiveReads, RecordStore, memory};
+use crate::admission::webhooks::{
+    NO_DOWNSCALE_PATH, POD_EVICTION_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH,
+    router_with_zpdb,
+};
+use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, memory};
 use crate::offline::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
+use crate::zpdb::Zpdb;
 use http_body_util::BodyExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use rollout_core::zpdb::Budgets;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -31,7 +40,8 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReviewArgs {
-    /// Webhook path: /admission/no-downscale or /admission/prepare-downscale.
+    /// Webhook path: /admission/no-downscale, /admission/prepare-downscale, /admission/pod-eviction or
+    /// /admission/zpdb-validation.
     #[arg(long)]
     pub path: String,
     /// The AdmissionReview (JSON) first, then optional cluster dumps (YAML or JSON, as for `plan`; `-` is stdin).
@@ -64,6 +74,8 @@ struct DumpState {
     deployments: BTreeMap<String, Deployment>,
     replicasets: BTreeMap<String, ReplicaSet>,
     config_maps: BTreeMap<String, ConfigMap>,
+    /// ZoneAwarePodDisruptionBudgets, as read.
+    budgets: Vec<serde_json::Value>,
 }
 
 fn typed<T: DeserializeOwned>(value: &serde_json::Value) -> Option<T> {
@@ -106,6 +118,7 @@ impl DumpCluster {
                         st.replicasets.insert(name, r);
                     }
                 }
+                rollout_core::zpdb::config::KIND => st.budgets.push(other.clone()),
                 _ => {}
             }
         }
@@ -123,6 +136,12 @@ impl DumpCluster {
         .max()
         .unwrap_or(0);
         DumpCluster { state: Arc::new(Mutex::new(st)) }
+    }
+
+    /// The dump's ZoneAwarePodDisruptionBudgets, as the operator's watch would know them, with the invalid ones
+    /// (left out) and why.
+    pub fn budgets(&self) -> (Budgets, Vec<(String, rollout_core::zpdb::ConfigError)>) {
+        Budgets::from_objects(self.state().budgets.iter())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, DumpState> {
@@ -149,6 +168,23 @@ impl LiveReads for DumpCluster {
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
         Ok(memory::list(&self.state().pods, label_selector))
+    }
+
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ApiError> {
+        Ok(self.state().pods.get(name).cloned())
+    }
+}
+
+/// An eviction intent lands in the dump's copy, as it would on the pod.
+impl PodAnnotations for DumpCluster {
+    async fn patch_pod_annotations(
+        &self,
+        name: &str,
+        uid: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        let st = &mut *self.state();
+        memory::patch_annotations_of_uid(&mut st.pods, &mut st.rv, "pods", name, uid, changes)
     }
 }
 
@@ -205,11 +241,9 @@ pub fn execute(
         let _ = writeln!(err, "error: {message}");
         EXIT_BAD_INPUT
     }
-    if args.path != NO_DOWNSCALE_PATH && args.path != PREPARE_DOWNSCALE_PATH {
-        return report(
-            err,
-            &format_args!("unknown --path {:?}: expected {NO_DOWNSCALE_PATH} or {PREPARE_DOWNSCALE_PATH}", args.path),
-        );
+    let paths = [NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, POD_EVICTION_PATH, ZPDB_VALIDATION_PATH];
+    if !paths.contains(&args.path.as_str()) {
+        return report(err, &format_args!("unknown --path {:?}: expected one of {}", args.path, paths.join(", ")));
     }
     let now = match args.now.as_deref().map(parse_now).transpose() {
         Ok(at) => at.unwrap_or(now),
@@ -239,17 +273,25 @@ pub fn execute(
         .and_then(|v| v.pointer("/request/namespace").and_then(|n| n.as_str()).map(str::to_string))
         .unwrap_or_else(|| "default".to_string());
     let pods = RecordingPods::default();
-    let app = router(Webhooks {
-        api: DumpCluster::from_objects(&objects, &namespace),
-        pods: pods.clone(),
-        settings: WebhookSettings::new(
-            &namespace,
-            &args.cluster_domain,
-            args.record_config_map.as_deref(),
-            Duration::from_secs(10),
-        ),
-        clock: Arc::new(move || now),
-    });
+    let api = DumpCluster::from_objects(&objects, &namespace);
+    let (budgets, invalid) = api.budgets();
+    for (name, problem) in &invalid {
+        let _ = writeln!(err, "note: ZoneAwarePodDisruptionBudget {name:?} is not valid and is left out: {problem}");
+    }
+    let app = router_with_zpdb(
+        Webhooks {
+            api,
+            pods: pods.clone(),
+            settings: WebhookSettings::new(
+                &namespace,
+                &args.cluster_domain,
+                args.record_config_map.as_deref(),
+                Duration::from_secs(10),
+            ),
+            clock: Arc::new(move || now),
+        },
+        Zpdb::with_budgets(budgets),
+    );
     let request = match http::Request::post(args.path.as_str())
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(axum::body::Body::from(body))

@@ -40,6 +40,8 @@ pub struct Metrics {
     pub cluster_validation: crate::ops::cluster_validation::ClusterValidationMetrics,
     scaling_errors: Family<ScalingErrorLabels, Counter>,
     features_disabled: Family<FeatureLabels, Gauge>,
+    /// ZoneAwarePodDisruptionBudget metrics, shared with the budget watch and the eviction webhook.
+    pub zpdb: ZpdbMetrics,
     webhook_failure_policy: Family<FailurePolicyLabels, Gauge>,
     /// StatefulSets with scaling-error series, per group, so they go with the group.
     scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
@@ -144,6 +146,111 @@ pub struct FeatureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    pub reason: String,
+    pub status: String,
+}
+
+/// The reference's `rollout_operator_zpdb_*` metrics, and the feature-disabled gauge for what the budgets need
+/// and may be refused.
+#[derive(Clone, Debug)]
+pub struct ZpdbMetrics {
+    configurations_observed: Family<ResultLabels, Counter>,
+    eviction_requests: Family<EvictionLabels, Counter>,
+    inflight: Gauge,
+    features_disabled: Family<FeatureLabels, Gauge>,
+}
+
+impl Default for ZpdbMetrics {
+    /// Metrics in no registry (tests, `review`).
+    fn default() -> Self {
+        ZpdbMetrics {
+            configurations_observed: Family::default(),
+            eviction_requests: Family::default(),
+            inflight: Gauge::default(),
+            features_disabled: Family::default(),
+        }
+    }
+}
+
+impl ZpdbMetrics {
+    fn register(registry: &mut Registry, features_disabled: Family<FeatureLabels, Gauge>) -> Self {
+        let metrics = ZpdbMetrics { features_disabled, ..ZpdbMetrics::default() };
+        registry.register(
+            "zpdb_configurations_observed",
+            "ZoneAwarePodDisruptionBudget objects observed, by what they did to the known budgets (updated, \
+             invalid, ignored, deleted, delete-ignored).",
+            metrics.configurations_observed.clone(),
+        );
+        registry.register(
+            "zpdb_eviction_requests",
+            "Eviction requests decided against ZoneAwarePodDisruptionBudgets, by reason and HTTP status.",
+            metrics.eviction_requests.clone(),
+        );
+        registry.register(
+            "zpdb_inflight_eviction_requests",
+            "Eviction requests being decided against ZoneAwarePodDisruptionBudgets.",
+            metrics.inflight.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a budget object observed (`result`: what it did to the known budgets).
+    pub fn configuration_observed(&self, result: &str) {
+        self.configurations_observed.get_or_create(&ResultLabels { result: result.to_string() }).inc();
+    }
+
+    /// Counts an eviction decided with this outcome.
+    pub fn eviction_decided(&self, reason: &str, status: u16) {
+        let labels = EvictionLabels { reason: reason.to_string(), status: status.to_string() };
+        self.eviction_requests.get_or_create(&labels).inc();
+    }
+
+    /// For tests: evictions counted with this outcome.
+    pub fn evictions(&self, reason: &str, status: u16) -> u64 {
+        let labels = EvictionLabels { reason: reason.to_string(), status: status.to_string() };
+        self.eviction_requests.get_or_create(&labels).get()
+    }
+
+    /// For tests: budget objects counted with this result.
+    pub fn configurations(&self, result: &str) -> u64 {
+        self.configurations_observed.get_or_create(&ResultLabels { result: result.to_string() }).get()
+    }
+
+    /// Marks an eviction in flight until the guard is dropped.
+    pub fn inflight(&self) -> InflightGuard {
+        self.inflight.inc();
+        InflightGuard(self.inflight.clone())
+    }
+
+    /// Marks `feature` disabled for lack of `missing_permission` (the same series as [`Metrics::feature_disabled`]).
+    pub fn feature_disabled(&self, feature: &str, missing_permission: &str) {
+        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
+        self.features_disabled.get_or_create(&labels).set(1);
+    }
+
+    /// For tests: whether `feature` is marked disabled for lack of `missing_permission`.
+    pub fn is_feature_disabled(&self, feature: &str, missing_permission: &str) -> bool {
+        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
+        self.features_disabled.get_or_create(&labels).get() == 1
+    }
+}
+
+/// Decrements the in-flight gauge when dropped (also when the handler is cancelled).
+pub struct InflightGuard(Gauge);
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ScalingErrorLabels {
     pub rollout_group: String,
     pub statefulset: String,
@@ -209,10 +316,12 @@ impl Metrics {
             "1 while an optional feature is disabled because the API refused a request it needs (403).",
             features_disabled.clone(),
         );
+        let zpdb = ZpdbMetrics::register(registry, features_disabled.clone());
         Metrics {
             registry: root,
             webhook_failure_policy,
             features_disabled,
+            zpdb,
             group_reconciles,
             group_reconciles_failed,
             group_reconcile_duration,
@@ -358,5 +467,24 @@ mod tests {
         ));
         m.forget_group("ingester");
         assert!(!m.encode().contains("rollout_group=\"ingester\""));
+    }
+
+    #[test]
+    fn zpdb_series_have_reference_names() {
+        let m = Metrics::new();
+        m.zpdb.configuration_observed("invalid");
+        m.zpdb.eviction_decided("denied", 429);
+        let inflight = m.zpdb.inflight();
+        let text = m.encode_prometheus_text();
+        assert!(text.contains("rollout_operator_zpdb_configurations_observed_total{result=\"invalid\"} 1"), "{text}");
+        assert!(text.contains("rollout_operator_zpdb_eviction_requests_total{reason=\"denied\",status=\"429\"} 1"));
+        assert!(text.contains("# TYPE rollout_operator_zpdb_eviction_requests_total counter"), "{text}");
+        assert!(text.contains("rollout_operator_zpdb_inflight_eviction_requests 1"), "{text}");
+        drop(inflight);
+        assert!(m.encode().contains("rollout_operator_zpdb_inflight_eviction_requests 0"));
+        m.zpdb.feature_disabled("zpdb-eviction-intents", "patch pods");
+        assert!(m.encode().contains(
+            "rollout_operator_feature_disabled{feature=\"zpdb-eviction-intents\",missing_permission=\"patch pods\"} 1"
+        ));
     }
 }

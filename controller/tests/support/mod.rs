@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
-    WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, LiveReads, PodAnnotations, Preconditions,
+    RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -161,6 +161,12 @@ pub enum Call {
         name: String,
         patch: serde_json::Value,
     },
+    /// `PATCH pods/{name}` of annotations (`None` removes), conditional on the uid.
+    PatchPodAnnotations {
+        name: String,
+        uid: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
 }
 
 type WebhookWatcher = mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>;
@@ -192,6 +198,11 @@ struct State {
     after_config_map_read: Option<ClusterHook>,
     config_map_read_failure: Option<ApiError>,
     pod_generation: BTreeMap<String, u32>,
+    /// ZoneAwarePodDisruptionBudgets, as generic objects, and their watchers.
+    budgets: BTreeMap<String, serde_json::Value>,
+    budget_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<serde_json::Value>, ApiError>>>,
+    /// Every pod patch fails with this while set (a Role without `patch` on pods).
+    pod_patch_failure: Option<ApiError>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
     /// While true, watch events are queued here instead of delivered (a lagging cache).
@@ -394,6 +405,27 @@ impl FakeCluster {
         self.state.lock().unwrap().webhooks.get(&(kind.as_str().to_string(), name.to_string())).cloned()
     }
 
+    /// Stores a ZoneAwarePodDisruptionBudget (generic JSON) as another client would, and tells the watchers.
+    pub fn put_budget(&self, mut budget: serde_json::Value) {
+        let mut st = self.state.lock().unwrap();
+        budget["metadata"]["resourceVersion"] = serde_json::json!(st.next_rv());
+        let name = budget.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        st.budgets.insert(name, budget.clone());
+        st.budget_watchers.retain(|w| w.unbounded_send(Ok(WatchEvent::Apply(budget.clone()))).is_ok());
+    }
+
+    pub fn delete_budget(&self, name: &str) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(budget) = st.budgets.remove(name) {
+            st.budget_watchers.retain(|w| w.unbounded_send(Ok(WatchEvent::Delete(budget.clone()))).is_ok());
+        }
+    }
+
+    /// Every pod patch fails with `err` until cleared with `None`.
+    pub fn fail_pod_patches(&self, err: Option<ApiError>) {
+        self.state.lock().unwrap().pod_patch_failure = err;
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
     }
@@ -560,9 +592,53 @@ impl LiveReads for FakeCluster {
     }
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        // Let concurrent callers interleave between reads and writes, as over a network.
+        tokio::task::yield_now().await;
         let st = self.state.lock().unwrap();
         st.read()?;
         Ok(memory::list(&st.pods, label_selector))
+    }
+
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ApiError> {
+        // Let concurrent callers interleave between reads and writes, as over a network.
+        tokio::task::yield_now().await;
+        let st = self.state.lock().unwrap();
+        st.read()?;
+        Ok(st.pods.get(name).cloned())
+    }
+}
+
+impl PodAnnotations for FakeCluster {
+    async fn patch_pod_annotations(
+        &self,
+        name: &str,
+        uid: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        tokio::task::yield_now().await;
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::PatchPodAnnotations { name: name.into(), uid: uid.into(), changes: changes.clone() });
+        if let Some(err) = st.pod_patch_failure.clone().or_else(|| st.failures.pop_front()) {
+            return Err(err);
+        }
+        let state = &mut *st;
+        let pod = memory::patch_annotations_of_uid(&mut state.pods, &mut state.rv, "pods", name, uid, changes)?;
+        st.emit_pod(WatchEvent::Apply(pod.clone()));
+        Ok(pod)
+    }
+}
+
+impl DisruptionBudgets for FakeCluster {
+    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
+        let (tx, rx) = mpsc::unbounded();
+        let mut st = self.state.lock().unwrap();
+        let _ = tx.unbounded_send(Ok(WatchEvent::Init));
+        for b in st.budgets.values() {
+            let _ = tx.unbounded_send(Ok(WatchEvent::InitApply(b.clone())));
+        }
+        let _ = tx.unbounded_send(Ok(WatchEvent::InitDone));
+        st.budget_watchers.push(tx);
+        rx.boxed()
     }
 }
 

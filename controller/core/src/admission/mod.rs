@@ -151,23 +151,26 @@ pub struct Verdict {
     /// JSONPatch operations on the admitted object (mutating webhooks only); sent base64-encoded with
     /// `patchType: JSONPatch`.
     pub patch: Option<Value>,
+    /// `response.status.code`: the HTTP status the API server answers a denied request's client with (the
+    /// eviction webhook's 429 is what makes `kubectl drain` retry). `None`: the API server's default.
+    pub code: Option<u16>,
 }
 
 impl Verdict {
     pub fn allow() -> Self {
-        Verdict { allowed: true, message: None, warnings: Vec::new(), patch: None }
+        Verdict { allowed: true, message: None, warnings: Vec::new(), patch: None, code: None }
     }
 
     pub fn allow_with_warning(warning: impl Into<String>) -> Self {
-        Verdict { allowed: true, message: None, warnings: vec![warning.into()], patch: None }
+        Verdict { allowed: true, message: None, warnings: vec![warning.into()], patch: None, code: None }
     }
 
     pub fn allow_with_message(message: impl Into<String>) -> Self {
-        Verdict { allowed: true, message: Some(message.into()), warnings: Vec::new(), patch: None }
+        Verdict { allowed: true, message: Some(message.into()), warnings: Vec::new(), patch: None, code: None }
     }
 
     pub fn deny(message: impl Into<String>) -> Self {
-        Verdict { allowed: false, message: Some(message.into()), warnings: Vec::new(), patch: None }
+        Verdict { allowed: false, message: Some(message.into()), warnings: Vec::new(), patch: None, code: None }
     }
 
     /// The same verdict, changing the admitted object by the JSONPatch `operations`.
@@ -178,6 +181,12 @@ impl Verdict {
 
     pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
         self.warnings.push(warning.into());
+        self
+    }
+
+    /// The same verdict with `response.status.code` set.
+    pub fn with_code(mut self, code: u16) -> Self {
+        self.code = Some(code);
         self
     }
 }
@@ -191,6 +200,9 @@ pub fn render(version: ReviewVersion, uid: &str, verdict: &Verdict) -> Value {
     let mut response = json!({ "uid": uid, "allowed": verdict.allowed });
     if let Some(message) = &verdict.message {
         response["status"] = json!({ "message": message });
+    }
+    if let Some(code) = verdict.code {
+        response["status"]["code"] = json!(code);
     }
     if !verdict.warnings.is_empty() {
         response["warnings"] = json!(verdict.warnings);

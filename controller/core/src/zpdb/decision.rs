@@ -1,0 +1,303 @@
+//! Whether an eviction keeps a budget (reference 5.4 steps 7-11): the effective `maxUnavailable`, the zone-mode and
+//! partition-mode validators, the denial messages, and the outcome of every answer (the
+//! `rollout_operator_zpdb_eviction_requests_total{reason,status}` pair and the `status.code` of a denial).
+//!
+//! Pure: the flow ([`super::flow`]) gathers the inputs live and calls [`judge`] on them.
+
+use super::config::ZpdbConfig;
+use super::pods::BudgetPod;
+use crate::admission::Verdict;
+use crate::downscale::time_after;
+use crate::natural::pod_ordinal;
+use crate::settings::parse_timestamp;
+use crate::view::StatefulSetView;
+use jiff::Timestamp;
+use std::collections::BTreeSet;
+
+/// The label pair of `rollout_operator_zpdb_eviction_requests_total` for one answer; `status` is also the
+/// `status.code` of a denial (the API server answers the evicting client with it: 429 makes `kubectl drain`
+/// retry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Outcome {
+    pub reason: &'static str,
+    pub status: u16,
+}
+
+impl Outcome {
+    /// Decoded, but not an eviction we can judge (not CREATE, not the eviction subresource, no name).
+    pub const INVALID_REQUEST: Outcome = Outcome { reason: "invalid-request", status: 400 };
+    pub const POD_NOT_FOUND: Outcome = Outcome { reason: "pod-not-found", status: 400 };
+    /// The pod is not running (or already terminating): evicting it takes nothing away. Allowed.
+    pub const POD_NOT_READY: Outcome = Outcome { reason: "pod-not-ready", status: 200 };
+    /// Two or more budgets select the pod.
+    pub const CFG_NOT_FOUND: Outcome = Outcome { reason: "cfg-not-found", status: 400 };
+    /// No budget selects the pod (or it is outside the managed namespace). Allowed.
+    pub const POD_NOT_IN_SCOPE: Outcome = Outcome { reason: "pod-not-in-scope", status: 200 };
+    /// The pod's owner is missing, is not a StatefulSet, cannot be read, or is not selected by the budget.
+    pub const STS_NOT_FOUND: Outcome = Outcome { reason: "sts-no-found", status: 500 };
+    pub const MAX_UNAVAILABLE_0: Outcome = Outcome { reason: "max-unavailable-0", status: 403 };
+    /// The budget selects fewer than two StatefulSets (or they could not be listed).
+    pub const MIN_STS_NOT_FOUND: Outcome = Outcome { reason: "min-sts-not-found", status: 400 };
+    pub const PARTITION_NOT_IDENTIFIED: Outcome = Outcome { reason: "partition-not-identified", status: 400 };
+    /// The budget's pods could not be listed (the reference's label value, colon and all).
+    pub const POD_STATUS_NOT_DETERMINED: Outcome =
+        Outcome { reason: "err: sts-pod-status-not-determined", status: 500 };
+    /// The eviction would break the budget (or lost a race for it): retry later.
+    pub const DENIED: Outcome = Outcome { reason: "denied", status: 429 };
+    pub const ALLOWED: Outcome = Outcome { reason: "allowed", status: 200 };
+    /// Ours: the budgets are not known yet (the watch has not listed them) or cannot be read.
+    pub const CFG_NOT_LOADED: Outcome = Outcome { reason: "cfg-not-loaded", status: 429 };
+    pub const CFG_NOT_READABLE: Outcome = Outcome { reason: "cfg-not-loaded", status: 500 };
+    /// Ours: the eviction intent could not be written on the pod (other than for lack of permission).
+    pub const INTENT_NOT_RECORDED: Outcome = Outcome { reason: "intent-not-recorded", status: 500 };
+
+    /// Every outcome the eviction decision can give, for metrics created up front and for tests.
+    pub const ALL: [Outcome; 15] = [
+        Outcome::INVALID_REQUEST,
+        Outcome::POD_NOT_FOUND,
+        Outcome::POD_NOT_READY,
+        Outcome::CFG_NOT_FOUND,
+        Outcome::POD_NOT_IN_SCOPE,
+        Outcome::STS_NOT_FOUND,
+        Outcome::MAX_UNAVAILABLE_0,
+        Outcome::MIN_STS_NOT_FOUND,
+        Outcome::PARTITION_NOT_IDENTIFIED,
+        Outcome::POD_STATUS_NOT_DETERMINED,
+        Outcome::DENIED,
+        Outcome::ALLOWED,
+        Outcome::CFG_NOT_LOADED,
+        Outcome::CFG_NOT_READABLE,
+        Outcome::INTENT_NOT_RECORDED,
+    ];
+
+    pub fn allowed(self) -> bool {
+        self.status == 200
+    }
+}
+
+/// The answer to an eviction, with its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionVerdict {
+    pub verdict: Verdict,
+    pub outcome: Outcome,
+}
+
+impl EvictionVerdict {
+    /// A denial: `message` in `status.message`, the outcome's status in `status.code`.
+    pub fn deny(outcome: Outcome, message: impl Into<String>) -> Self {
+        EvictionVerdict { verdict: Verdict::deny(message).with_code(outcome.status), outcome }
+    }
+
+    pub fn allow(outcome: Outcome) -> Self {
+        EvictionVerdict { verdict: Verdict::allow(), outcome }
+    }
+
+    pub fn allow_with_message(outcome: Outcome, message: impl Into<String>) -> Self {
+        EvictionVerdict { verdict: Verdict::allow_with_message(message), outcome }
+    }
+
+    pub fn allow_with_warning(outcome: Outcome, warning: impl Into<String>) -> Self {
+        EvictionVerdict { verdict: Verdict::allow_with_warning(warning), outcome }
+    }
+
+    pub fn allowed(&self) -> bool {
+        self.verdict.allowed
+    }
+
+    /// `status.message`, or `""`.
+    pub fn message(&self) -> &str {
+        self.verdict.message.as_deref().unwrap_or_default()
+    }
+}
+
+/// The `maxUnavailable` an eviction is judged against (reference 5.4 step 7): the budget's count; else its
+/// percentage of the owner's replicas (`min(spec, status)`, at least 1 unless there are none); when that is 0, the
+/// controller's override (its `rollout-max-unavailable`, so rollouts go on under a budget that forbids voluntary
+/// evictions).
+pub fn max_unavailable(config: &ZpdbConfig, owner: &StatefulSetView, override_zero: Option<u32>) -> u32 {
+    let value = if config.max_unavailable > 0 {
+        u32::try_from(config.max_unavailable).unwrap_or(u32::MAX)
+    } else if config.max_unavailable_percentage > 0 && owner.replicas > 0 {
+        let replicas = owner.replicas.min(owner.status.as_ref().map_or(0, |s| s.replicas));
+        if replicas == 0 {
+            0
+        } else {
+            let share = u64::from(replicas) * config.max_unavailable_percentage.unsigned_abs() / 100;
+            u32::try_from(share).unwrap_or(u32::MAX).max(1)
+        }
+    } else {
+        0
+    };
+    if value == 0 { override_zero.unwrap_or(0) } else { value }
+}
+
+/// One StatefulSet's count: pods looked at, pods (other than the evicted one) not ready, expected pods missing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub tested: u32,
+    pub not_ready: u32,
+    pub unknown: u32,
+}
+
+impl Tally {
+    pub fn disrupted(&self) -> u32 {
+        self.not_ready.saturating_add(self.unknown)
+    }
+}
+
+/// `1 pod not ready, 2 pods unknown in <span>` (reference 5.4): each part only when its count is not zero.
+pub fn describe(not_ready: u32, unknown: u32, span: &str) -> String {
+    let pods = |n: u32| if n > 1 { "pods" } else { "pod" };
+    let mut parts = Vec::new();
+    if not_ready > 0 {
+        parts.push(format!("{not_ready} {} not ready", pods(not_ready)));
+    }
+    if unknown > 0 {
+        parts.push(format!("{unknown} {} unknown", pods(unknown)));
+    }
+    format!("{} in {span}", parts.join(", "))
+}
+
+/// Everything an eviction is judged on.
+#[derive(Debug, Clone, Copy)]
+pub struct Judged<'a> {
+    pub config: &'a ZpdbConfig,
+    /// The evicted pod's StatefulSet, read live.
+    pub owner: &'a StatefulSetView,
+    /// The StatefulSets the budget selects, in the order the API lists them (by name).
+    pub statefulsets: &'a [StatefulSetView],
+    /// The pods the budget selects.
+    pub pods: &'a [BudgetPod],
+    pub evicted: &'a BudgetPod,
+    /// Partition mode: the evicted pod's partition.
+    pub partition: Option<&'a str>,
+    pub max_unavailable: u32,
+    /// Uids of pods whose eviction is being allowed elsewhere (a live intent, or this process's memory): they
+    /// count as not ready.
+    pub pending: &'a BTreeSet<String>,
+    pub now: Timestamp,
+}
+
+/// Why the budget does not allow the eviction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Breach {
+    /// The budget would be exceeded: the message is the reference's (`1 pod not ready in ingester-zone-b`).
+    Exceeded(String),
+    /// Zone mode, the pod's StatefulSet is not among those the budget selects (the reference crashes here).
+    OwnerNotSelected(String),
+}
+
+impl Breach {
+    pub fn verdict(self) -> EvictionVerdict {
+        match self {
+            Breach::Exceeded(message) => EvictionVerdict::deny(Outcome::DENIED, message),
+            Breach::OwnerNotSelected(message) => EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message),
+        }
+    }
+}
+
+/// Judges an eviction (reference 5.4 steps 10-11): `Ok` with the success message, or the breach.
+pub fn judge(input: &Judged<'_>) -> Result<String, Breach> {
+    match (&input.config.partition, input.partition) {
+        (Some(_), Some(partition)) => judge_partition(input, partition),
+        _ => judge_zones(input),
+    }
+}
+
+fn same_statefulset(a: &StatefulSetView, b: &StatefulSetView) -> bool {
+    if a.uid.is_empty() || b.uid.is_empty() { a.name == b.name } else { a.uid == b.uid }
+}
+
+/// Counts one StatefulSet's pods: those `counted` are tested and, unless they are the evicted pod, not ready when
+/// `ready` says so; expected ordinals without a pod are unknown (whatever `counted` says: missing pods cannot be
+/// told apart by partition, so they all count).
+fn tally(
+    input: &Judged<'_>,
+    sts: &StatefulSetView,
+    counted: impl Fn(&BudgetPod) -> bool,
+    ready: impl Fn(&BudgetPod, &StatefulSetView) -> bool,
+) -> Tally {
+    let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
+    let mut present = BTreeSet::new();
+    let mut tally = Tally::default();
+    for pod in input.pods.iter().filter(|p| sts.owns(&p.pod)) {
+        if let Some(ordinal) = pod_ordinal(&sts.name, pod.name()).filter(|o| *o < expected) {
+            present.insert(ordinal);
+        }
+        if counted(pod) {
+            tally.tested += 1;
+            if pod.uid() != input.evicted.uid() && !ready(pod, sts) {
+                tally.not_ready += 1;
+            }
+        }
+    }
+    tally.unknown = expected.saturating_sub(present.len() as u32);
+    tally
+}
+
+/// Zone mode: any disruption in another zone blocks; in the pod's own zone, the pods already unavailable plus this
+/// one may not exceed `maxUnavailable`.
+fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
+    let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
+        !input.pending.contains(pod.uid()) && pod.pod.is_available(sts.min_ready_seconds, input.now)
+    };
+    let mut own = None;
+    for sts in input.statefulsets {
+        let counted = tally(input, sts, |_| true, ready);
+        if same_statefulset(sts, input.owner) {
+            own = Some(counted);
+        } else if counted.disrupted() > 0 {
+            return Err(Breach::Exceeded(describe(counted.not_ready, counted.unknown, &sts.name)));
+        }
+    }
+    let Some(own) = own else {
+        return Err(Breach::OwnerNotSelected(format!(
+            "the pod's StatefulSet {} is not selected by ZoneAwarePodDisruptionBudget {} (selector {:?}), so its \
+             zone cannot be judged; make the budget's selector match the StatefulSet's labels too",
+            input.owner.name,
+            input.config.name,
+            input.config.label_selector()
+        )));
+    };
+    if own.disrupted() >= input.max_unavailable {
+        return Err(Breach::Exceeded(describe(own.not_ready, own.unknown, &input.owner.name)));
+    }
+    Ok(format!("zpdb met across {} zones", input.statefulsets.len()))
+}
+
+/// Partition mode: across the other zones, the pods of the same partition that are unavailable (a zone with no
+/// pod of the partition counts one unknown) may not reach `maxUnavailable`. A pod counts as ready only once it has
+/// been ready for `crossZoneEvictionDelay` by its `grafana.com/ready-time`.
+fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach> {
+    let Some(rule) = &input.config.partition else { return judge_zones(input) };
+    let delay = input.config.cross_zone_eviction_delay;
+    let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
+        if input.pending.contains(pod.uid()) || !pod.pod.is_available(sts.min_ready_seconds, input.now) {
+            return false;
+        }
+        if delay.is_zero() {
+            return true;
+        }
+        // Missing or unreadable: when the pod became ready is unknown, so it is not ready yet.
+        pod.ready_time
+            .as_deref()
+            .and_then(|t| parse_timestamp(t).ok())
+            .is_some_and(|since| input.now > time_after(since, delay))
+    };
+    let same_partition = |pod: &BudgetPod| rule.partition_of(pod.name()).as_deref() == Some(partition);
+    let mut sum = Tally::default();
+    for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
+        let counted = tally(input, sts, same_partition, ready);
+        sum.tested += counted.tested;
+        sum.not_ready += counted.not_ready;
+        sum.unknown += counted.unknown;
+        // No peer of this partition in that zone at all (e.g. the zone is already scaled down past it).
+        if counted == Tally::default() {
+            sum.unknown += 1;
+        }
+    }
+    if sum.disrupted() >= input.max_unavailable {
+        return Err(Breach::Exceeded(describe(sum.not_ready, sum.unknown, &format!("partition {partition}"))));
+    }
+    Ok(format!("zpdb met for partition {partition} across {} zones", input.statefulsets.len()))
+}

@@ -1,0 +1,628 @@
+//! The eviction decision as an explicit step machine, in the manner of
+//! [`crate::admission::prepare_flow::PrepareDownscale`]: every live read and write it needs is a named [`Need`],
+//! every decision between them (and its allow-or-deny policy) is taken here, on what the shell observed and the
+//! `now` it passes with each observation. The pod-eviction webhook, `review`, the simulation and a model all drive
+//! this machine; the rollout controller will drive it for its own deletions.
+//!
+//! Must not do I/O, read a clock or know about deadlines: the shell's driver loop carries out each need (within
+//! the handler's deadline, a timeout being an observed failure) and feeds back what it saw.
+//!
+//! The flow (reference 5.4, with the differences in [`super`]'s docs):
+//! 1. the request checked (CREATE of the `eviction` subresource, with a name);
+//! 2. the pod read live; a pod that is not running is allowed at once;
+//! 3. the budget that selects it, from the operator's known budgets; none: allowed;
+//! 4. its controller, a StatefulSet, read live; the effective `maxUnavailable` (0: denied with 403);
+//! 5. (in-process serialisation only) the budget's lock, with the evictions this process remembers;
+//! 6. the budget's StatefulSets and pods listed live; the partition; the judgement;
+//! 7. allowed: a dry run answers here; otherwise the intent is written on the pod, the pods are listed again and
+//!    judged again with every other live intent counted as unavailable; denied then, the intent is removed.
+//!    Where the intent cannot be written for lack of permission, the flow falls back to the lock (5) and this
+//!    process's memory.
+
+use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
+use super::decision::{EvictionVerdict, Judged, Outcome, judge, max_unavailable};
+use super::pods::BudgetPod;
+use crate::admission::{AdmissionRequest, foreign_namespace};
+use crate::downscale::{round_up_to_second, time_after};
+use crate::view::StatefulSetView;
+use jiff::Timestamp;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// How long a decision that goes first waits for the later ones it races with to take their intents back.
+pub const RIVAL_WAIT: Duration = Duration::from_millis(100);
+/// How many times it waits before it gives up (denies, and takes its own intent back).
+pub const RIVAL_WAITS: u32 = 5;
+
+/// How concurrent decisions over one budget are kept from spending the same budget twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serialisation {
+    /// Through the API: an eviction intent on the pod, then a second live read (see [`super`]).
+    Intents,
+    /// Through this process only: a lock per budget and a memory of allowed evictions (the reference's way; used
+    /// where pods cannot be patched).
+    InProcess,
+}
+
+/// The flow's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionSettings {
+    /// The namespace the operator manages.
+    pub namespace: String,
+    pub serialisation: Serialisation,
+    /// How long an intent (or a remembered eviction) holds: longer than the rest of this request (the handler's
+    /// deadline) plus the time the API server takes to commit the eviction after our answer.
+    pub intent_lifetime: Duration,
+}
+
+/// One eviction to decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionRequest {
+    pub pod: String,
+    pub namespace: String,
+    /// Nothing is written for a dry run.
+    pub dry_run: bool,
+    /// The controller's deletions: the `maxUnavailable` to use where the budget's is 0 (reference 5.5).
+    pub max_unavailable_override: Option<u32>,
+}
+
+impl EvictionRequest {
+    /// Reads an admission request for `pods/eviction` (reference 5.4 step 1). A request that is not one is a
+    /// denial with `status.code` 400, not an HTTP error. A dry run is one by the request's `dryRun` or by the
+    /// Eviction's `deleteOptions.dryRun`.
+    pub fn from_admission(request: &AdmissionRequest) -> Result<Self, EvictionVerdict> {
+        let invalid = |message: String| EvictionVerdict::deny(Outcome::INVALID_REQUEST, message);
+        if request.operation != "CREATE" {
+            return Err(invalid(format!("request operation is not create, got: {}", request.operation)));
+        }
+        if request.sub_resource != "eviction" {
+            return Err(invalid(format!("request SubResource is not eviction, got: {}", request.sub_resource)));
+        }
+        if request.namespace.is_empty() || request.name.is_empty() {
+            return Err(invalid("request did not include both a namespace and a name".to_string()));
+        }
+        let options_dry_run = match request.object.pointer("/deleteOptions/dryRun") {
+            Some(Value::Array(values)) => !values.is_empty(),
+            _ => false,
+        };
+        Ok(EvictionRequest {
+            pod: request.name.clone(),
+            namespace: request.namespace.clone(),
+            dry_run: request.dry_run || options_dry_run,
+            max_unavailable_override: None,
+        })
+    }
+}
+
+/// A live read of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup<T> {
+    Found(Box<T>),
+    NotFound,
+    /// The read failed (API error or deadline), or the object could not be read as what it should be.
+    Failed(String),
+}
+
+/// The budgets the operator knows, as the shell has them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KnownBudgets {
+    Known(Vec<ZpdbConfig>),
+    /// Not listed yet (the watch is starting or retrying): deciding without them could break a budget.
+    NotLoaded(String),
+    /// Cannot be read (forbidden): the same, and retrying does not help.
+    Unreadable(String),
+}
+
+/// A failed write of the eviction intent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntentFailure {
+    /// Refused by RBAC (403): the flow falls back to in-process serialisation.
+    Forbidden(String),
+    /// The pod is gone or was replaced (uid precondition) since it was read.
+    Changed(String),
+    Failed(String),
+}
+
+/// What the flow needs next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Read the pod live.
+    Pod { name: String },
+    /// The known budgets.
+    Budgets,
+    /// Read the pod's StatefulSet live.
+    StatefulSet { name: String },
+    /// Take this process's lock of the budget (held until the flow answers) and tell what this process
+    /// remembers of evictions being allowed.
+    Lock { budget: String },
+    /// List the StatefulSets the budget selects, live, by this label selector.
+    StatefulSets { selector: String },
+    /// List the pods the budget selects, live, by this label selector.
+    Pods { selector: String },
+    /// Write the eviction intent on the pod (`uid` a precondition): it holds until `until`.
+    WriteIntent { pod: String, uid: String, until: Timestamp },
+    /// List the budget's pods again, `after` a pause, now that the intent is written (or the lock taken).
+    PodsAgain { selector: String, after: Duration },
+    /// Remove our intent from the pod (`uid` a precondition; a failure is only logged: it expires).
+    RemoveIntent { pod: String, uid: String },
+    /// Remember in this process that the pod's eviction is being allowed, until `until`.
+    Remember { uid: String, until: Timestamp },
+    /// The answer.
+    Answer(EvictionVerdict),
+}
+
+/// What the shell saw when it carried out the last need.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    Start,
+    Pod(Lookup<BudgetPod>),
+    Budgets(KnownBudgets),
+    StatefulSet(Lookup<StatefulSetView>),
+    /// The lock is held; the evictions this process remembers, by pod uid, with their expiry.
+    Locked {
+        remembered: Vec<(String, Timestamp)>,
+    },
+    /// The lock could not be taken in time (another decision of the budget holds it).
+    NotLocked,
+    StatefulSets(Result<Vec<StatefulSetView>, String>),
+    Pods(Result<Vec<BudgetPod>, String>),
+    IntentWritten(Result<(), IntentFailure>),
+    IntentRemoved,
+    Remembered,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Start,
+    Pod,
+    Budgets,
+    StatefulSet,
+    /// Waiting for the lock; `again`: taken after a refused intent, so the pods are read again under it.
+    Locked {
+        again: bool,
+    },
+    StatefulSets,
+    Pods,
+    IntentWritten,
+    /// After the intent was written (`Intents`) or the lock taken on the way back from a refused intent.
+    PodsAgain,
+    IntentRemoved(EvictionVerdict),
+    Remembered(EvictionVerdict),
+    Answered(EvictionVerdict),
+    Stepping,
+}
+
+/// One eviction decision, from the request to its answer.
+#[derive(Debug, Clone)]
+pub struct EvictPod {
+    request: Result<EvictionRequest, EvictionVerdict>,
+    settings: EvictionSettings,
+    serialisation: Serialisation,
+    phase: Phase,
+    pod: Option<BudgetPod>,
+    config: Option<ZpdbConfig>,
+    owner: Option<StatefulSetView>,
+    max_unavailable: u32,
+    statefulsets: Vec<StatefulSetView>,
+    partition: Option<String>,
+    remembered: Vec<(String, Timestamp)>,
+    locked: bool,
+    /// Our intent's expiry, once written.
+    intent_until: Option<Timestamp>,
+    /// Times this flow waited for later intents to go.
+    rival_waits: u32,
+}
+
+impl EvictPod {
+    pub fn new(request: EvictionRequest, settings: EvictionSettings) -> Self {
+        Self::start(Ok(request), settings)
+    }
+
+    /// The pod-eviction webhook's flow for an admission request (an invalid one is answered at the first step).
+    pub fn from_admission(request: &AdmissionRequest, settings: EvictionSettings) -> Self {
+        let checked = EvictionRequest::from_admission(request).and_then(|r| {
+            match foreign_namespace(request, &settings.namespace) {
+                // Outside the managed namespace: nothing of it can be read; no budget of ours covers it.
+                Some(verdict) => Err(EvictionVerdict { verdict, outcome: Outcome::POD_NOT_IN_SCOPE }),
+                None => Ok(r),
+            }
+        });
+        Self::start(checked, settings)
+    }
+
+    fn start(request: Result<EvictionRequest, EvictionVerdict>, settings: EvictionSettings) -> Self {
+        EvictPod {
+            request,
+            serialisation: settings.serialisation,
+            settings,
+            phase: Phase::Start,
+            pod: None,
+            config: None,
+            owner: None,
+            max_unavailable: 0,
+            statefulsets: Vec::new(),
+            partition: None,
+            remembered: Vec::new(),
+            locked: false,
+            intent_until: None,
+            rival_waits: 0,
+        }
+    }
+
+    /// Whether the flow holds (or asked for) this process's lock of a budget: the driver releases it when the flow
+    /// answers.
+    pub fn locked(&self) -> bool {
+        self.locked
+    }
+
+    /// Takes what the shell observed for the last need (at `now`) and says what is needed next. Once it has
+    /// answered, it keeps answering the same.
+    pub fn step(&mut self, observed: Observed, now: Timestamp) -> Need {
+        let phase = std::mem::replace(&mut self.phase, Phase::Stepping);
+        match (phase, observed) {
+            (Phase::Start, Observed::Start) => match self.request.clone() {
+                Err(verdict) => self.answer(verdict),
+                Ok(request) => {
+                    self.phase = Phase::Pod;
+                    Need::Pod { name: request.pod }
+                }
+            },
+            (Phase::Pod, Observed::Pod(lookup)) => match lookup {
+                // Policy: deny (400, as the reference): there is nothing to evict, or we cannot tell.
+                Lookup::NotFound => {
+                    let message = format!("pods \"{}\" not found", self.pod_name());
+                    self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, message))
+                }
+                Lookup::Failed(err) => self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, err)),
+                Lookup::Found(pod) if pod.is_not_running() => {
+                    self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
+                }
+                Lookup::Found(pod) => {
+                    self.pod = Some(*pod);
+                    self.phase = Phase::Budgets;
+                    Need::Budgets
+                }
+            },
+            (Phase::Budgets, Observed::Budgets(known)) => self.find_budget(known),
+            (Phase::StatefulSet, Observed::StatefulSet(lookup)) => self.owner_read(lookup),
+            (Phase::Locked { again }, Observed::Locked { remembered }) => {
+                self.remembered = remembered;
+                if again {
+                    return self.pods_again(Duration::ZERO);
+                }
+                self.phase = Phase::StatefulSets;
+                Need::StatefulSets { selector: self.selector() }
+            }
+            // Policy: deny with 429: another decision of this budget is under way; the client retries.
+            (Phase::Locked { .. }, Observed::NotLocked) => {
+                let budget = self.config.as_ref().map(|c| c.name.clone()).unwrap_or_default();
+                self.answer(EvictionVerdict::deny(
+                    Outcome::DENIED,
+                    format!("another eviction under ZoneAwarePodDisruptionBudget {budget} is being decided; retry"),
+                ))
+            }
+            (Phase::StatefulSets, Observed::StatefulSets(listed)) => self.statefulsets_listed(listed),
+            (Phase::Pods, Observed::Pods(listed)) => match listed {
+                // Policy: deny (500, as the reference): the budget's state is unknown.
+                Err(_) => self.answer(not_determined()),
+                Ok(pods) => match self.judge(&pods, now) {
+                    Err(verdict) => self.answer(verdict),
+                    Ok(allowed) => self.allowed_once(allowed, now),
+                },
+            },
+            (Phase::IntentWritten, Observed::IntentWritten(written)) => match written {
+                Ok(()) => self.pods_again(Duration::ZERO),
+                // No permission to write intents: serialise in this process, as the reference does, and judge
+                // again under the lock (the first judgement was made without it).
+                Err(IntentFailure::Forbidden(_)) => {
+                    self.serialisation = Serialisation::InProcess;
+                    self.lock(true)
+                }
+                // Policy: deny with 429 (the client retries and the next attempt reads the pod afresh).
+                Err(IntentFailure::Changed(err)) => self.answer(EvictionVerdict::deny(
+                    Outcome::DENIED,
+                    format!("pod {} changed while its eviction was being decided ({err}); retry", self.pod_name()),
+                )),
+                // Policy: deny: without its intent, another decision could spend the same budget.
+                Err(IntentFailure::Failed(err)) => self.answer(EvictionVerdict::deny(
+                    Outcome::INTENT_NOT_RECORDED,
+                    format!("unable to record the eviction of pod {} before allowing it: {err}", self.pod_name()),
+                )),
+            },
+            (Phase::PodsAgain, Observed::Pods(listed)) => {
+                let judged = match &listed {
+                    Err(_) => Err(not_determined()),
+                    Ok(pods) => self.judge(pods, now),
+                };
+                match (self.serialisation, judged) {
+                    (Serialisation::Intents, Ok(allowed)) => self.answer(allowed),
+                    // Only later intents stand in the way, and they give way to this one: wait for them to go.
+                    (Serialisation::Intents, Err(_))
+                        if self.rival_waits < RIVAL_WAITS
+                            && listed.as_ref().is_ok_and(|pods| self.has_way_over_rivals(pods, now)) =>
+                    {
+                        self.rival_waits += 1;
+                        self.pods_again(RIVAL_WAIT)
+                    }
+                    // Lost the race for the budget (or cannot tell): take the intent back.
+                    (Serialisation::Intents, Err(verdict)) => {
+                        let need = self.remove_intent();
+                        self.phase = Phase::IntentRemoved(verdict);
+                        need
+                    }
+                    (Serialisation::InProcess, Ok(allowed)) => self.remember(allowed, now),
+                    (Serialisation::InProcess, Err(verdict)) => self.answer(verdict),
+                }
+            }
+            (Phase::IntentRemoved(verdict), Observed::IntentRemoved) => self.answer(verdict),
+            (Phase::Remembered(verdict), Observed::Remembered) => self.answer(verdict),
+            (Phase::Answered(verdict), _) => self.answer(verdict),
+            // Policy: deny. The shell fed an observation the flow did not ask for: a bug, and an eviction whose
+            // checks did not run in order must not go through.
+            (phase, observed) => self.answer(EvictionVerdict::deny(
+                Outcome::POD_STATUS_NOT_DETERMINED,
+                format!(
+                    "internal error: the eviction flow expected {} but observed {}",
+                    phase_name(&phase),
+                    observed_name(&observed)
+                ),
+            )),
+        }
+    }
+
+    fn find_budget(&mut self, known: KnownBudgets) -> Need {
+        let budgets = match known {
+            KnownBudgets::Known(budgets) => budgets,
+            // Policy: deny; 429 while the budgets are being loaded (the client retries), 500 when they cannot be.
+            KnownBudgets::NotLoaded(why) => {
+                return self.answer(EvictionVerdict::deny(
+                    Outcome::CFG_NOT_LOADED,
+                    format!("ZoneAwarePodDisruptionBudgets are not loaded yet ({why}); retry"),
+                ));
+            }
+            KnownBudgets::Unreadable(why) => {
+                return self.answer(EvictionVerdict::deny(
+                    Outcome::CFG_NOT_READABLE,
+                    format!("ZoneAwarePodDisruptionBudgets cannot be read: {why}"),
+                ));
+            }
+        };
+        let Some(pod) = self.pod.as_ref() else { return self.internal("no pod") };
+        let config = match budget_for(&budgets, &pod.pod.labels) {
+            Err(MultipleBudgets) => {
+                return self.answer(EvictionVerdict::deny(Outcome::CFG_NOT_FOUND, MultipleBudgets.to_string()));
+            }
+            // Regular PodDisruptionBudgets still apply: the API server checks them after us.
+            Ok(None) => return self.answer(EvictionVerdict::allow(Outcome::POD_NOT_IN_SCOPE)),
+            Ok(Some(config)) => config.clone(),
+        };
+        let owner = match &pod.pod.owner {
+            None => {
+                return self
+                    .answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, "unable to find a StatefulSet pod owner"));
+            }
+            Some(owner) if owner.kind != "StatefulSet" => {
+                let message = format!(
+                    "pod owner is not a StatefulSet - {} has owner {} ({})",
+                    pod.name(),
+                    owner.name,
+                    owner.kind
+                );
+                return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
+            }
+            Some(owner) => owner.name.clone(),
+        };
+        self.config = Some(config);
+        self.phase = Phase::StatefulSet;
+        Need::StatefulSet { name: owner }
+    }
+
+    fn owner_read(&mut self, lookup: Lookup<StatefulSetView>) -> Need {
+        let name = self.pod.as_ref().and_then(|p| p.pod.owner.as_ref()).map(|o| o.name.clone()).unwrap_or_default();
+        let owner = match lookup {
+            Lookup::Found(owner) => *owner,
+            // Policy: deny (500, as the reference).
+            Lookup::NotFound => {
+                let message =
+                    format!("unable to find StatefulSet {name} by name: statefulsets.apps \"{name}\" not found");
+                return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
+            }
+            Lookup::Failed(err) => {
+                let message = format!("unable to find StatefulSet {name} by name: {err}");
+                return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
+            }
+        };
+        let (Some(config), Ok(request)) = (self.config.as_ref(), self.request.as_ref()) else {
+            return self.internal("no budget");
+        };
+        self.max_unavailable = max_unavailable(config, &owner, request.max_unavailable_override);
+        self.owner = Some(owner);
+        if self.max_unavailable == 0 {
+            return self.answer(EvictionVerdict::deny(Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0"));
+        }
+        match self.serialisation {
+            Serialisation::InProcess => self.lock(false),
+            Serialisation::Intents => {
+                self.phase = Phase::StatefulSets;
+                Need::StatefulSets { selector: self.selector() }
+            }
+        }
+    }
+
+    fn lock(&mut self, again: bool) -> Need {
+        self.locked = true;
+        self.phase = Phase::Locked { again };
+        Need::Lock { budget: self.config.as_ref().map(|c| c.name.clone()).unwrap_or_default() }
+    }
+
+    fn statefulsets_listed(&mut self, listed: Result<Vec<StatefulSetView>, String>) -> Need {
+        let min_sts = || EvictionVerdict::deny(Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found");
+        let mut statefulsets = match listed {
+            // Policy: deny (400, as the reference): without the other zones nothing can be judged.
+            Err(_) => return self.answer(min_sts()),
+            Ok(statefulsets) => statefulsets,
+        };
+        // As the API lists them; the reference's messages name the first disrupted zone in this order.
+        statefulsets.sort_by(|a, b| a.name.cmp(&b.name));
+        // A budget over a single StatefulSet can never allow an eviction (as the reference).
+        if statefulsets.len() <= 1 {
+            return self.answer(min_sts());
+        }
+        self.statefulsets = statefulsets;
+        if let (Some(rule), Some(pod)) = (self.config.as_ref().and_then(|c| c.partition.as_ref()), self.pod.as_ref()) {
+            match rule.partition_of(pod.name()) {
+                Some(partition) => self.partition = Some(partition),
+                None => {
+                    return self.answer(EvictionVerdict::deny(
+                        Outcome::PARTITION_NOT_IDENTIFIED,
+                        "failed to extract partition from pod Name regular expression",
+                    ));
+                }
+            }
+        }
+        self.phase = Phase::Pods;
+        Need::Pods { selector: self.selector() }
+    }
+
+    /// The first judgement allowed the eviction.
+    fn allowed_once(&mut self, allowed: EvictionVerdict, now: Timestamp) -> Need {
+        let dry_run = self.request.as_ref().is_ok_and(|r| r.dry_run);
+        if dry_run {
+            return self.answer(allowed);
+        }
+        match self.serialisation {
+            Serialisation::InProcess => self.remember(allowed, now),
+            Serialisation::Intents => {
+                let Some(pod) = self.pod.as_ref() else { return self.internal("no pod") };
+                let until = self.until(now);
+                let need = Need::WriteIntent { pod: pod.name().to_string(), uid: pod.uid().to_string(), until };
+                self.intent_until = Some(until);
+                self.phase = Phase::IntentWritten;
+                need
+            }
+        }
+    }
+
+    fn remember(&mut self, allowed: EvictionVerdict, now: Timestamp) -> Need {
+        if self.request.as_ref().is_ok_and(|r| r.dry_run) {
+            return self.answer(allowed);
+        }
+        let uid = self.pod.as_ref().map(|p| p.uid().to_string()).unwrap_or_default();
+        self.phase = Phase::Remembered(allowed);
+        Need::Remember { uid, until: self.until(now) }
+    }
+
+    fn remove_intent(&self) -> Need {
+        let (pod, uid) = self.pod.as_ref().map(|p| (p.name().to_string(), p.uid().to_string())).unwrap_or_default();
+        Need::RemoveIntent { pod, uid }
+    }
+
+    fn until(&self, now: Timestamp) -> Timestamp {
+        round_up_to_second(time_after(now, self.settings.intent_lifetime))
+    }
+
+    fn pods_again(&mut self, after: Duration) -> Need {
+        self.phase = Phase::PodsAgain;
+        Need::PodsAgain { selector: self.selector(), after }
+    }
+
+    /// Whether this decision goes before every other pending one that denies it: ordered by intent expiry (the
+    /// earlier written first), then pod name, a total order every decider reads the same from the annotations.
+    /// True when this eviction keeps the budget once the intents that come after ours are left out.
+    fn has_way_over_rivals(&self, pods: &[BudgetPod], now: Timestamp) -> bool {
+        let (Some(mine), Some(evicted)) = (self.intent_until, &self.pod) else { return false };
+        let ours = (mine, evicted.name());
+        let later = |p: &BudgetPod| {
+            p.uid() != evicted.uid() && p.has_live_intent(now) && p.intent_until.map(|u| (u, p.name())) > Some(ours)
+        };
+        pods.iter().any(later) && self.judge_counting(pods, now, |p| !later(p)).is_ok()
+    }
+
+    /// Judges on `pods`, counting as unavailable every other pod whose eviction is being allowed.
+    fn judge(&self, pods: &[BudgetPod], now: Timestamp) -> Result<EvictionVerdict, EvictionVerdict> {
+        self.judge_counting(pods, now, |_| true)
+    }
+
+    /// Judges on `pods`, counting as unavailable the other pods whose eviction is being allowed and `counted` says.
+    fn judge_counting(
+        &self,
+        pods: &[BudgetPod],
+        now: Timestamp,
+        counted: impl Fn(&BudgetPod) -> bool,
+    ) -> Result<EvictionVerdict, EvictionVerdict> {
+        let (Some(config), Some(owner), Some(evicted)) = (&self.config, &self.owner, &self.pod) else {
+            return Err(EvictionVerdict::deny(Outcome::POD_STATUS_NOT_DETERMINED, "internal error: nothing to judge"));
+        };
+        let remembered = self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str());
+        let intents = pods.iter().filter(|p| p.has_live_intent(now) && counted(p)).map(BudgetPod::uid);
+        let pending: BTreeSet<String> =
+            intents.chain(remembered).filter(|uid| *uid != evicted.uid()).map(str::to_string).collect();
+        let input = Judged {
+            config,
+            owner,
+            statefulsets: &self.statefulsets,
+            pods,
+            evicted,
+            partition: self.partition.as_deref(),
+            max_unavailable: self.max_unavailable,
+            pending: &pending,
+            now,
+        };
+        judge(&input)
+            .map(|met| EvictionVerdict::allow_with_message(Outcome::ALLOWED, met))
+            .map_err(|breach| breach.verdict())
+    }
+
+    fn selector(&self) -> String {
+        self.config.as_ref().map(ZpdbConfig::label_selector).unwrap_or_default()
+    }
+
+    fn pod_name(&self) -> String {
+        self.request.as_ref().map(|r| r.pod.clone()).unwrap_or_default()
+    }
+
+    fn internal(&mut self, what: &str) -> Need {
+        self.answer(EvictionVerdict::deny(Outcome::POD_STATUS_NOT_DETERMINED, format!("internal error: {what}")))
+    }
+
+    fn answer(&mut self, verdict: EvictionVerdict) -> Need {
+        self.phase = Phase::Answered(verdict.clone());
+        Need::Answer(verdict)
+    }
+}
+
+fn not_determined() -> EvictionVerdict {
+    EvictionVerdict::deny(Outcome::POD_STATUS_NOT_DETERMINED, "unable to determine pod status in related StatefulSet")
+}
+
+fn phase_name(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Start => "the start",
+        Phase::Pod => "the pod",
+        Phase::Budgets => "the budgets",
+        Phase::StatefulSet => "the pod's StatefulSet",
+        Phase::Locked { .. } => "the lock",
+        Phase::StatefulSets => "the budget's StatefulSets",
+        Phase::Pods | Phase::PodsAgain => "the budget's pods",
+        Phase::IntentWritten => "the intent written",
+        Phase::IntentRemoved(_) => "the intent removed",
+        Phase::Remembered(_) => "the eviction remembered",
+        Phase::Answered(_) | Phase::Stepping => "nothing",
+    }
+}
+
+fn observed_name(observed: &Observed) -> &'static str {
+    match observed {
+        Observed::Start => "the start",
+        Observed::Pod(_) => "the pod",
+        Observed::Budgets(_) => "the budgets",
+        Observed::StatefulSet(_) => "a StatefulSet",
+        Observed::Locked { .. } | Observed::NotLocked => "the lock",
+        Observed::StatefulSets(_) => "the StatefulSets",
+        Observed::Pods(_) => "the pods",
+        Observed::IntentWritten(_) => "the intent written",
+        Observed::IntentRemoved => "the intent removed",
+        Observed::Remembered => "the eviction remembered",
+    }
+}

@@ -1,0 +1,80 @@
+//! ZoneAwarePodDisruptionBudgets (reference section 5): budgets that let voluntary disruptions (evictions by
+//! `kubectl drain`, cluster upgrades; later the controller's own deletions) proceed zone by zone, or partition by
+//! partition across zones, instead of pod by pod.
+//!
+//! Owns: a budget's configuration parsed and validated from the object as generic JSON ([`config`]), the
+//! validating webhook's verdict ([`validation`]), the pod facts budgets read and the `grafana.com/ready-time` rule
+//! ([`pods`]), whether an eviction keeps its budget ([`decision`]), and the whole eviction decision as a step
+//! machine with its serialisation ([`flow`]). Must not: do I/O, read a clock, keep state between requests (the
+//! shell keeps the known budgets, the in-process lock and memory, and feeds them in).
+//!
+//! Where we differ from the reference on purpose: pods belong to a StatefulSet by controller owner reference and
+//! are ready by our rules (not terminating, container statuses present, `minReadySeconds` honoured); expected
+//! ordinals without a pod are unknown (not "fewer pods than replicas"); a pod whose StatefulSet the budget does not
+//! select is denied (500) where the reference crashes; a dry-run eviction leaves no trace; a recreated budget
+//! (new uid) replaces the old one whatever its generation; `podNameRegexGroup` below 1 is rejected; and concurrent
+//! decisions are serialised through the API, as follows.
+//!
+//! # Serialisation that survives replicas and restarts
+//!
+//! The reference serialises with a mutex per budget and a two-minute in-memory cache of allowed evictions: two
+//! operator replicas, or a restart between an answer and the eviction's commit, can each allow an eviction on the
+//! same view and together break the budget. The Helm chart grants no ConfigMaps and only reads budgets, so there is
+//! no shared object to compare-and-swap; but current charts grant `patch` on pods, and the pod being evicted is an
+//! object every decider reads anyway. So ([`flow::Serialisation::Intents`]), a decider allowing the eviction of pod
+//! `p`:
+//!
+//! 1. reads the budget's pods live and judges, counting every other pod that carries a live intent as unavailable;
+//!    denied: answers (nothing written);
+//! 2. writes an **intent** on `p`: the annotation [`crate::keys::EVICTION_INTENT`] holding the intent's expiry (a
+//!    patch with `p`'s uid as precondition);
+//! 3. reads the budget's pods live again and judges again, again counting every other live intent;
+//! 4. allowed: answers "allowed" and leaves the intent (it goes with the pod, or expires); denied: removes its
+//!    intent and answers "denied" (or, racing a later decider, waits for it to give way: below).
+//!
+//! **Claim**: two deciders never both allow evictions that together exceed the budget. The API server's reads and
+//! writes are linearizable (a list without a resourceVersion is a quorum read). Take two deciders `P` and `Q` that
+//! both allow, with intent writes `w_P`, `w_Q` and second reads `r_P`, `r_Q`; each decider writes before it reads
+//! again (`w_P < r_P`, `w_Q < r_Q`). Say `w_P < w_Q`. Then `w_P < w_Q < r_Q`: `Q`'s second read sees `P`'s intent
+//! (`P` allowed, so it never removed it, and it has not expired: below), counts `P`'s pod as unavailable and
+//! allowed only if the budget holds with both. Ordering all deciders that allowed by their intent writes, each one
+//! judged with every earlier one counted, exactly as if they had been decided one after the other, which is the
+//! reference's mutex, across any number of replicas and restarts. A decider that crashes after writing its intent
+//! only blocks others until the intent expires: a crash can make the operator deny more, never allow more.
+//!
+//! Assumptions, which the simulation and the model check: an intent lives
+//! ([`flow::EvictionSettings::intent_lifetime`]) longer than the rest of its request plus the time the API server
+//! takes to commit the eviction after the answer (once committed, the pod is terminating and unavailable by
+//! itself); the replicas' clocks, which judge expiry, agree to well within that lifetime. The judgement before the
+//! intent (step 1) is not needed for safety: it keeps the evictions that would be denied anyway (most of a drain
+//! burst) from writing intents that would deny others.
+//!
+//! Liveness: two deciders that see each other's intents would both deny. So intents are ordered (by expiry, the
+//! earlier written first, then by pod name: a total order every decider reads the same from the annotations), and
+//! at step 4 a decider denied only by later intents, and allowed without them, keeps its intent and reads again
+//! after [`flow::RIVAL_WAIT`] (at most [`flow::RIVAL_WAITS`] times), while the later ones give way (deny and take
+//! their intents back). The claim does not depend on this order: a decider still allows only on a read that shows
+//! no conflicting intent after its own last write, and its intent stays from that write on. A denied client
+//! retries (429).
+//!
+//! Where `patch` on pods is refused (the older Helm charts grant none), the flow falls back to the reference's way
+//! ([`flow::Serialisation::InProcess`]): a lock per budget in the process, taken before the budget's pods are read
+//! and held until the answer, and a memory of the evictions it allowed (by pod uid, until the same expiry). That
+//! serialises one replica's decisions only; the shell says so once in the log and in
+//! `rollout_operator_feature_disabled`.
+
+pub mod config;
+pub mod decision;
+pub mod flow;
+pub mod pods;
+pub mod validation;
+
+pub use config::{Budgets, ConfigError, Observation, ZpdbConfig, budget_for};
+pub use decision::{EvictionVerdict, Outcome};
+pub use flow::{
+    EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Serialisation,
+};
+pub use pods::{BudgetPod, ReadyTimeChange, ready_time_change};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+//! A pod as the budget decisions read it: the lean view the rollout uses, plus the two annotations budgets
+//! need (`grafana.com/ready-time` and our eviction intent), and what the `grafana.com/ready-time` tracker must
+//! change on it (reference 5.6).
+
+use crate::downscale::format_timestamp;
+use crate::keys;
+use crate::settings::parse_timestamp;
+use crate::view::{PodView, ViewError};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetPod {
+    pub pod: PodView,
+    /// `grafana.com/ready-time`, as written.
+    pub ready_time: Option<String>,
+    /// Our eviction intent's expiry; `None` when absent or unreadable (only the operator writes it, and an
+    /// unreadable one must not block evictions forever).
+    pub intent_until: Option<Timestamp>,
+}
+
+impl BudgetPod {
+    pub fn from_k8s(pod: &Pod) -> Result<Self, ViewError> {
+        let annotations = pod.metadata.annotations.as_ref();
+        let annotation = |key: &str| annotations.and_then(|a| a.get(key)).cloned();
+        Ok(BudgetPod {
+            pod: PodView::from_k8s(pod)?,
+            ready_time: annotation(keys::READY_TIME),
+            intent_until: annotation(keys::EVICTION_INTENT).and_then(|v| parse_timestamp(&v).ok()),
+        })
+    }
+
+    /// A pod without either annotation.
+    pub fn plain(pod: PodView) -> Self {
+        BudgetPod { pod, ready_time: None, intent_until: None }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.pod.name
+    }
+
+    pub fn uid(&self) -> &str {
+        &self.pod.uid
+    }
+
+    /// Whether an eviction of this pod is being allowed somewhere (its intent has not expired at `now`).
+    pub fn has_live_intent(&self, now: Timestamp) -> bool {
+        self.intent_until.is_some_and(|until| until > now)
+    }
+
+    /// "Running and ready" in our sense: running, not terminating, every container ready and running (a pod with
+    /// no container statuses is not), Ready condition true.
+    pub fn is_running_and_ready(&self, now: Timestamp) -> bool {
+        self.pod.is_available(0, now)
+    }
+
+    /// The reference's step 3: evicting a pod that is not running (or already being deleted) takes nothing away.
+    pub fn is_not_running(&self) -> bool {
+        matches!(self.pod.phase.as_str(), "Succeeded" | "Failed" | "Pending") || self.pod.is_terminating()
+    }
+}
+
+/// What the `grafana.com/ready-time` tracker writes on a pod in scope of a budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadyTimeChange {
+    /// First seen running and ready: stamp the time (second precision, UTC).
+    Set(String),
+    /// Seen not running and ready: remove the stamp.
+    Remove,
+}
+
+/// The tracker's rule (reference 5.6): stamp a running and ready pod that has no stamp (an existing stamp is kept,
+/// across restarts too), remove the stamp of a pod that is not running and ready; otherwise nothing.
+pub fn ready_time_change(pod: &BudgetPod, now: Timestamp) -> Option<ReadyTimeChange> {
+    match (pod.is_running_and_ready(now), pod.ready_time.is_some()) {
+        (true, false) => Some(ReadyTimeChange::Set(format_timestamp(now))),
+        (false, true) => Some(ReadyTimeChange::Remove),
+        _ => None,
+    }
+}

@@ -1,0 +1,1304 @@
+//! Tests of the budgets: validation (every check and its order), the known budgets, both eviction modes with the
+//! reference's examples, and the step machine, including two decisions racing for one budget.
+
+use super::config::{PartitionRule, RegexProblem};
+use super::decision::{Judged, describe, judge, max_unavailable};
+use super::*;
+use crate::admission::{AdmissionRequest, ReviewVersion};
+use crate::fixture;
+use crate::keys;
+use crate::view::{OwnerRef, StatefulSetView};
+use jiff::Timestamp;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+const GROUP: &str = "ingester";
+
+fn now() -> Timestamp {
+    "2026-03-01T12:00:00Z".parse().unwrap()
+}
+
+fn object(spec: Value) -> Value {
+    json!({
+        "apiVersion": "rollout-operator.grafana.com/v1", "kind": "ZoneAwarePodDisruptionBudget",
+        "metadata": {"name": "ingester-rollout", "uid": "uid-zpdb", "generation": 1},
+        "spec": spec,
+    })
+}
+
+fn with_selector(mut spec: Value) -> Value {
+    spec["selector"] = json!({"matchLabels": {"rollout-group": GROUP}});
+    spec
+}
+
+fn parse(spec: Value) -> Result<ZpdbConfig, ConfigError> {
+    ZpdbConfig::parse(&object(spec))
+}
+
+fn error(spec: Value) -> String {
+    parse(spec).expect_err("invalid").to_string()
+}
+
+// ---- validation (reference 5.2) ----------------------------------------------------------------------------
+
+#[test]
+fn defaults_to_one_unavailable_pod_in_zone_mode() {
+    let config = parse(with_selector(json!({}))).unwrap();
+    assert_eq!((config.max_unavailable, config.max_unavailable_percentage), (1, 0));
+    assert_eq!((config.name.as_str(), config.generation), ("ingester-rollout", 1));
+    assert!(config.partition.is_none());
+    assert_eq!(config.cross_zone_eviction_delay, Duration::ZERO);
+    assert_eq!(config.label_selector(), "rollout-group=ingester");
+}
+
+#[test]
+fn the_reference_example_parses_into_partition_mode() {
+    let config = parse(with_selector(json!({
+        "maxUnavailable": 1, "podNamePartitionRegex": "[a-z\\-]+-zone-[a-z]-([0-9]+)", "podNameRegexGroup": 1,
+        "crossZoneEvictionDelay": "20m",
+    })))
+    .unwrap();
+    let rule = config.partition.as_ref().unwrap();
+    assert_eq!(rule.partition_of("ingester-zone-a-12").as_deref(), Some("12"));
+    assert_eq!(rule.partition_of("ingester-zone-a-12x"), None, "anchored at the end");
+    assert_eq!(rule.partition_of("xingester-zone-a-12").as_deref(), Some("12"), "the class matches any prefix");
+    assert_eq!(rule.partition_of("Ingester-zone-a-1"), None, "anchored at the start");
+    assert_eq!(config.cross_zone_eviction_delay, Duration::from_secs(1200));
+}
+
+#[test]
+fn alternations_stay_inside_the_anchors() {
+    let rule = PartitionRule::new("a-([0-9]+)|b-([0-9]+)", Some(2)).unwrap();
+    assert_eq!(rule.partition_of("b-7").as_deref(), Some("7"));
+    assert_eq!(rule.partition_of("a-7"), None, "group 2 did not take part");
+    assert_eq!(rule.partition_of("xb-7"), None);
+    assert_eq!(rule.partition_of("a-7x"), None);
+}
+
+#[test]
+fn every_check_has_the_reference_message() {
+    let sel = |spec: Value| with_selector(spec);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"maxUnavailable": 1, "maxUnavailablePercentage": 10}),
+            "invalid value: only one of maxUnavailable or maxUnavailablePercentage may be set",
+        ),
+        (sel(json!({"maxUnavailable": 1.5})), "failed to extract value from config field maxUnavailable"),
+        (sel(json!({"maxUnavailable": "1"})), "failed to extract value from config field maxUnavailable"),
+        (sel(json!({"maxUnavailable": -1})), "invalid value: max unavailable must be 0 <= val, got -1"),
+        (
+            sel(json!({"maxUnavailablePercentage": true})),
+            "failed to extract value from config field maxUnavailablePercentage",
+        ),
+        (
+            sel(json!({"maxUnavailablePercentage": 101})),
+            "invalid value: max unavailable percentage must be 0 <= val <= 100, got 101",
+        ),
+        (
+            sel(json!({"maxUnavailablePercentage": -5})),
+            "invalid value: max unavailable percentage must be 0 <= val <= 100, got -5",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": 5})),
+            "failed to extract regex value from config field podNamePartitionRegex",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "podNameRegexGroup": "1"})),
+            "failed to extract group value from config field podNameRegexGroup",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-[0-9]+"})),
+            "invalid value: regex is not valid, got regular expression requires at least one subexpression",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "(x)-([0-9]+)"})),
+            "invalid value: regex is not valid, got regular expression has multiple subexpressions and requires \
+             podNameRegexGroup to be set",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "podNameRegexGroup": 2})),
+            "invalid value: regex is not valid, got regular expression subexpression index out of range",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "podNameRegexGroup": 0})),
+            "invalid value: podNameRegexGroup must be >= 1, got 0",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "podNameRegexGroup": -1})),
+            "invalid value: podNameRegexGroup must be >= 1, got -1",
+        ),
+        (json!({}), "invalid value: selector is not found"),
+        (json!({"selector": {}}), "invalid value: selector is not found"),
+        (json!({"selector": null}), "invalid value: selector is not found"),
+        (sel(json!({"crossZoneEvictionDelay": 5})), "failed to extract value from config field crossZoneEvictionDelay"),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "crossZoneEvictionDelay": "1d"})),
+            "invalid value: crossZoneEvictionDelay is not a valid duration, got time: unknown unit \"d\" in \
+             duration \"1d\"",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "crossZoneEvictionDelay": "-5m"})),
+            "invalid value: crossZoneEvictionDelay must be >= 0, got -5m",
+        ),
+        (
+            sel(json!({"podNamePartitionRegex": "x-([0-9]+)", "crossZoneEvictionDelay": "-x"})),
+            "invalid value: crossZoneEvictionDelay is not a valid duration, got time: invalid duration \"-x\"",
+        ),
+        (
+            sel(json!({"crossZoneEvictionDelay": "5m"})),
+            "invalid value: crossZoneEvictionDelay requires podNamePartitionRegex to be set",
+        ),
+        (
+            sel(json!({"maxUnavailablePercentage": 10, "podNamePartitionRegex": "x-([0-9]+)"})),
+            "invalid value: max unavailable percentage can not be used with partition awareness",
+        ),
+    ];
+    for (spec, expected) in cases {
+        assert_eq!(error(spec.clone()), expected, "{spec}");
+    }
+}
+
+#[test]
+fn selector_and_spec_type_errors_name_the_path() {
+    let err = error(json!({"selector": {"matchLabels": {"a": 1}}}));
+    let expected = "invalid value: selector is not valid, got .spec.selector.matchLabels accessor error: contains \
+                    non-string value in the map under key \"a\"";
+    assert!(err.starts_with(expected), "{err}");
+    let err = error(json!({"selector": {"matchLabels": "a=b"}}));
+    assert_eq!(
+        err,
+        "invalid value: selector is not valid, got .spec.selector.matchLabels accessor error: a=b is of the type \
+         string, expected map[string]interface{}"
+    );
+    let err = ZpdbConfig::parse(&json!({"kind": "ZoneAwarePodDisruptionBudget", "spec": "x"})).unwrap_err();
+    assert_eq!(err.to_string(), ".spec accessor error: x is of the type string, expected map[string]interface{}");
+    let err = ZpdbConfig::parse(&json!({"kind": "ZoneAwarePodDisruptionBudget"})).unwrap_err();
+    assert_eq!(err.to_string(), "no spec found in unstructured object");
+}
+
+#[test]
+fn a_regex_that_does_not_compile_says_why_in_one_line() {
+    let err = error(with_selector(json!({"podNamePartitionRegex": "x-(["})));
+    assert!(err.starts_with("invalid value: regex is not valid, got error parsing regexp: "), "{err}");
+    assert!(err.ends_with("`x-([`"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
+}
+
+#[test]
+fn checks_run_in_the_reference_order() {
+    // spec before kind; kind before everything in spec; max unavailable before the regex, the regex before the
+    // selector, the selector before the delay, the delay's own check before the cross-field checks.
+    let no_kind = json!({"spec": {"maxUnavailable": -1}});
+    assert_eq!(ZpdbConfig::parse(&no_kind).unwrap_err(), ConfigError::WrongKind);
+    assert_eq!(ZpdbConfig::parse(&json!({"kind": "Other"})).unwrap_err(), ConfigError::NoSpec);
+    assert_eq!(
+        parse(json!({"maxUnavailable": -1, "podNamePartitionRegex": 1})).unwrap_err(),
+        ConfigError::NegativeMaxUnavailable(-1)
+    );
+    assert_eq!(parse(json!({"podNamePartitionRegex": 1})).unwrap_err(), ConfigError::RegexNotString);
+    assert_eq!(parse(json!({"crossZoneEvictionDelay": 1})).unwrap_err(), ConfigError::NoSelector);
+    assert_eq!(
+        parse(with_selector(json!({"crossZoneEvictionDelay": "x", "maxUnavailablePercentage": 5}))).unwrap_err(),
+        ConfigError::InvalidDelay("time: invalid duration \"x\"".into())
+    );
+    assert_eq!(
+        parse(with_selector(json!({"podNamePartitionRegex": "", "podNameRegexGroup": "ignored"})))
+            .map(|c| c.partition.is_none()),
+        Ok(true),
+        "an empty regex is no partition mode, and its group is not read"
+    );
+    assert_eq!(
+        parse(with_selector(json!({"podNamePartitionRegex": "x", "crossZoneEvictionDelay": "5m"}))).unwrap_err(),
+        ConfigError::InvalidRegex(RegexProblem::NoSubexpression)
+    );
+}
+
+#[test]
+fn zero_delays_and_zero_budgets_are_valid() {
+    for delay in ["", "0", "0s", "-0s"] {
+        let config = parse(with_selector(json!({"crossZoneEvictionDelay": delay}))).unwrap();
+        assert_eq!(config.cross_zone_eviction_delay, Duration::ZERO, "{delay:?}");
+    }
+    let config = parse(with_selector(json!({"maxUnavailable": 0}))).unwrap();
+    assert_eq!(config.max_unavailable, 0);
+    let config = parse(with_selector(json!({"maxUnavailablePercentage": 25}))).unwrap();
+    assert_eq!((config.max_unavailable, config.max_unavailable_percentage), (0, 25));
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-200i64..200).prop_map(|n| json!(n)),
+        (-2.0f64..2.0).prop_map(|f| json!(f)),
+        "[a-z0-9()\\-\\[\\]|.*+]{0,12}".prop_map(Value::String),
+        prop_oneof![Just("5m"), Just("1d"), Just("-3s"), Just("x-([0-9]+)"), Just("(a)(b)")].prop_map(|s| json!(s)),
+    ];
+    leaf.prop_recursive(2, 8, 3, |inner| {
+        proptest::collection::btree_map("[a-z]{1,3}", inner, 0..3).prop_map(|m| json!(m))
+    })
+}
+
+fn arb_spec() -> impl Strategy<Value = Value> {
+    let field = |name: &'static str| proptest::option::of(arb_json()).prop_map(move |v| (name, v));
+    (
+        field("maxUnavailable"),
+        field("maxUnavailablePercentage"),
+        field("podNamePartitionRegex"),
+        field("podNameRegexGroup"),
+        field("crossZoneEvictionDelay"),
+        prop_oneof![
+            Just(None),
+            Just(Some(json!({"matchLabels": {"rollout-group": GROUP}}))),
+            arb_json().prop_map(Some)
+        ],
+    )
+        .prop_map(|(a, b, c, d, e, selector)| {
+            let mut spec = serde_json::Map::new();
+            for (name, value) in [a, b, c, d, e] {
+                if let Some(value) = value {
+                    spec.insert(name.to_string(), value);
+                }
+            }
+            if let Some(selector) = selector {
+                spec.insert("selector".to_string(), selector);
+            }
+            Value::Object(spec)
+        })
+}
+
+proptest! {
+    /// Whatever the object, parsing answers (never panics), and what it accepts keeps the documented invariants.
+    #[test]
+    fn parsing_any_spec_answers_and_accepted_configs_are_consistent(spec in arb_spec()) {
+        if let Ok(config) = parse(spec.clone()) {
+            prop_assert!(config.max_unavailable >= 0);
+            prop_assert!((0..=100).contains(&config.max_unavailable_percentage));
+            prop_assert!(config.max_unavailable == 0 || config.max_unavailable_percentage == 0);
+            prop_assert!(config.cross_zone_eviction_delay.is_zero() || config.partition.is_some());
+            prop_assert!(config.max_unavailable_percentage == 0 || config.partition.is_none());
+            if let Some(rule) = &config.partition {
+                prop_assert!(rule.group >= 1);
+            }
+            prop_assert!(spec.get("selector").and_then(|s| s.get("matchLabels")).is_some());
+        }
+    }
+
+    /// A negative count or an out-of-range percentage is always refused, whatever else the spec says.
+    #[test]
+    fn out_of_range_budgets_are_always_refused(n in -1000i64..-1, pct in 101i64..1000, spec in arb_spec()) {
+        let mut with_n = spec.clone();
+        with_n["maxUnavailable"] = json!(n);
+        with_n.as_object_mut().unwrap().remove("maxUnavailablePercentage");
+        prop_assert_eq!(parse(with_n).unwrap_err(), ConfigError::NegativeMaxUnavailable(n));
+        let mut with_pct = spec;
+        with_pct["maxUnavailablePercentage"] = json!(pct);
+        with_pct.as_object_mut().unwrap().remove("maxUnavailable");
+        prop_assert_eq!(parse(with_pct).unwrap_err(), ConfigError::PercentageOutOfRange(pct));
+    }
+}
+
+// ---- the validating webhook ----------------------------------------------------------------------------------
+
+fn review_request(operation: &str, sub_resource: &str, name: &str, object: Value) -> AdmissionRequest {
+    AdmissionRequest {
+        version: ReviewVersion::V1,
+        uid: "req-1".into(),
+        kind: "Eviction".into(),
+        resource: "pods".into(),
+        sub_resource: sub_resource.into(),
+        name: name.into(),
+        namespace: "ns".into(),
+        operation: operation.into(),
+        username: "kubectl".into(),
+        object,
+        old_object: Value::Null,
+        dry_run: false,
+    }
+}
+
+#[test]
+fn the_validating_webhook_denies_with_400_and_the_first_failure() {
+    let request = |object: Value| review_request("CREATE", "", "ingester-rollout", object);
+    let valid = validation::validate(&request(object(with_selector(json!({"maxUnavailable": 2})))));
+    assert!(valid.allowed && valid.code.is_none(), "{valid:?}");
+    let invalid = validation::validate(&request(object(with_selector(json!({"maxUnavailable": -2})))));
+    assert_eq!((invalid.allowed, invalid.code), (false, Some(400)));
+    assert_eq!(invalid.message.as_deref(), Some("invalid value: max unavailable must be 0 <= val, got -2"));
+    let empty = validation::validate(&request(Value::Null));
+    assert_eq!((empty.message.as_deref(), empty.code), (Some("unexpected end of JSON input"), Some(400)));
+    let array = validation::validate(&request(json!([1])));
+    assert_eq!(
+        array.message.as_deref(),
+        Some("json: cannot unmarshal array into Go value of type map[string]interface {}")
+    );
+}
+
+// ---- the known budgets (reference 5.3) ----------------------------------------------------------------------
+
+fn generation(mut object: Value, generation: i64, uid: &str) -> Value {
+    object["metadata"]["generation"] = json!(generation);
+    object["metadata"]["uid"] = json!(uid);
+    object
+}
+
+#[test]
+fn budgets_follow_generations_and_keep_the_last_valid_config() {
+    let v1 = generation(object(with_selector(json!({"maxUnavailable": 1}))), 1, "u1");
+    let v2 = generation(object(with_selector(json!({"maxUnavailable": 2}))), 2, "u1");
+    let mut budgets = Budgets::default();
+    assert_eq!(budgets.apply(&v1), Observation::Updated);
+    assert_eq!(budgets.apply(&v1), Observation::Ignored, "a resync of the same generation");
+    assert_eq!(budgets.apply(&v2), Observation::Updated);
+    assert_eq!(budgets.apply(&v1), Observation::Ignored, "an older generation");
+    assert_eq!(budgets.all()[0].max_unavailable, 2);
+    let invalid = generation(object(with_selector(json!({"maxUnavailable": -1}))), 3, "u1");
+    assert_eq!(budgets.apply(&invalid).result(), "invalid");
+    assert_eq!(budgets.all()[0].max_unavailable, 2, "the last valid config stays in force");
+    assert_eq!(budgets.delete(&v1), Observation::DeleteIgnored, "a delete of an older generation");
+    assert_eq!(budgets.delete(&v2), Observation::Deleted);
+    assert_eq!(budgets.delete(&v2), Observation::DeleteIgnored, "nothing known");
+    assert!(budgets.is_empty());
+}
+
+#[test]
+fn a_recreated_budget_replaces_the_old_one_whatever_its_generation() {
+    let old = generation(object(with_selector(json!({"maxUnavailable": 1}))), 7, "u1");
+    let new = generation(object(with_selector(json!({"maxUnavailable": 3}))), 1, "u2");
+    let mut budgets = Budgets::default();
+    budgets.apply(&old);
+    assert_eq!(budgets.apply(&new), Observation::Updated);
+    assert_eq!(budgets.all()[0].max_unavailable, 3);
+    assert_eq!(budgets.delete(&old), Observation::DeleteIgnored, "the delete of the old object is late");
+    assert_eq!(budgets.len(), 1);
+    assert_eq!(budgets.retain_listed(&BTreeSet::new()), ["ingester-rollout"]);
+    assert!(budgets.is_empty());
+    let observed: Vec<&str> = [
+        Observation::Updated,
+        Observation::Invalid(ConfigError::NoSpec),
+        Observation::Ignored,
+        Observation::Deleted,
+        Observation::DeleteIgnored,
+    ]
+    .iter()
+    .map(Observation::result)
+    .collect();
+    assert_eq!(observed, ["updated", "invalid", "ignored", "deleted", "delete-ignored"]);
+}
+
+#[test]
+fn a_pod_is_in_scope_of_at_most_one_budget() {
+    let a = parse(with_selector(json!({}))).unwrap();
+    let mut b = a.clone();
+    b.name = "other".into();
+    b.selector = BTreeMap::from([("name".into(), "x".into())]);
+    let labels =
+        |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>();
+    let budgets = [a.clone(), b.clone()];
+    assert_eq!(
+        budget_for(&budgets, &labels(&[("rollout-group", GROUP)])).unwrap().map(|c| c.name.as_str()),
+        Some("ingester-rollout")
+    );
+    assert_eq!(budget_for(&budgets, &labels(&[("name", "y")])).unwrap(), None);
+    let err = budget_for(&budgets, &labels(&[("rollout-group", GROUP), ("name", "x")])).unwrap_err();
+    assert_eq!(err.to_string(), "multiple zoned pod disruption budgets found for pod");
+    // An empty selector selects everything (the reference's behaviour).
+    let mut everything = a;
+    everything.selector.clear();
+    assert!(everything.selects(&labels(&[])));
+    assert_eq!(everything.label_selector(), "");
+}
+
+// ---- the judgement (reference 5.4) ---------------------------------------------------------------------------
+
+/// A zone-aware group: `zones` StatefulSets of `pods` pods each, all selected by the budget, every pod ready.
+struct World {
+    /// The StatefulSets the budget selects.
+    statefulsets: Vec<StatefulSetView>,
+    /// Every StatefulSet, selected or not.
+    owners: Vec<StatefulSetView>,
+    pods: Vec<BudgetPod>,
+}
+
+fn zone(z: char) -> String {
+    format!("ingester-zone-{z}")
+}
+
+impl World {
+    fn new(zones: usize, pods: u32) -> Self {
+        let statefulsets: Vec<StatefulSetView> =
+            (0..zones).map(|i| fixture::statefulset(GROUP, &zone((b'a' + i as u8) as char), pods, "r1")).collect();
+        let pods = statefulsets
+            .iter()
+            .flat_map(|s| (0..pods).map(move |o| (s.clone(), o)))
+            .map(|(s, o)| {
+                let mut pod = fixture::pod(&s, o, "r1");
+                pod.labels.insert(keys::ROLLOUT_GROUP.into(), GROUP.into());
+                BudgetPod::plain(pod)
+            })
+            .collect();
+        World { owners: statefulsets.clone(), statefulsets, pods }
+    }
+
+    fn pod(&self, name: &str) -> &BudgetPod {
+        self.pods.iter().find(|p| p.name() == name).unwrap_or_else(|| panic!("no pod {name}"))
+    }
+
+    fn change(&mut self, name: &str, f: impl FnOnce(&mut BudgetPod)) {
+        f(self.pods.iter_mut().find(|p| p.name() == name).unwrap_or_else(|| panic!("no pod {name}")));
+    }
+
+    fn not_ready(&mut self, name: &str) {
+        self.change(name, |p| p.pod = fixture::not_ready(p.pod.clone()));
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.pods.retain(|p| p.name() != name);
+    }
+
+    fn owner(&self, pod: &str) -> &StatefulSetView {
+        let owner = self.pod(pod).pod.owner.as_ref().unwrap().name.clone();
+        self.owners.iter().find(|s| s.name == owner).unwrap()
+    }
+
+    /// Judges the eviction of `pod` under `config`, with `pending` pods (by name) counted as being evicted.
+    fn judge(&self, config: &ZpdbConfig, pod: &str, pending: &[&str]) -> Result<String, String> {
+        let evicted = self.pod(pod);
+        let owner = self.owner(pod);
+        let partition = config.partition.as_ref().and_then(|r| r.partition_of(pod));
+        let pending: BTreeSet<String> = pending.iter().map(|n| self.pod(n).uid().to_string()).collect();
+        let input = Judged {
+            config,
+            owner,
+            statefulsets: &self.statefulsets,
+            pods: &self.pods,
+            evicted,
+            partition: partition.as_deref(),
+            max_unavailable: max_unavailable(config, owner, None),
+            pending: &pending,
+            now: now(),
+        };
+        judge(&input).map_err(|b| b.verdict().message().to_string())
+    }
+}
+
+fn zone_mode(max: i64) -> ZpdbConfig {
+    parse(with_selector(json!({"maxUnavailable": max}))).unwrap()
+}
+
+fn partition_mode(max: i64, delay: &str) -> ZpdbConfig {
+    parse(with_selector(json!({
+        "maxUnavailable": max,
+        "podNamePartitionRegex": "[a-z\\-]+-zone-[a-z]-([0-9]+)",
+        "crossZoneEvictionDelay": delay,
+    })))
+    .unwrap()
+}
+
+#[test]
+fn messages_count_and_pluralise_as_the_reference() {
+    assert_eq!(describe(1, 0, "ingester-zone-a"), "1 pod not ready in ingester-zone-a");
+    assert_eq!(describe(0, 1, "ingester-zone-b"), "1 pod unknown in ingester-zone-b");
+    assert_eq!(describe(2, 0, "partition 0"), "2 pods not ready in partition 0");
+    assert_eq!(describe(1, 1, "partition 2"), "1 pod not ready, 1 pod unknown in partition 2");
+    assert_eq!(describe(3, 2, "x"), "3 pods not ready, 2 pods unknown in x");
+}
+
+#[test]
+fn zone_mode_allows_one_zone_at_a_time() {
+    let mut world = World::new(3, 3);
+    let config = zone_mode(1);
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Ok("zpdb met across 3 zones".into()));
+    // Any disruption in another zone blocks, whatever maxUnavailable says.
+    world.not_ready("ingester-zone-b-1");
+    assert_eq!(world.judge(&zone_mode(5), "ingester-zone-a-0", &[]), Err("1 pod not ready in ingester-zone-b".into()));
+    // In the zone of the disruption, within maxUnavailable.
+    assert_eq!(world.judge(&zone_mode(2), "ingester-zone-b-0", &[]), Ok("zpdb met across 3 zones".into()));
+    assert_eq!(world.judge(&config, "ingester-zone-b-0", &[]), Err("1 pod not ready in ingester-zone-b".into()));
+    // Evicting the not-ready pod itself costs nothing more.
+    assert_eq!(world.judge(&config, "ingester-zone-b-1", &[]), Ok("zpdb met across 3 zones".into()));
+    // A missing pod is unknown.
+    let mut world = World::new(3, 3);
+    world.remove("ingester-zone-c-2");
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Err("1 pod unknown in ingester-zone-c".into()));
+    assert_eq!(world.judge(&config, "ingester-zone-c-0", &[]), Err("1 pod unknown in ingester-zone-c".into()));
+}
+
+#[test]
+fn zone_mode_counts_terminating_pods_pods_without_statuses_and_pending_evictions_as_not_ready() {
+    let config = zone_mode(1);
+    let mut world = World::new(2, 2);
+    world.change("ingester-zone-b-0", |p| p.pod = fixture::terminating(p.pod.clone()));
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Err("1 pod not ready in ingester-zone-b".into()));
+    let mut world = World::new(2, 2);
+    world.change("ingester-zone-b-0", |p| p.pod.container_count = 0);
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Err("1 pod not ready in ingester-zone-b".into()));
+    let world = World::new(2, 2);
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &["ingester-zone-a-1"]),
+        Err("1 pod not ready in ingester-zone-a".into())
+    );
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &["ingester-zone-b-1"]),
+        Err("1 pod not ready in ingester-zone-b".into())
+    );
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &["ingester-zone-a-0"]),
+        Ok("zpdb met across 2 zones".into()),
+        "its own intent"
+    );
+}
+
+#[test]
+fn zone_mode_judges_pods_by_owner_and_ordinals() {
+    let config = zone_mode(1);
+    // A ready pod of another StatefulSet carrying zone-b's labels does not stand in for zone-b's missing pod.
+    let mut world = World::new(2, 2);
+    world.remove("ingester-zone-b-1");
+    let mut stray = world.pod("ingester-zone-b-0").clone();
+    stray.pod.name = "ingester-zone-b-1".into();
+    stray.pod.uid = "stray".into();
+    stray.pod.owner =
+        Some(OwnerRef { kind: "StatefulSet".into(), name: "elsewhere".into(), uid: "uid-elsewhere".into() });
+    world.pods.push(stray);
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Err("1 pod unknown in ingester-zone-b".into()));
+    // A ready pod above the replicas does not stand in for a missing one below.
+    let mut world = World::new(2, 2);
+    world.remove("ingester-zone-b-1");
+    let mut extra = world.pod("ingester-zone-b-0").clone();
+    extra.pod.name = "ingester-zone-b-5".into();
+    extra.pod.uid = "extra".into();
+    world.pods.push(extra);
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Err("1 pod unknown in ingester-zone-b".into()));
+}
+
+#[test]
+fn zone_mode_denies_clearly_when_the_budget_does_not_select_the_pods_statefulset() {
+    let mut world = World::new(3, 2);
+    let owner = world.owner("ingester-zone-a-0").clone();
+    world.statefulsets.retain(|s| s.name != owner.name);
+    let err = world.judge(&zone_mode(1), "ingester-zone-a-0", &[]).unwrap_err();
+    assert!(
+        err.starts_with(
+            "the pod's StatefulSet ingester-zone-a is not selected by ZoneAwarePodDisruptionBudget ingester-rollout"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn percentages_take_the_smaller_of_spec_and_status_replicas_and_at_least_one() {
+    let config = |pct: i64| parse(with_selector(json!({"maxUnavailablePercentage": pct}))).unwrap();
+    let mut sts = fixture::statefulset(GROUP, "ingester-zone-a", 10, "r1");
+    assert_eq!(max_unavailable(&config(25), &sts, None), 2);
+    assert_eq!(max_unavailable(&config(1), &sts, None), 1, "at least one");
+    sts.status.as_mut().unwrap().replicas = 4;
+    assert_eq!(max_unavailable(&config(50), &sts, None), 2, "min(spec 10, status 4)");
+    sts.status.as_mut().unwrap().replicas = 0;
+    assert_eq!(max_unavailable(&config(50), &sts, None), 0, "no replicas: nothing may go");
+    assert_eq!(max_unavailable(&config(50), &sts, Some(3)), 3, "the controller's override");
+    assert_eq!(max_unavailable(&zone_mode(0), &sts, None), 0);
+    assert_eq!(max_unavailable(&zone_mode(2), &sts, Some(7)), 2, "the override only replaces 0");
+}
+
+#[test]
+fn partition_mode_counts_the_partition_across_the_other_zones() {
+    let config = partition_mode(1, "");
+    let mut world = World::new(3, 3);
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Ok("zpdb met for partition 0 across 3 zones".into()));
+    // Another partition's disruption does not matter.
+    world.not_ready("ingester-zone-b-1");
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Ok("zpdb met for partition 0 across 3 zones".into()));
+    assert_eq!(world.judge(&config, "ingester-zone-a-1", &[]), Err("1 pod not ready in partition 1".into()));
+    // Nor does one in the pod's own zone.
+    world.not_ready("ingester-zone-a-2");
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Ok("zpdb met for partition 0 across 3 zones".into()));
+    // Two zones down in partition 0: both are counted.
+    world.not_ready("ingester-zone-b-0");
+    world.not_ready("ingester-zone-c-0");
+    assert_eq!(
+        world.judge(&partition_mode(2, ""), "ingester-zone-a-0", &[]),
+        Err("2 pods not ready in partition 0".into())
+    );
+}
+
+#[test]
+fn partition_mode_reference_examples() {
+    // Zone a already downscaled to 2 pods: evicting zone-b-2 finds no peer in zone a (v0.35.0).
+    let mut world = World::new(3, 3);
+    world.statefulsets[0].replicas = 2;
+    world.statefulsets[0].status.as_mut().unwrap().replicas = 2;
+    world.remove("ingester-zone-a-2");
+    assert_eq!(
+        world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
+        Err("1 pod unknown in partition 2".into())
+    );
+    // A not-ready peer and a missing pod elsewhere in a zone: `1 pod not ready, 1 pod unknown in partition 2`.
+    let mut world = World::new(3, 4);
+    world.not_ready("ingester-zone-b-2");
+    world.remove("ingester-zone-c-3");
+    assert_eq!(
+        world.judge(&partition_mode(3, ""), "ingester-zone-a-2", &[]),
+        Ok("zpdb met for partition 2 across 3 zones".into())
+    );
+    assert_eq!(
+        world.judge(&partition_mode(2, ""), "ingester-zone-a-2", &[]),
+        Err("1 pod not ready, 1 pod unknown in partition 2".into())
+    );
+}
+
+#[test]
+fn cross_zone_eviction_delay_needs_an_old_enough_ready_time() {
+    let config = partition_mode(1, "20m");
+    let stamp =
+        |minutes_ago: i64| crate::downscale::format_timestamp(now() - jiff::SignedDuration::from_mins(minutes_ago));
+    let mut world = World::new(2, 2);
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &[]),
+        Err("1 pod not ready in partition 0".into()),
+        "no ready-time"
+    );
+    world.change("ingester-zone-b-0", |p| p.ready_time = Some(stamp(5)));
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &[]),
+        Err("1 pod not ready in partition 0".into()),
+        "too recent"
+    );
+    world.change("ingester-zone-b-0", |p| p.ready_time = Some(stamp(20)));
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &[]),
+        Err("1 pod not ready in partition 0".into()),
+        "not strictly after"
+    );
+    world.change("ingester-zone-b-0", |p| p.ready_time = Some(stamp(21)));
+    assert_eq!(world.judge(&config, "ingester-zone-a-0", &[]), Ok("zpdb met for partition 0 across 2 zones".into()));
+    world.change("ingester-zone-b-0", |p| p.ready_time = Some("yesterday".into()));
+    assert_eq!(
+        world.judge(&config, "ingester-zone-a-0", &[]),
+        Err("1 pod not ready in partition 0".into()),
+        "unreadable"
+    );
+    // Without a delay the stamp is not needed.
+    world.change("ingester-zone-b-0", |p| p.ready_time = None);
+    assert!(world.judge(&partition_mode(1, ""), "ingester-zone-a-0", &[]).is_ok());
+}
+
+proptest! {
+    /// Zone mode keeps its promise on any state: an allowed eviction leaves every other zone fully available and
+    /// at most maxUnavailable pods of its own zone (the evicted one included) unavailable.
+    #[test]
+    fn zone_mode_never_allows_more_than_the_budget(
+        max in 1i64..4,
+        broken in proptest::collection::vec((0usize..3, 0u32..4, any::<bool>()), 0..6),
+        evicted in (0usize..3, 0u32..4),
+    ) {
+        let mut world = World::new(3, 4);
+        for (z, o, remove) in broken {
+            let name = format!("{}-{o}", zone((b'a' + z as u8) as char));
+            if world.pods.iter().any(|p| p.name() == name) {
+                if remove { world.remove(&name) } else { world.not_ready(&name) }
+            }
+        }
+        let name = format!("{}-{}", zone((b'a' + evicted.0 as u8) as char), evicted.1);
+        prop_assume!(world.pods.iter().any(|p| p.name() == name));
+        if world.judge(&zone_mode(max), &name, &[]).is_ok() {
+            for sts in &world.statefulsets {
+                let available = world
+                    .pods
+                    .iter()
+                    .filter(|p| sts.owns(&p.pod) && p.name() != name && p.pod.is_available(0, now()))
+                    .count() as i64;
+                let unavailable = i64::from(sts.replicas) - available;
+                if sts.name == world.owner(&name).name {
+                    prop_assert!(unavailable <= max, "{} would have {unavailable} unavailable", sts.name);
+                } else {
+                    prop_assert_eq!(unavailable, 0, "{} is disrupted", &sts.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ready_time_is_stamped_once_and_removed_when_not_ready() {
+    let world = World::new(1, 1);
+    let pod = world.pod("ingester-zone-a-0").clone();
+    assert_eq!(ready_time_change(&pod, now()), Some(ReadyTimeChange::Set("2026-03-01T12:00:00Z".into())));
+    let stamped = BudgetPod { ready_time: Some("2026-01-01T00:00:00Z".into()), ..pod.clone() };
+    assert_eq!(ready_time_change(&stamped, now()), None, "kept across restarts");
+    let down = BudgetPod { pod: fixture::not_ready(pod.pod.clone()), ..stamped };
+    assert_eq!(ready_time_change(&down, now()), Some(ReadyTimeChange::Remove));
+    let down_unstamped = BudgetPod { pod: fixture::not_ready(pod.pod), ready_time: None, intent_until: None };
+    assert_eq!(ready_time_change(&down_unstamped, now()), None);
+}
+
+// ---- the step machine ------------------------------------------------------------------------------------------
+
+fn settings(serialisation: Serialisation) -> EvictionSettings {
+    EvictionSettings { namespace: "ns".into(), serialisation, intent_lifetime: Duration::from_secs(30) }
+}
+
+fn eviction(name: &str) -> AdmissionRequest {
+    review_request(
+        "CREATE",
+        "eviction",
+        name,
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}),
+    )
+}
+
+/// An in-memory cluster for the flow: answers each need from the world, linearizably, and applies the writes.
+struct Cluster {
+    world: World,
+    budgets: KnownBudgets,
+    remembered: BTreeMap<String, Timestamp>,
+    writes: Vec<String>,
+}
+
+impl Cluster {
+    fn new(world: World, config: ZpdbConfig) -> Self {
+        Cluster { world, budgets: KnownBudgets::Known(vec![config]), remembered: BTreeMap::new(), writes: Vec::new() }
+    }
+
+    fn observe(&mut self, need: &Need) -> Observed {
+        match need {
+            Need::Pod { name } => Observed::Pod(match self.world.pods.iter().find(|p| p.name() == name) {
+                Some(p) => Lookup::Found(Box::new(p.clone())),
+                None => Lookup::NotFound,
+            }),
+            Need::Budgets => Observed::Budgets(self.budgets.clone()),
+            Need::StatefulSet { name } => {
+                Observed::StatefulSet(match self.world.statefulsets.iter().find(|s| &s.name == name) {
+                    Some(s) => Lookup::Found(Box::new(s.clone())),
+                    None => Lookup::NotFound,
+                })
+            }
+            Need::Lock { .. } => {
+                Observed::Locked { remembered: self.remembered.iter().map(|(u, t)| (u.clone(), *t)).collect() }
+            }
+            Need::StatefulSets { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
+            Need::Pods { .. } | Need::PodsAgain { .. } => Observed::Pods(Ok(self.world.pods.clone())),
+            Need::WriteIntent { pod, uid, until } => {
+                self.writes.push(format!("intent {pod}"));
+                let found = self.world.pods.iter_mut().find(|p| p.name() == pod && p.uid() == uid);
+                Observed::IntentWritten(match found {
+                    Some(p) => {
+                        p.intent_until = Some(*until);
+                        Ok(())
+                    }
+                    None => Err(IntentFailure::Changed(format!("pods \"{pod}\" changed"))),
+                })
+            }
+            Need::RemoveIntent { pod, uid } => {
+                self.writes.push(format!("remove {pod}"));
+                if let Some(p) = self.world.pods.iter_mut().find(|p| p.name() == pod && p.uid() == uid) {
+                    p.intent_until = None;
+                }
+                Observed::IntentRemoved
+            }
+            Need::Remember { uid, until } => {
+                self.writes.push(format!("remember {uid}"));
+                self.remembered.insert(uid.clone(), *until);
+                Observed::Remembered
+            }
+            Need::Answer(_) => unreachable!("answers are not carried out"),
+        }
+    }
+
+    /// Runs a flow to its answer; returns the answer and the needs it made.
+    fn run(&mut self, mut flow: EvictPod) -> (EvictionVerdict, Vec<String>) {
+        let mut observed = Observed::Start;
+        let mut needs = Vec::new();
+        loop {
+            match flow.step(observed, now()) {
+                Need::Answer(verdict) => return (verdict, needs),
+                need => {
+                    needs.push(need_name(&need).to_string());
+                    observed = self.observe(&need);
+                }
+            }
+        }
+    }
+}
+
+fn need_name(need: &Need) -> &'static str {
+    match need {
+        Need::Pod { .. } => "pod",
+        Need::Budgets => "budgets",
+        Need::StatefulSet { .. } => "statefulset",
+        Need::Lock { .. } => "lock",
+        Need::StatefulSets { .. } => "statefulsets",
+        Need::Pods { .. } => "pods",
+        Need::WriteIntent { .. } => "write-intent",
+        Need::PodsAgain { .. } => "pods-again",
+        Need::RemoveIntent { .. } => "remove-intent",
+        Need::Remember { .. } => "remember",
+        Need::Answer(_) => "answer",
+    }
+}
+
+fn decide(
+    cluster: &mut Cluster,
+    request: &AdmissionRequest,
+    serialisation: Serialisation,
+) -> (EvictionVerdict, Vec<String>) {
+    cluster.run(EvictPod::from_admission(request, settings(serialisation)))
+}
+
+#[test]
+fn requests_that_are_not_evictions_are_denied_with_400() {
+    let mut cluster = Cluster::new(World::new(3, 1), zone_mode(1));
+    let cases = [
+        (review_request("DELETE", "eviction", "p", Value::Null), "request operation is not create, got: DELETE"),
+        (review_request("CREATE", "status", "p", Value::Null), "request SubResource is not eviction, got: status"),
+        (review_request("CREATE", "eviction", "", Value::Null), "request did not include both a namespace and a name"),
+    ];
+    for (request, message) in cases {
+        let (verdict, needs) = decide(&mut cluster, &request, Serialisation::Intents);
+        assert_eq!(
+            (verdict.message(), verdict.verdict.code, verdict.outcome),
+            (message, Some(400), Outcome::INVALID_REQUEST)
+        );
+        assert!(needs.is_empty(), "nothing read: {needs:?}");
+    }
+}
+
+#[test]
+fn an_allowed_eviction_writes_its_intent_and_judges_again() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
+    assert_eq!(
+        (verdict.allowed(), verdict.outcome, verdict.message()),
+        (true, Outcome::ALLOWED, "zpdb met across 3 zones")
+    );
+    assert_eq!(needs, ["pod", "budgets", "statefulset", "statefulsets", "pods", "write-intent", "pods-again"]);
+    let until = cluster.world.pod("ingester-zone-a-0").intent_until.expect("intent left on the pod");
+    assert_eq!(until, "2026-03-01T12:00:30Z".parse::<Timestamp>().unwrap());
+    // The next eviction in any zone sees it.
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::Intents);
+    assert_eq!(
+        (verdict.allowed(), verdict.message(), verdict.verdict.code),
+        (false, "1 pod not ready in ingester-zone-a", Some(429))
+    );
+    assert!(!needs.contains(&"write-intent".to_string()), "denied before writing: {needs:?}");
+}
+
+#[test]
+fn a_dry_run_writes_nothing() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut request = eviction("ingester-zone-a-0");
+    request.dry_run = true;
+    let (verdict, needs) = decide(&mut cluster, &request, Serialisation::Intents);
+    assert!(verdict.allowed());
+    assert_eq!(needs, ["pod", "budgets", "statefulset", "statefulsets", "pods"]);
+    let mut request = eviction("ingester-zone-a-0");
+    request.object["deleteOptions"] = json!({"dryRun": ["All"]});
+    let (verdict, _) = decide(&mut cluster, &request, Serialisation::InProcess);
+    assert!(verdict.allowed());
+    assert!(cluster.writes.is_empty(), "{:?}", cluster.writes);
+    assert!(cluster.world.pods.iter().all(|p| p.intent_until.is_none()));
+    // An empty dryRun list is not a dry run.
+    request.object["deleteOptions"] = json!({"dryRun": []});
+    decide(&mut cluster, &request, Serialisation::Intents);
+    assert_eq!(cluster.writes, ["intent ingester-zone-a-0"]);
+}
+
+#[test]
+fn a_denial_after_the_intent_removes_it() {
+    // Another decider's intent lands between this one's first read and its second.
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
+    let mut observed = Observed::Start;
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need => {
+                if matches!(need, Need::PodsAgain { .. }) && cluster.writes.len() == 1 {
+                    cluster.world.change("ingester-zone-b-1", |p| {
+                        p.intent_until = Some(now() + jiff::SignedDuration::from_secs(10))
+                    });
+                }
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-b"));
+    assert_eq!(cluster.writes, ["intent ingester-zone-a-0", "remove ingester-zone-a-0"]);
+    assert_eq!(cluster.world.pod("ingester-zone-a-0").intent_until, None);
+    // An expired intent does not count.
+    cluster.world.change("ingester-zone-b-1", |p| p.intent_until = Some(now()));
+    let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
+    assert!(verdict.allowed(), "{verdict:?}");
+}
+
+/// Runs a flow whose pods, at its second read, carry `rival`'s intent expiring at `rival_until`; `rival_gives_way`
+/// removes that intent after the first wait. Returns the answer and the writes.
+fn race_with(
+    evicted: &str,
+    rival: &str,
+    rival_until: Timestamp,
+    rival_gives_way: bool,
+) -> (EvictionVerdict, Vec<String>, u32) {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut flow = EvictPod::from_admission(&eviction(evicted), settings(Serialisation::Intents));
+    let mut observed = Observed::Start;
+    let mut waits = 0;
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need => {
+                if let Need::PodsAgain { after, .. } = &need {
+                    if after.is_zero() {
+                        cluster.world.change(rival, |p| p.intent_until = Some(rival_until));
+                    } else {
+                        assert_eq!(*after, flow::RIVAL_WAIT);
+                        waits += 1;
+                        if rival_gives_way {
+                            cluster.world.change(rival, |p| p.intent_until = None);
+                        }
+                    }
+                }
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    (verdict, cluster.writes, waits)
+}
+
+#[test]
+fn of_two_racing_decisions_the_earlier_intent_goes_first() {
+    let ours = now() + jiff::SignedDuration::from_secs(30);
+    // A later intent (written after ours) gives way: we wait for it to go, then allow.
+    let later = ours + jiff::SignedDuration::from_secs(1);
+    let a0 = "ingester-zone-a-0";
+    let (verdict, writes, waits) = race_with(a0, "ingester-zone-b-1", later, true);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!((writes.len(), waits), (1, 1), "{writes:?}");
+    // Same expiry: the pod name decides (ingester-zone-a-0 before ingester-zone-b-1).
+    let (verdict, _, waits) = race_with(a0, "ingester-zone-b-1", ours, true);
+    assert!(verdict.allowed() && waits == 1, "{verdict:?}");
+    let (verdict, writes, waits) = race_with("ingester-zone-b-1", a0, ours, true);
+    assert_eq!((verdict.allowed(), waits), (false, 0), "{verdict:?}");
+    assert_eq!(writes, ["intent ingester-zone-b-1", "remove ingester-zone-b-1"]);
+    // An earlier intent: we give way at once.
+    let (verdict, _, waits) = race_with(a0, "ingester-zone-b-1", now() + jiff::SignedDuration::from_secs(29), true);
+    assert_eq!((verdict.allowed(), waits), (false, 0), "{verdict:?}");
+    // A later rival that never goes: we give up after the last wait and take our intent back.
+    let (verdict, writes, waits) = race_with(a0, "ingester-zone-b-1", later, false);
+    assert_eq!((verdict.allowed(), waits), (false, flow::RIVAL_WAITS));
+    assert_eq!((verdict.outcome, verdict.message()), (Outcome::DENIED, "1 pod not ready in ingester-zone-b"));
+    assert_eq!(writes, ["intent ingester-zone-a-0", "remove ingester-zone-a-0"]);
+}
+
+#[test]
+fn without_permission_to_patch_pods_it_falls_back_to_the_lock_and_memory() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
+    let mut observed = Observed::Start;
+    let mut needs = Vec::new();
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need @ Need::WriteIntent { .. } => {
+                needs.push(need_name(&need));
+                observed = Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())));
+            }
+            need => {
+                needs.push(need_name(&need));
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    assert!(verdict.allowed() && flow.locked(), "{verdict:?}");
+    assert_eq!(
+        needs,
+        ["pod", "budgets", "statefulset", "statefulsets", "pods", "write-intent", "lock", "pods-again", "remember"]
+    );
+    // The memory now counts the pod for this process's next decisions.
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::InProcess);
+    assert_eq!(verdict.message(), "1 pod not ready in ingester-zone-a");
+    assert_eq!(needs, ["pod", "budgets", "statefulset", "lock", "statefulsets", "pods"]);
+    // Once expired, it does not.
+    let uid = cluster.world.pod("ingester-zone-a-0").uid().to_string();
+    cluster.remembered.insert(uid, now());
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::InProcess);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!(needs.last().map(String::as_str), Some("remember"));
+}
+
+#[test]
+fn each_early_answer_has_the_reference_message_code_and_outcome() {
+    let config = zone_mode(1);
+    let run = |cluster: &mut Cluster, pod: &str| decide(cluster, &eviction(pod), Serialisation::Intents).0;
+    let check = |v: EvictionVerdict, outcome: Outcome, message: &str| {
+        assert_eq!((v.outcome, v.message()), (outcome, message), "{v:?}");
+        assert_eq!(v.verdict.code, (!outcome.allowed()).then_some(outcome.status));
+        assert_eq!(v.allowed(), outcome.allowed());
+    };
+    let mut cluster = Cluster::new(World::new(3, 1), config.clone());
+    check(run(&mut cluster, "nope"), Outcome::POD_NOT_FOUND, "pods \"nope\" not found");
+
+    cluster.world.change("ingester-zone-a-0", |p| p.pod.phase = "Pending".into());
+    let v = run(&mut cluster, "ingester-zone-a-0");
+    assert_eq!((v.outcome, v.verdict.warnings.clone()), (Outcome::POD_NOT_READY, vec!["pod is not ready".to_string()]));
+    cluster.world.change("ingester-zone-a-0", |p| p.pod.phase = "Running".into());
+
+    cluster.world.change("ingester-zone-b-0", |p| {
+        p.pod.labels.remove(keys::ROLLOUT_GROUP);
+    });
+    check(run(&mut cluster, "ingester-zone-b-0"), Outcome::POD_NOT_IN_SCOPE, "");
+
+    let mut twice = config.clone();
+    twice.name = "second".into();
+    cluster.budgets = KnownBudgets::Known(vec![config.clone(), twice]);
+    check(
+        run(&mut cluster, "ingester-zone-c-0"),
+        Outcome::CFG_NOT_FOUND,
+        "multiple zoned pod disruption budgets found for pod",
+    );
+    cluster.budgets = KnownBudgets::NotLoaded("starting".into());
+    check(
+        run(&mut cluster, "ingester-zone-c-0"),
+        Outcome::CFG_NOT_LOADED,
+        "ZoneAwarePodDisruptionBudgets are not loaded yet (starting); retry",
+    );
+    cluster.budgets = KnownBudgets::Known(vec![config.clone()]);
+
+    cluster.world.change("ingester-zone-c-0", |p| p.pod.owner = None);
+    check(run(&mut cluster, "ingester-zone-c-0"), Outcome::STS_NOT_FOUND, "unable to find a StatefulSet pod owner");
+    cluster.world.change("ingester-zone-c-0", |p| {
+        p.pod.owner = Some(OwnerRef { kind: "ReplicaSet".into(), name: "rs".into(), uid: "u".into() })
+    });
+    check(
+        run(&mut cluster, "ingester-zone-c-0"),
+        Outcome::STS_NOT_FOUND,
+        "pod owner is not a StatefulSet - ingester-zone-c-0 has owner rs (ReplicaSet)",
+    );
+    cluster.world.change("ingester-zone-c-0", |p| {
+        p.pod.owner = Some(OwnerRef { kind: "StatefulSet".into(), name: "gone".into(), uid: "u".into() })
+    });
+    check(
+        run(&mut cluster, "ingester-zone-c-0"),
+        Outcome::STS_NOT_FOUND,
+        "unable to find StatefulSet gone by name: statefulsets.apps \"gone\" not found",
+    );
+
+    cluster.budgets = KnownBudgets::Known(vec![zone_mode(0)]);
+    check(run(&mut cluster, "ingester-zone-a-0"), Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0");
+
+    cluster.budgets = KnownBudgets::Known(vec![config.clone()]);
+    let single = World::new(1, 2);
+    let mut alone = Cluster::new(single, config);
+    check(run(&mut alone, "ingester-zone-a-0"), Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found");
+
+    let mut named = Cluster::new(
+        World::new(2, 1),
+        parse(with_selector(json!({"podNamePartitionRegex": "ingester-zone-[a-z]-(x)"}))).unwrap(),
+    );
+    check(
+        run(&mut named, "ingester-zone-a-0"),
+        Outcome::PARTITION_NOT_IDENTIFIED,
+        "failed to extract partition from pod Name regular expression",
+    );
+}
+
+#[test]
+fn failed_reads_are_answered_by_policy() {
+    let world = World::new(3, 1);
+    let pod = world.pod("ingester-zone-a-0").clone();
+    let sts = world.statefulsets.clone();
+    let config = zone_mode(1);
+    let start = |observations: Vec<Observed>| {
+        let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
+        let mut need = flow.step(Observed::Start, now());
+        for o in observations {
+            need = flow.step(o, now());
+        }
+        match need {
+            Need::Answer(v) => v,
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    };
+    let found = || Observed::Pod(Lookup::Found(Box::new(pod.clone())));
+    let budgets = || Observed::Budgets(KnownBudgets::Known(vec![config.clone()]));
+    let owner = || Observed::StatefulSet(Lookup::Found(Box::new(sts[0].clone())));
+    let v = start(vec![Observed::Pod(Lookup::Failed("API unavailable: deadline".into()))]);
+    assert_eq!((v.outcome, v.message()), (Outcome::POD_NOT_FOUND, "API unavailable: deadline"));
+    let v = start(vec![found(), budgets(), Observed::StatefulSet(Lookup::Failed("boom".into()))]);
+    assert_eq!(
+        (v.outcome, v.message()),
+        (Outcome::STS_NOT_FOUND, "unable to find StatefulSet ingester-zone-a by name: boom")
+    );
+    let v = start(vec![found(), budgets(), owner(), Observed::StatefulSets(Err("boom".into()))]);
+    assert_eq!((v.outcome, v.message()), (Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found"));
+    let v = start(vec![
+        found(),
+        budgets(),
+        owner(),
+        Observed::StatefulSets(Ok(sts.clone())),
+        Observed::Pods(Err("boom".into())),
+    ]);
+    assert_eq!(
+        (v.outcome, v.message(), v.verdict.code),
+        (Outcome::POD_STATUS_NOT_DETERMINED, "unable to determine pod status in related StatefulSet", Some(500))
+    );
+    let pods = || Observed::Pods(Ok(world.pods.clone()));
+    let sts_listed = || Observed::StatefulSets(Ok(sts.clone()));
+    let v = start(vec![
+        found(),
+        budgets(),
+        owner(),
+        sts_listed(),
+        pods(),
+        Observed::IntentWritten(Err(IntentFailure::Failed("timeout".into()))),
+    ]);
+    assert_eq!((v.outcome, v.verdict.code), (Outcome::INTENT_NOT_RECORDED, Some(500)));
+    let v = start(vec![
+        found(),
+        budgets(),
+        owner(),
+        sts_listed(),
+        pods(),
+        Observed::IntentWritten(Err(IntentFailure::Changed("conflict".into()))),
+    ]);
+    assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
+    // A failed second read takes the intent back and denies.
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
+    for o in [Observed::Start, found(), budgets(), owner(), sts_listed(), pods(), Observed::IntentWritten(Ok(()))] {
+        flow.step(o, now());
+    }
+    assert!(matches!(flow.step(Observed::Pods(Err("boom".into())), now()), Need::RemoveIntent { .. }));
+    let Need::Answer(v) = flow.step(Observed::IntentRemoved, now()) else { panic!("no answer") };
+    assert_eq!(v.outcome, Outcome::POD_STATUS_NOT_DETERMINED);
+    // The lock not taken in time: 429.
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::InProcess));
+    for o in [Observed::Start, found(), budgets()] {
+        flow.step(o, now());
+    }
+    assert!(matches!(flow.step(owner(), now()), Need::Lock { .. }));
+    let Need::Answer(v) = flow.step(Observed::NotLocked, now()) else { panic!("no answer") };
+    assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
+    assert_eq!(
+        v.message(),
+        "another eviction under ZoneAwarePodDisruptionBudget ingester-rollout is being decided; retry"
+    );
+    // An observation out of order is a denial, and the flow keeps giving the same answer.
+    let v = start(vec![budgets()]);
+    assert!(!v.allowed() && v.message().starts_with("internal error: the eviction flow expected the pod"), "{v:?}");
+}
+
+#[test]
+fn a_foreign_namespace_is_allowed_with_a_warning_and_nothing_read() {
+    let mut cluster = Cluster::new(World::new(3, 1), zone_mode(1));
+    let mut request = eviction("ingester-zone-a-0");
+    request.namespace = "elsewhere".into();
+    let (verdict, needs) = decide(&mut cluster, &request, Serialisation::Intents);
+    assert!(verdict.allowed() && needs.is_empty());
+    assert_eq!(verdict.outcome, Outcome::POD_NOT_IN_SCOPE);
+    assert_eq!(verdict.verdict.warnings.len(), 1);
+}
+
+/// One of two deciders in a race, stepped one need at a time.
+struct Racer {
+    flow: EvictPod,
+    next: Need,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    /// Two evictions over one budget (maxUnavailable 1, both in one zone or in two zones), their needs interleaved
+    /// in any order against a linearizable store: never both allowed; and run one after the other, the first is.
+    #[test]
+    fn two_racing_evictions_never_spend_one_budget_twice(
+        schedule in proptest::collection::vec(any::<bool>(), 0..40),
+        same_zone in any::<bool>(),
+        in_process in any::<bool>(),
+    ) {
+        let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+        let names = ["ingester-zone-a-0", if same_zone { "ingester-zone-a-1" } else { "ingester-zone-b-0" }];
+        let serialisation = if in_process { Serialisation::InProcess } else { Serialisation::Intents };
+        let mut racers: Vec<Racer> = names
+            .iter()
+            .map(|n| {
+                let mut flow = EvictPod::from_admission(&eviction(n), settings(serialisation));
+                let next = flow.step(Observed::Start, now());
+                Racer { flow, next }
+            })
+            .collect();
+        // The in-process lock: held by at most one racer until it answers.
+        let mut holder: Option<usize> = None;
+        let mut answers: [Option<bool>; 2] = [None, None];
+        let mut turn = schedule.into_iter().chain(std::iter::repeat(false));
+        while answers.iter().any(Option::is_none) {
+            let mut i = usize::from(turn.next().unwrap_or(false));
+            if answers[i].is_some() { i = 1 - i; }
+            // Blocked on the lock the other holds: the other goes on.
+            if matches!(racers[i].next, Need::Lock { .. }) && holder == Some(1 - i) { i = 1 - i; }
+            let racer = &mut racers[i];
+            if let Need::Answer(v) = &racer.next {
+                answers[i] = Some(v.allowed());
+                if holder == Some(i) { holder = None; }
+                continue;
+            }
+            if matches!(racer.next, Need::Lock { .. }) {
+                holder = Some(i);
+            }
+            let observed = cluster.observe(&racer.next);
+            racer.next = racer.flow.step(observed, now());
+        }
+        prop_assert!(!(answers[0] == Some(true) && answers[1] == Some(true)), "both allowed: {:?}", cluster.writes);
+    }
+}
+
+/// Two racers stepped strictly in turn, from either side first and for every offset: exactly one is allowed.
+#[test]
+fn two_evictions_taking_turns_allow_exactly_one() {
+    for same_zone in [true, false] {
+        for offset in 0..12 {
+            for first in [0usize, 1] {
+                let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+                let names = ["ingester-zone-a-0", if same_zone { "ingester-zone-a-1" } else { "ingester-zone-b-0" }];
+                let mut racers: Vec<Racer> = names
+                    .iter()
+                    .map(|n| {
+                        let mut flow = EvictPod::from_admission(&eviction(n), settings(Serialisation::Intents));
+                        let next = flow.step(Observed::Start, now());
+                        Racer { flow, next }
+                    })
+                    .collect();
+                let mut answers: [Option<bool>; 2] = [None, None];
+                let mut turn = first;
+                let mut steps = 0;
+                while answers.iter().any(Option::is_none) {
+                    // `first` alone for `offset` steps, then strictly in turn.
+                    let i = if steps < offset { first } else { turn };
+                    steps += 1;
+                    turn = 1 - turn;
+                    let i = if answers[i].is_some() { 1 - i } else { i };
+                    let racer = &mut racers[i];
+                    if let Need::Answer(v) = &racer.next {
+                        answers[i] = Some(v.allowed());
+                        continue;
+                    }
+                    let observed = cluster.observe(&racer.next);
+                    racer.next = racer.flow.step(observed, now());
+                }
+                let allowed = answers.iter().filter(|a| **a == Some(true)).count();
+                assert_eq!(allowed, 1, "same zone {same_zone}, offset {offset}, first {first}: {:?}", cluster.writes);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_after_the_other_the_first_is_allowed_and_the_second_denied() {
+    for serialisation in [Serialisation::Intents, Serialisation::InProcess] {
+        let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+        let (first, _) = decide(&mut cluster, &eviction("ingester-zone-a-0"), serialisation);
+        let (second, _) = decide(&mut cluster, &eviction("ingester-zone-a-1"), serialisation);
+        assert!(first.allowed() && !second.allowed(), "{serialisation:?}: {first:?} {second:?}");
+        assert_eq!(second.message(), "1 pod not ready in ingester-zone-a");
+    }
+}

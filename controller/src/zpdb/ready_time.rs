@@ -1,0 +1,121 @@
+//! The `grafana.com/ready-time` tracker (reference 5.6): watches the namespace's pods and, for each pod a known
+//! budget selects, writes what `rollout_core::zpdb::ready_time_change` says (stamp a pod first seen running and
+//! ready, remove the stamp of one seen otherwise), each patch bounded by `-zpdb.pod-ready-annotation-patch-timeout`.
+//! When the budgets change, every pod is looked at again (a pod that came into scope is stamped without waiting for
+//! its next event).
+//!
+//! Owns the tracker's task and its view of the pods. Must not decide what to write (the core does); a failed patch
+//! is only logged, as in the reference, and a refused one (no `patch` on pods) stops the tracker's writes with one
+//! log line and `rollout_operator_feature_disabled`.
+
+use super::budgets::BudgetCache;
+use crate::cluster::{ApiError, PodAnnotations, RolloutApi, WatchEvent};
+use crate::ops::metrics::ZpdbMetrics;
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use rollout_core::keys;
+use rollout_core::zpdb::{BudgetPod, ReadyTimeChange, ready_time_change};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The feature named in `rollout_operator_feature_disabled` when the stamps cannot be written.
+pub const READY_TIME_FEATURE: &str = "zpdb-ready-time";
+
+pub struct Tracker<C> {
+    api: C,
+    budgets: BudgetCache,
+    patch_timeout: Duration,
+    clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
+    metrics: ZpdbMetrics,
+    pods: BTreeMap<String, Pod>,
+    forbidden: bool,
+}
+
+impl<C: RolloutApi + PodAnnotations> Tracker<C> {
+    pub fn new(
+        api: C,
+        budgets: BudgetCache,
+        patch_timeout: Duration,
+        clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
+        metrics: ZpdbMetrics,
+    ) -> Self {
+        Tracker { api, budgets, patch_timeout, clock, metrics, pods: BTreeMap::new(), forbidden: false }
+    }
+
+    /// Runs until `stop` resolves.
+    pub async fn run(mut self, stop: impl Future<Output = ()>) {
+        let mut events = self.api.watch_pods();
+        let mut budgets = self.budgets.subscribe();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                changed = budgets.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let names: Vec<String> = self.pods.keys().cloned().collect();
+                    for name in names {
+                        self.track(&name).await;
+                    }
+                }
+                item = events.next() => match item {
+                    None => return,
+                    Some(Ok(WatchEvent::Init)) => self.pods.clear(),
+                    Some(Ok(WatchEvent::InitApply(pod) | WatchEvent::Apply(pod))) => {
+                        let name = pod.metadata.name.clone().unwrap_or_default();
+                        self.pods.insert(name.clone(), pod);
+                        self.track(&name).await;
+                    }
+                    Some(Ok(WatchEvent::Delete(pod))) => {
+                        self.pods.remove(pod.metadata.name.as_deref().unwrap_or_default());
+                    }
+                    Some(Ok(WatchEvent::InitDone)) => {}
+                    Some(Err(err)) => {
+                        tracing::debug!(error = %err, "pod watch of the ready-time tracker failed; retrying");
+                    }
+                },
+            }
+        }
+    }
+
+    /// Writes what the pod needs, if a budget selects it.
+    async fn track(&mut self, name: &str) {
+        if self.forbidden {
+            return;
+        }
+        let Some(pod) = self.pods.get(name) else { return };
+        if !self.budgets.any_selects(pod.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())) {
+            return;
+        }
+        let Ok(view) = BudgetPod::from_k8s(pod) else { return };
+        let Some(change) = ready_time_change(&view, (self.clock)()) else { return };
+        let value = match change {
+            ReadyTimeChange::Set(at) => Some(at),
+            ReadyTimeChange::Remove => None,
+        };
+        let changes = BTreeMap::from([(keys::READY_TIME.to_string(), value)]);
+        let patched =
+            tokio::time::timeout(self.patch_timeout, self.api.patch_pod_annotations(name, view.uid(), &changes)).await;
+        match patched {
+            // Keep what the API answered, so a later look at this pod does not write the same again.
+            Ok(Ok(pod)) => {
+                self.pods.insert(name.to_string(), pod);
+            }
+            Ok(Err(ApiError::Rejected { code: 403, message })) => {
+                self.forbidden = true;
+                self.metrics.feature_disabled(READY_TIME_FEATURE, "patch pods");
+                tracing::error!(pod = %name, error = %message, "cannot annotate pods with {}: the tracker stops; \
+                    partition budgets with crossZoneEvictionDelay will deny evictions; grant patch on pods",
+                    keys::READY_TIME);
+            }
+            Ok(Err(err)) => tracing::warn!(pod = %name, error = %err, "could not update {}", keys::READY_TIME),
+            Err(_) => {
+                tracing::warn!(pod = %name, timeout = ?self.patch_timeout, "updating {} timed out", keys::READY_TIME)
+            }
+        }
+    }
+}
