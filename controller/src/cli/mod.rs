@@ -150,6 +150,17 @@ pub struct OperatorFlags {
     /// <name>.<ns>.svc and <name>.<ns>.svc.<cluster-domain>.
     #[arg(long = "server-tls.service-name", value_name = "string", default_value = "rollout-operator")]
     pub server_tls_service_name: String,
+
+    /// Write Kubernetes Events (events.k8s.io/v1) about rollouts and admissions; needs create and patch on events.
+    #[arg(long = "events.enabled", value_name = "bool", default_value = "false",
+        action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+        value_parser = parse_go_bool)]
+    pub events_enabled: bool,
+    /// A rollout group with work to do and no progress for this long is reported stuck (log, Event if enabled,
+    /// rollout_operator_group_stuck); 0 turns detection off.
+    #[arg(long = "rollout.progress-deadline", value_name = "duration", default_value = "30m",
+        value_parser = parse_flag_go_duration)]
+    pub rollout_progress_deadline: Duration,
 }
 
 /// Default of `-zone-tracker.config-map-name`.
@@ -604,6 +615,18 @@ mod tests {
         assert!(!f.use_zone_tracker);
         assert_eq!(f.zone_tracker_config_map_name, "rollout-operator-zone-tracker");
         assert_eq!(f.zpdb_pod_ready_annotation_patch_timeout, Duration::from_secs(5));
+        assert!(!f.events_enabled, "Events are opt-in: the reference's deployments grant none");
+        assert_eq!(f.rollout_progress_deadline, Duration::from_secs(30 * 60));
+    }
+
+    #[test]
+    fn events_and_the_progress_deadline_take_the_reference_syntax() {
+        let cfg = run_ok(&[NS, "-events.enabled", "-rollout.progress-deadline=1h30m"]);
+        assert!(cfg.flags.events_enabled);
+        assert_eq!(cfg.flags.rollout_progress_deadline, Duration::from_secs(90 * 60));
+        assert_eq!(run_ok(&[NS, "-rollout.progress-deadline", "0"]).flags.rollout_progress_deadline, Duration::ZERO);
+        parse_error(&[NS, "-rollout.progress-deadline=30"]);
+        parse_error(&[NS, "-events.enabled=maybe"]);
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! where the simulated API server implements the port instead.
 
 use crate::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, LiveReads, Preconditions, RecordStore, RolloutApi, ScaleTargets,
-    WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, EventsApi, LiveReads, Preconditions, RecordStore, RolloutApi,
+    ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
 use crate::ops::metrics::KubeClientMetrics;
@@ -251,6 +251,7 @@ pub struct KubeCluster {
     secrets: Api<Secret>,
     validating: Api<ValidatingWebhookConfiguration>,
     mutating: Api<MutatingWebhookConfiguration>,
+    events: Api<k8s_openapi::api::events::v1::Event>,
 }
 
 impl KubeCluster {
@@ -264,6 +265,7 @@ impl KubeCluster {
             secrets: Api::namespaced(client.clone(), &namespace),
             validating: Api::all(client.clone()),
             mutating: Api::all(client.clone()),
+            events: Api::namespaced(client.clone(), &namespace),
             statefulsets: Api::namespaced(client.clone(), &namespace),
             client,
             namespace,
@@ -506,6 +508,25 @@ impl CertificateStore for KubeCluster {
             }
         }
         .map_err(|err| classify(&err, &what))
+    }
+}
+
+impl EventsApi for KubeCluster {
+    async fn create_event(&self, event: &k8s_openapi::api::events::v1::Event) -> Result<(), ApiError> {
+        let name = event.metadata.name.as_deref().unwrap_or_default();
+        self.events
+            .create(&PostParams::default(), event)
+            .await
+            .map(|_| ())
+            .map_err(|err| classify(&err, &format!("create event {}/{name}", self.namespace)))
+    }
+
+    async fn patch_event(&self, name: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
+        self.events
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|err| classify(&err, &format!("patch event {}/{name}", self.namespace)))
     }
 }
 

@@ -48,11 +48,14 @@ pub enum Feature {
     /// The `kube_validating_webhook_failure_policy` gauge: watches the namespace's webhook configurations whenever
     /// the TLS server runs, whether or not CA bundles are injected.
     FailurePolicyMetric,
+    /// Kubernetes Events about rollouts and admissions (`-events.enabled`). Optional: a refusal turns Events off
+    /// with one log line and `rollout_operator_feature_disabled{feature="events"}`; nothing else changes.
+    Events,
 }
 
 impl Feature {
     /// Every feature, in the order the table uses them.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 10] = [
         Feature::Rollout,
         Feature::MirrorTargets,
         Feature::Scaling,
@@ -62,12 +65,13 @@ impl Feature {
         Feature::Certificate,
         Feature::CaInjection,
         Feature::FailurePolicyMetric,
+        Feature::Events,
     ];
 
     /// A feature that, refused by RBAC, degrades with a clear message (what it says above) instead of stopping
     /// rollouts or admissions; a deployment may leave it out.
     pub fn is_optional(self) -> bool {
-        matches!(self, Feature::MirrorTargets | Feature::Scaling | Feature::ParentLookups)
+        matches!(self, Feature::MirrorTargets | Feature::Scaling | Feature::ParentLookups | Feature::Events)
     }
 
     /// Whether these flags switch the feature on, exactly as the binary's startup decides it (`main.rs`,
@@ -80,6 +84,7 @@ impl Feature {
             Feature::ZoneTracker => flags.use_zone_tracker,
             Feature::Certificate => tls && flags.self_signed_cert_enabled,
             Feature::CaInjection => tls && flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle,
+            Feature::Events => flags.events_enabled,
         }
     }
 }
@@ -178,7 +183,7 @@ impl ApiPermission {
 }
 
 use Feature::{
-    CaInjection, Certificate, FailurePolicyMetric, MirrorTargets, ParentLookups, Rollout, Scaling, Webhooks,
+    CaInjection, Certificate, Events, FailurePolicyMetric, MirrorTargets, ParentLookups, Rollout, Scaling, Webhooks,
     ZoneTracker,
 };
 
@@ -243,6 +248,9 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     // Scaling sets spec.replicas of a follower or mirror StatefulSet (with grafana.com/last-downscale when there is
     // no zone tracker); without the tracker the webhooks record a /scale downscale on the parent the same way.
     ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling]),
+    // Events (`events.k8s.io/v1`) on the StatefulSets: created, and patched when they repeat (their series).
+    ApiPermission::namespaced("events.k8s.io", "events", "create", &[Events]),
+    ApiPermission::namespaced("events.k8s.io", "events", "patch", &[Events]),
 ];
 
 /// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
@@ -459,6 +467,19 @@ mod tests {
     }
 
     #[test]
+    fn events_only_when_enabled_and_then_optional() {
+        let events = |rules: &Rules| -> Vec<PolicyRule> {
+            rules.role.iter().filter(|r| r.resources == Some(vec!["events".into()])).cloned().collect()
+        };
+        assert!(events(&rules(&[])).is_empty());
+        assert!(events(&rules(&["-events.enabled=false", "-server-tls.enabled"])).is_empty());
+        assert_eq!(events(&rules(&["-events.enabled"])), [rule("events.k8s.io", "events", None, &["create", "patch"])]);
+        // A deployment may leave them out: what it must grant is unchanged.
+        let on = flags(&["-events.enabled"]);
+        assert_eq!(required_rules_for(&on), required_rules_for(&flags(&[])));
+    }
+
+    #[test]
     fn no_configmaps_without_the_zone_tracker() {
         for args in [&[][..], &["-server-tls.enabled=true"], &["-use-zone-tracker=false", "-server-tls.enabled"]] {
             let rules = rules(args);
@@ -614,7 +635,7 @@ mod tests {
             }
         }
         // All on: every row is needed.
-        let all = flags(&["-server-tls.enabled", "-use-zone-tracker"]);
+        let all = flags(&["-server-tls.enabled", "-use-zone-tracker", "-events.enabled"]);
         assert!(table.iter().all(|p| p.needed(&all)));
     }
 
