@@ -276,6 +276,8 @@ fn run() -> Result<i32, String> {
             let mut ran = 0u64;
             let (mut downscales, mut closest) = (0u64, None::<(Duration, u64)>);
             let (mut near, mut interleaved, mut slow) = ((0u64, 0u64), (0u64, 0u64), 0u64);
+            let mut events = rollout_sim::events::EventStats::default();
+            let mut max_writes_per_step = (0.0f64, 0u64);
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
@@ -284,6 +286,10 @@ fn run() -> Result<i32, String> {
                 near = (near.0 + o.near_min_time.0, near.1 + o.near_min_time.1);
                 interleaved = (interleaved.0 + o.rolled_while_scaling, interleaved.1 + o.scaled_while_rolling);
                 slow += o.slow_observations;
+                events.add(&o.events);
+                if o.events.writes_per_step() > max_writes_per_step.0 {
+                    max_writes_per_step = (o.events.writes_per_step(), seed);
+                }
                 if let Some(gap) = o.min_downscale_gap
                     && closest.is_none_or(|(g, _)| gap < g)
                 {
@@ -318,6 +324,13 @@ fn run() -> Result<i32, String> {
             if args.observe_lag {
                 println!("generations observed only after 5-60 s: {slow}");
             }
+            println!("Events: {}", events.describe());
+            println!(
+                "Event writes per rollout step: {:.2} over the batch, at most {:.2} in one run (seed {})",
+                events.writes_per_step(),
+                max_writes_per_step.0,
+                max_writes_per_step.1
+            );
             let wall = started.elapsed().as_secs_f64();
             println!(
                 "{ran} seeds, {failures} failed, {:.1} s wall, {:.1} seeds/s, {:.0} simulated s per wall s ({:.1} ms per seed)",

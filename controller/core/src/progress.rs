@@ -8,7 +8,8 @@
 //! StatefulSets whose currentRevision reached their update revision) for an unchanged [`Target`] (every StatefulSet's
 //! update revision and desired replicas). A pod that flaps Ready and not Ready makes no new high (a crash loop is not
 //! progress); a new revision or a replica change is a new target, and the clock starts again. A group that is done
-//! has nothing to make progress on: its clock starts again at every pass.
+//! has nothing to make progress on: its clock starts again at every pass, and again at the first pass that finds
+//! work (a done group is reconciled only now and then: its last pass may be long before the work appeared).
 
 use crate::duration::format_go_duration;
 use crate::group::GroupSnapshot;
@@ -62,23 +63,27 @@ pub struct ProgressClock {
     target: Target,
     best: u32,
     since: Timestamp,
+    /// The pass that set it found the group done.
+    done: bool,
 }
 
 impl ProgressClock {
     /// The clock after a pass that planned `state` on `group` at `now`: started again when there was none, the
-    /// target changed or the group is done; moved to `now` when the score beat its best; otherwise unchanged.
+    /// target changed, or this pass or the one before found the group done; moved to `now` when the score beat its
+    /// best; otherwise unchanged.
     pub fn observe(previous: Option<&ProgressClock>, group: &GroupSnapshot, state: GroupState, now: Timestamp) -> Self {
         let target = Target::of(group);
         let score = score(group, now);
+        let done = state == GroupState::Done;
         match previous {
-            Some(p) if p.target == target && state != GroupState::Done => {
+            Some(p) if p.target == target && !done && !p.done => {
                 if score > p.best {
-                    ProgressClock { target, best: score, since: now }
+                    ProgressClock { target, best: score, since: now, done }
                 } else {
                     p.clone()
                 }
             }
-            _ => ProgressClock { target, best: score, since: now },
+            _ => ProgressClock { target, best: score, since: now, done },
         }
     }
 
@@ -208,6 +213,20 @@ mod tests {
         assert_eq!(ProgressClock::observe(Some(&better), &scaled, GroupState::Waiting, t(900)).since(), t(900));
         let done = ProgressClock::observe(Some(&better), &group(2, false), GroupState::Done, t(1000));
         assert_eq!(done.since(), t(1000));
+    }
+
+    /// Regression (simulation seed 1 of `--faults never-ready,quota`): a done group is reconciled only every resync;
+    /// when a push gives it work, its clock must start then, not at its last (done) pass minutes earlier.
+    #[test]
+    fn work_after_a_done_pass_starts_the_clock_when_it_appears() {
+        let mut g = group(3, true);
+        g.members[0].sts.status.as_mut().unwrap().update_revision = "r1".into();
+        let done = ProgressClock::observe(None, &g, GroupState::Done, t(0));
+        // 144 s later the template was pushed; the StatefulSet controller has not observed it yet (same target).
+        let pushed = ProgressClock::observe(Some(&done), &g, GroupState::Waiting, t(144));
+        assert_eq!(pushed.since(), t(144));
+        let plan = GroupPlan { state: GroupState::Waiting, ..pass(&g, t(144)) };
+        assert_eq!(judge(&pushed, &plan, t(144), Duration::from_secs(120)), None);
     }
 
     #[test]

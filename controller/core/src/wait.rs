@@ -88,10 +88,11 @@ impl WaitReason {
         !matches!(self, WaitReason::ScalingScheduled | WaitReason::UpdateStrategy)
     }
 
-    /// Routine between two steps of a healthy rollout (the cache catching up with a deletion): not worth telling
-    /// people about unless it lasts.
+    /// Routine or momentary (the cache catching up with a deletion, the StatefulSet controller observing a new
+    /// spec, a downscale being prepared for a few seconds): not worth telling people about unless it lasts, which
+    /// stuck detection reports.
     pub fn is_routine(self) -> bool {
-        matches!(self, WaitReason::OwnWrites)
+        matches!(self, WaitReason::OwnWrites | WaitReason::StatusNotCurrent | WaitReason::DownscaleInProgress)
     }
 }
 

@@ -15,6 +15,7 @@ use rollout_core::duration::format_go_duration;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::progress::{ProgressClock, judge};
+use rollout_core::scaling::rollout_in_progress;
 use rollout_core::{Action, GroupPlan, GroupState, Readiness, Wait, WaitReason};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -39,7 +40,8 @@ struct Memory {
     /// The last wait an Event told people about (by [`told_as`]), since the group was last done.
     told: Option<(WaitReason, Option<String>)>,
     clock: Option<ProgressClock>,
-    stuck: bool,
+    /// Reported stuck, about this StatefulSet (`Some(None)`: about the group as a whole).
+    stuck: Option<Option<String>>,
     warnings: BTreeSet<String>,
     scaling_errors: BTreeSet<String>,
     /// Writes of the current pass that the API applied.
@@ -83,18 +85,20 @@ impl Reports {
             Some(ObjectRef::statefulset(&sts.name, Some(&sts.uid)))
         };
         let mut events = Vec::new();
-        match (&stuck, memory.stuck) {
-            (Some(verdict), false) => {
+        match (&stuck, memory.stuck.clone()) {
+            (Some(verdict), None) => {
                 let wait = verdict.wait.as_ref().map(|w| w.reason.as_str()).unwrap_or("none");
-                tracing::warn!(rollout_group = %group, wait, stuck_for = %format_go_duration(whole(verdict.without_progress)),
-                    reason = %verdict.reason, "rollout group is stuck");
-                let regarding = about(verdict.wait.as_ref().and_then(|w| w.statefulset.as_deref()));
+                let stuck_for = format_go_duration(whole(verdict.without_progress));
+                tracing::warn!(rollout_group = %group, wait, stuck_for, reason = %verdict.reason,
+                    "rollout group is stuck");
+                let sts = verdict.wait.as_ref().and_then(|w| w.statefulset.clone());
+                let note = verdict.describe();
                 events.extend(
-                    regarding
-                        .map(|r| event(r, EventType::Warning, "RolloutStuck", "CheckProgress", verdict.describe())),
+                    about(sts.as_deref()).map(|r| event(r, EventType::Warning, "RolloutStuck", "CheckProgress", note)),
                 );
+                memory.stuck = Some(sts);
             }
-            (None, true) => {
+            (None, Some(sts)) => {
                 let stalled = previous.map(|p| whole(p.without_progress(now))).unwrap_or_default();
                 let note = if plan.state == GroupState::Done {
                     format!("the rollout group is done, after {} without progress", format_go_duration(stalled))
@@ -102,19 +106,26 @@ impl Reports {
                     format!("progress resumed after {} without progress: {}", format_go_duration(stalled), plan.reason)
                 };
                 tracing::info!(rollout_group = %group, "rollout group is no longer stuck: {note}");
-                events
-                    .extend(about(None).map(|r| event(r, EventType::Normal, "RolloutResumed", "CheckProgress", note)));
+                events.extend(
+                    about(sts.as_deref()).map(|r| event(r, EventType::Normal, "RolloutResumed", "CheckProgress", note)),
+                );
+                memory.stuck = None;
             }
             _ => {}
         }
-        memory.stuck = stuck.is_some();
         memory.clock = Some(clock);
 
+        // Waits are told when the group stops on one (a pass that acts is told by its writes), once until it changes.
+        let stopped = matches!(plan.state, GroupState::Waiting | GroupState::Blocked);
         match &plan.wait {
             _ if plan.state == GroupState::Done => memory.told = None,
-            Some(wait) if !wait.reason.is_routine() && memory.told.as_ref() != Some(&told_as(wait)) => {
+            Some(wait) if stopped && !wait.reason.is_routine() && memory.told.as_ref() != Some(&told_as(wait)) => {
                 memory.told = Some(told_as(wait));
-                let (type_, reason) = if wait.reason.needs_attention() || plan.state == GroupState::Blocked {
+                // A warning when a person is needed, or when it holds up a rollout (several zones scaling up at once
+                // are not news).
+                let blocking = plan.state == GroupState::Blocked
+                    || (wait.reason.needs_attention() && rollout_in_progress(snapshot).is_some());
+                let (type_, reason) = if blocking {
                     (EventType::Warning, "RolloutBlocked")
                 } else {
                     (EventType::Normal, "RolloutWaiting")
@@ -125,15 +136,22 @@ impl Reports {
             _ => {}
         }
 
-        let warnings: BTreeSet<String> = plan.warnings.iter().cloned().collect();
-        for warning in warnings.difference(&memory.warnings) {
-            let named = snapshot.members.iter().find(|m| warning.starts_with(&format!("StatefulSet {}:", m.sts.name)));
-            let regarding = about(named.map(|m| m.sts.name.as_str()));
-            events.extend(
-                regarding.map(|r| event(r, EventType::Warning, "InvalidSetting", "ReadSettings", warning.clone())),
-            );
+        // Settings people wrote that cannot be used (naming the key and value), and pods that claim a StatefulSet
+        // without matching it; not the pass's passing troubles (an unreadable record), which the log tells.
+        let mut warnings: BTreeMap<String, Option<&str>> =
+            snapshot.warnings.iter().map(|w| (w.clone(), None)).collect();
+        for m in &snapshot.members {
+            warnings.extend(m.sts.settings.errors.iter().map(|e| (e.to_string(), Some(m.sts.name.as_str()))));
         }
-        memory.warnings = warnings;
+        for (warning, sts) in &warnings {
+            if !memory.warnings.contains(warning) {
+                let regarding = about(*sts);
+                events.extend(
+                    regarding.map(|r| event(r, EventType::Warning, "InvalidSetting", "ReadSettings", warning.clone())),
+                );
+            }
+        }
+        memory.warnings = warnings.into_keys().collect();
         let errors: BTreeMap<String, &str> =
             plan.scaling_errors.iter().map(|e| (e.to_string(), e.statefulset.as_str())).collect();
         for (error, sts) in &errors {
@@ -150,7 +168,7 @@ impl Reports {
         let report = GroupReport {
             state: plan.state,
             waiting: plan.wait.as_ref().map(|w| w.reason),
-            stuck: self.groups.get(&group).is_some_and(|m| m.stuck),
+            stuck: stuck.is_some(),
             without_progress,
             statefulsets: snapshot.members.iter().map(|m| statefulset_report(m, now)).collect(),
         };
