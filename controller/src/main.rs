@@ -75,6 +75,13 @@ mod app {
             }
             // Prints and exits; nothing to log.
             Command::Rbac(args) => rbac_cmd::run(&args),
+            Command::Status { args, log } => {
+                if let Err(e) = logging::init(log) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+                rollout_operator::offline::status::run(*args)
+            }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
                     eprintln!("{e}");

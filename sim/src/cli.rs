@@ -107,6 +107,10 @@ struct ScenarioArgs {
     /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
     boundary_probes: bool,
+    /// The controller records Kubernetes Events (-events.enabled), and batch reports them per rollout step. Off by
+    /// default, so seeds found without it replay the same world.
+    #[arg(long)]
+    events: bool,
 }
 
 impl ScenarioArgs {
@@ -128,6 +132,7 @@ impl ScenarioArgs {
             flags.push_str(&format!(" --max-unavailable {m}"));
         }
         for (on, flag) in [
+            (self.events, " --events"),
             (self.scale_requests, " --scale-requests"),
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
@@ -198,6 +203,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         deployment,
         min_ready_seconds: args.min_ready_seconds,
         scale_requests: args.scale_requests,
+        events: args.events,
         settle_deadline: base.settle_deadline + min_ready_settle_time(args.min_ready_seconds),
         ..base
     })
@@ -324,13 +330,15 @@ fn run() -> Result<i32, String> {
             if args.observe_lag {
                 println!("generations observed only after 5-60 s: {slow}");
             }
-            println!("Events: {}", events.describe());
-            println!(
-                "Event writes per rollout step: {:.2} over the batch, at most {:.2} in one run (seed {})",
-                events.writes_per_step(),
-                max_writes_per_step.0,
-                max_writes_per_step.1
-            );
+            if args.events {
+                println!("Events: {}", events.describe());
+                println!(
+                    "Event writes per rollout step: {:.2} over the batch, at most {:.2} in one run (seed {})",
+                    events.writes_per_step(),
+                    max_writes_per_step.0,
+                    max_writes_per_step.1
+                );
+            }
             let wall = started.elapsed().as_secs_f64();
             println!(
                 "{ran} seeds, {failures} failed, {:.1} s wall, {:.1} seeds/s, {:.0} simulated s per wall s ({:.1} ms per seed)",

@@ -34,10 +34,9 @@ pub struct OperatorSetup {
 }
 
 impl OperatorSetup {
-    /// As the scenario runs the operator: Events on unless the scenario says otherwise or runs a reference
-    /// deployment (whose args do not set `-events.enabled`, and whose RBAC grants no events).
+    /// As the scenario runs the operator.
     pub fn of(sc: &Scenario) -> Self {
-        OperatorSetup { record: sc.downscale_record(), events: sc.events.unwrap_or(sc.deployment.is_none()) }
+        OperatorSetup { record: sc.downscale_record(), events: sc.events }
     }
 
     /// The recorder the controller sends its Events to, its sink running on the controller's node; a disabled

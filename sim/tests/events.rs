@@ -25,6 +25,7 @@ fn events_stay_few_per_rollout_step_and_no_object_is_flooded_under_every_fault()
         ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), 0..15),
         ("leader/follower scaling", Scenario::scaling(), 0..15),
     ] {
+        let sc = Scenario { events: true, ..sc };
         let mut steps = 0;
         for seed in seeds {
             let o = world::run(seed, &sc, false);
@@ -44,10 +45,11 @@ fn events_stay_few_per_rollout_step_and_no_object_is_flooded_under_every_fault()
     }
 }
 
+/// The world without `-events.enabled` (every reference deployment's args): nothing is sent.
 #[test]
-fn reference_deployments_leave_events_off_and_send_none() {
-    for deployment in [ReferenceDeployment::HelmChart, ReferenceDeployment::Jsonnet] {
-        let sc = Scenario { deployment: Some(deployment), ..Scenario::default() };
+fn without_the_flag_no_event_is_sent() {
+    for deployment in [None, Some(ReferenceDeployment::HelmChart), Some(ReferenceDeployment::Jsonnet)] {
+        let sc = Scenario { deployment, ..Scenario::default() };
         for seed in 0..5 {
             let o = world::run(seed, &sc, false);
             assert!(o.passed(), "{deployment:?} seed {seed}: {:#?}", o.violations);
@@ -60,7 +62,7 @@ fn reference_deployments_leave_events_off_and_send_none() {
 /// once, and goes on; every other invariant holds and the group converges.
 #[test]
 fn events_refused_by_rbac_are_turned_off_once_per_process_and_rollouts_converge() {
-    let sc = Scenario { events: Some(true), deployment: Some(ReferenceDeployment::HelmChart), ..Scenario::default() };
+    let sc = Scenario { events: true, deployment: Some(ReferenceDeployment::HelmChart), ..Scenario::default() };
     let mut refused_total = 0;
     for seed in 0..10 {
         let o = world::run(seed, &sc, false);
@@ -84,7 +86,7 @@ fn groups_held_by_unready_or_missing_pods_are_reported_stuck_then_resumed() {
     let mut faults = FaultMix::NONE;
     faults.never_ready = true;
     faults.quota = true;
-    let sc = Scenario { faults, ..Scenario::default() };
+    let sc = Scenario { faults, events: true, ..Scenario::default() };
     let mut stuck_total = 0;
     for seed in 0..20 {
         let o = world::run(seed, &sc, false);

@@ -51,8 +51,9 @@ pub struct GroupPlan {
     pub group: String,
     pub state: GroupState,
     pub reason: String,
-    /// What the group waits for (the part after "then" when it also acts); `None` when nothing holds it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the group waits for (the part after "then" when it also acts); `None` when nothing holds it. Not in
+    /// `plan -o json`, whose shape is documented; `status -o json` shows it.
+    #[serde(skip)]
     pub wait: Option<Wait>,
     pub actions: Vec<Action>,
     /// Invalid annotations and similar findings that did not stop planning.

@@ -85,6 +85,14 @@ pub enum AdapterError {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "cannot find a Kubernetes configuration ({source}); set -kubernetes.config-file or KUBECONFIG, or run inside \
+         a cluster"
+    )]
+    Infer {
+        #[source]
+        source: kube::config::InferConfigError,
+    },
 }
 
 /// Builds the Kubernetes client: from the kubeconfig at `config_file` if given, else from the in-cluster
@@ -100,6 +108,36 @@ pub async fn build_client(
     metrics: KubeClientMetrics,
 ) -> Result<Client, AdapterError> {
     let config = load_config(config_file, api_url, client_timeout).await?;
+    let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
+    let builder =
+        builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));
+    Ok(with_cluster_header(builder, namespace)?.build())
+}
+
+/// The client of the command-line tools that read a cluster (`status`): the kubeconfig at `config_file` if given,
+/// else whatever kubectl would use (`KUBECONFIG`, `~/.kube/config`, or the in-cluster environment); `api_url` and
+/// `client_timeout` as for [`build_client`], with the same layers.
+pub async fn build_cli_client(
+    config_file: Option<&Path>,
+    api_url: Option<&str>,
+    client_timeout: Duration,
+    namespace: &str,
+    limits: RateLimits,
+    metrics: KubeClientMetrics,
+) -> Result<Client, AdapterError> {
+    let mut config = match config_file {
+        Some(_) => load_config(config_file, api_url, client_timeout).await?,
+        None => {
+            let mut config = Config::infer().await.map_err(|source| AdapterError::Infer { source })?;
+            if let Some(url) = api_url.filter(|url| !url.is_empty()) {
+                config.cluster_url =
+                    url.parse().map_err(|source| AdapterError::ApiUrl { url: url.to_string(), source })?;
+            }
+            apply_client_timeout(&mut config, client_timeout);
+            config
+        }
+    };
+    config.default_retry = false;
     let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
     let builder =
         builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));

@@ -245,6 +245,8 @@ pub async fn run_sink<E: EventsApi>(api: E, queue: EventQueue, settings: EventSe
     };
     loop {
         tokio::select! {
+            // In order, not at random: the simulation must replay a seed exactly.
+            biased;
             event = rx.recv() => match event {
                 Some(event) => sink.handle(event).await,
                 None => {
@@ -411,7 +413,8 @@ fn truncate(note: &str, limit: usize) -> String {
     format!("{}…", &note[..end])
 }
 
-#[cfg(test)]
+// Paused tokio time drives the sink here; the simulator has its own clock (sim/tests/events.rs).
+#[cfg(all(test, not(madsim)))]
 mod tests {
     use super::*;
     use std::sync::Mutex;
