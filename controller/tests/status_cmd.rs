@@ -211,6 +211,12 @@ fn the_example_dumps_through_dash_f() {
         "{text}"
     );
     assert!(text.contains("    delete pod ingester-zone-b-2 of ingester-zone-b: "), "{text}");
+    // The README shows this output.
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let after =
+        readme.split("On `examples/three-zone-mid-rollout.yaml` (`status -f`):").nth(1).expect("README example");
+    let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
+    assert_eq!(text, block);
     let (code, json, _) = run("crash-loop-on-old-revision.yaml", &["-o", "json"]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&json).unwrap();
@@ -234,4 +240,32 @@ fn bad_arguments_are_clear_errors() {
         status::execute_on_dumps(&args(&["-f", "/nonexistent.yaml"]), &mut std::io::empty(), &mut out, &mut err, now());
     assert_eq!(code, status::EXIT_BAD_INPUT);
     assert!(String::from_utf8(err).unwrap().contains("/nonexistent.yaml"));
+}
+
+/// The README shows what `status --watch` prints on a group half-way through zone b; this is that view, and the
+/// README's text must stay exactly what the command prints.
+#[tokio::test]
+async fn the_readme_example_is_what_status_prints() {
+    let cluster = mid_rollout();
+    for name in ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"] {
+        let mut s = cluster.statefulset(name).unwrap();
+        let annotations = s.metadata.annotations.get_or_insert_default();
+        annotations.insert(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into(), "12h".into());
+        if name == "ingester-zone-c" {
+            annotations.insert(keys::LAST_DOWNSCALE.into(), "2026-01-01T09:00:00Z".into());
+        }
+        cluster.put_statefulset(s);
+    }
+    let args = args(&["-kubernetes.namespace=mimir", "--watch"]);
+    let mut watcher = Watcher::default();
+    let earlier = now() - jiff::SignedDuration::from_secs(12 * 60 + 4);
+    status::show(&cluster, &args, "mimir", earlier, Some(&mut watcher), &mut Vec::new()).await.unwrap();
+    let mut out = Vec::new();
+    status::show(&cluster, &args, "mimir", now(), Some(&mut watcher), &mut out).await.unwrap();
+    let printed = String::from_utf8(out).unwrap();
+
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let after = readme.split("On a group half-way through zone b").nth(1).expect("the README example");
+    let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
+    assert_eq!(printed, block);
 }
