@@ -31,6 +31,7 @@ mod app {
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
     use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
     use rollout_operator::ops::cluster_validation::ClusterValidation;
+    use rollout_operator::ops::events::{EventRecorder, EventSettings, run_sink};
     use rollout_operator::ops::health::ReadyFlag;
     use rollout_operator::ops::metrics::Metrics;
     use rollout_operator::ops::{http_server, logging};
@@ -77,6 +78,13 @@ mod app {
             }
             // Prints and exits; nothing to log.
             Command::Rbac(args) => rbac_cmd::run(&args),
+            Command::Status { args, log } => {
+                if let Err(e) = logging::init(log) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+                rollout_operator::offline::status::run(*args)
+            }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
                     eprintln!("{e}");
@@ -199,9 +207,32 @@ mod app {
             metrics.zpdb.clone(),
         );
         tokio::spawn(tracker.run(until_stopped(stopped.clone())));
+        // Events (-events.enabled): one sink task, fed without waiting by the controller and the webhooks.
+        let events = if flags.events_enabled {
+            // The pod's name (Kubernetes sets HOSTNAME to it) tells replicas apart in reportingInstance.
+            let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
+            let settings = EventSettings::new(
+                &flags.kubernetes_namespace,
+                instance.as_deref().unwrap_or(rollout_operator::cli::rbac::NAME),
+            );
+            let (recorder, queue) = EventRecorder::new(settings.queue, metrics.clone());
+            tokio::spawn(run_sink(cluster.clone(), queue, settings, metrics.clone()));
+            recorder
+        } else {
+            EventRecorder::disabled()
+        };
         // The admission webhooks over HTTPS, when enabled; they run until the process ends.
         let _webhooks = if flags.server_tls_enabled {
-            match webhook_server::start(&flags, cluster.clone(), &metrics, validation.clone(), zpdb.clone()).await {
+            match webhook_server::start(
+                &flags,
+                cluster.clone(),
+                &metrics,
+                validation.clone(),
+                zpdb.clone(),
+                events.clone(),
+            )
+            .await
+            {
                 Ok(tasks) => Some(tasks),
                 Err(e) => {
                     error!(err = %e, "failed to start the webhook server");
@@ -233,6 +264,7 @@ mod app {
         };
         let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)
             .with_scaling(pod_client, scaling)
+            .with_reporting(events, flags.rollout_progress_deadline)
             .run(ready, until_stopped(stopped.clone()));
         tokio::pin!(controller);
 

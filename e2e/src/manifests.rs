@@ -92,6 +92,47 @@ pub enum KubeObject {
     ValidatingWebhookConfiguration(ValidatingWebhookConfiguration),
     MutatingWebhookConfiguration(MutatingWebhookConfiguration),
     CustomResourceDefinition(Box<CustomResourceDefinition>),
+    PrometheusRule(Box<PrometheusRule>),
+}
+
+/// A Prometheus Operator `PrometheusRule` (`monitoring.coreos.com/v1`), limited to the fields `deploy/monitoring`
+/// uses, so a misspelt field is caught as for the Kubernetes kinds.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusRule {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub spec: PrometheusRuleSpec,
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+pub struct PrometheusRuleSpec {
+    pub groups: Vec<RuleGroup>,
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+pub struct RuleGroup {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    pub rules: Vec<Rule>,
+}
+
+/// An alerting rule (`alert`) or a recording rule (`record`).
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+pub struct Rule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
+    pub expr: String,
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub for_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 /// `apiVersion` and `kind` of a document, for messages.
@@ -163,6 +204,7 @@ pub fn parse_kube_object(doc: &Value) -> Result<KubeObject, String> {
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
             KubeObject::CustomResourceDefinition(Box::new(parse_exact(doc)?))
         }
+        ("monitoring.coreos.com/v1", "PrometheusRule") => KubeObject::PrometheusRule(Box::new(parse_exact(doc)?)),
         _ => return Err(format!("unexpected kind {api_version}/{kind}: add it to parse_kube_object")),
     })
 }

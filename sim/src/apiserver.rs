@@ -100,6 +100,13 @@ pub enum Op {
     ReplaceSecret {
         secret: Box<Secret>,
     },
+    CreateEvent {
+        event: Box<k8s_openapi::api::events::v1::Event>,
+    },
+    PatchEvent {
+        name: String,
+        patch: serde_json::Value,
+    },
 }
 
 pub struct Request {
@@ -260,6 +267,9 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::GetSecret { name } => access("", "secrets", "get", Some(name)),
         Op::CreateSecret { .. } => access("", "secrets", "create", None),
         Op::ReplaceSecret { secret } => access("", "secrets", "update", Some(&name_of(&secret.metadata))),
+        // RBAC cannot restrict a create by name.
+        Op::CreateEvent { .. } => access("events.k8s.io", "events", "create", None),
+        Op::PatchEvent { name, .. } => access("events.k8s.io", "events", "patch", Some(name)),
     }
 }
 
@@ -285,7 +295,7 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         }
         Op::Discover { .. } => Reply::Discovered(Err(err)),
         Op::GetScale { .. } => Reply::Value(Err(err)),
-        Op::PatchResourceStatus { .. } => Reply::Done(Err(err)),
+        Op::PatchResourceStatus { .. } | Op::CreateEvent { .. } | Op::PatchEvent { .. } => Reply::Done(Err(err)),
         Op::GetStatefulSet { .. } => Reply::StatefulSet(Err(err)),
         Op::ListStatefulSets { .. } => Reply::StatefulSets(Err(err)),
         Op::ListPods { .. } => Reply::Pods(Err(err)),
@@ -433,6 +443,24 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
         Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),
         Op::CreateSecret { secret } => Reply::Secret(store.api_create_secret(secret).map(|s| Some(Box::new(s)))),
         Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),
+        Op::CreateEvent { event } => {
+            let at = store.elapsed();
+            let result = store.events.create(at, event);
+            let what = format!(
+                "EVENT {} {} on {}: {}",
+                event.type_.as_deref().unwrap_or_default(),
+                event.reason.as_deref().unwrap_or_default(),
+                event.regarding.as_ref().and_then(|r| r.name.as_deref()).unwrap_or_default(),
+                event.note.as_deref().unwrap_or_default()
+            );
+            let line = match &result {
+                Ok(()) => what,
+                Err(e) => format!("{what} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Done(result)
+        }
+        Op::PatchEvent { name, patch } => Reply::Done(store.events.patch(name, patch)),
     };
     (req.reply_tag, reply)
 }

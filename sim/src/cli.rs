@@ -111,6 +111,10 @@ struct ScenarioArgs {
     /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
     boundary_probes: bool,
+    /// The controller records Kubernetes Events (-events.enabled), and batch reports them per rollout step. Off by
+    /// default, so seeds found without it replay the same world.
+    #[arg(long)]
+    events: bool,
 }
 
 impl ScenarioArgs {
@@ -132,6 +136,7 @@ impl ScenarioArgs {
             flags.push_str(&format!(" --max-unavailable {m}"));
         }
         for (on, flag) in [
+            (self.events, " --events"),
             (self.scale_requests, " --scale-requests"),
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
@@ -205,6 +210,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         deployment,
         min_ready_seconds: args.min_ready_seconds,
         scale_requests: args.scale_requests,
+        events: args.events,
         settle_deadline: base.settle_deadline + min_ready_settle_time(args.min_ready_seconds),
         ..base
     })
@@ -285,6 +291,8 @@ fn run() -> Result<i32, String> {
             let (mut near, mut interleaved, mut slow) = ((0u64, 0u64), (0u64, 0u64), 0u64);
             let mut reactions = rollout_sim::reaction::Summary::default();
             let mut large = Vec::new();
+            let mut events = rollout_sim::events::EventStats::default();
+            let mut max_writes_per_step = (0.0f64, 0u64);
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
@@ -297,6 +305,10 @@ fn run() -> Result<i32, String> {
                 near = (near.0 + o.near_min_time.0, near.1 + o.near_min_time.1);
                 interleaved = (interleaved.0 + o.rolled_while_scaling, interleaved.1 + o.scaled_while_rolling);
                 slow += o.slow_observations;
+                events.add(&o.events);
+                if o.events.writes_per_step() > max_writes_per_step.0 {
+                    max_writes_per_step = (o.events.writes_per_step(), seed);
+                }
                 if let Some(gap) = o.min_downscale_gap
                     && closest.is_none_or(|(g, _)| gap < g)
                 {
@@ -344,6 +356,15 @@ fn run() -> Result<i32, String> {
                         );
                     }
                 }
+            }
+            if args.events {
+                println!("Events: {}", events.describe());
+                println!(
+                    "Event writes per rollout step: {:.2} over the batch, at most {:.2} in one run (seed {})",
+                    events.writes_per_step(),
+                    max_writes_per_step.0,
+                    max_writes_per_step.1
+                );
             }
             let wall = started.elapsed().as_secs_f64();
             println!(

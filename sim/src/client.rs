@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, LiveReads, PodAnnotations, Preconditions,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, LiveReads, PodAnnotations, Preconditions,
     RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -346,6 +346,22 @@ impl ScaleTargets for SimCluster {
         let op =
             Op::PatchResourceStatus { plural: resource.plural.clone(), name: name.to_string(), patch: patch.clone() };
         match self.call(op).await? {
+            Reply::Done(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}
+
+impl EventsApi for SimCluster {
+    async fn create_event(&self, event: &k8s_openapi::api::events::v1::Event) -> Result<(), ApiError> {
+        match self.call(Op::CreateEvent { event: Box::new(event.clone()) }).await? {
+            Reply::Done(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn patch_event(&self, name: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
+        match self.call(Op::PatchEvent { name: name.to_string(), patch: patch.clone() }).await? {
             Reply::Done(r) => r,
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }

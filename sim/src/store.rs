@@ -137,6 +137,10 @@ pub struct Store {
     /// Where the history stood when the writer of the replica change now being committed decided it (its
     /// review's arrival, or the controller's watch position); set around such writes, like `writer`.
     pub writer_basis: Option<u64>,
+    /// Events the operator wrote (not watched; counted per run).
+    pub events: crate::events::EventLog,
+    /// Replica changes by the controller that committed (rollout steps, for the Event counts).
+    pub controller_replica_changes: u64,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -176,6 +180,8 @@ impl Store {
             writer_basis: None,
             replicas_changed: BTreeMap::new(),
             reactions: Default::default(),
+            events: Default::default(),
+            controller_replica_changes: 0,
         }
     }
 
@@ -527,6 +533,9 @@ impl Store {
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
+        if controller.is_some() {
+            self.controller_replica_changes += 1;
+        }
         if controller.is_some() && self.being_rolled(name) {
             self.checker.scaled_while_rolling += 1;
         }

@@ -9,6 +9,7 @@
 use crate::apiserver::{self, Knobs, ServerEnv};
 use crate::checker::Violation;
 use crate::client::SimCluster;
+use crate::events::{EventStats, OperatorSetup};
 use crate::kube::{self, KubeState};
 use crate::objects::{self, revision_name};
 use crate::rng::SimRng;
@@ -304,6 +305,9 @@ pub struct Scenario {
     /// Each template push comes at one of the leader's replica changes (from 5 s before to 40 s after it, when a
     /// follower's scaling is due), so rollouts and follower scaling interleave on the same StatefulSets.
     pub pushes_at_scaling: bool,
+    /// `-events.enabled`: the controller records Events (off by default: every seed pinned before Events existed
+    /// replays the world it was found in; the Event recorder's tasks and requests change the interleaving).
+    pub events: bool,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -506,6 +510,7 @@ impl Default for Scenario {
             scale_requests: false,
             observe_lag: false,
             pushes_at_scaling: false,
+            events: false,
         }
     }
 }
@@ -532,6 +537,8 @@ pub struct Outcome {
     pub slow_observations: u64,
     /// The controller's reaction times and request counts.
     pub reactions: crate::reaction::Reactions,
+    /// The Events the operator wrote.
+    pub events: EventStats,
 }
 
 impl Outcome {
@@ -561,14 +568,17 @@ fn sim_config() -> ReconcilerConfig {
     ReconcilerConfig::default()
 }
 
-async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, record: Option<String>, planner: P) {
+async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: OperatorSetup, planner: P) {
     let scaling = ScalingConfig {
         namespace: objects::NAMESPACE.to_string(),
-        downscale_record: record,
+        downscale_record: setup.record.clone(),
         ..ScalingConfig::default()
     };
-    Controller::new(api, planner, sim_config(), Arc::new(Metrics::new()))
+    let metrics = Arc::new(Metrics::new());
+    let events = setup.recorder(&api, metrics.clone());
+    Controller::new(api, planner, sim_config(), metrics)
         .with_scaling(NoPodClient, scaling)
+        .with_reporting(events, crate::events::PROGRESS_DEADLINE)
         .run(ReadyFlag::new(), std::future::pending())
         .await
 }
@@ -626,7 +636,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || kube::run(s.clone(), k.clone()))
         .build();
     let incarnations = Arc::new(AtomicU64::new(0));
-    let (s, planner, controller_record) = (store.clone(), sc.planner, sc.downscale_record());
+    let (s, planner, controller_setup) = (store.clone(), sc.planner, OperatorSetup::of(&sc));
     let controller = handle
         .create_node()
         .name("controller")
@@ -634,11 +644,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || {
             let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
             let store = s.clone();
-            let record = controller_record.clone();
+            let setup = controller_setup.clone();
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                 let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
-                run_with_planner(planner, api, record).await
+                run_with_planner(planner, api, setup).await
             }
         })
         .build();
@@ -926,6 +936,10 @@ fn judge(
         st.trace("checker", format!("{downscales} downscales committed; closest two zones' commits {gap} apart"));
     }
     st.trace("checker", format!("{verdict}; {judged} controller writes judged"));
+    let events = st.events.stats(judged + st.controller_replica_changes);
+    if sc.events {
+        st.trace("checker", events.describe());
+    }
     Outcome {
         seed,
         violations,
@@ -940,6 +954,7 @@ fn judge(
         scaled_while_rolling: st.checker.scaled_while_rolling,
         slow_observations,
         reactions: st.reactions.clone(),
+        events,
     }
 }
 
@@ -1000,36 +1015,34 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
 }
 
 /// Runs the controller with the scenario's planner (the production one, or a test-only one with a known bug).
-async fn run_with_planner(planner: PlannerKind, api: SimCluster, record: Option<String>) {
+async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: OperatorSetup) {
     match planner {
-        PlannerKind::Real => run_controller(api, record, RolloutPlanner).await,
-        PlannerKind::StatusCountReadiness => {
-            run_controller(api, record, rollout_known_bugs::StatusCountReadiness).await
-        }
+        PlannerKind::Real => run_controller(api, setup, RolloutPlanner).await,
+        PlannerKind::StatusCountReadiness => run_controller(api, setup, rollout_known_bugs::StatusCountReadiness).await,
         PlannerKind::PausedLetsOthersProceed => {
-            run_controller(api, record, rollout_known_bugs::PausedLetsOthersProceed).await
+            run_controller(api, setup, rollout_known_bugs::PausedLetsOthersProceed).await
         }
-        PlannerKind::NoExpectations => run_controller(api, record, rollout_known_bugs::NoExpectations).await,
+        PlannerKind::NoExpectations => run_controller(api, setup, rollout_known_bugs::NoExpectations).await,
         PlannerKind::TerminatingCountsAsReady => {
-            run_controller(api, record, rollout_known_bugs::TerminatingCountsAsReady).await
+            run_controller(api, setup, rollout_known_bugs::TerminatingCountsAsReady).await
         }
-        PlannerKind::SkipsMinTimeCheck => run_controller(api, record, rollout_known_bugs::SkipsMinTimeCheck).await,
+        PlannerKind::SkipsMinTimeCheck => run_controller(api, setup, rollout_known_bugs::SkipsMinTimeCheck).await,
         PlannerKind::IgnoresDownscalesInProgress => {
-            run_controller(api, record, rollout_known_bugs::IgnoresDownscalesInProgress).await
+            run_controller(api, setup, rollout_known_bugs::IgnoresDownscalesInProgress).await
         }
         PlannerKind::DownscalesDuringRollouts => {
-            run_controller(api, record, rollout_known_bugs::DownscalesDuringRollouts).await
+            run_controller(api, setup, rollout_known_bugs::DownscalesDuringRollouts).await
         }
-        PlannerKind::PercentAsCount => run_controller(api, record, rollout_known_bugs::PercentAsCount).await,
+        PlannerKind::PercentAsCount => run_controller(api, setup, rollout_known_bugs::PercentAsCount).await,
         PlannerKind::IgnoresMinReadySeconds => {
-            run_controller(api, record, rollout_known_bugs::IgnoresMinReadySeconds).await
+            run_controller(api, setup, rollout_known_bugs::IgnoresMinReadySeconds).await
         }
-        PlannerKind::IgnoresObservedGeneration => run_controller(api, record, IgnoresObservedGeneration).await,
-        PlannerKind::MinTimeSecondEarly => run_controller(api, record, MinTimeSecondEarly).await,
+        PlannerKind::IgnoresObservedGeneration => run_controller(api, setup, IgnoresObservedGeneration).await,
+        PlannerKind::MinTimeSecondEarly => run_controller(api, setup, MinTimeSecondEarly).await,
         PlannerKind::MissingPodsSpendNoBudget => {
-            run_controller(api, record, rollout_known_bugs::MissingPodsSpendNoBudget).await
+            run_controller(api, setup, rollout_known_bugs::MissingPodsSpendNoBudget).await
         }
-        PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, record, CondemnedPodFillsMissingSlot).await,
+        PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, setup, CondemnedPodFillsMissingSlot).await,
     }
 }
 

@@ -29,6 +29,15 @@ impl Expectation {
         }
     }
 
+    /// The StatefulSet the write was about (a deleted pod's owner).
+    pub fn statefulset(&self) -> &str {
+        match self {
+            Expectation::PodDeleted { statefulset, .. } | Expectation::StatefulSetWritten { statefulset, .. } => {
+                statefulset
+            }
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Expectation::PodDeleted { pod, .. } => format!("deletion of pod {pod}"),

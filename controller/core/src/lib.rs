@@ -7,8 +7,9 @@
 //! Flow: k8s-openapi objects -> [`view`] (typed, annotations parsed) -> [`group`] (one rollout group) ->
 //! [`plan`] (actions with reasons, group state), run inside [`pass`] (one whole pass: the record it needs, mirror
 //! findings, the rollout-step claim, the expectation each write leaves). [`scaling`] decides replica changes (leader/follower, force replicas,
-//! mirror, delayed downscale); the planner runs its snapshot-only part first. [`zpdb`] decides evictions under
-//! ZoneAwarePodDisruptionBudgets.
+//! mirror, delayed downscale); the planner runs its snapshot-only part first. Every wait of a plan has a class
+//! ([`wait`]); [`progress`] judges, from a clock the shell keeps, whether a group is stuck. [`zpdb`] decides
+//! evictions under ZoneAwarePodDisruptionBudgets.
 
 pub mod actions;
 pub mod admission;
@@ -24,11 +25,13 @@ pub mod mirror_flow;
 pub mod natural;
 pub mod pass;
 pub mod plan;
+pub mod progress;
 pub mod prom_duration;
 pub mod readiness;
 pub mod scaling;
 pub mod settings;
 pub mod view;
+pub mod wait;
 pub mod zpdb;
 
 pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
@@ -39,7 +42,9 @@ pub use pass::{
     WriteOutcome, ZoneTracker, expectation_after, expectation_after_expiry, plan_pass, plan_pass_with, record_need,
 };
 pub use plan::{Action, GroupPlan, GroupState, PlanContext, Planner, RolloutPlanner, plan_group};
+pub use progress::{ProgressClock, Stuck};
 pub use readiness::Readiness;
 pub use scaling::{ScalingError, ScalingSettings};
 pub use settings::{AnnotationError, MaxUnavailable, RolloutSettings};
 pub use view::{PodView, StatefulSetView, ViewError};
+pub use wait::{Wait, WaitReason};

@@ -20,6 +20,7 @@ use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::GroupSnapshot;
 use crate::plan::{Action, GroupPlan, GroupState, PlanContext, Planner};
 use crate::scaling::ScalingError;
+use crate::wait::{Wait, WaitReason};
 use jiff::Timestamp;
 use std::time::Duration;
 
@@ -142,6 +143,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
                 reason: format!(
                     "{why}; no pod is replaced until it can be read (a downscale of the group may be being prepared)"
                 ),
+                wait: Some(Wait::new(WaitReason::DownscaleRecordUnreadable, None)),
                 actions: Vec::new(),
                 warnings: Vec::new(),
                 scaling_errors: Vec::new(),
@@ -212,6 +214,7 @@ impl Pass {
                 scale.statefulset, scale.from, scale.to, scale.reason
             );
             self.plan.state = GroupState::Progressing;
+            self.plan.wait = None;
             self.plan.actions = vec![Action::Scale {
                 statefulset: scale.statefulset,
                 from: scale.from,

@@ -18,6 +18,7 @@ use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
 use crate::readiness::Readiness;
 use crate::scaling::{ScalingError, plan_scaling};
+use crate::wait::{Wait, WaitReason};
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -50,6 +51,10 @@ pub struct GroupPlan {
     pub group: String,
     pub state: GroupState,
     pub reason: String,
+    /// What the group waits for (the part after "then" when it also acts); `None` when nothing holds it. Not in
+    /// `plan -o json`, whose shape is documented; `status -o json` shows it.
+    #[serde(skip)]
+    pub wait: Option<Wait>,
     pub actions: Vec<Action>,
     /// Invalid annotations and similar findings that did not stop planning.
     #[serde(skip)]
@@ -83,6 +88,7 @@ impl GroupPlan {
         }
         if !waits.is_empty() && self.state == GroupState::Done {
             self.state = GroupState::Waiting;
+            self.wait = Some(Wait::new(WaitReason::ScalingScheduled, None));
         }
     }
 }
@@ -104,7 +110,12 @@ impl Planner for RolloutPlanner {
 }
 
 /// Why the walk over a group's StatefulSets stopped early: something must happen before it can go on.
-struct Wait(String);
+struct Halt(Wait, String);
+
+/// The class of a wait for a StatefulSet's pods: missing ones first (nothing else can help them).
+fn pods_wait(sts: &str, readiness: &Readiness) -> Wait {
+    Wait::on(if readiness.missing > 0 { WaitReason::PodsMissing } else { WaitReason::PodsNotReady }, sts)
+}
 
 pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
     let mut warnings = group.warnings.clone();
@@ -112,10 +123,11 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
         warnings.extend(m.sts.settings.errors.iter().map(ToString::to_string));
     }
     let mut scaling_errors: Vec<ScalingError> = Vec::new();
-    let finish = |state, reason: String, actions, warnings, scaling_errors: &Vec<ScalingError>| GroupPlan {
+    let finish = |state, reason: String, wait, actions, warnings, scaling_errors: &Vec<ScalingError>| GroupPlan {
         group: group.name.clone(),
         state,
         reason: with_scaling_errors(reason, scaling_errors),
+        wait,
         actions,
         warnings,
         scaling_errors: scaling_errors.clone(),
@@ -128,7 +140,8 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             first.expectation.describe(),
             if pending.len() > 1 { format!(" and {} more of our writes", pending.len() - 1) } else { String::new() }
         );
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
+        let wait = Wait::on(WaitReason::OwnWrites, first.expectation.statefulset());
+        return finish(GroupState::Waiting, reason, Some(wait), Vec::new(), warnings, &scaling_errors);
     }
 
     // Scaling first (reference 3). A pass that changes replicas does nothing else in the group: the snapshot is
@@ -144,7 +157,7 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             reason.push_str("; ");
             reason.push_str(wait);
         }
-        return finish(GroupState::Progressing, reason, vec![scale], warnings, &scaling_errors);
+        return finish(GroupState::Progressing, reason, None, vec![scale], warnings, &scaling_errors);
     }
     let scaling_waits = scaling.waits;
     if let Some(m) = group.members.iter().find(|m| m.sts.update_strategy != keys::ON_DELETE) {
@@ -152,7 +165,8 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             "StatefulSet {} has {} update strategy while OnDelete is expected, skipping reconcile",
             m.sts.name, m.sts.update_strategy
         );
-        return finish(GroupState::Blocked, reason, Vec::new(), warnings, &scaling_errors);
+        let wait = Wait::on(WaitReason::UpdateStrategy, &m.sts.name);
+        return finish(GroupState::Blocked, reason, Some(wait), Vec::new(), warnings, &scaling_errors);
     }
     if let Some(marker) = live_in_progress(ctx.downscales_in_progress, &group.name, None, ctx.now) {
         let reason = format!(
@@ -160,11 +174,13 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             marker.statefulset,
             format_timestamp(marker.until)
         );
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
+        let wait = Wait::on(WaitReason::DownscaleInProgress, &marker.statefulset);
+        return finish(GroupState::Waiting, reason, Some(wait), Vec::new(), warnings, &scaling_errors);
     }
     if let Some(m) = group.members.iter().find(|m| m.sts.status.is_none()) {
         let reason = format!("waiting for StatefulSet {} to report a status", m.sts.name);
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
+        let wait = Wait::on(WaitReason::StatusNotCurrent, &m.sts.name);
+        return finish(GroupState::Waiting, reason, Some(wait), Vec::new(), warnings, &scaling_errors);
     }
 
     let readiness: Vec<Readiness> = group.members.iter().map(|m| Readiness::of(m, ctx.now)).collect();
@@ -177,20 +193,22 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             .join(", ");
         let reason =
             format!("{} StatefulSets have not-ready pods, waiting until at most one does: {detail}", not_ready.len());
-        return finish(GroupState::Waiting, reason, Vec::new(), warnings, &scaling_errors);
+        let wait = Wait::on(WaitReason::SeveralNotReady, &group.members[not_ready[0]].sts.name);
+        return finish(GroupState::Waiting, reason, Some(wait), Vec::new(), warnings, &scaling_errors);
     }
     // The one not-ready StatefulSet (if any) goes first; the others keep name order.
     let mut order: Vec<usize> = not_ready.clone();
     order.extend((0..group.members.len()).filter(|i| !not_ready.contains(i)));
 
     let mut actions = Vec::new();
-    let mut paused_outdated: Vec<String> = Vec::new();
+    let mut paused_outdated: Vec<(String, String)> = Vec::new();
     let mut stop = None;
     for i in order {
         match plan_member(&group.members[i], &readiness[i], ctx.now, &mut actions) {
             MemberOutcome::Settled => {}
             MemberOutcome::PausedOutdated(n) => {
-                paused_outdated.push(format!("{} ({n} pods not on the update revision)", group.members[i].sts.name))
+                let name = &group.members[i].sts.name;
+                paused_outdated.push((name.clone(), format!("{name} ({n} pods not on the update revision)")))
             }
             MemberOutcome::Stop(s) => {
                 stop = Some(s);
@@ -208,27 +226,32 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
     };
     if !actions.is_empty() {
         let mut reason = summarize(&actions);
-        if let Some(Wait(r)) = stop {
+        let mut wait = None;
+        if let Some(Halt(w, r)) = stop {
             reason.push_str("; then ");
             reason.push_str(&r);
+            wait = Some(w);
         }
-        return finish(GroupState::Progressing, scaling_note(reason), actions, warnings, &scaling_errors);
+        return finish(GroupState::Progressing, scaling_note(reason), wait, actions, warnings, &scaling_errors);
     }
     match stop {
-        Some(Wait(r)) => finish(GroupState::Waiting, scaling_note(r), actions, warnings, &scaling_errors),
+        Some(Halt(w, r)) => finish(GroupState::Waiting, scaling_note(r), Some(w), actions, warnings, &scaling_errors),
         None if !paused_outdated.is_empty() => {
-            let reason = format!("rollout paused ({}=true) on {}", keys::ROLLOUT_PAUSED, paused_outdated.join(", "));
-            finish(GroupState::Blocked, scaling_note(reason), actions, warnings, &scaling_errors)
+            let names: Vec<&str> = paused_outdated.iter().map(|(_, d)| d.as_str()).collect();
+            let reason = format!("rollout paused ({}=true) on {}", keys::ROLLOUT_PAUSED, names.join(", "));
+            let wait = Wait::on(WaitReason::Paused, &paused_outdated[0].0);
+            finish(GroupState::Blocked, scaling_note(reason), Some(wait), actions, warnings, &scaling_errors)
         }
         // Rolled out, but a replica change is still due: not done until it happens.
         None if !scaling_waits.is_empty() => {
             let reason =
                 format!("all StatefulSets are on their update revision and ready; {}", scaling_waits.join("; "));
-            finish(GroupState::Waiting, reason, actions, warnings, &scaling_errors)
+            let wait = Wait::new(WaitReason::ScalingScheduled, None);
+            finish(GroupState::Waiting, reason, Some(wait), actions, warnings, &scaling_errors)
         }
         None => {
             let reason = "all StatefulSets are on their update revision and ready".to_string();
-            finish(GroupState::Done, reason, actions, warnings, &scaling_errors)
+            finish(GroupState::Done, reason, None, actions, warnings, &scaling_errors)
         }
     }
 }
@@ -248,7 +271,7 @@ enum MemberOutcome {
     /// Paused and ready, with this many outdated pods left alone; the next StatefulSet may proceed.
     PausedOutdated(usize),
     /// The walk ends at this StatefulSet (it is being rolled, or must become ready first).
-    Stop(Wait),
+    Stop(Halt),
 }
 
 fn plan_member(
@@ -259,31 +282,38 @@ fn plan_member(
 ) -> MemberOutcome {
     let sts = &member.sts;
     let Some(status) = sts.status.as_ref() else {
-        return MemberOutcome::Stop(Wait(format!("waiting for StatefulSet {} to report a status", sts.name)));
+        let wait = Wait::on(WaitReason::StatusNotCurrent, &sts.name);
+        return MemberOutcome::Stop(Halt(wait, format!("waiting for StatefulSet {} to report a status", sts.name)));
     };
     if readiness.status_stale {
-        return MemberOutcome::Stop(Wait(format!(
-            "waiting for the StatefulSet controller to observe generation {} of {}",
-            sts.generation.unwrap_or_default(),
-            sts.name
-        )));
+        return MemberOutcome::Stop(Halt(
+            Wait::on(WaitReason::StatusNotCurrent, &sts.name),
+            format!(
+                "waiting for the StatefulSet controller to observe generation {} of {}",
+                sts.generation.unwrap_or_default(),
+                sts.name
+            ),
+        ));
     }
     if status.update_revision.is_empty() {
-        return MemberOutcome::Stop(Wait(format!(
-            "waiting for StatefulSet {} to report status.updateRevision",
-            sts.name
-        )));
+        return MemberOutcome::Stop(Halt(
+            Wait::on(WaitReason::StatusNotCurrent, &sts.name),
+            format!("waiting for StatefulSet {} to report status.updateRevision", sts.name),
+        ));
     }
     let update_revision = status.update_revision.as_str();
     let outdated: Vec<_> = member.pods.iter().filter(|p| p.revision() != Some(update_revision)).collect();
 
     if sts.settings.paused {
         if !readiness.is_ready() {
-            return MemberOutcome::Stop(Wait(format!(
-                "StatefulSet {} is paused and not ready ({}); the rest of the group waits",
-                sts.name,
-                readiness.describe()
-            )));
+            return MemberOutcome::Stop(Halt(
+                Wait::on(WaitReason::Paused, &sts.name),
+                format!(
+                    "StatefulSet {} is paused and not ready ({}); the rest of the group waits",
+                    sts.name,
+                    readiness.describe()
+                ),
+            ));
         }
         if !outdated.is_empty() {
             return MemberOutcome::PausedOutdated(outdated.len());
@@ -323,24 +353,29 @@ fn plan_member(
         let deleted = actions.len() - before;
         let terminating = outdated.iter().filter(|p| p.is_terminating()).count();
         let remaining = outdated.len() - deleted - terminating;
-        let reason = if remaining == 0 && terminating == 0 {
-            format!("waiting for replaced pods of {} to become ready", sts.name)
+        let halt = if remaining == 0 && terminating == 0 {
+            Halt(pods_wait(&sts.name, readiness), format!("waiting for replaced pods of {} to become ready", sts.name))
         } else if remaining == 0 {
-            format!("waiting for {terminating} terminating pods of {} to go away", sts.name)
+            Halt(
+                Wait::on(WaitReason::PodsTerminating, &sts.name),
+                format!("waiting for {terminating} terminating pods of {} to go away", sts.name),
+            )
         } else {
-            format!(
-                "{} has {remaining} more pods to update but max unavailable ({max_unavailable}) has been reached; waiting for pods to become ready",
-                sts.name
+            Halt(
+                pods_wait(&sts.name, readiness),
+                format!(
+                    "{} has {remaining} more pods to update but max unavailable ({max_unavailable}) has been reached; waiting for pods to become ready",
+                    sts.name
+                ),
             )
         };
-        return MemberOutcome::Stop(Wait(reason));
+        return MemberOutcome::Stop(halt);
     }
     if !readiness.is_ready() {
-        return MemberOutcome::Stop(Wait(format!(
-            "StatefulSet {} pods are all updated but it is not ready: {}",
-            sts.name,
-            readiness.describe()
-        )));
+        return MemberOutcome::Stop(Halt(
+            pods_wait(&sts.name, readiness),
+            format!("StatefulSet {} pods are all updated but it is not ready: {}", sts.name, readiness.describe()),
+        ));
     }
     if status.current_revision != status.update_revision {
         actions.push(Action::SetCurrentRevision {

@@ -74,12 +74,24 @@ pub fn dns_names(flags: &OperatorFlags) -> Vec<String> {
     )
 }
 
+/// Keeps `rollout_operator_tls_certificate_expiry_timestamp_seconds` at the served certificate's expiry, whichever
+/// task renewed or reloaded it.
+async fn publish_certificate_expiry(cert: std::sync::Arc<SwappableCert>, metrics: std::sync::Arc<Metrics>) {
+    loop {
+        if let Some(at) = cert.not_after() {
+            metrics.certificate_expires_at(at.as_second() as f64);
+        }
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+}
+
 pub async fn start<C: ClusterApi>(
     flags: &OperatorFlags,
     api: C,
     metrics: &std::sync::Arc<Metrics>,
     validation: Option<std::sync::Arc<crate::ops::cluster_validation::ClusterValidation>>,
     zpdb: crate::zpdb::Zpdb,
+    events: crate::ops::events::EventRecorder,
 ) -> Result<WebhookTasks, StartError> {
     let namespace = flags.kubernetes_namespace.clone();
     let mut tasks = Vec::new();
@@ -108,6 +120,7 @@ pub async fn start<C: ClusterApi>(
         return Err(StartError::NoCertificate);
     };
     let cert = SwappableCert::new(&bundle)?;
+    tasks.push(tokio::spawn(publish_certificate_expiry(cert.clone(), metrics.clone())));
     let (ca_tx, ca_rx) = tokio::sync::watch::channel(bundle.ca_pem.clone());
     match source {
         Some(source) => {
@@ -137,7 +150,8 @@ pub async fn start<C: ClusterApi>(
                 &flags.kubernetes_cluster_domain,
                 flags.downscale_record(),
                 flags.server_tls_request_timeout,
-            ),
+            )
+            .with_events(events),
             clock: webhooks::system_clock(),
         },
         zpdb,

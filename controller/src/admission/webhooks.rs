@@ -15,6 +15,7 @@ use crate::cluster::downscale_record::{
     ClaimEnd, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore};
+use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
 use axum::body::Bytes;
@@ -61,6 +62,9 @@ pub struct WebhookSettings {
     /// How long after its answer an admitted downscale is taken to have committed: the record dates it that much
     /// after the webhook finished, and the webhook denies (and undoes) a downscale it could not finish that early.
     pub commit_margin: Duration,
+    /// Where denied and prepared downscales are told as Events (`-events.enabled`; disabled by default). Never for
+    /// a dry run.
+    pub events: EventRecorder,
 }
 
 impl WebhookSettings {
@@ -77,8 +81,44 @@ impl WebhookSettings {
             handler_deadline: request_timeout.mul_f64(0.9),
             undo_deadline: request_timeout,
             commit_margin: COMMIT_MARGIN,
+            events: EventRecorder::disabled(),
         }
     }
+
+    /// The same settings telling denied and prepared downscales to `events`.
+    pub fn with_events(self, events: EventRecorder) -> Self {
+        WebhookSettings { events, ..self }
+    }
+}
+
+/// Tells a denied downscale (either webhook) or one admitted after preparing `prepared` pods as an Event on the
+/// object under admission; a dry run tells nothing.
+fn tell_verdict(events: &EventRecorder, request: &AdmissionRequest, verdict: &Verdict, prepared: &[String]) {
+    if request.dry_run || !events.is_enabled() {
+        return;
+    }
+    let kind = match request.resource.as_str() {
+        "statefulsets" => "StatefulSet",
+        "deployments" => "Deployment",
+        "replicasets" => "ReplicaSet",
+        _ => return,
+    };
+    let regarding = ObjectRef { api_version: "apps/v1", kind, name: request.name.clone(), uid: None };
+    let via = if request.sub_resource.is_empty() { String::new() } else { format!(" (/{})", request.sub_resource) };
+    let (type_, reason, note) = if !verdict.allowed {
+        let why = verdict.message.as_deref().unwrap_or("no reason given");
+        (EventType::Warning, "DownscaleDenied", format!("downscale{via} by {} denied: {why}", request.username))
+    } else if !prepared.is_empty() {
+        let pods = prepared.join(", ");
+        (
+            EventType::Normal,
+            "DownscalePrepared",
+            format!("downscale{via} by {} admitted after preparing {pods}", request.username),
+        )
+    } else {
+        return;
+    };
+    events.record(EventRecord { regarding, related: None, type_, reason, action: "Admit", note });
 }
 
 pub use crate::cluster::downscale_record::COMMIT_MARGIN;
@@ -206,13 +246,15 @@ pub async fn decide_no_downscale<C: AdmissionApi, P: PodHttpClient>(
     if let Some(verdict) = admission::foreign_namespace(request, &webhooks.settings.namespace) {
         return verdict;
     }
-    match no_downscale::evaluate(request) {
+    let verdict = match no_downscale::evaluate(request) {
         Step::Decided(verdict) => verdict,
         Step::LookupParent { resource, name, old, new } => {
             let labels = parent_labels(&webhooks.api, resource, &name, deadline).await;
             no_downscale::decide_with_parent(request, old, new, labels.as_ref().map_err(Clone::clone))
         }
-    }
+    };
+    tell_verdict(&webhooks.settings.events, request, &verdict, &[]);
+    verdict
 }
 
 async fn parent_labels<C: LiveReads>(
@@ -260,10 +302,19 @@ pub async fn decide_prepare_downscale<C: AdmissionApi, P: PodHttpClient>(
         },
     );
     let mut observed = Observed::Start;
+    let mut prepared = Vec::new();
     loop {
         match flow.step(observed, (webhooks.clock)()) {
-            Need::Answer(verdict) => return verdict,
-            need => observed = carry_out(webhooks, need, deadline).await,
+            Need::Answer(verdict) => {
+                tell_verdict(&settings.events, request, &verdict, &prepared);
+                return verdict;
+            }
+            need => {
+                if let Need::PreparePods { plan } = &need {
+                    prepared = plan.endpoints.iter().map(|e| e.pod.clone()).collect();
+                }
+                observed = carry_out(webhooks, need, deadline).await
+            }
         }
     }
 }

@@ -150,6 +150,17 @@ pub struct OperatorFlags {
     /// <name>.<ns>.svc and <name>.<ns>.svc.<cluster-domain>.
     #[arg(long = "server-tls.service-name", value_name = "string", default_value = "rollout-operator")]
     pub server_tls_service_name: String,
+
+    /// Write Kubernetes Events (events.k8s.io/v1) about rollouts and admissions; needs create and patch on events.
+    #[arg(long = "events.enabled", value_name = "bool", default_value = "false",
+        action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+        value_parser = parse_go_bool)]
+    pub events_enabled: bool,
+    /// A rollout group with work to do and no progress for this long is reported stuck (log, Event if enabled,
+    /// rollout_operator_group_stuck); 0 turns detection off.
+    #[arg(long = "rollout.progress-deadline", value_name = "duration", default_value = "30m",
+        value_parser = parse_flag_go_duration)]
+    pub rollout_progress_deadline: Duration,
 }
 
 /// Default of `-zone-tracker.config-map-name`.
@@ -233,7 +244,7 @@ fn parse_go_bool(s: &str) -> Result<bool, String> {
 /// Go duration flags. Go accepts negative values; every consumer of these flags treats a negative value like zero
 /// (no timeout, no wait), and the two that must be positive reject zero in validation with the reference's
 /// message, so a negative value is read as zero.
-fn parse_flag_go_duration(s: &str) -> Result<Duration, rollout_core::duration::DurationError> {
+pub(crate) fn parse_flag_go_duration(s: &str) -> Result<Duration, rollout_core::duration::DurationError> {
     match s.strip_prefix('-') {
         Some(magnitude) => parse_go_duration(magnitude).map(|_| Duration::ZERO),
         None => parse_go_duration(s),
@@ -351,6 +362,9 @@ pub enum Command {
     Review { args: crate::offline::review::ReviewArgs, log: LogConfig },
     /// `rollout-operator rbac [flags]`: print the Role and ClusterRole the controller's flags need.
     Rbac(Box<RbacArgs>),
+    /// `rollout-operator status [flags]`: a read-only view of the namespace's rollout groups.
+    #[cfg(not(madsim))]
+    Status { args: Box<crate::offline::status::StatusArgs>, log: LogConfig },
 }
 
 /// A validated controller configuration.
@@ -384,6 +398,11 @@ enum SubCommand {
     /// Print the Role and ClusterRole the controller's flags (given after `rbac`) need, as a v1 List.
     #[command(args_override_self = true)]
     Rbac(Box<RbacArgs>),
+    /// Show each rollout group of the namespace (its zones, what the controller would do next and why it waits,
+    /// downscales), read live with the controller's kube config flags (given after `status`), or from dumps (-f).
+    #[cfg(not(madsim))]
+    #[command(args_override_self = true)]
+    Status(Box<crate::offline::status::StatusArgs>),
 }
 
 /// Parses and validates a command line (`args` includes the program name).
@@ -413,19 +432,18 @@ where
         // accepts is exactly what the controller accepts. One given before `rbac` would be silently ignored, so it
         // is refused.
         Some(SubCommand::Rbac(args)) => {
-            let before = cmd
-                .get_arguments()
-                .filter(|arg| {
-                    matches.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine)
-                })
-                .find_map(|arg| arg.get_long().map(str::to_string));
-            if let Some(flag) = before {
-                let message = format!("-{flag} must come after `rbac`, with the controller's other flags");
-                return Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, message).into());
-            }
+            refuse_flags_before(&mut cmd, &matches, "rbac")?;
             args.flags.validate()?;
             LogConfig::from_flags(&args.flags, "debug")?;
             Ok(Command::Rbac(args))
+        }
+        // `status` takes the controller's flags after it too; it checks its own (a namespace, its view options),
+        // not the controller's (it may infer the kube config as kubectl does).
+        #[cfg(not(madsim))]
+        Some(SubCommand::Status(args)) => {
+            refuse_flags_before(&mut cmd, &matches, "status")?;
+            let log = LogConfig::from_flags(&args.flags, "warn")?;
+            Ok(Command::Status { args, log })
         }
         None => {
             let mut flags = cli.flags;
@@ -438,6 +456,21 @@ where
             let log = LogConfig::from_flags(&flags, "debug")?;
             Ok(Command::Run(Box::new(RunConfig { flags, log })))
         }
+    }
+}
+
+/// Refuses a controller flag given before `subcommand`: it would be silently ignored (the subcommand reads its own).
+fn refuse_flags_before(cmd: &mut clap::Command, matches: &clap::ArgMatches, subcommand: &str) -> Result<(), CliError> {
+    let before = cmd
+        .get_arguments()
+        .filter(|arg| matches.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .find_map(|arg| arg.get_long().map(str::to_string));
+    match before {
+        Some(flag) => {
+            let message = format!("-{flag} must come after `{subcommand}`, with the controller's other flags");
+            Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, message).into())
+        }
+        None => Ok(()),
     }
 }
 
@@ -541,6 +574,8 @@ mod tests {
             #[cfg(not(madsim))]
             Command::Review { .. } => panic!("expected the controller, got review"),
             Command::Rbac(_) => panic!("expected the controller, got rbac"),
+            #[cfg(not(madsim))]
+            Command::Status { .. } => panic!("expected the controller, got status"),
         }
     }
 
@@ -604,6 +639,18 @@ mod tests {
         assert!(!f.use_zone_tracker);
         assert_eq!(f.zone_tracker_config_map_name, "rollout-operator-zone-tracker");
         assert_eq!(f.zpdb_pod_ready_annotation_patch_timeout, Duration::from_secs(5));
+        assert!(!f.events_enabled, "Events are opt-in: the reference's deployments grant none");
+        assert_eq!(f.rollout_progress_deadline, Duration::from_secs(30 * 60));
+    }
+
+    #[test]
+    fn events_and_the_progress_deadline_take_the_reference_syntax() {
+        let cfg = run_ok(&[NS, "-events.enabled", "-rollout.progress-deadline=1h30m"]);
+        assert!(cfg.flags.events_enabled);
+        assert_eq!(cfg.flags.rollout_progress_deadline, Duration::from_secs(90 * 60));
+        assert_eq!(run_ok(&[NS, "-rollout.progress-deadline", "0"]).flags.rollout_progress_deadline, Duration::ZERO);
+        parse_error(&[NS, "-rollout.progress-deadline=30"]);
+        parse_error(&[NS, "-events.enabled=maybe"]);
     }
 
     #[test]
@@ -902,6 +949,35 @@ mod tests {
             }
             other => panic!("expected review, got {other:?}"),
         }
+    }
+
+    #[cfg(not(madsim))]
+    #[test]
+    fn status_takes_the_controllers_flags_after_it_and_its_own_options() {
+        let argv = [
+            "rollout-operator",
+            "status",
+            "-kubernetes.namespace=mimir",
+            "-use-zone-tracker=true",
+            "--watch",
+            "--interval=5s",
+            "-o",
+            "json",
+        ];
+        match parse(argv) {
+            Ok(Command::Status { args, log }) => {
+                assert_eq!(args.flags.kubernetes_namespace, "mimir");
+                assert_eq!(args.flags.downscale_record(), Some("rollout-operator-zone-tracker"));
+                assert!(args.watch);
+                assert_eq!(args.interval, Duration::from_secs(5));
+                assert_eq!(args.output, "json");
+                assert_eq!(log.level, LogLevel::Warn);
+            }
+            other => panic!("expected status, got {other:?}"),
+        }
+        let err = parse(["rollout-operator", "-kubernetes.namespace=x", "status"]).expect_err("flag before status");
+        assert!(err.to_string().contains("must come after `status`"), "{err}");
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]

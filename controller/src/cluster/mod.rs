@@ -287,6 +287,20 @@ pub trait CertificateStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<WebhookConfiguration, ApiError>> + Send;
 }
 
+/// Kubernetes Events (`events.k8s.io/v1`) in the managed namespace: written only by the Event recorder
+/// (`ops::events`), off the rollout's write path, and optional (`-events.enabled`). Not part of [`ClusterApi`]:
+/// nothing that decides or acts on rollouts may depend on it.
+pub trait EventsApi: Clone + Send + Sync + 'static {
+    /// Creates an Event; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_event(
+        &self,
+        event: &k8s_openapi::api::events::v1::Event,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// Applies a JSON merge patch to an Event (its `series`); [`ApiError::NotFound`] once the Event has expired.
+    fn patch_event(&self, name: &str, patch: &serde_json::Value) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
 /// Every role of the port: read and write access to the managed namespace.
 pub trait ClusterApi:
     RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore + PodAnnotations + DisruptionBudgets

@@ -13,9 +13,11 @@ use crate::cluster::downscale_record::{
 use crate::cluster::{ApiError, ClusterApi, Preconditions, RecordStore};
 use crate::controller::cache::ClusterCache;
 use crate::controller::queue::{PassBudget, WorkQueue};
+use crate::controller::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
 use crate::controller::scaling::{
     DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back,
 };
+use crate::ops::events::EventRecorder;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::pods::client::PodHttpClient;
@@ -145,8 +147,8 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     queue: WorkQueue,
     expectations: HashMap<String, Vec<PendingExpectation>>,
     failures: HashMap<String, u32>,
-    /// Last (state, reason) reported per group, so logs say when something changes rather than every pass.
-    last_reported: HashMap<String, (GroupState, String)>,
+    /// What each group's passes tell people (logs when something changes, state metrics, stuck, Events).
+    reports: Reports,
     /// Pod calls of delayed downscale.
     pod_client: H,
     /// The zone tracker's ConfigMap was refused (403), since when: said once, rollouts go on without it, and it is
@@ -181,6 +183,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
         Controller {
             pod_client: NoPodClient,
             scaling: ScalingConfig::default(),
+            reports: Reports::new(metrics.clone(), EventRecorder::disabled(), DEFAULT_PROGRESS_DEADLINE),
             api,
             planner,
             metrics,
@@ -189,7 +192,6 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             config,
             expectations: HashMap::new(),
             failures: HashMap::new(),
-            last_reported: HashMap::new(),
             zone_tracker_forbidden: None,
             scaling_forbidden: None,
         }
@@ -208,12 +210,19 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             queue: self.queue,
             expectations: self.expectations,
             failures: self.failures,
-            last_reported: self.last_reported,
+            reports: self.reports,
             zone_tracker_forbidden: self.zone_tracker_forbidden,
             scaling_forbidden: self.scaling_forbidden,
             pod_client,
             scaling,
         }
+    }
+
+    /// The same controller sending its Events to `events` and reporting groups without progress for `deadline` as
+    /// stuck (`-events.enabled`, `-rollout.progress-deadline`).
+    pub fn with_reporting(mut self, events: EventRecorder, deadline: Duration) -> Self {
+        self.reports = self.reports.with(events, deadline);
+        self
     }
 
     pub async fn run(mut self, ready: ReadyFlag, shutdown: impl Future<Output = ()> + Send) {
@@ -290,7 +299,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             self.queue.forget(group);
             self.expectations.remove(group);
             self.failures.remove(group);
-            self.last_reported.remove(group);
+            self.reports.forget(group);
             return;
         };
         let started = Instant::now();
@@ -373,6 +382,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
         if let Some(reason) = pass.failed_closed.take() {
+            self.reports.planned(&snapshot, &pass.plan, now);
             let err = match read {
                 Err(source) => ReconcileError::ReadDownscaleRecord { source },
                 Ok(_) => ReconcileError::FailedClosed { reason },
@@ -393,7 +403,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         for error in &plan.scaling_errors {
             self.metrics.scaling_error(group, &error.statefulset);
         }
-        self.report(&plan);
+        self.reports.planned(&snapshot, &plan, now);
         // A step that replaces pods of a group the prepare-downscale webhook serves is first claimed in the record,
         // conditional on the version this pass read (see `RolloutStepInProgress`).
         let mut step = None;
@@ -422,6 +432,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
         }
         let result = self.execute(group, &plan, &snapshot, now, step).await;
+        self.reports.executed(&snapshot);
         // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
         // so its step is left to expire.
         let unknown_outcome = matches!(&result, Err(e) if e.outcome_unknown());
@@ -463,20 +474,6 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         tracing::warn!(rollout_group = group, error = %err, kind = err.kind(),
             retry_in = ?backoff, "reconcile failed");
         self.queue.schedule(group, Instant::now() + backoff);
-    }
-
-    fn report(&mut self, plan: &GroupPlan) {
-        let key = (plan.state, plan.reason.clone());
-        let changed = self.last_reported.get(&plan.group) != Some(&key);
-        if changed {
-            for w in &plan.warnings {
-                tracing::warn!(rollout_group = %plan.group, "{w}");
-            }
-            tracing::info!(rollout_group = %plan.group, state = plan.state.as_str(), reason = %plan.reason, "rollout group");
-            self.last_reported.insert(plan.group.clone(), key);
-        } else {
-            tracing::debug!(rollout_group = %plan.group, state = plan.state.as_str(), reason = %plan.reason, "rollout group unchanged");
-        }
     }
 
     async fn execute(
@@ -601,6 +598,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                 }
             };
+            if outcome.is_ok() {
+                self.reports.applied(group, action);
+            }
             let written = match &outcome {
                 Ok(()) => WriteOutcome::Applied,
                 Err(e) if e.outcome_unknown() => WriteOutcome::Unknown,

@@ -12,7 +12,7 @@
 //! where the simulated API server implements the port instead.
 
 use crate::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, LiveReads, PodAnnotations, Preconditions,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, LiveReads, PodAnnotations, Preconditions,
     RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
@@ -85,6 +85,14 @@ pub enum AdapterError {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "cannot find a Kubernetes configuration ({source}); set -kubernetes.config-file or KUBECONFIG, or run inside \
+         a cluster"
+    )]
+    Infer {
+        #[source]
+        source: kube::config::InferConfigError,
+    },
 }
 
 /// Builds the Kubernetes client: from the kubeconfig at `config_file` if given, else from the in-cluster
@@ -100,6 +108,36 @@ pub async fn build_client(
     metrics: KubeClientMetrics,
 ) -> Result<Client, AdapterError> {
     let config = load_config(config_file, api_url, client_timeout).await?;
+    let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
+    let builder =
+        builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));
+    Ok(with_cluster_header(builder, namespace)?.build())
+}
+
+/// The client of the command-line tools that read a cluster (`status`): the kubeconfig at `config_file` if given,
+/// else whatever kubectl would use (`KUBECONFIG`, `~/.kube/config`, or the in-cluster environment); `api_url` and
+/// `client_timeout` as for [`build_client`], with the same layers.
+pub async fn build_cli_client(
+    config_file: Option<&Path>,
+    api_url: Option<&str>,
+    client_timeout: Duration,
+    namespace: &str,
+    limits: RateLimits,
+    metrics: KubeClientMetrics,
+) -> Result<Client, AdapterError> {
+    let mut config = match config_file {
+        Some(_) => load_config(config_file, api_url, client_timeout).await?,
+        None => {
+            let mut config = Config::infer().await.map_err(|source| AdapterError::Infer { source })?;
+            if let Some(url) = api_url.filter(|url| !url.is_empty()) {
+                config.cluster_url =
+                    url.parse().map_err(|source| AdapterError::ApiUrl { url: url.to_string(), source })?;
+            }
+            apply_client_timeout(&mut config, client_timeout);
+            config
+        }
+    };
+    config.default_retry = false;
     let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
     let builder =
         builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));
@@ -252,6 +290,7 @@ pub struct KubeCluster {
     validating: Api<ValidatingWebhookConfiguration>,
     mutating: Api<MutatingWebhookConfiguration>,
     budgets: Api<kube::core::DynamicObject>,
+    events: Api<k8s_openapi::api::events::v1::Event>,
 }
 
 /// The ZoneAwarePodDisruptionBudget resource, read as generic objects.
@@ -278,6 +317,7 @@ impl KubeCluster {
             validating: Api::all(client.clone()),
             mutating: Api::all(client.clone()),
             budgets: Api::namespaced_with(client.clone(), &namespace, &budget_resource()),
+            events: Api::namespaced(client.clone(), &namespace),
             statefulsets: Api::namespaced(client.clone(), &namespace),
             client,
             namespace,
@@ -561,6 +601,25 @@ impl CertificateStore for KubeCluster {
             }
         }
         .map_err(|err| classify(&err, &what))
+    }
+}
+
+impl EventsApi for KubeCluster {
+    async fn create_event(&self, event: &k8s_openapi::api::events::v1::Event) -> Result<(), ApiError> {
+        let name = event.metadata.name.as_deref().unwrap_or_default();
+        self.events
+            .create(&PostParams::default(), event)
+            .await
+            .map(|_| ())
+            .map_err(|err| classify(&err, &format!("create event {}/{name}", self.namespace)))
+    }
+
+    async fn patch_event(&self, name: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
+        self.events
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|err| classify(&err, &format!("patch event {}/{name}", self.namespace)))
     }
 }
 

@@ -733,6 +733,48 @@ async fn write_back_is_a_json_merge_patch_of_the_status_subresource() {
     }
 }
 
+fn event_object(name: &str) -> k8s_openapi::api::events::v1::Event {
+    k8s_openapi::api::events::v1::Event {
+        metadata: kube::api::ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+        reason: Some("RolloutWaiting".into()),
+        action: Some("Wait".into()),
+        note: Some("waiting".into()),
+        type_: Some("Normal".into()),
+        reporting_controller: Some("grafana.com/rollout-operator".into()),
+        reporting_instance: Some("rollout-operator-0".into()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn events_are_created_in_the_namespace_and_their_series_merge_patched() {
+    let (cluster, mut api) = mock_cluster();
+    let c = cluster.clone();
+    let call = tokio::spawn(async move { c.create_event(&event_object("ingester-zone-a.1")).await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::POST, "/apis/events.k8s.io/v1/namespaces/default-ns/events", "");
+    assert_eq!(seen.json()["reason"], "RolloutWaiting");
+    assert_eq!(seen.json()["reportingController"], "grafana.com/rollout-operator");
+    respond.json(201, serde_json::to_value(event_object("ingester-zone-a.1")).expect("serializable"));
+    assert_eq!(call.await.expect("no panic"), Ok(()));
+
+    let patch = json!({"series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}});
+    let sent = patch.clone();
+    let c = cluster.clone();
+    let call = tokio::spawn(async move { c.patch_event("ingester-zone-a.1", &sent).await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::PATCH, "/apis/events.k8s.io/v1/namespaces/default-ns/events/ingester-zone-a.1", "");
+    assert_eq!(seen.header("content-type"), Some("application/merge-patch+json"));
+    assert_eq!(seen.json(), patch);
+    respond.json(404, status(404, "NotFound", "events.events.k8s.io \"ingester-zone-a.1\" not found"));
+    assert!(matches!(call.await.expect("no panic"), Err(ApiError::NotFound(_))));
+
+    let call = tokio::spawn(async move { cluster.create_event(&event_object("x.2")).await });
+    let (_, respond) = api.next().await;
+    respond.json(403, status(403, "Forbidden", "events.events.k8s.io is forbidden"));
+    assert!(matches!(call.await.expect("no panic"), Err(ApiError::Rejected { code: 403, .. })));
+}
+
 #[test]
 fn mirror_target_permissions_cover_only_foreign_scale_and_status() {
     let p = |g: &str, r: &str, v: &str| (g.to_string(), r.to_string(), v.to_string());
@@ -1229,6 +1271,9 @@ async fn rbac_requirements_equal_the_requests_the_adapter_sends() {
     let (_, respond) = api.next().await;
     respond.json(409, status(409, "Conflict", "moved on"));
     assert!(call.await.expect("no panic").is_err());
+
+    once!(|c: KubeCluster| async move { c.create_event(&event_object("e")).await }, 201, json!({}));
+    once!(|c: KubeCluster| async move { c.patch_event("e", &json!({})).await }, 200, json!({}));
 
     let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("a", 2, "7", &BTreeMap::new()).await });
     let (_, respond) = api.next().await;

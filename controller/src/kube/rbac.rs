@@ -56,11 +56,14 @@ pub enum Feature {
     /// `grafana.com/ready-time` stamps. Optional: refused, decisions are serialised per replica only and the stamps
     /// are not written, each said once in the log and in `rollout_operator_feature_disabled`.
     PodAnnotations,
+    /// Kubernetes Events about rollouts and admissions (`-events.enabled`). Optional: a refusal turns Events off
+    /// with one log line and `rollout_operator_feature_disabled{feature="events"}`; nothing else changes.
+    Events,
 }
 
 impl Feature {
     /// Every feature, in the order the table uses them.
-    pub const ALL: [Feature; 11] = [
+    pub const ALL: [Feature; 12] = [
         Feature::Rollout,
         Feature::MirrorTargets,
         Feature::Scaling,
@@ -72,6 +75,7 @@ impl Feature {
         Feature::FailurePolicyMetric,
         Feature::DisruptionBudgets,
         Feature::PodAnnotations,
+        Feature::Events,
     ];
 
     /// A feature that, refused by RBAC, degrades with a clear message (what it says above) instead of stopping
@@ -84,6 +88,7 @@ impl Feature {
                 | Feature::ParentLookups
                 | Feature::DisruptionBudgets
                 | Feature::PodAnnotations
+                | Feature::Events
         )
     }
 
@@ -101,6 +106,7 @@ impl Feature {
             Feature::ZoneTracker => flags.use_zone_tracker,
             Feature::Certificate => tls && flags.self_signed_cert_enabled,
             Feature::CaInjection => tls && flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle,
+            Feature::Events => flags.events_enabled,
         }
     }
 }
@@ -199,8 +205,8 @@ impl ApiPermission {
 }
 
 use Feature::{
-    CaInjection, Certificate, DisruptionBudgets, FailurePolicyMetric, MirrorTargets, ParentLookups, PodAnnotations,
-    Rollout, Scaling, Webhooks, ZoneTracker,
+    CaInjection, Certificate, DisruptionBudgets, Events, FailurePolicyMetric, MirrorTargets, ParentLookups,
+    PodAnnotations, Rollout, Scaling, Webhooks, ZoneTracker,
 };
 
 /// Every permission the kube adapter needs on the operator's own resources. The deploy RBAC must grant at least
@@ -281,6 +287,9 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
         "watch",
         &[DisruptionBudgets],
     ),
+    // Events (`events.k8s.io/v1`) on the StatefulSets: created, and patched when they repeat (their series).
+    ApiPermission::namespaced("events.k8s.io", "events", "create", &[Events]),
+    ApiPermission::namespaced("events.k8s.io", "events", "patch", &[Events]),
 ];
 
 /// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
@@ -502,6 +511,19 @@ mod tests {
     }
 
     #[test]
+    fn events_only_when_enabled_and_then_optional() {
+        let events = |rules: &Rules| -> Vec<PolicyRule> {
+            rules.role.iter().filter(|r| r.resources == Some(vec!["events".into()])).cloned().collect()
+        };
+        assert!(events(&rules(&[])).is_empty());
+        assert!(events(&rules(&["-events.enabled=false", "-server-tls.enabled"])).is_empty());
+        assert_eq!(events(&rules(&["-events.enabled"])), [rule("events.k8s.io", "events", None, &["create", "patch"])]);
+        // A deployment may leave them out: what it must grant is unchanged.
+        let on = flags(&["-events.enabled"]);
+        assert_eq!(required_rules_for(&on), required_rules_for(&flags(&[])));
+    }
+
+    #[test]
     fn no_configmaps_without_the_zone_tracker() {
         for args in [&[][..], &["-server-tls.enabled=true"], &["-use-zone-tracker=false", "-server-tls.enabled"]] {
             let rules = rules(args);
@@ -658,7 +680,7 @@ mod tests {
             }
         }
         // All on: every row is needed.
-        let all = flags(&["-server-tls.enabled", "-use-zone-tracker"]);
+        let all = flags(&["-server-tls.enabled", "-use-zone-tracker", "-events.enabled"]);
         assert!(table.iter().all(|p| p.needed(&all)));
     }
 

@@ -2,6 +2,10 @@
 //!
 //! A fresh registry holds only the operator's own series (no process collectors), as in the reference. Per-group
 //! series are created at zero when a group is first reconciled and removed when the group disappears.
+//!
+//! Besides the reference's names, the state of each group for dashboards and alerts ([`GroupReport`]: its state,
+//! what it waits for, whether it is stuck, how long without progress, and per StatefulSet desired, updated and
+//! unavailable pods), the Event recorder's counts, and the serving certificate's expiry.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -45,6 +49,68 @@ pub struct Metrics {
     webhook_failure_policy: Family<FailurePolicyLabels, Gauge>,
     /// StatefulSets with scaling-error series, per group, so they go with the group.
     scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
+    group_state: Family<GroupStateLabels, Gauge>,
+    group_waiting: Family<GroupWaitLabels, Gauge>,
+    group_stuck: Family<GroupLabels, Gauge>,
+    group_without_progress: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    statefulset_replicas: Family<ScalingErrorLabels, Gauge>,
+    statefulset_updated: Family<ScalingErrorLabels, Gauge>,
+    statefulset_unavailable: Family<ScalingErrorLabels, Gauge>,
+    /// Per group: the wait reason series now set, and the StatefulSets with state series.
+    state_series: std::sync::Mutex<std::collections::BTreeMap<String, StateSeries>>,
+    events: Family<EventLabels, Counter>,
+    events_dropped: Family<CauseLabels, Counter>,
+    certificate_expiry: Gauge<f64, AtomicU64>,
+}
+
+#[derive(Debug, Default)]
+struct StateSeries {
+    waiting: Option<String>,
+    statefulsets: std::collections::BTreeSet<String>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupStateLabels {
+    pub rollout_group: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupWaitLabels {
+    pub rollout_group: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub reason: String,
+    #[prometheus(flatten)]
+    pub r#type: TypeLabel,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    pub cause: String,
+}
+
+/// The state of a group after a pass, for [`Metrics::group_report`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupReport {
+    pub state: rollout_core::GroupState,
+    pub waiting: Option<rollout_core::WaitReason>,
+    pub stuck: bool,
+    pub without_progress: Duration,
+    pub statefulsets: Vec<StatefulSetReport>,
+}
+
+/// Pods of one StatefulSet: desired (`spec.replicas`), on the update revision (below `spec.replicas`), and expected
+/// but not available.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatefulSetReport {
+    pub name: String,
+    pub desired: u32,
+    pub updated: u32,
+    pub unavailable: u32,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -317,7 +383,82 @@ impl Metrics {
             features_disabled.clone(),
         );
         let zpdb = ZpdbMetrics::register(registry, features_disabled.clone());
+        let group_state = Family::<GroupStateLabels, Gauge>::default();
+        registry.register(
+            "group_state",
+            "1 for the state of a rollout group at its last reconcile (progressing, waiting, done, blocked), 0 for \
+             the others.",
+            group_state.clone(),
+        );
+        let group_waiting = Family::<GroupWaitLabels, Gauge>::default();
+        registry.register(
+            "group_waiting",
+            "1 for what a rollout group waits for at its last reconcile (pods-not-ready, pods-missing, paused, ...); \
+             no series when it waits for nothing.",
+            group_waiting.clone(),
+        );
+        let group_stuck = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_stuck",
+            "1 while a rollout group with work to do has made no progress for longer than -rollout.progress-deadline.",
+            group_stuck.clone(),
+        );
+        let group_without_progress = Family::<GroupLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "group_seconds_without_progress",
+            "Seconds since a rollout group last made progress (a pod updated and available, a revision advanced), \
+             as of its last reconcile; 0 when it is done.",
+            group_without_progress.clone(),
+        );
+        let statefulset_replicas = Family::<ScalingErrorLabels, Gauge>::default();
+        registry.register(
+            "statefulset_replicas",
+            "Desired pods (spec.replicas) of a StatefulSet of a rollout group.",
+            statefulset_replicas.clone(),
+        );
+        let statefulset_updated = Family::<ScalingErrorLabels, Gauge>::default();
+        registry.register(
+            "statefulset_replicas_updated",
+            "Pods of a StatefulSet of a rollout group on its update revision (ordinals below spec.replicas).",
+            statefulset_updated.clone(),
+        );
+        let statefulset_unavailable = Family::<ScalingErrorLabels, Gauge>::default();
+        registry.register(
+            "statefulset_replicas_unavailable",
+            "Expected pods of a StatefulSet of a rollout group that are missing or not available.",
+            statefulset_unavailable.clone(),
+        );
+        let events = Family::<EventLabels, Counter>::default();
+        registry.register(
+            "events",
+            "Kubernetes Events recorded (created, or added to the series of an identical recent one).",
+            events.clone(),
+        );
+        let events_dropped = Family::<CauseLabels, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Kubernetes Events not written: rate_limited (per-object budget), queue_full, disabled (refused with \
+             403 or -events.enabled off), failed (any other API error).",
+            events_dropped.clone(),
+        );
+        let certificate_expiry = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "tls_certificate_expiry_timestamp_seconds",
+            "When the certificate the webhook server serves expires (Unix seconds); absent without -server-tls.enabled.",
+            certificate_expiry.clone(),
+        );
         Metrics {
+            group_state,
+            group_waiting,
+            group_stuck,
+            group_without_progress,
+            statefulset_replicas,
+            statefulset_updated,
+            statefulset_unavailable,
+            state_series: Default::default(),
+            events,
+            events_dropped,
+            certificate_expiry,
             registry: root,
             webhook_failure_policy,
             features_disabled,
@@ -382,9 +523,85 @@ impl Metrics {
         }
     }
 
+    /// Records the state of `group` after a pass: state, wait reason, stuck, time without progress, and each
+    /// StatefulSet's pods. Series of StatefulSets that left the group, and the previous wait reason, are removed.
+    pub fn group_report(&self, group: &str, report: &GroupReport) {
+        let labels = GroupLabels { rollout_group: group.to_string() };
+        for state in [
+            rollout_core::GroupState::Progressing,
+            rollout_core::GroupState::Waiting,
+            rollout_core::GroupState::Done,
+            rollout_core::GroupState::Blocked,
+        ] {
+            let state_labels = GroupStateLabels { rollout_group: group.to_string(), state: state.as_str().to_string() };
+            self.group_state.get_or_create(&state_labels).set(i64::from(state == report.state));
+        }
+        self.group_stuck.get_or_create(&labels).set(i64::from(report.stuck));
+        self.group_without_progress.get_or_create(&labels).set(report.without_progress.as_secs_f64());
+        let Ok(mut all) = self.state_series.lock() else { return };
+        let series = all.entry(group.to_string()).or_default();
+        let waiting = report.waiting.map(|w| w.as_str().to_string());
+        if series.waiting != waiting {
+            if let Some(old) = series.waiting.take() {
+                self.group_waiting.remove(&GroupWaitLabels { rollout_group: group.to_string(), reason: old });
+            }
+            series.waiting = waiting;
+        }
+        if let Some(reason) = &series.waiting {
+            let labels = GroupWaitLabels { rollout_group: group.to_string(), reason: reason.clone() };
+            self.group_waiting.get_or_create(&labels).set(1);
+        }
+        let now: std::collections::BTreeSet<String> = report.statefulsets.iter().map(|s| s.name.clone()).collect();
+        for gone in series.statefulsets.difference(&now) {
+            self.remove_statefulset_series(group, gone);
+        }
+        for sts in &report.statefulsets {
+            let labels = ScalingErrorLabels { rollout_group: group.to_string(), statefulset: sts.name.clone() };
+            self.statefulset_replicas.get_or_create(&labels).set(i64::from(sts.desired));
+            self.statefulset_updated.get_or_create(&labels).set(i64::from(sts.updated));
+            self.statefulset_unavailable.get_or_create(&labels).set(i64::from(sts.unavailable));
+        }
+        series.statefulsets = now;
+    }
+
+    fn remove_statefulset_series(&self, group: &str, statefulset: &str) {
+        let labels = ScalingErrorLabels { rollout_group: group.to_string(), statefulset: statefulset.to_string() };
+        self.statefulset_replicas.remove(&labels);
+        self.statefulset_updated.remove(&labels);
+        self.statefulset_unavailable.remove(&labels);
+    }
+
+    /// Counts an Event recorded (created or added to a series).
+    pub fn event_recorded(&self, reason: &str, type_: &str) {
+        let labels = EventLabels { reason: reason.to_string(), r#type: TypeLabel(type_.to_string()) };
+        self.events.get_or_create(&labels).inc();
+    }
+
+    /// Counts an Event not written, by `cause`.
+    pub fn event_dropped(&self, cause: &str) {
+        self.events_dropped.get_or_create(&CauseLabels { cause: cause.to_string() }).inc();
+    }
+
+    /// When the served certificate expires.
+    pub fn certificate_expires_at(&self, unix_seconds: f64) {
+        self.certificate_expiry.set(unix_seconds);
+    }
+
     /// Removes every series of a rollout group that no longer exists.
     pub fn forget_group(&self, group: &str) {
         let labels = GroupLabels { rollout_group: group.to_string() };
+        for state in ["progressing", "waiting", "done", "blocked"] {
+            self.group_state.remove(&GroupStateLabels { rollout_group: group.to_string(), state: state.to_string() });
+        }
+        self.group_stuck.remove(&labels);
+        self.group_without_progress.remove(&labels);
+        let series = self.state_series.lock().ok().and_then(|mut s| s.remove(group)).unwrap_or_default();
+        if let Some(reason) = series.waiting {
+            self.group_waiting.remove(&GroupWaitLabels { rollout_group: group.to_string(), reason });
+        }
+        for statefulset in &series.statefulsets {
+            self.remove_statefulset_series(group, statefulset);
+        }
         self.group_reconciles.remove(&labels);
         self.group_reconciles_failed.remove(&labels);
         self.group_reconcile_duration.remove(&labels);
@@ -486,5 +703,44 @@ mod tests {
         assert!(m.encode().contains(
             "rollout_operator_feature_disabled{feature=\"zpdb-eviction-intents\",missing_permission=\"patch pods\"} 1"
         ));
+    }
+
+    #[test]
+    fn group_state_series_follow_the_group_and_go_with_it() {
+        use rollout_core::{GroupState, WaitReason};
+        let m = Metrics::new();
+        let sts = |name: &str, updated| StatefulSetReport { name: name.into(), desired: 3, updated, unavailable: 1 };
+        let mut report = GroupReport {
+            state: GroupState::Waiting,
+            waiting: Some(WaitReason::PodsNotReady),
+            stuck: true,
+            without_progress: Duration::from_secs(1900),
+            statefulsets: vec![sts("ingester-zone-a", 3), sts("ingester-zone-b", 1)],
+        };
+        m.group_report("ingester", &report);
+        let text = m.encode();
+        for line in [
+            "rollout_operator_group_state{rollout_group=\"ingester\",state=\"waiting\"} 1",
+            "rollout_operator_group_state{rollout_group=\"ingester\",state=\"done\"} 0",
+            "rollout_operator_group_waiting{rollout_group=\"ingester\",reason=\"pods-not-ready\"} 1",
+            "rollout_operator_group_stuck{rollout_group=\"ingester\"} 1",
+            "rollout_operator_group_seconds_without_progress{rollout_group=\"ingester\"} 1900",
+            "rollout_operator_statefulset_replicas{rollout_group=\"ingester\",statefulset=\"ingester-zone-b\"} 3",
+            "rollout_operator_statefulset_replicas_updated{rollout_group=\"ingester\",statefulset=\"ingester-zone-b\"} 1",
+            "rollout_operator_statefulset_replicas_unavailable{rollout_group=\"ingester\",statefulset=\"ingester-zone-a\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        report.state = GroupState::Done;
+        report.waiting = None;
+        report.stuck = false;
+        report.statefulsets.pop();
+        m.group_report("ingester", &report);
+        let text = m.encode();
+        assert!(!text.contains("reason=\"pods-not-ready\""), "the old wait reason goes: {text}");
+        assert!(!text.contains("ingester-zone-b"), "a StatefulSet that left the group goes: {text}");
+        assert!(text.contains("rollout_operator_group_state{rollout_group=\"ingester\",state=\"done\"} 1"));
+        m.forget_group("ingester");
+        assert!(!m.encode().contains("rollout_group=\"ingester\""), "{}", m.encode());
     }
 }

@@ -11,27 +11,37 @@ use tokio::net::TcpListener;
 /// The certificate the listener serves; swapped in place on renewal, so open listeners and connections stay.
 #[derive(Debug)]
 pub struct SwappableCert {
-    current: RwLock<Arc<CertifiedKey>>,
+    current: RwLock<(Arc<CertifiedKey>, Option<jiff::Timestamp>)>,
+}
+
+/// The earliest expiry in the bundle's chain.
+fn expiry(bundle: &CertBundle) -> Option<jiff::Timestamp> {
+    bundle.facts.iter().map(|f| f.not_after).min()
 }
 
 impl SwappableCert {
     pub fn new(bundle: &CertBundle) -> Result<Arc<Self>, TlsError> {
         let key = certified_key(&bundle.cert_pem, &bundle.key_pem)
             .map_err(|reason| TlsError::Invalid { what: "the serving certificate".into(), reason })?;
-        Ok(Arc::new(SwappableCert { current: RwLock::new(Arc::new(key)) }))
+        Ok(Arc::new(SwappableCert { current: RwLock::new((Arc::new(key), expiry(bundle))) }))
     }
 
     pub fn swap(&self, bundle: &CertBundle) -> Result<(), TlsError> {
         let key = certified_key(&bundle.cert_pem, &bundle.key_pem)
             .map_err(|reason| TlsError::Invalid { what: "the renewed certificate".into(), reason })?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = (Arc::new(key), expiry(bundle));
         Ok(())
+    }
+
+    /// When the served certificate (or the earliest of its chain) expires.
+    pub fn not_after(&self) -> Option<jiff::Timestamp> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).1
     }
 }
 
 impl ResolvesServerCert for SwappableCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.read().unwrap_or_else(|e| e.into_inner()).clone())
+        Some(self.current.read().unwrap_or_else(|e| e.into_inner()).0.clone())
     }
 }
 

@@ -1,0 +1,616 @@
+//! `rollout-operator status`: a read-only live view of the rollout groups of a namespace. For each group: each
+//! zone's progress (pods updated of desired, unavailable, revisions), what the controller would do next and why it
+//! waits, the last downscale and how long a downscale of each zone must still wait; with `--watch`, how long the
+//! group has gone without progress and whether that makes it stuck. `-o json` prints the same for scripts.
+//!
+//! It runs the controller's own pass (`rollout_core::pass::plan_pass`) on a live read (StatefulSets, pods and, with
+//! `-use-zone-tracker`, the group downscale record), with the same kube config flags as the controller; `-f` reads
+//! dumps instead, through `review`'s in-memory cluster. Owns the read, the per-group summary and its rendering.
+//! Writes nothing anywhere but stdout and stderr.
+
+use crate::cli::OperatorFlags;
+use crate::cluster::downscale_record::{markers_of, read_record};
+use crate::cluster::{ApiError, LiveReads, RecordStore};
+use crate::controller::report::statefulset_report;
+use crate::offline::plan::{load_objects, parse_now};
+use crate::offline::review::DumpCluster;
+use jiff::Timestamp;
+use rollout_core::downscale::format_timestamp;
+use rollout_core::duration::format_go_duration;
+use rollout_core::progress::{ProgressClock, judge};
+use rollout_core::{
+    Action, DownscaleRecord, GroupPlan, GroupSnapshot, GroupState, MinTimeVerdict, MirrorFindings, PassInput, PodView,
+    RecordNeed, RecordRead, ScalingError, StatefulSetView, Wait, ZoneTracker, build_groups, check_min_time, keys,
+    plan_pass, record_need,
+};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Exit status for bad arguments or unreadable dumps.
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status when the cluster could not be read or the output not written.
+pub const EXIT_FAILED: u8 = 1;
+
+/// Arguments of `status`: the controller's own flags (namespace, kube config, zone tracker, progress deadline), so
+/// a Deployment's args can be passed unchanged, and the view's options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub flags: OperatorFlags,
+    /// Redraw the view until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// Time between two redraws with --watch (Go duration).
+    #[arg(long, default_value = "2s", value_parser = crate::cli::parse_flag_go_duration)]
+    pub interval: Duration,
+    /// Output format: `text`, or `json` (with --watch, one JSON document per line).
+    #[arg(short = 'o', long = "output", default_value = "text")]
+    pub output: String,
+    /// Read these dumps (YAML or JSON, as for `plan`; `-` is stdin) instead of the cluster.
+    #[arg(short = 'f', long = "filename")]
+    pub files: Vec<PathBuf>,
+    /// With -f: as of this time (RFC 3339) instead of now.
+    #[arg(long)]
+    pub now: Option<String>,
+}
+
+/// Why `status` could not run with these arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StatusArgError {
+    #[error("invalid --output value {0:?}: expected text or json")]
+    Output(String),
+    #[error("-kubernetes.namespace has not been specified")]
+    MissingNamespace,
+    #[error("--watch reads the cluster again and again; it cannot be used with -f")]
+    WatchWithFiles,
+    #[error("--now is for dumps (-f); a live view is as of now")]
+    NowWithoutFiles,
+    #[error("--interval must be positive")]
+    ZeroInterval,
+}
+
+/// Why the view could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StatusError {
+    #[error("cannot list the rollout groups' StatefulSets: {0}")]
+    StatefulSets(ApiError),
+    #[error("cannot list the pods: {0}")]
+    Pods(ApiError),
+}
+
+/// The view of a namespace at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamespaceStatus {
+    pub namespace: String,
+    /// When it was read (RFC 3339).
+    pub at: String,
+    pub groups: Vec<GroupStatus>,
+}
+
+/// One rollout group: its zones, the pass the controller would run now, and its downscales.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupStatus {
+    pub group: String,
+    pub state: GroupState,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
+    /// What the controller would do next.
+    pub next: Vec<Action>,
+    #[serde(rename = "statefulSets")]
+    pub statefulsets: Vec<StatefulSetStatus>,
+    pub downscales: Downscales,
+    /// Only with --watch: how long without progress since the view started watching.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressStatus>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(rename = "scalingErrors", skip_serializing_if = "Vec::is_empty")]
+    pub scaling_errors: Vec<ScalingError>,
+}
+
+/// One zone's pods and revisions.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatefulSetStatus {
+    pub name: String,
+    /// `spec.replicas`.
+    pub replicas: u32,
+    /// Pods on the update revision (ordinals below `spec.replicas`).
+    pub updated: u32,
+    /// Expected pods missing or not available.
+    pub unavailable: u32,
+    #[serde(rename = "currentRevision")]
+    pub current_revision: String,
+    #[serde(rename = "updateRevision")]
+    pub update_revision: String,
+    pub paused: bool,
+}
+
+/// The group's downscales: the last one, and which zones must still wait for the min time between zone downscales.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Downscales {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastDownscale>,
+    pub waits: Vec<DownscaleWait>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LastDownscale {
+    #[serde(rename = "statefulSet")]
+    pub statefulset: String,
+    pub at: String,
+}
+
+/// A zone that may not be downscaled before `after`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DownscaleWait {
+    #[serde(rename = "statefulSet")]
+    pub statefulset: String,
+    pub after: String,
+    #[serde(rename = "secondsLeft")]
+    pub seconds_left: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProgressStatus {
+    #[serde(rename = "secondsWithoutProgress")]
+    pub seconds_without_progress: u64,
+    pub stuck: bool,
+}
+
+/// One group as read, with the pass the controller would run on it and the downscale record it read (if any).
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub group: GroupSnapshot,
+    pub plan: GroupPlan,
+    pub record: Option<DownscaleRecord>,
+}
+
+/// Reads the namespace through `api` and runs the controller's pass on every rollout group, as of `now`.
+/// `record_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it.
+pub async fn read<C: LiveReads + RecordStore>(
+    api: &C,
+    record_config_map: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<Planned>, StatusError> {
+    let statefulsets = api.list_statefulsets(keys::ROLLOUT_GROUP).await.map_err(StatusError::StatefulSets)?;
+    let pods = api.list_pods("").await.map_err(StatusError::Pods)?;
+    let views: Vec<StatefulSetView> = statefulsets.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
+    let pods: Vec<PodView> = pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect();
+    let groups = build_groups(views, &pods);
+    let zone_tracker = if record_config_map.is_some() { ZoneTracker::On } else { ZoneTracker::Off };
+    let wanted = groups.iter().any(|g| record_need(g, zone_tracker) != RecordNeed::NotNeeded);
+    // One record serves the namespace: read it once, as of this view.
+    let stored = match (record_config_map, wanted) {
+        (Some(name), true) => Some(read_record(api, name).await.and_then(|stored| match stored {
+            Some(stored) => markers_of(&stored, name).map(|markers| Some((stored, markers))),
+            None => Ok(None),
+        })),
+        _ => None,
+    };
+    let error = match &stored {
+        Some(Err(e)) => Some(e.to_string()),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for group in groups {
+        let record = match (&stored, record_need(&group, zone_tracker)) {
+            (_, RecordNeed::NotNeeded) | (None, _) => RecordRead::NotRead,
+            (Some(Ok(None)), _) => RecordRead::Absent,
+            (Some(Ok(Some((stored, markers)))), _) => RecordRead::Read { record: &stored.record, markers },
+            (Some(Err(e)), _) if e.is_forbidden() => RecordRead::Forbidden,
+            (Some(Err(_)), _) => RecordRead::Unreadable { error: error.as_deref().unwrap_or_default() },
+        };
+        let input = PassInput { now, expectations: &[], zone_tracker, record, scaling_forbidden: None };
+        let mut pass = plan_pass(&group, &input);
+        if pass.mirror_due {
+            pass = pass.with_mirror(MirrorFindings { waits: mirror_waits(&group), ..Default::default() });
+        }
+        let mut plan = pass.plan;
+        if let Some(why) = pass.failed_closed {
+            plan.warnings.push(why);
+        }
+        let record = match &record {
+            RecordRead::Read { record, .. } => Some((*record).clone()),
+            _ => None,
+        };
+        out.push(Planned { group, plan, record });
+    }
+    Ok(out)
+}
+
+/// Mirror scaling reads the reference resource's `scale` and calls pods: the view does neither.
+fn mirror_waits(group: &GroupSnapshot) -> Vec<String> {
+    group
+        .members
+        .iter()
+        .filter_map(|m| match &m.sts.scaling.mirror {
+            Some(Ok(mirror)) => Some(format!(
+                "{}: mirrors replicas from {}/{} (the controller reads its scale subresource; not shown here)",
+                m.sts.name, mirror.kind, mirror.name
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The summary of one group as planned at `now`.
+pub fn summarize(planned: &Planned, now: Timestamp) -> GroupStatus {
+    let Planned { group, plan, record } = planned;
+    let statefulsets = group
+        .members
+        .iter()
+        .map(|m| {
+            let report = statefulset_report(m, now);
+            let status = m.sts.status.as_ref();
+            StatefulSetStatus {
+                name: report.name,
+                replicas: report.desired,
+                updated: report.updated,
+                unavailable: report.unavailable,
+                current_revision: status.map(|s| s.current_revision.clone()).unwrap_or_default(),
+                update_revision: status.map(|s| s.update_revision.clone()).unwrap_or_default(),
+                paused: m.sts.settings.paused,
+            }
+        })
+        .collect();
+    GroupStatus {
+        group: plan.group.clone(),
+        state: plan.state,
+        reason: plan.reason.clone(),
+        wait: plan.wait.clone(),
+        next: plan.actions.clone(),
+        statefulsets,
+        downscales: downscales(group, record.as_ref(), now),
+        progress: None,
+        warnings: plan.warnings.clone(),
+        scaling_errors: plan.scaling_errors.clone(),
+    }
+}
+
+/// The last downscale of the group (the later of each StatefulSet's `grafana.com/last-downscale` and its entry in
+/// the record), and every zone the min time between zone downscales still holds, as the controller and the webhook
+/// judge it.
+fn downscales(group: &GroupSnapshot, record: Option<&DownscaleRecord>, now: Timestamp) -> Downscales {
+    let last = group
+        .members
+        .iter()
+        .filter_map(|m| {
+            let annotated = match &m.sts.downscale.last_downscale {
+                Some(Ok(at)) => Some(*at),
+                _ => None,
+            };
+            let recorded = record.and_then(|r| r.last_downscaled.get(&m.sts.name).copied());
+            annotated.max(recorded).map(|at| (at, m.sts.name.clone()))
+        })
+        .max()
+        .map(|(at, statefulset)| LastDownscale { statefulset, at: format_timestamp(at) });
+    let waits = group
+        .members
+        .iter()
+        .filter_map(|m| match check_min_time(group, record, &m.sts.name, now) {
+            verdict @ MinTimeVerdict::Wait { until, .. } => Some(DownscaleWait {
+                statefulset: m.sts.name.clone(),
+                after: format_timestamp(until),
+                seconds_left: Duration::try_from(until.duration_since(now)).map(|d| d.as_secs()).unwrap_or(0),
+                reason: verdict.describe(),
+            }),
+            _ => None,
+        })
+        .collect();
+    Downscales { last, waits }
+}
+
+/// Keeps each group's progress clock between redraws (`--watch`), as the controller does between passes.
+#[derive(Default)]
+pub struct Watcher {
+    clocks: HashMap<String, ProgressClock>,
+}
+
+impl Watcher {
+    /// Fills in `status.progress` from the clock of its group, advanced by this view.
+    pub fn observe(
+        &mut self,
+        group: &GroupSnapshot,
+        plan: &GroupPlan,
+        status: &mut GroupStatus,
+        now: Timestamp,
+        deadline: Duration,
+    ) {
+        let clock = ProgressClock::observe(self.clocks.get(&plan.group), group, plan.state, now);
+        let without = if plan.state == GroupState::Done { Duration::ZERO } else { clock.without_progress(now) };
+        status.progress = Some(ProgressStatus {
+            seconds_without_progress: without.as_secs(),
+            stuck: judge(&clock, plan, now, deadline).is_some(),
+        });
+        self.clocks.insert(plan.group.clone(), clock);
+    }
+}
+
+/// The view for people: one block per group.
+pub fn render_text(view: &NamespaceStatus, deadline: Duration, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "namespace {} at {}", view.namespace, view.at)?;
+    if view.groups.is_empty() {
+        writeln!(out, "no rollout groups (StatefulSets with a rollout-group label)")?;
+    }
+    for g in &view.groups {
+        writeln!(out)?;
+        // What holds the group, when it stopped on it (a group that acts waits only after this pass).
+        let wait = match (&g.wait, g.state) {
+            (Some(w), GroupState::Waiting | GroupState::Blocked) => match &w.statefulset {
+                Some(sts) => format!(": {} ({sts})", w.reason),
+                None => format!(": {}", w.reason),
+            },
+            _ => String::new(),
+        };
+        writeln!(out, "rollout group {}: {}{wait}", g.group, g.state.as_str())?;
+        let name_width = g.statefulsets.iter().map(|s| s.name.len()).max().unwrap_or(0).max("STATEFULSET".len());
+        writeln!(out, "  {:<name_width$}  {:>7}  {:>11}  REVISION", "STATEFULSET", "UPDATED", "UNAVAILABLE")?;
+        for s in &g.statefulsets {
+            let revision = if s.current_revision == s.update_revision || s.current_revision.is_empty() {
+                s.update_revision.clone()
+            } else {
+                format!("{} -> {}", s.current_revision, s.update_revision)
+            };
+            let paused = if s.paused { "  (paused)" } else { "" };
+            let updated = format!("{}/{}", s.updated, s.replicas);
+            writeln!(out, "  {:<name_width$}  {updated:>7}  {:>11}  {revision}{paused}", s.name, s.unavailable)?;
+        }
+        if g.next.is_empty() {
+            writeln!(out, "  next: nothing; {}", g.reason)?;
+        } else {
+            writeln!(out, "  next: {}", g.reason)?;
+            for action in &g.next {
+                match action {
+                    Action::DeletePod { statefulset, pod, reason, .. } => {
+                        writeln!(out, "    delete pod {pod} of {statefulset}: {reason}")?
+                    }
+                    Action::SetCurrentRevision { statefulset, revision, .. } => {
+                        writeln!(out, "    set currentRevision of {statefulset} to {revision}")?
+                    }
+                    Action::Scale { statefulset, from, to, .. } => {
+                        writeln!(out, "    scale {statefulset} from {from} to {to} replicas")?
+                    }
+                }
+            }
+        }
+        if let Some(last) = &g.downscales.last {
+            writeln!(out, "  last downscale: {} at {}", last.statefulset, last.at)?;
+        }
+        for w in &g.downscales.waits {
+            let left = format_go_duration(Duration::from_secs(w.seconds_left));
+            writeln!(out, "  downscale of {} waits until after {} ({left} left)", w.statefulset, w.after)?;
+        }
+        if let Some(p) = &g.progress {
+            let without = format_go_duration(Duration::from_secs(p.seconds_without_progress));
+            let verdict = if p.stuck {
+                format!("STUCK (-rollout.progress-deadline={})", format_go_duration(deadline))
+            } else if deadline.is_zero() {
+                "stuck detection off".to_string()
+            } else {
+                format!("stuck after {}", format_go_duration(deadline))
+            };
+            writeln!(out, "  no progress for {without} while watching; {verdict}")?;
+        }
+        for w in &g.warnings {
+            writeln!(out, "  warning: {w}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the arguments; the kube config flags are checked by the client.
+pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
+    let json = match args.output.as_str() {
+        "text" => false,
+        "json" => true,
+        other => return Err(StatusArgError::Output(other.to_string())),
+    };
+    if args.files.is_empty() && args.flags.kubernetes_namespace.is_empty() {
+        return Err(StatusArgError::MissingNamespace);
+    }
+    if args.watch && !args.files.is_empty() {
+        return Err(StatusArgError::WatchWithFiles);
+    }
+    if args.now.is_some() && args.files.is_empty() {
+        return Err(StatusArgError::NowWithoutFiles);
+    }
+    if args.watch && args.interval.is_zero() {
+        return Err(StatusArgError::ZeroInterval);
+    }
+    Ok(json)
+}
+
+/// One view of `api` as of `now`, rendered into `out`; `watcher` adds progress (for --watch).
+pub async fn show<C: LiveReads + RecordStore>(
+    api: &C,
+    args: &StatusArgs,
+    namespace: &str,
+    now: Timestamp,
+    watcher: Option<&mut Watcher>,
+    out: &mut dyn Write,
+) -> Result<(), ShowError> {
+    let json = check_args(args).map_err(ShowError::Args)?;
+    let planned = read(api, args.flags.downscale_record(), now).await.map_err(ShowError::Read)?;
+    let deadline = args.flags.rollout_progress_deadline;
+    let mut groups = Vec::new();
+    let mut watcher = watcher;
+    for planned in &planned {
+        let mut status = summarize(planned, now);
+        if let Some(w) = watcher.as_deref_mut() {
+            w.observe(&planned.group, &planned.plan, &mut status, now, deadline);
+        }
+        groups.push(status);
+    }
+    let view = NamespaceStatus { namespace: namespace.to_string(), at: format_timestamp(now), groups };
+    let written = if json {
+        let text = if args.watch { serde_json::to_string(&view) } else { serde_json::to_string_pretty(&view) };
+        text.map_err(std::io::Error::other).and_then(|t| writeln!(out, "{t}"))
+    } else {
+        render_text(&view, deadline, out)
+    };
+    written.and_then(|()| out.flush()).map_err(ShowError::Write)
+}
+
+/// Why one view failed.
+#[derive(Debug, Error)]
+pub enum ShowError {
+    #[error(transparent)]
+    Args(StatusArgError),
+    #[error(transparent)]
+    Read(StatusError),
+    #[error("cannot write the view: {0}")]
+    Write(std::io::Error),
+}
+
+impl ShowError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            ShowError::Args(_) => EXIT_BAD_INPUT,
+            ShowError::Read(_) | ShowError::Write(_) => EXIT_FAILED,
+        }
+    }
+}
+
+/// The whole subcommand over dumps (`-f`): no cluster, no runtime beyond this call.
+pub fn execute_on_dumps(
+    args: &StatusArgs,
+    stdin: &mut dyn std::io::Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    now: Timestamp,
+) -> u8 {
+    let report = |err: &mut dyn Write, message: &dyn std::fmt::Display, code: u8| {
+        let _ = writeln!(err, "error: {message}");
+        code
+    };
+    if let Err(e) = check_args(args) {
+        return report(err, &e, EXIT_BAD_INPUT);
+    }
+    let now = match args.now.as_deref().map(parse_now).transpose() {
+        Ok(at) => at.unwrap_or(now),
+        Err(e) => return report(err, &e, EXIT_BAD_INPUT),
+    };
+    let objects = match load_objects(&args.files, stdin) {
+        Ok(objects) => objects,
+        Err(e) => return report(err, &e, EXIT_BAD_INPUT),
+    };
+    // The namespace asked for, or the dump's (its first StatefulSet's), or kubectl's default.
+    let namespace = Some(args.flags.kubernetes_namespace.clone())
+        .filter(|n| !n.is_empty())
+        .or_else(|| objects.statefulsets.iter().find_map(|s| s.metadata.namespace.clone()))
+        .unwrap_or_else(|| "default".to_string());
+    let api = DumpCluster::from_objects(&objects, &namespace);
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return report(err, &format_args!("cannot start the async runtime: {e}"), EXIT_FAILED),
+    };
+    match runtime.block_on(show(&api, args, &namespace, now, None, out)) {
+        Ok(()) => 0,
+        Err(e) => report(err, &e, e.exit_code()),
+    }
+}
+
+/// Entry point of `rollout-operator status`.
+pub fn run(args: StatusArgs) -> ExitCode {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut err = std::io::stderr().lock();
+    if !args.files.is_empty() {
+        let code = execute_on_dumps(&args, &mut std::io::stdin().lock(), &mut out, &mut err, Timestamp::now());
+        return ExitCode::from(code);
+    }
+    if let Err(e) = check_args(&args) {
+        let _ = writeln!(err, "error: {e}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = writeln!(err, "error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    ExitCode::from(runtime.block_on(live(&args, &mut out, &mut err)))
+}
+
+async fn live(args: &StatusArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let flags = &args.flags;
+    let namespace = flags.kubernetes_namespace.clone();
+    let limits = crate::kube::layers::RateLimits {
+        qps: flags.kubernetes_client_qps,
+        burst: flags.kubernetes_client_burst,
+        max_wait: if flags.kubernetes_client_timeout.is_zero() {
+            Duration::from_secs(60)
+        } else {
+            flags.kubernetes_client_timeout
+        },
+    };
+    let client = match crate::kube::adapter::build_cli_client(
+        flags.config_file(),
+        flags.api_url(),
+        flags.kubernetes_client_timeout,
+        &namespace,
+        limits,
+        crate::ops::metrics::KubeClientMetrics::default(),
+    )
+    .await
+    {
+        Ok(client) => client,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let api = crate::kube::adapter::KubeCluster::new(client, &namespace);
+    if !args.watch {
+        return match show(&api, args, &namespace, Timestamp::now(), None, out).await {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(err, "error: {e}");
+                e.exit_code()
+            }
+        };
+    }
+    let mut watcher = Watcher::default();
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let mut frame = Vec::new();
+        if args.output == "text" {
+            // Clear the screen and home the cursor, then a header, as `watch` does.
+            let _ = write!(frame, "\x1b[2J\x1b[H");
+            let _ = writeln!(
+                frame,
+                "every {}: rollout-operator status, namespace {namespace}\n",
+                format_go_duration(args.interval)
+            );
+        }
+        match show(&api, args, &namespace, Timestamp::now(), Some(&mut watcher), &mut frame).await {
+            Ok(()) => {}
+            // A failed read is shown and the next one tried: the view keeps watching.
+            Err(ShowError::Read(e)) => {
+                let _ = writeln!(frame, "error: {e}");
+            }
+            Err(e) => {
+                let _ = writeln!(err, "error: {e}");
+                return e.exit_code();
+            }
+        }
+        if out.write_all(&frame).and_then(|()| out.flush()).is_err() {
+            // Nobody is reading any more (a closed pipe): stop quietly.
+            return 0;
+        }
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(args.interval) => {}
+            _ = &mut interrupted => return 0,
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! `rollout-operator status`: the controller's pass over a live read of the in-memory API server (with the zone
+//! tracker's record and its failures), the example dumps through `-f`, the progress `--watch` keeps, the rendering
+//! and the argument errors.
+#![cfg(not(madsim))]
+
+mod support;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rollout_core::keys;
+use rollout_operator::cli::{self, Command};
+use rollout_operator::cluster::ApiError;
+use rollout_operator::offline::status::{
+    self, NamespaceStatus, ShowError, StatusArgError, StatusArgs, StatusError, Watcher, render_text, summarize,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use support::{FakeCluster, pod, sts};
+
+const NOW: &str = "2026-01-01T12:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+fn args(extra: &[&str]) -> StatusArgs {
+    let argv = ["rollout-operator", "status"].into_iter().chain(extra.iter().copied());
+    match cli::parse(argv) {
+        Ok(Command::Status { args, .. }) => *args,
+        other => panic!("{extra:?}: expected status, got {other:?}"),
+    }
+}
+
+/// Zone a done on r2, zone b half-way (b-0 replaced but not ready), zone c on r1.
+fn mid_rollout() -> FakeCluster {
+    let statefulsets = vec![
+        sts("ingester", "ingester-zone-a", 2, "r2", "r2"),
+        sts("ingester", "ingester-zone-b", 2, "r1", "r2"),
+        sts("ingester", "ingester-zone-c", 2, "r1", "r2"),
+    ];
+    let pods = vec![
+        pod("ingester-zone-a", 0, "r2", true, 1),
+        pod("ingester-zone-a", 1, "r2", true, 1),
+        pod("ingester-zone-b", 0, "r2", false, 1),
+        pod("ingester-zone-b", 1, "r1", true, 1),
+        pod("ingester-zone-c", 0, "r1", true, 1),
+        pod("ingester-zone-c", 1, "r1", true, 1),
+    ];
+    FakeCluster::new(statefulsets, pods)
+}
+
+async fn view(cluster: &FakeCluster, extra: &[&str]) -> (String, Result<(), ShowError>) {
+    let mut out = Vec::new();
+    let result = status::show(cluster, &args(extra), "ns", now(), None, &mut out).await;
+    (String::from_utf8(out).unwrap(), result)
+}
+
+#[tokio::test]
+async fn the_live_view_shows_each_zone_what_the_controller_would_do_and_why_it_waits() {
+    let (text, result) = view(&mid_rollout(), &["-kubernetes.namespace=ns"]).await;
+    result.expect("a view");
+    let expected = "\
+namespace ns at 2026-01-01T12:00:00Z
+
+rollout group ingester: waiting: pods-not-ready (ingester-zone-b)
+  STATEFULSET      UPDATED  UNAVAILABLE  REVISION
+  ingester-zone-a      2/2            0  r2
+  ingester-zone-b      1/2            1  r1 -> r2
+  ingester-zone-c      0/2            0  r1 -> r2
+  next: nothing; ingester-zone-b has 1 more pods to update but max unavailable (1) has been reached; waiting for pods to become ready
+";
+    assert_eq!(text, expected);
+
+    let (json, result) = view(&mid_rollout(), &["-kubernetes.namespace=ns", "-o", "json"]).await;
+    result.expect("a view");
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let g = &v["groups"][0];
+    assert_eq!(v["namespace"], "ns");
+    assert_eq!(g["state"], "waiting");
+    assert_eq!(g["wait"], serde_json::json!({"reason": "pods-not-ready", "statefulSet": "ingester-zone-b"}));
+    assert_eq!(g["next"], serde_json::json!([]));
+    assert_eq!(
+        g["statefulSets"][1],
+        serde_json::json!({"name": "ingester-zone-b", "replicas": 2, "updated": 1, "unavailable": 1,
+            "currentRevision": "r1", "updateRevision": "r2", "paused": false})
+    );
+    assert!(g.get("progress").is_none(), "a single view knows nothing of progress: {g}");
+}
+
+#[tokio::test]
+async fn the_view_runs_the_controllers_pass_with_the_zone_tracker_record() {
+    // Zone b's pod became ready: the controller would replace b-1 next...
+    let cluster = mid_rollout();
+    cluster.set_pod_ready("ingester-zone-b-0", true);
+    let (text, _) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
+    assert!(text.contains("rollout group ingester: progressing\n"), "{text}");
+    assert!(
+        text.contains("    delete pod ingester-zone-b-1 of ingester-zone-b: pod is not on update revision r2"),
+        "{text}"
+    );
+
+    // ... unless the webhook (with the zone tracker) is preparing a downscale of the group: its marker holds it.
+    let mut served: Vec<StatefulSet> = ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"]
+        .iter()
+        .map(|name| cluster.statefulset(name).unwrap())
+        .collect();
+    for s in &mut served {
+        s.metadata.labels.get_or_insert_default().insert(keys::PREPARE_DOWNSCALE.into(), "true".into());
+        s.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into(), "12h".into());
+        cluster.put_statefulset(s.clone());
+    }
+    let marker = r#"{"ingester-zone-c":{"group":"ingester","until":"2026-01-01T12:00:30Z"}}"#;
+    cluster.put_config_map(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("rollout-operator-zone-tracker".into()),
+            annotations: Some(BTreeMap::from([(keys::DOWNSCALES_IN_PROGRESS.into(), marker.into())])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("ingester-zone-c".into(), r#"{"lastDownscaled":"2026-01-01T09:00:00Z"}"#.into())])),
+        ..Default::default()
+    });
+    let tracker = ["-kubernetes.namespace=ns", "-use-zone-tracker=true"];
+    let (text, _) = view(&cluster, &tracker).await;
+    assert!(text.contains("rollout group ingester: waiting: downscale-in-progress (ingester-zone-c)"), "{text}");
+    assert!(text.contains("  last downscale: ingester-zone-c at 2026-01-01T09:00:00Z"), "{text}");
+    assert!(
+        text.contains("  downscale of ingester-zone-a waits until after 2026-01-01T21:00:00Z (9h0m0s left)"),
+        "{text}"
+    );
+    assert!(!text.contains("downscale of ingester-zone-c waits"), "its own downscale does not hold it: {text}");
+    // Without the tracker flag the record is not read: the group acts.
+    let (text, _) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
+    assert!(text.contains("rollout group ingester: progressing"), "{text}");
+
+    // An unreadable record fails the pass closed, as in the controller, and says why.
+    cluster.fail_config_map_reads(Some(ApiError::Unavailable("timeout".into())));
+    let (text, _) = view(&cluster, &tracker).await;
+    assert!(text.contains("waiting: downscale-record-unreadable"), "{text}");
+    assert!(text.contains("warning: cannot read the group downscale record"), "{text}");
+}
+
+#[tokio::test]
+async fn a_failed_read_is_an_error_naming_what_could_not_be_read() {
+    let cluster = mid_rollout();
+    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: "forbidden".into() }));
+    let (_, result) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
+    match result {
+        Err(ShowError::Read(StatusError::StatefulSets(ApiError::Rejected { code: 403, .. }))) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watching_keeps_the_progress_clock_and_reports_a_stuck_group() {
+    let cluster = mid_rollout();
+    let deadline = Duration::from_secs(600);
+    let mut watcher = Watcher::default();
+    let views = [0i64, 300, 601].map(|secs| {
+        let at = now() + jiff::SignedDuration::from_secs(secs);
+        (at, secs)
+    });
+    let mut last = None;
+    for (at, _) in views {
+        let planned = futures::executor::block_on(status::read(&cluster, None, at)).unwrap();
+        let mut g = summarize(&planned[0], at);
+        watcher.observe(&planned[0].group, &planned[0].plan, &mut g, at, deadline);
+        last = Some((g, at));
+    }
+    let (g, at) = last.unwrap();
+    let progress = g.progress.clone().expect("progress with --watch");
+    assert_eq!((progress.seconds_without_progress, progress.stuck), (601, true));
+    let view = NamespaceStatus { namespace: "ns".into(), at: at.to_string(), groups: vec![g] };
+    let mut out = Vec::new();
+    render_text(&view, deadline, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("  no progress for 10m1s while watching; STUCK (-rollout.progress-deadline=10m0s)"),
+        "{text}"
+    );
+}
+
+/// The example dumps (`examples/`), read with -f: the same pass as `plan`, in the view's shape.
+#[test]
+fn the_example_dumps_through_dash_f() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let run = |file: &str, extra: &[&str]| {
+        let path = root.join("examples").join(file);
+        let mut argv: Vec<&str> = vec!["-f", path.to_str().unwrap(), "--now", NOW];
+        argv.extend(extra);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = status::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
+        (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    };
+    let (code, text, err) = run("three-zone-mid-rollout.yaml", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.starts_with("namespace mimir at 2026-01-01T12:00:00Z\n\nrollout group ingester: progressing\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  ingester-zone-b      1/3            0  ingester-zone-b-tpgffs5997 -> ingester-zone-b-nv9j2pkrz6\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("    delete pod ingester-zone-b-2 of ingester-zone-b: "), "{text}");
+    // The README shows this output.
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let after =
+        readme.split("On `examples/three-zone-mid-rollout.yaml` (`status -f`):").nth(1).expect("README example");
+    let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
+    assert_eq!(text, block);
+    let (code, json, _) = run("crash-loop-on-old-revision.yaml", &["-o", "json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["groups"][0]["group"], "store-gateway");
+    assert_eq!(v["groups"][0]["statefulSets"][0]["unavailable"], 1);
+    assert_eq!(v["groups"][0]["next"][0]["pod"], "store-gateway-zone-a-1");
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let check = |extra: &[&str]| status::check_args(&args(extra)).err();
+    assert_eq!(check(&["-o", "yaml", "-kubernetes.namespace=ns"]), Some(StatusArgError::Output("yaml".into())));
+    assert_eq!(check(&[]), Some(StatusArgError::MissingNamespace));
+    assert_eq!(check(&["-f", "x.yaml", "--watch"]), Some(StatusArgError::WatchWithFiles));
+    assert_eq!(check(&["-kubernetes.namespace=ns", "--now", NOW]), Some(StatusArgError::NowWithoutFiles));
+    assert_eq!(check(&["-kubernetes.namespace=ns", "--watch", "--interval=0s"]), Some(StatusArgError::ZeroInterval));
+    assert_eq!(check(&["-f", "x.yaml"]), None, "a dump needs no namespace");
+    // A dump that does not exist: exit 2, naming the file.
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code =
+        status::execute_on_dumps(&args(&["-f", "/nonexistent.yaml"]), &mut std::io::empty(), &mut out, &mut err, now());
+    assert_eq!(code, status::EXIT_BAD_INPUT);
+    assert!(String::from_utf8(err).unwrap().contains("/nonexistent.yaml"));
+}
+
+/// The README shows what `status --watch` prints on a group half-way through zone b; this is that view, and the
+/// README's text must stay exactly what the command prints.
+#[tokio::test]
+async fn the_readme_example_is_what_status_prints() {
+    let cluster = mid_rollout();
+    for name in ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"] {
+        let mut s = cluster.statefulset(name).unwrap();
+        let annotations = s.metadata.annotations.get_or_insert_default();
+        annotations.insert(keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into(), "12h".into());
+        if name == "ingester-zone-c" {
+            annotations.insert(keys::LAST_DOWNSCALE.into(), "2026-01-01T09:00:00Z".into());
+        }
+        cluster.put_statefulset(s);
+    }
+    let args = args(&["-kubernetes.namespace=mimir", "--watch"]);
+    let mut watcher = Watcher::default();
+    let earlier = now() - jiff::SignedDuration::from_secs(12 * 60 + 4);
+    status::show(&cluster, &args, "mimir", earlier, Some(&mut watcher), &mut Vec::new()).await.unwrap();
+    let mut out = Vec::new();
+    status::show(&cluster, &args, "mimir", now(), Some(&mut watcher), &mut out).await.unwrap();
+    let printed = String::from_utf8(out).unwrap();
+
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let after = readme.split("On a group half-way through zone b").nth(1).expect("the README example");
+    let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
+    assert_eq!(printed, block);
+}
