@@ -111,8 +111,20 @@ pub enum Op {
 
 pub struct Request {
     pub reply_tag: u64,
+    /// Also names the client: its incarnation is unique in a run (a controller process, an admission, the user's
+    /// actor), and the answer carries it back.
     pub knowledge: Knowledge,
     pub op: Op,
+}
+
+/// A reply on its way back, sent with the request's `reply_tag`, naming the client it answers. A new process binds
+/// the address of the one it replaces and numbers its requests from the same first tag, so a late reply to the dead
+/// process would otherwise pass for the reply to the new one's request; the client drops it instead, as a reply on
+/// a dead process's connection is lost over HTTP.
+pub struct Answer {
+    /// The incarnation of the client that sent the request.
+    pub client: u64,
+    pub reply: Reply,
 }
 
 pub enum Reply {
@@ -218,8 +230,9 @@ pub async fn serve(env: ServerEnv) {
                 env.sample_ms(range)
             };
             tokio::time::sleep(delay).await;
+            let (tag, client) = (req.reply_tag, req.knowledge.incarnation);
             let reply = handle(&env, *req);
-            let _ = ep.send_to_raw(from, reply.0, Box::new(reply.1)).await;
+            let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
     }
 }
@@ -304,7 +317,7 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
     }
 }
 
-fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
+fn handle(env: &ServerEnv, req: Request) -> Reply {
     let mut store = env.store.lock().unwrap();
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
     let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
@@ -321,9 +334,9 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
     {
         store.trace(&who, format!("{access} -> forbidden (403)"));
         store.forbidden.push(format!("{who}: {access}"));
-        return (req.reply_tag, forbidden_reply(&req.op, &access));
+        return forbidden_reply(&req.op, &access);
     }
-    let reply = match &req.op {
+    match &req.op {
         Op::DeletePod { name, preconditions } => {
             let group = store.pods.get(name).and_then(|p| store.group_of_pod(p)).filter(|_| controller);
             let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
@@ -461,8 +474,7 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::Done(result)
         }
         Op::PatchEvent { name, patch } => Reply::Done(store.events.patch(name, patch)),
-    };
-    (req.reply_tag, reply)
+    }
 }
 
 fn list_statefulsets(store: &crate::store::Store, selector: &str) -> Vec<StatefulSet> {

@@ -7,7 +7,7 @@
 //! "what the controller knew". The controller consumes watch events only between reconciles, so the position at the
 //! time of a write is the position its plan was made at.
 
-use crate::apiserver::{self, Op, Reply, Request, WatchMsg, WatchRequest};
+use crate::apiserver::{self, Answer, Op, Reply, Request, WatchMsg, WatchRequest};
 use crate::checker::Knowledge;
 use crate::store::{Kind, Obj};
 use futures::StreamExt;
@@ -63,13 +63,27 @@ impl SimCluster {
             .send_to_raw(apiserver::address(), apiserver::TAG_API, Box::new(req))
             .await
             .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.inner.ep.recv_from_raw(reply_tag)).await {
-            Ok(Ok((payload, _))) => {
-                payload.downcast::<Reply>().map(|r| *r).map_err(|_| ApiError::Unavailable("malformed reply".into()))
+        let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let payload = match tokio::time::timeout(left, self.inner.ep.recv_from_raw(reply_tag)).await {
+                Ok(Ok((payload, _))) => payload,
+                Ok(Err(e)) => return Err(ApiError::Unavailable(e.to_string())),
+                Err(_) => return Err(ApiError::Unavailable("request timed out".into())),
+            };
+            let Ok(answer) = payload.downcast::<Answer>() else {
+                return Err(ApiError::Unavailable("malformed reply".into()));
+            };
+            // A late reply to the process that had this address before (same tags): not ours, dropped.
+            if answer.client == self.inner.incarnation {
+                return Ok(answer.reply);
             }
-            Ok(Err(e)) => Err(ApiError::Unavailable(e.to_string())),
-            Err(_) => Err(ApiError::Unavailable("request timed out".into())),
         }
+    }
+
+    /// The address this client sends from (a restarted process binds the same one again).
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.inner.ep.local_addr()
     }
 
     fn watch<K: Send + 'static>(
@@ -410,5 +424,67 @@ impl CertificateStore for SimCluster {
         _patch: &serde_json::Value,
     ) -> Result<WebhookConfiguration, ApiError> {
         Err(ApiError::NotFound(format!("{} {name} not found", kind.as_str())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use madsim::runtime::{Handle, Runtime};
+
+    fn record(name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.to_string());
+        cm.metadata.resource_version = Some("7".to_string());
+        cm
+    }
+
+    /// Seed 31's shape, alone: a process killed with a read of the record in flight, and the process that replaces
+    /// it at the same address and sends its write with the same first tag. The server answers the dead process's
+    /// read only once the write has arrived, and the write's own reply is lost: the new process must time out, not
+    /// take the read's reply for its write's success.
+    #[test]
+    fn a_late_reply_to_a_dead_process_is_not_taken_by_the_next_one_at_its_address() {
+        let rt = Runtime::with_seed_and_config(1, madsim::Config::default());
+        rt.block_on(async {
+            let handle = Handle::current();
+            let server = handle.create_node().name("apiserver").ip(apiserver::address().ip()).build();
+            let node = handle.create_node().name("controller").ip([10, 0, 0, 3].into()).build();
+            server.spawn(async {
+                let ep = Endpoint::bind(apiserver::address()).await.unwrap();
+                let (read, reader) = ep.recv_from_raw(apiserver::TAG_API).await.unwrap();
+                let read = read.downcast::<Request>().ok().unwrap();
+                assert!(matches!(read.op, Op::GetConfigMap { .. }));
+                let (write, _) = ep.recv_from_raw(apiserver::TAG_API).await.unwrap();
+                let write = write.downcast::<Request>().ok().unwrap();
+                assert!(matches!(write.op, Op::ReplaceConfigMap { .. }));
+                assert_eq!(write.reply_tag, read.reply_tag, "the test needs both requests to carry the same tag");
+                let reply = Reply::ConfigMap(Ok(Some(Box::new(record("record")))));
+                let answer = Answer { client: read.knowledge.incarnation, reply };
+                ep.send_to_raw(reader, read.reply_tag, Box::new(answer)).await.unwrap();
+                std::future::pending::<()>().await
+            });
+            let (dead_at, next_at, written) = node
+                .spawn(async {
+                    let dead = SimCluster::connect(1).await.unwrap();
+                    let dead_at = dead.local_addr().unwrap();
+                    let in_flight = tokio::spawn(async move { dead.get_config_map("record").await });
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    // Killed: the task and its endpoint are gone.
+                    in_flight.abort();
+                    let _ = in_flight.await;
+                    let next = SimCluster::connect(2).await.unwrap();
+                    let next_at = next.local_addr().unwrap();
+                    let written = next.replace_config_map(&record("record")).await;
+                    (dead_at, next_at, written)
+                })
+                .await
+                .unwrap();
+            assert_eq!(dead_at, next_at, "the test needs the new process at the dead one's address");
+            assert!(
+                matches!(&written, Err(ApiError::Unavailable(why)) if why.contains("timed out")),
+                "the write got no reply of its own, yet: {written:?}"
+            );
+        });
     }
 }
