@@ -146,6 +146,41 @@ async fn an_allowed_eviction_leaves_its_intent_and_the_next_one_is_denied_with_4
     assert_eq!(zpdb.metrics.evictions("denied", 429), 1);
 }
 
+/// With Events on, a denied eviction is told on the pod with the webhook's message; an allowed one and a denied dry
+/// run (by the Eviction's `deleteOptions`) tell nothing.
+#[tokio::test]
+async fn a_denied_eviction_is_told_on_the_pod_but_a_dry_run_is_not() {
+    use rollout_operator::ops::events::{EventRecorder, EventType};
+    use rollout_operator::ops::metrics::Metrics;
+    let cluster = cluster(3);
+    let zpdb = zpdb_with(zone_budget(1));
+    let (events, mut queue) = EventRecorder::new(16, Arc::new(Metrics::new()));
+    let now: Timestamp = NOW.parse().unwrap();
+    let app = router_with_zpdb(
+        Webhooks {
+            api: cluster.clone(),
+            pods: NoPods,
+            settings: WebhookSettings::new("ns", "cluster.local.", None, Duration::from_secs(10)).with_events(events),
+            clock: Arc::new(move || now),
+        },
+        zpdb.clone(),
+    );
+    let mut told = || std::iter::from_fn(|| queue.try_recv()).collect::<Vec<_>>();
+    assert_eq!(evict(&app, "ingester-zone-a-0").await["allowed"], true);
+    assert!(told().is_empty(), "an allowed eviction is no news");
+    let mut dry = eviction("ingester-zone-b-0");
+    dry["request"]["object"]["deleteOptions"] = json!({"dryRun": ["All"]});
+    assert_eq!(answer(&app, "/admission/pod-eviction", &dry).await["allowed"], false);
+    assert!(told().is_empty(), "a dry run tells nothing");
+    let response = evict(&app, "ingester-zone-b-0").await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let events = told();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!((events[0].reason, events[0].type_), ("EvictionDenied", EventType::Warning));
+    assert_eq!((events[0].regarding.kind, events[0].regarding.name.as_str()), ("Pod", "ingester-zone-b-0"));
+    assert_eq!(events[0].note, "eviction by kubectl denied: 1 pod not ready in ingester-zone-a");
+}
+
 #[tokio::test]
 async fn a_dry_run_eviction_writes_nothing() {
     let cluster = cluster(2);

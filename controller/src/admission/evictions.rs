@@ -11,6 +11,7 @@
 
 use super::webhooks::{AdmissionApi, Webhooks, respond};
 use crate::cluster::ApiError;
+use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::pods::client::PodHttpClient;
 use crate::zpdb::Zpdb;
 use crate::zpdb::serialisation::INTENTS_FEATURE;
@@ -85,11 +86,34 @@ pub async fn decide_pod_eviction<C: AdmissionApi, P>(
                 tracing::info!(pod = %request.name, uid = %request.uid, user = %request.username,
                     allowed = answer.allowed(), reason = answer.outcome.reason, status = answer.outcome.status,
                     message = answer.message(), "eviction decided");
+                tell_denial(&settings.events, request, &answer.verdict);
                 return answer.verdict;
             }
             need => observed = carry_out(webhooks, zpdb, need, &mut lock, deadline).await,
         }
     }
+}
+
+/// Tells a denied eviction as a Warning Event on the pod (`-events.enabled`), so `kubectl describe pod` answers
+/// "why was my eviction denied?". A dry run (by the request or by the Eviction's `deleteOptions`) tells nothing;
+/// neither does a request that is not an eviction.
+fn tell_denial(events: &EventRecorder, request: &AdmissionRequest, verdict: &Verdict) {
+    if verdict.allowed || !events.is_enabled() {
+        return;
+    }
+    let Ok(eviction) = rollout_core::zpdb::flow::EvictionRequest::from_admission(request) else { return };
+    if eviction.dry_run {
+        return;
+    }
+    let why = verdict.message.as_deref().unwrap_or("no reason given");
+    events.record(EventRecord {
+        regarding: ObjectRef { api_version: "v1", kind: "Pod", name: eviction.pod, uid: None },
+        related: None,
+        type_: EventType::Warning,
+        reason: "EvictionDenied",
+        action: "Evict",
+        note: format!("eviction by {} denied: {why}", request.username),
+    });
 }
 
 /// Runs `call` before `deadline`; a call still running then fails, saying what it was.
