@@ -63,6 +63,9 @@ pub const NO_DOWNSCALE_DURING_ROLLOUT: &str = "no downscale during a rollout, no
 /// Under a real deployment's RBAC, the operator asks for nothing it is not granted (a feature that needs more is
 /// off for that deployment, not failing on 403s).
 pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
+/// A controller deletion deletes the pod it was planned on: a pod (uid) it never saw is one it knew nothing about, so
+/// deleting it cannot have been decided safely (the uid precondition refuses it).
+pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,9 +269,17 @@ impl Checker {
         let known = self.known(k);
         // The pod as the controller knew it, if it knew this very pod (same uid); else as committed: a deletion of
         // a pod the controller never saw is judged on that pod, not on an earlier one of the same name.
-        let pod =
-            known.pods.get(&target.name).filter(|p| p.uid == target.uid).cloned().unwrap_or_else(|| target.clone());
+        let seen = known.pods.get(&target.name).filter(|p| p.uid == target.uid).cloned();
         let basis = format!("(known: sts rv {}, pod rv {}, process #{})", k.sts_rv, k.pod_rv, k.incarnation);
+        if seen.is_none() {
+            let knew = match known.pods.get(&target.name) {
+                Some(p) => format!("it knew {} as uid {}", p.name, p.uid),
+                None => format!("it knew no pod {}", target.name),
+            };
+            let detail = format!("deleted {} (uid {}), a pod it had not seen: {knew} {basis}", target.name, target.uid);
+            self.violate(at, ONLY_SEEN_PODS, detail);
+        }
+        let pod = seen.unwrap_or_else(|| target.clone());
         if let Some(sts) = known.sts.get(&pod.sts).cloned() {
             for other in known.sts.values().filter(|o| o.group == sts.group && o.name != sts.name) {
                 if let Some(why) = known.describe_unready(other) {

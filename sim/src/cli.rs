@@ -2,6 +2,7 @@
 //! seed, throughput), `replay --seed N` (one seed with its full trace).
 
 use clap::{Parser, Subcommand};
+use rollout_core::Defences;
 use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario};
 use std::time::{Duration, Instant};
 
@@ -107,6 +108,18 @@ struct ScenarioArgs {
     /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
     boundary_probes: bool,
+    /// The defences in depth in force: `all`, or `-` and the layers to switch off, comma-separated, of
+    /// uid-preconditions, expectations, reread-after-claim, claim-dated-at-deadline, redated-at-commit,
+    /// record-fails-closed, rollout-step-claims (test-only: shows what each layer holds off).
+    #[arg(long, default_value = "all")]
+    defences: String,
+    /// Someone else deletes a pod every 5-30 s of the fault phase (evictions); the StatefulSet controller recreates
+    /// it under the same name.
+    #[arg(long)]
+    evictions: bool,
+    /// With --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
+    #[arg(long = "slow-admissions")]
+    slow_admissions: bool,
 }
 
 impl ScenarioArgs {
@@ -132,6 +145,8 @@ impl ScenarioArgs {
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
             (self.boundary_probes, " --boundary-probes"),
+            (self.evictions, " --evictions"),
+            (self.slow_admissions, " --slow-admissions"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -142,6 +157,9 @@ impl ScenarioArgs {
         }
         if self.min_ready_seconds > 0 {
             flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
+        }
+        if self.defences != "all" {
+            flags.push_str(&format!(" --defences={}", self.defences));
         }
         flags
     }
@@ -188,7 +206,14 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.pushes_at_scaling && !args.scaling {
         return Err("--pushes-at-scaling needs --scaling".to_string());
     }
+    let defences = Defences::parse(&args.defences).map_err(|e| format!("--defences {e}"))?;
+    if args.slow_admissions && !args.webhook {
+        return Err("--slow-admissions needs --webhook".to_string());
+    }
     Ok(Scenario {
+        evictions: args.evictions,
+        slow_admissions: args.slow_admissions,
+        defences,
         scaling,
         observe_lag: args.observe_lag,
         pushes_at_scaling: args.pushes_at_scaling,

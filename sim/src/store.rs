@@ -118,11 +118,15 @@ pub struct Store {
     pub downscale_record: String,
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
-    /// Downscales being prepared (invariant 5): StatefulSet -> its group, from the commit of a record write carrying
-    /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]).
+    /// Downscales being prepared (invariant 5): StatefulSet -> (its group, the admission, its marker's `until`),
+    /// from the commit of a record write carrying its in-progress marker until the world receives the webhook's
+    /// answer ([`Store::end_preparing`]), or until the admission gives the downscale up first: its own record write
+    /// removes the marker (an undo), or the marker expires. An admitted downscale commits before its marker expires
+    /// (the webhook allows only with half the commit margin left on the marker), so neither ends the window of a
+    /// downscale that happens; they end that of one being denied, whose answer may take seconds more to arrive.
     /// Only markers written by an admission still waiting for its answer count: a claim that commits after the
     /// webhook gave up on it (a delayed request) opens no window; the controller still honours its marker.
-    pub preparing: BTreeMap<String, (String, u64)>,
+    pub preparing: BTreeMap<String, (String, u64, Timestamp)>,
     /// The admission (webhook client incarnation) whose request is being served, set around its record writes.
     pub admission_writing: Option<u64>,
     /// Admissions answered so far.
@@ -322,8 +326,13 @@ impl Store {
             .statefulsets
             .get(&objects::owner_of(&pod))
             .and_then(|s| s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned());
-        let preparing: Vec<String> =
-            self.preparing.iter().filter(|(_, (g, _))| Some(g) == group.as_ref()).map(|(s, _)| s.clone()).collect();
+        let now = Timestamp::now();
+        let preparing: Vec<String> = self
+            .preparing
+            .iter()
+            .filter(|(_, (g, _, until))| Some(g) == group.as_ref() && now < *until)
+            .map(|(s, _)| s.clone())
+            .collect();
         for sts in preparing {
             self.checker.judge_delete_while_preparing(at, k, name, &sts);
         }
@@ -398,6 +407,22 @@ impl Store {
         let Some(admission) = self.admission_writing else { return };
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
         let markers = rollout_core::downscale::parse_in_progress(raw.map(String::as_str)).unwrap_or_default();
+        // This admission's own write without its marker (an undo), or with it re-dated (the downscale dated).
+        let own: Vec<String> =
+            self.preparing.iter().filter(|(_, (_, a, _))| *a == admission).map(|(s, _)| s.clone()).collect();
+        for sts in own {
+            match markers.iter().find(|m| m.statefulset == sts) {
+                Some(m) => {
+                    if let Some(entry) = self.preparing.get_mut(&sts) {
+                        entry.2 = m.until;
+                    }
+                }
+                None => {
+                    self.trace("checker", format!("downscale of {sts} given up (its marker removed by its admission)"));
+                    self.preparing.remove(&sts);
+                }
+            }
+        }
         for m in markers {
             // A marker counts once, when first written: a later record write that merely carries it along (or a
             // marker whose clear failed, left to expire) does not start a new preparation.
@@ -409,7 +434,7 @@ impl Store {
                 self.trace("checker", line);
             } else if !self.preparing.contains_key(&m.statefulset) {
                 self.trace("checker", format!("downscale of {} being prepared (marker committed)", m.statefulset));
-                self.preparing.insert(m.statefulset, (m.group, admission));
+                self.preparing.insert(m.statefulset, (m.group, admission, m.until));
             }
         }
     }
@@ -417,7 +442,7 @@ impl Store {
     /// The webhook answered the admission of a downscale of `sts`: it is no longer being prepared.
     pub fn end_preparing(&mut self, sts: &str, admission: u64) {
         self.answered.insert(admission);
-        if self.preparing.get(sts).is_some_and(|(_, a)| *a == admission) {
+        if self.preparing.get(sts).is_some_and(|(_, a, _)| *a == admission) {
             self.preparing.remove(sts);
         }
     }

@@ -17,7 +17,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
-use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
+use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
@@ -304,6 +304,17 @@ pub struct Scenario {
     /// Each template push comes at one of the leader's replica changes (from 5 s before to 40 s after it, when a
     /// follower's scaling is due), so rollouts and follower scaling interleave on the same StatefulSets.
     pub pushes_at_scaling: bool,
+    /// Someone else deletes pods during the fault phase (a node drain's evictions, `kubectl delete pod`): one every
+    /// 5-30 s, a pod of a random zone below its `spec.replicas`; the StatefulSet controller recreates it under the
+    /// same name. Drawn from a generator of its own, so the run's other draws are those of the world without it.
+    pub evictions: bool,
+    /// Every API request of the prepare-downscale webhook's admissions first waits 0.2-0.8 s (an operator replica on
+    /// a busy node): the webhook's reads, its claim and its re-read spread over seconds, while the controller's
+    /// rollout steps take milliseconds.
+    pub slow_admissions: bool,
+    /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
+    /// layer alone, `rollout_core::defences`).
+    pub defences: Defences,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -489,6 +500,9 @@ impl Default for Scenario {
             scale_requests: false,
             observe_lag: false,
             pushes_at_scaling: false,
+            defences: Defences::ALL,
+            evictions: false,
+            slow_admissions: false,
         }
     }
 }
@@ -521,6 +535,21 @@ impl Outcome {
     }
 }
 
+/// Seeds the evictions' own generator (with the run's seed), so the world's other draws do not move.
+const EVICTIONS_STREAM: u64 = 0x6576_6963_7469_6f6e;
+
+/// Someone else deletes `pod` (an eviction): it becomes terminating, and the kubelet and the StatefulSet controller
+/// replace it as after any deletion. A pod already terminating or gone is left alone.
+fn evict(st: &mut Store, pod: &str) {
+    let Some(mut p) = st.pods.get(pod).cloned() else { return };
+    if p.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()));
+    st.put_pod(p);
+    st.trace("user", format!("evicted pod {pod}"));
+}
+
 fn zone_name(i: u32) -> String {
     format!("{GROUP}-zone-{}", (b'a' + i as u8) as char)
 }
@@ -538,17 +567,22 @@ pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn sim_config() -> ReconcilerConfig {
-    ReconcilerConfig::default()
+fn sim_config(defences: Defences) -> ReconcilerConfig {
+    ReconcilerConfig { defences, ..ReconcilerConfig::default() }
 }
 
-async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, record: Option<String>, planner: P) {
+async fn run_controller<P: Planner + Send + 'static>(
+    api: SimCluster,
+    record: Option<String>,
+    defences: Defences,
+    planner: P,
+) {
     let scaling = ScalingConfig {
         namespace: objects::NAMESPACE.to_string(),
         downscale_record: record,
         ..ScalingConfig::default()
     };
-    Controller::new(api, planner, sim_config(), Arc::new(Metrics::new()))
+    Controller::new(api, planner, sim_config(defences), Arc::new(Metrics::new()))
         .with_scaling(NoPodClient, scaling)
         .run(ReadyFlag::new(), std::future::pending())
         .await
@@ -607,7 +641,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || kube::run(s.clone(), k.clone()))
         .build();
     let incarnations = Arc::new(AtomicU64::new(0));
-    let (s, planner, controller_record) = (store.clone(), sc.planner, sc.downscale_record());
+    let (s, planner, controller_record, defences) = (store.clone(), sc.planner, sc.downscale_record(), sc.defences);
     let controller = handle
         .create_node()
         .name("controller")
@@ -619,7 +653,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                 let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
-                run_with_planner(planner, api, record).await
+                run_with_planner(planner, api, record, defences).await
             }
         })
         .build();
@@ -690,7 +724,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     .name("webhook")
                     .ip(IpAddr::from([10, 0, 0, 4]))
                     .init(move || {
-                        scale_leader(s.clone(), changes.clone(), start, tracker, probes.clone(), second_early)
+                        let stand_in = StandIn { tracker, second_early, defences };
+                        scale_leader(s.clone(), changes.clone(), start, stand_in, probes.clone())
                     })
                     .build();
             }
@@ -737,6 +772,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         pick: SimRng::new(rng.lock().unwrap().next_u64()),
                         record: sc.downscale_record(),
                         scale_requests: sc.scale_requests,
+                        defences: sc.defences,
+                        slow: sc.slow_admissions,
                     };
                     users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
                 }
@@ -787,6 +824,20 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 tokio::time::sleep(delay).await;
                 restart(nodes.controller);
                 nodes.set_killed(false, false);
+            }
+        }));
+    }
+    if sc.evictions {
+        let (store, zones) = (store.clone(), sc.zones);
+        let mut r = SimRng::new(seed ^ EVICTIONS_STREAM);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(r.millis(5_000, 30_000)).await;
+                let sts = zone_name(r.range(0..u64::from(zones)) as u32);
+                let mut st = store.lock().unwrap();
+                let replicas = st.statefulsets.get(&sts).and_then(|s| s.spec.as_ref()?.replicas).unwrap_or(0).max(0);
+                let pod = format!("{sts}-{}", r.range(0..replicas.max(1) as u64));
+                evict(&mut st, &pod);
             }
         }));
     }
@@ -980,36 +1031,42 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
 }
 
 /// Runs the controller with the scenario's planner (the production one, or a test-only one with a known bug).
-async fn run_with_planner(planner: PlannerKind, api: SimCluster, record: Option<String>) {
+async fn run_with_planner(planner: PlannerKind, api: SimCluster, record: Option<String>, defences: Defences) {
     match planner {
-        PlannerKind::Real => run_controller(api, record, RolloutPlanner).await,
+        PlannerKind::Real => run_controller(api, record, defences, RolloutPlanner).await,
         PlannerKind::StatusCountReadiness => {
-            run_controller(api, record, rollout_known_bugs::StatusCountReadiness).await
+            run_controller(api, record, defences, rollout_known_bugs::StatusCountReadiness).await
         }
         PlannerKind::PausedLetsOthersProceed => {
-            run_controller(api, record, rollout_known_bugs::PausedLetsOthersProceed).await
+            run_controller(api, record, defences, rollout_known_bugs::PausedLetsOthersProceed).await
         }
-        PlannerKind::NoExpectations => run_controller(api, record, rollout_known_bugs::NoExpectations).await,
+        PlannerKind::NoExpectations => run_controller(api, record, defences, rollout_known_bugs::NoExpectations).await,
         PlannerKind::TerminatingCountsAsReady => {
-            run_controller(api, record, rollout_known_bugs::TerminatingCountsAsReady).await
+            run_controller(api, record, defences, rollout_known_bugs::TerminatingCountsAsReady).await
         }
-        PlannerKind::SkipsMinTimeCheck => run_controller(api, record, rollout_known_bugs::SkipsMinTimeCheck).await,
+        PlannerKind::SkipsMinTimeCheck => {
+            run_controller(api, record, defences, rollout_known_bugs::SkipsMinTimeCheck).await
+        }
         PlannerKind::IgnoresDownscalesInProgress => {
-            run_controller(api, record, rollout_known_bugs::IgnoresDownscalesInProgress).await
+            run_controller(api, record, defences, rollout_known_bugs::IgnoresDownscalesInProgress).await
         }
         PlannerKind::DownscalesDuringRollouts => {
-            run_controller(api, record, rollout_known_bugs::DownscalesDuringRollouts).await
+            run_controller(api, record, defences, rollout_known_bugs::DownscalesDuringRollouts).await
         }
-        PlannerKind::PercentAsCount => run_controller(api, record, rollout_known_bugs::PercentAsCount).await,
+        PlannerKind::PercentAsCount => run_controller(api, record, defences, rollout_known_bugs::PercentAsCount).await,
         PlannerKind::IgnoresMinReadySeconds => {
-            run_controller(api, record, rollout_known_bugs::IgnoresMinReadySeconds).await
+            run_controller(api, record, defences, rollout_known_bugs::IgnoresMinReadySeconds).await
         }
-        PlannerKind::IgnoresObservedGeneration => run_controller(api, record, IgnoresObservedGeneration).await,
-        PlannerKind::MinTimeSecondEarly => run_controller(api, record, MinTimeSecondEarly).await,
+        PlannerKind::IgnoresObservedGeneration => {
+            run_controller(api, record, defences, IgnoresObservedGeneration).await
+        }
+        PlannerKind::MinTimeSecondEarly => run_controller(api, record, defences, MinTimeSecondEarly).await,
         PlannerKind::MissingPodsSpendNoBudget => {
-            run_controller(api, record, rollout_known_bugs::MissingPodsSpendNoBudget).await
+            run_controller(api, record, defences, rollout_known_bugs::MissingPodsSpendNoBudget).await
         }
-        PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, record, CondemnedPodFillsMissingSlot).await,
+        PlannerKind::CondemnedPodFillsMissingSlot => {
+            run_controller(api, record, defences, CondemnedPodFillsMissingSlot).await
+        }
     }
 }
 
@@ -1039,6 +1096,15 @@ struct Probes {
     rng: SimRng,
 }
 
+/// How the webhook's stand-in of the record-claim worlds claims: with the zone tracker or not, its min-time check a
+/// second late (`min-time-second-early`), and the defences of the record store in force.
+#[derive(Debug, Clone, Copy)]
+struct StandIn {
+    tracker: bool,
+    second_early: bool,
+    defences: Defences,
+}
+
 /// The user's replica changes of the leader, at their times (and, with `probes`, the boundary probes): upscales are
 /// applied; a downscale is first claimed in the group downscale record, as the prepare-downscale webhook does on
 /// admission, and denied when the claim is refused or fails (the webhook's failure policy is Fail).
@@ -1047,9 +1113,8 @@ async fn scale_leader(
     store: SharedStore,
     changes: Vec<(Duration, u32)>,
     start: Instant,
-    tracker: bool,
+    stand_in: StandIn,
     mut probes: Option<Probes>,
-    second_early: bool,
 ) {
     let leader = zone_name(0);
     let api = SimCluster::connect(apiserver::WEBHOOK_INCARNATION).await.expect("bind webhook endpoint");
@@ -1060,7 +1125,7 @@ async fn scale_leader(
         let Some(p) = probes.as_mut() else {
             let Some((at, to)) = changes.pop_front() else { break };
             tokio::time::sleep_until(at).await;
-            change_leader(&store, &api, &leader, to, tracker, second_early).await;
+            change_leader(&store, &api, &leader, to, stand_in).await;
             continue;
         };
         {
@@ -1096,10 +1161,10 @@ async fn scale_leader(
                             .lock()
                             .unwrap()
                             .trace("user", format!("probes the min time: {leader} {from} -> {}", from - 1));
-                        change_leader(&store, &api, &leader, from - 1, tracker, second_early).await;
+                        change_leader(&store, &api, &leader, from - 1, stand_in).await;
                     }
                 } else if let Some((_, to)) = changes.pop_front() {
-                    change_leader(&store, &api, &leader, to, tracker, second_early).await;
+                    change_leader(&store, &api, &leader, to, stand_in).await;
                 }
             }
             // Followers' downscales are noticed within a second (a probe comes at least 28 s after one).
@@ -1110,14 +1175,8 @@ async fn scale_leader(
 }
 
 /// One change of the leader's replicas to `to`, as [`scale_leader`] describes.
-async fn change_leader(
-    store: &SharedStore,
-    api: &SimCluster,
-    leader: &str,
-    to: u32,
-    tracker: bool,
-    second_early: bool,
-) {
+async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: u32, stand_in: StandIn) {
+    let StandIn { tracker, second_early, defences } = stand_in;
     let leader = leader.to_string();
     // The time the min-time check is asked at.
     let checked = |now: Timestamp| if second_early { now + jiff::SignedDuration::from_secs(1) } else { now };
@@ -1163,7 +1222,7 @@ async fn change_leader(
         }
         let now = Timestamp::now();
         let until = now + jiff::SignedDuration::from_secs(60);
-        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until).await;
+        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until, defences).await;
         let committed = {
             let mut st = store.lock().unwrap();
             match claim {
@@ -1184,7 +1243,7 @@ async fn change_leader(
         if committed {
             // Dated after the commit, as the webhook does; a failure leaves the later claim date.
             let end = ClaimEnd::Committed { at: Timestamp::now() };
-            let _ = finish_marked_claim(api, &record, &leader, until, &[until], end).await;
+            let _ = finish_marked_claim(api, &record, &leader, until, &[until], end, defences).await;
         }
     }
 }
@@ -1228,6 +1287,9 @@ struct User {
     record: Option<String>,
     /// See [`Scenario::scale_requests`].
     scale_requests: bool,
+    defences: Defences,
+    /// See [`Scenario::slow_admissions`].
+    slow: bool,
 }
 
 impl User {
@@ -1264,6 +1326,9 @@ impl User {
             // Where the API server's history stands as it sends the review (the checker's reference point).
             let arrival_rv = self.store.lock().unwrap().rv;
             let operator = self.pick.range(0..self.operators.len() as u64) as usize;
+            let delay = if self.slow { self.pick.millis(1_000, 2_500) } else { Duration::ZERO };
+            // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.
+            let request_timeout = Duration::from_secs(if self.slow { 30 } else { 10 });
             let read_version = old.metadata.resource_version.clone().unwrap_or_default();
             let review = if via_scale {
                 let scale = |replicas: u32| {
@@ -1290,19 +1355,22 @@ impl User {
                     "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}})
             };
             let pods = self.pods.clone();
-            let record = self.record.clone();
+            let (record, defences) = (self.record.clone(), self.defences);
             let answer = self.operators[operator]
                 .spawn(async move {
-                    let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+                    let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
                     let app = router(Webhooks {
                         api,
                         pods,
-                        settings: WebhookSettings::new(
-                            objects::NAMESPACE,
-                            "cluster.local.",
-                            record.as_deref(),
-                            Duration::from_secs(10),
-                        ),
+                        settings: WebhookSettings {
+                            defences,
+                            ..WebhookSettings::new(
+                                objects::NAMESPACE,
+                                "cluster.local.",
+                                record.as_deref(),
+                                request_timeout,
+                            )
+                        },
                         clock: system_clock(),
                     });
                     let request = http::Request::post(PREPARE_DOWNSCALE_PATH)

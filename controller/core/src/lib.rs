@@ -12,6 +12,7 @@
 pub mod actions;
 pub mod admission;
 pub mod certificate;
+pub mod defences;
 pub mod downscale;
 pub mod duration;
 pub mod expectations;
@@ -28,6 +29,7 @@ pub mod scaling;
 pub mod settings;
 pub mod view;
 
+pub use defences::{Defences, Layer};
 pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
 pub use expectations::{Expectation, PendingExpectation};
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};

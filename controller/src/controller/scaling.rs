@@ -19,7 +19,7 @@ use rollout_core::scaling::{
     plan_mirror, pod_endpoints, prepare_response_timestamp, write_back_value,
 };
 use rollout_core::view::StatefulSetView;
-use rollout_core::{MirrorFindings, MirrorScale};
+use rollout_core::{Defences, MirrorFindings, MirrorScale};
 use std::collections::BTreeMap;
 use std::ops::Range;
 
@@ -334,8 +334,9 @@ pub async fn claim<C: RecordStore>(
     statefulset: &str,
     now: Timestamp,
     until: Timestamp,
+    defences: Defences,
 ) -> Result<DownscaleClaim, RecordStoreError> {
-    Ok(match claim_downscale_marked(api, config_map, group, statefulset, now, until).await? {
+    Ok(match claim_downscale_marked(api, config_map, group, statefulset, now, until, defences).await? {
         MarkedClaim::Claimed { previous } => DownscaleClaim::Claimed { previous, until },
         MarkedClaim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
         MarkedClaim::Busy(holder) => DownscaleClaim::Refused(format!(
@@ -354,8 +355,15 @@ pub async fn claim<C: RecordStore>(
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
 /// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
 /// marker expires then.)
-pub async fn end_claim<C: RecordStore>(api: &C, config_map: &str, statefulset: &str, until: Timestamp, end: ClaimEnd) {
-    if let Err(error) = finish_marked_claim(api, config_map, statefulset, until, &[until], end).await {
+pub async fn end_claim<C: RecordStore>(
+    api: &C,
+    config_map: &str,
+    statefulset: &str,
+    until: Timestamp,
+    end: ClaimEnd,
+    defences: Defences,
+) {
+    if let Err(error) = finish_marked_claim(api, config_map, statefulset, until, &[until], end, defences).await {
         tracing::warn!(%statefulset, %error,
             "could not end the downscale claim; it keeps its later date and its marker expires by itself");
     }
