@@ -13,7 +13,7 @@ use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::cluster::downscale_record::{
     Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, StepClaim, claim_downscale, claim_downscale_marked,
-    claim_rollout_step, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
+    claim_rollout_step, finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };
 use std::collections::BTreeMap;
 use support::{Call, FakeCluster};
@@ -367,4 +367,31 @@ async fn a_live_step_of_another_holder_is_not_taken_over() {
     let read = read_record(&cluster, CM).await.unwrap();
     let second = claim_rollout_step(&cluster, CM, read.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:40Z")).await.unwrap();
     assert_eq!(second, StepClaim::Stale);
+}
+
+/// The record store's two dating defences (`rollout_core::defences`, test-only switches), each alone: a claim is
+/// dated at its deadline, and once committed it is dated again at the commit. Without the first the entry holds the
+/// claim's own time until it is re-dated; without the second it keeps the deadline; without both it keeps the claim's
+/// time, earlier than the commit.
+#[tokio::test]
+async fn a_claim_is_dated_at_its_deadline_and_again_at_the_commit_each_switchable_alone() {
+    use rollout_core::Layer;
+    use rollout_operator::cluster::downscale_record::ClaimEnd;
+    let g = zones("g");
+    let (claimed_at, until, committed) = (ts(T0), ts("2026-01-01T12:01:30Z"), ts("2026-01-01T12:00:07Z"));
+    let cases = [
+        (Defences::ALL, until, committed),
+        (Defences::ALL.without(&[Layer::ClaimDatedAtDeadline]), claimed_at, committed),
+        (Defences::ALL.without(&[Layer::RedatedAtCommit]), until, until),
+        (Defences::ALL.without(&[Layer::ClaimDatedAtDeadline, Layer::RedatedAtCommit]), claimed_at, claimed_at),
+    ];
+    for (defences, at_claim, at_end) in cases {
+        let cluster = FakeCluster::default();
+        let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", claimed_at, until, defences).await;
+        assert_eq!(marked.expect("claim"), MarkedClaim::Claimed { previous: None });
+        assert_eq!(stored(&cluster).last_downscaled["g-zone-a"], at_claim, "{}", defences.flag());
+        let end = ClaimEnd::Committed { at: committed };
+        finish_marked_claim(&cluster, CM, "g-zone-a", until, &[until], end, defences).await.expect("finish");
+        assert_eq!(stored(&cluster).last_downscaled["g-zone-a"], at_end, "{}", defences.flag());
+    }
 }

@@ -66,6 +66,9 @@ pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
 /// A controller deletion deletes the pod it was planned on: a pod (uid) it never saw is one it knew nothing about, so
 /// deleting it cannot have been decided safely (the uid precondition refuses it).
 pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
+/// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
+/// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
+pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -464,6 +467,24 @@ impl Checker {
         }
         for detail in found {
             self.violate(at, NO_DOWNSCALE_DURING_ROLLOUT, detail);
+        }
+    }
+
+    /// A controller's increase of `sts`'s replicas, about to commit, judged on what the controller knew: a follower
+    /// that waits for its leader's readiness is scaled up only while the leader reports every replica ready.
+    pub fn judge_controller_upscale(&mut self, at: Duration, k: Knowledge, sts: &str) {
+        let known = self.known(k);
+        let Some(s) = known.sts.get(sts) else { return };
+        if !s.upscale_only_when_leader_ready {
+            return;
+        }
+        let Some(leader) = s.leader.as_ref().and_then(|l| known.sts.get(l)) else { return };
+        if leader.ready_replicas != leader.replicas {
+            let detail = format!(
+                "scaled {sts} up while its leader {} had {}/{} replicas ready (known: sts rv {}, process #{})",
+                leader.name, leader.ready_replicas, leader.replicas, k.sts_rv, k.incarnation
+            );
+            self.violate(at, LEADER_READY_UPSCALE, detail);
         }
     }
 

@@ -120,6 +120,20 @@ struct ScenarioArgs {
     /// With --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
     #[arg(long = "slow-admissions")]
     slow_admissions: bool,
+    /// A second rollout group in the namespace (store-gateway), pushed along with the first.
+    #[arg(long = "second-group")]
+    second_group: bool,
+    /// Pods have a sidecar that crashes now and then while the pod still reports Ready.
+    #[arg(long)]
+    sidecars: bool,
+    /// With --scaling: followers scale up only once every leader replica is ready
+    /// (grafana.com/rollout-upscale-only-when-leader-ready).
+    #[arg(long = "leader-ready-upscales")]
+    leader_ready_upscales: bool,
+    /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
+    /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
+    #[arg(long = "recent-downscale")]
+    recent_downscale: bool,
 }
 
 impl ScenarioArgs {
@@ -147,6 +161,10 @@ impl ScenarioArgs {
             (self.boundary_probes, " --boundary-probes"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
+            (self.second_group, " --second-group"),
+            (self.sidecars, " --sidecars"),
+            (self.leader_ready_upscales, " --leader-ready-upscales"),
+            (self.recent_downscale, " --recent-downscale"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -210,7 +228,17 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.slow_admissions && !args.webhook {
         return Err("--slow-admissions needs --webhook".to_string());
     }
+    if args.leader_ready_upscales && !args.scaling {
+        return Err("--leader-ready-upscales needs --scaling".to_string());
+    }
+    if args.recent_downscale && !(args.scaling || args.webhook) {
+        return Err("--recent-downscale needs --scaling or --webhook".to_string());
+    }
     Ok(Scenario {
+        second_group: args.second_group,
+        sidecars: args.sidecars,
+        leader_ready_upscales: args.leader_ready_upscales,
+        recent_downscale: args.recent_downscale,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
         defences,

@@ -481,11 +481,16 @@ impl Store {
             return Ok(sts);
         }
         let decrease = spec.replicas.is_some_and(|r| replicas < r);
+        let increase = spec.replicas.is_some_and(|r| replicas > r);
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
         if controller.is_some() && self.being_rolled(name) {
             self.checker.scaled_while_rolling += 1;
+        }
+        if let (true, Some(k)) = (increase, controller) {
+            let at = self.elapsed();
+            self.checker.judge_controller_upscale(at, k, name);
         }
         if let (true, Some(k)) = (decrease, controller) {
             let at = self.elapsed();

@@ -312,6 +312,19 @@ pub struct Scenario {
     /// a busy node): the webhook's reads, its claim and its re-read spread over seconds, while the controller's
     /// rollout steps take milliseconds.
     pub slow_admissions: bool,
+    /// A second rollout group in the namespace (`store-gateway`, as many zones and pods as the first), pushed with
+    /// every template push of the first: the cache, the work queue and the checker keep groups apart.
+    pub second_group: bool,
+    /// Every pod has a sidecar container, and during the fault phase one every 10-40 s crashes for 5-30 s while the
+    /// kubelet still reports the pod Ready (the condition lags behind the container): a Ready pod that does not
+    /// serve. Drawn from a generator of its own.
+    pub sidecars: bool,
+    /// With `--scaling`: the followers carry `grafana.com/rollout-upscale-only-when-leader-ready: "true"`.
+    pub leader_ready_upscales: bool,
+    /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
+    /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
+    /// the min time of it: the record must be bootstrapped from the annotation.
+    pub recent_downscale: bool,
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
@@ -479,6 +492,17 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Admitted downscales during rollouts (`--webhook`) with a 60 s min time and zone-b downscaled just before the
+    /// start (its `grafana.com/last-downscale`), the annotation dropped once the record exists: the record's
+    /// bootstrap from the annotations is what keeps zone-a and zone-c's early downscales waiting.
+    pub fn recent_downscale() -> Self {
+        let base = Scenario::rollout_with_admitted_downscales();
+        let scaling = base.scaling.clone().map(|s| ScalingScenario { min_time: Duration::from_secs(60), ..s });
+        Scenario { scaling, recent_downscale: true, ..base }
+    }
+}
+
 impl Default for Scenario {
     fn default() -> Self {
         Scenario {
@@ -503,6 +527,10 @@ impl Default for Scenario {
             defences: Defences::ALL,
             evictions: false,
             slow_admissions: false,
+            second_group: false,
+            sidecars: false,
+            leader_ready_upscales: false,
+            recent_downscale: false,
         }
     }
 }
@@ -538,6 +566,29 @@ impl Outcome {
 /// Seeds the evictions' own generator (with the run's seed), so the world's other draws do not move.
 const EVICTIONS_STREAM: u64 = 0x6576_6963_7469_6f6e;
 
+/// Seeds the sidecar crashes' own generator.
+const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
+
+/// Sets `pod`'s sidecar ready or crashed, leaving its Ready condition; the pod's uid if that changed anything.
+fn set_sidecar(st: &mut Store, pod: &str, ready: bool) -> Option<String> {
+    let mut p = st.pods.get(pod).cloned()?;
+    let ready_now = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == objects::SIDECAR))
+        .map(|c| c.ready)?;
+    if ready_now == ready || p.metadata.deletion_timestamp.is_some() || (!ready && !objects::is_ready(&p)) {
+        return None;
+    }
+    objects::set_sidecar_ready(&mut p, ready, Timestamp::now());
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    st.put_pod(p);
+    let what = if ready { "recovered" } else { "crashed (the pod still reports Ready)" };
+    st.trace("kubelet", format!("sidecar of pod {pod} {what}"));
+    Some(uid)
+}
+
 /// Someone else deletes `pod` (an eviction): it becomes terminating, and the kubelet and the StatefulSet controller
 /// replace it as after any deletion. A pod already terminating or gone is left alone.
 fn evict(st: &mut Store, pod: &str) {
@@ -551,7 +602,14 @@ fn evict(st: &mut Store, pod: &str) {
 }
 
 fn zone_name(i: u32) -> String {
-    format!("{GROUP}-zone-{}", (b'a' + i as u8) as char)
+    group_zone_name(GROUP, i)
+}
+
+/// The second rollout group of `Scenario::second_group`.
+pub const SECOND_GROUP: &str = "store-gateway";
+
+fn group_zone_name(group: &str, i: u32) -> String {
+    format!("{group}-zone-{}", (b'a' + i as u8) as char)
 }
 
 /// Runs one seed to completion.
@@ -614,6 +672,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let knobs = Arc::new(Mutex::new(Knobs::default()));
     let kube_rng = SimRng::new(rng.lock().unwrap().next_u64());
     let mut kube = KubeState::new(kube_rng);
+    kube.sidecars = sc.sidecars;
     if sc.observe_lag {
         kube.observe_lag = true;
         kube.slow_observe_chance = 0.5;
@@ -682,7 +741,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             })
             .collect();
         drop(r);
-        leader_changes = scaling_changes(&sc, &rng);
+        leader_changes = with_recent_downscale(&sc, seed, scaling_changes(&sc, &rng));
         if sc.pushes_at_scaling && !leader_changes.is_empty() {
             let mut r = rng.lock().unwrap();
             for (at, _) in &mut pushes {
@@ -694,7 +753,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }
         pushes.sort_unstable();
-        let store = store.clone();
+        let (store, second_group) = (store.clone(), sc.second_group);
         tasks.push(tokio::spawn(async move {
             for (n, (at, gaps)) in pushes.into_iter().enumerate() {
                 tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
@@ -702,6 +761,13 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     let Some(gap) = gap else { continue };
                     tokio::time::sleep(gap).await;
                     kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
+                    if second_group {
+                        kube::push_revision(
+                            &mut store.lock().unwrap(),
+                            &group_zone_name(SECOND_GROUP, z as u32),
+                            n as u32 + 1,
+                        );
+                    }
                 }
             }
         }));
@@ -759,6 +825,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                                 (at, to)
                             })
                             .collect();
+                        if z == 0 {
+                            zone_changes = with_recent_downscale(&sc, seed, zone_changes);
+                        }
                         zone_changes.sort_unstable();
                         per_sts.push((zone_name(z), zone_changes));
                     }
@@ -827,6 +896,62 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }));
     }
+    if sc.recent_downscale {
+        // Once the record exists, the StatefulSets are re-applied from manifests without the annotation (`kubectl
+        // replace`): from then on only the record, bootstrapped from the annotation, remembers zone-b's downscale.
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let mut st = store.lock().unwrap();
+                let record = st.downscale_record.clone();
+                if !st.config_maps.contains_key(&record) {
+                    continue;
+                }
+                let annotated: Vec<String> = st
+                    .statefulsets
+                    .iter()
+                    .filter(|(_, s)| {
+                        s.metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.contains_key(rollout_core::keys::LAST_DOWNSCALE))
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in annotated {
+                    let mut sts = st.statefulsets[&name].clone();
+                    if let Some(a) = sts.metadata.annotations.as_mut() {
+                        a.remove(rollout_core::keys::LAST_DOWNSCALE);
+                    }
+                    st.put_statefulset(sts);
+                    st.trace(
+                        "user",
+                        format!("re-applied {name} from its manifest: {} dropped", rollout_core::keys::LAST_DOWNSCALE),
+                    );
+                }
+                break;
+            }
+        }));
+    }
+    if sc.sidecars {
+        let (store, zones, replicas) = (store.clone(), sc.zones, sc.replicas);
+        let mut r = SimRng::new(seed ^ SIDECARS_STREAM);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(r.millis(10_000, 40_000)).await;
+                let pod =
+                    format!("{}-{}", zone_name(r.range(0..u64::from(zones)) as u32), r.range(0..u64::from(replicas)));
+                let crashed = set_sidecar(&mut store.lock().unwrap(), &pod, false);
+                let Some(uid) = crashed else { continue };
+                tokio::time::sleep(r.millis(5_000, 30_000)).await;
+                let mut st = store.lock().unwrap();
+                if st.pods.get(&pod).and_then(|p| p.metadata.uid.as_ref()) == Some(&uid) {
+                    set_sidecar(&mut st, &pod, true);
+                }
+            }
+        }));
+    }
     if sc.evictions {
         let (store, zones) = (store.clone(), sc.zones);
         let mut r = SimRng::new(seed ^ EVICTIONS_STREAM);
@@ -858,6 +983,10 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         net.update_config(|c| *c = madsim::net::Config::default());
         kube_state.lock().unwrap().heal();
         let mut st = store.lock().unwrap();
+        let pods: Vec<String> = st.pods.keys().cloned().collect();
+        for pod in pods {
+            set_sidecar(&mut st, &pod, true);
+        }
         // The kubelet sleeps until its next deadline; the heal moved deadlines earlier.
         st.wake_followers();
         let names: Vec<String> = st.statefulsets.keys().cloned().collect();
@@ -993,9 +1122,10 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             sc.planner.name()
         ),
     );
-    for z in 0..sc.zones {
-        let name = zone_name(z);
-        let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
+    let groups: &[&str] = if sc.second_group { &[GROUP, SECOND_GROUP] } else { &[GROUP] };
+    for (group, z) in groups.iter().flat_map(|g| (0..sc.zones).map(move |z| (*g, z))) {
+        let name = group_zone_name(group, z);
+        let mut sts = objects::statefulset(group, &name, sc.replicas, sc.max_unavailable);
         if sc.min_ready_seconds > 0
             && let Some(spec) = sts.spec.as_mut()
         {
@@ -1016,14 +1146,43 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH, "prepare-shutdown");
             }
             if z > 0 && scaling.followers {
-                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &zone_name(0));
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &group_zone_name(group, 0));
+                if sc.leader_ready_upscales {
+                    objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY, "true");
+                }
+            }
+            if sc.recent_downscale && z == 1 {
+                let at = rollout_core::downscale::round_up_to_second(Timestamp::now());
+                objects::annotate(
+                    &mut sts,
+                    rollout_core::keys::LAST_DOWNSCALE,
+                    &rollout_core::downscale::format_timestamp(at),
+                );
+                let min_time = Some(scaling.min_time);
+                st.checker.record_downscale(crate::checker::Downscale {
+                    commit_rv: 0,
+                    basis_rv: None,
+                    at: Duration::ZERO,
+                    sts: name.clone(),
+                    group: group.to_string(),
+                    from: sc.replicas + 1,
+                    to: sc.replicas,
+                    by: "someone before the operator started".to_string(),
+                    min_time,
+                    recorded_at: Some(Duration::ZERO),
+                    exempt: false,
+                });
             }
         }
         st.put_statefulset(sts);
         for i in 0..sc.replicas {
             let pod_name = format!("{name}-{i}");
             let uid = st.new_uid(&pod_name);
-            st.put_pod(objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now()));
+            let mut pod = objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now());
+            if sc.sidecars {
+                objects::add_sidecar(&mut pod);
+            }
+            st.put_pod(pod);
         }
     }
     let snapshot = st.describe();
@@ -1069,6 +1228,19 @@ async fn run_with_planner(planner: PlannerKind, api: SimCluster, record: Option<
         }
     }
 }
+
+/// With `recent_downscale`: a downscale of zone-a asked between a quarter and three quarters of the min time into
+/// the run, from a generator of its own (the run's other draws do not move).
+fn with_recent_downscale(sc: &Scenario, seed: u64, mut changes: Vec<(Duration, u32)>) -> Vec<(Duration, u32)> {
+    let Some(scaling) = sc.scaling.as_ref().filter(|_| sc.recent_downscale) else { return changes };
+    let min = scaling.min_time.as_millis() as u64;
+    let at = SimRng::new(seed ^ RECENT_DOWNSCALE_STREAM).millis(min / 4, min * 3 / 4);
+    changes.insert(0, (at, sc.replicas.saturating_sub(1).max(1)));
+    changes.sort_unstable();
+    changes
+}
+
+const RECENT_DOWNSCALE_STREAM: u64 = 0x7265_6365_6e74_6473;
 
 fn scaling_changes(sc: &Scenario, rng: &Mutex<SimRng>) -> Vec<(Duration, u32)> {
     let Some(scaling) = &sc.scaling else { return Vec::new() };

@@ -184,6 +184,9 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         update_revision: "r1".into(),
         template_revision: "r1".into(),
         min_ready_seconds: 0,
+        ready_replicas: 1,
+        leader: None,
+        upscale_only_when_leader_ready: false,
     };
     let pod = |sts: &str, ready: bool| PodSum {
         sts: sts.into(),
@@ -373,6 +376,9 @@ fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::Sts
         update_revision: update.into(),
         template_revision: update.into(),
         min_ready_seconds: 0,
+        ready_replicas: replicas,
+        leader: None,
+        upscale_only_when_leader_ready: false,
     }
 }
 

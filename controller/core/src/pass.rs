@@ -397,6 +397,40 @@ mod tests {
         assert!(!pass.claims_rollout_step);
     }
 
+    /// The test-only switches of the pass's defences (`crate::defences`): each removes exactly its layer.
+    #[test]
+    fn each_defence_of_the_pass_can_be_switched_off_alone() {
+        use crate::defences::Layer;
+        let group = rolling(2, true);
+        let unreadable = PassInput {
+            zone_tracker: ZoneTracker::On,
+            record: RecordRead::Unreadable { error: "timeout" },
+            ..PassInput::new(t(0), &[])
+        };
+        let open = PassInput { defences: Defences::ALL.without(&[Layer::RecordFailsClosed]), ..unreadable };
+        let pass = plan_pass(&group, &open);
+        assert_eq!(pass.failed_closed, None);
+        assert!(matches!(pass.plan.actions[0], Action::DeletePod { .. }), "{:?}", pass.plan);
+        assert!(pass.claims_rollout_step, "the claim is the other layer: still made");
+        let unclaimed = PassInput {
+            record: RecordRead::Absent,
+            defences: Defences::ALL.without(&[Layer::RolloutStepClaims]),
+            ..unreadable
+        };
+        let pass = plan_pass(&group, &unclaimed);
+        assert!(matches!(pass.plan.actions[0], Action::DeletePod { .. }));
+        assert!(!pass.claims_rollout_step);
+        // A deletion not yet observed holds the group, unless the expectations layer is off.
+        let Action::DeletePod { statefulset, pod, uid, .. } = pass.plan.actions[0].clone() else { unreachable!() };
+        let pending =
+            [PendingExpectation { expectation: Expectation::PodDeleted { statefulset, pod, uid }, expires_at: t(300) }];
+        let waiting = plan_pass(&group, &PassInput::new(t(0), &pending));
+        assert!(waiting.plan.actions.is_empty(), "{:?}", waiting.plan);
+        let blind =
+            PassInput { defences: Defences::ALL.without(&[Layer::Expectations]), ..PassInput::new(t(0), &pending) };
+        assert!(!plan_pass(&group, &blind).plan.actions.is_empty());
+    }
+
     #[test]
     fn a_live_marker_in_the_record_holds_the_rollout() {
         let group = rolling(1, true);
