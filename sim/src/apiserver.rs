@@ -7,7 +7,7 @@
 use crate::checker::Knowledge;
 use crate::rng::SimRng;
 use crate::store::{Kind, LogEntry, Obj, SharedStore};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
@@ -86,6 +86,12 @@ pub enum Op {
     GetSecret {
         name: String,
     },
+    GetDeployment {
+        name: String,
+    },
+    GetReplicaSet {
+        name: String,
+    },
     CreateSecret {
         secret: Box<Secret>,
     },
@@ -111,6 +117,8 @@ pub enum Reply {
     StatefulSets(Result<Vec<StatefulSet>, ApiError>),
     Pods(Result<Vec<Pod>, ApiError>),
     Secret(Result<Option<Box<Secret>>, ApiError>),
+    Deployment(Result<Option<Box<Deployment>>, ApiError>),
+    ReplicaSet(Result<Option<Box<ReplicaSet>>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -247,6 +255,8 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::ListStatefulSets { .. } => access("apps", "statefulsets", "list", None),
         Op::ListPods { .. } => access("", "pods", "list", None),
         Op::GetSecret { name } => access("", "secrets", "get", Some(name)),
+        Op::GetDeployment { name } => access("apps", "deployments", "get", Some(name)),
+        Op::GetReplicaSet { name } => access("apps", "replicasets", "get", Some(name)),
         Op::CreateSecret { .. } => access("", "secrets", "create", None),
         Op::ReplaceSecret { secret } => access("", "secrets", "update", Some(&name_of(&secret.metadata))),
     }
@@ -279,6 +289,8 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::ListStatefulSets { .. } => Reply::StatefulSets(Err(err)),
         Op::ListPods { .. } => Reply::Pods(Err(err)),
         Op::GetSecret { .. } | Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => Reply::Secret(Err(err)),
+        Op::GetDeployment { .. } => Reply::Deployment(Err(err)),
+        Op::GetReplicaSet { .. } => Reply::ReplicaSet(Err(err)),
     }
 }
 
@@ -387,6 +399,8 @@ fn handle(env: &ServerEnv, req: Request) -> (u64, Reply) {
             Reply::Done(result)
         }
         Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
+        Op::GetDeployment { name } => Reply::Deployment(Ok(store.deployments.get(name).cloned().map(Box::new))),
+        Op::GetReplicaSet { name } => Reply::ReplicaSet(Ok(store.replicasets.get(name).cloned().map(Box::new))),
         Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(list_statefulsets(&store, selector))),
         Op::ListPods { selector } => Reply::Pods(Ok(list_pods(&store, selector))),
         Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),

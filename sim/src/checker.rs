@@ -68,6 +68,10 @@ pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
 pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
 /// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
 /// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
+/// The no-downscale webhook: a decrease of the replicas of an object labelled `grafana.com/no-downscale: "true"`
+/// is denied (unless the webhook could not read the object's parent and says so: the reference's fail-open policy),
+/// and every other change (upscales, unlabelled objects) is allowed.
+pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, others are";
 pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
@@ -135,6 +139,8 @@ pub struct Checker {
     /// Judged pairs whose commits came less than a second more than the min time apart, by who wrote the later
     /// one (the controller, anyone else): where a check off by a second would have broken the min time.
     pub near_min_time: (u64, u64),
+    /// No-downscale admissions judged: (denied, allowed).
+    pub no_downscale_admissions: (u64, u64),
     /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,
     /// pods above `spec.replicas` still there, or a replica change in the last 30 s).
     pub rolled_while_scaling: u64,
@@ -497,6 +503,33 @@ impl Checker {
             k.incarnation, k.sts_rv, k.pod_rv
         );
         self.violate(at, NO_DOWNSCALE_DURING_ROLLOUT, detail);
+    }
+
+    /// Judges the no-downscale webhook's answer to a change of `what` from `from` to `to` replicas.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge_no_downscale(
+        &mut self,
+        at: Duration,
+        what: &str,
+        labelled: bool,
+        from: u32,
+        to: u32,
+        allowed: bool,
+        warnings: &[String],
+    ) {
+        match allowed {
+            true => self.no_downscale_admissions.1 += 1,
+            false => self.no_downscale_admissions.0 += 1,
+        }
+        let lookup_failed = warnings.iter().any(|w| w.starts_with("can't get"));
+        if allowed && labelled && to < from && !lookup_failed {
+            let why = if warnings.is_empty() { String::new() } else { format!(" (warnings: {})", warnings.join("; ")) };
+            let detail = format!("admitted {what} {from} -> {to}, labelled {}{why}", rollout_core::keys::NO_DOWNSCALE);
+            self.violate(at, NO_DOWNSCALE_LABEL, detail);
+        }
+        if !allowed && (!labelled || to > from) {
+            self.violate(at, NO_DOWNSCALE_LABEL, format!("denied {what} {from} -> {to}, which must be allowed"));
+        }
     }
 
     pub fn record_forbidden(&mut self, at: Duration, detail: String) {

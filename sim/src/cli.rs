@@ -134,6 +134,10 @@ struct ScenarioArgs {
     /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
     #[arg(long = "recent-downscale")]
     recent_downscale: bool,
+    /// A Deployment, a ReplicaSet and a StatefulSet, some labelled grafana.com/no-downscale, scaled by a user through
+    /// the no-downscale webhook (object UPDATEs and /scale updates).
+    #[arg(long = "no-downscale")]
+    no_downscale: bool,
 }
 
 impl ScenarioArgs {
@@ -165,6 +169,7 @@ impl ScenarioArgs {
             (self.sidecars, " --sidecars"),
             (self.leader_ready_upscales, " --leader-ready-upscales"),
             (self.recent_downscale, " --recent-downscale"),
+            (self.no_downscale, " --no-downscale"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -239,6 +244,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         sidecars: args.sidecars,
         leader_ready_upscales: args.leader_ready_upscales,
         recent_downscale: args.recent_downscale,
+        no_downscale: args.no_downscale,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
         defences,

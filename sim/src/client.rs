@@ -213,14 +213,18 @@ impl LiveReads for SimCluster {
         }
     }
 
-    /// The simulated cluster runs no Deployments.
-    async fn get_deployment(&self, _name: &str) -> Result<Option<Deployment>, ApiError> {
-        Ok(None)
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        match self.call(Op::GetDeployment { name: name.to_string() }).await? {
+            Reply::Deployment(r) => r.map(|d| d.map(|d| *d)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
     }
 
-    /// The simulated cluster runs no ReplicaSets.
-    async fn get_replicaset(&self, _name: &str) -> Result<Option<ReplicaSet>, ApiError> {
-        Ok(None)
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        match self.call(Op::GetReplicaSet { name: name.to_string() }).await? {
+            Reply::ReplicaSet(r) => r.map(|d| d.map(|d| *d)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
     }
 
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {

@@ -102,6 +102,9 @@ pub struct Store {
     pub scale_targets: BTreeMap<(String, String), serde_json::Value>,
     /// Secrets (the webhook certificate). Not watched either.
     pub secrets: BTreeMap<String, Secret>,
+    /// Deployments and ReplicaSets (the no-downscale webhook's other kinds). Not watched.
+    pub deployments: BTreeMap<String, k8s_openapi::api::apps::v1::Deployment>,
+    pub replicasets: BTreeMap<String, k8s_openapi::api::apps::v1::ReplicaSet>,
     pub log: VecDeque<LogEntry>,
     /// Watches resuming from a resourceVersion below this get "too old resource version".
     pub compacted_to: u64,
@@ -156,6 +159,8 @@ impl Store {
             api_resources: Vec::new(),
             scale_targets: BTreeMap::new(),
             secrets: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            replicasets: BTreeMap::new(),
             log: VecDeque::new(),
             compacted_to: 0,
             log_capacity,

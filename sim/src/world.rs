@@ -18,7 +18,9 @@ use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
 use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
-use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::admission::webhooks::{
+    NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
+};
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
@@ -325,6 +327,10 @@ pub struct Scenario {
     /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
     /// the min time of it: the record must be bootstrapped from the annotation.
     pub recent_downscale: bool,
+    /// The namespace also holds a Deployment and a StatefulSet labelled `grafana.com/no-downscale: "true"` and an
+    /// unlabelled ReplicaSet, and a user changes their replicas 8-20 times during the fault phase through the real
+    /// no-downscale webhook, as object UPDATEs and as `/scale` updates (the webhook then reads the parent live).
+    pub no_downscale: bool,
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
@@ -531,6 +537,7 @@ impl Default for Scenario {
             sidecars: false,
             leader_ready_upscales: false,
             recent_downscale: false,
+            no_downscale: false,
         }
     }
 }
@@ -555,6 +562,8 @@ pub struct Outcome {
     pub scaled_while_rolling: u64,
     /// Generations the StatefulSet controller took 5-60 s to observe.
     pub slow_observations: u64,
+    /// No-downscale webhook answers judged: (denied, allowed).
+    pub no_downscale_admissions: (u64, u64),
 }
 
 impl Outcome {
@@ -850,6 +859,15 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         }
     }
 
+    if sc.no_downscale {
+        let node = handle.create_node().name("no-downscale-user").ip(IpAddr::from([10, 0, 0, 8])).build();
+        let (store, fault_phase) = (store.clone(), sc.fault_phase);
+        let r = SimRng::new(seed ^ NO_DOWNSCALE_STREAM);
+        users.push(tokio::spawn(async move {
+            let _ = node.spawn(no_downscale_user(store, r, start, fault_phase)).await;
+        }));
+    }
+
     // Faults.
     let kinds = fault_kinds(&sc.faults);
     if !kinds.is_empty() {
@@ -1100,6 +1118,7 @@ fn judge(
         rolled_while_scaling: st.checker.rolled_while_scaling,
         scaled_while_rolling: st.checker.scaled_while_rolling,
         slow_observations,
+        no_downscale_admissions: st.checker.no_downscale_admissions,
     }
 }
 
@@ -1108,6 +1127,9 @@ fn judge(
 fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     let mut st = store.lock().unwrap();
     st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+    if sc.no_downscale {
+        populate_no_downscale(&mut st);
+    }
     if let Some(d) = sc.deployment {
         let tracker = if d.zone_tracker() { "with" } else { "without" };
         st.trace("sim", format!("RBAC of the {} deployment, {tracker} the zone tracker", d.name()));
@@ -1825,6 +1847,174 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
             kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, true);
             tokio::time::sleep(dur).await;
             kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, false);
+        }
+    }
+}
+
+/// Seeds the no-downscale user's own generator.
+const NO_DOWNSCALE_STREAM: u64 = 0x6e6f_2d64_6f77_6e73;
+
+/// The no-downscale world's objects: (kind, name, labelled `grafana.com/no-downscale: "true"`).
+const NO_DOWNSCALE_OBJECTS: [(&str, &str, bool); 3] = [
+    ("Deployment", "distributor", true),
+    ("ReplicaSet", "query-frontend-7c9d", false),
+    ("StatefulSet", "compactor", true),
+];
+
+fn no_downscale_labels(labelled: bool) -> std::collections::BTreeMap<String, String> {
+    let mut labels = std::collections::BTreeMap::from([("name".to_string(), "other".to_string())]);
+    if labelled {
+        labels.insert(rollout_core::keys::NO_DOWNSCALE.to_string(), "true".to_string());
+    }
+    labels
+}
+
+/// The no-downscale world's Deployment, ReplicaSet and StatefulSet (in no rollout group; its pods Ready).
+fn populate_no_downscale(st: &mut Store) {
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    for (kind, name, labelled) in NO_DOWNSCALE_OBJECTS {
+        let metadata = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(objects::NAMESPACE.into()),
+            labels: Some(no_downscale_labels(labelled)),
+            resource_version: Some("1".into()),
+            ..Default::default()
+        };
+        match kind {
+            "Deployment" => {
+                let spec = DeploymentSpec { replicas: Some(3), ..Default::default() };
+                st.deployments.insert(name.into(), Deployment { metadata, spec: Some(spec), status: None });
+            }
+            "ReplicaSet" => {
+                let spec = ReplicaSetSpec { replicas: Some(3), ..Default::default() };
+                st.replicasets.insert(name.into(), ReplicaSet { metadata, spec: Some(spec), status: None });
+            }
+            _ => {
+                let mut sts = objects::statefulset(GROUP, name, 2, 1);
+                sts.metadata.labels = Some(no_downscale_labels(labelled));
+                st.put_statefulset(sts);
+                for i in 0..2 {
+                    let uid = st.new_uid(&format!("{name}-{i}"));
+                    st.put_pod(objects::pod(name, i, &revision_name(name, 0), uid, true, Timestamp::now()));
+                }
+            }
+        }
+    }
+}
+
+/// The replicas of a no-downscale world object, and the object as an admission carries it.
+fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde_json::Value)> {
+    let (replicas, mut value) = match kind {
+        "Deployment" => {
+            let d = st.deployments.get(name)?;
+            (d.spec.as_ref()?.replicas?, serde_json::to_value(d).ok()?)
+        }
+        "ReplicaSet" => {
+            let r = st.replicasets.get(name)?;
+            (r.spec.as_ref()?.replicas?, serde_json::to_value(r).ok()?)
+        }
+        _ => {
+            let s = st.statefulsets.get(name)?;
+            (s.spec.as_ref()?.replicas?, serde_json::to_value(s).ok()?)
+        }
+    };
+    value["apiVersion"] = serde_json::json!("apps/v1");
+    value["kind"] = serde_json::json!(kind);
+    Some((replicas.max(0) as u32, value))
+}
+
+/// A user (or HPA) changing the no-downscale world's objects through the real no-downscale webhook: 8-20 changes at
+/// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update; an
+/// allowed change is applied. The checker judges every answer.
+async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fault_phase: Duration) {
+    let count = r.range(8..21);
+    let mut times: Vec<Duration> =
+        (0..count).map(|_| r.millis(5_000, fault_phase.as_millis() as u64 * 9 / 10)).collect();
+    times.sort_unstable();
+    for (n, at) in times.into_iter().enumerate() {
+        tokio::time::sleep_until((start + at).max(Instant::now())).await;
+        let (kind, name, labelled) = NO_DOWNSCALE_OBJECTS[r.range(0..3) as usize];
+        let to = r.range(1..6) as u32;
+        let via_scale = r.chance(0.5);
+        let Some((from, old)) = no_downscale_object(&store.lock().unwrap(), kind, name) else { continue };
+        if to == from {
+            continue;
+        }
+        let resource = format!("{}s", kind.to_lowercase());
+        let review = if via_scale {
+            let scale = |replicas: u32| {
+                serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                    "metadata": {"name": name, "namespace": objects::NAMESPACE}, "spec": {"replicas": replicas}})
+            };
+            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": format!("no-downscale-{n}"),
+                "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "resource": {"group": "apps", "version": "v1", "resource": resource},
+                "subResource": "scale",
+                "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "oldObject": scale(from), "object": scale(to)}})
+        } else {
+            let mut new = old.clone();
+            new["spec"]["replicas"] = serde_json::json!(to);
+            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": format!("no-downscale-{n}"),
+                "kind": {"group": "apps", "version": "v1", "kind": kind},
+                "resource": {"group": "apps", "version": "v1", "resource": resource},
+                "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "oldObject": old, "object": new}})
+        };
+        let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + n as u64;
+        let answer = async {
+            let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+            let app = router(Webhooks {
+                api,
+                pods: NoPodClient,
+                settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10)),
+                clock: system_clock(),
+            });
+            let request = http::Request::post(NO_DOWNSCALE_PATH)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
+                .map_err(|e| e.to_string())?;
+            let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+            serde_json::from_slice::<serde_json::Value>(&body).map_err(|e| e.to_string())
+        }
+        .await;
+        let mut st = store.lock().unwrap();
+        let body = match answer {
+            Ok(body) => body,
+            Err(e) => {
+                st.trace("no-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
+                continue;
+            }
+        };
+        let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
+        let warnings: Vec<String> = body
+            .pointer("/response/warnings")
+            .and_then(|w| w.as_array())
+            .map(|w| w.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let how = if via_scale { "/scale" } else { "UPDATE" };
+        let verdict = if allowed { "admitted" } else { "denied" };
+        st.trace("no-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
+        let at = st.elapsed();
+        st.checker.judge_no_downscale(at, &format!("{kind} {name}"), labelled, from, to, allowed, &warnings);
+        if allowed {
+            match kind {
+                "Deployment" => {
+                    if let Some(spec) = st.deployments.get_mut(name).and_then(|d| d.spec.as_mut()) {
+                        spec.replicas = Some(to as i32);
+                    }
+                }
+                "ReplicaSet" => {
+                    if let Some(spec) = st.replicasets.get_mut(name).and_then(|d| d.spec.as_mut()) {
+                        spec.replicas = Some(to as i32);
+                    }
+                }
+                _ => kube::set_replicas(&mut st, name, to, "user"),
+            }
         }
     }
 }
