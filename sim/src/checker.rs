@@ -72,6 +72,10 @@ pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted"
 /// is denied (unless the webhook could not read the object's parent and says so: the reference's fail-open policy),
 /// and every other change (upscales, unlabelled objects) is allowed.
 pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, others are";
+/// Mirror replicas: the controller scales a mirror StatefulSet only to values its reference resource asked for.
+pub const MIRROR: &str = "mirror StatefulSets follow their reference";
+/// Delayed downscale: a pod is removed only after it has been preparing for the delay.
+pub const DELAYED_DOWNSCALE: &str = "delayed downscale removes only pods prepared for the delay";
 pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
@@ -530,6 +534,14 @@ impl Checker {
         if !allowed && (!labelled || to > from) {
             self.violate(at, NO_DOWNSCALE_LABEL, format!("denied {what} {from} -> {to}, which must be allowed"));
         }
+    }
+
+    pub fn record_mirror_violation(&mut self, at: Duration, detail: String) {
+        self.violate(at, MIRROR, detail);
+    }
+
+    pub fn record_delayed_violation(&mut self, at: Duration, detail: String) {
+        self.violate(at, DELAYED_DOWNSCALE, detail);
     }
 
     pub fn record_forbidden(&mut self, at: Duration, detail: String) {

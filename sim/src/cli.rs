@@ -138,6 +138,13 @@ struct ScenarioArgs {
     /// the no-downscale webhook (object UPDATEs and /scale updates).
     #[arg(long = "no-downscale")]
     no_downscale: bool,
+    /// Every zone mirrors its replicas from a ReplicaTemplate whose spec.replicas a user changes
+    /// (grafana.com/rollout-mirror-replicas-from-resource-*).
+    #[arg(long)]
+    mirror: bool,
+    /// With --mirror: delayed downscale (20 s), the simulated pods answering the prepare and cancel calls.
+    #[arg(long = "delayed-downscale")]
+    delayed_downscale: bool,
 }
 
 impl ScenarioArgs {
@@ -170,6 +177,8 @@ impl ScenarioArgs {
             (self.leader_ready_upscales, " --leader-ready-upscales"),
             (self.recent_downscale, " --recent-downscale"),
             (self.no_downscale, " --no-downscale"),
+            (self.mirror, " --mirror"),
+            (self.delayed_downscale, " --delayed-downscale"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -233,6 +242,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.slow_admissions && !args.webhook {
         return Err("--slow-admissions needs --webhook".to_string());
     }
+    if args.delayed_downscale && !args.mirror {
+        return Err("--delayed-downscale needs --mirror".to_string());
+    }
+    if args.mirror && args.scaling {
+        return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
+    }
     if args.leader_ready_upscales && !args.scaling {
         return Err("--leader-ready-upscales needs --scaling".to_string());
     }
@@ -245,6 +260,8 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         leader_ready_upscales: args.leader_ready_upscales,
         recent_downscale: args.recent_downscale,
         no_downscale: args.no_downscale,
+        mirror: args.mirror,
+        delayed_downscale: args.delayed_downscale,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
         defences,

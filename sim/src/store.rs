@@ -105,6 +105,11 @@ pub struct Store {
     /// Deployments and ReplicaSets (the no-downscale webhook's other kinds). Not watched.
     pub deployments: BTreeMap<String, k8s_openapi::api::apps::v1::Deployment>,
     pub replicasets: BTreeMap<String, k8s_openapi::api::apps::v1::ReplicaSet>,
+    /// Mirror worlds: every value the reference resource's `spec.replicas` took, from when.
+    pub reference_history: Vec<(Duration, u32)>,
+    /// Delayed downscale: per pod, when it says it started preparing (whole seconds, as it answers), since its last
+    /// cancel. A pod that goes away forgets it.
+    pub prepared: BTreeMap<String, Timestamp>,
     pub log: VecDeque<LogEntry>,
     /// Watches resuming from a resourceVersion below this get "too old resource version".
     pub compacted_to: u64,
@@ -161,6 +166,8 @@ impl Store {
             secrets: BTreeMap::new(),
             deployments: BTreeMap::new(),
             replicasets: BTreeMap::new(),
+            reference_history: Vec::new(),
+            prepared: BTreeMap::new(),
             log: VecDeque::new(),
             compacted_to: 0,
             log_capacity,
@@ -298,6 +305,7 @@ impl Store {
     }
 
     pub fn remove_pod(&mut self, name: &str) {
+        self.prepared.remove(name);
         if let Some(mut pod) = self.pods.remove(name) {
             self.rv += 1;
             pod.metadata.resource_version = rv_string(self.rv);
@@ -493,6 +501,9 @@ impl Store {
         if controller.is_some() && self.being_rolled(name) {
             self.checker.scaled_while_rolling += 1;
         }
+        if let Some(k) = controller.filter(|_| increase || decrease) {
+            self.judge_mirror_scale(&sts, replicas.max(0) as u32, k);
+        }
         if let (true, Some(k)) = (increase, controller) {
             let at = self.elapsed();
             self.checker.judge_controller_upscale(at, k, name);
@@ -506,6 +517,62 @@ impl Store {
         let committed = self.put_statefulset(new);
         self.writer_basis = None;
         Ok(committed)
+    }
+
+    /// A controller's replica change of `sts` to `to`, about to commit: a mirror StatefulSet goes only to values its
+    /// reference held over the last 30 s (longer than a pass can take from its read to its write), and a delayed
+    /// downscale removes only pods that have been preparing for the delay.
+    fn judge_mirror_scale(&mut self, sts: &StatefulSet, to: u32, k: Knowledge) {
+        let Ok(view) = rollout_core::StatefulSetView::from_k8s(sts) else { return };
+        if !matches!(view.scaling.mirror, Some(Ok(_))) {
+            return;
+        }
+        let (at, from, name) = (self.elapsed(), view.replicas, view.name.clone());
+        let since = at.saturating_sub(Duration::from_secs(30));
+        let held_before = self.reference_history.iter().rev().find(|(t, _)| *t <= since).map(|(_, n)| *n);
+        let recent: Vec<u32> = held_before
+            .into_iter()
+            .chain(self.reference_history.iter().filter(|(t, _)| *t > since).map(|(_, n)| *n))
+            .collect();
+        // A delayed downscale may stop short of the reference (only the tail of pods prepared long enough goes);
+        // any other change goes exactly to a value the reference held.
+        let partial = to < from && matches!(view.scaling.delayed_downscale, Some(Ok(_)));
+        let followed = match partial {
+            true => recent.iter().any(|low| *low <= to),
+            false => recent.contains(&to),
+        };
+        if !followed {
+            let detail = format!(
+                "scaled mirror {name} {from} -> {to}; its reference's spec.replicas over the last 30 s: {recent:?} (process #{})",
+                k.incarnation
+            );
+            self.checker.record_mirror_violation(at, detail);
+        }
+        let Some(Ok(delayed)) = &view.scaling.delayed_downscale else { return };
+        let now = Timestamp::now();
+        for ordinal in to..from {
+            let pod = format!("{name}-{ordinal}");
+            // A pod already gone or on its way out loses nothing to the downscale.
+            if self.pods.get(&pod).is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
+                continue;
+            }
+            let prepared = self.prepared.get(&pod).copied();
+            let long_enough = prepared.is_some_and(|since| {
+                now.duration_since(since) >= jiff::SignedDuration::try_from(delayed.delay).unwrap_or_default()
+            });
+            if !long_enough {
+                let how = match prepared {
+                    Some(since) => format!("preparing only since {:.1}s ago", now.duration_since(since).as_secs_f64()),
+                    None => "not preparing".to_string(),
+                };
+                let detail = format!(
+                    "scaled {name} {from} -> {to} while {pod} was {how} (delay {}s, process #{})",
+                    delayed.delay.as_secs(),
+                    k.incarnation
+                );
+                self.checker.record_delayed_violation(at, detail);
+            }
+        }
     }
 
     /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.

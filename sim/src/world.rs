@@ -331,6 +331,13 @@ pub struct Scenario {
     /// unlabelled ReplicaSet, and a user changes their replicas 8-20 times during the fault phase through the real
     /// no-downscale webhook, as object UPDATEs and as `/scale` updates (the webhook then reads the parent live).
     pub no_downscale: bool,
+    /// Every zone mirrors its replicas from a ReplicaTemplate (`grafana.com/rollout-mirror-replicas-from-resource-*`:
+    /// API discovery, the `scale` subresource, the status write-back), whose `spec.replicas` a user (an HPA) changes
+    /// 6-14 times in the fault phase.
+    pub mirror: bool,
+    /// With `mirror`: `grafana.com/rollout-delayed-downscale: 20s` and the pods' prepare URL; the simulated pods
+    /// answer the controller's POST (prepare) and DELETE (cancel), a few failing.
+    pub delayed_downscale: bool,
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
@@ -538,6 +545,8 @@ impl Default for Scenario {
             leader_ready_upscales: false,
             recent_downscale: false,
             no_downscale: false,
+            mirror: false,
+            delayed_downscale: false,
         }
     }
 }
@@ -574,6 +583,76 @@ impl Outcome {
 
 /// Seeds the evictions' own generator (with the run's seed), so the world's other draws do not move.
 const EVICTIONS_STREAM: u64 = 0x6576_6963_7469_6f6e;
+
+/// The API group of the mirror worlds' reference resource (the ReplicaTemplate CRD of `deploy/base`).
+const MIRROR_GROUP: &str = "rollout-operator.grafana.com";
+/// Seeds the reference user's own generator, and the delayed-downscale pods'.
+const MIRROR_STREAM: u64 = 0x6d69_7272_6f72_7321;
+const DELAYED_PODS_STREAM: u64 = 0x6465_6c61_7965_6421;
+
+/// Sets the mirror worlds' reference resource's `spec.replicas` (the user's, or an HPA's, change).
+fn set_reference(st: &mut Store, replicas: u32) {
+    let key = ("replicatemplates".to_string(), GROUP.to_string());
+    let at = st.elapsed();
+    let object = st.scale_targets.entry(key).or_insert_with(|| serde_json::json!({"spec": {}, "status": {}}));
+    object["spec"]["replicas"] = serde_json::json!(replicas);
+    st.reference_history.push((at, replicas));
+    st.trace("user", format!("ReplicaTemplate {GROUP}: spec.replicas = {replicas}"));
+}
+
+/// The reference resource's `spec.replicas` and `status.replicas`, in the mirror worlds.
+fn reference_replicas(st: &Store) -> Option<(Option<i64>, Option<i64>)> {
+    let object = st.scale_targets.get(&("replicatemplates".to_string(), GROUP.to_string()))?;
+    Some((object.pointer("/spec/replicas")?.as_i64(), object.pointer("/status/replicas").and_then(|v| v.as_i64())))
+}
+
+/// The pods' delayed-downscale endpoints (the URL's host is `<pod>.<service>...`): POST starts preparing (and
+/// answers when it started, in whole seconds, as a pod does), DELETE cancels. Most answer within 50 ms; during the
+/// fault phase 3 % answer HTTP 500 and 2 % cannot be reached. What they answered is kept in the store for the checker.
+#[derive(Clone)]
+struct DelayedDownscalePods {
+    store: SharedStore,
+    rng: Arc<Mutex<SimRng>>,
+    failing_until: Instant,
+}
+
+impl PodHttpClient for DelayedDownscalePods {
+    async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
+        let (delay, roll) = {
+            let mut r = self.rng.lock().unwrap();
+            (r.millis(1, 50), r.range(0..100))
+        };
+        tokio::time::sleep(delay).await;
+        let method = if request.method == PodMethod::Post { "POST" } else { "DELETE" };
+        let host = request.url.split("://").nth(1).unwrap_or_default();
+        let pod = host.split(['.', ':', '/']).next().unwrap_or_default().to_string();
+        let mut st = self.store.lock().unwrap();
+        let faulty = Instant::now() < self.failing_until;
+        if (faulty && roll < 2) || !st.pods.contains_key(&pod) {
+            return Err(PodCallError::Transport { method, url: request.url, message: "connection refused".into() });
+        }
+        if faulty && roll < 5 {
+            return Ok(PodResponse { status: 500, body: b"not now".to_vec() });
+        }
+        match request.method {
+            PodMethod::Post => {
+                let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
+                let since = *st.prepared.entry(pod.clone()).or_insert(now);
+                if since == now {
+                    st.trace("pods", format!("{pod} prepares for a delayed downscale"));
+                }
+                let body = serde_json::json!({ "timestamp": since.as_second() }).to_string().into_bytes();
+                Ok(PodResponse { status: 200, body })
+            }
+            _ => {
+                if st.prepared.remove(&pod).is_some() {
+                    st.trace("pods", format!("{pod} cancels its delayed downscale"));
+                }
+                Ok(PodResponse { status: 200, body: Vec::new() })
+            }
+        }
+    }
+}
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
@@ -638,19 +717,24 @@ fn sim_config(defences: Defences) -> ReconcilerConfig {
     ReconcilerConfig { defences, ..ReconcilerConfig::default() }
 }
 
-async fn run_controller<P: Planner + Send + 'static>(
-    api: SimCluster,
+/// What the controller process is started with besides its planner.
+#[derive(Clone)]
+struct ControllerSetup {
+    /// The zone tracker's ConfigMap, when on.
     record: Option<String>,
     defences: Defences,
-    planner: P,
-) {
+    /// The pods' delayed-downscale endpoints.
+    pods: DelayedDownscalePods,
+}
+
+async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
     let scaling = ScalingConfig {
         namespace: objects::NAMESPACE.to_string(),
-        downscale_record: record,
+        downscale_record: setup.record,
         ..ScalingConfig::default()
     };
-    Controller::new(api, planner, sim_config(defences), Arc::new(Metrics::new()))
-        .with_scaling(NoPodClient, scaling)
+    Controller::new(api, planner, sim_config(setup.defences), Arc::new(Metrics::new()))
+        .with_scaling(setup.pods, scaling)
         .run(ReadyFlag::new(), std::future::pending())
         .await
 }
@@ -709,7 +793,16 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || kube::run(s.clone(), k.clone()))
         .build();
     let incarnations = Arc::new(AtomicU64::new(0));
-    let (s, planner, controller_record, defences) = (store.clone(), sc.planner, sc.downscale_record(), sc.defences);
+    let setup = ControllerSetup {
+        record: sc.downscale_record(),
+        defences: sc.defences,
+        pods: DelayedDownscalePods {
+            store: store.clone(),
+            rng: Arc::new(Mutex::new(SimRng::new(seed ^ DELAYED_PODS_STREAM))),
+            failing_until: Instant::now() + sc.fault_phase,
+        },
+    };
+    let (s, planner) = (store.clone(), sc.planner);
     let controller = handle
         .create_node()
         .name("controller")
@@ -717,11 +810,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || {
             let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
             let store = s.clone();
-            let record = controller_record.clone();
+            let setup = setup.clone();
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                 let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
-                run_with_planner(planner, api, record, defences).await
+                run_with_planner(planner, api, setup).await
             }
         })
         .build();
@@ -793,7 +886,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     until: start + sc.fault_phase * 9 / 10,
                     rng: SimRng::new(rng.lock().unwrap().next_u64()),
                 });
-                let second_early = sc.planner == PlannerKind::MinTimeSecondEarly;
+                let (second_early, defences) = (sc.planner == PlannerKind::MinTimeSecondEarly, sc.defences);
                 handle
                     .create_node()
                     .name("webhook")
@@ -911,6 +1004,20 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 tokio::time::sleep(delay).await;
                 restart(nodes.controller);
                 nodes.set_killed(false, false);
+            }
+        }));
+    }
+    if sc.mirror {
+        let (store, fault_phase, mut r) = (store.clone(), sc.fault_phase, SimRng::new(seed ^ MIRROR_STREAM));
+        tasks.push(tokio::spawn(async move {
+            let count = r.range(6..15);
+            let mut changes: Vec<(Duration, u32)> = (0..count)
+                .map(|_| (r.millis(5_000, fault_phase.as_millis() as u64 * 9 / 10), r.range(1..6) as u32))
+                .collect();
+            changes.sort_unstable();
+            for (at, to) in changes {
+                tokio::time::sleep_until(start + at).await;
+                set_reference(&mut store.lock().unwrap(), to);
             }
         }));
     }
@@ -1130,6 +1237,15 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     if sc.no_downscale {
         populate_no_downscale(&mut st);
     }
+    if sc.mirror {
+        st.api_resources.push(rollout_operator::cluster::ApiResourceRef {
+            group: MIRROR_GROUP.into(),
+            version: "v1".into(),
+            kind: "ReplicaTemplate".into(),
+            plural: "replicatemplates".into(),
+        });
+        set_reference(&mut st, sc.replicas);
+    }
     if let Some(d) = sc.deployment {
         let tracker = if d.zone_tracker() { "with" } else { "without" };
         st.trace("sim", format!("RBAC of the {} deployment, {tracker} the zone tracker", d.name()));
@@ -1152,6 +1268,17 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             && let Some(spec) = sts.spec.as_mut()
         {
             spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
+        }
+        if sc.mirror && group == GROUP {
+            objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME, GROUP);
+            objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND, "ReplicaTemplate");
+            let api_version = format!("{MIRROR_GROUP}/v1");
+            objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION, &api_version);
+            if sc.delayed_downscale {
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, "20s");
+                let url = "http://pod:8080/ingester/prepare-delayed-downscale";
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL, url);
+            }
         }
         if let Some(value) = &sc.max_unavailable_annotation {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
@@ -1212,42 +1339,34 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
 }
 
 /// Runs the controller with the scenario's planner (the production one, or a test-only one with a known bug).
-async fn run_with_planner(planner: PlannerKind, api: SimCluster, record: Option<String>, defences: Defences) {
+async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: ControllerSetup) {
     match planner {
-        PlannerKind::Real => run_controller(api, record, defences, RolloutPlanner).await,
-        PlannerKind::StatusCountReadiness => {
-            run_controller(api, record, defences, rollout_known_bugs::StatusCountReadiness).await
-        }
+        PlannerKind::Real => run_controller(api, setup, RolloutPlanner).await,
+        PlannerKind::StatusCountReadiness => run_controller(api, setup, rollout_known_bugs::StatusCountReadiness).await,
         PlannerKind::PausedLetsOthersProceed => {
-            run_controller(api, record, defences, rollout_known_bugs::PausedLetsOthersProceed).await
+            run_controller(api, setup, rollout_known_bugs::PausedLetsOthersProceed).await
         }
-        PlannerKind::NoExpectations => run_controller(api, record, defences, rollout_known_bugs::NoExpectations).await,
+        PlannerKind::NoExpectations => run_controller(api, setup, rollout_known_bugs::NoExpectations).await,
         PlannerKind::TerminatingCountsAsReady => {
-            run_controller(api, record, defences, rollout_known_bugs::TerminatingCountsAsReady).await
+            run_controller(api, setup, rollout_known_bugs::TerminatingCountsAsReady).await
         }
-        PlannerKind::SkipsMinTimeCheck => {
-            run_controller(api, record, defences, rollout_known_bugs::SkipsMinTimeCheck).await
-        }
+        PlannerKind::SkipsMinTimeCheck => run_controller(api, setup, rollout_known_bugs::SkipsMinTimeCheck).await,
         PlannerKind::IgnoresDownscalesInProgress => {
-            run_controller(api, record, defences, rollout_known_bugs::IgnoresDownscalesInProgress).await
+            run_controller(api, setup, rollout_known_bugs::IgnoresDownscalesInProgress).await
         }
         PlannerKind::DownscalesDuringRollouts => {
-            run_controller(api, record, defences, rollout_known_bugs::DownscalesDuringRollouts).await
+            run_controller(api, setup, rollout_known_bugs::DownscalesDuringRollouts).await
         }
-        PlannerKind::PercentAsCount => run_controller(api, record, defences, rollout_known_bugs::PercentAsCount).await,
+        PlannerKind::PercentAsCount => run_controller(api, setup, rollout_known_bugs::PercentAsCount).await,
         PlannerKind::IgnoresMinReadySeconds => {
-            run_controller(api, record, defences, rollout_known_bugs::IgnoresMinReadySeconds).await
+            run_controller(api, setup, rollout_known_bugs::IgnoresMinReadySeconds).await
         }
-        PlannerKind::IgnoresObservedGeneration => {
-            run_controller(api, record, defences, IgnoresObservedGeneration).await
-        }
-        PlannerKind::MinTimeSecondEarly => run_controller(api, record, defences, MinTimeSecondEarly).await,
+        PlannerKind::IgnoresObservedGeneration => run_controller(api, setup, IgnoresObservedGeneration).await,
+        PlannerKind::MinTimeSecondEarly => run_controller(api, setup, MinTimeSecondEarly).await,
         PlannerKind::MissingPodsSpendNoBudget => {
-            run_controller(api, record, defences, rollout_known_bugs::MissingPodsSpendNoBudget).await
+            run_controller(api, setup, rollout_known_bugs::MissingPodsSpendNoBudget).await
         }
-        PlannerKind::CondemnedPodFillsMissingSlot => {
-            run_controller(api, record, defences, CondemnedPodFillsMissingSlot).await
-        }
+        PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, setup, CondemnedPodFillsMissingSlot).await,
     }
 }
 
@@ -1690,6 +1809,7 @@ pub fn converged(st: &Store) -> bool {
                 })
             })
             && followers_match_leader(st, sts)
+            && mirrors_match_reference(st, sts)
             && !st.pods.values().any(|p| {
                 objects::owner_of(p) == *name
                     && p.metadata
@@ -1700,6 +1820,20 @@ pub fn converged(st: &Store) -> bool {
                         .is_some_and(|o| o >= replicas)
             })
     })
+}
+
+/// A mirror StatefulSet has its reference's `spec.replicas`, written back into the reference's `status.replicas`.
+fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
+    let mirrors = sts
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME));
+    if !mirrors {
+        return true;
+    }
+    let replicas = sts.spec.as_ref().and_then(|s| s.replicas).map(i64::from);
+    reference_replicas(st).is_some_and(|(spec, status)| spec == replicas && status == replicas)
 }
 
 /// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas.
