@@ -67,10 +67,16 @@ pub enum PlannerKind {
     /// A Ready pod above `spec.replicas` (condemned by a scale-down) stands in for a missing kept pod, as readiness
     /// counted by number once did (sim seeds 62 and 112). Sim-local: [`CondemnedPodFillsMissingSlot`].
     CondemnedPodFillsMissingSlot,
+    /// A pod counts as available on its Ready condition alone, whatever its containers say. Sim-local:
+    /// [`IgnoresContainerReadiness`].
+    IgnoresContainerReadiness,
+    /// `grafana.com/rollout-upscale-only-when-leader-ready` ignored: followers scale up at once. Sim-local:
+    /// [`UpscalesBeforeLeaderReady`].
+    UpscalesBeforeLeaderReady,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 14] = [
+    pub const ALL: [PlannerKind; 16] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -85,6 +91,8 @@ impl PlannerKind {
         PlannerKind::MinTimeSecondEarly,
         PlannerKind::MissingPodsSpendNoBudget,
         PlannerKind::CondemnedPodFillsMissingSlot,
+        PlannerKind::IgnoresContainerReadiness,
+        PlannerKind::UpscalesBeforeLeaderReady,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +111,8 @@ impl PlannerKind {
             PlannerKind::MinTimeSecondEarly => "min-time-second-early",
             PlannerKind::MissingPodsSpendNoBudget => "missing-pods-spend-no-budget",
             PlannerKind::CondemnedPodFillsMissingSlot => "condemned-pod-fills-missing-slot",
+            PlannerKind::IgnoresContainerReadiness => "ignores-container-readiness",
+            PlannerKind::UpscalesBeforeLeaderReady => "upscales-before-leader-ready",
         }
     }
 
@@ -154,6 +164,35 @@ impl Planner for CondemnedPodFillsMissingSlot {
                     p.name = format!("{prefix}{slot}");
                 }
             }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Availability read from the Ready condition alone: a pod whose sidecar has crashed, while the kubelet still
+/// reports it Ready, counts as serving.
+pub struct IgnoresContainerReadiness;
+
+impl Planner for IgnoresContainerReadiness {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for p in group.members.iter_mut().flat_map(|m| m.pods.iter_mut()) {
+            if p.container_count > 0 {
+                p.containers_ready_and_running = true;
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Followers scale up to their leader at once, ignoring `grafana.com/rollout-upscale-only-when-leader-ready`.
+pub struct UpscalesBeforeLeaderReady;
+
+impl Planner for UpscalesBeforeLeaderReady {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            m.sts.scaling.upscale_only_when_leader_ready = false;
         }
         RolloutPlanner.plan(&group, ctx)
     }
@@ -1367,6 +1406,8 @@ async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: Controll
             run_controller(api, setup, rollout_known_bugs::MissingPodsSpendNoBudget).await
         }
         PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, setup, CondemnedPodFillsMissingSlot).await,
+        PlannerKind::IgnoresContainerReadiness => run_controller(api, setup, IgnoresContainerReadiness).await,
+        PlannerKind::UpscalesBeforeLeaderReady => run_controller(api, setup, UpscalesBeforeLeaderReady).await,
     }
 }
 
