@@ -177,3 +177,15 @@ fn without_the_rollout_step_claim_a_pass_deletes_during_a_prepared_downscale_whe
         }
     }
 }
+
+/// Seeds 839 and 1458 of `--webhook --slow-admissions` once failed with every defence on: the checker held a
+/// downscale "being prepared" until the world received the webhook's answer, but a denied admission gives the
+/// downscale up earlier (its undo removes the marker, or the marker expires) and its answer can take seconds more
+/// to arrive; the controller, seeing no marker, rightly replaced a pod meanwhile. The window now ends there too (an
+/// admitted downscale commits before its marker expires, so no window of a downscale that happens is shortened).
+#[test]
+fn regression_seeds_839_1458_a_denied_admission_ends_its_window_at_its_undo() {
+    assert_all_pass(&slow_admissions(), [839, 1458]);
+    let o = world::run(839, &slow_admissions(), false);
+    assert!(o.trace.lines.iter().any(|l| l.contains("given up (its marker removed by its admission)")));
+}
