@@ -9,11 +9,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict};
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
-use rollout_core::{GroupSnapshot, StatefulSetView};
+use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::cluster::downscale_record::{
     Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, StepClaim, claim_downscale, claim_downscale_marked,
-    claim_rollout_step, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
+    claim_rollout_step, finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };
 use std::collections::BTreeMap;
 use support::{Call, FakeCluster};
@@ -263,7 +263,8 @@ async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_w
     // The controller's pass read the record (absent), then the webhook claimed a downscale of zone-b.
     let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
     let until = ts("2026-01-01T12:01:00Z");
-    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-b", ts(T0), until).await.expect("claim");
+    let marked =
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-b", ts(T0), until, Defences::ALL).await.expect("claim");
     assert_eq!(marked, MarkedClaim::Claimed { previous: None });
     cluster.take_calls();
     let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
@@ -299,19 +300,23 @@ async fn a_downscale_is_refused_while_a_step_of_its_group_is_live_and_allowed_af
     assert!(stored(&cluster).last_downscaled.contains_key("g-zone-c"));
 
     let later = ts("2026-01-01T12:00:10Z");
-    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z")).await;
+    let marked =
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z"), Defences::ALL).await;
     match marked.expect("no error") {
         MarkedClaim::Stepping(step) => assert_eq!(step.until, until),
         other => panic!("expected a refusal while the step is live, got {other:?}"),
     }
     // Another group is not held.
     let other = zones("h");
-    let marked = claim_downscale_marked(&cluster, CM, &other, "h-zone-a", later, ts("2026-01-01T12:01:10Z")).await;
+    let marked =
+        claim_downscale_marked(&cluster, CM, &other, "h-zone-a", later, ts("2026-01-01T12:01:10Z"), Defences::ALL)
+            .await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 
     finish_rollout_step(&cluster, CM, "g", until).await.expect("finish");
     assert!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().is_empty());
-    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z")).await;
+    let marked =
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z"), Defences::ALL).await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }
 
@@ -326,7 +331,8 @@ async fn a_step_left_behind_expires_and_finishing_leaves_a_newer_step_alone() {
     assert_eq!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().len(), 1);
     // Past `until` the step no longer holds downscales.
     let after = ts("2026-01-01T12:01:00Z");
-    let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", after, ts("2026-01-01T12:02:00Z")).await;
+    let marked =
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", after, ts("2026-01-01T12:02:00Z"), Defences::ALL).await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }
 
@@ -338,10 +344,13 @@ async fn a_second_claim_of_a_statefulset_being_prepared_is_refused() {
     let g = zones("g");
     let until = ts("2026-01-01T12:00:20Z");
     assert_eq!(
-        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts(T0), until).await.unwrap(),
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts(T0), until, Defences::ALL).await.unwrap(),
         MarkedClaim::Claimed { previous: None }
     );
-    match claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts("2026-01-01T12:00:01Z"), until).await.unwrap() {
+    match claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts("2026-01-01T12:00:01Z"), until, Defences::ALL)
+        .await
+        .unwrap()
+    {
         MarkedClaim::Busy(holder) => assert_eq!(holder.statefulset, "g-zone-a"),
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -358,4 +367,31 @@ async fn a_live_step_of_another_holder_is_not_taken_over() {
     let read = read_record(&cluster, CM).await.unwrap();
     let second = claim_rollout_step(&cluster, CM, read.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:40Z")).await.unwrap();
     assert_eq!(second, StepClaim::Stale);
+}
+
+/// The record store's two dating defences (`rollout_core::defences`, test-only switches), each alone: a claim is
+/// dated at its deadline, and once committed it is dated again at the commit. Without the first the entry holds the
+/// claim's own time until it is re-dated; without the second it keeps the deadline; without both it keeps the claim's
+/// time, earlier than the commit.
+#[tokio::test]
+async fn a_claim_is_dated_at_its_deadline_and_again_at_the_commit_each_switchable_alone() {
+    use rollout_core::Layer;
+    use rollout_operator::cluster::downscale_record::ClaimEnd;
+    let g = zones("g");
+    let (claimed_at, until, committed) = (ts(T0), ts("2026-01-01T12:01:30Z"), ts("2026-01-01T12:00:07Z"));
+    let cases = [
+        (Defences::ALL, until, committed),
+        (Defences::ALL.without(&[Layer::ClaimDatedAtDeadline]), claimed_at, committed),
+        (Defences::ALL.without(&[Layer::RedatedAtCommit]), until, until),
+        (Defences::ALL.without(&[Layer::ClaimDatedAtDeadline, Layer::RedatedAtCommit]), claimed_at, claimed_at),
+    ];
+    for (defences, at_claim, at_end) in cases {
+        let cluster = FakeCluster::default();
+        let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", claimed_at, until, defences).await;
+        assert_eq!(marked.expect("claim"), MarkedClaim::Claimed { previous: None });
+        assert_eq!(stored(&cluster).last_downscaled["g-zone-a"], at_claim, "{}", defences.flag());
+        let end = ClaimEnd::Committed { at: committed };
+        finish_marked_claim(&cluster, CM, "g-zone-a", until, &[until], end, defences).await.expect("finish");
+        assert_eq!(stored(&cluster).last_downscaled["g-zone-a"], at_end, "{}", defences.flag());
+    }
 }

@@ -16,8 +16,9 @@ pub mod scaling;
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
-    Action, DownscaleRecord, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, Planner,
-    RecordRead, StatefulSetView, ZoneTracker, downscale::DownscaleInProgress, keys, plan_pass_with,
+    Action, Defences, DownscaleRecord, Expectation, GroupSnapshot, Layer, MaxUnavailable, PassInput,
+    PendingExpectation, Planner, RecordRead, StatefulSetView, ZoneTracker, downscale::DownscaleInProgress, keys,
+    plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;
@@ -54,9 +55,10 @@ pub struct ModelConfig {
     pub downscales: u8,
     /// Times the record becomes unreadable (and later readable again) over a run.
     pub record_outages: u8,
-    /// Test-only switch: the controller does not claim its rollout steps in the record (the pass still plans on
-    /// the markers it reads), to show that the claim is what closes the race with a marker written after the read.
-    pub skip_step_claims: bool,
+    /// The defences in depth the controller runs with (test-only switches, `rollout_core::defences`): all of them
+    /// but in the configurations that show what one layer holds off on its own. The model carries the uid
+    /// precondition, the expectations, the record failing closed and the rollout-step claim.
+    pub defences: Defences,
 }
 
 impl Default for ModelConfig {
@@ -74,7 +76,7 @@ impl Default for ModelConfig {
             status_lag: false,
             downscales: 0,
             record_outages: 0,
-            skip_step_claims: false,
+            defences: Defences::ALL,
         }
     }
 }
@@ -149,8 +151,9 @@ pub enum Op {
     DeletePod { zone: u8, pod: u8, generation: Option<u8> },
     /// Set currentRevision, conditional on the resourceVersion the plan was made from.
     SetCurrentRevision { zone: u8, revision: u8, resource_version: u8 },
-    /// Claim the rollout step in the record, conditional on the record version the pass read.
-    ClaimStep { version: u8 },
+    /// Claim the rollout step in the record, conditional on the record version the pass read (`None`: the read
+    /// failed, so the claim is a create of the record, which fails since the record exists).
+    ClaimStep { version: Option<u8> },
     /// End the rollout step (every deletion answered).
     FinishStep,
 }
@@ -169,6 +172,7 @@ pub mod violation {
     pub const PAUSED_IS_LEFT_ALONE: u8 = 8;
     pub const NO_REPLACEMENT_LOOP: u8 = 16;
     pub const NO_ROLLOUT_DURING_DOWNSCALE: u8 = 32;
+    pub const ONLY_SEEN_PODS_DELETED: u8 = 64;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -327,6 +331,7 @@ impl RolloutModel {
             };
             let empty = DownscaleRecord::default();
             let mut input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
+            input.defences = self.config.defences;
             if self.uses_record() {
                 input.zone_tracker = ZoneTracker::On;
                 input.record = if record.unreadable {
@@ -336,8 +341,8 @@ impl RolloutModel {
                 };
             }
             let pass = plan_pass_with(&*self.planner, &snapshot, &input);
-            let claims = pass.claims_rollout_step && !self.config.skip_step_claims;
-            (pass.plan.actions.iter().filter_map(to_op).collect(), claims)
+            let uids = self.config.defences.has(Layer::UidPreconditions);
+            (pass.plan.actions.iter().filter_map(|a| to_op(a, uids)).collect(), pass.claims_rollout_step)
         } else {
             (Vec::new(), false)
         };
@@ -353,7 +358,8 @@ impl RolloutModel {
     fn next_plan(&self, s: &State) -> (Vec<Exp>, Vec<Op>) {
         let (retained, mut plan, claims) = self.decide(&s.view, &s.expectations, s.in_flight.is_empty(), s.record);
         if claims && !plan.is_empty() {
-            plan.insert(0, Op::ClaimStep { version: s.record.version });
+            let version = (!s.record.unreadable).then_some(s.record.version);
+            plan.insert(0, Op::ClaimStep { version });
             plan.push(Op::FinishStep);
         }
         (retained, plan)
@@ -393,6 +399,12 @@ impl RolloutModel {
         match op {
             Op::DeletePod { zone, pod, .. } => {
                 let z = &believed.zones[zone as usize];
+                // The pod deleted is another incarnation than the one the plan was made on: the decision was about
+                // a pod the controller never saw.
+                let known = z.pods[pod as usize];
+                if !known.exists || known.generation != s.truth.zones[zone as usize].pods[pod as usize].generation {
+                    s.violations |= violation::ONLY_SEEN_PODS_DELETED;
+                }
                 let others_ready =
                     believed.zones.iter().enumerate().all(|(i, o)| i == zone as usize || o.all_available());
                 if !others_ready {
@@ -523,6 +535,7 @@ pub fn violation_names(bits: u8) -> String {
         (violation::PAUSED_IS_LEFT_ALONE, "paused StatefulSet left alone"),
         (violation::NO_REPLACEMENT_LOOP, "no replacement loop"),
         (violation::NO_ROLLOUT_DURING_DOWNSCALE, "no rollout step while a downscale is being prepared"),
+        (violation::ONLY_SEEN_PODS_DELETED, "only pods the controller has seen are deleted"),
     ] {
         if bits & bit != 0 {
             names.push(name);
@@ -561,12 +574,13 @@ fn zone_index(name: &str) -> Option<u8> {
     ZONES.iter().position(|z| *z == name).map(|i| i as u8)
 }
 
-fn to_op(action: &Action) -> Option<Op> {
+/// The controller's write for a planned action; `uids`: deletions carry the uid precondition (the defence's switch).
+fn to_op(action: &Action, uids: bool) -> Option<Op> {
     match action {
         Action::DeletePod { statefulset, pod, uid, .. } => {
             let zone = zone_index(statefulset)?;
             let ordinal = pod_ordinal(statefulset, pod)? as u8;
-            let generation = uid.rsplit_once('@').and_then(|(_, g)| g.parse().ok());
+            let generation = uid.rsplit_once('@').and_then(|(_, g)| g.parse().ok()).filter(|_| uids);
             Some(Op::DeletePod { zone, pod: ordinal, generation })
         }
         Action::SetCurrentRevision { statefulset, revision, resource_version, .. } => Some(Op::SetCurrentRevision {
@@ -729,7 +743,7 @@ impl Model for RolloutModel {
                         }
                     }
                     Op::ClaimStep { version } => {
-                        if s.record.unreadable || s.record.version != version {
+                        if s.record.unreadable || version != Some(s.record.version) {
                             // The record moved since the pass read it (or cannot be written): plan again.
                             s.in_flight.clear();
                         } else {
@@ -888,6 +902,9 @@ impl Model for RolloutModel {
             }),
             Property::always("no rollout step while a downscale is being prepared", |_: &RolloutModel, s: &State| {
                 s.violations & violation::NO_ROLLOUT_DURING_DOWNSCALE == 0
+            }),
+            Property::always("only pods the controller has seen are deleted", |_: &RolloutModel, s: &State| {
+                s.violations & violation::ONLY_SEEN_PODS_DELETED == 0
             }),
             Property::always("quiescent states are converged", |m: &RolloutModel, s: &State| {
                 s.violations != 0 || !m.is_quiescent(s) || Self::is_converged(s)

@@ -130,9 +130,10 @@ struct CheckArgs {
     /// Times the group downscale record becomes unreadable for a while.
     #[arg(long, default_value_t = 0)]
     record_outages: u8,
-    /// Test-only: the controller does not claim its rollout steps in the record (shows what the claim prevents).
-    #[arg(long)]
-    skip_step_claims: bool,
+    /// Test-only: the defences in depth in force, `all` or `-` and the layers to switch off, comma-separated, of
+    /// uid-preconditions, expectations, record-fails-closed, rollout-step-claims (shows what each layer holds off).
+    #[arg(long, default_value = "all")]
+    defences: String,
     /// Stop after this many states (0 = explore everything).
     #[arg(long, default_value_t = 0)]
     max_states: usize,
@@ -153,6 +154,13 @@ fn main() -> ExitCode {
         eprintln!("error: --zones must be 1-4, --pods at least 1, --revisions 1-3");
         return ExitCode::from(2);
     }
+    let defences = match rollout_core::Defences::parse(&args.defences) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: --defences {e}");
+            return ExitCode::from(2);
+        }
+    };
     let config = ModelConfig {
         zones: args.zones,
         pods: args.pods,
@@ -166,7 +174,7 @@ fn main() -> ExitCode {
         status_lag: args.status_lag,
         downscales: args.downscales,
         record_outages: args.record_outages,
-        skip_step_claims: args.skip_step_claims,
+        defences,
     };
     println!("configuration: {config:?}");
     let model = RolloutModel::new(config, Arc::new(RolloutPlanner));

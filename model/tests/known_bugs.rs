@@ -1,7 +1,7 @@
 //! Evidence that the model catches real bugs: each test-only planner of `rollout-known-bugs` must yield a
 //! counterexample, and the production planner must yield none on the same configuration.
 
-use rollout_core::{Planner, RolloutPlanner};
+use rollout_core::{Defences, Layer, Planner, RolloutPlanner};
 use rollout_known_bugs::{
     IgnoresDownscalesInProgress, MissingPodsSpendNoBudget, NoExpectations, PausedLetsOthersProceed,
     StatusCountReadiness, TerminatingCountsAsReady,
@@ -100,11 +100,17 @@ fn ignoring_downscales_in_progress_is_caught() {
 /// holds (`assert_bug_found` checks the production pass too).
 #[test]
 fn without_the_rollout_step_claim_a_marker_written_after_the_read_is_missed() {
-    let config = ModelConfig { zones: 2, pods: 2, downscales: 1, skip_step_claims: true, ..ModelConfig::default() };
+    let config = ModelConfig {
+        zones: 2,
+        pods: 2,
+        downscales: 1,
+        defences: Defences::ALL.without(&[Layer::RolloutStepClaims]),
+        ..ModelConfig::default()
+    };
     let (bad, timeline) = violations(&config, Arc::new(RolloutPlanner), true);
     assert_eq!(bad, vec!["no rollout step while a downscale is being prepared"], "{timeline}");
     assert!(timeline.contains("WebhookMarksDownscale"), "{timeline}");
-    let claimed = ModelConfig { skip_step_claims: false, ..config };
+    let claimed = ModelConfig { defences: Defences::ALL, ..config };
     let (bad, timeline) = violations(&claimed, Arc::new(RolloutPlanner), false);
     assert!(bad.is_empty(), "{bad:?}\n{timeline}");
 }

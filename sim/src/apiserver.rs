@@ -7,7 +7,7 @@
 use crate::checker::Knowledge;
 use crate::rng::SimRng;
 use crate::store::{Kind, LogEntry, Obj, SharedStore};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
@@ -94,6 +94,12 @@ pub enum Op {
     GetSecret {
         name: String,
     },
+    GetDeployment {
+        name: String,
+    },
+    GetReplicaSet {
+        name: String,
+    },
     CreateSecret {
         secret: Box<Secret>,
     },
@@ -139,6 +145,8 @@ pub enum Reply {
     Pods(Result<Vec<Pod>, ApiError>),
     Pod(Result<Option<Box<Pod>>, ApiError>),
     Secret(Result<Option<Box<Secret>>, ApiError>),
+    Deployment(Result<Option<Box<Deployment>>, ApiError>),
+    ReplicaSet(Result<Option<Box<ReplicaSet>>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -278,6 +286,8 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::GetPod { name } => access("", "pods", "get", Some(name)),
         Op::PatchPodAnnotations { name, .. } => access("", "pods", "patch", Some(name)),
         Op::GetSecret { name } => access("", "secrets", "get", Some(name)),
+        Op::GetDeployment { name } => access("apps", "deployments", "get", Some(name)),
+        Op::GetReplicaSet { name } => access("apps", "replicasets", "get", Some(name)),
         Op::CreateSecret { .. } => access("", "secrets", "create", None),
         Op::ReplaceSecret { secret } => access("", "secrets", "update", Some(&name_of(&secret.metadata))),
         // RBAC cannot restrict a create by name.
@@ -314,6 +324,8 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::ListPods { .. } => Reply::Pods(Err(err)),
         Op::GetPod { .. } | Op::PatchPodAnnotations { .. } => Reply::Pod(Err(err)),
         Op::GetSecret { .. } | Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => Reply::Secret(Err(err)),
+        Op::GetDeployment { .. } => Reply::Deployment(Err(err)),
+        Op::GetReplicaSet { .. } => Reply::ReplicaSet(Err(err)),
     }
 }
 
@@ -441,6 +453,8 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
             Reply::Done(result)
         }
         Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
+        Op::GetDeployment { name } => Reply::Deployment(Ok(store.deployments.get(name).cloned().map(Box::new))),
+        Op::GetReplicaSet { name } => Reply::ReplicaSet(Ok(store.replicasets.get(name).cloned().map(Box::new))),
         Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(list_statefulsets(&store, selector))),
         Op::ListPods { selector } => Reply::Pods(Ok(list_pods(&store, selector))),
         Op::GetPod { name } => Reply::Pod(Ok(store.pods.get(name).cloned().map(Box::new))),

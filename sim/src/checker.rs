@@ -63,6 +63,20 @@ pub const NO_DOWNSCALE_DURING_ROLLOUT: &str = "no downscale during a rollout, no
 /// Under a real deployment's RBAC, the operator asks for nothing it is not granted (a feature that needs more is
 /// off for that deployment, not failing on 403s).
 pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
+/// A controller deletion deletes the pod it was planned on: a pod (uid) it never saw is one it knew nothing about, so
+/// deleting it cannot have been decided safely (the uid precondition refuses it).
+pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
+/// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
+/// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
+/// The no-downscale webhook: a decrease of the replicas of an object labelled `grafana.com/no-downscale: "true"`
+/// is denied (unless the webhook could not read the object's parent and says so: the reference's fail-open policy),
+/// and every other change (upscales, unlabelled objects) is allowed.
+pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, others are";
+/// Mirror replicas: the controller scales a mirror StatefulSet only to values its reference resource asked for.
+pub const MIRROR: &str = "mirror StatefulSets follow their reference";
+/// Delayed downscale: a pod is removed only after it has been preparing for the delay.
+pub const DELAYED_DOWNSCALE: &str = "delayed downscale removes only pods prepared for the delay";
+pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +143,8 @@ pub struct Checker {
     /// Judged pairs whose commits came less than a second more than the min time apart, by who wrote the later
     /// one (the controller, anyone else): where a check off by a second would have broken the min time.
     pub near_min_time: (u64, u64),
+    /// No-downscale admissions judged: (denied, allowed).
+    pub no_downscale_admissions: (u64, u64),
     /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,
     /// pods above `spec.replicas` still there, or a replica change in the last 30 s).
     pub rolled_while_scaling: u64,
@@ -266,9 +282,17 @@ impl Checker {
         let known = self.known(k);
         // The pod as the controller knew it, if it knew this very pod (same uid); else as committed: a deletion of
         // a pod the controller never saw is judged on that pod, not on an earlier one of the same name.
-        let pod =
-            known.pods.get(&target.name).filter(|p| p.uid == target.uid).cloned().unwrap_or_else(|| target.clone());
+        let seen = known.pods.get(&target.name).filter(|p| p.uid == target.uid).cloned();
         let basis = format!("(known: sts rv {}, pod rv {}, process #{})", k.sts_rv, k.pod_rv, k.incarnation);
+        if seen.is_none() {
+            let knew = match known.pods.get(&target.name) {
+                Some(p) => format!("it knew {} as uid {}", p.name, p.uid),
+                None => format!("it knew no pod {}", target.name),
+            };
+            let detail = format!("deleted {} (uid {}), a pod it had not seen: {knew} {basis}", target.name, target.uid);
+            self.violate(at, ONLY_SEEN_PODS, detail);
+        }
+        let pod = seen.unwrap_or_else(|| target.clone());
         if let Some(sts) = known.sts.get(&pod.sts).cloned() {
             for other in known.sts.values().filter(|o| o.group == sts.group && o.name != sts.name) {
                 if let Some(why) = known.describe_unready(other) {
@@ -456,6 +480,24 @@ impl Checker {
         }
     }
 
+    /// A controller's increase of `sts`'s replicas, about to commit, judged on what the controller knew: a follower
+    /// that waits for its leader's readiness is scaled up only while the leader reports every replica ready.
+    pub fn judge_controller_upscale(&mut self, at: Duration, k: Knowledge, sts: &str) {
+        let known = self.known(k);
+        let Some(s) = known.sts.get(sts) else { return };
+        if !s.upscale_only_when_leader_ready {
+            return;
+        }
+        let Some(leader) = s.leader.as_ref().and_then(|l| known.sts.get(l)) else { return };
+        if leader.ready_replicas != leader.replicas {
+            let detail = format!(
+                "scaled {sts} up while its leader {} had {}/{} replicas ready (known: sts rv {}, process #{})",
+                leader.name, leader.ready_replicas, leader.replicas, k.sts_rv, k.incarnation
+            );
+            self.violate(at, LEADER_READY_UPSCALE, detail);
+        }
+    }
+
     /// Invariant 5, controller side: a controller deletion of `pod` committed while a downscale of `preparing` (a
     /// StatefulSet of the same group) was being prepared: from the commit of the record write carrying its
     /// in-progress marker until the downscale committed (or was denied).
@@ -465,6 +507,41 @@ impl Checker {
             k.incarnation, k.sts_rv, k.pod_rv
         );
         self.violate(at, NO_DOWNSCALE_DURING_ROLLOUT, detail);
+    }
+
+    /// Judges the no-downscale webhook's answer to a change of `what` from `from` to `to` replicas.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge_no_downscale(
+        &mut self,
+        at: Duration,
+        what: &str,
+        labelled: bool,
+        from: u32,
+        to: u32,
+        allowed: bool,
+        warnings: &[String],
+    ) {
+        match allowed {
+            true => self.no_downscale_admissions.1 += 1,
+            false => self.no_downscale_admissions.0 += 1,
+        }
+        let lookup_failed = warnings.iter().any(|w| w.starts_with("can't get"));
+        if allowed && labelled && to < from && !lookup_failed {
+            let why = if warnings.is_empty() { String::new() } else { format!(" (warnings: {})", warnings.join("; ")) };
+            let detail = format!("admitted {what} {from} -> {to}, labelled {}{why}", rollout_core::keys::NO_DOWNSCALE);
+            self.violate(at, NO_DOWNSCALE_LABEL, detail);
+        }
+        if !allowed && (!labelled || to > from) {
+            self.violate(at, NO_DOWNSCALE_LABEL, format!("denied {what} {from} -> {to}, which must be allowed"));
+        }
+    }
+
+    pub fn record_mirror_violation(&mut self, at: Duration, detail: String) {
+        self.violate(at, MIRROR, detail);
+    }
+
+    pub fn record_delayed_violation(&mut self, at: Duration, detail: String) {
+        self.violate(at, DELAYED_DOWNSCALE, detail);
     }
 
     pub fn record_forbidden(&mut self, at: Duration, detail: String) {

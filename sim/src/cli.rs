@@ -2,6 +2,7 @@
 //! seed, throughput), `replay --seed N` (one seed with its full trace).
 
 use clap::{Parser, Subcommand};
+use rollout_core::Defences;
 use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario};
 use std::time::{Duration, Instant};
 
@@ -115,6 +116,43 @@ struct ScenarioArgs {
     /// default, so seeds found without it replay the same world.
     #[arg(long)]
     events: bool,
+    /// The defences in depth in force: `all`, or `-` and the layers to switch off, comma-separated, of
+    /// uid-preconditions, expectations, reread-after-claim, claim-dated-at-deadline, redated-at-commit,
+    /// record-fails-closed, rollout-step-claims (test-only: shows what each layer holds off).
+    #[arg(long, default_value = "all")]
+    defences: String,
+    /// Someone else deletes a pod every 5-30 s of the fault phase (evictions); the StatefulSet controller recreates
+    /// it under the same name.
+    #[arg(long)]
+    evictions: bool,
+    /// With --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
+    #[arg(long = "slow-admissions")]
+    slow_admissions: bool,
+    /// A second rollout group in the namespace (store-gateway), pushed along with the first.
+    #[arg(long = "second-group")]
+    second_group: bool,
+    /// Pods have a sidecar that crashes now and then while the pod still reports Ready.
+    #[arg(long)]
+    sidecars: bool,
+    /// With --scaling: followers scale up only once every leader replica is ready
+    /// (grafana.com/rollout-upscale-only-when-leader-ready).
+    #[arg(long = "leader-ready-upscales")]
+    leader_ready_upscales: bool,
+    /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
+    /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
+    #[arg(long = "recent-downscale")]
+    recent_downscale: bool,
+    /// A Deployment, a ReplicaSet and a StatefulSet, some labelled grafana.com/no-downscale, scaled by a user through
+    /// the no-downscale webhook (object UPDATEs and /scale updates).
+    #[arg(long = "no-downscale")]
+    no_downscale: bool,
+    /// Every zone mirrors its replicas from a ReplicaTemplate whose spec.replicas a user changes
+    /// (grafana.com/rollout-mirror-replicas-from-resource-*).
+    #[arg(long)]
+    mirror: bool,
+    /// With --mirror: delayed downscale (20 s), the simulated pods answering the prepare and cancel calls.
+    #[arg(long = "delayed-downscale")]
+    delayed_downscale: bool,
 }
 
 impl ScenarioArgs {
@@ -141,6 +179,15 @@ impl ScenarioArgs {
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
             (self.boundary_probes, " --boundary-probes"),
+            (self.evictions, " --evictions"),
+            (self.slow_admissions, " --slow-admissions"),
+            (self.second_group, " --second-group"),
+            (self.sidecars, " --sidecars"),
+            (self.leader_ready_upscales, " --leader-ready-upscales"),
+            (self.recent_downscale, " --recent-downscale"),
+            (self.no_downscale, " --no-downscale"),
+            (self.mirror, " --mirror"),
+            (self.delayed_downscale, " --delayed-downscale"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -151,6 +198,9 @@ impl ScenarioArgs {
         }
         if self.min_ready_seconds > 0 {
             flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
+        }
+        if self.defences != "all" {
+            flags.push_str(&format!(" --defences={}", self.defences));
         }
         flags
     }
@@ -200,7 +250,33 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.pushes_at_scaling && !args.scaling {
         return Err("--pushes-at-scaling needs --scaling".to_string());
     }
+    let defences = Defences::parse(&args.defences).map_err(|e| format!("--defences {e}"))?;
+    if args.slow_admissions && !args.webhook {
+        return Err("--slow-admissions needs --webhook".to_string());
+    }
+    if args.delayed_downscale && !args.mirror {
+        return Err("--delayed-downscale needs --mirror".to_string());
+    }
+    if args.mirror && args.scaling {
+        return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
+    }
+    if args.leader_ready_upscales && !args.scaling {
+        return Err("--leader-ready-upscales needs --scaling".to_string());
+    }
+    if args.recent_downscale && !(args.scaling || args.webhook) {
+        return Err("--recent-downscale needs --scaling or --webhook".to_string());
+    }
     Ok(Scenario {
+        second_group: args.second_group,
+        sidecars: args.sidecars,
+        leader_ready_upscales: args.leader_ready_upscales,
+        recent_downscale: args.recent_downscale,
+        no_downscale: args.no_downscale,
+        mirror: args.mirror,
+        delayed_downscale: args.delayed_downscale,
+        evictions: args.evictions,
+        slow_admissions: args.slow_admissions,
+        defences,
         scaling,
         observe_lag: args.observe_lag,
         pushes_at_scaling: args.pushes_at_scaling,

@@ -37,6 +37,8 @@ pub struct SimCluster {
 struct Inner {
     ep: Endpoint,
     incarnation: u64,
+    /// Added before each request: a client on a busy node, or far from the API server.
+    delay: Duration,
     next_tag: AtomicU64,
     consumed: Mutex<(u64, u64)>,
 }
@@ -44,10 +46,14 @@ struct Inner {
 impl SimCluster {
     /// Binds this process's endpoint. `incarnation` names the controller process in traces and judgements.
     pub async fn connect(incarnation: u64) -> std::io::Result<Self> {
+        Self::connect_slow(incarnation, Duration::ZERO).await
+    }
+
+    /// [`SimCluster::connect`] for a client whose every request first waits `delay`.
+    pub async fn connect_slow(incarnation: u64, delay: Duration) -> std::io::Result<Self> {
         let ep = Endpoint::bind("0.0.0.0:0").await?;
-        Ok(SimCluster {
-            inner: Arc::new(Inner { ep, incarnation, next_tag: AtomicU64::new(1 << 32), consumed: Mutex::new((0, 0)) }),
-        })
+        let inner = Inner { ep, incarnation, delay, next_tag: AtomicU64::new(1 << 32), consumed: Mutex::new((0, 0)) };
+        Ok(SimCluster { inner: Arc::new(inner) })
     }
 
     fn knowledge(&self) -> Knowledge {
@@ -56,6 +62,9 @@ impl SimCluster {
     }
 
     async fn call(&self, op: Op) -> Result<Reply, ApiError> {
+        if !self.inner.delay.is_zero() {
+            tokio::time::sleep(self.inner.delay).await;
+        }
         let reply_tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
         let req = Request { reply_tag, knowledge: self.knowledge(), op };
         self.inner
@@ -218,14 +227,18 @@ impl LiveReads for SimCluster {
         }
     }
 
-    /// The simulated cluster runs no Deployments.
-    async fn get_deployment(&self, _name: &str) -> Result<Option<Deployment>, ApiError> {
-        Ok(None)
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        match self.call(Op::GetDeployment { name: name.to_string() }).await? {
+            Reply::Deployment(r) => r.map(|d| d.map(|d| *d)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
     }
 
-    /// The simulated cluster runs no ReplicaSets.
-    async fn get_replicaset(&self, _name: &str) -> Result<Option<ReplicaSet>, ApiError> {
-        Ok(None)
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        match self.call(Op::GetReplicaSet { name: name.to_string() }).await? {
+            Reply::ReplicaSet(r) => r.map(|d| d.map(|d| *d)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
     }
 
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {

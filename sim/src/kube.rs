@@ -39,6 +39,8 @@ pub struct KubeState {
     observed_replicas: BTreeMap<String, u32>,
     /// Observations that took 5-60 s.
     pub slow_observations: u64,
+    /// Pods are created with a sidecar container (`Scenario::sidecars`).
+    pub sidecars: bool,
 }
 
 pub type SharedKube = Arc<Mutex<KubeState>>;
@@ -58,6 +60,7 @@ impl KubeState {
             slow_observe_chance: 0.0,
             observed_replicas: BTreeMap::new(),
             slow_observations: 0,
+            sidecars: false,
         }
     }
 
@@ -190,7 +193,11 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                     let delay = kube.new_pod_ready_delay();
                     kube.ready_at.insert(uid.clone(), now + delay);
                     min_due(&mut next, now + delay);
-                    store.put_pod(objects::pod(&name, i, &update, uid, false, Timestamp::now()));
+                    let mut pod = objects::pod(&name, i, &update, uid, false, Timestamp::now());
+                    if kube.sidecars {
+                        objects::add_sidecar(&mut pod);
+                    }
+                    store.put_pod(pod);
                     store.trace("sts-ctrl", format!("created pod {pod_name} at {update}"));
                 }
                 Some(p) if p.metadata.deletion_timestamp.is_some() => {

@@ -113,7 +113,7 @@ pub fn pod(sts: &str, ordinal: u32, revision: &str, uid: String, ready: bool, no
     p
 }
 
-/// Sets the Ready condition and the container's readiness (a not-ready container is waiting in a crash loop).
+/// Sets the Ready condition and every container's readiness (a not-ready container is waiting in a crash loop).
 pub fn set_ready(pod: &mut Pod, ready: bool, now: Timestamp) {
     let status = pod.status.get_or_insert_with(Default::default);
     status.conditions = Some(vec![PodCondition {
@@ -130,8 +130,51 @@ pub fn set_ready(pod: &mut Pod, ready: bool, now: Timestamp) {
             ..Default::default()
         }
     };
-    status.container_statuses =
-        Some(vec![ContainerStatus { name: "main".into(), ready, state: Some(state), ..Default::default() }]);
+    let names: Vec<String> = match status.container_statuses.as_deref() {
+        Some(containers) if !containers.is_empty() => containers.iter().map(|c| c.name.clone()).collect(),
+        _ => vec!["main".into()],
+    };
+    status.container_statuses = Some(
+        names
+            .into_iter()
+            .map(|name| ContainerStatus { name, ready, state: Some(state.clone()), ..Default::default() })
+            .collect(),
+    );
+}
+
+/// The name of the second container of pods with sidecars.
+pub const SIDECAR: &str = "sidecar";
+
+/// Gives the pod a second container, as ready as its first.
+pub fn add_sidecar(pod: &mut Pod) {
+    let Some(containers) = pod.status.as_mut().and_then(|s| s.container_statuses.as_mut()) else { return };
+    if let Some(main) = containers.first().cloned() {
+        containers.push(ContainerStatus { name: SIDECAR.into(), ..main });
+    }
+}
+
+/// Sets the sidecar's readiness alone, leaving the Ready condition as it is (the kubelet's condition lags behind a
+/// container that has just crashed). Whether the pod has a sidecar.
+pub fn set_sidecar_ready(pod: &mut Pod, ready: bool, now: Timestamp) -> bool {
+    let Some(containers) = pod.status.as_mut().and_then(|s| s.container_statuses.as_mut()) else { return false };
+    let Some(sidecar) = containers.iter_mut().find(|c| c.name == SIDECAR) else { return false };
+    sidecar.ready = ready;
+    sidecar.state = Some(if ready {
+        ContainerState { running: Some(ContainerStateRunning { started_at: Some(time(now)) }), ..Default::default() }
+    } else {
+        ContainerState {
+            waiting: Some(ContainerStateWaiting { reason: Some("CrashLoopBackOff".into()), ..Default::default() }),
+            ..Default::default()
+        }
+    });
+    true
+}
+
+/// Every container reported, ready and running.
+pub fn containers_ready(pod: &Pod) -> bool {
+    let containers = pod.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or(&[]);
+    !containers.is_empty()
+        && containers.iter().all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()))
 }
 
 pub fn is_ready(pod: &Pod) -> bool {
@@ -169,7 +212,8 @@ impl PodSum {
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             revision: pod_revision(pod),
-            ready: is_ready(pod),
+            // Serving: the Ready condition and every container (a Ready pod with a crashed sidecar is not).
+            ready: is_ready(pod) && containers_ready(pod),
             ready_since: pod
                 .status
                 .as_ref()
@@ -202,6 +246,12 @@ pub struct StsSum {
     pub template_revision: String,
     /// `spec.minReadySeconds`.
     pub min_ready_seconds: u32,
+    /// `status.readyReplicas`.
+    pub ready_replicas: u32,
+    /// `grafana.com/rollout-downscale-leader`.
+    pub leader: Option<String>,
+    /// `grafana.com/rollout-upscale-only-when-leader-ready: "true"`.
+    pub upscale_only_when_leader_ready: bool,
 }
 
 impl StsSum {
@@ -229,6 +279,11 @@ impl StsSum {
             update_revision: status.update_revision.unwrap_or_default(),
             template_revision: template_revision(sts),
             min_ready_seconds: sts.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u32,
+            ready_replicas: status.ready_replicas.unwrap_or(0).max(0) as u32,
+            leader: ann.get(keys::ROLLOUT_DOWNSCALE_LEADER).cloned(),
+            upscale_only_when_leader_ready: ann
+                .get(keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY)
+                .is_some_and(|v| v == "true"),
         }
     }
 }

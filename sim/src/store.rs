@@ -104,6 +104,14 @@ pub struct Store {
     pub scale_targets: BTreeMap<(String, String), serde_json::Value>,
     /// Secrets (the webhook certificate). Not watched either.
     pub secrets: BTreeMap<String, Secret>,
+    /// Deployments and ReplicaSets (the no-downscale webhook's other kinds). Not watched.
+    pub deployments: BTreeMap<String, k8s_openapi::api::apps::v1::Deployment>,
+    pub replicasets: BTreeMap<String, k8s_openapi::api::apps::v1::ReplicaSet>,
+    /// Mirror worlds: every value the reference resource's `spec.replicas` took, from when.
+    pub reference_history: Vec<(Duration, u32)>,
+    /// Delayed downscale: per pod, when it says it started preparing (whole seconds, as it answers), since its last
+    /// cancel. A pod that goes away forgets it.
+    pub prepared: BTreeMap<String, Timestamp>,
     pub log: VecDeque<LogEntry>,
     /// Watches resuming from a resourceVersion below this get "too old resource version".
     pub compacted_to: u64,
@@ -120,12 +128,15 @@ pub struct Store {
     pub downscale_record: String,
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
-    /// Downscales being prepared (invariant 5): StatefulSet -> its group, from the commit of a record write carrying
-    /// its in-progress marker until the world receives the webhook's answer ([`Store::end_preparing`]), or until a
-    /// record write of the same admission takes the marker out (its undo, which runs after the pods' cancel calls).
+    /// Downscales being prepared (invariant 5): StatefulSet -> (its group, the admission, its marker's `until`),
+    /// from the commit of a record write carrying its in-progress marker until the world receives the webhook's
+    /// answer ([`Store::end_preparing`]), or until the admission gives the downscale up first: its own record write
+    /// removes the marker (an undo), or the marker expires. An admitted downscale commits before its marker expires
+    /// (the webhook allows only with half the commit margin left on the marker), so neither ends the window of a
+    /// downscale that happens; they end that of one being denied, whose answer may take seconds more to arrive.
     /// Only markers written by an admission still waiting for its answer count: a claim that commits after the
     /// webhook gave up on it (a delayed request) opens no window; the controller still honours its marker.
-    pub preparing: BTreeMap<String, (String, u64)>,
+    pub preparing: BTreeMap<String, (String, u64, Timestamp)>,
     /// The admission (webhook client incarnation) whose request is being served, set around its record writes.
     pub admission_writing: Option<u64>,
     /// Admissions answered so far.
@@ -159,6 +170,10 @@ impl Store {
             api_resources: Vec::new(),
             scale_targets: BTreeMap::new(),
             secrets: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            replicasets: BTreeMap::new(),
+            reference_history: Vec::new(),
+            prepared: BTreeMap::new(),
             log: VecDeque::new(),
             compacted_to: 0,
             log_capacity,
@@ -351,6 +366,7 @@ impl Store {
     }
 
     pub fn remove_pod(&mut self, name: &str) {
+        self.prepared.remove(name);
         if let Some(mut pod) = self.pods.remove(name) {
             self.rv += 1;
             pod.metadata.resource_version = rv_string(self.rv);
@@ -384,8 +400,13 @@ impl Store {
             .statefulsets
             .get(&objects::owner_of(&pod))
             .and_then(|s| s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned());
-        let preparing: Vec<String> =
-            self.preparing.iter().filter(|(_, (g, _))| Some(g) == group.as_ref()).map(|(s, _)| s.clone()).collect();
+        let now = Timestamp::now();
+        let preparing: Vec<String> = self
+            .preparing
+            .iter()
+            .filter(|(_, (g, _, until))| Some(g) == group.as_ref() && now < *until)
+            .map(|(s, _)| s.clone())
+            .collect();
         for sts in preparing {
             self.checker.judge_delete_while_preparing(at, k, name, &sts);
         }
@@ -460,17 +481,21 @@ impl Store {
         let Some(admission) = self.admission_writing else { return };
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
         let markers = rollout_core::downscale::parse_in_progress(raw.map(String::as_str)).unwrap_or_default();
-        // The admission took its own marker out: its undo is done (pods told to cancel, then the claim given back),
-        // so nothing of that preparation is left (sim seed 196 of `--webhook`: the answer itself arrived 10 s later).
-        let given_back: Vec<String> = self
-            .preparing
-            .iter()
-            .filter(|(sts, (_, a))| *a == admission && !markers.iter().any(|m| &m.statefulset == *sts))
-            .map(|(sts, _)| sts.clone())
-            .collect();
-        for sts in given_back {
-            self.trace("checker", format!("downscale of {sts} no longer being prepared (its marker given back)"));
-            self.preparing.remove(&sts);
+        // This admission's own write without its marker (an undo), or with it re-dated (the downscale dated).
+        let own: Vec<String> =
+            self.preparing.iter().filter(|(_, (_, a, _))| *a == admission).map(|(s, _)| s.clone()).collect();
+        for sts in own {
+            match markers.iter().find(|m| m.statefulset == sts) {
+                Some(m) => {
+                    if let Some(entry) = self.preparing.get_mut(&sts) {
+                        entry.2 = m.until;
+                    }
+                }
+                None => {
+                    self.trace("checker", format!("downscale of {sts} given up (its marker removed by its admission)"));
+                    self.preparing.remove(&sts);
+                }
+            }
         }
         for m in markers {
             // A marker counts once, when first written: a later record write that merely carries it along (or a
@@ -483,7 +508,7 @@ impl Store {
                 self.trace("checker", line);
             } else if !self.preparing.contains_key(&m.statefulset) {
                 self.trace("checker", format!("downscale of {} being prepared (marker committed)", m.statefulset));
-                self.preparing.insert(m.statefulset, (m.group, admission));
+                self.preparing.insert(m.statefulset, (m.group, admission, m.until));
             }
         }
     }
@@ -491,7 +516,7 @@ impl Store {
     /// The webhook answered the admission of a downscale of `sts`: it is no longer being prepared.
     pub fn end_preparing(&mut self, sts: &str, admission: u64) {
         self.answered.insert(admission);
-        if self.preparing.get(sts).is_some_and(|(_, a)| *a == admission) {
+        if self.preparing.get(sts).is_some_and(|(_, a, _)| *a == admission) {
             self.preparing.remove(sts);
         }
     }
@@ -530,6 +555,7 @@ impl Store {
             return Ok(sts);
         }
         let decrease = spec.replicas.is_some_and(|r| replicas < r);
+        let increase = spec.replicas.is_some_and(|r| replicas > r);
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
@@ -538,6 +564,13 @@ impl Store {
         }
         if controller.is_some() && self.being_rolled(name) {
             self.checker.scaled_while_rolling += 1;
+        }
+        if let Some(k) = controller.filter(|_| increase || decrease) {
+            self.judge_mirror_scale(&sts, replicas.max(0) as u32, k);
+        }
+        if let (true, Some(k)) = (increase, controller) {
+            let at = self.elapsed();
+            self.checker.judge_controller_upscale(at, k, name);
         }
         if let (true, Some(k)) = (decrease, controller) {
             let at = self.elapsed();
@@ -548,6 +581,62 @@ impl Store {
         let committed = self.put_statefulset(new);
         self.writer_basis = None;
         Ok(committed)
+    }
+
+    /// A controller's replica change of `sts` to `to`, about to commit: a mirror StatefulSet goes only to values its
+    /// reference held over the last 30 s (longer than a pass can take from its read to its write), and a delayed
+    /// downscale removes only pods that have been preparing for the delay.
+    fn judge_mirror_scale(&mut self, sts: &StatefulSet, to: u32, k: Knowledge) {
+        let Ok(view) = rollout_core::StatefulSetView::from_k8s(sts) else { return };
+        if !matches!(view.scaling.mirror, Some(Ok(_))) {
+            return;
+        }
+        let (at, from, name) = (self.elapsed(), view.replicas, view.name.clone());
+        let since = at.saturating_sub(Duration::from_secs(30));
+        let held_before = self.reference_history.iter().rev().find(|(t, _)| *t <= since).map(|(_, n)| *n);
+        let recent: Vec<u32> = held_before
+            .into_iter()
+            .chain(self.reference_history.iter().filter(|(t, _)| *t > since).map(|(_, n)| *n))
+            .collect();
+        // A delayed downscale may stop short of the reference (only the tail of pods prepared long enough goes);
+        // any other change goes exactly to a value the reference held.
+        let partial = to < from && matches!(view.scaling.delayed_downscale, Some(Ok(_)));
+        let followed = match partial {
+            true => recent.iter().any(|low| *low <= to),
+            false => recent.contains(&to),
+        };
+        if !followed {
+            let detail = format!(
+                "scaled mirror {name} {from} -> {to}; its reference's spec.replicas over the last 30 s: {recent:?} (process #{})",
+                k.incarnation
+            );
+            self.checker.record_mirror_violation(at, detail);
+        }
+        let Some(Ok(delayed)) = &view.scaling.delayed_downscale else { return };
+        let now = Timestamp::now();
+        for ordinal in to..from {
+            let pod = format!("{name}-{ordinal}");
+            // A pod already gone or on its way out loses nothing to the downscale.
+            if self.pods.get(&pod).is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
+                continue;
+            }
+            let prepared = self.prepared.get(&pod).copied();
+            let long_enough = prepared.is_some_and(|since| {
+                now.duration_since(since) >= jiff::SignedDuration::try_from(delayed.delay).unwrap_or_default()
+            });
+            if !long_enough {
+                let how = match prepared {
+                    Some(since) => format!("preparing only since {:.1}s ago", now.duration_since(since).as_secs_f64()),
+                    None => "not preparing".to_string(),
+                };
+                let detail = format!(
+                    "scaled {name} {from} -> {to} while {pod} was {how} (delay {}s, process #{})",
+                    delayed.delay.as_secs(),
+                    k.incarnation
+                );
+                self.checker.record_delayed_violation(at, detail);
+            }
+        }
     }
 
     /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.

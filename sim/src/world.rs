@@ -18,8 +18,10 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
-use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
-use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
+use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
+use rollout_operator::admission::webhooks::{
+    NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
+};
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
@@ -66,10 +68,16 @@ pub enum PlannerKind {
     /// A Ready pod above `spec.replicas` (condemned by a scale-down) stands in for a missing kept pod, as readiness
     /// counted by number once did (sim seeds 62 and 112). Sim-local: [`CondemnedPodFillsMissingSlot`].
     CondemnedPodFillsMissingSlot,
+    /// A pod counts as available on its Ready condition alone, whatever its containers say. Sim-local:
+    /// [`IgnoresContainerReadiness`].
+    IgnoresContainerReadiness,
+    /// `grafana.com/rollout-upscale-only-when-leader-ready` ignored: followers scale up at once. Sim-local:
+    /// [`UpscalesBeforeLeaderReady`].
+    UpscalesBeforeLeaderReady,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 14] = [
+    pub const ALL: [PlannerKind; 16] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -84,6 +92,8 @@ impl PlannerKind {
         PlannerKind::MinTimeSecondEarly,
         PlannerKind::MissingPodsSpendNoBudget,
         PlannerKind::CondemnedPodFillsMissingSlot,
+        PlannerKind::IgnoresContainerReadiness,
+        PlannerKind::UpscalesBeforeLeaderReady,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +112,8 @@ impl PlannerKind {
             PlannerKind::MinTimeSecondEarly => "min-time-second-early",
             PlannerKind::MissingPodsSpendNoBudget => "missing-pods-spend-no-budget",
             PlannerKind::CondemnedPodFillsMissingSlot => "condemned-pod-fills-missing-slot",
+            PlannerKind::IgnoresContainerReadiness => "ignores-container-readiness",
+            PlannerKind::UpscalesBeforeLeaderReady => "upscales-before-leader-ready",
         }
     }
 
@@ -153,6 +165,35 @@ impl Planner for CondemnedPodFillsMissingSlot {
                     p.name = format!("{prefix}{slot}");
                 }
             }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Availability read from the Ready condition alone: a pod whose sidecar has crashed, while the kubelet still
+/// reports it Ready, counts as serving.
+pub struct IgnoresContainerReadiness;
+
+impl Planner for IgnoresContainerReadiness {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for p in group.members.iter_mut().flat_map(|m| m.pods.iter_mut()) {
+            if p.container_count > 0 {
+                p.containers_ready_and_running = true;
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Followers scale up to their leader at once, ignoring `grafana.com/rollout-upscale-only-when-leader-ready`.
+pub struct UpscalesBeforeLeaderReady;
+
+impl Planner for UpscalesBeforeLeaderReady {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            m.sts.scaling.upscale_only_when_leader_ready = false;
         }
         RolloutPlanner.plan(&group, ctx)
     }
@@ -308,6 +349,41 @@ pub struct Scenario {
     /// `-events.enabled`: the controller records Events (off by default: every seed pinned before Events existed
     /// replays the world it was found in; the Event recorder's tasks and requests change the interleaving).
     pub events: bool,
+    /// Someone else deletes pods during the fault phase (a node drain's evictions, `kubectl delete pod`): one every
+    /// 5-30 s, a pod of a random zone below its `spec.replicas`; the StatefulSet controller recreates it under the
+    /// same name. Drawn from a generator of its own, so the run's other draws are those of the world without it.
+    pub evictions: bool,
+    /// Every API request of the prepare-downscale webhook's admissions first waits 0.2-0.8 s (an operator replica on
+    /// a busy node): the webhook's reads, its claim and its re-read spread over seconds, while the controller's
+    /// rollout steps take milliseconds.
+    pub slow_admissions: bool,
+    /// A second rollout group in the namespace (`store-gateway`, as many zones and pods as the first), pushed with
+    /// every template push of the first: the cache, the work queue and the checker keep groups apart.
+    pub second_group: bool,
+    /// Every pod has a sidecar container, and during the fault phase one every 10-40 s crashes for 5-30 s while the
+    /// kubelet still reports the pod Ready (the condition lags behind the container): a Ready pod that does not
+    /// serve. Drawn from a generator of its own.
+    pub sidecars: bool,
+    /// With `--scaling`: the followers carry `grafana.com/rollout-upscale-only-when-leader-ready: "true"`.
+    pub leader_ready_upscales: bool,
+    /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
+    /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
+    /// the min time of it: the record must be bootstrapped from the annotation.
+    pub recent_downscale: bool,
+    /// The namespace also holds a Deployment and a StatefulSet labelled `grafana.com/no-downscale: "true"` and an
+    /// unlabelled ReplicaSet, and a user changes their replicas 8-20 times during the fault phase through the real
+    /// no-downscale webhook, as object UPDATEs and as `/scale` updates (the webhook then reads the parent live).
+    pub no_downscale: bool,
+    /// Every zone mirrors its replicas from a ReplicaTemplate (`grafana.com/rollout-mirror-replicas-from-resource-*`:
+    /// API discovery, the `scale` subresource, the status write-back), whose `spec.replicas` a user (an HPA) changes
+    /// 6-14 times in the fault phase.
+    pub mirror: bool,
+    /// With `mirror`: `grafana.com/rollout-delayed-downscale: 20s` and the pods' prepare URL; the simulated pods
+    /// answer the controller's POST (prepare) and DELETE (cancel), a few failing.
+    pub delayed_downscale: bool,
+    /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
+    /// layer alone, `rollout_core::defences`).
+    pub defences: Defences,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -487,6 +563,15 @@ impl Scenario {
             ..Scenario::default()
         }
     }
+
+    /// Admitted downscales during rollouts (`--webhook`) with a 60 s min time and zone-b downscaled just before the
+    /// start (its `grafana.com/last-downscale`), the annotation dropped once the record exists: the record's
+    /// bootstrap from the annotations is what keeps zone-a and zone-c's early downscales waiting.
+    pub fn recent_downscale() -> Self {
+        let base = Scenario::rollout_with_admitted_downscales();
+        let scaling = base.scaling.clone().map(|s| ScalingScenario { min_time: Duration::from_secs(60), ..s });
+        Scenario { scaling, recent_downscale: true, ..base }
+    }
 }
 
 impl Default for Scenario {
@@ -511,6 +596,16 @@ impl Default for Scenario {
             observe_lag: false,
             pushes_at_scaling: false,
             events: false,
+            defences: Defences::ALL,
+            evictions: false,
+            slow_admissions: false,
+            second_group: false,
+            sidecars: false,
+            leader_ready_upscales: false,
+            recent_downscale: false,
+            no_downscale: false,
+            mirror: false,
+            delayed_downscale: false,
         }
     }
 }
@@ -539,6 +634,8 @@ pub struct Outcome {
     pub reactions: crate::reaction::Reactions,
     /// The Events the operator wrote.
     pub events: EventStats,
+    /// No-downscale webhook answers judged: (denied, allowed).
+    pub no_downscale_admissions: (u64, u64),
 }
 
 impl Outcome {
@@ -547,8 +644,123 @@ impl Outcome {
     }
 }
 
+/// Seeds the evictions' own generator (with the run's seed), so the world's other draws do not move.
+const EVICTIONS_STREAM: u64 = 0x6576_6963_7469_6f6e;
+
+/// The API group of the mirror worlds' reference resource (the ReplicaTemplate CRD of `deploy/base`).
+const MIRROR_GROUP: &str = "rollout-operator.grafana.com";
+/// Seeds the reference user's own generator, and the delayed-downscale pods'.
+const MIRROR_STREAM: u64 = 0x6d69_7272_6f72_7321;
+const DELAYED_PODS_STREAM: u64 = 0x6465_6c61_7965_6421;
+
+/// Sets the mirror worlds' reference resource's `spec.replicas` (the user's, or an HPA's, change).
+fn set_reference(st: &mut Store, replicas: u32) {
+    let key = ("replicatemplates".to_string(), GROUP.to_string());
+    let at = st.elapsed();
+    let object = st.scale_targets.entry(key).or_insert_with(|| serde_json::json!({"spec": {}, "status": {}}));
+    object["spec"]["replicas"] = serde_json::json!(replicas);
+    st.reference_history.push((at, replicas));
+    st.trace("user", format!("ReplicaTemplate {GROUP}: spec.replicas = {replicas}"));
+}
+
+/// The reference resource's `spec.replicas` and `status.replicas`, in the mirror worlds.
+fn reference_replicas(st: &Store) -> Option<(Option<i64>, Option<i64>)> {
+    let object = st.scale_targets.get(&("replicatemplates".to_string(), GROUP.to_string()))?;
+    Some((object.pointer("/spec/replicas")?.as_i64(), object.pointer("/status/replicas").and_then(|v| v.as_i64())))
+}
+
+/// The pods' delayed-downscale endpoints (the URL's host is `<pod>.<service>...`): POST starts preparing (and
+/// answers when it started, in whole seconds, as a pod does), DELETE cancels. Most answer within 50 ms; during the
+/// fault phase 3 % answer HTTP 500 and 2 % cannot be reached. What they answered is kept in the store for the checker.
+#[derive(Clone)]
+struct DelayedDownscalePods {
+    store: SharedStore,
+    rng: Arc<Mutex<SimRng>>,
+    failing_until: Instant,
+}
+
+impl PodHttpClient for DelayedDownscalePods {
+    async fn call(&self, request: PodRequest) -> Result<PodResponse, PodCallError> {
+        let (delay, roll) = {
+            let mut r = self.rng.lock().unwrap();
+            (r.millis(1, 50), r.range(0..100))
+        };
+        tokio::time::sleep(delay).await;
+        let method = if request.method == PodMethod::Post { "POST" } else { "DELETE" };
+        let host = request.url.split("://").nth(1).unwrap_or_default();
+        let pod = host.split(['.', ':', '/']).next().unwrap_or_default().to_string();
+        let mut st = self.store.lock().unwrap();
+        let faulty = Instant::now() < self.failing_until;
+        if (faulty && roll < 2) || !st.pods.contains_key(&pod) {
+            return Err(PodCallError::Transport { method, url: request.url, message: "connection refused".into() });
+        }
+        if faulty && roll < 5 {
+            return Ok(PodResponse { status: 500, body: b"not now".to_vec() });
+        }
+        match request.method {
+            PodMethod::Post => {
+                let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
+                let since = *st.prepared.entry(pod.clone()).or_insert(now);
+                if since == now {
+                    st.trace("pods", format!("{pod} prepares for a delayed downscale"));
+                }
+                let body = serde_json::json!({ "timestamp": since.as_second() }).to_string().into_bytes();
+                Ok(PodResponse { status: 200, body })
+            }
+            _ => {
+                if st.prepared.remove(&pod).is_some() {
+                    st.trace("pods", format!("{pod} cancels its delayed downscale"));
+                }
+                Ok(PodResponse { status: 200, body: Vec::new() })
+            }
+        }
+    }
+}
+
+/// Seeds the sidecar crashes' own generator.
+const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
+
+/// Sets `pod`'s sidecar ready or crashed, leaving its Ready condition; the pod's uid if that changed anything.
+fn set_sidecar(st: &mut Store, pod: &str, ready: bool) -> Option<String> {
+    let mut p = st.pods.get(pod).cloned()?;
+    let ready_now = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == objects::SIDECAR))
+        .map(|c| c.ready)?;
+    if ready_now == ready || p.metadata.deletion_timestamp.is_some() || (!ready && !objects::is_ready(&p)) {
+        return None;
+    }
+    objects::set_sidecar_ready(&mut p, ready, Timestamp::now());
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    st.put_pod(p);
+    let what = if ready { "recovered" } else { "crashed (the pod still reports Ready)" };
+    st.trace("kubelet", format!("sidecar of pod {pod} {what}"));
+    Some(uid)
+}
+
+/// Someone else deletes `pod` (an eviction): it becomes terminating, and the kubelet and the StatefulSet controller
+/// replace it as after any deletion. A pod already terminating or gone is left alone.
+fn evict(st: &mut Store, pod: &str) {
+    let Some(mut p) = st.pods.get(pod).cloned() else { return };
+    if p.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()));
+    st.put_pod(p);
+    st.trace("user", format!("evicted pod {pod}"));
+}
+
 fn zone_name(i: u32) -> String {
-    format!("{GROUP}-zone-{}", (b'a' + i as u8) as char)
+    group_zone_name(GROUP, i)
+}
+
+/// The second rollout group of `Scenario::second_group`.
+pub const SECOND_GROUP: &str = "store-gateway";
+
+fn group_zone_name(group: &str, i: u32) -> String {
+    format!("{group}-zone-{}", (b'a' + i as u8) as char)
 }
 
 /// Runs one seed to completion.
@@ -564,20 +776,30 @@ pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn sim_config() -> ReconcilerConfig {
-    ReconcilerConfig::default()
+fn sim_config(defences: Defences) -> ReconcilerConfig {
+    ReconcilerConfig { defences, ..ReconcilerConfig::default() }
 }
 
-async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: OperatorSetup, planner: P) {
+/// What the controller process is started with besides its planner.
+#[derive(Clone)]
+struct ControllerSetup {
+    /// The zone tracker's ConfigMap and whether Events are on.
+    operator: OperatorSetup,
+    defences: Defences,
+    /// The pods' delayed-downscale endpoints.
+    pods: DelayedDownscalePods,
+}
+
+async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
     let scaling = ScalingConfig {
         namespace: objects::NAMESPACE.to_string(),
-        downscale_record: setup.record.clone(),
+        downscale_record: setup.operator.record.clone(),
         ..ScalingConfig::default()
     };
     let metrics = Arc::new(Metrics::new());
-    let events = setup.recorder(&api, metrics.clone());
-    Controller::new(api, planner, sim_config(), metrics)
-        .with_scaling(NoPodClient, scaling)
+    let events = setup.operator.recorder(&api, metrics.clone());
+    Controller::new(api, planner, sim_config(setup.defences), metrics)
+        .with_scaling(setup.pods, scaling)
         .with_reporting(events, crate::events::PROGRESS_DEADLINE)
         .run(ReadyFlag::new(), std::future::pending())
         .await
@@ -609,6 +831,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let knobs = Arc::new(Mutex::new(Knobs::default()));
     let kube_rng = SimRng::new(rng.lock().unwrap().next_u64());
     let mut kube = KubeState::new(kube_rng);
+    kube.sidecars = sc.sidecars;
     if sc.observe_lag {
         kube.observe_lag = true;
         kube.slow_observe_chance = 0.5;
@@ -636,7 +859,16 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || kube::run(s.clone(), k.clone()))
         .build();
     let incarnations = Arc::new(AtomicU64::new(0));
-    let (s, planner, controller_setup) = (store.clone(), sc.planner, OperatorSetup::of(&sc));
+    let setup = ControllerSetup {
+        operator: OperatorSetup::of(&sc),
+        defences: sc.defences,
+        pods: DelayedDownscalePods {
+            store: store.clone(),
+            rng: Arc::new(Mutex::new(SimRng::new(seed ^ DELAYED_PODS_STREAM))),
+            failing_until: Instant::now() + sc.fault_phase,
+        },
+    };
+    let (s, planner) = (store.clone(), sc.planner);
     let controller = handle
         .create_node()
         .name("controller")
@@ -644,7 +876,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || {
             let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
             let store = s.clone();
-            let setup = controller_setup.clone();
+            let setup = setup.clone();
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                 let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
@@ -677,7 +909,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             })
             .collect();
         drop(r);
-        leader_changes = scaling_changes(&sc, &rng);
+        leader_changes = with_recent_downscale(&sc, seed, scaling_changes(&sc, &rng));
         if sc.pushes_at_scaling && !leader_changes.is_empty() {
             let mut r = rng.lock().unwrap();
             for (at, _) in &mut pushes {
@@ -689,7 +921,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }
         pushes.sort_unstable();
-        let store = store.clone();
+        let (store, second_group) = (store.clone(), sc.second_group);
         tasks.push(tokio::spawn(async move {
             for (n, (at, gaps)) in pushes.into_iter().enumerate() {
                 tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
@@ -697,6 +929,13 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     let Some(gap) = gap else { continue };
                     tokio::time::sleep(gap).await;
                     kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
+                    if second_group {
+                        kube::push_revision(
+                            &mut store.lock().unwrap(),
+                            &group_zone_name(SECOND_GROUP, z as u32),
+                            n as u32 + 1,
+                        );
+                    }
                 }
             }
         }));
@@ -713,13 +952,14 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     until: start + sc.fault_phase * 9 / 10,
                     rng: SimRng::new(rng.lock().unwrap().next_u64()),
                 });
-                let second_early = sc.planner == PlannerKind::MinTimeSecondEarly;
+                let (second_early, defences) = (sc.planner == PlannerKind::MinTimeSecondEarly, sc.defences);
                 handle
                     .create_node()
                     .name("webhook")
                     .ip(IpAddr::from([10, 0, 0, 4]))
                     .init(move || {
-                        scale_leader(s.clone(), changes.clone(), start, tracker, probes.clone(), second_early)
+                        let stand_in = StandIn { tracker, second_early, defences };
+                        scale_leader(s.clone(), changes.clone(), start, stand_in, probes.clone())
                     })
                     .build();
             }
@@ -753,6 +993,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                                 (at, to)
                             })
                             .collect();
+                        if z == 0 {
+                            zone_changes = with_recent_downscale(&sc, seed, zone_changes);
+                        }
                         zone_changes.sort_unstable();
                         per_sts.push((zone_name(z), zone_changes));
                     }
@@ -766,11 +1009,22 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         pick: SimRng::new(rng.lock().unwrap().next_u64()),
                         record: sc.downscale_record(),
                         scale_requests: sc.scale_requests,
+                        defences: sc.defences,
+                        slow: sc.slow_admissions,
                     };
                     users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
                 }
             }
         }
+    }
+
+    if sc.no_downscale {
+        let node = handle.create_node().name("no-downscale-user").ip(IpAddr::from([10, 0, 0, 8])).build();
+        let (store, fault_phase) = (store.clone(), sc.fault_phase);
+        let r = SimRng::new(seed ^ NO_DOWNSCALE_STREAM);
+        users.push(tokio::spawn(async move {
+            let _ = node.spawn(no_downscale_user(store, r, start, fault_phase)).await;
+        }));
     }
 
     // Faults.
@@ -819,6 +1073,90 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }));
     }
+    if sc.mirror {
+        let (store, fault_phase, mut r) = (store.clone(), sc.fault_phase, SimRng::new(seed ^ MIRROR_STREAM));
+        tasks.push(tokio::spawn(async move {
+            let count = r.range(6..15);
+            let mut changes: Vec<(Duration, u32)> = (0..count)
+                .map(|_| (r.millis(5_000, fault_phase.as_millis() as u64 * 9 / 10), r.range(1..6) as u32))
+                .collect();
+            changes.sort_unstable();
+            for (at, to) in changes {
+                tokio::time::sleep_until(start + at).await;
+                set_reference(&mut store.lock().unwrap(), to);
+            }
+        }));
+    }
+    if sc.recent_downscale {
+        // Once the record exists, the StatefulSets are re-applied from manifests without the annotation (`kubectl
+        // replace`): from then on only the record, bootstrapped from the annotation, remembers zone-b's downscale.
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let mut st = store.lock().unwrap();
+                let record = st.downscale_record.clone();
+                if !st.config_maps.contains_key(&record) {
+                    continue;
+                }
+                let annotated: Vec<String> = st
+                    .statefulsets
+                    .iter()
+                    .filter(|(_, s)| {
+                        s.metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.contains_key(rollout_core::keys::LAST_DOWNSCALE))
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in annotated {
+                    let mut sts = st.statefulsets[&name].clone();
+                    if let Some(a) = sts.metadata.annotations.as_mut() {
+                        a.remove(rollout_core::keys::LAST_DOWNSCALE);
+                    }
+                    st.put_statefulset(sts);
+                    st.trace(
+                        "user",
+                        format!("re-applied {name} from its manifest: {} dropped", rollout_core::keys::LAST_DOWNSCALE),
+                    );
+                }
+                break;
+            }
+        }));
+    }
+    if sc.sidecars {
+        let (store, zones, replicas) = (store.clone(), sc.zones, sc.replicas);
+        let mut r = SimRng::new(seed ^ SIDECARS_STREAM);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(r.millis(10_000, 40_000)).await;
+                let pod =
+                    format!("{}-{}", zone_name(r.range(0..u64::from(zones)) as u32), r.range(0..u64::from(replicas)));
+                let crashed = set_sidecar(&mut store.lock().unwrap(), &pod, false);
+                let Some(uid) = crashed else { continue };
+                tokio::time::sleep(r.millis(5_000, 30_000)).await;
+                let mut st = store.lock().unwrap();
+                if st.pods.get(&pod).and_then(|p| p.metadata.uid.as_ref()) == Some(&uid) {
+                    set_sidecar(&mut st, &pod, true);
+                }
+            }
+        }));
+    }
+    if sc.evictions {
+        let (store, zones) = (store.clone(), sc.zones);
+        let mut r = SimRng::new(seed ^ EVICTIONS_STREAM);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(r.millis(5_000, 30_000)).await;
+                let sts = zone_name(r.range(0..u64::from(zones)) as u32);
+                let mut st = store.lock().unwrap();
+                let replicas = st.statefulsets.get(&sts).and_then(|s| s.spec.as_ref()?.replicas).unwrap_or(0).max(0);
+                let pod = format!("{sts}-{}", r.range(0..replicas.max(1) as u64));
+                evict(&mut st, &pod);
+            }
+        }));
+    }
     if sc.faults.never_ready {
         kube_state.lock().unwrap().never_ready_chance = 0.1;
     }
@@ -836,6 +1174,10 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         net.update_config(|c| *c = madsim::net::Config::default());
         kube_state.lock().unwrap().heal();
         let mut st = store.lock().unwrap();
+        let pods: Vec<String> = st.pods.keys().cloned().collect();
+        for pod in pods {
+            set_sidecar(&mut st, &pod, true);
+        }
         // The kubelet sleeps until its next deadline; the heal moved deadlines earlier.
         st.wake_followers();
         let names: Vec<String> = st.statefulsets.keys().cloned().collect();
@@ -955,6 +1297,7 @@ fn judge(
         slow_observations,
         reactions: st.reactions.clone(),
         events,
+        no_downscale_admissions: st.checker.no_downscale_admissions,
     }
 }
 
@@ -963,6 +1306,18 @@ fn judge(
 fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     let mut st = store.lock().unwrap();
     st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+    if sc.no_downscale {
+        populate_no_downscale(&mut st);
+    }
+    if sc.mirror {
+        st.api_resources.push(rollout_operator::cluster::ApiResourceRef {
+            group: MIRROR_GROUP.into(),
+            version: "v1".into(),
+            kind: "ReplicaTemplate".into(),
+            plural: "replicatemplates".into(),
+        });
+        set_reference(&mut st, sc.replicas);
+    }
     if let Some(d) = sc.deployment {
         let tracker = if d.zone_tracker() { "with" } else { "without" };
         st.trace("sim", format!("RBAC of the {} deployment, {tracker} the zone tracker", d.name()));
@@ -977,13 +1332,25 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             sc.planner.name()
         ),
     );
-    for z in 0..sc.zones {
-        let name = zone_name(z);
-        let mut sts = objects::statefulset(GROUP, &name, sc.replicas, sc.max_unavailable);
+    let groups: &[&str] = if sc.second_group { &[GROUP, SECOND_GROUP] } else { &[GROUP] };
+    for (group, z) in groups.iter().flat_map(|g| (0..sc.zones).map(move |z| (*g, z))) {
+        let name = group_zone_name(group, z);
+        let mut sts = objects::statefulset(group, &name, sc.replicas, sc.max_unavailable);
         if sc.min_ready_seconds > 0
             && let Some(spec) = sts.spec.as_mut()
         {
             spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
+        }
+        if sc.mirror && group == GROUP {
+            objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME, GROUP);
+            objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND, "ReplicaTemplate");
+            let api_version = format!("{MIRROR_GROUP}/v1");
+            objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION, &api_version);
+            if sc.delayed_downscale {
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, "20s");
+                let url = "http://pod:8080/ingester/prepare-delayed-downscale";
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL, url);
+            }
         }
         if let Some(value) = &sc.max_unavailable_annotation {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
@@ -1000,14 +1367,43 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 objects::annotate(&mut sts, rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH, "prepare-shutdown");
             }
             if z > 0 && scaling.followers {
-                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &zone_name(0));
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER, &group_zone_name(group, 0));
+                if sc.leader_ready_upscales {
+                    objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY, "true");
+                }
+            }
+            if sc.recent_downscale && z == 1 {
+                let at = rollout_core::downscale::round_up_to_second(Timestamp::now());
+                objects::annotate(
+                    &mut sts,
+                    rollout_core::keys::LAST_DOWNSCALE,
+                    &rollout_core::downscale::format_timestamp(at),
+                );
+                let min_time = Some(scaling.min_time);
+                st.checker.record_downscale(crate::checker::Downscale {
+                    commit_rv: 0,
+                    basis_rv: None,
+                    at: Duration::ZERO,
+                    sts: name.clone(),
+                    group: group.to_string(),
+                    from: sc.replicas + 1,
+                    to: sc.replicas,
+                    by: "someone before the operator started".to_string(),
+                    min_time,
+                    recorded_at: Some(Duration::ZERO),
+                    exempt: false,
+                });
             }
         }
         st.put_statefulset(sts);
         for i in 0..sc.replicas {
             let pod_name = format!("{name}-{i}");
             let uid = st.new_uid(&pod_name);
-            st.put_pod(objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now()));
+            let mut pod = objects::pod(&name, i, &revision_name(&name, 0), uid, true, Timestamp::now());
+            if sc.sidecars {
+                objects::add_sidecar(&mut pod);
+            }
+            st.put_pod(pod);
         }
     }
     let snapshot = st.describe();
@@ -1015,7 +1411,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
 }
 
 /// Runs the controller with the scenario's planner (the production one, or a test-only one with a known bug).
-async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: OperatorSetup) {
+async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: ControllerSetup) {
     match planner {
         PlannerKind::Real => run_controller(api, setup, RolloutPlanner).await,
         PlannerKind::StatusCountReadiness => run_controller(api, setup, rollout_known_bugs::StatusCountReadiness).await,
@@ -1043,8 +1439,23 @@ async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: Operator
             run_controller(api, setup, rollout_known_bugs::MissingPodsSpendNoBudget).await
         }
         PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, setup, CondemnedPodFillsMissingSlot).await,
+        PlannerKind::IgnoresContainerReadiness => run_controller(api, setup, IgnoresContainerReadiness).await,
+        PlannerKind::UpscalesBeforeLeaderReady => run_controller(api, setup, UpscalesBeforeLeaderReady).await,
     }
 }
+
+/// With `recent_downscale`: a downscale of zone-a asked between a quarter and three quarters of the min time into
+/// the run, from a generator of its own (the run's other draws do not move).
+fn with_recent_downscale(sc: &Scenario, seed: u64, mut changes: Vec<(Duration, u32)>) -> Vec<(Duration, u32)> {
+    let Some(scaling) = sc.scaling.as_ref().filter(|_| sc.recent_downscale) else { return changes };
+    let min = scaling.min_time.as_millis() as u64;
+    let at = SimRng::new(seed ^ RECENT_DOWNSCALE_STREAM).millis(min / 4, min * 3 / 4);
+    changes.insert(0, (at, sc.replicas.saturating_sub(1).max(1)));
+    changes.sort_unstable();
+    changes
+}
+
+const RECENT_DOWNSCALE_STREAM: u64 = 0x7265_6365_6e74_6473;
 
 fn scaling_changes(sc: &Scenario, rng: &Mutex<SimRng>) -> Vec<(Duration, u32)> {
     let Some(scaling) = &sc.scaling else { return Vec::new() };
@@ -1072,6 +1483,15 @@ struct Probes {
     rng: SimRng,
 }
 
+/// How the webhook's stand-in of the record-claim worlds claims: with the zone tracker or not, its min-time check a
+/// second late (`min-time-second-early`), and the defences of the record store in force.
+#[derive(Debug, Clone, Copy)]
+struct StandIn {
+    tracker: bool,
+    second_early: bool,
+    defences: Defences,
+}
+
 /// The user's replica changes of the leader, at their times (and, with `probes`, the boundary probes): upscales are
 /// applied; a downscale is first claimed in the group downscale record, as the prepare-downscale webhook does on
 /// admission, and denied when the claim is refused or fails (the webhook's failure policy is Fail).
@@ -1080,9 +1500,8 @@ async fn scale_leader(
     store: SharedStore,
     changes: Vec<(Duration, u32)>,
     start: Instant,
-    tracker: bool,
+    stand_in: StandIn,
     mut probes: Option<Probes>,
-    second_early: bool,
 ) {
     let leader = zone_name(0);
     let api = SimCluster::connect(apiserver::WEBHOOK_INCARNATION).await.expect("bind webhook endpoint");
@@ -1093,7 +1512,7 @@ async fn scale_leader(
         let Some(p) = probes.as_mut() else {
             let Some((at, to)) = changes.pop_front() else { break };
             tokio::time::sleep_until(at).await;
-            change_leader(&store, &api, &leader, to, tracker, second_early).await;
+            change_leader(&store, &api, &leader, to, stand_in).await;
             continue;
         };
         {
@@ -1129,10 +1548,10 @@ async fn scale_leader(
                             .lock()
                             .unwrap()
                             .trace("user", format!("probes the min time: {leader} {from} -> {}", from - 1));
-                        change_leader(&store, &api, &leader, from - 1, tracker, second_early).await;
+                        change_leader(&store, &api, &leader, from - 1, stand_in).await;
                     }
                 } else if let Some((_, to)) = changes.pop_front() {
-                    change_leader(&store, &api, &leader, to, tracker, second_early).await;
+                    change_leader(&store, &api, &leader, to, stand_in).await;
                 }
             }
             // Followers' downscales are noticed within a second (a probe comes at least 28 s after one).
@@ -1143,14 +1562,8 @@ async fn scale_leader(
 }
 
 /// One change of the leader's replicas to `to`, as [`scale_leader`] describes.
-async fn change_leader(
-    store: &SharedStore,
-    api: &SimCluster,
-    leader: &str,
-    to: u32,
-    tracker: bool,
-    second_early: bool,
-) {
+async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: u32, stand_in: StandIn) {
+    let StandIn { tracker, second_early, defences } = stand_in;
     let leader = leader.to_string();
     // The time the min-time check is asked at.
     let checked = |now: Timestamp| if second_early { now + jiff::SignedDuration::from_secs(1) } else { now };
@@ -1196,7 +1609,7 @@ async fn change_leader(
         }
         let now = Timestamp::now();
         let until = now + jiff::SignedDuration::from_secs(60);
-        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until).await;
+        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until, defences).await;
         let committed = {
             let mut st = store.lock().unwrap();
             match claim {
@@ -1217,7 +1630,7 @@ async fn change_leader(
         if committed {
             // Dated after the commit, as the webhook does; a failure leaves the later claim date.
             let end = ClaimEnd::Committed { at: Timestamp::now() };
-            let _ = finish_marked_claim(api, &record, &leader, until, &[until], end).await;
+            let _ = finish_marked_claim(api, &record, &leader, until, &[until], end, defences).await;
         }
     }
 }
@@ -1261,6 +1674,9 @@ struct User {
     record: Option<String>,
     /// See [`Scenario::scale_requests`].
     scale_requests: bool,
+    defences: Defences,
+    /// See [`Scenario::slow_admissions`].
+    slow: bool,
 }
 
 impl User {
@@ -1297,6 +1713,9 @@ impl User {
             // Where the API server's history stands as it sends the review (the checker's reference point).
             let arrival_rv = self.store.lock().unwrap().rv;
             let operator = self.pick.range(0..self.operators.len() as u64) as usize;
+            let delay = if self.slow { self.pick.millis(1_000, 2_500) } else { Duration::ZERO };
+            // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.
+            let request_timeout = Duration::from_secs(if self.slow { 30 } else { 10 });
             let read_version = old.metadata.resource_version.clone().unwrap_or_default();
             let review = if via_scale {
                 let scale = |replicas: u32| {
@@ -1323,19 +1742,22 @@ impl User {
                     "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}})
             };
             let pods = self.pods.clone();
-            let record = self.record.clone();
+            let (record, defences) = (self.record.clone(), self.defences);
             let answer = self.operators[operator]
                 .spawn(async move {
-                    let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+                    let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
                     let app = router(Webhooks {
                         api,
                         pods,
-                        settings: WebhookSettings::new(
-                            objects::NAMESPACE,
-                            "cluster.local.",
-                            record.as_deref(),
-                            Duration::from_secs(10),
-                        ),
+                        settings: WebhookSettings {
+                            defences,
+                            ..WebhookSettings::new(
+                                objects::NAMESPACE,
+                                "cluster.local.",
+                                record.as_deref(),
+                                request_timeout,
+                            )
+                        },
                         clock: system_clock(),
                     });
                     let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
@@ -1461,6 +1883,7 @@ pub fn converged(st: &Store) -> bool {
                 })
             })
             && followers_match_leader(st, sts)
+            && mirrors_match_reference(st, sts)
             && !st.pods.values().any(|p| {
                 objects::owner_of(p) == *name
                     && p.metadata
@@ -1471,6 +1894,20 @@ pub fn converged(st: &Store) -> bool {
                         .is_some_and(|o| o >= replicas)
             })
     })
+}
+
+/// A mirror StatefulSet has its reference's `spec.replicas`, written back into the reference's `status.replicas`.
+fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
+    let mirrors = sts
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME));
+    if !mirrors {
+        return true;
+    }
+    let replicas = sts.spec.as_ref().and_then(|s| s.replicas).map(i64::from);
+    reference_replicas(st).is_some_and(|(spec, status)| spec == replicas && status == replicas)
 }
 
 /// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas.
@@ -1618,6 +2055,174 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
             kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, true);
             tokio::time::sleep(dur).await;
             kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, false);
+        }
+    }
+}
+
+/// Seeds the no-downscale user's own generator.
+const NO_DOWNSCALE_STREAM: u64 = 0x6e6f_2d64_6f77_6e73;
+
+/// The no-downscale world's objects: (kind, name, labelled `grafana.com/no-downscale: "true"`).
+const NO_DOWNSCALE_OBJECTS: [(&str, &str, bool); 3] = [
+    ("Deployment", "distributor", true),
+    ("ReplicaSet", "query-frontend-7c9d", false),
+    ("StatefulSet", "compactor", true),
+];
+
+fn no_downscale_labels(labelled: bool) -> std::collections::BTreeMap<String, String> {
+    let mut labels = std::collections::BTreeMap::from([("name".to_string(), "other".to_string())]);
+    if labelled {
+        labels.insert(rollout_core::keys::NO_DOWNSCALE.to_string(), "true".to_string());
+    }
+    labels
+}
+
+/// The no-downscale world's Deployment, ReplicaSet and StatefulSet (in no rollout group; its pods Ready).
+fn populate_no_downscale(st: &mut Store) {
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    for (kind, name, labelled) in NO_DOWNSCALE_OBJECTS {
+        let metadata = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(objects::NAMESPACE.into()),
+            labels: Some(no_downscale_labels(labelled)),
+            resource_version: Some("1".into()),
+            ..Default::default()
+        };
+        match kind {
+            "Deployment" => {
+                let spec = DeploymentSpec { replicas: Some(3), ..Default::default() };
+                st.deployments.insert(name.into(), Deployment { metadata, spec: Some(spec), status: None });
+            }
+            "ReplicaSet" => {
+                let spec = ReplicaSetSpec { replicas: Some(3), ..Default::default() };
+                st.replicasets.insert(name.into(), ReplicaSet { metadata, spec: Some(spec), status: None });
+            }
+            _ => {
+                let mut sts = objects::statefulset(GROUP, name, 2, 1);
+                sts.metadata.labels = Some(no_downscale_labels(labelled));
+                st.put_statefulset(sts);
+                for i in 0..2 {
+                    let uid = st.new_uid(&format!("{name}-{i}"));
+                    st.put_pod(objects::pod(name, i, &revision_name(name, 0), uid, true, Timestamp::now()));
+                }
+            }
+        }
+    }
+}
+
+/// The replicas of a no-downscale world object, and the object as an admission carries it.
+fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde_json::Value)> {
+    let (replicas, mut value) = match kind {
+        "Deployment" => {
+            let d = st.deployments.get(name)?;
+            (d.spec.as_ref()?.replicas?, serde_json::to_value(d).ok()?)
+        }
+        "ReplicaSet" => {
+            let r = st.replicasets.get(name)?;
+            (r.spec.as_ref()?.replicas?, serde_json::to_value(r).ok()?)
+        }
+        _ => {
+            let s = st.statefulsets.get(name)?;
+            (s.spec.as_ref()?.replicas?, serde_json::to_value(s).ok()?)
+        }
+    };
+    value["apiVersion"] = serde_json::json!("apps/v1");
+    value["kind"] = serde_json::json!(kind);
+    Some((replicas.max(0) as u32, value))
+}
+
+/// A user (or HPA) changing the no-downscale world's objects through the real no-downscale webhook: 8-20 changes at
+/// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update; an
+/// allowed change is applied. The checker judges every answer.
+async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fault_phase: Duration) {
+    let count = r.range(8..21);
+    let mut times: Vec<Duration> =
+        (0..count).map(|_| r.millis(5_000, fault_phase.as_millis() as u64 * 9 / 10)).collect();
+    times.sort_unstable();
+    for (n, at) in times.into_iter().enumerate() {
+        tokio::time::sleep_until((start + at).max(Instant::now())).await;
+        let (kind, name, labelled) = NO_DOWNSCALE_OBJECTS[r.range(0..3) as usize];
+        let to = r.range(1..6) as u32;
+        let via_scale = r.chance(0.5);
+        let Some((from, old)) = no_downscale_object(&store.lock().unwrap(), kind, name) else { continue };
+        if to == from {
+            continue;
+        }
+        let resource = format!("{}s", kind.to_lowercase());
+        let review = if via_scale {
+            let scale = |replicas: u32| {
+                serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                    "metadata": {"name": name, "namespace": objects::NAMESPACE}, "spec": {"replicas": replicas}})
+            };
+            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": format!("no-downscale-{n}"),
+                "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "resource": {"group": "apps", "version": "v1", "resource": resource},
+                "subResource": "scale",
+                "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "oldObject": scale(from), "object": scale(to)}})
+        } else {
+            let mut new = old.clone();
+            new["spec"]["replicas"] = serde_json::json!(to);
+            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": format!("no-downscale-{n}"),
+                "kind": {"group": "apps", "version": "v1", "kind": kind},
+                "resource": {"group": "apps", "version": "v1", "resource": resource},
+                "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "oldObject": old, "object": new}})
+        };
+        let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + n as u64;
+        let answer = async {
+            let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+            let app = router(Webhooks {
+                api,
+                pods: NoPodClient,
+                settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10)),
+                clock: system_clock(),
+            });
+            let request = http::Request::post(NO_DOWNSCALE_PATH)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
+                .map_err(|e| e.to_string())?;
+            let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+            serde_json::from_slice::<serde_json::Value>(&body).map_err(|e| e.to_string())
+        }
+        .await;
+        let mut st = store.lock().unwrap();
+        let body = match answer {
+            Ok(body) => body,
+            Err(e) => {
+                st.trace("no-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
+                continue;
+            }
+        };
+        let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
+        let warnings: Vec<String> = body
+            .pointer("/response/warnings")
+            .and_then(|w| w.as_array())
+            .map(|w| w.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let how = if via_scale { "/scale" } else { "UPDATE" };
+        let verdict = if allowed { "admitted" } else { "denied" };
+        st.trace("no-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
+        let at = st.elapsed();
+        st.checker.judge_no_downscale(at, &format!("{kind} {name}"), labelled, from, to, allowed, &warnings);
+        if allowed {
+            match kind {
+                "Deployment" => {
+                    if let Some(spec) = st.deployments.get_mut(name).and_then(|d| d.spec.as_mut()) {
+                        spec.replicas = Some(to as i32);
+                    }
+                }
+                "ReplicaSet" => {
+                    if let Some(spec) = st.replicasets.get_mut(name).and_then(|d| d.spec.as_mut()) {
+                        spec.replicas = Some(to as i32);
+                    }
+                }
+                _ => kube::set_replicas(&mut st, name, to, "user"),
+            }
         }
     }
 }

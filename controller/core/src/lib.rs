@@ -14,6 +14,7 @@
 pub mod actions;
 pub mod admission;
 pub mod certificate;
+pub mod defences;
 pub mod downscale;
 pub mod duration;
 pub mod expectations;
@@ -34,6 +35,7 @@ pub mod view;
 pub mod wait;
 pub mod zpdb;
 
+pub use defences::{Defences, Layer};
 pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
 pub use expectations::{Expectation, PendingExpectation};
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};

@@ -15,6 +15,7 @@
 //! 4. if [`Pass::claims_rollout_step`], claim the step (conditional on the record version read in 1);
 //! 5. execute the actions in order, each leaving [`expectation_after`] its outcome; stop at the first failure.
 
+use crate::defences::{Defences, Layer};
 use crate::downscale::{DownscaleInProgress, DownscaleRecord, served_by_prepare_downscale, time_after};
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::GroupSnapshot;
@@ -93,6 +94,8 @@ pub struct PassInput<'a> {
     pub record: RecordRead<'a>,
     /// Replica changes were refused (403), why: due ones are scaling errors instead of the pass's action.
     pub scaling_forbidden: Option<&'a str>,
+    /// The defences in depth in force (all of them but in the harness's tests of each layer alone).
+    pub defences: Defences,
 }
 
 impl<'a> PassInput<'a> {
@@ -104,6 +107,7 @@ impl<'a> PassInput<'a> {
             zone_tracker: ZoneTracker::Off,
             record: RecordRead::NotRead,
             scaling_forbidden: None,
+            defences: Defences::ALL,
         }
     }
 }
@@ -133,9 +137,10 @@ pub fn plan_pass(group: &GroupSnapshot, input: &PassInput<'_>) -> Pass {
 /// Plans one pass with `planner` (tests and the model substitute planners with known bugs).
 pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, input: &PassInput<'_>) -> Pass {
     let need = record_need(group, input.zone_tracker);
+    let defences = input.defences;
     let (record, markers): (Option<&DownscaleRecord>, &[DownscaleInProgress]) = match input.record {
         RecordRead::Read { record, markers } => (Some(record), markers),
-        RecordRead::Unreadable { error } if need == RecordNeed::Required => {
+        RecordRead::Unreadable { error } if need == RecordNeed::Required && defences.has(Layer::RecordFailsClosed) => {
             let why = format!("cannot read the group downscale record: {error}");
             let plan = GroupPlan {
                 group: group.name.clone(),
@@ -154,7 +159,9 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
     };
     let tracker_forbidden =
         input.zone_tracker == ZoneTracker::Forbidden || matches!(input.record, RecordRead::Forbidden);
-    let ctx = PlanContext::new(input.now, input.expectations)
+    // Without the expectations layer the pass plans as if none of its own writes were still unobserved.
+    let expectations = if defences.has(Layer::Expectations) { input.expectations } else { &[] };
+    let ctx = PlanContext::new(input.now, expectations)
         .with_downscale_record(record)
         .with_downscales_in_progress(markers)
         .with_scaling_forbidden(input.scaling_forbidden)
@@ -165,7 +172,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
     }
 
     let has_mirrors = group.members.iter().any(|m| matches!(m.sts.scaling.mirror, Some(Ok(_))));
-    let nothing_pending = !input.expectations.iter().any(|e| e.is_pending(group, input.now));
+    let nothing_pending = !expectations.iter().any(|e| e.is_pending(group, input.now));
     let plans_scale = plan.actions.iter().any(|a| matches!(a, Action::Scale { .. }));
     let mut mirror_due = false;
     if let (true, Some(why)) = (has_mirrors, input.scaling_forbidden) {
@@ -175,8 +182,11 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         mirror_due = has_mirrors && nothing_pending && !plans_scale;
     }
     let deletes = plan.actions.iter().any(|a| matches!(a, Action::DeletePod { .. }));
-    let claims_rollout_step =
-        deletes && input.zone_tracker != ZoneTracker::Off && !tracker_forbidden && served_by_prepare_downscale(group);
+    let claims_rollout_step = deletes
+        && input.zone_tracker != ZoneTracker::Off
+        && !tracker_forbidden
+        && served_by_prepare_downscale(group)
+        && defences.has(Layer::RolloutStepClaims);
     Pass { plan, failed_closed: None, mirror_due, claims_rollout_step }
 }
 
@@ -388,6 +398,40 @@ mod tests {
         let pass = plan_pass(&group, &PassInput { record: RecordRead::Forbidden, ..input });
         assert!(matches!(pass.plan.actions[0], Action::DeletePod { .. }));
         assert!(!pass.claims_rollout_step);
+    }
+
+    /// The test-only switches of the pass's defences (`crate::defences`): each removes exactly its layer.
+    #[test]
+    fn each_defence_of_the_pass_can_be_switched_off_alone() {
+        use crate::defences::Layer;
+        let group = rolling(2, true);
+        let unreadable = PassInput {
+            zone_tracker: ZoneTracker::On,
+            record: RecordRead::Unreadable { error: "timeout" },
+            ..PassInput::new(t(0), &[])
+        };
+        let open = PassInput { defences: Defences::ALL.without(&[Layer::RecordFailsClosed]), ..unreadable };
+        let pass = plan_pass(&group, &open);
+        assert_eq!(pass.failed_closed, None);
+        assert!(matches!(pass.plan.actions[0], Action::DeletePod { .. }), "{:?}", pass.plan);
+        assert!(pass.claims_rollout_step, "the claim is the other layer: still made");
+        let unclaimed = PassInput {
+            record: RecordRead::Absent,
+            defences: Defences::ALL.without(&[Layer::RolloutStepClaims]),
+            ..unreadable
+        };
+        let pass = plan_pass(&group, &unclaimed);
+        assert!(matches!(pass.plan.actions[0], Action::DeletePod { .. }));
+        assert!(!pass.claims_rollout_step);
+        // A deletion not yet observed holds the group, unless the expectations layer is off.
+        let Action::DeletePod { statefulset, pod, uid, .. } = pass.plan.actions[0].clone() else { unreachable!() };
+        let pending =
+            [PendingExpectation { expectation: Expectation::PodDeleted { statefulset, pod, uid }, expires_at: t(300) }];
+        let waiting = plan_pass(&group, &PassInput::new(t(0), &pending));
+        assert!(waiting.plan.actions.is_empty(), "{:?}", waiting.plan);
+        let blind =
+            PassInput { defences: Defences::ALL.without(&[Layer::Expectations]), ..PassInput::new(t(0), &pending) };
+        assert!(!plan_pass(&group, &blind).plan.actions.is_empty());
     }
 
     #[test]

@@ -803,6 +803,7 @@ mod prepare_flow {
             zone_tracker,
             marker_lifetime: Duration::from_secs(20),
             commit_margin: Duration::from_secs(10),
+            defences: rollout_core::Defences::ALL,
         }
     }
 
@@ -874,6 +875,22 @@ mod prepare_flow {
             "dated at the pods' answer plus the commit margin, rounded up"
         );
         assert!(answer(flow.step(Observed::DatedInRecord(Ok(())), later)).allowed);
+    }
+
+    /// The test-only switch of the re-read (a defence in depth the harness shows alone): without it the flow goes
+    /// from the claim straight to the pods, so a rollout step committed before the marker goes unseen.
+    #[test]
+    fn without_the_reread_layer_the_flow_prepares_pods_right_after_the_claim() {
+        let now = ts(NOW);
+        let defences = rollout_core::Defences::ALL.without(&[rollout_core::Layer::RereadAfterClaim]);
+        let mut flow = PrepareDownscale::new(downscale(None), FlowSettings { defences, ..settings(true) });
+        flow.step(Observed::Start, now);
+        let (members, pods) = members_and_pods();
+        flow.step(Observed::GroupStatefulSets(Ok(members)), now);
+        flow.step(Observed::Pods(Ok(pods)), now);
+        flow.step(Observed::Record(Ok(None)), now);
+        let next = flow.step(Observed::Claim(Ok(MarkedClaim::Claimed { previous: None })), now);
+        assert!(matches!(next, Need::PreparePods { .. }), "{next:?}");
     }
 
     #[test]

@@ -30,7 +30,7 @@ use rollout_core::admission::prepare_flow::{
     FlowSettings, Need, Observed, PatchFailure, PrepareDownscale, StatefulSetLookup,
 };
 use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
-use rollout_core::{PodView, StatefulSetView, keys};
+use rollout_core::{Defences, PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +65,8 @@ pub struct WebhookSettings {
     /// Where denied and prepared downscales are told as Events (`-events.enabled`; disabled by default). Never for
     /// a dry run.
     pub events: EventRecorder,
+    /// The defences in depth in force: all of them, but in the harness's tests of each layer alone.
+    pub defences: Defences,
 }
 
 impl WebhookSettings {
@@ -82,6 +84,7 @@ impl WebhookSettings {
             undo_deadline: request_timeout,
             commit_margin: COMMIT_MARGIN,
             events: EventRecorder::disabled(),
+            defences: Defences::ALL,
         }
     }
 
@@ -299,6 +302,7 @@ pub async fn decide_prepare_downscale<C: AdmissionApi, P: PodHttpClient>(
             zone_tracker: settings.record_config_map.is_some(),
             marker_lifetime: settings.handler_deadline + settings.undo_deadline,
             commit_margin: settings.commit_margin,
+            defences: settings.defences,
         },
     );
     let mut observed = Observed::Start;
@@ -366,7 +370,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
             before(
                 deadline,
                 "claim downscale",
-                claim_downscale_marked(api, config_map, &group, &statefulset, now, until),
+                claim_downscale_marked(api, config_map, &group, &statefulset, now, until, webhooks.settings.defences),
             )
             .await
             .map_err(|err| err.to_string()),
@@ -395,7 +399,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
             let dated = before(
                 deadline,
                 "date the downscale and clear the downscale-in-progress marker",
-                finish_marked_claim(api, config_map, &statefulset, until, &[until], end),
+                finish_marked_claim(api, config_map, &statefulset, until, &[until], end, webhooks.settings.defences),
             )
             .await;
             if let Err(err) = &dated {
@@ -466,6 +470,7 @@ async fn undo<C: AdmissionApi, P: PodHttpClient>(
     let config_map = webhooks.settings.record_config_map.clone().unwrap_or_default();
     let statefulset = statefulset.to_string();
     let deadline = webhooks.settings.undo_deadline;
+    let defences = webhooks.settings.defences;
     let requests: Vec<PodRequest> = plan.endpoints.iter().map(|e| PodRequest::delete(e.url.clone())).collect();
     // The entry as the claim dated it, or as this request dated it since.
     let ours: Vec<Timestamp> = claim.iter().map(|(_, until)| *until).chain(dated_since.iter().copied()).collect();
@@ -477,9 +482,16 @@ async fn undo<C: AdmissionApi, P: PodHttpClient>(
                 }
             }
             if let Some((previous, until)) = claim
-                && let Err(err) =
-                    finish_marked_claim(&api, &config_map, &statefulset, until, &ours, ClaimEnd::Undone { previous })
-                        .await
+                && let Err(err) = finish_marked_claim(
+                    &api,
+                    &config_map,
+                    &statefulset,
+                    until,
+                    &ours,
+                    ClaimEnd::Undone { previous },
+                    defences,
+                )
+                .await
             {
                 tracing::warn!(statefulset = %statefulset, error = %err, "could not undo the downscale claim");
             }

@@ -14,13 +14,13 @@ use crate::cluster::{ApiError, RecordStore};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rollout_core::GroupSnapshot;
 use rollout_core::downscale::{
     DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress, check_min_time,
     live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps, render_in_progress,
     render_rollout_steps, round_up_to_second,
 };
 use rollout_core::keys;
+use rollout_core::{Defences, GroupSnapshot, Layer};
 use thiserror::Error;
 
 /// How long after an answer (the webhook's) or a write (the controller's) a replica change is taken to have
@@ -287,6 +287,7 @@ pub async fn claim_downscale_marked<C: RecordStore>(
     statefulset: &str,
     now: Timestamp,
     until: Timestamp,
+    defences: Defences,
 ) -> Result<MarkedClaim, RecordStoreError> {
     read_check_swap(api, config_map, |stored| {
         let (mut record, mut markers) = match stored {
@@ -311,7 +312,8 @@ pub async fn claim_downscale_marked<C: RecordStore>(
         let previous = record.last_downscaled.get(statefulset).copied();
         // Stored rounded up (never expiring early); `finish_marked_claim` finds marker and entry again by it.
         let until = round_up_to_second(until);
-        record.record_downscale(statefulset, until);
+        let dated = if defences.has(Layer::ClaimDatedAtDeadline) { until } else { now };
+        record.record_downscale(statefulset, dated);
         // Expired markers are dropped on the way.
         markers.retain(|m| m.is_live(now) && m.statefulset != statefulset);
         markers.push(DownscaleInProgress { statefulset: statefulset.to_string(), group: group.name.clone(), until });
@@ -340,6 +342,7 @@ pub async fn finish_marked_claim<C: RecordStore>(
     until: Timestamp,
     ours: &[Timestamp],
     end: ClaimEnd,
+    defences: Defences,
 ) -> Result<(), RecordStoreError> {
     // All as stored (see `round_up_to_second`).
     let until = round_up_to_second(until);
@@ -362,9 +365,15 @@ pub async fn finish_marked_claim<C: RecordStore>(
         }
         let mut record = stored.record.clone();
         let mut changed = markers != before;
-        if record.last_downscaled.get(statefulset).is_some_and(|at| ours.contains(at)) {
+        // The entry is this claimant's while it holds one of the dates it wrote, or while its marker is still in the
+        // record (a later claim of the same StatefulSet replaces the marker).
+        let marker_held = before.iter().any(ours_marker);
+        if record.last_downscaled.get(statefulset).is_some_and(|at| ours.contains(at) || marker_held) {
             match end {
-                ClaimEnd::Committed { at } => record.record_downscale(statefulset, at),
+                ClaimEnd::Committed { at } if defences.has(Layer::RedatedAtCommit) => {
+                    record.record_downscale(statefulset, at)
+                }
+                ClaimEnd::Committed { .. } => {}
                 ClaimEnd::Undone { previous: Some(at) } => {
                     record.last_downscaled.insert(statefulset.to_string(), at);
                 }

@@ -27,8 +27,8 @@ use rollout_core::downscale::{DownscaleInProgress, round_up_to_second, time_afte
 use rollout_core::group::GroupSnapshot;
 use rollout_core::pass::may_send_step_deletion;
 use rollout_core::{
-    Action, Expectation, ExpectationLifetimes, GroupPlan, GroupState, LiveCheck, PassInput, PendingExpectation,
-    Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
+    Action, Defences, Expectation, ExpectationLifetimes, GroupPlan, GroupState, Layer, LiveCheck, PassInput,
+    PendingExpectation, Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
     expectation_after_expiry, plan_pass_with, record_need,
 };
 use std::collections::HashMap;
@@ -62,6 +62,8 @@ pub struct ReconcilerConfig {
     /// (the controller died, or a write's outcome is unknown): longer than a request can be in flight (the API
     /// server cuts requests off after 60 s by default).
     pub claim_ttl: Duration,
+    /// The defences in depth in force: all of them, but in the harness's tests of each layer alone.
+    pub defences: Defences,
 }
 
 impl ReconcilerConfig {
@@ -84,6 +86,7 @@ impl Default for ReconcilerConfig {
             max_backoff: Duration::from_secs(60),
             resync: Duration::from_secs(300),
             claim_ttl: Duration::from_secs(90),
+            defences: Defences::ALL,
         }
     }
 }
@@ -379,6 +382,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             zone_tracker,
             record,
             scaling_forbidden: self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()),
+            defences: self.config.defences,
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
         if let Some(reason) = pass.failed_closed.take() {
@@ -497,7 +501,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             let outcome = match action {
                 Action::DeletePod { pod, uid, reason, .. } => {
-                    let pre = Preconditions { uid: Some(uid.clone()), resource_version: None };
+                    let uid = self.config.defences.has(Layer::UidPreconditions).then(|| uid.clone());
+                    let pre = Preconditions { uid, resource_version: None };
                     match self.api.delete_pod(pod, &pre).await {
                         Ok(()) => {
                             tracing::info!(rollout_group = group, pod = %pod, %reason, "terminating pod");
@@ -537,7 +542,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                     if let (true, Some(config_map)) = (*coordinated_downscale, self.scaling.downscale_record.clone()) {
                         let until = time_after(claimed_at, self.config.claim_ttl);
-                        match claim(&self.api, &config_map, snapshot, statefulset, claimed_at, until).await {
+                        let defences = self.config.defences;
+                        match claim(&self.api, &config_map, snapshot, statefulset, claimed_at, until, defences).await {
                             Ok(DownscaleClaim::Claimed { previous, until }) => {
                                 claimed = Some((config_map.clone(), previous, until))
                             }
@@ -567,7 +573,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                             // The reply comes after the commit: date the downscale now.
                             if let Some((config_map, _, until)) = claimed {
                                 let end = ClaimEnd::Committed { at: wall_clock() };
-                                end_claim(&self.api, &config_map, statefulset, until, end).await;
+                                end_claim(&self.api, &config_map, statefulset, until, end, self.config.defences).await;
                             }
                             Ok(())
                         }
@@ -577,7 +583,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                                 (claimed, matches!(source, ApiError::Unavailable(_)))
                             {
                                 let end = ClaimEnd::Undone { previous };
-                                end_claim(&self.api, &config_map, statefulset, until, end).await;
+                                end_claim(&self.api, &config_map, statefulset, until, end, self.config.defences).await;
                             }
                             // A webhook's denial also comes as 403: only RBAC's refusal disables scaling.
                             if let ApiError::Rejected { code: 403, message } = &source

@@ -13,6 +13,7 @@ use crate::cluster::downscale_record::{
 use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
+use rollout_core::Defences;
 use rollout_core::MirrorFindings;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::mirror_flow::{
@@ -217,8 +218,9 @@ pub async fn claim<C: RecordStore>(
     statefulset: &str,
     now: Timestamp,
     until: Timestamp,
+    defences: Defences,
 ) -> Result<DownscaleClaim, RecordStoreError> {
-    Ok(match claim_downscale_marked(api, config_map, group, statefulset, now, until).await? {
+    Ok(match claim_downscale_marked(api, config_map, group, statefulset, now, until, defences).await? {
         MarkedClaim::Claimed { previous } => DownscaleClaim::Claimed { previous, until },
         MarkedClaim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
         MarkedClaim::Busy(holder) => DownscaleClaim::Refused(format!(
@@ -237,8 +239,15 @@ pub async fn claim<C: RecordStore>(
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
 /// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
 /// marker expires then.)
-pub async fn end_claim<C: RecordStore>(api: &C, config_map: &str, statefulset: &str, until: Timestamp, end: ClaimEnd) {
-    if let Err(error) = finish_marked_claim(api, config_map, statefulset, until, &[until], end).await {
+pub async fn end_claim<C: RecordStore>(
+    api: &C,
+    config_map: &str,
+    statefulset: &str,
+    until: Timestamp,
+    end: ClaimEnd,
+    defences: Defences,
+) {
+    if let Err(error) = finish_marked_claim(api, config_map, statefulset, until, &[until], end, defences).await {
         tracing::warn!(%statefulset, %error,
             "could not end the downscale claim; it keeps its later date and its marker expires by itself");
     }

@@ -207,7 +207,7 @@ pub async fn read<C: LiveReads + RecordStore>(
             (Some(Err(e)), _) if e.is_forbidden() => RecordRead::Forbidden,
             (Some(Err(_)), _) => RecordRead::Unreadable { error: error.as_deref().unwrap_or_default() },
         };
-        let input = PassInput { now, expectations: &[], zone_tracker, record, scaling_forbidden: None };
+        let input = PassInput { zone_tracker, record, ..PassInput::new(now, &[]) };
         let mut pass = plan_pass(&group, &input);
         if pass.mirror_due {
             pass = pass.with_mirror(MirrorFindings { waits: mirror_waits(&group), ..Default::default() });

@@ -19,6 +19,7 @@
 
 use crate::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
 use crate::admission::{AdmissionRequest, Verdict, foreign_namespace};
+use crate::defences::{Defences, Layer};
 use crate::downscale::{DownscaleInProgress, DownscaleRecord, MarkedClaim, round_up_to_second, time_after as add};
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
@@ -44,6 +45,8 @@ pub struct FlowSettings {
     pub marker_lifetime: Duration,
     /// How long after its answer an admitted downscale is taken to have committed.
     pub commit_margin: Duration,
+    /// The defences in depth in force (all of them but in the harness's tests of each layer alone).
+    pub defences: Defences,
 }
 
 /// What the flow needs next.
@@ -244,6 +247,9 @@ impl PrepareDownscale {
                 Ok(MarkedClaim::Claimed { previous }) => {
                     let until = self.claim_until.unwrap_or(now);
                     self.claim = Some((previous, until));
+                    if !self.settings.defences.has(Layer::RereadAfterClaim) {
+                        return self.prepare_pods();
+                    }
                     self.phase = Phase::GroupAgain;
                     Need::GroupAgain { selector: self.selector() }
                 }

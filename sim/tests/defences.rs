@@ -1,0 +1,191 @@
+//! Each defence in depth shown on its own (issue 13, item 2): with the layer that backs it up switched off
+//! (`rollout_core::defences`, test-only), the layer alone keeps the invariants in a world where it matters, and with
+//! it off too the checker finds the violation, pinned as a seed. Where a layer turned out not to be backed up by the
+//! layer thought to be its partner, the test says so and shows which one carries the guarantee.
+//! Built only with `RUSTFLAGS="--cfg madsim"`.
+
+#![cfg(madsim)]
+
+use rollout_core::{Defences, Layer};
+use rollout_sim::checker;
+use rollout_sim::world::{self, Outcome, Scenario};
+
+fn without(layers: &[Layer]) -> Defences {
+    Defences::ALL.without(layers)
+}
+
+fn with(sc: &Scenario, defences: Defences) -> Scenario {
+    Scenario { defences, ..sc.clone() }
+}
+
+fn assert_all_pass(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) {
+    for seed in seeds {
+        let o = world::run(seed, sc, false);
+        assert!(o.passed(), "seed {seed} with defences {}: {:#?}", sc.defences.flag(), o.violations);
+    }
+}
+
+/// The seed's safety violations (liveness aside), which must include one of `expected`.
+fn assert_violates(sc: &Scenario, seed: u64, expected: &[&str]) -> Outcome {
+    let o = world::run(seed, sc, false);
+    let safety: Vec<_> = o.violations.iter().filter(|v| v.invariant != checker::LIVENESS).collect();
+    assert!(
+        safety.iter().any(|v| expected.contains(&v.invariant)),
+        "seed {seed} with defences {}: expected {expected:?}, got {:#?}",
+        sc.defences.flag(),
+        o.violations
+    );
+    o
+}
+
+// Expectations and the uid precondition (the default world: rollouts on a stale cache, every fault).
+
+/// Seeds of the default world at which the controller, without expectations and without uid preconditions, acts
+/// on a cache that has not shown its own deletions yet (found over seeds 0..300).
+const STALE_OWN_WRITES: [u64; 3] = [63, 118, 157];
+
+/// The expectations alone keep a stale cache from replanning the controller's own writes: with the uid
+/// precondition off, every invariant holds, at the seeds where both off break them too.
+#[test]
+fn expectations_alone_keep_every_invariant_on_a_stale_cache() {
+    let sc = with(&Scenario::default(), without(&[Layer::UidPreconditions]));
+    assert_all_pass(&sc, (0..30).chain(STALE_OWN_WRITES));
+}
+
+/// Both off, seed 118: a deletion in zone-b not yet seen, and the next pass deletes in zone-a.
+#[test]
+fn without_expectations_and_uid_preconditions_a_stale_cache_deletes_in_a_second_zone() {
+    let sc = with(&Scenario::default(), without(&[Layer::UidPreconditions, Layer::Expectations]));
+    assert_violates(&sc, 118, &[checker::ONE_ZONE]);
+    assert_violates(&sc, 157, &[checker::MAX_UNAVAILABLE]);
+}
+
+/// The uid precondition does not back the expectations up: it refuses a deletion of a pod replaced under the same
+/// name, not a deletion of another pod planned on a cache that has not shown the last one (seeds 118 and 157 fail
+/// with the precondition on). The expectations carry that guarantee alone.
+#[test]
+fn the_uid_precondition_alone_does_not_stand_in_for_the_expectations() {
+    let sc = with(&Scenario::default(), without(&[Layer::Expectations]));
+    assert_violates(&sc, 118, &[checker::ONE_ZONE]);
+    assert_violates(&sc, 157, &[checker::MAX_UNAVAILABLE]);
+}
+
+/// Seeds of `--evictions` at which, without the uid precondition, the controller deletes a pod someone else had
+/// deleted and the StatefulSet controller recreated while its cache still showed the old one (found over seeds
+/// 0..4000; 3517 also takes the zone beyond its max unavailable).
+const REPLACED_UNSEEN: [u64; 3] = [3323, 3449, 3517];
+
+/// Pods deleted by someone else (evictions) and recreated under the same name while the cache lags: the
+/// expectations cover only the controller's own writes, so the uid precondition alone keeps the deletion from
+/// landing on the new pod.
+#[test]
+fn the_uid_precondition_alone_keeps_pods_replaced_unseen_from_being_deleted() {
+    let sc = Scenario { evictions: true, ..Scenario::default() };
+    assert_all_pass(&sc, (0..30).chain(REPLACED_UNSEEN));
+    let off = with(&sc, without(&[Layer::UidPreconditions]));
+    for seed in REPLACED_UNSEEN {
+        assert_violates(&off, seed, &[checker::ONLY_SEEN_PODS]);
+    }
+    assert_violates(&off, 3517, &[checker::MAX_UNAVAILABLE]);
+}
+
+// The date of a claim: dated at its deadline, and dated again once the commit is known (`--boundary-probes`: the
+// min time's boundary asked right after each follower downscale's commit).
+
+/// Seeds of `--scaling --boundary-probes` at which claims dated when made and never re-dated let a downscale
+/// through less than the min time after another zone's commit (found over seeds 0..200).
+const DATED_TOO_EARLY: [u64; 3] = [18, 53, 145];
+
+#[test]
+fn a_claim_dated_at_its_deadline_alone_keeps_the_min_time() {
+    let sc = with(&Scenario::min_time_boundary(), without(&[Layer::RedatedAtCommit]));
+    assert_all_pass(&sc, (0..20).chain(DATED_TOO_EARLY));
+}
+
+#[test]
+fn re_dating_at_the_commit_alone_keeps_the_min_time() {
+    let sc = with(&Scenario::min_time_boundary(), without(&[Layer::ClaimDatedAtDeadline]));
+    assert_all_pass(&sc, (0..20).chain(DATED_TOO_EARLY));
+}
+
+/// Both off, a claim is dated when it is made and stays so: the patch commits seconds later (API latency), and a
+/// downscale of another zone asked at that commit plus the min time passes the check against the earlier date.
+#[test]
+fn claims_dated_when_made_and_never_re_dated_break_the_min_time() {
+    let sc = with(&Scenario::min_time_boundary(), without(&[Layer::ClaimDatedAtDeadline, Layer::RedatedAtCommit]));
+    for seed in DATED_TOO_EARLY {
+        assert_violates(&sc, seed, &[checker::MIN_TIME]);
+    }
+}
+
+// The prepare-downscale webhook's re-read of the group under its marker (`--webhook --slow-admissions`: admissions
+// whose API calls take seconds, so a rollout step fits between the webhook's first read and its claim).
+
+/// Seeds of `--webhook --slow-admissions` at which, without the re-read, a downscale is admitted while a pod of
+/// another zone that the controller deleted between the webhook's first read and its claim is still down (found
+/// over seeds 0..1000: 10 seeds; with the re-read, 3,000 seeds pass).
+const STEP_BEFORE_THE_CLAIM: [u64; 3] = [7, 189, 243];
+
+fn slow_admissions() -> Scenario {
+    Scenario { slow_admissions: true, ..Scenario::rollout_with_admitted_downscales() }
+}
+
+/// The rollout-step claim does not back the re-read up: a step claimed, carried out and ended entirely between the
+/// webhook's first read and its claim leaves nothing in the record for the claim to see. The re-read alone catches
+/// it: with it, invariant 5 holds at those seeds; without it (the step claim still on), it breaks.
+#[test]
+fn the_reread_after_the_claim_alone_catches_a_rollout_step_taken_before_the_marker() {
+    let sc = slow_admissions();
+    assert_all_pass(&sc, (0..20).chain(STEP_BEFORE_THE_CLAIM));
+    let off = with(&sc, without(&[Layer::RereadAfterClaim]));
+    for seed in STEP_BEFORE_THE_CLAIM {
+        let o = assert_violates(&off, seed, &[checker::NO_DOWNSCALE_DURING_ROLLOUT]);
+        assert!(
+            o.violations.iter().any(|v| v.detail.contains("deleted by the controller during the admission")),
+            "seed {seed}: {:#?}",
+            o.violations
+        );
+    }
+}
+
+// The record failing closed and the rollout-step claim (`--webhook`: admitted downscales during rollouts).
+
+/// Seeds of `--webhook` at which, without the rollout-step claim, a pass planned before a downscale's marker
+/// committed deletes a pod after it (found over seeds 0..2000; 389 and 1573 are pinned in `sim.rs` too).
+const MARKER_AFTER_THE_READ: [u64; 3] = [389, 422, 810];
+
+/// The rollout-step claim alone (the record failing open when unreadable): a claim after a failed read is a create,
+/// refused because the record exists, so every invariant still holds.
+#[test]
+fn the_rollout_step_claim_alone_keeps_rollout_steps_off_prepared_downscales() {
+    let sc = with(&Scenario::rollout_with_admitted_downscales(), without(&[Layer::RecordFailsClosed]));
+    assert_all_pass(&sc, (0..20).chain(MARKER_AFTER_THE_READ));
+}
+
+/// The record failing closed cannot be shown alone: without the claim, a marker committed between a pass's read
+/// and its deletions is missed whatever the read gave, so the same seeds break with the record failing closed
+/// (and, alike, failing open).
+#[test]
+fn without_the_rollout_step_claim_a_pass_deletes_during_a_prepared_downscale_whether_it_fails_closed_or_not() {
+    let webhook = Scenario::rollout_with_admitted_downscales();
+    for defences in
+        [without(&[Layer::RolloutStepClaims]), without(&[Layer::RolloutStepClaims, Layer::RecordFailsClosed])]
+    {
+        for seed in [389, 422] {
+            let o = assert_violates(&with(&webhook, defences), seed, &[checker::NO_DOWNSCALE_DURING_ROLLOUT]);
+            assert!(o.violations.iter().any(|v| v.detail.contains("was being prepared")), "{:#?}", o.violations);
+        }
+    }
+}
+
+/// Seeds 839 and 1458 of `--webhook --slow-admissions` once failed with every defence on: the checker held a
+/// downscale "being prepared" until the world received the webhook's answer, but a denied admission gives the
+/// downscale up earlier (its undo removes the marker, or the marker expires) and its answer can take seconds more
+/// to arrive; the controller, seeing no marker, rightly replaced a pod meanwhile. The window now ends there too (an
+/// admitted downscale commits before its marker expires, so no window of a downscale that happens is shortened).
+#[test]
+fn regression_seeds_839_1458_a_denied_admission_ends_its_window_at_its_undo() {
+    assert_all_pass(&slow_admissions(), [839, 1458]);
+    let o = world::run(839, &slow_admissions(), false);
+    assert!(o.trace.lines.iter().any(|l| l.contains("given up (its marker removed by its admission)")));
+}
