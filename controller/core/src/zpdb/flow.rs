@@ -93,7 +93,7 @@ impl EvictionRequest {
         }
     }
 
-    fn from_rollout(&self) -> bool {
+    fn is_rollout_deletion(&self) -> bool {
         self.requester == Requester::RolloutController
     }
 }
@@ -207,6 +207,9 @@ pub enum Observed {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     Start,
+    /// The controller's deletions look at the budgets before the pod: with none known (or none readable) there is
+    /// nothing to read live, and no permission beyond the rollout's own is needed.
+    BudgetsFirst,
     Pod,
     Budgets,
     StatefulSet,
@@ -244,6 +247,8 @@ pub struct EvictPod {
     intent_until: Option<Timestamp>,
     /// Times this flow waited for later intents to go.
     rival_waits: u32,
+    /// The budgets as the controller's deletion read them first.
+    budgets_first: Option<KnownBudgets>,
 }
 
 impl EvictPod {
@@ -279,11 +284,12 @@ impl EvictPod {
             locked: false,
             intent_until: None,
             rival_waits: 0,
+            budgets_first: None,
         }
     }
 
-    fn from_rollout(&self) -> bool {
-        self.request.as_ref().is_ok_and(EvictionRequest::from_rollout)
+    fn is_rollout_deletion(&self) -> bool {
+        self.request.as_ref().is_ok_and(EvictionRequest::is_rollout_deletion)
     }
 
     /// Whether the flow holds (or asked for) this process's lock of a budget: the driver releases it when the flow
@@ -299,9 +305,31 @@ impl EvictPod {
         match (phase, observed) {
             (Phase::Start, Observed::Start) => match self.request.clone() {
                 Err(verdict) => self.answer(verdict),
+                Ok(request) if request.is_rollout_deletion() => {
+                    self.phase = Phase::BudgetsFirst;
+                    Need::Budgets
+                }
                 Ok(request) => {
                     self.phase = Phase::Pod;
                     Need::Pod { name: request.pod }
+                }
+            },
+            (Phase::BudgetsFirst, Observed::Budgets(known)) => match known {
+                // No budget can select the pod: it is out of scope (as the eviction webhook would find it).
+                KnownBudgets::Known(budgets) if budgets.is_empty() => {
+                    self.answer(EvictionVerdict::allow(Outcome::POD_NOT_IN_SCOPE))
+                }
+                // Policy for the controller: go on without budgets. The operator may not read them (a 403, said
+                // once by the budget watch and in `rollout_operator_feature_disabled`), so none can be honoured; a
+                // missing permission disables the feature, it never stops a rollout.
+                KnownBudgets::Unreadable(why) => self.answer(EvictionVerdict::allow_with_warning(
+                    Outcome::POD_NOT_IN_SCOPE,
+                    format!("ZoneAwarePodDisruptionBudgets cannot be read ({why}); replacing the pod without them"),
+                )),
+                known => {
+                    self.budgets_first = Some(known);
+                    self.phase = Phase::Pod;
+                    Need::Pod { name: self.pod_name() }
                 }
             },
             (Phase::Pod, Observed::Pod(lookup)) => match lookup {
@@ -316,13 +344,18 @@ impl EvictPod {
                 }
                 // The controller replaces a pod that is already unavailable without spending the budget: deleting
                 // it takes away nothing that serves (our planner's rule for crash loops; the reference stalls).
-                Lookup::Found(pod) if self.from_rollout() && !pod.is_running_and_ready(now) => {
+                Lookup::Found(pod) if self.is_rollout_deletion() && !pod.is_running_and_ready(now) => {
                     self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
                 }
                 Lookup::Found(pod) => {
                     self.pod = Some(*pod);
-                    self.phase = Phase::Budgets;
-                    Need::Budgets
+                    match self.budgets_first.take() {
+                        Some(known) => self.find_budget(known),
+                        None => {
+                            self.phase = Phase::Budgets;
+                            Need::Budgets
+                        }
+                    }
                 }
             },
             (Phase::Budgets, Observed::Budgets(known)) => self.find_budget(known),
@@ -420,15 +453,6 @@ impl EvictPod {
                 return self.answer(EvictionVerdict::deny(
                     Outcome::CFG_NOT_LOADED,
                     format!("ZoneAwarePodDisruptionBudgets are not loaded yet ({why}); retry"),
-                ));
-            }
-            // Policy for the controller: go on without budgets. The operator may not read them (a 403, said once
-            // by the budget watch and in `rollout_operator_feature_disabled`), so none can be honoured; a missing
-            // permission disables the feature, it never stops a rollout.
-            KnownBudgets::Unreadable(why) if self.from_rollout() => {
-                return self.answer(EvictionVerdict::allow_with_warning(
-                    Outcome::POD_NOT_IN_SCOPE,
-                    format!("ZoneAwarePodDisruptionBudgets cannot be read ({why}); replacing the pod without them"),
                 ));
             }
             KnownBudgets::Unreadable(why) => {
@@ -651,6 +675,7 @@ fn not_determined() -> EvictionVerdict {
 fn phase_name(phase: &Phase) -> &'static str {
     match phase {
         Phase::Start => "the start",
+        Phase::BudgetsFirst => "the budgets",
         Phase::Pod => "the pod",
         Phase::Budgets => "the budgets",
         Phase::StatefulSet => "the pod's StatefulSet",

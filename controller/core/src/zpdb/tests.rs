@@ -1361,7 +1361,7 @@ fn the_controller_replaces_an_unavailable_pod_without_spending_the_budget() {
     // The controller replacing a crash-looping pod takes nothing away that serves: allowed, nothing written.
     let (verdict, needs) = rollout_deletion(&mut cluster, "ingester-zone-a-1", 1);
     assert_eq!((verdict.allowed(), verdict.outcome), (true, Outcome::POD_NOT_READY), "{verdict:?}");
-    assert_eq!(needs, ["pod"]);
+    assert_eq!(needs, ["budgets", "pod"]);
     // A Ready pod of that zone still waits.
     let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-a-2", 1);
     assert!(!verdict.allowed(), "{verdict:?}");
@@ -1375,7 +1375,11 @@ fn budgets_the_operator_may_not_read_do_not_stop_the_controller_but_do_stop_evic
     assert_eq!((verdict.allowed(), verdict.outcome.status), (false, 500));
     let (verdict, needs) = rollout_deletion(&mut cluster, "ingester-zone-a-0", 1);
     assert_eq!((verdict.allowed(), verdict.outcome), (true, Outcome::POD_NOT_IN_SCOPE), "{verdict:?}");
-    assert_eq!(needs, ["pod", "budgets"]);
+    assert_eq!(needs, ["budgets"], "nothing read live: no permission beyond the rollout's is needed");
+    // No budget at all in the namespace: the same, without a live read.
+    cluster.budgets = KnownBudgets::Known(Vec::new());
+    let (verdict, needs) = rollout_deletion(&mut cluster, "ingester-zone-a-0", 1);
+    assert_eq!((verdict.allowed(), verdict.outcome, needs), (true, Outcome::POD_NOT_IN_SCOPE, vec!["budgets".into()]));
     // Not listed yet: the controller waits, as an eviction would.
     cluster.budgets = KnownBudgets::NotLoaded("starting".into());
     let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-a-0", 1);
