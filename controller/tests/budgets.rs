@@ -5,8 +5,6 @@
 mod support;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
 use rollout_core::zpdb::Budgets;
 use rollout_core::{RolloutPlanner, keys};
 use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
@@ -15,39 +13,9 @@ use rollout_operator::zpdb::Zpdb;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use support::{Call, FakeCluster, WatchFeed, pod, sts};
+use support::{Call, FakeCluster, WatchFeed, three_zones};
 
-const OLD: &str = "rev-old";
-const NEW: &str = "rev-new";
 const GROUP: &str = "ingester";
-
-fn labelled(mut p: Pod) -> Pod {
-    p.metadata.labels.get_or_insert_default().insert(keys::ROLLOUT_GROUP.into(), GROUP.into());
-    p
-}
-
-fn with_max_unavailable(mut s: StatefulSet, v: &str) -> StatefulSet {
-    s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), v.into());
-    s
-}
-
-/// Zone a done on NEW; zones b and c on OLD, all ready, every pod selected by the budget.
-fn three_zones(max_unavailable: &str) -> FakeCluster {
-    let mut pods = Vec::new();
-    for (zone, rev) in [("a", NEW), ("b", OLD), ("c", OLD)] {
-        for i in 0..3 {
-            pods.push(labelled(pod(&format!("ingester-zone-{zone}"), i, rev, true, 0)));
-        }
-    }
-    FakeCluster::new(
-        vec![
-            with_max_unavailable(sts(GROUP, "ingester-zone-a", 3, NEW, NEW), max_unavailable),
-            with_max_unavailable(sts(GROUP, "ingester-zone-b", 3, OLD, NEW), max_unavailable),
-            with_max_unavailable(sts(GROUP, "ingester-zone-c", 3, OLD, NEW), max_unavailable),
-        ],
-        pods,
-    )
-}
 
 fn zone_budget(max: i64) -> Zpdb {
     let budget = json!({"apiVersion": "rollout-operator.grafana.com/v1", "kind": "ZoneAwarePodDisruptionBudget",
