@@ -20,7 +20,9 @@
 //! was asked for); every denial a 429; no eviction intent left on a pod that was not evicted.
 //!
 //! Settings (environment): `ZPDB_BENCH_LATENCY_MS` (5, per API request), `ZPDB_BENCH_BURST` (500),
-//! `ZPDB_BENCH_BURSTS` (`50,500,2000`, the scaling runs), `ZPDB_BENCH_PODS_PER_ZONE` (100), `ZPDB_BENCH_SEED` (1).
+//! `ZPDB_BENCH_BURSTS` (`50,500,2000`, the scaling runs), `ZPDB_BENCH_PODS_PER_ZONE` (100), `ZPDB_BENCH_SEED` (1),
+//! `ZPDB_BENCH_COMMIT_DELAY_MS` (0: how long after an allowed answer the API server commits the eviction),
+//! `ZPDB_BENCH_DISTINCT` (0; 1: each pod evicted once before any twice, instead of drawn with repeats).
 //! Goal: p99 under 50 ms at 5 ms per request, and requests per eviction bounded whatever the burst size.
 //! Run with `cargo bench -p rollout-operator --bench zpdb_evictions`.
 
@@ -394,7 +396,7 @@ mod bench {
         }
     }
 
-    async fn evict(app: axum::Router, api: SlowApi, n: usize, pod: String) -> Answer {
+    async fn evict(app: axum::Router, api: SlowApi, n: usize, pod: String, commit_delay: Duration) -> Answer {
         let body = eviction_review(n, &pod);
         let started = Instant::now();
         let request = http::Request::post("/admission/pod-eviction")
@@ -438,6 +440,7 @@ mod bench {
                 answer.code = if answer.allowed { 200 } else { response["status"]["code"].as_u64().unwrap_or(0) };
                 answer.message = response["status"]["message"].as_str().unwrap_or_default().to_string();
                 if answer.allowed {
+                    tokio::time::sleep(commit_delay).await;
                     answer.disrupted = api.commit_eviction(&answer.pod);
                 }
             }
@@ -445,7 +448,19 @@ mod bench {
         answer
     }
 
-    async fn run(mode: Mode, burst: usize, pods_per_zone: usize, latency: Duration, seed: u64) -> Run {
+    /// The world's settings for one run.
+    #[derive(Clone, Copy)]
+    struct World {
+        pods_per_zone: usize,
+        latency: Duration,
+        commit_delay: Duration,
+        seed: u64,
+        /// Each pod evicted once before any is evicted twice (else drawn at random, with repeats).
+        distinct: bool,
+    }
+
+    async fn run(mode: Mode, burst: usize, world: World) -> Run {
+        let World { pods_per_zone, latency, commit_delay, seed, .. } = world;
         let api = SlowApi::new(pods_per_zone, latency);
         let (budgets, invalid) = Budgets::from_objects([&mode.budget()]);
         let mut problems: Vec<String> = invalid.iter().map(|i| format!("the budget is not valid: {i:?}")).collect();
@@ -462,12 +477,22 @@ mod bench {
         let names: Vec<String> =
             ZONES.iter().flat_map(|z| (0..pods_per_zone).map(move |i| format!("{GROUP}-zone-{z}-{i}"))).collect();
         let mut draw = Draw(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-        let chosen: Vec<String> = (0..burst).map(|_| names[draw.next(names.len())].clone()).collect();
+        let chosen: Vec<String> = if world.distinct {
+            // Each pod once before any twice (a shuffled cycle): no two evictions of one pod at the same time
+            // while the burst is no larger than the group.
+            let mut shuffled = names.clone();
+            for i in (1..shuffled.len()).rev() {
+                shuffled.swap(i, draw.next(i + 1));
+            }
+            shuffled.iter().cycle().take(burst).cloned().collect()
+        } else {
+            (0..burst).map(|_| names[draw.next(names.len())].clone()).collect()
+        };
         let started = Instant::now();
         let tasks: Vec<_> = chosen
             .iter()
             .enumerate()
-            .map(|(n, pod)| tokio::spawn(evict(app.clone(), api.clone(), n, pod.clone())))
+            .map(|(n, pod)| tokio::spawn(evict(app.clone(), api.clone(), n, pod.clone(), commit_delay)))
             .collect();
         let mut answers = Vec::with_capacity(burst);
         for task in tasks {
@@ -560,7 +585,14 @@ mod bench {
                 }
                 for (partition, pods) in &per_partition {
                     if pods.len() > MAX_UNAVAILABLE {
-                        problems.push(format!("budget exceeded in partition {partition}: {pods:?}"));
+                        let asked: Vec<String> = run
+                            .answers
+                            .iter()
+                            .filter(|a| partition_of(&a.pod) == *partition)
+                            .map(|a| format!("{} {} {:?}", a.pod, a.code, a.message))
+                            .collect();
+                        problems
+                            .push(format!("budget exceeded in partition {partition}: {pods:?}; answers: {asked:?}"));
                     }
                 }
                 let asked: BTreeSet<&str> = chosen.iter().map(|p| partition_of(p)).collect();
@@ -629,6 +661,9 @@ mod bench {
         let burst = env_or("ZPDB_BENCH_BURST", 500) as usize;
         let pods_per_zone = env_or("ZPDB_BENCH_PODS_PER_ZONE", 100) as usize;
         let seed = env_or("ZPDB_BENCH_SEED", 1);
+        let commit_delay = Duration::from_millis(env_or("ZPDB_BENCH_COMMIT_DELAY_MS", 0));
+        let distinct = env_or("ZPDB_BENCH_DISTINCT", 0) == 1;
+        let world = World { pods_per_zone, latency, commit_delay, seed, distinct };
         let bursts: Vec<usize> = std::env::var("ZPDB_BENCH_BURSTS")
             .unwrap_or_else(|_| "50,500,2000".into())
             .split(',')
@@ -643,13 +678,14 @@ mod bench {
         };
         println!(
             "zpdb_evictions: /admission/pod-eviction (real router) over 3 zones x {pods_per_zone} pods, maxUnavailable \
-             {MAX_UNAVAILABLE}, in-memory API at {} per request, seed {seed}",
-            ms(latency)
+             {MAX_UNAVAILABLE}, in-memory API at {} per request, evictions committed {} after their answer, seed {seed}",
+            ms(latency),
+            ms(commit_delay)
         );
         let mut wrong = Vec::new();
         runtime.block_on(async {
             for mode in [Mode::Zone, Mode::Partition] {
-                let run = run(mode, burst, pods_per_zone, latency, seed).await;
+                let run = run(mode, burst, world).await;
                 report(&run, latency);
                 wrong.extend(run.problems.iter().map(|p| format!("{} burst {}: {p}", mode.name(), burst)));
             }
@@ -660,7 +696,7 @@ mod bench {
             );
             for mode in [Mode::Zone, Mode::Partition] {
                 for &size in &bursts {
-                    let run = run(mode, size, pods_per_zone, latency, seed).await;
+                    let run = run(mode, size, world).await;
                     println!(
                         "  {:<15} {:>6} {:>6.2} {:>5} {:>10} {:>8} {:>7}",
                         mode.name(),

@@ -128,6 +128,22 @@ async fn before<T>(
     }
 }
 
+/// The budget's pods from a list shared with concurrent decisions (`fresh`: issued after this call), before
+/// `deadline`.
+async fn shared_pods<C: AdmissionApi, P>(
+    webhooks: &Webhooks<C, P>,
+    zpdb: &Zpdb,
+    selector: &str,
+    fresh: bool,
+    deadline: Instant,
+) -> Result<Vec<BudgetPod>, String> {
+    let listed = zpdb.pod_lists.list(&webhooks.api, selector, fresh, webhooks.settings.handler_deadline);
+    match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), listed).await {
+        Ok(listed) => listed.as_ref().clone(),
+        Err(_) => Err("API unavailable: list pods: the webhook's deadline passed".to_string()),
+    }
+}
+
 async fn carry_out<C: AdmissionApi, P>(
     webhooks: &Webhooks<C, P>,
     zpdb: &Zpdb,
@@ -171,18 +187,12 @@ async fn carry_out<C: AdmissionApi, P>(
                 .await
                 .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
         ),
-        Need::Pods { selector } | Need::PodsAgain { selector, after: Duration::ZERO } => Observed::Pods(
-            before(deadline, "list pods", api.list_pods(&selector))
-                .await
-                .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
-        ),
+        // Shared with the decisions of the same budget in flight (`zpdb::reads`): the first read may join the list
+        // in flight; the read again, after the intent was written, only a list issued after now.
+        Need::Pods { selector } => Observed::Pods(shared_pods(webhooks, zpdb, &selector, false, deadline).await),
         Need::PodsAgain { selector, after } => {
             tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
-            Observed::Pods(
-                before(deadline, "list pods", api.list_pods(&selector))
-                    .await
-                    .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
-            )
+            Observed::Pods(shared_pods(webhooks, zpdb, &selector, true, deadline).await)
         }
         Need::WriteIntent { pod, uid, until } => {
             let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), Some(format_timestamp(until)))]);
