@@ -63,6 +63,22 @@ async fn before<T>(
     }
 }
 
+/// The budget's pods from a list shared with concurrent decisions (`fresh`: issued after this call), before
+/// `deadline`.
+async fn shared_pods<A: EvictionApi>(
+    api: &A,
+    zpdb: &Zpdb,
+    selector: &str,
+    fresh: bool,
+    deadline: Instant,
+) -> Result<Vec<BudgetPod>, String> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(left, zpdb.pod_lists.list(api, selector, fresh, left)).await {
+        Ok(listed) => listed.as_ref().clone(),
+        Err(_) => Err("API unavailable: list pods: the deadline passed".to_string()),
+    }
+}
+
 async fn carry_out<A: EvictionApi>(
     api: &A,
     zpdb: &Zpdb,
@@ -107,18 +123,12 @@ async fn carry_out<A: EvictionApi>(
                 .await
                 .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
         ),
-        Need::Pods { selector } | Need::PodsAgain { selector, after: Duration::ZERO } => Observed::Pods(
-            before(deadline, "list pods", api.list_pods(&selector))
-                .await
-                .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
-        ),
+        // Shared with the decisions of the same budget in flight (`zpdb::reads`): the first read may join the list
+        // in flight; the read again, after the intent was written, only a list issued after now.
+        Need::Pods { selector } => Observed::Pods(shared_pods(api, zpdb, &selector, false, deadline).await),
         Need::PodsAgain { selector, after } => {
             tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
-            Observed::Pods(
-                before(deadline, "list pods", api.list_pods(&selector))
-                    .await
-                    .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
-            )
+            Observed::Pods(shared_pods(api, zpdb, &selector, true, deadline).await)
         }
         Need::WriteIntent { pod, uid, key, until } => {
             let changes = BTreeMap::from([(key, Some(format_timestamp(until)))]);

@@ -1,6 +1,7 @@
 //! ZoneAwarePodDisruptionBudgets in the shell: the budgets the operator knows, fed by a watch
 //! ([`budgets`]); the in-process lock and memory that serialise eviction decisions where eviction intents cannot
-//! be written ([`serialisation`]); and the `grafana.com/ready-time` tracker ([`ready_time`]). The eviction and
+//! be written ([`serialisation`]); the live lists of a budget's pods shared by concurrent decisions ([`reads`]);
+//! and the `grafana.com/ready-time` tracker ([`ready_time`]). The eviction and
 //! validation webhooks that use them are in `admission::evictions`.
 //!
 //! Owns the state the core's eviction flow is fed with, and the tasks that keep it. Must not decide: what a budget
@@ -8,6 +9,7 @@
 
 pub mod budgets;
 pub mod decide;
+pub mod reads;
 pub mod ready_time;
 pub mod serialisation;
 
@@ -21,12 +23,14 @@ pub struct Zpdb {
     pub budgets: budgets::BudgetCache,
     pub serialisation: Arc<serialisation::InProcess>,
     pub metrics: ZpdbMetrics,
+    /// The budgets' pod lists in flight (for this process's one API client).
+    pub pod_lists: reads::PodLists,
 }
 
 impl Zpdb {
     /// Budgets not loaded yet (the watch fills them), with these metrics.
     pub fn new(metrics: ZpdbMetrics) -> Self {
-        Zpdb { budgets: budgets::BudgetCache::loading(), serialisation: Arc::default(), metrics }
+        Zpdb { budgets: budgets::BudgetCache::loading(), metrics, ..Zpdb::default() }
     }
 
     /// These budgets, known at once (a dump's, a test's).

@@ -1456,3 +1456,45 @@ fn intent_keys_are_valid_annotation_names_and_all_of_them_are_read() {
     let read = BudgetPod::from_k8s(&pod).unwrap();
     assert_eq!(read.intent_until, Some("2026-03-01T12:00:40Z".parse().unwrap()));
 }
+
+/// Found by the `zpdb_evictions` bench (two evictions of one pod at once, as from overlapping drains or
+/// a client retrying while its first request is still being decided): the decider of the same pod that loses a
+/// race takes back the intent its twin, already allowed, relies on until the API server commits the eviction; a
+/// decider in another zone then reads no intent and no terminating pod, and is allowed too. Scripted: twins `d1`,
+/// `d2` evict `ingester-zone-b-0`, `q` evicts `ingester-zone-a-0` (ordered before it by name).
+/// Fixed by keying each decision's intent on its AdmissionReview's uid.
+#[test]
+fn twin_decisions_of_one_pod_never_let_a_rival_spend_the_budget_again() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let start = |pod: &str, uid: &str| {
+        let mut request = eviction(pod);
+        request.uid = uid.into();
+        let mut flow = EvictPod::from_admission(&request, settings(Serialisation::Intents));
+        let next = flow.step(Observed::Start, now());
+        Racer { flow, next }
+    };
+    let (mut d1, mut d2, mut q) =
+        (start("ingester-zone-b-0", "d1"), start("ingester-zone-b-0", "d2"), start("ingester-zone-a-0", "q"));
+    // Steps `racer` until it needs `until` (not carried out) or answers.
+    let run_until = |cluster: &mut Cluster, racer: &mut Racer, until: &str| loop {
+        if matches!(racer.next, Need::Answer(_)) || need_name(&racer.next) == until {
+            return;
+        }
+        let observed = cluster.observe(&racer.next);
+        racer.next = racer.flow.step(observed, now());
+    };
+    let step = |cluster: &mut Cluster, racer: &mut Racer| {
+        let observed = cluster.observe(&racer.next);
+        racer.next = racer.flow.step(observed, now());
+    };
+    run_until(&mut cluster, &mut q, "write-intent"); // q judged on a view without intents
+    run_until(&mut cluster, &mut d1, "answer"); // d1 allowed; the eviction is not committed yet
+    assert!(matches!(&d1.next, Need::Answer(v) if v.allowed()), "{:?}", d1.next);
+    run_until(&mut cluster, &mut d2, "pods-again"); // d2 rewrote the same intent
+    step(&mut cluster, &mut q); // q's intent
+    step(&mut cluster, &mut q); // q reads again: only a later intent (b-0) stands in its way: it waits
+    run_until(&mut cluster, &mut d2, "answer"); // d2 loses to q and takes the intent of b-0 back
+    run_until(&mut cluster, &mut q, "answer");
+    let q_allowed = matches!(&q.next, Need::Answer(v) if v.allowed());
+    assert!(!q_allowed, "b-0 allowed and then a-0 allowed, in another zone: {:?}", cluster.writes);
+}
