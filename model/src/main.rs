@@ -63,6 +63,9 @@ struct ZpdbArgs {
     /// Webhook replica crashes mid-decision.
     #[arg(long, default_value_t = 0)]
     webhook_crashes: u8,
+    /// Never two decisions about the same pod at once (the production flow is known to break its budget there).
+    #[arg(long)]
+    no_same_pod_races: bool,
     #[arg(long, default_value_t = 2)]
     threads: usize,
 }
@@ -80,6 +83,7 @@ fn check_zpdb(args: ZpdbArgs) -> ExitCode {
         crashes: args.crashes,
         restarts: args.restarts,
         webhook_crashes: args.webhook_crashes,
+        same_pod_races: !args.no_same_pod_races,
     };
     println!("configuration: {config:?}");
     let model = match ZpdbModel::new(config, production_evictor) {

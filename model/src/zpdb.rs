@@ -30,6 +30,7 @@
 //!   is left alone);
 //! - pods can always be patched, so the flow never falls back to its in-process lock.
 
+use jiff::Timestamp;
 use rollout_core::fixture;
 use rollout_core::keys;
 use rollout_core::natural::pod_ordinal;
@@ -41,7 +42,6 @@ use rollout_core::{
     Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, PodView, StatefulSetView,
     plan_pass,
 };
-use jiff::Timestamp;
 use stateright::{Model, Property};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -106,6 +106,11 @@ pub struct ZpdbModelConfig {
     pub restarts: u8,
     /// Webhook replica crashes in the middle of a decision (its intent, if written, is left to expire).
     pub webhook_crashes: u8,
+    /// Two decisions about the same pod may be in flight at once (a drain's retry while its first request is still
+    /// being decided, two drains, the controller's deletion of a pod being drained). Off, a request about a pod
+    /// waits while another decision about it is in flight: the production flow is known to break its budget in
+    /// that race (see `same_pod_race` in model/tests/zpdb.rs).
+    pub same_pod_races: bool,
 }
 
 impl Default for ZpdbModelConfig {
@@ -122,6 +127,7 @@ impl Default for ZpdbModelConfig {
             crashes: 0,
             restarts: 0,
             webhook_crashes: 0,
+            same_pod_races: true,
         }
     }
 }
@@ -207,9 +213,9 @@ impl Decision {
     }
 
     fn identity(&self) -> u64 {
-        let mut h = DefaultHasher::new();
-        format!("{:?} {:?}", self.machine, self.next).hash(&mut h);
-        h.finish()
+        let mut h = HashWriter(DefaultHasher::new());
+        let _ = write!(h, "{:?} {:?}", self.machine, self.next);
+        h.0.finish()
     }
 
     /// The verdict, once the machine has answered.
@@ -225,6 +231,16 @@ impl Decision {
     }
 }
 
+/// Hashes what is written to it (a `Debug` print, without building the string).
+struct HashWriter(DefaultHasher);
+
+impl std::fmt::Write for HashWriter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.write(s.as_bytes());
+        Ok(())
+    }
+}
+
 impl PartialEq for Decision {
     fn eq(&self, other: &Self) -> bool {
         (self.zone, self.pod, self.fingerprint) == (other.zone, other.pod, other.fingerprint)
@@ -232,6 +248,18 @@ impl PartialEq for Decision {
 }
 
 impl Eq for Decision {}
+
+impl PartialOrd for Decision {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Decision {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.zone, self.pod, self.fingerprint).cmp(&(other.zone, other.pod, other.fingerprint))
+    }
+}
 
 impl Hash for Decision {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -245,21 +273,27 @@ impl std::fmt::Debug for Decision {
     }
 }
 
-/// A webhook replica serving the drain.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A webhook replica serving the drain. The replicas are alike, so the model keeps them sorted (one state for every
+/// assignment of the same decisions to replicas).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Drain {
     Idle,
     Deciding(Decision),
     /// Allowed: the API server has yet to commit the eviction of this incarnation.
-    Committing { zone: u8, pod: u8, generation: u8 },
+    Committing {
+        zone: u8,
+        pod: u8,
+        generation: u8,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Ctrl {
-    /// `blocked`: its last eviction decision was denied; it plans again on the next change it sees.
+    /// `blocked`: its last eviction decision was denied; it plans again on the next change someone else makes.
     Idle { blocked: bool },
-    /// Executing a plan: `deciding` the eviction of the front deletion, or `cleared` to delete it.
-    Acting { ops: Vec<Op>, deciding: Option<Decision>, cleared: bool },
+    /// Executing a plan: `deciding` the eviction of the front deletion, or `cleared` to delete it. `heard`: someone
+    /// else changed the cluster meanwhile (the work queue then runs the group again, whatever this pass ends in).
+    Acting { ops: Vec<Op>, deciding: Option<Decision>, cleared: bool, heard: bool },
 }
 
 /// Violated invariants, as bits of [`ZpdbState::violations`].
@@ -293,7 +327,11 @@ pub struct ZpdbState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ZpdbStep {
     /// The drain asks a webhook replica to evict a pod (the replica reads the pod, and what does not change).
-    DrainRequests { replica: u8, zone: u8, pod: u8 },
+    DrainRequests {
+        replica: u8,
+        zone: u8,
+        pod: u8,
+    },
     /// The replica carries out its decision's next need.
     WebhookDecides(u8),
     /// The API server commits an allowed eviction: the pod is terminating.
@@ -329,7 +367,13 @@ pub struct ZpdbModel {
     pub evictor: Evictor,
     budget: ZpdbConfig,
     plans: Arc<Mutex<HashMap<PlanKey, PlanMemo>>>,
+    /// Memo of [`ZpdbModel::step_decision`]: the machine is pure and the truth is all it reads, so the same decision
+    /// on the same truth always goes the same way.
+    decisions: Arc<Mutex<HashMap<DecisionKey, (Decision, World)>>>,
 }
+
+/// A decision's step: who decides (`None`: a decision in flight, by its identity), about which pod, on which truth.
+type DecisionKey = (Option<bool>, u64, u8, u8, World);
 
 impl ZpdbModel {
     /// The model of `config`, deciding evictions with `evictor`.
@@ -354,17 +398,13 @@ impl ZpdbModel {
             "spec": spec,
         });
         let budget = ZpdbConfig::parse(&object).map_err(|e| format!("the budget: {e}"))?;
-        Ok(ZpdbModel { config, evictor, budget, plans: Arc::default() })
+        Ok(ZpdbModel { config, evictor, budget, plans: Arc::default(), decisions: Arc::default() })
     }
 
     fn statefulset(&self, w: &World, z: usize) -> StatefulSetView {
         let zone = &w.zones[z];
-        let mut s = fixture::statefulset(
-            GROUP,
-            STATEFULSETS[z],
-            u32::from(self.config.pods),
-            REVISIONS[zone.current as usize],
-        );
+        let mut s =
+            fixture::statefulset(GROUP, STATEFULSETS[z], u32::from(self.config.pods), REVISIONS[zone.current as usize]);
         s.resource_version = zone.resource_version.to_string();
         s.settings.max_unavailable = MaxUnavailable::Count(1);
         if let Some(status) = s.status.as_mut() {
@@ -441,6 +481,29 @@ impl ZpdbModel {
             serialisation: Serialisation::Intents,
             intent_lifetime: INTENT_LIFETIME,
         }
+    }
+
+    /// One step of a decision (started when `decision` is `None`) against the truth: the decision after it, and the
+    /// truth after its writes. Memoised.
+    fn step_decision(&self, decision: Option<&Decision>, truth: &mut World, zone: u8, pod: u8, who: Who) -> Decision {
+        let started = decision.is_none().then_some(who == Who::Controller);
+        let key = (started, decision.map_or(0, |d| d.fingerprint), zone, pod, truth.clone());
+        if let Some((d, after)) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            *truth = after;
+            return d;
+        }
+        let d = match decision {
+            None => self.start(truth, zone, pod, who),
+            Some(d) => {
+                let mut d = d.clone();
+                self.advance(&mut d, truth);
+                d
+            }
+        };
+        if let Ok(mut m) = self.decisions.lock() {
+            m.insert(key, (d.clone(), truth.clone()));
+        }
+        d
     }
 
     /// Starts a decision about pod `pod` of zone `zone`: the request arrives and the pod is read.
@@ -627,6 +690,13 @@ impl ZpdbModel {
         self.config.evictions.saturating_add(u8::from(self.config.rollout))
     }
 
+    /// Whether a decision about the pod is in flight, or allowed and not committed, other than the controller's.
+    fn being_decided(s: &ZpdbState, zone: u8, pod: u8) -> bool {
+        let mut others = s.clone();
+        others.ctrl = Ctrl::Idle { blocked: false };
+        Self::intent_relied_on(&others, zone, pod)
+    }
+
     fn decisions_in_flight(s: &ZpdbState) -> usize {
         let drains = s.drains.iter().filter(|d| matches!(d, Drain::Deciding(_))).count();
         drains + usize::from(matches!(s.ctrl, Ctrl::Acting { deciding: Some(_), .. }))
@@ -637,9 +707,10 @@ impl ZpdbModel {
         s.pending.is_empty()
             && matches!(s.ctrl, Ctrl::Idle { .. })
             && s.drains.iter().all(|d| *d == Drain::Idle)
-            && s.truth.zones.iter().all(|z| {
-                z.current == z.update && z.pods.iter().all(|p| p.available() && p.revision == z.update)
-            })
+            && s.truth
+                .zones
+                .iter()
+                .all(|z| z.current == z.update && z.pods.iter().all(|p| p.available() && p.revision == z.update))
     }
 
     pub fn is_quiescent(&self, s: &ZpdbState) -> bool {
@@ -693,14 +764,17 @@ impl ZpdbModel {
         out
     }
 
-    /// A change of the truth: the controller hears of it (a blocked controller plans again), and its cache sees
-    /// what the pass reads of it at once when fresh, else in order, lagging by at most `stale` writes.
-    fn changed(&self, last: &World, s: &mut ZpdbState) {
+    /// A change of the truth: the controller hears of a change someone else made (a blocked controller plans
+    /// again; one acting will run again), and its cache sees what the pass reads of it at once when fresh, else in
+    /// order, lagging by at most `stale` writes.
+    fn changed(&self, last: &World, s: &mut ZpdbState, own: bool) {
         if s.truth == *last {
             return;
         }
-        if s.ctrl == (Ctrl::Idle { blocked: true }) {
-            s.ctrl = Ctrl::Idle { blocked: false };
+        match &mut s.ctrl {
+            Ctrl::Idle { blocked } if !own => *blocked = false,
+            Ctrl::Acting { heard, .. } if !own => *heard = true,
+            _ => {}
         }
         let seen = s.truth.planner_view();
         if seen == last.planner_view() {
@@ -738,34 +812,35 @@ impl ZpdbModel {
 
     /// The controller's decision has answered (or not yet).
     fn controller_answered(&self, s: &mut ZpdbState) {
-        let Ctrl::Acting { ops, deciding: Some(d), .. } = &s.ctrl else { return };
-        let (zone, pod, ops) = (d.zone, d.pod, ops.clone());
+        let Ctrl::Acting { ops, deciding: Some(d), heard, .. } = &s.ctrl else { return };
+        let (zone, pod, ops, heard) = (d.zone, d.pod, ops.clone(), *heard);
         match d.answer() {
             None => {}
-            // The reference's way: the deletion fails with the denial; the next pass tries again.
-            Some(false) => s.ctrl = Ctrl::Idle { blocked: true },
+            // The reference's way: the deletion fails with the denial; the group runs again once something else
+            // changes (or at once, if something did while it decided).
+            Some(false) => s.ctrl = Ctrl::Idle { blocked: !heard },
             Some(true) => {
                 self.judge(s, zone, pod, Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: true };
+                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: true, heard };
             }
         }
     }
 
     fn controller_acts(&self, s: &mut ZpdbState) {
-        let Ctrl::Acting { ops, deciding, cleared } = s.ctrl.clone() else { return };
+        let Ctrl::Acting { ops, deciding, cleared, heard } = s.ctrl.clone() else { return };
         let Some(op) = ops.first().copied() else {
             s.ctrl = Ctrl::Idle { blocked: false };
             return;
         };
         match (op, deciding, cleared) {
             (Op::Delete { zone, pod, .. }, None, false) => {
-                let d = self.start(&mut s.truth, zone, pod, Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false };
+                let d = self.step_decision(None, &mut s.truth, zone, pod, Who::Controller);
+                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, heard };
                 self.controller_answered(s);
             }
-            (Op::Delete { .. }, Some(mut d), _) => {
-                self.advance(&mut d, &mut s.truth);
-                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false };
+            (Op::Delete { .. }, Some(d), _) => {
+                let d = self.step_decision(Some(&d), &mut s.truth, d.zone, d.pod, Who::Controller);
+                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, heard };
                 self.controller_answered(s);
             }
             (Op::Delete { zone, pod, generation }, None, true) => {
@@ -777,7 +852,7 @@ impl ZpdbModel {
                 }
                 s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
                 s.expectations.push(Exp::PodDeleted { zone, pod, generation });
-                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false };
+                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, heard };
             }
             (Op::SetCurrent { zone, revision, resource_version }, _, _) => {
                 let z = &mut s.truth.zones[zone as usize];
@@ -788,7 +863,7 @@ impl ZpdbModel {
                 z.current = revision;
                 z.resource_version = z.resource_version.wrapping_add(1);
                 s.expectations.push(Exp::ZoneWritten { zone, resource_version });
-                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false };
+                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, heard };
             }
         }
         if matches!(&s.ctrl, Ctrl::Acting { ops, .. } if ops.is_empty()) {
@@ -801,7 +876,11 @@ impl ZpdbModel {
 fn is_constant(need: &Need) -> bool {
     matches!(
         need,
-        Need::Budgets | Need::StatefulSet { .. } | Need::StatefulSets { .. } | Need::Lock { .. } | Need::Remember { .. }
+        Need::Budgets
+            | Need::StatefulSet { .. }
+            | Need::StatefulSets { .. }
+            | Need::Lock { .. }
+            | Need::Remember { .. }
     )
 }
 
@@ -917,7 +996,8 @@ impl Model for ZpdbModel {
         {
             for (z, zone) in s.truth.zones.iter().enumerate() {
                 for (i, p) in zone.pods.iter().enumerate() {
-                    if p.exists && !p.terminating {
+                    let waits = !self.config.same_pod_races && Self::intent_relied_on(s, z as u8, i as u8);
+                    if p.exists && !p.terminating && !waits {
                         steps.push(ZpdbStep::DrainRequests { replica: r as u8, zone: z as u8, pod: i as u8 });
                     }
                 }
@@ -942,6 +1022,10 @@ impl Model for ZpdbModel {
                 }
             }
             Ctrl::Idle { blocked: true } => {}
+            Ctrl::Acting { ops, deciding: None, cleared: false, .. }
+                if !self.config.same_pod_races
+                    && matches!(ops.first(), Some(Op::Delete { zone, pod, .. }) if Self::being_decided(s, *zone, *pod)) =>
+                {}
             Ctrl::Acting { .. } => steps.push(ZpdbStep::ControllerActs),
         }
         let idle = s.ctrl == (Ctrl::Idle { blocked: false }) && s.expectations.is_empty() && s.pending.is_empty();
@@ -977,13 +1061,13 @@ impl Model for ZpdbModel {
         match step {
             ZpdbStep::DrainRequests { replica, zone, pod } => {
                 s.evictions_left -= 1;
-                let d = self.start(&mut s.truth, zone, pod, Who::Drain);
+                let d = self.step_decision(None, &mut s.truth, zone, pod, Who::Drain);
                 s.drains[replica as usize] = Drain::Deciding(d);
                 self.drain_answered(&mut s, replica as usize);
             }
             ZpdbStep::WebhookDecides(r) => {
-                let Drain::Deciding(mut d) = s.drains[r as usize].clone() else { return None };
-                self.advance(&mut d, &mut s.truth);
+                let Drain::Deciding(d) = s.drains[r as usize].clone() else { return None };
+                let d = self.step_decision(Some(&d), &mut s.truth, d.zone, d.pod, Who::Drain);
                 s.drains[r as usize] = Drain::Deciding(d);
                 self.drain_answered(&mut s, r as usize);
             }
@@ -1002,7 +1086,7 @@ impl Model for ZpdbModel {
             ZpdbStep::ControllerPlans => {
                 let (retained, ops) = self.plan(&s.view, &s.expectations);
                 s.expectations = retained;
-                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: false };
+                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: false, heard: false };
             }
             ZpdbStep::ControllerActs => self.controller_acts(&mut s),
             ZpdbStep::ControllerRestarts => {
@@ -1033,7 +1117,8 @@ impl Model for ZpdbModel {
             }
             ZpdbStep::IntentExpires(z, i) => s.truth.zones[z as usize].pods[i as usize].intent = None,
         }
-        self.changed(&last.truth, &mut s);
+        self.changed(&last.truth, &mut s, step == ZpdbStep::ControllerActs);
+        s.drains.sort();
         s.overlapped |= Self::decisions_in_flight(&s) >= 2;
         Some(s)
     }

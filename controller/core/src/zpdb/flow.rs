@@ -331,6 +331,18 @@ impl EvictPod {
                 )),
             },
             (Phase::PodsAgain, Observed::Pods(listed)) => {
+                // Policy: deny with 429. Our intent went with the pod it was written on: the pod of that name now
+                // (if any) is another one, which the API server would evict on our answer without an intent on it,
+                // so a later decision could spend the same budget. The client retries and judges the new pod.
+                if self.serialisation == Serialisation::Intents
+                    && let Ok(pods) = &listed
+                    && !self.pod.as_ref().is_some_and(|evicted| pods.iter().any(|p| p.uid() == evicted.uid()))
+                {
+                    return self.answer(EvictionVerdict::deny(
+                        Outcome::DENIED,
+                        format!("pod {} was replaced while its eviction was being decided; retry", self.pod_name()),
+                    ));
+                }
                 let judged = match &listed {
                     Err(_) => Err(not_determined()),
                     Ok(pods) => self.judge(pods, now),

@@ -1292,6 +1292,33 @@ fn two_evictions_taking_turns_allow_exactly_one() {
     }
 }
 
+/// Found by the model (`rollout-model zpdb`): the pod is deleted (another eviction commits), recreated and Ready
+/// again between the intent write and the second read. The intent went with the old pod and the new one carries
+/// none, so allowing would let the API server evict the new pod while a later decision sees nothing being evicted.
+#[test]
+fn a_pod_replaced_after_its_intent_was_written_is_not_evicted_on_that_intent() {
+    let mut cluster = Cluster::new(World::new(2, 2), zone_mode(1));
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-b-0"), settings(Serialisation::Intents));
+    let mut need = flow.step(Observed::Start, now());
+    while !matches!(need, Need::PodsAgain { .. }) {
+        assert!(!matches!(need, Need::Answer(_)), "answered before its second read: {need:?}");
+        let observed = cluster.observe(&need);
+        need = flow.step(observed, now());
+    }
+    cluster.world.change("ingester-zone-b-0", |p| {
+        p.pod.uid.push_str("-recreated");
+        p.intent_until = None;
+    });
+    let observed = cluster.observe(&need);
+    let Need::Answer(v) = flow.step(observed, now()) else { panic!("no answer") };
+    assert_eq!((v.allowed(), v.outcome), (false, Outcome::DENIED), "{v:?}");
+    assert_eq!(v.message(), "pod ingester-zone-b-0 was replaced while its eviction was being decided; retry");
+    // Not replaced, the same decision is allowed.
+    let mut cluster = Cluster::new(World::new(2, 2), zone_mode(1));
+    let (v, _) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::Intents);
+    assert!(v.allowed(), "{v:?}");
+}
+
 #[test]
 fn one_after_the_other_the_first_is_allowed_and_the_second_denied() {
     for serialisation in [Serialisation::Intents, Serialisation::InProcess] {
