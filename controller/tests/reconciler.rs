@@ -3,7 +3,6 @@
 mod support;
 
 use futures::FutureExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
 use rollout_core::RolloutPlanner;
 use rollout_operator::cluster::{ApiError, WatchEvent};
 use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
@@ -11,34 +10,11 @@ use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Call, FakeCluster, WatchFeed, pod, sts};
+use support::{Call, FakeCluster, WatchFeed, pod, sts, three_zones};
 
 const OLD: &str = "rev-old";
 const NEW: &str = "rev-new";
 const GROUP: &str = "ingester";
-
-fn with_max_unavailable(mut s: StatefulSet, v: &str) -> StatefulSet {
-    s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), v.into());
-    s
-}
-
-/// Zone a done on NEW; zones b and c on OLD, all ready.
-fn three_zones(max_unavailable: &str) -> FakeCluster {
-    let mut pods = Vec::new();
-    for (zone, rev) in [("a", NEW), ("b", OLD), ("c", OLD)] {
-        for i in 0..3 {
-            pods.push(pod(&format!("ingester-zone-{zone}"), i, rev, true, 0));
-        }
-    }
-    FakeCluster::new(
-        vec![
-            with_max_unavailable(sts(GROUP, "ingester-zone-a", 3, NEW, NEW), max_unavailable),
-            with_max_unavailable(sts(GROUP, "ingester-zone-b", 3, OLD, NEW), max_unavailable),
-            with_max_unavailable(sts(GROUP, "ingester-zone-c", 3, OLD, NEW), max_unavailable),
-        ],
-        pods,
-    )
-}
 
 /// Drives a controller by hand: watch events are applied to its cache only when `pump` is called.
 struct Harness {

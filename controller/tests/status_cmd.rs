@@ -176,7 +176,7 @@ async fn watching_keeps_the_progress_clock_and_reports_a_stuck_group() {
     let (g, at) = last.unwrap();
     let progress = g.progress.clone().expect("progress with --watch");
     assert_eq!((progress.seconds_without_progress, progress.stuck), (601, true));
-    let view = NamespaceStatus { namespace: "ns".into(), at: at.to_string(), groups: vec![g] };
+    let view = NamespaceStatus { namespace: "ns".into(), at: at.to_string(), groups: vec![g], budgets_unknown: None };
     let mut out = Vec::new();
     render_text(&view, deadline, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -268,4 +268,45 @@ async fn the_readme_example_is_what_status_prints() {
     let after = readme.split("On a group half-way through zone b").nth(1).expect("the README example");
     let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
     assert_eq!(printed, block);
+}
+
+#[tokio::test]
+async fn the_view_names_the_budgets_over_each_group_and_the_evictions_they_are_allowing() {
+    let cluster = mid_rollout();
+    for p in cluster.pods() {
+        let mut p = p;
+        p.metadata.labels.get_or_insert_default().insert(keys::ROLLOUT_GROUP.into(), "ingester".into());
+        if p.metadata.name.as_deref() == Some("ingester-zone-c-1") {
+            let until = (now() + jiff::SignedDuration::from_secs(30)).to_string();
+            p.metadata.annotations.get_or_insert_default().insert(keys::EVICTION_INTENT.into(), until);
+        }
+        cluster.put_pod(p);
+    }
+    cluster.put_budget(serde_json::json!({
+        "apiVersion": "rollout-operator.grafana.com/v1", "kind": "ZoneAwarePodDisruptionBudget",
+        "metadata": {"name": "ingester-rollout", "namespace": "ns", "uid": "u1", "generation": 1},
+        "spec": {"maxUnavailablePercentage": 50, "selector": {"matchLabels": {"rollout-group": "ingester"}}}}));
+    let (text, result) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
+    result.expect("a view");
+    assert!(
+        text.contains(
+            "  budget ingester-rollout: zone mode, maxUnavailable 50%; evictions in flight: ingester-zone-c-1\n"
+        ),
+        "{text}"
+    );
+    let (json, _) = view(&cluster, &["-kubernetes.namespace=ns", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["groups"][0]["budgets"],
+        serde_json::json!([{"name": "ingester-rollout", "mode": "zone", "maxUnavailable": "50%",
+            "evictionsInFlight": ["ingester-zone-c-1"]}])
+    );
+    // A budget over other pods is not this group's.
+    cluster.delete_budget("ingester-rollout");
+    cluster.put_budget(serde_json::json!({
+        "apiVersion": "rollout-operator.grafana.com/v1", "kind": "ZoneAwarePodDisruptionBudget",
+        "metadata": {"name": "store-gateway", "namespace": "ns", "uid": "u2", "generation": 1},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"rollout-group": "store-gateway"}}}}));
+    let (text, _) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
+    assert!(!text.contains("budget "), "{text}");
 }

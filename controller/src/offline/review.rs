@@ -17,10 +17,11 @@ use crate::admission::webhooks::{
     NO_DOWNSCALE_PATH, POD_EVICTION_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH,
     router_with_zpdb,
 };
-use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, memory};
+use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, PodAnnotations, RecordStore, WatchEvent, memory};
 use crate::offline::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use crate::zpdb::Zpdb;
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -185,6 +186,18 @@ impl PodAnnotations for DumpCluster {
     ) -> Result<Pod, ApiError> {
         let st = &mut *self.state();
         memory::patch_annotations_of_uid(&mut st.pods, &mut st.rv, "pods", name, uid, changes)
+    }
+}
+
+/// The dump's budgets, listed once as a watch would list them (`status` reads them so).
+impl DisruptionBudgets for DumpCluster {
+    fn watch_disruption_budgets(
+        &self,
+    ) -> futures::stream::BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
+        let listed = self.state().budgets.clone().into_iter().map(|b| Ok(WatchEvent::InitApply(b)));
+        let events = std::iter::once(Ok(WatchEvent::Init)).chain(listed).chain([Ok(WatchEvent::InitDone)]);
+        // Then nothing more happens in a dump.
+        futures::stream::iter(events.collect::<Vec<_>>()).chain(futures::stream::pending()).boxed()
     }
 }
 

@@ -1,7 +1,8 @@
 //! `rollout-operator status`: a read-only live view of the rollout groups of a namespace. For each group: each
 //! zone's progress (pods updated of desired, unavailable, revisions), what the controller would do next and why it
-//! waits, the last downscale and how long a downscale of each zone must still wait; with `--watch`, how long the
-//! group has gone without progress and whether that makes it stuck. `-o json` prints the same for scripts.
+//! waits, the last downscale and how long a downscale of each zone must still wait, the ZoneAwarePodDisruptionBudgets
+//! that cover it (mode, budget, evictions in flight); with `--watch`, how long the group has gone without progress
+//! and whether that makes it stuck. `-o json` prints the same for scripts.
 //!
 //! It runs the controller's own pass (`rollout_core::pass::plan_pass`) on a live read (StatefulSets, pods and, with
 //! `-use-zone-tracker`, the group downscale record), with the same kube config flags as the controller; `-f` reads
@@ -10,20 +11,25 @@
 
 use crate::cli::OperatorFlags;
 use crate::cluster::downscale_record::{markers_of, read_record};
-use crate::cluster::{ApiError, LiveReads, RecordStore};
+use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, RecordStore};
 use crate::controller::report::statefulset_report;
 use crate::offline::plan::{load_objects, parse_now};
 use crate::offline::review::DumpCluster;
+use crate::ops::metrics::ZpdbMetrics;
+use crate::zpdb::budgets::BudgetCache;
+use futures::StreamExt;
 use jiff::Timestamp;
 use rollout_core::downscale::format_timestamp;
 use rollout_core::duration::format_go_duration;
 use rollout_core::progress::{ProgressClock, judge};
+use rollout_core::zpdb::{BudgetPod, KnownBudgets, ZpdbConfig};
 use rollout_core::{
     Action, DownscaleRecord, GroupPlan, GroupSnapshot, GroupState, MinTimeVerdict, MirrorFindings, PassInput, PodView,
     RecordNeed, RecordRead, ScalingError, StatefulSetView, Wait, ZoneTracker, build_groups, check_min_time, keys,
     plan_pass, record_need,
 };
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -90,6 +96,9 @@ pub struct NamespaceStatus {
     /// When it was read (RFC 3339).
     pub at: String,
     pub groups: Vec<GroupStatus>,
+    /// Why the budgets could not be read, if they could not.
+    #[serde(rename = "budgetsUnknown", skip_serializing_if = "Option::is_none")]
+    pub budgets_unknown: Option<String>,
 }
 
 /// One rollout group: its zones, the pass the controller would run now, and its downscales.
@@ -112,6 +121,23 @@ pub struct GroupStatus {
     pub warnings: Vec<String>,
     #[serde(rename = "scalingErrors", skip_serializing_if = "Vec::is_empty")]
     pub scaling_errors: Vec<ScalingError>,
+    /// The ZoneAwarePodDisruptionBudgets that select pods of the group.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetStatus>,
+}
+
+/// A ZoneAwarePodDisruptionBudget over a group: what it allows, and the evictions (or controller deletions) it is
+/// allowing now (pods with a live eviction intent).
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetStatus {
+    pub name: String,
+    /// `zone` or `partition`.
+    pub mode: &'static str,
+    /// `maxUnavailable`, or `maxUnavailablePercentage` with a `%`.
+    #[serde(rename = "maxUnavailable")]
+    pub max_unavailable: String,
+    #[serde(rename = "evictionsInFlight", skip_serializing_if = "Vec::is_empty")]
+    pub evictions_in_flight: Vec<String>,
 }
 
 /// One zone's pods and revisions.
@@ -170,6 +196,8 @@ pub struct Planned {
     pub group: GroupSnapshot,
     pub plan: GroupPlan,
     pub record: Option<DownscaleRecord>,
+    /// The group's pods with a live eviction intent, by name.
+    pub intents: Vec<String>,
 }
 
 /// Reads the namespace through `api` and runs the controller's pass on every rollout group, as of `now`.
@@ -181,6 +209,12 @@ pub async fn read<C: LiveReads + RecordStore>(
 ) -> Result<Vec<Planned>, StatusError> {
     let statefulsets = api.list_statefulsets(keys::ROLLOUT_GROUP).await.map_err(StatusError::StatefulSets)?;
     let pods = api.list_pods("").await.map_err(StatusError::Pods)?;
+    let intents: BTreeMap<String, Timestamp> = pods
+        .iter()
+        .filter_map(|p| BudgetPod::from_k8s(p).ok())
+        .filter(|p| p.has_live_intent(now))
+        .filter_map(|p| p.intent_until.map(|until| (p.name().to_string(), until)))
+        .collect();
     let views: Vec<StatefulSetView> = statefulsets.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
     let pods: Vec<PodView> = pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect();
     let groups = build_groups(views, &pods);
@@ -220,7 +254,14 @@ pub async fn read<C: LiveReads + RecordStore>(
             RecordRead::Read { record, .. } => Some((*record).clone()),
             _ => None,
         };
-        out.push(Planned { group, plan, record });
+        let intents = group
+            .members
+            .iter()
+            .flat_map(|m| &m.pods)
+            .filter(|p| intents.contains_key(&p.name))
+            .map(|p| p.name.clone())
+            .collect();
+        out.push(Planned { group, plan, record, intents });
     }
     Ok(out)
 }
@@ -242,7 +283,7 @@ fn mirror_waits(group: &GroupSnapshot) -> Vec<String> {
 
 /// The summary of one group as planned at `now`.
 pub fn summarize(planned: &Planned, now: Timestamp) -> GroupStatus {
-    let Planned { group, plan, record } = planned;
+    let Planned { group, plan, record, .. } = planned;
     let statefulsets = group
         .members
         .iter()
@@ -271,7 +312,64 @@ pub fn summarize(planned: &Planned, now: Timestamp) -> GroupStatus {
         progress: None,
         warnings: plan.warnings.clone(),
         scaling_errors: plan.scaling_errors.clone(),
+        budgets: Vec::new(),
     }
+}
+
+/// How long `status` waits for the budgets' first list.
+const BUDGETS_LIST_WAIT: Duration = Duration::from_secs(10);
+
+/// The budgets as the operator would know them: the first list of their watch, through the operator's own cache
+/// (so a missing CRD means none, and a refusal says what to grant). `Err` says why they are not shown.
+pub async fn read_budgets<C: DisruptionBudgets>(api: &C) -> Result<Vec<ZpdbConfig>, String> {
+    let cache = BudgetCache::loading();
+    let metrics = ZpdbMetrics::default();
+    let mut events = api.watch_disruption_budgets();
+    let listed = async {
+        while let Some(item) = events.next().await {
+            match item {
+                Ok(event) => cache.apply(event, &metrics),
+                Err(err) => cache.failed(&err, &metrics),
+            }
+            if !matches!(cache.snapshot(), KnownBudgets::NotLoaded(_)) {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(BUDGETS_LIST_WAIT, listed).await;
+    match cache.snapshot() {
+        KnownBudgets::Known(budgets) => Ok(budgets),
+        KnownBudgets::NotLoaded(why) => Err(format!("not listed within {}s ({why})", BUDGETS_LIST_WAIT.as_secs())),
+        KnownBudgets::Unreadable(why) => Err(why),
+    }
+}
+
+/// The budgets that select a pod of `planned`'s group (or one of its StatefulSets).
+pub fn budgets_over(planned: &Planned, budgets: &[ZpdbConfig]) -> Vec<BudgetStatus> {
+    let group = &planned.group;
+    budgets
+        .iter()
+        .filter(|b| {
+            group.members.iter().any(|m| b.selects(&m.sts.labels) || m.pods.iter().any(|p| b.selects(&p.labels)))
+        })
+        .map(|b| BudgetStatus {
+            name: b.name.clone(),
+            mode: if b.partition.is_some() { "partition" } else { "zone" },
+            max_unavailable: if b.max_unavailable > 0 || b.max_unavailable_percentage <= 0 {
+                b.max_unavailable.to_string()
+            } else {
+                format!("{}%", b.max_unavailable_percentage)
+            },
+            evictions_in_flight: planned
+                .intents
+                .iter()
+                .filter(|pod| {
+                    group.members.iter().flat_map(|m| &m.pods).any(|p| &p.name == *pod && b.selects(&p.labels))
+                })
+                .cloned()
+                .collect(),
+        })
+        .collect()
 }
 
 /// The last downscale of the group (the later of each StatefulSet's `grafana.com/last-downscale` and its entry in
@@ -398,9 +496,21 @@ pub fn render_text(view: &NamespaceStatus, deadline: Duration, out: &mut dyn Wri
             };
             writeln!(out, "  no progress for {without} while watching; {verdict}")?;
         }
+        for b in &g.budgets {
+            let in_flight = if b.evictions_in_flight.is_empty() {
+                String::new()
+            } else {
+                format!("; evictions in flight: {}", b.evictions_in_flight.join(", "))
+            };
+            writeln!(out, "  budget {}: {} mode, maxUnavailable {}{in_flight}", b.name, b.mode, b.max_unavailable)?;
+        }
         for w in &g.warnings {
             writeln!(out, "  warning: {w}")?;
         }
+    }
+    if let Some(why) = &view.budgets_unknown {
+        writeln!(out)?;
+        writeln!(out, "ZoneAwarePodDisruptionBudgets not shown: {why}")?;
     }
     Ok(())
 }
@@ -428,7 +538,7 @@ pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
 }
 
 /// One view of `api` as of `now`, rendered into `out`; `watcher` adds progress (for --watch).
-pub async fn show<C: LiveReads + RecordStore>(
+pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
     api: &C,
     args: &StatusArgs,
     namespace: &str,
@@ -438,17 +548,24 @@ pub async fn show<C: LiveReads + RecordStore>(
 ) -> Result<(), ShowError> {
     let json = check_args(args).map_err(ShowError::Args)?;
     let planned = read(api, args.flags.downscale_record(), now).await.map_err(ShowError::Read)?;
+    let budgets = read_budgets(api).await;
     let deadline = args.flags.rollout_progress_deadline;
     let mut groups = Vec::new();
     let mut watcher = watcher;
     for planned in &planned {
         let mut status = summarize(planned, now);
+        status.budgets = budgets_over(planned, budgets.as_deref().unwrap_or_default());
         if let Some(w) = watcher.as_deref_mut() {
             w.observe(&planned.group, &planned.plan, &mut status, now, deadline);
         }
         groups.push(status);
     }
-    let view = NamespaceStatus { namespace: namespace.to_string(), at: format_timestamp(now), groups };
+    let view = NamespaceStatus {
+        namespace: namespace.to_string(),
+        at: format_timestamp(now),
+        groups,
+        budgets_unknown: budgets.err(),
+    };
     let written = if json {
         let text = if args.watch { serde_json::to_string(&view) } else { serde_json::to_string_pretty(&view) };
         text.map_err(std::io::Error::other).and_then(|t| writeln!(out, "{t}"))

@@ -255,6 +255,33 @@ impl State {
     }
 }
 
+/// A rollout group `ingester` of three zones of three ready pods, zone a done on `rev-new`, zones b and c still on
+/// `rev-old`, every StatefulSet with `rollout-max-unavailable: <max_unavailable>`, every pod labelled with its
+/// rollout group (as ZoneAwarePodDisruptionBudgets select them).
+pub fn three_zones(max_unavailable: &str) -> FakeCluster {
+    let (old, new) = ("rev-old", "rev-new");
+    let mut pods = Vec::new();
+    for (zone, rev) in [("a", new), ("b", old), ("c", old)] {
+        for i in 0..3 {
+            let mut p = pod(&format!("ingester-zone-{zone}"), i, rev, true, 0);
+            p.metadata.labels.get_or_insert_default().insert("rollout-group".into(), "ingester".into());
+            pods.push(p);
+        }
+    }
+    let with_max_unavailable = |mut s: StatefulSet| {
+        s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), max_unavailable.into());
+        s
+    };
+    FakeCluster::new(
+        vec![
+            with_max_unavailable(sts("ingester", "ingester-zone-a", 3, new, new)),
+            with_max_unavailable(sts("ingester", "ingester-zone-b", 3, old, new)),
+            with_max_unavailable(sts("ingester", "ingester-zone-c", 3, old, new)),
+        ],
+        pods,
+    )
+}
+
 /// An in-memory API server for one namespace.
 #[derive(Clone, Default)]
 pub struct FakeCluster {
