@@ -28,7 +28,13 @@
 //!   them; every read of pods and every intent write or removal is a step of its own;
 //! - the API server commits an allowed eviction on the pod incarnation the webhook judged (a pod replaced in between
 //!   is left alone);
-//! - pods can always be patched, so the flow never falls back to its in-process lock.
+//! - pods can always be patched, so the flow never falls back to its in-process lock;
+//! - the controller, its pass held by a denial, runs again when someone else changes the cluster (during the pass
+//!   or after it), as its work queue does on watch events; its own writes do not wake it (that would be a retry
+//!   loop with no quiescent state to judge liveness on).
+//!
+//! `same_pod_races: false` keeps two decisions about the same pod from being in flight at once (a request waits
+//! for the other): the production flow breaks its budget in that race (model/tests/zpdb.rs, `same_pod_race_*`).
 
 use jiff::Timestamp;
 use rollout_core::fixture;
@@ -36,7 +42,7 @@ use rollout_core::keys;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::zpdb::{
     BudgetPod, EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed,
-    Serialisation, ZpdbConfig,
+    Requester, Serialisation, ZpdbConfig,
 };
 use rollout_core::{
     Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, PodView, StatefulSetView,
@@ -291,9 +297,10 @@ pub enum Drain {
 pub enum Ctrl {
     /// `blocked`: its last eviction decision was denied; it plans again on the next change someone else makes.
     Idle { blocked: bool },
-    /// Executing a plan: `deciding` the eviction of the front deletion, or `cleared` to delete it. `heard`: someone
-    /// else changed the cluster meanwhile (the work queue then runs the group again, whatever this pass ends in).
-    Acting { ops: Vec<Op>, deciding: Option<Decision>, cleared: bool, heard: bool },
+    /// Executing a plan: `deciding` the eviction of the front deletion, or `cleared` to delete it. `held`: a budget
+    /// denied a deletion of this pass (its other deletions wait for the next pass; its other writes go on).
+    /// `heard`: someone else changed the cluster meanwhile (the work queue then runs the group again).
+    Acting { ops: Vec<Op>, deciding: Option<Decision>, cleared: bool, held: bool, heard: bool },
 }
 
 /// Violated invariants, as bits of [`ZpdbState::violations`].
@@ -508,11 +515,22 @@ impl ZpdbModel {
 
     /// Starts a decision about pod `pod` of zone `zone`: the request arrives and the pod is read.
     fn start(&self, truth: &mut World, zone: u8, pod: u8, who: Who) -> Decision {
-        let request = EvictionRequest {
-            pod: format!("{}-{pod}", STATEFULSETS[zone as usize]),
-            namespace: NAMESPACE.to_string(),
-            dry_run: false,
-            max_unavailable_override: (who == Who::Controller).then(|| self.controller_override()),
+        let name = format!("{}-{pod}", STATEFULSETS[zone as usize]);
+        let request = match who {
+            // As the reconciler asks: its StatefulSet's `rollout-max-unavailable`, resolved (the model never
+            // changes it, so the cache and the truth agree on it).
+            Who::Controller => {
+                let sts = self.statefulset(truth, zone as usize);
+                EvictionRequest::for_rollout(&name, NAMESPACE, sts.settings.max_unavailable.resolve(sts.replicas))
+            }
+            // As the webhook reads an admission request for `pods/eviction`.
+            Who::Drain => EvictionRequest {
+                pod: name,
+                namespace: NAMESPACE.to_string(),
+                dry_run: false,
+                max_unavailable_override: None,
+                requester: Requester::Webhook,
+            },
         };
         let mut machine = EvictPod::new(request, Self::settings());
         let next = (self.evictor)(&mut machine, Observed::Start, now());
@@ -816,31 +834,44 @@ impl ZpdbModel {
         let (zone, pod, ops, heard) = (d.zone, d.pod, ops.clone(), *heard);
         match d.answer() {
             None => {}
-            // The reference's way: the deletion fails with the denial; the group runs again once something else
-            // changes (or at once, if something did while it decided).
-            Some(false) => s.ctrl = Ctrl::Idle { blocked: !heard },
+            // As the reconciler: the pass's deletions wait for the next pass, its other writes go on; the group
+            // runs again once something else changes (at once if something did meanwhile).
+            Some(false) => {
+                let rest: Vec<Op> = ops.into_iter().filter(|op| !matches!(op, Op::Delete { .. })).collect();
+                s.ctrl = Ctrl::Acting { ops: rest, deciding: None, cleared: false, held: true, heard };
+                self.finish_pass(s);
+            }
             Some(true) => {
                 self.judge(s, zone, pod, Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: true, heard };
+                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: true, held: false, heard };
             }
         }
     }
 
+    /// A pass with nothing left to write ends: the controller waits for news if a budget held it back.
+    fn finish_pass(&self, s: &mut ZpdbState) {
+        if let Ctrl::Acting { ops, held, heard, .. } = &s.ctrl
+            && ops.is_empty()
+        {
+            s.ctrl = Ctrl::Idle { blocked: *held && !*heard };
+        }
+    }
+
     fn controller_acts(&self, s: &mut ZpdbState) {
-        let Ctrl::Acting { ops, deciding, cleared, heard } = s.ctrl.clone() else { return };
+        let Ctrl::Acting { ops, deciding, cleared, held, heard } = s.ctrl.clone() else { return };
         let Some(op) = ops.first().copied() else {
-            s.ctrl = Ctrl::Idle { blocked: false };
+            self.finish_pass(s);
             return;
         };
         match (op, deciding, cleared) {
             (Op::Delete { zone, pod, .. }, None, false) => {
                 let d = self.step_decision(None, &mut s.truth, zone, pod, Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, heard };
+                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, held, heard };
                 self.controller_answered(s);
             }
             (Op::Delete { .. }, Some(d), _) => {
                 let d = self.step_decision(Some(&d), &mut s.truth, d.zone, d.pod, Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, heard };
+                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, held, heard };
                 self.controller_answered(s);
             }
             (Op::Delete { zone, pod, generation }, None, true) => {
@@ -852,7 +883,7 @@ impl ZpdbModel {
                 }
                 s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
                 s.expectations.push(Exp::PodDeleted { zone, pod, generation });
-                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, heard };
+                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, held, heard };
             }
             (Op::SetCurrent { zone, revision, resource_version }, _, _) => {
                 let z = &mut s.truth.zones[zone as usize];
@@ -863,12 +894,10 @@ impl ZpdbModel {
                 z.current = revision;
                 z.resource_version = z.resource_version.wrapping_add(1);
                 s.expectations.push(Exp::ZoneWritten { zone, resource_version });
-                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, heard };
+                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, held, heard };
             }
         }
-        if matches!(&s.ctrl, Ctrl::Acting { ops, .. } if ops.is_empty()) {
-            s.ctrl = Ctrl::Idle { blocked: false };
-        }
+        self.finish_pass(s);
     }
 }
 
@@ -1086,7 +1115,7 @@ impl Model for ZpdbModel {
             ZpdbStep::ControllerPlans => {
                 let (retained, ops) = self.plan(&s.view, &s.expectations);
                 s.expectations = retained;
-                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: false, heard: false };
+                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: false, held: false, heard: false };
             }
             ZpdbStep::ControllerActs => self.controller_acts(&mut s),
             ZpdbStep::ControllerRestarts => {
