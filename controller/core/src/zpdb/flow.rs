@@ -56,6 +56,9 @@ pub struct EvictionSettings {
     pub intent_lifetime: Duration,
 }
 
+/// The decider name of the controller's deletions (the reference's username for them).
+pub const ROLLOUT_CONTROLLER: &str = "rollout-controller";
+
 /// Who asks for the eviction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requester {
@@ -76,6 +79,9 @@ pub struct EvictionRequest {
     /// partition-aware budget the flow uses 1 instead, as the reference does.
     pub max_unavailable_override: Option<u32>,
     pub requester: Requester,
+    /// Names this decision in its eviction intent's key, unique among decisions that can run at once: the
+    /// AdmissionReview's uid, or the controller's name (it decides one pod at a time).
+    pub decider: String,
 }
 
 impl EvictionRequest {
@@ -90,6 +96,7 @@ impl EvictionRequest {
             dry_run: false,
             max_unavailable_override: Some(rollout_max_unavailable.max(1)),
             requester: Requester::RolloutController,
+            decider: ROLLOUT_CONTROLLER.to_string(),
         }
     }
 
@@ -123,6 +130,7 @@ impl EvictionRequest {
             dry_run: request.dry_run || options_dry_run,
             max_unavailable_override: None,
             requester: Requester::Webhook,
+            decider: request.uid.clone(),
         })
     }
 }
@@ -172,12 +180,14 @@ pub enum Need {
     StatefulSets { selector: String },
     /// List the pods the budget selects, live, by this label selector.
     Pods { selector: String },
-    /// Write the eviction intent on the pod (`uid` a precondition): it holds until `until`.
-    WriteIntent { pod: String, uid: String, until: Timestamp },
+    /// Write the eviction intent on the pod under `key`, this decision's own (`uid` a precondition): it holds until
+    /// `until`.
+    WriteIntent { pod: String, uid: String, key: String, until: Timestamp },
     /// List the budget's pods again, `after` a pause, now that the intent is written (or the lock taken).
     PodsAgain { selector: String, after: Duration },
-    /// Remove our intent from the pod (`uid` a precondition; a failure is only logged: it expires).
-    RemoveIntent { pod: String, uid: String },
+    /// Remove our intent (`key`) from the pod (`uid` a precondition; a failure is only logged: it expires). Other
+    /// decisions' intents about the same pod stay.
+    RemoveIntent { pod: String, uid: String, key: String },
     /// Remember in this process that the pod's eviction is being allowed, until `until`.
     Remember { uid: String, until: Timestamp },
     /// The answer.
@@ -579,7 +589,8 @@ impl EvictPod {
             Serialisation::Intents => {
                 let Some(pod) = self.pod.as_ref() else { return self.internal("no pod") };
                 let until = self.until(now);
-                let need = Need::WriteIntent { pod: pod.name().to_string(), uid: pod.uid().to_string(), until };
+                let key = self.intent_key();
+                let need = Need::WriteIntent { pod: pod.name().to_string(), uid: pod.uid().to_string(), key, until };
                 self.intent_until = Some(until);
                 self.phase = Phase::IntentWritten;
                 need
@@ -598,7 +609,11 @@ impl EvictPod {
 
     fn remove_intent(&self) -> Need {
         let (pod, uid) = self.pod.as_ref().map(|p| (p.name().to_string(), p.uid().to_string())).unwrap_or_default();
-        Need::RemoveIntent { pod, uid }
+        Need::RemoveIntent { pod, uid, key: self.intent_key() }
+    }
+
+    fn intent_key(&self) -> String {
+        crate::keys::eviction_intent_key(self.request.as_ref().map(|r| r.decider.as_str()).unwrap_or_default())
     }
 
     fn until(&self, now: Timestamp) -> Timestamp {

@@ -26,8 +26,9 @@
 //!
 //! 1. reads the budget's pods live and judges, counting every other pod that carries a live intent as unavailable;
 //!    denied: answers (nothing written);
-//! 2. writes an **intent** on `p`: the annotation [`crate::keys::EVICTION_INTENT`] holding the intent's expiry (a
-//!    patch with `p`'s uid as precondition);
+//! 2. writes an **intent** on `p`: an annotation of its own ([`crate::keys::eviction_intent_key`]) holding the
+//!    intent's expiry (a patch with `p`'s uid as precondition); its own, so that a decision about the same pod that
+//!    takes its intent back (step 4) never takes this one's;
 //! 3. reads the budget's pods live again and judges again, again counting every other live intent;
 //! 4. allowed: answers "allowed" and leaves the intent (it goes with the pod, or expires); denied: removes its
 //!    intent and answers "denied" (or, racing a later decider, waits for it to give way: below).

@@ -14,8 +14,9 @@ pub struct BudgetPod {
     pub pod: PodView,
     /// `grafana.com/ready-time`, as written.
     pub ready_time: Option<String>,
-    /// Our eviction intent's expiry; `None` when absent or unreadable (only the operator writes it, and an
-    /// unreadable one must not block evictions forever).
+    /// The latest expiry of the eviction intents on the pod (each decision writes its own); `None` when there is
+    /// none, or none readable (only the operator writes them, and an unreadable one must not block evictions
+    /// forever).
     pub intent_until: Option<Timestamp>,
 }
 
@@ -26,7 +27,12 @@ impl BudgetPod {
         Ok(BudgetPod {
             pod: PodView::from_k8s(pod)?,
             ready_time: annotation(keys::READY_TIME),
-            intent_until: annotation(keys::EVICTION_INTENT).and_then(|v| parse_timestamp(&v).ok()),
+            intent_until: annotations
+                .into_iter()
+                .flatten()
+                .filter(|(key, _)| keys::is_eviction_intent(key))
+                .filter_map(|(_, value)| parse_timestamp(value).ok())
+                .max(),
         })
     }
 

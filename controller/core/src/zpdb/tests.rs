@@ -755,11 +755,19 @@ struct Cluster {
     budgets: KnownBudgets,
     remembered: BTreeMap<String, Timestamp>,
     writes: Vec<String>,
+    /// Every intent annotation, by pod name and key; a pod's `intent_until` is the latest of its own.
+    intents: BTreeMap<(String, String), Timestamp>,
 }
 
 impl Cluster {
     fn new(world: World, config: ZpdbConfig) -> Self {
-        Cluster { world, budgets: KnownBudgets::Known(vec![config]), remembered: BTreeMap::new(), writes: Vec::new() }
+        Cluster {
+            world,
+            budgets: KnownBudgets::Known(vec![config]),
+            remembered: BTreeMap::new(),
+            writes: Vec::new(),
+            intents: BTreeMap::new(),
+        }
     }
 
     fn observe(&mut self, need: &Need) -> Observed {
@@ -780,21 +788,20 @@ impl Cluster {
             }
             Need::StatefulSets { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
             Need::Pods { .. } | Need::PodsAgain { .. } => Observed::Pods(Ok(self.world.pods.clone())),
-            Need::WriteIntent { pod, uid, until } => {
+            Need::WriteIntent { pod, uid, key, until } => {
                 self.writes.push(format!("intent {pod}"));
-                let found = self.world.pods.iter_mut().find(|p| p.name() == pod && p.uid() == uid);
-                Observed::IntentWritten(match found {
-                    Some(p) => {
-                        p.intent_until = Some(*until);
-                        Ok(())
-                    }
-                    None => Err(IntentFailure::Changed(format!("pods \"{pod}\" changed"))),
-                })
+                if !self.world.pods.iter().any(|p| p.name() == pod && p.uid() == uid) {
+                    return Observed::IntentWritten(Err(IntentFailure::Changed(format!("pods \"{pod}\" changed"))));
+                }
+                self.intents.insert((pod.clone(), key.clone()), *until);
+                self.show_intents(pod);
+                Observed::IntentWritten(Ok(()))
             }
-            Need::RemoveIntent { pod, uid } => {
+            Need::RemoveIntent { pod, uid, key } => {
                 self.writes.push(format!("remove {pod}"));
-                if let Some(p) = self.world.pods.iter_mut().find(|p| p.name() == pod && p.uid() == uid) {
-                    p.intent_until = None;
+                if self.world.pods.iter().any(|p| p.name() == pod && p.uid() == uid) {
+                    self.intents.remove(&(pod.clone(), key.clone()));
+                    self.show_intents(pod);
                 }
                 Observed::IntentRemoved
             }
@@ -805,6 +812,12 @@ impl Cluster {
             }
             Need::Answer(_) => unreachable!("answers are not carried out"),
         }
+    }
+
+    /// What a read of `pod` shows of its intents: the latest.
+    fn show_intents(&mut self, pod: &str) {
+        let latest = self.intents.iter().filter(|((p, _), _)| p == pod).map(|(_, until)| *until).max();
+        self.world.change(pod, |p| p.intent_until = latest);
     }
 
     /// Runs a flow to its answer; returns the answer and the needs it made.
@@ -1455,4 +1468,62 @@ fn a_rollout_deletion_of_an_unavailable_pod_records_its_intent_first() {
     }
     let Need::Answer(verdict) = need else { panic!("no answer: {need:?}") };
     assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-a"), "{verdict:?}");
+}
+
+/// Found by the ZPDB model: two decisions about the same pod wrote the same intent annotation, and the one denied
+/// took back the intent the allowed one relied on until its eviction committed. Each decision now has its own key.
+#[test]
+fn a_denied_decision_leaves_the_intent_of_an_allowed_one_about_the_same_pod() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut first = eviction("ingester-zone-a-0");
+    first.uid = "first".into();
+    let (verdict, _) = decide(&mut cluster, &first, Serialisation::Intents);
+    assert!(verdict.allowed(), "{verdict:?}");
+    // A second decision about the same pod (a retried drain on another replica) is denied after writing its intent:
+    // an earlier intent of another zone shows at its second read.
+    let mut second = eviction("ingester-zone-a-0");
+    second.uid = "second".into();
+    let mut flow = EvictPod::from_admission(&second, settings(Serialisation::Intents));
+    let mut observed = Observed::Start;
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need => {
+                if let Need::WriteIntent { key, .. } = &need {
+                    assert_eq!(key, "grafana.com/eviction-intent.second");
+                    cluster.world.change("ingester-zone-b-0", |p| {
+                        p.intent_until = Some(now() + jiff::SignedDuration::from_secs(1))
+                    });
+                }
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    assert!(!verdict.allowed(), "{verdict:?}");
+    assert_eq!(cluster.writes.iter().filter(|w| w.starts_with("remove")).count(), 1, "{:?}", cluster.writes);
+    // The first decision's intent is still on the pod: a third decision about another zone counts it.
+    let keys: Vec<&String> = cluster.intents.keys().map(|(_, key)| key).collect();
+    assert_eq!(keys, ["grafana.com/eviction-intent.first"]);
+    assert!(cluster.world.pod("ingester-zone-a-0").has_live_intent(now()));
+}
+
+#[test]
+fn intent_keys_are_valid_annotation_names_and_all_of_them_are_read() {
+    assert_eq!(keys::eviction_intent_key("7c2a-uid"), "grafana.com/eviction-intent.7c2a-uid");
+    assert_eq!(keys::eviction_intent_key("a/b c"), "grafana.com/eviction-intent.a-b-c");
+    assert_eq!(keys::eviction_intent_key(""), "grafana.com/eviction-intent");
+    let long = keys::eviction_intent_key(&"x".repeat(100));
+    assert_eq!(long.len() - "grafana.com/".len(), 63);
+    assert!(keys::is_eviction_intent("grafana.com/eviction-intent") && keys::is_eviction_intent(&long));
+    assert!(!keys::is_eviction_intent("grafana.com/eviction-intentional"));
+    // A pod read from the API shows the latest of its intents.
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "ingester-zone-a-0", "uid": "u0", "annotations": {
+            "grafana.com/eviction-intent.a": "2026-03-01T12:00:10Z",
+            "grafana.com/eviction-intent.b": "2026-03-01T12:00:40Z",
+            "grafana.com/eviction-intent.c": "not a time"}},
+        "status": {"phase": "Running"}}))
+    .unwrap();
+    let read = BudgetPod::from_k8s(&pod).unwrap();
+    assert_eq!(read.intent_until, Some("2026-03-01T12:00:40Z".parse().unwrap()));
 }
