@@ -12,6 +12,7 @@
 
 pub mod mirror;
 pub mod scaling;
+pub mod zpdb;
 
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use rollout_core::RolloutPlanner;
 use rollout_model::mirror::{MirrorModel, MirrorModelConfig};
+use rollout_model::zpdb::{BudgetMode, ZpdbModel, ZpdbModelConfig, ZpdbState, ZpdbStep, production_evictor};
 use rollout_model::{ModelConfig, RolloutModel, State, Step};
 use stateright::{Checker, Model};
 use std::process::ExitCode;
@@ -22,6 +23,106 @@ enum Command {
     Check(CheckArgs),
     /// Explore every state of one configuration of the mirror-scaling model (delayed downscale) and check it.
     Mirror(MirrorArgs),
+    /// Explore every state of one configuration of the ZoneAwarePodDisruptionBudget model (drain evictions on
+    /// webhook replicas, concurrent with the controller's rollout deletions) and check it.
+    Zpdb(ZpdbArgs),
+}
+
+#[derive(clap::Args)]
+struct ZpdbArgs {
+    /// StatefulSets (zones) under the budget (2-3).
+    #[arg(long, default_value_t = 2)]
+    zones: u8,
+    /// Pods per StatefulSet (1-3).
+    #[arg(long, default_value_t = 2)]
+    pods: u8,
+    /// Partition mode (`podNamePartitionRegex`: a pod's ordinal is its partition) instead of zone mode.
+    #[arg(long)]
+    partitions: bool,
+    /// The budget's maxUnavailable (0: voluntary evictions disabled; the controller's override still applies).
+    #[arg(long, default_value_t = 1)]
+    max_unavailable: u8,
+    /// Webhook replicas deciding the drain's evictions at once.
+    #[arg(long, default_value_t = 2)]
+    replicas: u8,
+    /// Eviction requests the drain sends (retries included).
+    #[arg(long, default_value_t = 2)]
+    evictions: u8,
+    /// No rollout for the controller to carry out (only the drain acts).
+    #[arg(long)]
+    no_rollout: bool,
+    /// Writes the controller's cache may lag behind the truth.
+    #[arg(long, default_value_t = 0)]
+    stale: u8,
+    /// Pod crashes (involuntary unavailability).
+    #[arg(long, default_value_t = 0)]
+    crashes: u8,
+    /// Controller crashes.
+    #[arg(long, default_value_t = 0)]
+    restarts: u8,
+    /// Webhook replica crashes mid-decision.
+    #[arg(long, default_value_t = 0)]
+    webhook_crashes: u8,
+    /// Never two decisions about the same pod at once (a smaller state space).
+    #[arg(long)]
+    no_same_pod_races: bool,
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+fn check_zpdb(args: ZpdbArgs) -> ExitCode {
+    let config = ZpdbModelConfig {
+        zones: args.zones,
+        pods: args.pods,
+        mode: if args.partitions { BudgetMode::Partitions } else { BudgetMode::Zones },
+        max_unavailable: args.max_unavailable,
+        replicas: args.replicas,
+        evictions: args.evictions,
+        rollout: !args.no_rollout,
+        stale: args.stale,
+        crashes: args.crashes,
+        restarts: args.restarts,
+        webhook_crashes: args.webhook_crashes,
+        same_pod_races: !args.no_same_pod_races,
+    };
+    println!("configuration: {config:?}");
+    let model = match ZpdbModel::new(config, production_evictor) {
+        Ok(model) => model,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let checker = model.clone().checker().threads(args.threads).spawn_bfs().join();
+    let took = started.elapsed();
+    println!("unique states:    {}", checker.unique_state_count());
+    println!("max depth:        {}", checker.max_depth());
+    println!("wall time:        {took:.2?}");
+    let mut failed = false;
+    for property in model.properties() {
+        let discovery = checker.discovery(property.name);
+        let (verdict, bad) = match (property.expectation, &discovery) {
+            (stateright::Expectation::Sometimes, Some(_)) => ("holds (example found)", false),
+            // Without a rollout, or with voluntary evictions disabled, these examples cannot exist.
+            (stateright::Expectation::Sometimes, None)
+                if (property.name == "a rollout completes" && args.no_rollout)
+                    || (property.name == "an eviction is allowed" && args.max_unavailable == 0) =>
+            {
+                ("not seen (expected in this configuration)", false)
+            }
+            (stateright::Expectation::Sometimes, None) => ("NOT SEEN (the model may be vacuous)", true),
+            (_, None) => ("holds", false),
+            (_, Some(_)) => ("VIOLATED", true),
+        };
+        println!("property {:<52} {verdict}", format!("{:?}:", property.name));
+        failed |= bad;
+        if bad && let Some(path) = discovery {
+            let steps: Vec<(ZpdbState, Option<ZpdbStep>)> = path.into_vec();
+            println!("counterexample ({} steps):\n{}", steps.len() - 1, model.timeline(&steps));
+        }
+    }
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
 
 #[derive(clap::Args)]
@@ -149,6 +250,7 @@ fn main() -> ExitCode {
     let args = match Cli::parse().command {
         Command::Check(args) => args,
         Command::Mirror(args) => return check_mirror(args),
+        Command::Zpdb(args) => return check_zpdb(args),
     };
     if args.zones == 0 || args.zones > 4 || args.revisions == 0 || args.revisions > 3 || args.pods == 0 {
         eprintln!("error: --zones must be 1-4, --pods at least 1, --revisions 1-3");

@@ -1,8 +1,11 @@
-//! Test-only planners that re-introduce, one at a time, failures of the reference operator. Each wraps the
-//! production planner and changes only what the bug changed. The model checker and the simulator use them to show
-//! that they catch real bugs; production code never depends on this crate.
+//! Test-only planners (and eviction deciders) that re-introduce, one at a time, failures of the reference operator
+//! or of designs we rejected. Each wraps the production code and changes only what the bug changed. The model
+//! checker and the simulator use them to show that they catch real bugs; production code never depends on this
+//! crate.
 
+use jiff::Timestamp;
 use rollout_core::fixture;
+use rollout_core::zpdb::{EvictPod, EvictionVerdict, KnownBudgets, Need, Observed, Outcome};
 use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner};
 
 /// Readiness taken from the StatefulSet's status counts (the reference before v0.13.0): when `readyReplicas`
@@ -209,5 +212,38 @@ impl Planner for IgnoresMinReadySeconds {
             m.sts.min_ready_seconds = 0;
         }
         RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+// ---- Test-only evictors: each wraps one step of the production eviction decision
+// (`rollout_core::zpdb::EvictPod::step`) and changes only what the bug changed. Their signature is the model's
+// `rollout_model::zpdb::Evictor`.
+
+/// Skips the ZoneAwarePodDisruptionBudget check: the budgets are read as if none selected the pod, so every
+/// eviction is "not in scope" and allowed (as a shell that failed to load its budgets and allowed anyway would).
+pub fn skips_the_budget_check(flow: &mut EvictPod, observed: Observed, now: Timestamp) -> Need {
+    match observed {
+        Observed::Budgets(_) => flow.step(Observed::Budgets(KnownBudgets::Known(Vec::new())), now),
+        other => flow.step(other, now),
+    }
+}
+
+/// Checks the budget without serialising: the intent is never written (the flow is told it was), so two decisions
+/// that judge the same budget at once each see nothing of the other.
+pub fn writes_no_intent(flow: &mut EvictPod, observed: Observed, now: Timestamp) -> Need {
+    match flow.step(observed, now) {
+        Need::WriteIntent { .. } => flow.step(Observed::IntentWritten(Ok(())), now),
+        need => need,
+    }
+}
+
+/// Writes its intent but answers on its first judgement, without the second read that would see a rival's intent
+/// written meanwhile.
+pub fn skips_the_second_read(flow: &mut EvictPod, observed: Observed, now: Timestamp) -> Need {
+    match flow.step(observed, now) {
+        Need::PodsAgain { .. } => {
+            Need::Answer(EvictionVerdict::allow_with_message(Outcome::ALLOWED, "allowed on the first read"))
+        }
+        need => need,
     }
 }

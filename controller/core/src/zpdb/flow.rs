@@ -352,11 +352,6 @@ impl EvictPod {
                 Lookup::Found(pod) if pod.is_not_running() => {
                     self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
                 }
-                // The controller replaces a pod that is already unavailable without spending the budget: deleting
-                // it takes away nothing that serves (our planner's rule for crash loops; the reference stalls).
-                Lookup::Found(pod) if self.is_rollout_deletion() && !pod.is_running_and_ready(now) => {
-                    self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
-                }
                 Lookup::Found(pod) => {
                     self.pod = Some(*pod);
                     match self.budgets_first.take() {
@@ -415,6 +410,18 @@ impl EvictPod {
                 )),
             },
             (Phase::PodsAgain, Observed::Pods(listed)) => {
+                // Policy: deny with 429. Our intent went with the pod it was written on: the pod of that name now
+                // (if any) is another one, which the API server would evict on our answer without an intent on it,
+                // so a later decision could spend the same budget. The client retries and judges the new pod.
+                if self.serialisation == Serialisation::Intents
+                    && let Ok(pods) = &listed
+                    && !self.pod.as_ref().is_some_and(|evicted| pods.iter().any(|p| p.uid() == evicted.uid()))
+                {
+                    return self.answer(EvictionVerdict::deny(
+                        Outcome::DENIED,
+                        format!("pod {} was replaced while its eviction was being decided; retry", self.pod_name()),
+                    ));
+                }
                 let judged = match &listed {
                     Err(_) => Err(not_determined()),
                     Ok(pods) => self.judge(pods, now),
@@ -645,6 +652,15 @@ impl EvictPod {
         let (Some(config), Some(owner), Some(evicted)) = (&self.config, &self.owner, &self.pod) else {
             return Err(EvictionVerdict::deny(Outcome::POD_STATUS_NOT_DETERMINED, "internal error: nothing to judge"));
         };
+        // The controller replaces a pod that is unavailable (as this read shows it) without spending the budget:
+        // deleting it takes away nothing that serves (our planner's rule for crash loops; the reference stalls). It
+        // goes through the flow all the same, intent and second read included: the pod may turn Ready before the
+        // deletion commits, and a decision taken meanwhile must count it as going (found by the model).
+        if self.is_rollout_deletion()
+            && pods.iter().find(|p| p.uid() == evicted.uid()).is_some_and(|p| !p.is_running_and_ready(now))
+        {
+            return Ok(not_ready_replaced());
+        }
         let remembered = self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str());
         let intents = pods.iter().filter(|p| p.has_live_intent(now) && counted(p)).map(BudgetPod::uid);
         let pending: BTreeSet<String> =
@@ -681,6 +697,10 @@ impl EvictPod {
         self.phase = Phase::Answered(verdict.clone());
         Need::Answer(verdict)
     }
+}
+
+fn not_ready_replaced() -> EvictionVerdict {
+    EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready")
 }
 
 fn not_determined() -> EvictionVerdict {
