@@ -660,10 +660,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                             }
                         }
                     }
-                    if let Err(err) = self.may_write(&|| format!("the replica change of statefulset {statefulset}")) {
-                        // The claim is left to expire: giving it back would be a write too.
-                        return Err(err);
-                    }
+                    // Not leading any more: a claim just made is left to expire, as after a crash.
+                    self.may_write(&|| format!("the replica change of statefulset {statefulset}"))?;
                     match self.api.patch_statefulset_replicas(statefulset, *to, resource_version, &annotations).await {
                         Ok(_) => {
                             tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, %reason,
