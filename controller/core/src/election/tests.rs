@@ -233,6 +233,8 @@ enum Act {
     LateCommit,
     /// Graceful shutdown.
     Release,
+    /// The replica's next natural stage: end its wait, send its request, have it commit, or deliver the answer.
+    Progress,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -329,7 +331,14 @@ fn run_with(
         real += op.dt_ms;
         let r = &mut replicas[op.replica % clocks.len()];
         let now = r.now(real);
-        match op.act {
+        let act = match (op.act, &r.state) {
+            (Act::Progress, State::Ready(_)) => Act::Send,
+            (Act::Progress, State::InFlight { answer: None, .. }) => Act::Commit,
+            (Act::Progress, State::InFlight { answer: Some(_), .. }) => Act::Reply,
+            (act, _) => act,
+        };
+        match act {
+            Act::Progress => unreachable!("resolved above"),
             Act::Send => {
                 if let State::Ready(need) = &r.state {
                     r.state = match need.clone() {
@@ -346,7 +355,7 @@ fn run_with(
             }
             Act::Reply | Act::LoseReply => {
                 if let State::InFlight { need, answer } = &r.state {
-                    let lost = matches!(op.act, Act::LoseReply);
+                    let lost = matches!(act, Act::LoseReply);
                     let seen = match (answer, need) {
                         (Some(answer), _) if !lost => answer.clone(),
                         (_, Need::Get) => Observed::Read(Err("timeout".into())),
@@ -438,13 +447,16 @@ fn a_renew_deadline_as_long_as_the_lease_lets_two_replicas_lead_under_clock_drif
 }
 
 fn act() -> impl Strategy<Value = Act> {
+    // Mostly each replica's natural next stage (so schedules go deep: many renewals and takeovers), with early
+    // answers (a request that fails without committing), lost answers, late commits and releases mixed in.
     prop_oneof![
-        40 => Just(Act::Send),
-        30 => Just(Act::Commit),
-        30 => Just(Act::Reply),
-        10 => Just(Act::LoseReply),
-        10 => Just(Act::LateCommit),
-        2 => Just(Act::Release),
+        60 => Just(Act::Progress),
+        8 => Just(Act::Send),
+        8 => Just(Act::Commit),
+        6 => Just(Act::Reply),
+        6 => Just(Act::LoseReply),
+        6 => Just(Act::LateCommit),
+        1 => Just(Act::Release),
     ]
 }
 
@@ -463,7 +475,7 @@ fn clocks(replicas: usize) -> impl Strategy<Value = Vec<(i64, i64)>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Two candidates, any interleaving of sends, commits, answers, lost answers, late commits and releases: never
     /// may one write while the store names another holder (so never two at once).
