@@ -94,3 +94,33 @@ async fn a_follower_never_writes() {
     ctrl.reconcile_group(GROUP).await;
     assert_eq!(deletions(&cluster.take_calls()), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_status_write_is_asked_for_after_the_live_read_and_not_sent_once_the_term_ended() {
+    let updated = || {
+        FakeCluster::new(
+            vec![sts(GROUP, "ingester-zone-a", 1, OLD, NEW)],
+            vec![pod("ingester-zone-a", 0, NEW, true, 0)],
+        )
+    };
+    let status_writes = |calls: &[Call]| calls.iter().filter(|c| matches!(c, Call::UpdateStatus { .. })).count();
+    // In its term: the revision is advanced.
+    let leading = updated();
+    let mut gate = elect(&leading, "pod-a");
+    assert_eq!(gate.next_term().await, Some(1));
+    let (mut ctrl, _feed) = controller(&leading, gate.clone());
+    ctrl.reconcile_group(GROUP).await;
+    assert_eq!(status_writes(&leading.take_calls()), 1);
+    // Term over: not sent.
+    let cut_off = updated();
+    let mut gate = elect(&cut_off, "pod-a");
+    assert_eq!(gate.next_term().await, Some(1));
+    let (mut ctrl, _feed) = controller(&cut_off, gate.clone());
+    cut_off.leases.set_unreachable(true);
+    gate.term_ended(1).await;
+    ctrl.reconcile_group(GROUP).await;
+    let calls = cut_off.take_calls();
+    assert_eq!(status_writes(&calls), 0, "{calls:?}");
+    let status = cut_off.statefulset("ingester-zone-a").and_then(|s| s.status).and_then(|s| s.current_revision);
+    assert_eq!(status.as_deref(), Some(OLD));
+}
