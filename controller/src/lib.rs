@@ -10,6 +10,7 @@ pub mod admission;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod election;
 pub mod kube;
 pub mod offline;
 pub mod ops;

@@ -28,6 +28,7 @@ mod app {
     use rollout_operator::cli::{self, Command, RunConfig};
     use rollout_operator::controller::reconciler::{self, DeletionBudgets, ReconcilerConfig};
     use rollout_operator::controller::scaling::ScalingConfig;
+    use rollout_operator::election;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
     use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
     use rollout_operator::ops::cluster_validation::ClusterValidation;
@@ -124,7 +125,10 @@ mod app {
                 return ExitCode::FAILURE;
             }
         };
-        let metrics = Arc::new(Metrics::new());
+        let mut metrics = Metrics::new();
+        // Leader election's series exist only when it is on: a single replica's metrics are unchanged.
+        let leader_metrics = flags.leader_election_enabled.then(|| metrics.register_leader_election());
+        let metrics = Arc::new(metrics);
         let ready = ReadyFlag::new();
 
         // One shutdown switch for everything; set by a signal or by a component that failed.
@@ -262,11 +266,53 @@ mod app {
             downscale_record: flags.downscale_record().map(str::to_string),
             pod_concurrency: DEFAULT_CONCURRENCY,
         };
-        let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)
-            .with_scaling(pod_client, scaling)
-            .with_reporting(events, flags.rollout_progress_deadline)
-            .with_budgets(DeletionBudgets::new(zpdb, &flags.kubernetes_namespace))
-            .run(ready, until_stopped(stopped.clone()));
+        let budgets = DeletionBudgets::new(zpdb, &flags.kubernetes_namespace);
+        let progress_deadline = flags.rollout_progress_deadline;
+        let new_controller = {
+            let cluster = cluster.clone();
+            move || {
+                reconciler::Controller::new(cluster.clone(), RolloutPlanner, reconciler_config.clone(), metrics.clone())
+                    .with_scaling(pod_client.clone(), scaling.clone())
+                    .with_reporting(events.clone(), progress_deadline)
+                    .with_budgets(budgets.clone())
+            }
+        };
+        let controller: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match leader_metrics {
+            // A single replica, exactly as without election.
+            None => Box::pin(new_controller().run(ready, until_stopped(stopped.clone()))),
+            Some(leader_metrics) => {
+                let Some(identity) = replica_identity() else {
+                    error!("-leader-election.enabled needs this replica's name in POD_NAME or HOSTNAME (its pod name)");
+                    return ExitCode::FAILURE;
+                };
+                let clock = election::MonotonicClock::start(jiff::Timestamp::now());
+                let (election, gate) = election::Election::new(
+                    cluster.clone(),
+                    &flags.leader_election_lease_name,
+                    flags.election_config(&identity),
+                    clock,
+                    leader_metrics,
+                );
+                let (release, released) = tokio::sync::oneshot::channel::<()>();
+                let election = tokio::spawn(election.run(async move {
+                    let _ = released.await;
+                }));
+                tokio::spawn(election::ready_when_synced(cluster.clone(), ready.clone()));
+                let stopped = stopped.clone();
+                Box::pin(async move {
+                    let terms = gate.clone();
+                    election::run_terms(gate, stopped, move |end| {
+                        new_controller().with_leadership(terms.clone()).run(ready.clone(), end)
+                    })
+                    .await;
+                    // The controller has stopped: no write of this replica is in flight. Give the Lease back.
+                    let _ = release.send(());
+                    if let Err(e) = election.await {
+                        error!(err = %e, "the leader election task failed");
+                    }
+                })
+            }
+        };
         tokio::pin!(controller);
 
         let mut failed = false;
@@ -316,6 +362,12 @@ mod app {
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(e),
             Err(_) => TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).await,
         }
+    }
+
+    /// This replica's name for leader election: the pod name (`POD_NAME` from the downward API, else `HOSTNAME`,
+    /// which Kubernetes sets to it).
+    fn replica_identity() -> Option<String> {
+        ["POD_NAME", "HOSTNAME"].iter().find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
     }
 
     /// Resolves once the shutdown switch is set (or its sender is gone, which also means shutdown).

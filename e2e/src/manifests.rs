@@ -93,6 +93,7 @@ pub enum KubeObject {
     MutatingWebhookConfiguration(MutatingWebhookConfiguration),
     CustomResourceDefinition(Box<CustomResourceDefinition>),
     PrometheusRule(Box<PrometheusRule>),
+    PodDisruptionBudget(k8s_openapi::api::policy::v1::PodDisruptionBudget),
 }
 
 /// A Prometheus Operator `PrometheusRule` (`monitoring.coreos.com/v1`), limited to the fields `deploy/monitoring`
@@ -205,6 +206,7 @@ pub fn parse_kube_object(doc: &Value) -> Result<KubeObject, String> {
             KubeObject::CustomResourceDefinition(Box::new(parse_exact(doc)?))
         }
         ("monitoring.coreos.com/v1", "PrometheusRule") => KubeObject::PrometheusRule(Box::new(parse_exact(doc)?)),
+        ("policy/v1", "PodDisruptionBudget") => KubeObject::PodDisruptionBudget(parse_exact(doc)?),
         _ => return Err(format!("unexpected kind {api_version}/{kind}: add it to parse_kube_object")),
     })
 }

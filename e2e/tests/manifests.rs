@@ -125,7 +125,7 @@ fn args(d: &Deployment) -> Vec<String> {
 fn every_overlay_builds_with_kubectl_kustomize() {
     let all = overlays().expect("list overlays");
     let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["controller", "e2e", "webhooks"]);
+    assert_eq!(names, ["controller", "e2e", "ha", "webhooks"]);
     for (name, _) in &all {
         let objects = build(name);
         assert!(objects.len() >= 6, "overlay {name} builds only {} objects", objects.len());
@@ -181,7 +181,7 @@ fn flag_names() -> BTreeSet<String> {
 
 #[test]
 fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
-    for overlay in ["webhooks", "e2e"] {
+    for overlay in ["webhooks", "e2e", "ha"] {
         let objects = build(overlay);
         let d = deployment(&objects);
         let ns = d.metadata.namespace.clone().expect("the Deployment has a namespace");
@@ -254,6 +254,66 @@ fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
         assert_eq!(https.container_port, 8443);
         assert_eq!(target, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("https".into()));
     }
+}
+
+#[test]
+fn the_ha_overlay_runs_two_elected_replicas_kept_apart_and_through_drains() {
+    let objects = build("ha");
+    let d = deployment(&objects);
+    let spec = d.spec.as_ref().expect("spec");
+    assert_eq!(spec.replicas, Some(2));
+    let a = args(d);
+    for flag in ["-leader-election.enabled=true", "-server-tls.enabled=true", "-kubernetes.namespace=$(POD_NAMESPACE)"]
+    {
+        assert!(a.contains(&flag.to_string()), "{flag} missing: {a:?}");
+    }
+    let known = flag_names();
+    for arg in &a {
+        let name = arg.trim_start_matches('-').split('=').next().unwrap_or_default();
+        assert!(known.contains(name), "unknown flag {arg}");
+    }
+    let pod = spec.template.spec.as_ref().expect("pod spec");
+    let labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+    // Each replica's identity in the Lease is its pod name.
+    let env = pod.containers[0].env.as_ref().expect("env");
+    let name = env.iter().find(|e| e.name == "POD_NAME").expect("POD_NAME env");
+    let field = name.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).expect("downward API");
+    assert_eq!(field.field_path, "metadata.name");
+    // Replicas prefer different zones, and select their own pods.
+    let anti = pod.affinity.as_ref().and_then(|a| a.pod_anti_affinity.as_ref()).expect("pod anti-affinity");
+    let terms = anti.preferred_during_scheduling_ignored_during_execution.as_ref().expect("preferred terms");
+    let zone = terms
+        .iter()
+        .find(|t| t.pod_affinity_term.topology_key == "topology.kubernetes.io/zone")
+        .expect("a zone anti-affinity term");
+    let selects = zone.pod_affinity_term.label_selector.as_ref().and_then(|s| s.match_labels.clone()).expect("labels");
+    assert!(selects.iter().all(|(k, v)| labels.get(k) == Some(v)), "{selects:?} does not select {labels:?}");
+    // A PodDisruptionBudget keeps one replica through drains, selecting the Deployment's pods.
+    let pdbs: Vec<_> = objects
+        .iter()
+        .filter_map(|o| if let KubeObject::PodDisruptionBudget(p) = o { Some(p) } else { None })
+        .collect();
+    assert_eq!(pdbs.len(), 1);
+    let pdb = pdbs[0].spec.as_ref().expect("pdb spec");
+    assert_eq!(pdb.min_available, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)));
+    let selects = pdb.selector.as_ref().and_then(|s| s.match_labels.clone()).expect("pdb selector");
+    assert!(selects.iter().all(|(k, v)| labels.get(k) == Some(v)), "{selects:?} does not select {labels:?}");
+    assert_eq!(pdbs[0].metadata.namespace, d.metadata.namespace);
+    // The Lease is granted by the name the flag gives.
+    let lease = a
+        .iter()
+        .rev()
+        .find_map(|x| x.strip_prefix("-leader-election.lease-name="))
+        .unwrap_or("rollout-operator-leader")
+        .to_string();
+    let named = objects.iter().any(|o| match o {
+        KubeObject::Role(r) => r.rules.iter().flatten().any(|rule| {
+            rule.resources.iter().flatten().any(|res| res == "leases")
+                && rule.resource_names.iter().flatten().any(|n| *n == lease)
+        }),
+        _ => false,
+    });
+    assert!(named, "no Role grants the Lease {lease} by name");
 }
 
 #[test]

@@ -197,7 +197,8 @@ fn is_cluster_scoped((g, r, _): &Perm) -> bool {
 
 #[test]
 fn the_full_deployment_grants_exactly_what_the_operator_uses() {
-    let granted = grants("webhooks");
+    // The ha overlay is the webhooks overlay with leader election: every feature on.
+    let granted = grants("ha");
     let needed: BTreeSet<Perm> = requirements();
     let all = granted.all();
     let missing: BTreeSet<Perm> = needed.difference(&all).cloned().collect();
@@ -252,19 +253,21 @@ fn every_overlay_grants_what_the_args_of_its_deployment_need() {
 
 #[test]
 fn the_full_deployment_grants_exactly_the_rules_its_args_need() {
-    let granted = grants("webhooks");
-    let rules = rules_of("webhooks", &granted.args);
-    // Both directions, resourceNames included: a grant by name is "used" only by a need on that name.
-    let unused_role = not_granted(&granted.role_rules, &rules.role);
-    let unused_cluster = not_granted(&granted.cluster_rules, &rules.cluster_role);
-    assert!(
-        unused_role.is_empty() && unused_cluster.is_empty(),
-        "the webhooks overlay grants more than `rollout-operator rbac` generates for its args:\n  Role:\n{}\n  \
+    for overlay in ["webhooks", "ha"] {
+        let granted = grants(overlay);
+        let rules = rules_of(overlay, &granted.args);
+        // Both directions, resourceNames included: a grant by name is "used" only by a need on that name.
+        let unused_role = not_granted(&granted.role_rules, &rules.role);
+        let unused_cluster = not_granted(&granted.cluster_rules, &rules.cluster_role);
+        assert!(
+            unused_role.is_empty() && unused_cluster.is_empty(),
+            "{overlay}: grants more than `rollout-operator rbac` generates for its args:\n  Role:\n{}\n  \
          ClusterRole:\n{}",
-        show_accesses(&unused_role),
-        show_accesses(&unused_cluster)
-    );
-    assert_eq!(not_granted_for_its_flags("webhooks", &granted), None);
+            show_accesses(&unused_role),
+            show_accesses(&unused_cluster)
+        );
+        assert_eq!(not_granted_for_its_flags(overlay, &granted), None);
+    }
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod certificate;
 pub mod defences;
 pub mod downscale;
 pub mod duration;
+pub mod election;
 pub mod expectations;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;

@@ -161,6 +161,28 @@ pub struct OperatorFlags {
     #[arg(long = "rollout.progress-deadline", value_name = "duration", default_value = "30m",
         value_parser = parse_flag_go_duration)]
     pub rollout_progress_deadline: Duration,
+
+    /// Run several replicas: only the holder of a coordination.k8s.io Lease runs the controller (every replica
+    /// serves the webhooks); needs get, create and update on leases.
+    #[arg(long = "leader-election.enabled", value_name = "bool", default_value = "false",
+        action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+        value_parser = parse_go_bool)]
+    pub leader_election_enabled: bool,
+    /// Name of the Lease the replicas elect their leader with (in -kubernetes.namespace).
+    #[arg(long = "leader-election.lease-name", value_name = "string", default_value = "rollout-operator-leader")]
+    pub leader_election_lease_name: String,
+    /// How long a leader's Lease lasts after its last renewal, as the other replicas count it (whole seconds).
+    #[arg(long = "leader-election.lease-duration", value_name = "duration", default_value = "15s",
+        value_parser = parse_flag_go_duration)]
+    pub leader_election_lease_duration: Duration,
+    /// How long a leader keeps acting without renewing its Lease; shorter than the lease duration.
+    #[arg(long = "leader-election.renew-deadline", value_name = "duration", default_value = "10s",
+        value_parser = parse_flag_go_duration)]
+    pub leader_election_renew_deadline: Duration,
+    /// How often a replica tries to acquire or renew the Lease; shorter than the renew deadline.
+    #[arg(long = "leader-election.retry-period", value_name = "duration", default_value = "2s",
+        value_parser = parse_flag_go_duration)]
+    pub leader_election_retry_period: Duration,
 }
 
 /// Default of `-zone-tracker.config-map-name`.
@@ -180,6 +202,16 @@ impl OperatorFlags {
             DEFAULT_DOWNSCALE_RECORD
         } else {
             &self.zone_tracker_config_map_name
+        }
+    }
+
+    /// The election's settings under `identity` (this replica's pod name), from the `-leader-election.*` flags.
+    pub fn election_config(&self, identity: &str) -> rollout_core::election::ElectionConfig {
+        rollout_core::election::ElectionConfig {
+            lease_duration: self.leader_election_lease_duration,
+            renew_deadline: self.leader_election_renew_deadline,
+            retry_period: self.leader_election_retry_period,
+            ..rollout_core::election::ElectionConfig::new(identity)
         }
     }
 
@@ -215,6 +247,12 @@ impl OperatorFlags {
         }
         if self.zpdb_pod_ready_annotation_patch_timeout.is_zero() {
             return Err(ConfigError::NonPositivePatchTimeout);
+        }
+        if self.leader_election_enabled {
+            if self.leader_election_lease_name.is_empty() {
+                return Err(ConfigError::MissingLeaseName);
+            }
+            self.election_config("validation").validate().map_err(ConfigError::LeaderElection)?;
         }
         // The reference's cluster-validation label is the namespace, which is non-empty by now.
         if self.cluster_validation_soft && !self.cluster_validation_enabled {
@@ -311,6 +349,10 @@ pub enum ConfigError {
     NonPositivePatchTimeout,
     #[error("http: soft validation can be enabled only if cluster validation is enabled")]
     SoftValidationWithoutValidation,
+    #[error("-leader-election.enabled is true, but -leader-election.lease-name has not been specified")]
+    MissingLeaseName,
+    #[error("{0}")]
+    LeaderElection(rollout_core::election::ConfigError),
     #[error("unknown log format: {0}")]
     UnknownLogFormat(String),
     #[error("unknown log level: {0}")]
@@ -651,6 +693,59 @@ mod tests {
         assert_eq!(run_ok(&[NS, "-rollout.progress-deadline", "0"]).flags.rollout_progress_deadline, Duration::ZERO);
         parse_error(&[NS, "-rollout.progress-deadline=30"]);
         parse_error(&[NS, "-events.enabled=maybe"]);
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_and_takes_the_reference_syntax() {
+        let f = run_ok(&[NS]).flags;
+        assert!(!f.leader_election_enabled, "off by default: the reference's deployments grant no Leases");
+        assert_eq!(f.leader_election_lease_name, "rollout-operator-leader");
+        assert_eq!(f.leader_election_lease_duration, Duration::from_secs(15));
+        assert_eq!(f.leader_election_renew_deadline, Duration::from_secs(10));
+        assert_eq!(f.leader_election_retry_period, Duration::from_secs(2));
+        let f = run_ok(&[
+            NS,
+            "-leader-election.enabled",
+            "-leader-election.lease-name=ops-leader",
+            "-leader-election.lease-duration=30s",
+            "-leader-election.renew-deadline",
+            "20s",
+            "--leader-election.retry-period=5s",
+        ])
+        .flags;
+        assert!(f.leader_election_enabled);
+        assert_eq!(f.leader_election_lease_name, "ops-leader");
+        let config = f.election_config("pod-a");
+        assert_eq!(config.identity, "pod-a");
+        assert_eq!(
+            (config.lease_duration, config.renew_deadline, config.retry_period),
+            (Duration::from_secs(30), Duration::from_secs(20), Duration::from_secs(5))
+        );
+        parse_error(&[NS, "-leader-election.enabled=maybe"]);
+        parse_error(&[NS, "-leader-election.lease-duration=15"]);
+    }
+
+    #[test]
+    fn leader_election_timings_are_validated_only_when_enabled() {
+        let on = "-leader-election.enabled=true";
+        let (message, code) = invalid(&[NS, on, "-leader-election.renew-deadline=15s"]);
+        assert_eq!(code, 1);
+        assert!(
+            message.contains(
+                "-leader-election.renew-deadline (15s) must be shorter than -leader-election.lease-duration (15s)"
+            ),
+            "{message}"
+        );
+        let (message, _) = invalid(&[NS, on, "-leader-election.retry-period=10s"]);
+        assert!(message.contains("-leader-election.retry-period (10s) must be positive and shorter"), "{message}");
+        let (message, _) = invalid(&[NS, on, "-leader-election.retry-period=0s"]);
+        assert!(message.contains("-leader-election.retry-period"), "{message}");
+        let (message, _) = invalid(&[NS, on, "-leader-election.lease-duration=15500ms"]);
+        assert!(message.contains("whole number of seconds"), "{message}");
+        let (message, _) = invalid(&[NS, on, "-leader-election.lease-name="]);
+        assert!(message.contains("-leader-election.lease-name"), "{message}");
+        // Off (the default), the timings are not looked at: nothing changes for existing deployments.
+        run_ok(&[NS, "-leader-election.renew-deadline=15s", "-leader-election.lease-name="]);
     }
 
     #[test]

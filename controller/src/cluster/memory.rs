@@ -161,3 +161,79 @@ pub fn json_merge_patch(target: &mut serde_json::Value, patch: &serde_json::Valu
         other => *target = other.clone(),
     }
 }
+
+/// The [`super::Leases`] role over one in-memory table: the test fakes' and the election tests' Lease store, with
+/// the API server's compare-and-swap. While unreachable, every request fails with [`ApiError::Unavailable`] and
+/// changes nothing (a partition between a replica and the API server).
+#[derive(Clone, Default)]
+pub struct LeaseStore {
+    inner: std::sync::Arc<std::sync::Mutex<LeaseTable>>,
+}
+
+#[derive(Default)]
+struct LeaseTable {
+    leases: Objects<k8s_openapi::api::coordination::v1::Lease>,
+    rv: u64,
+    unreachable: bool,
+    writes: u64,
+}
+
+type Lease = k8s_openapi::api::coordination::v1::Lease;
+
+impl LeaseStore {
+    /// Cuts this store off from its callers (`true`) or reconnects it.
+    pub fn set_unreachable(&self, unreachable: bool) {
+        self.table().unreachable = unreachable;
+    }
+
+    /// The stored Lease, as a reader with access would see it.
+    pub fn lease(&self, name: &str) -> Option<Lease> {
+        self.table().leases.get(name).cloned()
+    }
+
+    /// Successful writes so far.
+    pub fn writes(&self) -> u64 {
+        self.table().writes
+    }
+
+    /// Stores `lease` as another client would (a rival replica), whatever is there.
+    pub fn put(&self, lease: &Lease) -> Lease {
+        let table = &mut *self.table();
+        put(&mut table.leases, &mut table.rv, lease)
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, LeaseTable> {
+        // A test that panicked while holding the lock has failed already; its data is still usable.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn reachable(&self, what: &str) -> Result<std::sync::MutexGuard<'_, LeaseTable>, ApiError> {
+        let table = self.table();
+        if table.unreachable {
+            return Err(ApiError::Unavailable(format!("{what}: connection refused")));
+        }
+        Ok(table)
+    }
+}
+
+impl super::Leases for LeaseStore {
+    async fn get_lease(&self, name: &str) -> Result<Option<Lease>, ApiError> {
+        Ok(self.reachable("get lease")?.leases.get(name).cloned())
+    }
+
+    async fn create_lease(&self, lease: &Lease) -> Result<Lease, ApiError> {
+        let mut guard = self.reachable("create lease")?;
+        let table = &mut *guard;
+        let created = create(&mut table.leases, &mut table.rv, "leases.coordination.k8s.io", lease)?;
+        table.writes += 1;
+        Ok(created)
+    }
+
+    async fn replace_lease(&self, lease: &Lease) -> Result<Lease, ApiError> {
+        let mut guard = self.reachable("replace lease")?;
+        let table = &mut *guard;
+        let replaced = replace(&mut table.leases, &mut table.rv, "leases.coordination.k8s.io", lease)?;
+        table.writes += 1;
+        Ok(replaced)
+    }
+}

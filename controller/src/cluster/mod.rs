@@ -301,6 +301,30 @@ pub trait EventsApi: Clone + Send + Sync + 'static {
     fn patch_event(&self, name: &str, patch: &serde_json::Value) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
+/// The leader election's Lease (`coordination.k8s.io/v1`) in the managed namespace: used only by the election
+/// loop (`ops::election`), and only with `-leader-election.enabled`. Not part of [`ClusterApi`]: with election off
+/// nothing needs it, and nothing that decides or acts on rollouts may depend on it.
+pub trait Leases: Clone + Send + Sync + 'static {
+    /// Reads a Lease of the namespace (live); `None` when it does not exist.
+    fn get_lease(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<k8s_openapi::api::coordination::v1::Lease>, ApiError>> + Send;
+
+    /// Creates a Lease; [`ApiError::Conflict`] when one of that name already exists.
+    fn create_lease(
+        &self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> impl Future<Output = Result<k8s_openapi::api::coordination::v1::Lease, ApiError>> + Send;
+
+    /// Replaces a Lease (HTTP PUT); its `metadata.resourceVersion` is a precondition ([`ApiError::Conflict`] when
+    /// the Lease has moved on), so this is a compare-and-swap.
+    fn replace_lease(
+        &self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> impl Future<Output = Result<k8s_openapi::api::coordination::v1::Lease, ApiError>> + Send;
+}
+
 /// Every role of the port: read and write access to the managed namespace.
 pub trait ClusterApi:
     RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore + PodAnnotations + DisruptionBudgets

@@ -17,6 +17,7 @@ use crate::controller::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
 use crate::controller::scaling::{
     DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back,
 };
+use crate::election::LeaderGate;
 use crate::ops::events::EventRecorder;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
@@ -116,6 +117,10 @@ pub enum ReconcileError {
     /// The rollout step could not be claimed in the group downscale record; no pod was deleted.
     #[error("cannot claim the rollout step in the group downscale record: {source}")]
     ClaimRolloutStep { source: RecordStoreError },
+    /// Leader election is on and this replica's write window has ended: nothing more is written; the controller
+    /// stops at the end of its term.
+    #[error("not the leader any more: {write} not sent")]
+    NotLeader { write: String },
 }
 
 impl ReconcileError {
@@ -129,6 +134,7 @@ impl ReconcileError {
             | ReconcileError::ReadDownscaleRecord { source }
             | ReconcileError::ClaimRolloutStep { source } => source.kind(),
             ReconcileError::FailedClosed { .. } => "failed_closed",
+            ReconcileError::NotLeader { .. } => "not_leader",
         }
     }
 
@@ -166,6 +172,8 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     scaling: ScalingConfig,
     /// ZoneAwarePodDisruptionBudgets honoured before each pod deletion, when given.
     budgets: Option<DeletionBudgets>,
+    /// With leader election: asked right before every write; `None` (election off) writes as a single replica.
+    leadership: Option<LeaderGate>,
 }
 
 /// What the controller needs to judge its own deletions as evictions (reference 5.5).
@@ -226,6 +234,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             zone_tracker_forbidden: None,
             scaling_forbidden: None,
             budgets: None,
+            leadership: None,
         }
     }
 }
@@ -246,6 +255,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             zone_tracker_forbidden: self.zone_tracker_forbidden,
             scaling_forbidden: self.scaling_forbidden,
             budgets: self.budgets,
+            leadership: self.leadership,
             pod_client,
             scaling,
         }
@@ -256,6 +266,22 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
     pub fn with_budgets(mut self, budgets: DeletionBudgets) -> Self {
         self.budgets = Some(budgets);
         self
+    }
+
+    /// The same controller acting only while `gate` says this replica leads: it asks right before every write
+    /// (pod deletion, eviction intent, status and replica writes, downscale record writes, pod calls and mirror
+    /// write-backs) and stops the pass when the answer is no.
+    pub fn with_leadership(mut self, gate: LeaderGate) -> Self {
+        self.leadership = Some(gate);
+        self
+    }
+
+    /// Whether this replica may write now (always, without leader election); the error names the write not sent.
+    fn may_write(&self, write: &dyn Fn() -> String) -> Result<(), ReconcileError> {
+        match &self.leadership {
+            Some(gate) if !gate.may_write() => Err(ReconcileError::NotLeader { write: write() }),
+            _ => Ok(()),
+        }
     }
 
     /// The same controller sending its Events to `events` and reporting groups without progress for `deadline` as
@@ -434,6 +460,12 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         }
         let mut write_back_after = None;
         if pass.mirror_due {
+            // Mirroring may call pods (delayed downscale): a write like the others.
+            if let Err(err) = self.may_write(&|| "the mirror pass's pod calls".to_string()) {
+                self.pass_finished(group, started, false, now);
+                self.retry_with_backoff(group, &err);
+                return;
+            }
             let mirror = mirror_group(&self.api, &self.pod_client, &self.scaling, &snapshot, now).await;
             if let Some(scale) = &mirror.findings.scale {
                 write_back_after = mirror.write_back.map(|(resource, name)| (resource, name, scale.to));
@@ -452,6 +484,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             let claimed_at = wall_clock();
             let until = time_after(claimed_at, self.config.claim_ttl);
             let stored_record = read.as_ref().ok().and_then(|r| r.as_ref()).map(|(stored, _)| stored);
+            if let Err(err) = self.may_write(&|| "the rollout step's claim".to_string()) {
+                self.pass_finished(group, started, false, now);
+                self.retry_with_backoff(group, &err);
+                return;
+            }
             match claim_rollout_step(&self.api, &config_map, stored_record, &snapshot, claimed_at, until).await {
                 Ok(StepClaim::Claimed { until }) => step = Some(until),
                 Ok(StepClaim::Stale) => {
@@ -478,12 +515,15 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         // so its step is left to expire.
         let unknown_outcome = matches!(&result, Err(e) if e.outcome_unknown());
         if let (Some(until), false, Some(config_map)) = (step, unknown_outcome, &self.scaling.downscale_record)
+            && self.may_write(&|| "the end of the rollout step".to_string()).is_ok()
             && let Err(error) = finish_rollout_step(&self.api, config_map, group, until).await
         {
             tracing::warn!(rollout_group = group, %error,
                 "could not end the rollout step in the group downscale record; it expires by itself");
         }
-        if let (Ok(()), Some((resource, name, value))) = (&result, write_back_after) {
+        if let (Ok(()), Some((resource, name, value))) = (&result, write_back_after)
+            && self.may_write(&|| format!("the mirror write-back to {name}")).is_ok()
+        {
             write_back(&self.api, &resource, &name, value).await;
         }
         self.pass_finished(group, started, result.is_ok(), now);
@@ -543,6 +583,10 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     "the rollout step's claim is about to expire; remaining deletions wait for the next pass");
                 return Ok(());
             }
+            if let Action::DeletePod { pod, .. } = action {
+                // Before the budgets' decision (which may write an eviction intent on the pod).
+                self.may_write(&|| format!("the deletion of pod {pod}"))?;
+            }
             if let Action::DeletePod { statefulset, pod, .. } = action
                 && let Some(denial) = self.budget_denies(snapshot, statefulset, pod).await
             {
@@ -555,6 +599,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 Action::DeletePod { pod, uid, reason, .. } => {
                     let uid = self.config.defences.has(Layer::UidPreconditions).then(|| uid.clone());
                     let pre = Preconditions { uid, resource_version: None };
+                    self.may_write(&|| format!("the deletion of pod {pod}"))?;
                     match self.api.delete_pod(pod, &pre).await {
                         Ok(()) => {
                             tracing::info!(rollout_group = group, pod = %pod, %reason, "terminating pod");
@@ -569,14 +614,10 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                 }
                 Action::SetCurrentRevision { statefulset, revision, resource_version, reason } => {
-                    match self.update_current_revision(statefulset, revision, resource_version).await {
-                        Ok(_) => {
-                            tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
-                                "advanced StatefulSet currentRevision");
-                            Ok(())
-                        }
-                        Err(source) => Err(ReconcileError::UpdateStatus { statefulset: statefulset.clone(), source }),
-                    }
+                    self.update_current_revision(statefulset, revision, resource_version).await.map(|_| {
+                        tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
+                            "advanced StatefulSet currentRevision");
+                    })
                 }
                 Action::Scale { statefulset, from, to, reason, resource_version, coordinated_downscale } => {
                     let mut claimed = None;
@@ -592,6 +633,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                             rollout_core::downscale::format_timestamp(at),
                         );
                     }
+                    self.may_write(&|| format!("the replica change of statefulset {statefulset}"))?;
                     if let (true, Some(config_map)) = (*coordinated_downscale, self.scaling.downscale_record.clone()) {
                         let until = time_after(claimed_at, self.config.claim_ttl);
                         let defences = self.config.defences;
@@ -618,11 +660,15 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                             }
                         }
                     }
+                    // Not leading any more: a claim just made is left to expire, as after a crash.
+                    self.may_write(&|| format!("the replica change of statefulset {statefulset}"))?;
                     match self.api.patch_statefulset_replicas(statefulset, *to, resource_version, &annotations).await {
                         Ok(_) => {
                             tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, %reason,
                                 "scaled StatefulSet");
                             // The reply comes after the commit: date the downscale now.
+                            // Recorded even if the term has just ended: it dates a write that happened, under the
+                            // record's compare-and-swap (which every replica's webhooks write under too).
                             if let Some((config_map, _, until)) = claimed {
                                 let end = ClaimEnd::Committed { at: wall_clock() };
                                 end_claim(&self.api, &config_map, statefulset, until, end, self.config.defences).await;
@@ -723,18 +769,21 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         statefulset: &str,
         revision: &str,
         planned_from: &str,
-    ) -> Result<k8s_openapi::api::apps::v1::StatefulSet, ApiError> {
-        let Some(mut live) = self.api.get_statefulset(statefulset).await? else {
-            return Err(ApiError::NotFound(format!("statefulsets.apps \"{statefulset}\" not found")));
+    ) -> Result<k8s_openapi::api::apps::v1::StatefulSet, ReconcileError> {
+        let failed = |source| ReconcileError::UpdateStatus { statefulset: statefulset.to_string(), source };
+        let Some(mut live) = self.api.get_statefulset(statefulset).await.map_err(failed)? else {
+            return Err(failed(ApiError::NotFound(format!("statefulsets.apps \"{statefulset}\" not found"))));
         };
         if live.metadata.resource_version.as_deref() != Some(planned_from) {
-            return Err(ApiError::Conflict(format!(
+            return Err(failed(ApiError::Conflict(format!(
                 "statefulset {statefulset} moved on since the plan (resourceVersion {planned_from} -> {})",
                 live.metadata.resource_version.as_deref().unwrap_or("none")
-            )));
+            ))));
         }
         live.status.get_or_insert_with(Default::default).current_revision = Some(revision.to_string());
-        self.api.replace_statefulset_status(&live).await
+        // Asked after the live read, right before the write.
+        self.may_write(&|| format!("the status write of statefulset {statefulset}"))?;
+        self.api.replace_statefulset_status(&live).await.map_err(failed)
     }
 
     /// Whether a write of ours happened, by the live object: a deleted pod is gone, replaced (another uid) or

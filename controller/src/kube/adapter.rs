@@ -12,8 +12,8 @@
 //! where the simulated API server implements the port instead.
 
 use crate::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, LiveReads, PodAnnotations, Preconditions,
-    RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
+    Preconditions, RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
 use crate::ops::metrics::KubeClientMetrics;
@@ -291,6 +291,7 @@ pub struct KubeCluster {
     mutating: Api<MutatingWebhookConfiguration>,
     budgets: Api<kube::core::DynamicObject>,
     events: Api<k8s_openapi::api::events::v1::Event>,
+    leases: Api<k8s_openapi::api::coordination::v1::Lease>,
 }
 
 /// The ZoneAwarePodDisruptionBudget resource, read as generic objects.
@@ -318,6 +319,7 @@ impl KubeCluster {
             mutating: Api::all(client.clone()),
             budgets: Api::namespaced_with(client.clone(), &namespace, &budget_resource()),
             events: Api::namespaced(client.clone(), &namespace),
+            leases: Api::namespaced(client.clone(), &namespace),
             statefulsets: Api::namespaced(client.clone(), &namespace),
             client,
             namespace,
@@ -620,6 +622,34 @@ impl EventsApi for KubeCluster {
             .await
             .map(|_| ())
             .map_err(|err| classify(&err, &format!("patch event {}/{name}", self.namespace)))
+    }
+}
+
+impl Leases for KubeCluster {
+    async fn get_lease(&self, name: &str) -> Result<Option<k8s_openapi::api::coordination::v1::Lease>, ApiError> {
+        self.leases.get_opt(name).await.map_err(|err| classify(&err, &format!("get lease {}/{name}", self.namespace)))
+    }
+
+    async fn create_lease(
+        &self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        self.leases
+            .create(&PostParams::default(), lease)
+            .await
+            .map_err(|err| classify(&err, &format!("create lease {}/{name}", self.namespace)))
+    }
+
+    async fn replace_lease(
+        &self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        self.leases
+            .replace(name, &PostParams::default(), lease)
+            .await
+            .map_err(|err| classify(&err, &format!("replace lease {}/{name}", self.namespace)))
     }
 }
 

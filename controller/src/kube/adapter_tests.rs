@@ -574,6 +574,87 @@ async fn replace_config_map_sends_the_resource_version_precondition() {
     );
 }
 
+// ---- leases (leader election) ---------------------------------------------------------------------------------
+
+fn lease(name: &str, resource_version: &str, holder: Option<&str>) -> Value {
+    let mut metadata = json!({"name": name, "namespace": NS});
+    if !resource_version.is_empty() {
+        metadata["resourceVersion"] = json!(resource_version);
+    }
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 2,
+                 "renewTime": "2026-03-01T12:00:00.000000Z"},
+    })
+}
+
+fn typed_lease(value: Value) -> k8s_openapi::api::coordination::v1::Lease {
+    serde_json::from_value(value).expect("valid Lease")
+}
+
+#[tokio::test]
+async fn get_lease_reads_the_named_lease_or_none() {
+    let (cluster, mut api) = mock_cluster();
+    let getter = cluster.clone();
+    let call = tokio::spawn(async move { getter.get_lease("rollout-operator-leader").await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::GET, "/apis/coordination.k8s.io/v1/namespaces/default-ns/leases/rollout-operator-leader", "");
+    respond.json(200, lease("rollout-operator-leader", "5", Some("pod-a")));
+    let found = call.await.expect("no panic").expect("ok").expect("found");
+    let record = rollout_core::election::LeaseRecord::from_lease(&found);
+    assert_eq!((record.holder.as_deref(), record.resource_version.as_str()), (Some("pod-a"), "5"));
+    assert_eq!((record.lease_duration_seconds, record.transitions), (Some(15), 2));
+
+    let call = tokio::spawn(async move { cluster.get_lease("rollout-operator-leader").await });
+    let (_, respond) = api.next().await;
+    respond.json(404, status(404, "NotFound", "leases.coordination.k8s.io \"rollout-operator-leader\" not found"));
+    assert_eq!(call.await.expect("no panic"), Ok(None));
+}
+
+#[tokio::test]
+async fn create_lease_posts_and_an_existing_one_is_a_conflict() {
+    let (cluster, mut api) = mock_cluster();
+    let creator = cluster.clone();
+    let call =
+        tokio::spawn(async move { creator.create_lease(&typed_lease(lease("leader", "", Some("pod-a")))).await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::POST, "/apis/coordination.k8s.io/v1/namespaces/default-ns/leases", "");
+    assert_eq!(seen.json()["metadata"]["name"], json!("leader"));
+    assert_eq!(seen.json()["spec"]["holderIdentity"], json!("pod-a"));
+    assert_eq!(seen.json()["metadata"].get("resourceVersion"), None);
+    respond.json(201, lease("leader", "1", Some("pod-a")));
+    assert_eq!(call.await.expect("no panic").expect("created").metadata.resource_version.as_deref(), Some("1"));
+
+    let call =
+        tokio::spawn(async move { cluster.create_lease(&typed_lease(lease("leader", "", Some("pod-b")))).await });
+    let (_, respond) = api.next().await;
+    respond.json(409, status(409, "AlreadyExists", "leases.coordination.k8s.io \"leader\" already exists"));
+    assert!(matches!(call.await.expect("no panic"), Err(ApiError::Conflict(_))));
+}
+
+#[tokio::test]
+async fn replace_lease_sends_the_resource_version_precondition() {
+    let (cluster, mut api) = mock_cluster();
+    let replacer = cluster.clone();
+    let call =
+        tokio::spawn(async move { replacer.replace_lease(&typed_lease(lease("leader", "41", Some("pod-b")))).await });
+    let (seen, respond) = api.next().await;
+    seen.assert(Method::PUT, "/apis/coordination.k8s.io/v1/namespaces/default-ns/leases/leader", "");
+    assert_eq!(seen.json()["metadata"]["resourceVersion"], json!("41"));
+    assert_eq!(seen.json()["spec"]["holderIdentity"], json!("pod-b"));
+    respond.json(200, lease("leader", "42", Some("pod-b")));
+    assert_eq!(call.await.expect("no panic").expect("replaced").metadata.resource_version.as_deref(), Some("42"));
+
+    let call =
+        tokio::spawn(async move { cluster.replace_lease(&typed_lease(lease("leader", "41", Some("pod-c")))).await });
+    let (_, respond) = api.next().await;
+    respond.json(409, status(409, "Conflict", "the object has been modified"));
+    assert_eq!(
+        call.await.expect("no panic"),
+        Err(ApiError::Conflict("replace lease default-ns/leader: the object has been modified".to_string()))
+    );
+}
+
 // ---- scaling ----------------------------------------------------------------------------------------------
 
 fn replica_template(version: &str) -> ApiResourceRef {
@@ -1274,6 +1355,18 @@ async fn rbac_requirements_equal_the_requests_the_adapter_sends() {
 
     once!(|c: KubeCluster| async move { c.create_event(&event_object("e")).await }, 201, json!({}));
     once!(|c: KubeCluster| async move { c.patch_event("e", &json!({})).await }, 200, json!({}));
+
+    once!(|c: KubeCluster| async move { c.get_lease("leader").await }, 404, not_found.clone());
+    once!(
+        |c: KubeCluster| async move { c.create_lease(&typed_lease(lease("leader", "", Some("pod-a")))).await },
+        201,
+        lease("leader", "1", Some("pod-a"))
+    );
+    once!(
+        |c: KubeCluster| async move { c.replace_lease(&typed_lease(lease("leader", "1", Some("pod-a")))).await },
+        200,
+        lease("leader", "2", Some("pod-a"))
+    );
 
     let call = tokio::spawn(async move { cluster.patch_statefulset_replicas("a", 2, "7", &BTreeMap::new()).await });
     let (_, respond) = api.next().await;

@@ -59,11 +59,14 @@ pub enum Feature {
     /// Kubernetes Events about rollouts and admissions (`-events.enabled`). Optional: a refusal turns Events off
     /// with one log line and `rollout_operator_feature_disabled{feature="events"}`; nothing else changes.
     Events,
+    /// Leader election over a Lease (`-leader-election.enabled`). Not optional: refused, no replica can lead, so no
+    /// rollout progresses (each replica logs the refusal on every attempt).
+    LeaderElection,
 }
 
 impl Feature {
     /// Every feature, in the order the table uses them.
-    pub const ALL: [Feature; 12] = [
+    pub const ALL: [Feature; 13] = [
         Feature::Rollout,
         Feature::MirrorTargets,
         Feature::Scaling,
@@ -76,6 +79,7 @@ impl Feature {
         Feature::DisruptionBudgets,
         Feature::PodAnnotations,
         Feature::Events,
+        Feature::LeaderElection,
     ];
 
     /// A feature that, refused by RBAC, degrades with a clear message (what it says above) instead of stopping
@@ -107,6 +111,7 @@ impl Feature {
             Feature::Certificate => tls && flags.self_signed_cert_enabled,
             Feature::CaInjection => tls && flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle,
             Feature::Events => flags.events_enabled,
+            Feature::LeaderElection => flags.leader_election_enabled,
         }
     }
 }
@@ -126,6 +131,8 @@ pub enum ResourceName {
     ZoneTrackerConfigMap,
     /// `-server-tls.self-signed-cert.secret-name`.
     CertificateSecret,
+    /// `-leader-election.lease-name`.
+    LeaderLease,
 }
 
 impl ResourceName {
@@ -134,6 +141,7 @@ impl ResourceName {
         match self {
             ResourceName::ZoneTrackerConfigMap => "-zone-tracker.config-map-name",
             ResourceName::CertificateSecret => "-server-tls.self-signed-cert.secret-name",
+            ResourceName::LeaderLease => "-leader-election.lease-name",
         }
     }
 
@@ -143,6 +151,7 @@ impl ResourceName {
             // The same resolution as the controller and the webhooks (an empty name means the default).
             ResourceName::ZoneTrackerConfigMap => flags.downscale_record_name(),
             ResourceName::CertificateSecret => flags.self_signed_cert_secret_name.as_str(),
+            ResourceName::LeaderLease => flags.leader_election_lease_name.as_str(),
         };
         if name.is_empty() {
             return Err(RbacError::EmptyResourceName { flag: self.flag() });
@@ -205,8 +214,8 @@ impl ApiPermission {
 }
 
 use Feature::{
-    CaInjection, Certificate, DisruptionBudgets, Events, FailurePolicyMetric, MirrorTargets, ParentLookups,
-    PodAnnotations, Rollout, Scaling, Webhooks, ZoneTracker,
+    CaInjection, Certificate, DisruptionBudgets, Events, FailurePolicyMetric, LeaderElection, MirrorTargets,
+    ParentLookups, PodAnnotations, Rollout, Scaling, Webhooks, ZoneTracker,
 };
 
 /// Every permission the kube adapter needs on the operator's own resources. The deploy RBAC must grant at least
@@ -291,6 +300,13 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     // Events (`events.k8s.io/v1`) on the StatefulSets: created, and patched when they repeat (their series).
     ApiPermission::namespaced("events.k8s.io", "events", "create", &[Events]),
     ApiPermission::namespaced("events.k8s.io", "events", "patch", &[Events]),
+    // Leader election: the one Lease, read, created when missing (`create` cannot be restricted by name) and
+    // replaced with a resourceVersion precondition (renewal, takeover, release).
+    ApiPermission::namespaced("coordination.k8s.io", "leases", "get", &[LeaderElection])
+        .named(ResourceName::LeaderLease),
+    ApiPermission::namespaced("coordination.k8s.io", "leases", "create", &[LeaderElection]),
+    ApiPermission::namespaced("coordination.k8s.io", "leases", "update", &[LeaderElection])
+        .named(ResourceName::LeaderLease),
 ];
 
 /// Wildcard in [`MIRROR_TARGET_PERMISSIONS`]: stands for the API group / plural resource of each reference resource
@@ -525,6 +541,29 @@ mod tests {
     }
 
     #[test]
+    fn leases_only_with_leader_election_named_where_rbac_allows_and_required() {
+        let leases = |rules: &Rules| -> Vec<PolicyRule> {
+            rules.role.iter().filter(|r| r.resources == Some(vec!["leases".into()])).cloned().collect()
+        };
+        assert!(leases(&rules(&[])).is_empty(), "election off (the default) needs no Lease");
+        assert!(leases(&rules(&["-leader-election.enabled=false", "-server-tls.enabled"])).is_empty());
+        let on = ["-leader-election.enabled", "-leader-election.lease-name=ops-leader"];
+        assert_eq!(
+            leases(&rules(&on)),
+            [
+                rule("coordination.k8s.io", "leases", None, &["create"]),
+                rule("coordination.k8s.io", "leases", Some(&["ops-leader"]), &["get", "update"]),
+            ]
+        );
+        // Not optional: without the Lease no replica leads.
+        assert_eq!(leases(&required_rules_for(&flags(&on)).expect("rules")), leases(&rules(&on)));
+        // Nothing else changes.
+        let mut without = rules(&on);
+        without.role.retain(|r| r.resources != Some(vec!["leases".into()]));
+        assert_eq!(without, rules(&[]));
+    }
+
+    #[test]
     fn no_configmaps_without_the_zone_tracker() {
         for args in [&[][..], &["-server-tls.enabled=true"], &["-use-zone-tracker=false", "-server-tls.enabled"]] {
             let rules = rules(args);
@@ -681,7 +720,7 @@ mod tests {
             }
         }
         // All on: every row is needed.
-        let all = flags(&["-server-tls.enabled", "-use-zone-tracker", "-events.enabled"]);
+        let all = flags(&["-server-tls.enabled", "-use-zone-tracker", "-events.enabled", "-leader-election.enabled"]);
         assert!(table.iter().all(|p| p.needed(&all)));
     }
 

@@ -88,6 +88,40 @@ pub struct EventLabels {
     pub r#type: TypeLabel,
 }
 
+/// The leader election's series, registered only with `-leader-election.enabled` (so a single replica's metrics
+/// are unchanged): whether this replica leads, and its lease transitions.
+#[derive(Clone, Debug, Default)]
+pub struct LeaderMetrics {
+    leader: Gauge,
+    transitions: Family<TransitionLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransitionLabels {
+    /// `acquired`, `lost` or `released`.
+    pub transition: String,
+}
+
+impl LeaderMetrics {
+    /// 1 while this replica may act as the leader, 0 otherwise.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts one transition of this replica's leadership.
+    pub fn transition(&self, transition: &str) {
+        self.transitions.get_or_create(&TransitionLabels { transition: transition.to_string() }).inc();
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader.get() == 1
+    }
+
+    pub fn transitions(&self, transition: &str) -> u64 {
+        self.transitions.get_or_create(&TransitionLabels { transition: transition.to_string() }).get()
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CauseLabels {
     pub cause: String,
@@ -474,6 +508,26 @@ impl Metrics {
             scaling_errors,
             scaling_error_series: Default::default(),
         }
+    }
+
+    /// Registers the leader election's series (`rollout_operator_leader`,
+    /// `rollout_operator_leader_transitions_total`) and returns their handle. Called once, at startup, only with
+    /// `-leader-election.enabled`.
+    pub fn register_leader_election(&mut self) -> LeaderMetrics {
+        let metrics = LeaderMetrics::default();
+        let registry = self.registry.sub_registry_with_prefix("rollout_operator");
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader election Lease and may run the controller, 0 otherwise.",
+            metrics.leader.clone(),
+        );
+        registry.register(
+            "leader_transitions",
+            "Changes of this replica's leadership: acquired, lost (renew deadline passed or another holder seen), \
+             released (graceful shutdown).",
+            metrics.transitions.clone(),
+        );
+        metrics
     }
 
     /// Records the failure policy of webhook `webhook` (entry name) of a configuration of `kind`

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, LiveReads, PodAnnotations, Preconditions,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, Leases, LiveReads, PodAnnotations, Preconditions,
     RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::collections::{BTreeMap, VecDeque};
@@ -286,6 +286,8 @@ pub fn three_zones(max_unavailable: &str) -> FakeCluster {
 #[derive(Clone, Default)]
 pub struct FakeCluster {
     state: Arc<Mutex<State>>,
+    /// The leader election's Lease (the shared in-memory store; cut off with `leases.set_unreachable`).
+    pub leases: memory::LeaseStore,
 }
 
 impl FakeCluster {
@@ -666,6 +668,26 @@ impl DisruptionBudgets for FakeCluster {
         let _ = tx.unbounded_send(Ok(WatchEvent::InitDone));
         st.budget_watchers.push(tx);
         rx.boxed()
+    }
+}
+
+impl Leases for FakeCluster {
+    async fn get_lease(&self, name: &str) -> Result<Option<k8s_openapi::api::coordination::v1::Lease>, ApiError> {
+        self.leases.get_lease(name).await
+    }
+
+    async fn create_lease(
+        &self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        self.leases.create_lease(lease).await
+    }
+
+    async fn replace_lease(
+        &self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        self.leases.replace_lease(lease).await
     }
 }
 
