@@ -384,6 +384,10 @@ pub struct Scenario {
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
+    /// Issue 14: a ZoneAwarePodDisruptionBudget over the group, operator replicas serving the real pod-eviction
+    /// webhook, and node drains evicting pods through the API server during the fault phase. Drawn from a generator
+    /// of its own.
+    pub drains: Option<crate::drains::Drains>,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -606,6 +610,7 @@ impl Default for Scenario {
             no_downscale: false,
             mirror: false,
             delayed_downscale: false,
+            drains: None,
         }
     }
 }
@@ -636,6 +641,8 @@ pub struct Outcome {
     pub events: EventStats,
     /// No-downscale webhook answers judged: (denied, allowed).
     pub no_downscale_admissions: (u64, u64),
+    /// The drains world's evictions.
+    pub drains: crate::checker::DrainStats,
 }
 
 impl Outcome {
@@ -715,6 +722,56 @@ impl PodHttpClient for DelayedDownscalePods {
             }
         }
     }
+}
+
+/// The drains world's actors (issue 14): the operator replicas serving the pod-eviction webhook (restarted now and
+/// then during the fault phase), and the node-drain actor on a node of its own. Everything is drawn from the
+/// drains' own generator.
+fn start_drains(
+    handle: &Handle,
+    store: &SharedStore,
+    seed: u64,
+    sc: &Scenario,
+    drains: crate::drains::Drains,
+    start: Instant,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    use crate::drains;
+    let mut r = SimRng::new(seed ^ drains::DRAINS_STREAM);
+    let incarnations = Arc::new(AtomicU64::new(drains::REPLICA_INCARNATION_BASE));
+    let mut replicas = Vec::new();
+    for i in 0..drains.replicas {
+        let (store, incarnations, evictor) = (store.clone(), incarnations.clone(), drains.evictor);
+        let node = handle
+            .create_node()
+            .name(format!("operator-replica-{i}"))
+            .ip(drains::replica_ip(i))
+            .init(move || {
+                let incarnation = incarnations.fetch_add(1, Ordering::Relaxed);
+                drains::serve_replica(store.clone(), i, incarnation, evictor)
+            })
+            .build();
+        replicas.push(node.id());
+    }
+    for (at, replica, down) in drains::replica_restarts(&mut r, drains.replicas, sc.fault_phase) {
+        let (store, id) = (store.clone(), replicas[replica]);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + at).await;
+            store
+                .lock()
+                .unwrap()
+                .trace("fault", format!("operator-{replica} crashes, restarted in {:.1}s", down.as_secs_f64()));
+            Handle::current().kill(id);
+            tokio::time::sleep(down).await;
+            restart(id);
+        }));
+    }
+    let node = handle.create_node().name("drain").ip(IpAddr::from([10, 0, 0, 12])).build();
+    let (store, zones, phase) = (store.clone(), sc.zones, sc.fault_phase);
+    let drainer = SimRng::new(r.next_u64());
+    tasks.push(tokio::spawn(async move {
+        let _ = node.spawn(drains::drain_nodes(store, drainer, drains, zones, start, phase)).await;
+    }));
 }
 
 /// Seeds the sidecar crashes' own generator.
@@ -844,6 +901,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
         grants: sc.deployment.map(|d| Arc::new(d.grants())),
+        eviction_webhooks: sc.drains.iter().flat_map(|d| (0..d.replicas).map(crate::drains::replica_address)).collect(),
     };
     let apiserver = handle
         .create_node()
@@ -1157,6 +1215,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }));
     }
+    if let Some(drains) = sc.drains.clone() {
+        start_drains(&handle, &store, seed, &sc, drains, start, &mut tasks);
+    }
     if sc.faults.never_ready {
         kube_state.lock().unwrap().never_ready_chance = 0.1;
     }
@@ -1298,6 +1359,7 @@ fn judge(
         reactions: st.reactions.clone(),
         events,
         no_downscale_admissions: st.checker.no_downscale_admissions,
+        drains: st.checker.drains,
     }
 }
 
@@ -1395,6 +1457,13 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 });
             }
         }
+        // The budget selects the group's pods by the group's label, which their template then carries.
+        let budget_labels = (sc.drains.is_some() && group == GROUP).then(|| {
+            std::collections::BTreeMap::from([(rollout_core::keys::ROLLOUT_GROUP.to_string(), GROUP.to_string())])
+        });
+        if let (Some(labels), Some(spec)) = (&budget_labels, sts.spec.as_mut()) {
+            spec.template.metadata.get_or_insert_default().labels = Some(labels.clone());
+        }
         st.put_statefulset(sts);
         for i in 0..sc.replicas {
             let pod_name = format!("{name}-{i}");
@@ -1403,8 +1472,35 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             if sc.sidecars {
                 objects::add_sidecar(&mut pod);
             }
+            if let Some(labels) = &budget_labels {
+                pod.metadata.labels.get_or_insert_default().extend(labels.clone());
+            }
             st.put_pod(pod);
         }
+    }
+    if let Some(drains) = &sc.drains {
+        st.budgets.push(crate::drains::budget_object(GROUP, drains));
+        st.checker.budgets.push(crate::checker::BudgetRule {
+            name: crate::drains::BUDGET.to_string(),
+            group: GROUP.to_string(),
+            max_unavailable: drains.max_unavailable,
+            partitions: drains.mode == crate::drains::BudgetMode::Partitions,
+        });
+        let mode = match drains.mode {
+            crate::drains::BudgetMode::Zones => "zone mode",
+            crate::drains::BudgetMode::Partitions => "partition mode",
+        };
+        st.trace(
+            "sim",
+            format!(
+                "ZoneAwarePodDisruptionBudget {} ({mode}, max unavailable {}), {} operator replicas serving the {} \
+                 eviction webhook",
+                crate::drains::BUDGET,
+                drains.max_unavailable,
+                drains.replicas,
+                drains.evictor.name()
+            ),
+        );
     }
     let snapshot = st.describe();
     st.trace("cluster", snapshot);
