@@ -80,7 +80,31 @@ fn an_evictor_that_ignores_the_budget_is_caught() {
     }
 }
 
+/// Seed 35 of the first drains batch: the API server's call to the webhook took, on a fresh endpoint that reused
+/// the port of an earlier call, that call's late answer ("zpdb met", judged before a pod of zone-c crashed) and
+/// evicted a pod of zone-a with zone-c down. A simulator bug (HTTP gives a late response to nobody); the real
+/// webhook had denied this eviction.
+#[test]
+fn seed_35_an_eviction_is_admitted_only_by_the_answer_to_its_own_call() {
+    let o = world::run(35, &drains(BudgetMode::Zones, Evictor::Real), false);
+    let evictions: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_EVICTIONS).collect();
+    assert!(evictions.is_empty(), "{evictions:#?}");
+    assert!(o.drains.committed > 0, "seed 35 commits evictions");
+}
+
 /// Seeds of the zone-mode drains world caught with [`Evictor::NoSecondRead`] (found over seeds 0..N).
 const NO_SECOND_READ: [u64; 2] = [0, 1];
+/// Seed 35 of the first drains batch: the API server's call to the webhook took, on a fresh endpoint that reused
+/// the port of an earlier call, that call's late answer ("zpdb met", judged before a pod of zone-c crashed) and
+/// evicted a pod of zone-a with zone-c down. A simulator bug (HTTP gives a late response to nobody); the real
+/// webhook had denied this eviction.
+#[test]
+fn seed_35_an_eviction_is_admitted_only_by_the_answer_to_its_own_call() {
+    let o = world::run(35, &drains(BudgetMode::Zones, Evictor::Real), false);
+    let evictions: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_EVICTIONS).collect();
+    assert!(evictions.is_empty(), "{evictions:#?}");
+    assert!(o.drains.committed > 0, "seed 35 commits evictions");
+}
+
 /// Seeds of the zone-mode drains world caught with [`Evictor::IgnoresBudget`].
 const IGNORES_BUDGET: [u64; 2] = [0, 1];
