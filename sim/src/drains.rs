@@ -132,13 +132,16 @@ pub fn replica_ip(i: usize) -> IpAddr {
     replica_address(i).ip()
 }
 
-/// An admission call from the API server to a replica: the AdmissionReview as sent over HTTP.
+/// An admission call from the API server to a replica: the AdmissionReview as sent over HTTP, and the call's
+/// number (its answer carries it back).
 struct AdmitRequest {
+    call: u64,
     body: Vec<u8>,
 }
 
 /// A replica's answer: the response body, and how many writes the admission made (a dry run must make none).
 struct AdmitAnswer {
+    call: u64,
     body: Result<Vec<u8>, String>,
     writes: u32,
 }
@@ -249,7 +252,7 @@ pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64,
         let Ok(request) = payload.downcast::<AdmitRequest>() else { continue };
         let (ep, api, zpdb) = (ep.clone(), api.clone(), zpdb.clone());
         tokio::spawn(async move {
-            let answer = admit(api, zpdb, evictor, request.body).await;
+            let answer = AdmitAnswer { call: request.call, ..admit(api, zpdb, evictor, request.body).await };
             let _ = ep.send_to_raw(from, TAG_ADMIT, Box::new(answer)).await;
         });
     }
@@ -282,17 +285,29 @@ async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, body: Vec<u8>) -> 
         Ok::<_, String>(bytes.to_vec())
     }
     .await;
-    AdmitAnswer { body, writes: writes.load(Ordering::Relaxed) }
+    AdmitAnswer { call: 0, body, writes: writes.load(Ordering::Relaxed) }
 }
 
-/// Calls the eviction webhook at `at` (failure policy Fail: no answer within the timeout is an error).
-async fn call_webhook(at: SocketAddr, body: Vec<u8>) -> Result<AdmitAnswer, String> {
+/// Calls the eviction webhook at `at` (failure policy Fail: no answer within the timeout is an error). A fresh
+/// endpoint may get the port of an earlier call that gave up, and with it that call's late answer: an answer is
+/// taken only by the call it answers (seed 35 of the first drains batch allowed an eviction on another call's
+/// answer, judged before a pod crashed), as over HTTP, where a late response dies with its connection.
+async fn call_webhook(at: SocketAddr, call: u64, body: Vec<u8>) -> Result<AdmitAnswer, String> {
     let ep = Endpoint::bind("0.0.0.0:0").await.map_err(|e| e.to_string())?;
-    ep.send_to_raw(at, TAG_ADMIT, Box::new(AdmitRequest { body })).await.map_err(|e| e.to_string())?;
-    match tokio::time::timeout(WEBHOOK_TIMEOUT, ep.recv_from_raw(TAG_ADMIT)).await {
-        Ok(Ok((payload, _))) => payload.downcast::<AdmitAnswer>().map(|a| *a).map_err(|_| "malformed answer".into()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("context deadline exceeded".into()),
+    ep.send_to_raw(at, TAG_ADMIT, Box::new(AdmitRequest { call, body })).await.map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + WEBHOOK_TIMEOUT;
+    loop {
+        match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), ep.recv_from_raw(TAG_ADMIT))
+            .await
+        {
+            Ok(Ok((payload, _))) => match payload.downcast::<AdmitAnswer>() {
+                Ok(answer) if answer.call == call => return Ok(*answer),
+                Ok(_) => continue,
+                Err(_) => return Err("malformed answer".into()),
+            },
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("context deadline exceeded".into()),
+        }
     }
 }
 
@@ -330,7 +345,7 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         "dryRun": dry_run,
         "object": eviction}});
     let body = serde_json::to_vec(&review).unwrap_or_default();
-    let answer = call_webhook(env.eviction_webhooks[replica], body).await;
+    let answer = call_webhook(env.eviction_webhooks[replica], n, body).await;
     let verdict = answer.as_ref().map_err(String::clone).and_then(|a| {
         let body = a.body.as_ref().map_err(String::clone)?;
         let body: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
