@@ -200,8 +200,8 @@ pub struct Checker {
     /// The ZoneAwarePodDisruptionBudgets of the world (none but in the drains worlds).
     pub budgets: Vec<BudgetRule>,
     /// Voluntary disruptions that spent a budget (an available pod evicted, or deleted by the controller): the
-    /// resourceVersion they committed at and the pod's name.
-    spent: Vec<(u64, String)>,
+    /// resourceVersion they committed at, the pod's name, and by whom.
+    spent: Vec<(u64, String, String)>,
     pub drains: DrainStats,
 }
 
@@ -635,9 +635,12 @@ impl Checker {
                     continue;
                 }
                 let Some(why) = unavailable_slot(&before, &zone.name, ordinal) else { continue };
-                let spent = self.spent.iter().any(|(rv, pod)| *pod == slot && *rv > basis_rv && *rv <= before_rv);
-                if spent || self.unavailable_throughout(&zone.name, ordinal, basis_rv, before_rv) {
-                    let how = if spent { "disrupted voluntarily in the window" } else { "throughout the window" };
+                let spent = self.spent.iter().find(|(rv, pod, _)| *pod == slot && *rv > basis_rv && *rv <= before_rv);
+                if spent.is_some() || self.unavailable_throughout(&zone.name, ordinal, basis_rv, before_rv) {
+                    let how = match spent {
+                        Some((rv, _, by)) => format!("{by} at rv {rv}, in the window"),
+                        None => "throughout the window".to_string(),
+                    };
                     counted.push((zone.name.clone(), ordinal, format!("{why} ({how})")));
                 }
             }
@@ -672,7 +675,7 @@ impl Checker {
                 self.violate(at, invariant, detail);
             }
         }
-        self.spent.push((before_rv + 1, target.name.clone()));
+        self.spent.push((before_rv + 1, target.name.clone(), by.to_string()));
     }
 
     /// The committed state at `rv`.
