@@ -101,6 +101,10 @@ const TAG_ADMIT: u64 = 2;
 /// Operator replica processes count their incarnations from here (above the admissions of the prepare-downscale
 /// worlds), each restart a new one.
 pub const REPLICA_INCARNATION_BASE: u64 = 1 << 41;
+/// Partition mode's `crossZoneEvictionDelay`.
+pub const CROSS_ZONE_EVICTION_DELAY: &str = "10s";
+/// `-zpdb.pod-ready-annotation-patch-timeout` (the operator's default).
+const READY_TIME_PATCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Seeds the drains world's own generator, so the run's other draws are those of the world without drains.
 pub const DRAINS_STREAM: u64 = 0x6472_6169_6e73_2121;
 
@@ -113,6 +117,8 @@ pub fn budget_object(group: &str, drains: &Drains) -> serde_json::Value {
     if drains.mode == BudgetMode::Partitions {
         spec["podNamePartitionRegex"] = serde_json::json!("[a-z\\-]+-zone-[a-z]-([0-9]+)");
         spec["podNameRegexGroup"] = serde_json::json!(1);
+        // A peer counts as ready only once stamped ready this long ago by the replicas' ready-time trackers.
+        spec["crossZoneEvictionDelay"] = serde_json::json!(CROSS_ZONE_EVICTION_DELAY);
     }
     serde_json::json!({
         "apiVersion": "rollout-operator.grafana.com/v1",
@@ -226,8 +232,9 @@ impl RecordStore for AdmissionClient {
 }
 
 /// One operator replica process: the budget cache fed by the real watch task over the simulated API (loading
-/// until it lists them: evictions are denied with 429 meanwhile), and the webhook router serving each admission the
-/// API server sends. Its in-process serialisation state lives as long as the process.
+/// until it lists them: evictions are denied with 429 meanwhile), the real `grafana.com/ready-time` tracker (as the
+/// operator always runs it), and the webhook router serving each admission the API server sends. Its in-process
+/// serialisation state lives as long as the process.
 pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64, evictor: Evictor) {
     let who = format!("operator-{replica}#{}", incarnation - REPLICA_INCARNATION_BASE);
     store.lock().unwrap().trace(&who, "process started");
@@ -244,6 +251,14 @@ pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64,
                 std::future::pending(),
             );
             tokio::spawn(watch);
+            let tracker = rollout_operator::zpdb::ready_time::Tracker::new(
+                api.clone(),
+                zpdb.budgets.clone(),
+                READY_TIME_PATCH_TIMEOUT,
+                Arc::new(jiff::Timestamp::now),
+                zpdb.metrics.clone(),
+            );
+            tokio::spawn(tracker.run(std::future::pending()));
             zpdb
         }
     };
