@@ -26,7 +26,7 @@ mod app {
     use rollout_operator::admission::server as webhook_server;
     use rollout_operator::cli::rbac as rbac_cmd;
     use rollout_operator::cli::{self, Command, RunConfig};
-    use rollout_operator::controller::reconciler::{self, ReconcilerConfig};
+    use rollout_operator::controller::reconciler::{self, DeletionBudgets, ReconcilerConfig};
     use rollout_operator::controller::scaling::ScalingConfig;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
     use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
@@ -265,6 +265,7 @@ mod app {
         let controller = reconciler::Controller::new(cluster, RolloutPlanner, reconciler_config, metrics)
             .with_scaling(pod_client, scaling)
             .with_reporting(events, flags.rollout_progress_deadline)
+            .with_budgets(DeletionBudgets::new(zpdb, &flags.kubernetes_namespace))
             .run(ready, until_stopped(stopped.clone()));
         tokio::pin!(controller);
 

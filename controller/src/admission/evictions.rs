@@ -1,34 +1,24 @@
 //! `/admission/pod-eviction` and `/admission/zpdb-validation` (reference 4.6, 5.2, 5.4).
 //!
-//! Owns the I/O of the eviction decision: the driver loop of the core's step machine
-//! ([`rollout_core::zpdb::EvictPod`]), carrying out each need within the handler's deadline (live reads of the pod,
-//! its StatefulSet and the budget's StatefulSets and pods; the eviction intent written and removed on the pod; the
-//! in-process lock and memory where intents are refused), and the metrics of every answer. The validating webhook
-//! is one call into the core.
+//! Owns the handlers: the eviction decision is the core's step machine ([`rollout_core::zpdb::EvictPod`]) driven
+//! within the handler's deadline by [`crate::zpdb::decide`] (shared with the rollout controller's deletions), then
+//! logged and, when denied, told as an Event. The validating webhook is one call into the core.
 //!
 //! Must not decide: every verdict, message and status code is the core's. A dry run writes nothing (the machine
 //! asks for no write).
 
 use super::webhooks::{AdmissionApi, Webhooks, respond};
-use crate::cluster::ApiError;
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::pods::client::PodHttpClient;
 use crate::zpdb::Zpdb;
-use crate::zpdb::serialisation::INTENTS_FEATURE;
+use crate::zpdb::decide::decide;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use rollout_core::StatefulSetView;
 use rollout_core::admission::{AdmissionRequest, Verdict};
-use rollout_core::downscale::format_timestamp;
-use rollout_core::keys;
-use rollout_core::zpdb::{BudgetPod, EvictPod, EvictionSettings, IntentFailure, Lookup, Need, Observed, validation};
-use std::collections::BTreeMap;
-use std::future::Future;
+use rollout_core::zpdb::{EvictPod, EvictionSettings, validation};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 pub const POD_EVICTION_PATH: &str = "/admission/pod-eviction";
@@ -56,17 +46,15 @@ pub(super) async fn zpdb_validation_handler(headers: HeaderMap, body: Bytes) -> 
     respond(&headers, &body, |request| async move { validation::validate(&request) }).await
 }
 
-/// The pod-eviction webhook: drives the core's step machine, carrying out each need before `deadline` (a need not
-/// met in time is observed as a failure, and the machine applies its policy), until it answers.
+/// The pod-eviction webhook: drives the core's step machine to its answer before `deadline`.
 pub async fn decide_pod_eviction<C: AdmissionApi, P>(
     webhooks: &Webhooks<C, P>,
     zpdb: &Zpdb,
     request: &AdmissionRequest,
     deadline: Instant,
 ) -> Verdict {
-    let _inflight = zpdb.metrics.inflight();
     let settings = &webhooks.settings;
-    let mut flow = EvictPod::from_admission(
+    let flow = EvictPod::from_admission(
         request,
         EvictionSettings {
             namespace: settings.namespace.clone(),
@@ -75,23 +63,12 @@ pub async fn decide_pod_eviction<C: AdmissionApi, P>(
             intent_lifetime: settings.handler_deadline + settings.commit_margin,
         },
     );
-    // This process's lock of the budget, when the machine asked for it; released when the decision is answered.
-    let mut lock: Option<OwnedMutexGuard<()>> = None;
-    let mut observed = Observed::Start;
-    loop {
-        match flow.step(observed, (webhooks.clock)()) {
-            Need::Answer(answer) => {
-                drop(lock);
-                zpdb.metrics.eviction_decided(answer.outcome.reason, answer.outcome.status);
-                tracing::info!(pod = %request.name, uid = %request.uid, user = %request.username,
-                    allowed = answer.allowed(), reason = answer.outcome.reason, status = answer.outcome.status,
-                    message = answer.message(), "eviction decided");
-                tell_denial(&settings.events, request, &answer.verdict);
-                return answer.verdict;
-            }
-            need => observed = carry_out(webhooks, zpdb, need, &mut lock, deadline).await,
-        }
-    }
+    let answer = decide(&webhooks.api, zpdb, flow, &*webhooks.clock, deadline, settings.undo_deadline).await;
+    tracing::info!(pod = %request.name, uid = %request.uid, user = %request.username,
+        allowed = answer.allowed(), reason = answer.outcome.reason, status = answer.outcome.status,
+        message = answer.message(), "eviction decided");
+    tell_denial(&settings.events, request, &answer.verdict);
+    answer.verdict
 }
 
 /// Tells a denied eviction as a Warning Event on the pod (`-events.enabled`), so `kubectl describe pod` answers
@@ -114,123 +91,4 @@ fn tell_denial(events: &EventRecorder, request: &AdmissionRequest, verdict: &Ver
         action: "Evict",
         note: format!("eviction by {} denied: {why}", request.username),
     });
-}
-
-/// Runs `call` before `deadline`; a call still running then fails, saying what it was.
-async fn before<T>(
-    deadline: Instant,
-    what: &str,
-    call: impl Future<Output = Result<T, ApiError>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), call).await {
-        Ok(result) => result.map_err(|err| err.to_string()),
-        Err(_) => Err(format!("API unavailable: {what}: the webhook's deadline passed")),
-    }
-}
-
-async fn carry_out<C: AdmissionApi, P>(
-    webhooks: &Webhooks<C, P>,
-    zpdb: &Zpdb,
-    need: Need,
-    lock: &mut Option<OwnedMutexGuard<()>>,
-    deadline: Instant,
-) -> Observed {
-    let api = &webhooks.api;
-    match need {
-        Need::Pod { name } => Observed::Pod(match before(deadline, "get pod", api.get_pod(&name)).await {
-            Ok(Some(pod)) => match BudgetPod::from_k8s(&pod) {
-                Ok(pod) => Lookup::Found(Box::new(pod)),
-                Err(err) => Lookup::Failed(err.to_string()),
-            },
-            Ok(None) => Lookup::NotFound,
-            Err(err) => Lookup::Failed(err),
-        }),
-        Need::Budgets => Observed::Budgets(zpdb.budgets.snapshot()),
-        Need::StatefulSet { name } => {
-            Observed::StatefulSet(match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
-                Ok(Some(sts)) => match StatefulSetView::from_k8s(&sts) {
-                    Ok(view) => Lookup::Found(Box::new(view)),
-                    Err(err) => Lookup::Failed(err.to_string()),
-                },
-                Ok(None) => Lookup::NotFound,
-                Err(err) => Lookup::Failed(err),
-            })
-        }
-        Need::Lock { budget } => {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(wait, zpdb.serialisation.lock(&budget)).await {
-                Ok(guard) => {
-                    *lock = Some(guard);
-                    Observed::Locked { remembered: zpdb.serialisation.remembered((webhooks.clock)()) }
-                }
-                Err(_) => Observed::NotLocked,
-            }
-        }
-        Need::StatefulSets { selector } => Observed::StatefulSets(
-            before(deadline, "list statefulsets", api.list_statefulsets(&selector))
-                .await
-                .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
-        ),
-        Need::Pods { selector } | Need::PodsAgain { selector, after: Duration::ZERO } => Observed::Pods(
-            before(deadline, "list pods", api.list_pods(&selector))
-                .await
-                .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
-        ),
-        Need::PodsAgain { selector, after } => {
-            tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
-            Observed::Pods(
-                before(deadline, "list pods", api.list_pods(&selector))
-                    .await
-                    .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
-            )
-        }
-        Need::WriteIntent { pod, uid, until } => {
-            let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), Some(format_timestamp(until)))]);
-            let written = tokio::time::timeout(
-                deadline.saturating_duration_since(Instant::now()),
-                api.patch_pod_annotations(&pod, &uid, &changes),
-            )
-            .await;
-            Observed::IntentWritten(match written {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
-                    if zpdb.serialisation.forbid_intents() {
-                        zpdb.metrics.feature_disabled(INTENTS_FEATURE, "patch pods");
-                        tracing::error!(error = %err, "cannot write eviction intents on pods: eviction decisions are \
-                            serialised per replica only (as the reference does), so two operator replicas or a \
-                            restart can break a ZoneAwarePodDisruptionBudget; grant patch on pods");
-                    }
-                    Err(IntentFailure::Forbidden(err.to_string()))
-                }
-                Ok(Err(err @ (ApiError::Conflict(_) | ApiError::NotFound(_)))) => {
-                    Err(IntentFailure::Changed(err.to_string()))
-                }
-                Ok(Err(err)) => Err(IntentFailure::Failed(err.to_string())),
-                Err(_) => Err(IntentFailure::Failed("the webhook's deadline passed".to_string())),
-            })
-        }
-        Need::RemoveIntent { pod, uid } => {
-            // With its own deadline: the request's may have passed, and a left intent blocks others until it expires.
-            let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), None)]);
-            let removal = tokio::time::timeout(
-                webhooks.settings.undo_deadline.min(Duration::from_secs(5)),
-                api.patch_pod_annotations(&pod, &uid, &changes),
-            )
-            .await;
-            match removal {
-                Ok(Ok(_)) | Ok(Err(ApiError::NotFound(_) | ApiError::Conflict(_))) => {}
-                Ok(Err(err)) => {
-                    tracing::warn!(pod = %pod, error = %err, "could not remove the eviction intent; it expires")
-                }
-                Err(_) => tracing::warn!(pod = %pod, "removing the eviction intent timed out; it expires"),
-            }
-            Observed::IntentRemoved
-        }
-        Need::Remember { uid, until } => {
-            zpdb.serialisation.remember(&uid, until);
-            Observed::Remembered
-        }
-        // The driver returns answers itself.
-        Need::Answer(_) => Observed::IntentRemoved,
-    }
 }

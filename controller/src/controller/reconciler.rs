@@ -21,11 +21,14 @@ use crate::ops::events::EventRecorder;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::pods::client::PodHttpClient;
+use crate::zpdb::Zpdb;
+use crate::zpdb::decide::decide;
 use futures::StreamExt;
 use jiff::Timestamp;
 use rollout_core::downscale::{DownscaleInProgress, round_up_to_second, time_after};
 use rollout_core::group::GroupSnapshot;
 use rollout_core::pass::may_send_step_deletion;
+use rollout_core::zpdb::{EvictPod, EvictionRequest, EvictionSettings};
 use rollout_core::{
     Action, Defences, Expectation, ExpectationLifetimes, GroupPlan, GroupState, Layer, LiveCheck, PassInput,
     PendingExpectation, Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
@@ -161,6 +164,31 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     /// blocking the rollout, and tried again after a resync period (the permission may have been granted).
     scaling_forbidden: Option<(String, Instant)>,
     scaling: ScalingConfig,
+    /// ZoneAwarePodDisruptionBudgets honoured before each pod deletion, when given.
+    budgets: Option<DeletionBudgets>,
+}
+
+/// What the controller needs to judge its own deletions as evictions (reference 5.5).
+#[derive(Clone)]
+pub struct DeletionBudgets {
+    /// The operator's known budgets and eviction serialisation, shared with the pod-eviction webhook.
+    pub zpdb: Zpdb,
+    /// `-kubernetes.namespace`.
+    pub namespace: String,
+    /// How long the decision before one deletion may take.
+    pub deadline: Duration,
+}
+
+impl DeletionBudgets {
+    pub fn new(zpdb: Zpdb, namespace: &str) -> Self {
+        DeletionBudgets { zpdb, namespace: namespace.to_string(), deadline: Duration::from_secs(10) }
+    }
+
+    /// An intent outlives the rest of the decision and then the deletion request, so the pod counts as going until
+    /// its deletion has committed (from then on it is terminating, unavailable by itself).
+    fn intent_lifetime(&self) -> Duration {
+        self.deadline + REQUEST_BOUND
+    }
 }
 
 /// Runs the controller until `shutdown` resolves. Sets `ready` once the StatefulSet and pod caches have synced.
@@ -197,6 +225,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             failures: HashMap::new(),
             zone_tracker_forbidden: None,
             scaling_forbidden: None,
+            budgets: None,
         }
     }
 }
@@ -216,9 +245,17 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             reports: self.reports,
             zone_tracker_forbidden: self.zone_tracker_forbidden,
             scaling_forbidden: self.scaling_forbidden,
+            budgets: self.budgets,
             pod_client,
             scaling,
         }
+    }
+
+    /// The same controller judging each pod it deletes against the ZoneAwarePodDisruptionBudgets, as an eviction
+    /// with its `rollout-max-unavailable` standing in for a budget of 0 (reference 5.5).
+    pub fn with_budgets(mut self, budgets: DeletionBudgets) -> Self {
+        self.budgets = Some(budgets);
+        self
     }
 
     /// The same controller sending its Events to `events` and reporting groups without progress for `deadline` as
@@ -488,7 +525,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         now: Timestamp,
         step_until: Option<Timestamp>,
     ) -> Result<(), ReconcileError> {
+        // Once a budget holds a deletion back, the pass's other deletions wait for the next pass too.
+        let mut held_by_budget = false;
         for action in &plan.actions {
+            if let Action::DeletePod { .. } = action
+                && held_by_budget
+            {
+                continue;
+            }
             // A deletion is sent only while its step's claim outlives the longest the request can take: one still
             // in flight after the claim expired could commit while a downscale the claim no longer holds off is
             // being prepared. The rest of the plan waits for the next pass.
@@ -498,6 +542,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 tracing::warn!(rollout_group = group, pod = %pod,
                     "the rollout step's claim is about to expire; remaining deletions wait for the next pass");
                 return Ok(());
+            }
+            if let Action::DeletePod { statefulset, pod, .. } = action
+                && let Some(denial) = self.budget_denies(snapshot, statefulset, pod).await
+            {
+                tracing::info!(rollout_group = group, pod = %pod, reason = %denial,
+                    "ZoneAwarePodDisruptionBudget holds the pod's replacement back; waiting");
+                held_by_budget = true;
+                continue;
             }
             let outcome = match action {
                 Action::DeletePod { pod, uid, reason, .. } => {
@@ -618,6 +670,32 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             outcome?;
         }
         Ok(())
+    }
+
+    /// Judges the deletion of `pod` as an eviction under the budgets (when the controller honours them): `Some` with
+    /// the reason when it must wait. An allowed deletion leaves its intent on the pod, which goes with the pod.
+    async fn budget_denies(&self, snapshot: &GroupSnapshot, statefulset: &str, pod: &str) -> Option<String> {
+        let budgets = self.budgets.as_ref()?;
+        let member = snapshot.member(statefulset)?;
+        let sts = &member.sts;
+        let rollout_max_unavailable = sts.settings.max_unavailable.resolve(sts.replicas);
+        let request = EvictionRequest::for_rollout(pod, &budgets.namespace, rollout_max_unavailable);
+        let settings = EvictionSettings {
+            namespace: budgets.namespace.clone(),
+            serialisation: budgets.zpdb.serialisation.mode(),
+            intent_lifetime: budgets.intent_lifetime(),
+        };
+        let deadline = Instant::now() + budgets.deadline;
+        let clock = wall_clock;
+        let answer =
+            decide(&self.api, &budgets.zpdb, EvictPod::new(request, settings), &clock, deadline, budgets.deadline)
+                .await;
+        if answer.allowed()
+            && let Some(warning) = answer.verdict.warnings.first()
+        {
+            tracing::debug!(pod = %pod, %warning, "deletion allowed by the budgets");
+        }
+        (!answer.allowed()).then(|| answer.message().to_string())
     }
 
     fn lifetimes(&self) -> ExpectationLifetimes {

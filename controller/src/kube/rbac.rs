@@ -270,8 +270,9 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     // Scaling sets spec.replicas of a follower or mirror StatefulSet (with grafana.com/last-downscale when there is
     // no zone tracker); without the tracker the webhooks record a /scale downscale on the parent the same way.
     ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling]),
-    // The eviction webhook reads the evicted pod live.
-    ApiPermission::namespaced("", "pods", "get", &[Webhooks]),
+    // The eviction webhook reads the evicted pod live; so does the controller before each deletion while budgets
+    // exist, judging it as an eviction under them (reference 5.5).
+    ApiPermission::namespaced("", "pods", "get", &[Webhooks, DisruptionBudgets]),
     // Eviction intents and grafana.com/ready-time stamps (merge patches of pod annotations).
     ApiPermission::namespaced("", "pods", "patch", &[PodAnnotations]),
     // The budgets, watched (as generic objects).
@@ -495,7 +496,7 @@ mod tests {
         assert_eq!(
             rules.role,
             [
-                rule("", "pods", None, &["list", "watch", "patch", "delete"]),
+                rule("", "pods", None, &["get", "list", "watch", "patch", "delete"]),
                 rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),
                 rule("apps", "statefulsets/status", None, &["update"]),
                 rule("rollout-operator.grafana.com", "replicatemplates/scale", None, &["get"]),

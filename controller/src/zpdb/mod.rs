@@ -7,6 +7,7 @@
 //! is, whether an eviction keeps it and what to stamp on a pod are `rollout_core::zpdb`'s.
 
 pub mod budgets;
+pub mod decide;
 pub mod ready_time;
 pub mod serialisation;
 

@@ -2,7 +2,7 @@
 //! [`crate::admission::prepare_flow::PrepareDownscale`]: every live read and write it needs is a named [`Need`],
 //! every decision between them (and its allow-or-deny policy) is taken here, on what the shell observed and the
 //! `now` it passes with each observation. The pod-eviction webhook, `review`, the simulation and a model all drive
-//! this machine; the rollout controller will drive it for its own deletions.
+//! this machine, and so does the rollout controller before each pod it deletes ([`EvictionRequest::for_rollout`]).
 //!
 //! Must not do I/O, read a clock or know about deadlines: the shell's driver loop carries out each need (within
 //! the handler's deadline, a timeout being an observed failure) and feeds back what it saw.
@@ -56,6 +56,15 @@ pub struct EvictionSettings {
     pub intent_lifetime: Duration,
 }
 
+/// Who asks for the eviction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requester {
+    /// A client of the pod-eviction webhook (`kubectl drain`, a cluster upgrade).
+    Webhook,
+    /// The rollout controller, before it deletes a pod it replaces (reference 5.5).
+    RolloutController,
+}
+
 /// One eviction to decide.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvictionRequest {
@@ -63,8 +72,30 @@ pub struct EvictionRequest {
     pub namespace: String,
     /// Nothing is written for a dry run.
     pub dry_run: bool,
-    /// The controller's deletions: the `maxUnavailable` to use where the budget's is 0 (reference 5.5).
+    /// The controller's deletions: the `maxUnavailable` to use where the budget's is 0 (reference 5.5). Under a
+    /// partition-aware budget the flow uses 1 instead, as the reference does.
     pub max_unavailable_override: Option<u32>,
+    pub requester: Requester,
+}
+
+impl EvictionRequest {
+    /// The rollout controller's deletion of `pod`, whose StatefulSet allows `rollout_max_unavailable` pods
+    /// unavailable (its `rollout-max-unavailable`, resolved): judged as an eviction, with that value standing in for
+    /// a budget's `maxUnavailable` of 0, so rollouts go on where voluntary evictions are switched off (reference
+    /// 5.5), while zones and partitions are still kept.
+    pub fn for_rollout(pod: &str, namespace: &str, rollout_max_unavailable: u32) -> Self {
+        EvictionRequest {
+            pod: pod.to_string(),
+            namespace: namespace.to_string(),
+            dry_run: false,
+            max_unavailable_override: Some(rollout_max_unavailable.max(1)),
+            requester: Requester::RolloutController,
+        }
+    }
+
+    fn is_rollout_deletion(&self) -> bool {
+        self.requester == Requester::RolloutController
+    }
 }
 
 impl EvictionRequest {
@@ -91,6 +122,7 @@ impl EvictionRequest {
             namespace: request.namespace.clone(),
             dry_run: request.dry_run || options_dry_run,
             max_unavailable_override: None,
+            requester: Requester::Webhook,
         })
     }
 }
@@ -175,6 +207,9 @@ pub enum Observed {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     Start,
+    /// The controller's deletions look at the budgets before the pod: with none known (or none readable) there is
+    /// nothing to read live, and no permission beyond the rollout's own is needed.
+    BudgetsFirst,
     Pod,
     Budgets,
     StatefulSet,
@@ -212,6 +247,8 @@ pub struct EvictPod {
     intent_until: Option<Timestamp>,
     /// Times this flow waited for later intents to go.
     rival_waits: u32,
+    /// The budgets as the controller's deletion read them first.
+    budgets_first: Option<KnownBudgets>,
 }
 
 impl EvictPod {
@@ -247,7 +284,12 @@ impl EvictPod {
             locked: false,
             intent_until: None,
             rival_waits: 0,
+            budgets_first: None,
         }
+    }
+
+    fn is_rollout_deletion(&self) -> bool {
+        self.request.as_ref().is_ok_and(EvictionRequest::is_rollout_deletion)
     }
 
     /// Whether the flow holds (or asked for) this process's lock of a budget: the driver releases it when the flow
@@ -263,9 +305,31 @@ impl EvictPod {
         match (phase, observed) {
             (Phase::Start, Observed::Start) => match self.request.clone() {
                 Err(verdict) => self.answer(verdict),
+                Ok(request) if request.is_rollout_deletion() => {
+                    self.phase = Phase::BudgetsFirst;
+                    Need::Budgets
+                }
                 Ok(request) => {
                     self.phase = Phase::Pod;
                     Need::Pod { name: request.pod }
+                }
+            },
+            (Phase::BudgetsFirst, Observed::Budgets(known)) => match known {
+                // No budget can select the pod: it is out of scope (as the eviction webhook would find it).
+                KnownBudgets::Known(budgets) if budgets.is_empty() => {
+                    self.answer(EvictionVerdict::allow(Outcome::POD_NOT_IN_SCOPE))
+                }
+                // Policy for the controller: go on without budgets. The operator may not read them (a 403, said
+                // once by the budget watch and in `rollout_operator_feature_disabled`), so none can be honoured; a
+                // missing permission disables the feature, it never stops a rollout.
+                KnownBudgets::Unreadable(why) => self.answer(EvictionVerdict::allow_with_warning(
+                    Outcome::POD_NOT_IN_SCOPE,
+                    format!("ZoneAwarePodDisruptionBudgets cannot be read ({why}); replacing the pod without them"),
+                )),
+                known => {
+                    self.budgets_first = Some(known);
+                    self.phase = Phase::Pod;
+                    Need::Pod { name: self.pod_name() }
                 }
             },
             (Phase::Pod, Observed::Pod(lookup)) => match lookup {
@@ -278,10 +342,20 @@ impl EvictPod {
                 Lookup::Found(pod) if pod.is_not_running() => {
                     self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
                 }
+                // The controller replaces a pod that is already unavailable without spending the budget: deleting
+                // it takes away nothing that serves (our planner's rule for crash loops; the reference stalls).
+                Lookup::Found(pod) if self.is_rollout_deletion() && !pod.is_running_and_ready(now) => {
+                    self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
+                }
                 Lookup::Found(pod) => {
                     self.pod = Some(*pod);
-                    self.phase = Phase::Budgets;
-                    Need::Budgets
+                    match self.budgets_first.take() {
+                        Some(known) => self.find_budget(known),
+                        None => {
+                            self.phase = Phase::Budgets;
+                            Need::Budgets
+                        }
+                    }
                 }
             },
             (Phase::Budgets, Observed::Budgets(known)) => self.find_budget(known),
@@ -436,7 +510,9 @@ impl EvictPod {
         let (Some(config), Ok(request)) = (self.config.as_ref(), self.request.as_ref()) else {
             return self.internal("no budget");
         };
-        self.max_unavailable = max_unavailable(config, &owner, request.max_unavailable_override);
+        // The controller's stand-in for a budget's 0 is 1 under a partition-aware budget (reference 5.5).
+        let override_zero = request.max_unavailable_override.map(|n| if config.partition.is_some() { 1 } else { n });
+        self.max_unavailable = max_unavailable(config, &owner, override_zero);
         self.owner = Some(owner);
         if self.max_unavailable == 0 {
             return self.answer(EvictionVerdict::deny(Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0"));
@@ -599,6 +675,7 @@ fn not_determined() -> EvictionVerdict {
 fn phase_name(phase: &Phase) -> &'static str {
     match phase {
         Phase::Start => "the start",
+        Phase::BudgetsFirst => "the budgets",
         Phase::Pod => "the pod",
         Phase::Budgets => "the budgets",
         Phase::StatefulSet => "the pod's StatefulSet",

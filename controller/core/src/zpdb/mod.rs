@@ -1,6 +1,6 @@
 //! ZoneAwarePodDisruptionBudgets (reference section 5): budgets that let voluntary disruptions (evictions by
-//! `kubectl drain`, cluster upgrades; later the controller's own deletions) proceed zone by zone, or partition by
-//! partition across zones, instead of pod by pod.
+//! `kubectl drain`, cluster upgrades, and the rollout controller's own deletions) proceed zone by zone, or
+//! partition by partition across zones, instead of pod by pod.
 //!
 //! Owns: a budget's configuration parsed and validated from the object as generic JSON ([`config`]), the
 //! validating webhook's verdict ([`validation`]), the pod facts budgets read and the `grafana.com/ready-time` rule
@@ -72,7 +72,8 @@ pub mod validation;
 pub use config::{Budgets, ConfigError, Observation, ZpdbConfig, budget_for};
 pub use decision::{EvictionVerdict, Outcome};
 pub use flow::{
-    EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Serialisation,
+    EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Requester,
+    Serialisation,
 };
 pub use pods::{BudgetPod, ReadyTimeChange, ready_time_change};
 

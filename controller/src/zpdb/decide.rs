@@ -1,0 +1,173 @@
+//! Carries out the core's eviction decision ([`rollout_core::zpdb::EvictPod`]) against the cluster: one driver
+//! loop shared by the pod-eviction webhook and the rollout controller (before each pod it deletes), so an eviction
+//! and a controller deletion are decided, serialised and counted the same way.
+//!
+//! Owns the I/O of each need within a deadline (live reads of the pod, its StatefulSet and the budget's StatefulSets
+//! and pods; the eviction intent written and removed; the in-process lock and memory where intents are refused) and
+//! the `rollout_operator_zpdb_*` counts of every answer. Must not decide: every verdict is the core's.
+
+use super::Zpdb;
+use super::serialisation::INTENTS_FEATURE;
+use crate::cluster::{ApiError, LiveReads, PodAnnotations};
+use jiff::Timestamp;
+use rollout_core::StatefulSetView;
+use rollout_core::downscale::format_timestamp;
+use rollout_core::keys;
+use rollout_core::zpdb::{BudgetPod, EvictPod, EvictionVerdict, IntentFailure, Lookup, Need, Observed};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
+
+/// What the driver reads and writes.
+pub trait EvictionApi: LiveReads + PodAnnotations {}
+
+impl<T: LiveReads + PodAnnotations> EvictionApi for T {}
+
+/// Drives `flow` to its answer, carrying out each need before `deadline` (a need not met in time is observed as a
+/// failure, and the machine applies its policy); an intent taken back gets `undo_deadline` of its own, since the
+/// request's may have passed. Counts the answer.
+pub async fn decide<A: EvictionApi>(
+    api: &A,
+    zpdb: &Zpdb,
+    mut flow: EvictPod,
+    now: &(dyn Fn() -> Timestamp + Send + Sync),
+    deadline: Instant,
+    undo_deadline: Duration,
+) -> EvictionVerdict {
+    let _inflight = zpdb.metrics.inflight();
+    // This process's lock of the budget, when the machine asked for it; released when the decision is answered.
+    let mut lock: Option<OwnedMutexGuard<()>> = None;
+    let mut observed = Observed::Start;
+    loop {
+        match flow.step(observed, now()) {
+            Need::Answer(answer) => {
+                drop(lock);
+                zpdb.metrics.eviction_decided(answer.outcome.reason, answer.outcome.status);
+                return answer;
+            }
+            need => observed = carry_out(api, zpdb, need, &mut lock, now, deadline, undo_deadline).await,
+        }
+    }
+}
+
+/// Runs `call` before `deadline`; a call still running then fails, saying what it was.
+async fn before<T>(
+    deadline: Instant,
+    what: &str,
+    call: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), call).await {
+        Ok(result) => result.map_err(|err| err.to_string()),
+        Err(_) => Err(format!("API unavailable: {what}: the deadline passed")),
+    }
+}
+
+async fn carry_out<A: EvictionApi>(
+    api: &A,
+    zpdb: &Zpdb,
+    need: Need,
+    lock: &mut Option<OwnedMutexGuard<()>>,
+    now: &(dyn Fn() -> Timestamp + Send + Sync),
+    deadline: Instant,
+    undo_deadline: Duration,
+) -> Observed {
+    match need {
+        Need::Pod { name } => Observed::Pod(match before(deadline, "get pod", api.get_pod(&name)).await {
+            Ok(Some(pod)) => match BudgetPod::from_k8s(&pod) {
+                Ok(pod) => Lookup::Found(Box::new(pod)),
+                Err(err) => Lookup::Failed(err.to_string()),
+            },
+            Ok(None) => Lookup::NotFound,
+            Err(err) => Lookup::Failed(err),
+        }),
+        Need::Budgets => Observed::Budgets(zpdb.budgets.snapshot()),
+        Need::StatefulSet { name } => {
+            Observed::StatefulSet(match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
+                Ok(Some(sts)) => match StatefulSetView::from_k8s(&sts) {
+                    Ok(view) => Lookup::Found(Box::new(view)),
+                    Err(err) => Lookup::Failed(err.to_string()),
+                },
+                Ok(None) => Lookup::NotFound,
+                Err(err) => Lookup::Failed(err),
+            })
+        }
+        Need::Lock { budget } => {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(wait, zpdb.serialisation.lock(&budget)).await {
+                Ok(guard) => {
+                    *lock = Some(guard);
+                    Observed::Locked { remembered: zpdb.serialisation.remembered(now()) }
+                }
+                Err(_) => Observed::NotLocked,
+            }
+        }
+        Need::StatefulSets { selector } => Observed::StatefulSets(
+            before(deadline, "list statefulsets", api.list_statefulsets(&selector))
+                .await
+                .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
+        ),
+        Need::Pods { selector } | Need::PodsAgain { selector, after: Duration::ZERO } => Observed::Pods(
+            before(deadline, "list pods", api.list_pods(&selector))
+                .await
+                .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
+        ),
+        Need::PodsAgain { selector, after } => {
+            tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
+            Observed::Pods(
+                before(deadline, "list pods", api.list_pods(&selector))
+                    .await
+                    .map(|list| list.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
+            )
+        }
+        Need::WriteIntent { pod, uid, until } => {
+            let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), Some(format_timestamp(until)))]);
+            let written = tokio::time::timeout(
+                deadline.saturating_duration_since(Instant::now()),
+                api.patch_pod_annotations(&pod, &uid, &changes),
+            )
+            .await;
+            Observed::IntentWritten(match written {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
+                    if zpdb.serialisation.forbid_intents() {
+                        zpdb.metrics.feature_disabled(INTENTS_FEATURE, "patch pods");
+                        tracing::error!(error = %err, "cannot write eviction intents on pods: eviction decisions are \
+                            serialised per replica only (as the reference does), so two operator replicas or a \
+                            restart can break a ZoneAwarePodDisruptionBudget; grant patch on pods");
+                    }
+                    Err(IntentFailure::Forbidden(err.to_string()))
+                }
+                Ok(Err(err @ (ApiError::Conflict(_) | ApiError::NotFound(_)))) => {
+                    Err(IntentFailure::Changed(err.to_string()))
+                }
+                Ok(Err(err)) => Err(IntentFailure::Failed(err.to_string())),
+                Err(_) => Err(IntentFailure::Failed("the deadline passed".to_string())),
+            })
+        }
+        Need::RemoveIntent { pod, uid } => {
+            // With its own deadline: the request's may have passed, and a left intent blocks others until it expires.
+            let changes = BTreeMap::from([(keys::EVICTION_INTENT.to_string(), None)]);
+            let removal = tokio::time::timeout(
+                undo_deadline.min(Duration::from_secs(5)),
+                api.patch_pod_annotations(&pod, &uid, &changes),
+            )
+            .await;
+            match removal {
+                Ok(Ok(_)) | Ok(Err(ApiError::NotFound(_) | ApiError::Conflict(_))) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(pod = %pod, error = %err, "could not remove the eviction intent; it expires")
+                }
+                Err(_) => tracing::warn!(pod = %pod, "removing the eviction intent timed out; it expires"),
+            }
+            Observed::IntentRemoved
+        }
+        Need::Remember { uid, until } => {
+            zpdb.serialisation.remember(&uid, until);
+            Observed::Remembered
+        }
+        // The driver returns answers itself.
+        Need::Answer(_) => Observed::IntentRemoved,
+    }
+}

@@ -1,0 +1,164 @@
+//! The rollout controller honours ZoneAwarePodDisruptionBudgets (reference 5.5): each pod it deletes is first
+//! judged as an eviction, through the same core flow and serialisation as the pod-eviction webhook, over the fake
+//! API server.
+
+mod support;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use rollout_core::zpdb::Budgets;
+use rollout_core::{RolloutPlanner, keys};
+use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
+use rollout_operator::ops::metrics::Metrics;
+use rollout_operator::zpdb::Zpdb;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use support::{Call, FakeCluster, WatchFeed, pod, sts};
+
+const OLD: &str = "rev-old";
+const NEW: &str = "rev-new";
+const GROUP: &str = "ingester";
+
+fn labelled(mut p: Pod) -> Pod {
+    p.metadata.labels.get_or_insert_default().insert(keys::ROLLOUT_GROUP.into(), GROUP.into());
+    p
+}
+
+fn with_max_unavailable(mut s: StatefulSet, v: &str) -> StatefulSet {
+    s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), v.into());
+    s
+}
+
+/// Zone a done on NEW; zones b and c on OLD, all ready, every pod selected by the budget.
+fn three_zones(max_unavailable: &str) -> FakeCluster {
+    let mut pods = Vec::new();
+    for (zone, rev) in [("a", NEW), ("b", OLD), ("c", OLD)] {
+        for i in 0..3 {
+            pods.push(labelled(pod(&format!("ingester-zone-{zone}"), i, rev, true, 0)));
+        }
+    }
+    FakeCluster::new(
+        vec![
+            with_max_unavailable(sts(GROUP, "ingester-zone-a", 3, NEW, NEW), max_unavailable),
+            with_max_unavailable(sts(GROUP, "ingester-zone-b", 3, OLD, NEW), max_unavailable),
+            with_max_unavailable(sts(GROUP, "ingester-zone-c", 3, OLD, NEW), max_unavailable),
+        ],
+        pods,
+    )
+}
+
+fn zone_budget(max: i64) -> Zpdb {
+    let budget = json!({"apiVersion": "rollout-operator.grafana.com/v1", "kind": "ZoneAwarePodDisruptionBudget",
+        "metadata": {"name": "ingester-rollout", "namespace": "ns", "uid": "uid-budget", "generation": 1},
+        "spec": {"maxUnavailable": max, "selector": {"matchLabels": {"rollout-group": GROUP}}}});
+    let (budgets, invalid) = Budgets::from_objects([&budget]);
+    assert!(invalid.is_empty(), "{invalid:?}");
+    Zpdb::with_budgets(budgets)
+}
+
+/// One pass of a controller over `cluster`, honouring `zpdb` when given; the calls it made.
+async fn pass(cluster: &FakeCluster, zpdb: Option<Zpdb>) -> Vec<Call> {
+    let metrics = Arc::new(Metrics::new());
+    let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics);
+    if let Some(zpdb) = zpdb {
+        ctrl = ctrl.with_budgets(DeletionBudgets::new(zpdb, "ns"));
+    }
+    WatchFeed::new(cluster).pump(ctrl.cache_mut());
+    cluster.take_calls();
+    ctrl.reconcile_group(GROUP).await;
+    cluster.take_calls()
+}
+
+fn deletions(calls: &[Call]) -> Vec<String> {
+    calls.iter().filter_map(|c| if let Call::DeletePod { name, .. } = c { Some(name.clone()) } else { None }).collect()
+}
+
+/// The pods the controller wrote an eviction intent on.
+fn intents(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::PatchPodAnnotations { name, changes, .. } if changes.contains_key(keys::EVICTION_INTENT) => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn set_intent(cluster: &FakeCluster, pod: &str, until: Option<Timestamp>) {
+    let mut p = cluster.pod(pod).expect("pod exists");
+    let annotations = p.metadata.annotations.get_or_insert_default();
+    match until {
+        Some(until) => annotations.insert(keys::EVICTION_INTENT.into(), until.to_string()),
+        None => annotations.remove(keys::EVICTION_INTENT),
+    };
+    cluster.put_pod(p);
+}
+
+#[tokio::test]
+async fn an_eviction_in_flight_in_another_zone_holds_the_controllers_deletion() {
+    let cluster = three_zones("1");
+    // A drain was just allowed to evict ingester-zone-c-2: its intent is on the pod, the eviction not committed yet.
+    set_intent(&cluster, "ingester-zone-c-2", Some(Timestamp::now() + SignedDuration::from_secs(60)));
+    // Without budgets the controller would replace a pod of zone b now, making two zones unavailable at once.
+    assert_eq!(deletions(&pass(&cluster, None).await), ["ingester-zone-b-0"]);
+
+    let cluster = three_zones("1");
+    set_intent(&cluster, "ingester-zone-c-2", Some(Timestamp::now() + SignedDuration::from_secs(60)));
+    let calls = pass(&cluster, Some(zone_budget(1))).await;
+    assert_eq!(deletions(&calls), Vec::<String>::new(), "held by the budget: {calls:?}");
+    assert_eq!(intents(&calls), Vec::<String>::new(), "denied before writing an intent");
+    // The eviction committed long ago / was given up: its intent is gone, and the rollout goes on, leaving its own
+    // intent on the pod before deleting it (so a concurrent drain sees it).
+    set_intent(&cluster, "ingester-zone-c-2", None);
+    let calls = pass(&cluster, Some(zone_budget(1))).await;
+    assert_eq!(deletions(&calls), ["ingester-zone-b-0"]);
+    assert_eq!(intents(&calls), ["ingester-zone-b-0"]);
+    let intent_at = calls.iter().position(|c| matches!(c, Call::PatchPodAnnotations { .. }));
+    let delete_at = calls.iter().position(|c| matches!(c, Call::DeletePod { .. }));
+    assert!(intent_at < delete_at, "the intent is written before the deletion: {calls:?}");
+}
+
+#[tokio::test]
+async fn a_budget_stricter_than_rollout_max_unavailable_binds_the_controller() {
+    // rollout-max-unavailable 2 would replace two pods of zone b at once; the budget allows one.
+    let cluster = three_zones("2");
+    assert_eq!(deletions(&pass(&cluster, None).await), ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    let cluster = three_zones("2");
+    assert_eq!(deletions(&pass(&cluster, Some(zone_budget(1))).await), ["ingester-zone-b-0"]);
+}
+
+#[tokio::test]
+async fn under_a_zero_budget_the_rollout_goes_on_with_its_own_max_unavailable() {
+    // maxUnavailable 0 switches drains off; rollouts proceed, within rollout-max-unavailable and one zone at a time.
+    let cluster = three_zones("2");
+    let calls = pass(&cluster, Some(zone_budget(0))).await;
+    assert_eq!(deletions(&calls), ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    assert_eq!(intents(&calls), ["ingester-zone-b-0", "ingester-zone-b-1"]);
+}
+
+#[tokio::test]
+async fn crash_looping_pods_are_replaced_without_spending_the_budget() {
+    let cluster = three_zones("1");
+    cluster.set_pod_ready("ingester-zone-b-1", false);
+    cluster.set_pod_ready("ingester-zone-b-2", false);
+    let calls = pass(&cluster, Some(zone_budget(1))).await;
+    // Both unavailable pods are replaced (the planner's free replacement), with no intent: nothing that serves is
+    // taken away. The budget would have refused either as an eviction (the other is not ready).
+    assert_eq!(deletions(&calls), ["ingester-zone-b-1", "ingester-zone-b-2"]);
+    assert_eq!(intents(&calls), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn pods_no_budget_selects_are_deleted_as_before() {
+    let cluster = three_zones("1");
+    let mut p = cluster.pod("ingester-zone-b-0").unwrap();
+    p.metadata.labels = Some(BTreeMap::from([("name".to_string(), "ingester-zone-b".to_string())]));
+    cluster.put_pod(p);
+    let calls = pass(&cluster, Some(zone_budget(1))).await;
+    assert_eq!(deletions(&calls), ["ingester-zone-b-0"]);
+    assert_eq!(intents(&calls), Vec::<String>::new());
+}
