@@ -23,11 +23,12 @@ use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
 };
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
+use rollout_operator::zpdb::Zpdb;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -845,6 +846,10 @@ struct ControllerSetup {
     defences: Defences,
     /// The pods' delayed-downscale endpoints.
     pods: DelayedDownscalePods,
+    /// The drains worlds: the controller honours the ZoneAwarePodDisruptionBudgets before its deletions, with a
+    /// budget cache of its own fed by the real watch task (as `main` runs it). Other worlds leave it out, so their
+    /// controller runs no extra task and their pinned seeds replay the same interleaving.
+    budgets: bool,
 }
 
 async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
@@ -855,11 +860,24 @@ async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: Con
     };
     let metrics = Arc::new(Metrics::new());
     let events = setup.operator.recorder(&api, metrics.clone());
-    Controller::new(api, planner, sim_config(setup.defences), metrics)
+    let budgets = setup.budgets.then(|| {
+        let zpdb = Zpdb::new(metrics.zpdb.clone());
+        tokio::spawn(rollout_operator::zpdb::budgets::run(
+            api.clone(),
+            zpdb.budgets.clone(),
+            metrics.zpdb.clone(),
+            std::future::pending(),
+        ));
+        DeletionBudgets::new(zpdb, objects::NAMESPACE)
+    });
+    let controller = Controller::new(api, planner, sim_config(setup.defences), metrics)
         .with_scaling(setup.pods, scaling)
-        .with_reporting(events, crate::events::PROGRESS_DEADLINE)
-        .run(ReadyFlag::new(), std::future::pending())
-        .await
+        .with_reporting(events, crate::events::PROGRESS_DEADLINE);
+    let controller = match budgets {
+        Some(budgets) => controller.with_budgets(budgets),
+        None => controller,
+    };
+    controller.run(ReadyFlag::new(), std::future::pending()).await
 }
 
 struct Nodes {
@@ -919,6 +937,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let incarnations = Arc::new(AtomicU64::new(0));
     let setup = ControllerSetup {
         operator: OperatorSetup::of(&sc),
+        budgets: sc.drains.is_some(),
         defences: sc.defences,
         pods: DelayedDownscalePods {
             store: store.clone(),
@@ -937,7 +956,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             let setup = setup.clone();
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
-                let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
+                let api = match setup.budgets {
+                    true => SimCluster::connect_operator(incarnation).await,
+                    false => SimCluster::connect(incarnation).await,
+                };
+                let api = api.expect("bind controller endpoint");
                 run_with_planner(planner, api, setup).await
             }
         })
