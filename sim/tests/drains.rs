@@ -107,19 +107,9 @@ fn seed_35_an_eviction_is_admitted_only_by_the_answer_to_its_own_call() {
     assert!(o.drains.committed > 0, "seed 35 commits evictions");
 }
 
-/// Seeds of the zone-mode drains world caught with [`Evictor::NoSecondRead`] (found over seeds 0..N).
-const NO_SECOND_READ: [u64; 2] = [0, 1];
-/// Seed 35 of the first drains batch: the API server's call to the webhook took, on a fresh endpoint that reused
-/// the port of an earlier call, that call's late answer ("zpdb met", judged before a pod of zone-c crashed) and
-/// evicted a pod of zone-a with zone-c down. A simulator bug (HTTP gives a late response to nobody); the real
-/// webhook had denied this eviction.
-#[test]
-fn seed_35_an_eviction_is_admitted_only_by_the_answer_to_its_own_call() {
-    let o = world::run(35, &drains(BudgetMode::Zones, Evictor::Real), false);
-    let evictions: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_EVICTIONS).collect();
-    assert!(evictions.is_empty(), "{evictions:#?}");
-    assert!(o.drains.committed > 0, "seed 35 commits evictions");
-}
-
-/// Seeds of the zone-mode drains world caught with [`Evictor::IgnoresBudget`].
+/// Seeds of the zone-mode drains world where [`Evictor::NoSecondRead`] lets two evictions through in one zone
+/// (the two pods of one node, evicted together; 13 of seeds 0..60 break the budget by evictions alone, first at
+/// seed 1).
+const NO_SECOND_READ: [u64; 3] = [1, 10, 25];
+/// Seeds of the zone-mode drains world where [`Evictor::IgnoresBudget`] breaks the budget (every seed of 0..60).
 const IGNORES_BUDGET: [u64; 2] = [0, 1];
