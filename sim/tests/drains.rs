@@ -97,14 +97,17 @@ fn an_evictor_that_ignores_the_budget_is_caught() {
 
 /// Seed 35 of the first drains batch: the API server's call to the webhook took, on a fresh endpoint that reused
 /// the port of an earlier call, that call's late answer ("zpdb met", judged before a pod of zone-c crashed) and
-/// evicted a pod of zone-a with zone-c down. A simulator bug (HTTP gives a late response to nobody); the real
-/// webhook had denied this eviction.
+/// evicted a pod of zone-a with zone-c down. A simulator bug (over HTTP a late response dies with its connection);
+/// the real webhook had denied this eviction. Once the controller honoured the budgets the world of seed 35 moved;
+/// with answers taken by any call, seed 368 then fails instead (a dry run took the answer, and the writes, of a
+/// real eviction), so both are kept.
 #[test]
-fn seed_35_an_eviction_is_admitted_only_by_the_answer_to_its_own_call() {
-    let o = world::run(35, &drains(BudgetMode::Zones, Evictor::Real), false);
-    let evictions: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_EVICTIONS).collect();
-    assert!(evictions.is_empty(), "{evictions:#?}");
-    assert!(o.drains.committed > 0, "seed 35 commits evictions");
+fn an_eviction_is_admitted_only_by_the_answer_to_its_own_call_seeds_35_and_368() {
+    for seed in [35, 368] {
+        let o = world::run(seed, &drains(BudgetMode::Zones, Evictor::Real), false);
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+        assert!(o.drains.committed > 0, "seed {seed} commits evictions");
+    }
 }
 
 /// Seeds of the zone-mode drains world where [`Evictor::NoSecondRead`] lets two evictions through in one zone
