@@ -110,6 +110,19 @@ fn an_eviction_is_admitted_only_by_the_answer_to_its_own_call_seeds_35_and_368()
     }
 }
 
+/// Seed 264 of the partition-mode drains world (`crossZoneEvictionDelay: 10s`): a recreated pod became Ready, both
+/// replicas' ready-time trackers tried to stamp it during a fault and timed out, and nothing tried again (the pod had
+/// no further change to watch), so it never counts as ready for the delay: every eviction of its partition, and
+/// the controller's replacement of its peer (now that the controller honours the budgets), are denied forever and
+/// the rollout never converges. A bug in `rollout_operator::zpdb::ready_time` (a failed stamp is only logged),
+/// outside this harness; ignored until the tracker retries.
+#[test]
+#[ignore = "the ready-time tracker does not retry a failed stamp (rollout_operator::zpdb::ready_time); fails until it does"]
+fn seed_264_a_partition_budget_does_not_hold_a_ready_pod_unstamped_forever() {
+    let o = world::run(264, &drains(BudgetMode::Partitions, Evictor::Real), false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
+
 /// Seeds of the zone-mode drains world where [`Evictor::NoSecondRead`] lets two evictions through in one zone
 /// (the two pods of one node, evicted together; 13 of seeds 0..60 break the budget by evictions alone, first at
 /// seed 1).
