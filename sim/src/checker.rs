@@ -606,7 +606,8 @@ impl Checker {
 
     /// Issue 14: a voluntary disruption of `target` (an eviction the webhook allowed, or a controller deletion),
     /// about to commit on top of the committed state at `before_rv`, judged against every budget that covers its
-    /// pod, on the committed history: a target that was not available just before takes nothing away (not judged);
+    /// pod, on the committed history: a target that was not available throughout the decision's window may have
+    /// been replaced as unavailable, which takes nothing away (not judged);
     /// otherwise, counting the target as unavailable, every pod slot (ordinal below `spec.replicas`) of the group's
     /// StatefulSets that is unavailable now counts when the decision could have known it: unavailable throughout
     /// its window (from `basis_rv`, the eviction's arrival or the controller's watch position, to the commit), or
@@ -617,14 +618,13 @@ impl Checker {
     pub fn judge_disruption(&mut self, at: Duration, basis_rv: u64, before_rv: u64, target: &PodSum, by: &str) {
         let before = self.state_at(before_rv);
         let Some(sts) = before.sts.get(&target.sts).cloned() else { return };
-        let available = before.pods.get(&target.name).is_some_and(|p| p.uid == target.uid && before.available(p));
+        let basis_rv = basis_rv.min(before_rv);
         let rules: Vec<BudgetRule> = self.budgets.iter().filter(|b| b.group == sts.group).cloned().collect();
-        if !available || rules.is_empty() {
+        if rules.is_empty() || !self.available_throughout(target, basis_rv, before_rv) {
             return;
         }
         self.drains.judged += 1;
         let invariant = if by.starts_with("controller") { ZPDB_CONTROLLER } else { ZPDB_EVICTIONS };
-        let basis_rv = basis_rv.min(before_rv);
         // Every counted unavailable slot, by StatefulSet and ordinal, with why.
         let mut counted: Vec<(String, u32, String)> = Vec::new();
         for zone in before.sts.values().filter(|s| s.group == sts.group) {
@@ -681,6 +681,20 @@ impl Checker {
     /// The committed state at `rv`.
     fn state_at(&self, rv: u64) -> Known {
         Known { sts: as_of(&self.sts, rv), pods: as_of(&self.pods, rv), now: jiff::Timestamp::now() }
+    }
+
+    /// Whether `target` (this very pod, by uid) was available in every committed version from `from_rv` to `to_rv`:
+    /// a pod unavailable at some point of the window may have been read so by the decision, which then rightly
+    /// replaced it without spending the budget (sim seed 18 of `--drains --webhook`: a pod Ready 11 ms before the
+    /// controller's deletion of it, decided while it was not).
+    fn available_throughout(&self, target: &PodSum, from_rv: u64, to_rv: u64) -> bool {
+        let in_window = |v: &u64| *v > from_rv && *v <= to_rv;
+        let sts_versions = self.sts.get(&target.sts).into_iter().flatten().map(|(v, _)| *v);
+        let pod_versions = self.pods.get(&target.name).into_iter().flatten().map(|(v, _)| *v);
+        std::iter::once(from_rv).chain(sts_versions.chain(pod_versions).filter(in_window)).all(|v| {
+            let state = self.state_at(v);
+            state.pods.get(&target.name).is_some_and(|p| p.uid == target.uid && state.available(p))
+        })
     }
 
     /// Whether slot `ordinal` of `sts` was unavailable in every committed version from `from_rv` to `to_rv`.

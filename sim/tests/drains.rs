@@ -123,6 +123,16 @@ fn seed_264_a_partition_budget_does_not_hold_a_ready_pod_unstamped_forever() {
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
+/// Seed 18 of `--drains --webhook`: the controller deleted a pod 11 ms after it became Ready, having decided while it
+/// was not (replacing an unavailable pod spends no budget); the checker once held that against the budget. It now
+/// judges only pods available throughout the decision's window.
+#[test]
+fn seed_18_a_pod_replaced_while_unavailable_spends_no_budget() {
+    let sc = Scenario { drains: Some(Drains::default()), ..Scenario::rollout_with_admitted_downscales() };
+    let o = world::run(18, &sc, false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
+
 /// Seeds of the zone-mode drains world where [`Evictor::NoSecondRead`] lets two evictions through in one zone
 /// (the two pods of one node, evicted together; 13 of seeds 0..60 break the budget by evictions alone, first at
 /// seed 1).
