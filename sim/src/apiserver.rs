@@ -26,6 +26,10 @@ pub const WEBHOOK_INCARNATION: u64 = 0;
 /// client per admission, so the API server can tell which admission its live reads belong to).
 pub const ADMISSION_INCARNATION_BASE: u64 = 1 << 40;
 
+/// The incarnations of the node-drain actor's clients (one per drain), below the admissions' and far above any
+/// controller process's.
+pub const DRAIN_INCARNATION_BASE: u64 = 1 << 39;
+
 /// The tag API requests are sent with; replies use the tag the client chose.
 pub const TAG_API: u64 = 1;
 
@@ -113,6 +117,15 @@ pub enum Op {
         name: String,
         patch: serde_json::Value,
     },
+    /// `LIST zoneawarepoddisruptionbudgets` (the operator's budget watch).
+    ListBudgets,
+    /// `CREATE pods/{name}/eviction` (a node drain's): admitted by the pod-eviction webhook, then the pod deleted.
+    /// `dry_run` is the request's `dryRun`, `options_dry_run` the Eviction's `deleteOptions.dryRun`.
+    Evict {
+        name: String,
+        dry_run: bool,
+        options_dry_run: bool,
+    },
 }
 
 pub struct Request {
@@ -147,6 +160,7 @@ pub enum Reply {
     Secret(Result<Option<Box<Secret>>, ApiError>),
     Deployment(Result<Option<Box<Deployment>>, ApiError>),
     ReplicaSet(Result<Option<Box<ReplicaSet>>, ApiError>),
+    Values(Result<Vec<serde_json::Value>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -209,6 +223,8 @@ pub struct ServerEnv {
     pub crash_tx: tokio::sync::mpsc::UnboundedSender<()>,
     /// What the operator's ServiceAccount is granted (a real deployment's RBAC); `None`: everything.
     pub grants: Option<Arc<Grants>>,
+    /// Where the operator replicas serve `/admission/pod-eviction` (empty: no eviction webhook is configured).
+    pub eviction_webhooks: Vec<SocketAddr>,
 }
 
 impl ServerEnv {
@@ -238,8 +254,15 @@ pub async fn serve(env: ServerEnv) {
                 env.sample_ms(range)
             };
             tokio::time::sleep(delay).await;
-            let (tag, client) = (req.reply_tag, req.knowledge.incarnation);
-            let reply = handle(&env, *req);
+            let Request { reply_tag: tag, knowledge, op } = *req;
+            let client = knowledge.incarnation;
+            // An eviction waits for its admission (a call to an operator replica), so it is served apart.
+            let reply = match op {
+                Op::Evict { name, dry_run, options_dry_run } => {
+                    crate::drains::evict(&env, &name, dry_run, options_dry_run).await
+                }
+                op => handle(&env, Request { reply_tag: tag, knowledge, op }),
+            };
             let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
     }
@@ -293,6 +316,10 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         // RBAC cannot restrict a create by name.
         Op::CreateEvent { .. } => access("events.k8s.io", "events", "create", None),
         Op::PatchEvent { name, .. } => access("events.k8s.io", "events", "patch", Some(name)),
+        Op::ListBudgets => access("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", "list", None),
+        // The drain's own request: not the operator's ServiceAccount (the pod's deletion that follows is the API
+        // server's own).
+        Op::Evict { .. } => None,
     }
 }
 
@@ -326,6 +353,8 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::GetSecret { .. } | Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => Reply::Secret(Err(err)),
         Op::GetDeployment { .. } => Reply::Deployment(Err(err)),
         Op::GetReplicaSet { .. } => Reply::ReplicaSet(Err(err)),
+        Op::ListBudgets => Reply::Values(Err(err)),
+        Op::Evict { .. } => Reply::Done(Err(err)),
     }
 }
 
@@ -334,6 +363,8 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
     let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
         "webhook".to_string()
+    } else if req.knowledge.incarnation >= DRAIN_INCARNATION_BASE {
+        "drain".to_string()
     } else {
         format!("controller#{}", req.knowledge.incarnation)
     };
@@ -488,6 +519,9 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
             Reply::Done(result)
         }
         Op::PatchEvent { name, patch } => Reply::Done(store.events.patch(name, patch)),
+        Op::ListBudgets => Reply::Values(Ok(store.budgets.clone())),
+        // Served by `serve` before it gets here.
+        Op::Evict { .. } => Reply::Done(Err(ApiError::Unavailable("eviction not served".into()))),
     }
 }
 

@@ -77,6 +77,52 @@ pub const MIRROR: &str = "mirror StatefulSets follow their reference";
 /// Delayed downscale: a pod is removed only after it has been preparing for the delay.
 pub const DELAYED_DOWNSCALE: &str = "delayed downscale removes only pods prepared for the delay";
 pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
+/// Issue 14: an eviction the pod-eviction webhook allowed keeps every ZoneAwarePodDisruptionBudget, judged on the
+/// committed state at its commit (see [`Checker::judge_disruption`]).
+pub const ZPDB_EVICTIONS: &str = "allowed evictions keep the ZoneAwarePodDisruptionBudgets";
+/// Issue 14: the controller's own pod deletions keep them too.
+pub const ZPDB_CONTROLLER: &str = "controller deletions keep the ZoneAwarePodDisruptionBudgets";
+/// A dry-run eviction has no side effect: the webhook writes nothing for it.
+pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
+
+/// A ZoneAwarePodDisruptionBudget as the checker reads it (its own reading of the documented rules, not the
+/// core's): which group's pods it covers, its `maxUnavailable`, and whether it counts per partition (the pod's
+/// ordinal) across zones or per zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetRule {
+    pub name: String,
+    pub group: String,
+    pub max_unavailable: u32,
+    pub partitions: bool,
+}
+
+/// What the drains world's evictions came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrainStats {
+    /// Evictions the API server received for an existing pod (each asks the webhook).
+    pub asked: u64,
+    /// Denied by the webhook (429 mostly).
+    pub denied: u64,
+    /// The webhook could not be reached or did not answer in time (failure policy Fail).
+    pub failed: u64,
+    /// Dry runs the webhook allowed.
+    pub dry_runs_allowed: u64,
+    /// Evictions allowed and committed (the pod deleted).
+    pub committed: u64,
+    /// Committed evictions and controller deletions of an available pod, judged against the budgets.
+    pub judged: u64,
+}
+
+impl DrainStats {
+    pub fn add(&mut self, other: &DrainStats) {
+        self.asked += other.asked;
+        self.denied += other.denied;
+        self.failed += other.failed;
+        self.dry_runs_allowed += other.dry_runs_allowed;
+        self.committed += other.committed;
+        self.judged += other.judged;
+    }
+}
 
 /// One committed decrease of a StatefulSet's `spec.replicas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +197,12 @@ pub struct Checker {
     /// Controller replica changes committed on a StatefulSet that was being rolled (a pod not on its update or
     /// template revision, or currentRevision behind).
     pub scaled_while_rolling: u64,
+    /// The ZoneAwarePodDisruptionBudgets of the world (none but in the drains worlds).
+    pub budgets: Vec<BudgetRule>,
+    /// Voluntary disruptions that spent a budget (an available pod evicted, or deleted by the controller): the
+    /// resourceVersion they committed at, the pod's name, and by whom.
+    spent: Vec<(u64, String, String)>,
+    pub drains: DrainStats,
 }
 
 /// The state as the controller knew it.
@@ -196,6 +248,22 @@ fn slot_problem(state: &Known, sts: &str, ordinal: u32) -> Option<String> {
             "{name} on {} (template revision {}, not yet observed by the StatefulSet controller)",
             p.revision, s.template_revision
         )),
+        Some(_) => None,
+    }
+}
+
+/// What makes pod slot `ordinal` of `sts` unavailable in `state` (a budget's sense: missing, terminating, or not
+/// Ready for its `minReadySeconds`), if anything; `None` also for a slot at or above `spec.replicas`.
+fn unavailable_slot(state: &Known, sts: &str, ordinal: u32) -> Option<String> {
+    let s = state.sts.get(sts)?;
+    if ordinal >= s.replicas {
+        return None;
+    }
+    let name = format!("{sts}-{ordinal}");
+    match state.pods.get(&name) {
+        None => Some(format!("{name} missing")),
+        Some(p) if p.terminating => Some(format!("{name} terminating")),
+        Some(p) if !state.available(p) => Some(format!("{name} not ready")),
         Some(_) => None,
     }
 }
@@ -534,6 +602,115 @@ impl Checker {
         if !allowed && (!labelled || to > from) {
             self.violate(at, NO_DOWNSCALE_LABEL, format!("denied {what} {from} -> {to}, which must be allowed"));
         }
+    }
+
+    /// Issue 14: a voluntary disruption of `target` (an eviction the webhook allowed, or a controller deletion),
+    /// about to commit on top of the committed state at `before_rv`, judged against every budget that covers its
+    /// pod, on the committed history: a target that was not available throughout the decision's window may have
+    /// been replaced as unavailable, which takes nothing away (not judged);
+    /// otherwise, counting the target as unavailable, every pod slot (ordinal below `spec.replicas`) of the group's
+    /// StatefulSets that is unavailable now counts when the decision could have known it: unavailable throughout
+    /// its window (from `basis_rv`, the eviction's arrival or the controller's watch position, to the commit), or
+    /// made so within the window by a voluntary disruption that spent the budget (which serialisation must have
+    /// shown it). Zone mode: unavailable pods in one zone only, at most `maxUnavailable` there; partition mode: at
+    /// most `maxUnavailable` unavailable pods of the target's partition across the zones. Unavailability that began
+    /// in the window by itself (a crash, a pod not yet Ready again) is not held against the decision.
+    pub fn judge_disruption(&mut self, at: Duration, basis_rv: u64, before_rv: u64, target: &PodSum, by: &str) {
+        let before = self.state_at(before_rv);
+        let Some(sts) = before.sts.get(&target.sts).cloned() else { return };
+        let basis_rv = basis_rv.min(before_rv);
+        let rules: Vec<BudgetRule> = self.budgets.iter().filter(|b| b.group == sts.group).cloned().collect();
+        if rules.is_empty() || !self.available_throughout(target, basis_rv, before_rv) {
+            return;
+        }
+        self.drains.judged += 1;
+        let invariant = if by.starts_with("controller") { ZPDB_CONTROLLER } else { ZPDB_EVICTIONS };
+        // Every counted unavailable slot, by StatefulSet and ordinal, with why.
+        let mut counted: Vec<(String, u32, String)> = Vec::new();
+        for zone in before.sts.values().filter(|s| s.group == sts.group) {
+            for ordinal in 0..zone.replicas {
+                let slot = format!("{}-{ordinal}", zone.name);
+                if slot == target.name {
+                    counted.push((zone.name.clone(), ordinal, format!("{slot} (this disruption)")));
+                    continue;
+                }
+                let Some(why) = unavailable_slot(&before, &zone.name, ordinal) else { continue };
+                let spent = self.spent.iter().find(|(rv, pod, _)| *pod == slot && *rv > basis_rv && *rv <= before_rv);
+                if spent.is_some() || self.unavailable_throughout(&zone.name, ordinal, basis_rv, before_rv) {
+                    let how = match spent {
+                        Some((rv, _, by)) => format!("{by} at rv {rv}, in the window"),
+                        None => "throughout the window".to_string(),
+                    };
+                    counted.push((zone.name.clone(), ordinal, format!("{why} ({how})")));
+                }
+            }
+        }
+        let target_ordinal = ordinal(&target.sts, &target.name);
+        for rule in rules {
+            let breach = if rule.partitions {
+                let same: Vec<&(String, u32, String)> =
+                    counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).collect();
+                (same.len() as u32 > rule.max_unavailable).then(|| {
+                    let what: Vec<&str> = same.iter().map(|(_, _, w)| w.as_str()).collect();
+                    format!(
+                        "partition {} has {} unavailable: {}",
+                        target_ordinal.unwrap_or(0),
+                        same.len(),
+                        what.join(", ")
+                    )
+                })
+            } else {
+                let zones: std::collections::BTreeSet<&str> = counted.iter().map(|(z, _, _)| z.as_str()).collect();
+                let own = counted.iter().filter(|(z, _, _)| *z == target.sts).count() as u32;
+                (zones.len() > 1 || own > rule.max_unavailable).then(|| {
+                    let what: Vec<&str> = counted.iter().map(|(_, _, w)| w.as_str()).collect();
+                    format!("{} zones with unavailable pods, {own} in {}: {}", zones.len(), target.sts, what.join(", "))
+                })
+            };
+            if let Some(breach) = breach {
+                let detail = format!(
+                    "{by} of {} (uid {}) breaks {} (max unavailable {}): {breach} (window rv {basis_rv}..{before_rv})",
+                    target.name, target.uid, rule.name, rule.max_unavailable
+                );
+                self.violate(at, invariant, detail);
+            }
+        }
+        self.spent.push((before_rv + 1, target.name.clone(), by.to_string()));
+    }
+
+    /// The committed state at `rv`.
+    fn state_at(&self, rv: u64) -> Known {
+        Known { sts: as_of(&self.sts, rv), pods: as_of(&self.pods, rv), now: jiff::Timestamp::now() }
+    }
+
+    /// Whether `target` (this very pod, by uid) was available in every committed version from `from_rv` to `to_rv`:
+    /// a pod unavailable at some point of the window may have been read so by the decision, which then rightly
+    /// replaced it without spending the budget (sim seed 18 of `--drains --webhook`: a pod Ready 11 ms before the
+    /// controller's deletion of it, decided while it was not).
+    fn available_throughout(&self, target: &PodSum, from_rv: u64, to_rv: u64) -> bool {
+        let in_window = |v: &u64| *v > from_rv && *v <= to_rv;
+        let sts_versions = self.sts.get(&target.sts).into_iter().flatten().map(|(v, _)| *v);
+        let pod_versions = self.pods.get(&target.name).into_iter().flatten().map(|(v, _)| *v);
+        std::iter::once(from_rv).chain(sts_versions.chain(pod_versions).filter(in_window)).all(|v| {
+            let state = self.state_at(v);
+            state.pods.get(&target.name).is_some_and(|p| p.uid == target.uid && state.available(p))
+        })
+    }
+
+    /// Whether slot `ordinal` of `sts` was unavailable in every committed version from `from_rv` to `to_rv`.
+    fn unavailable_throughout(&self, sts: &str, ordinal: u32, from_rv: u64, to_rv: u64) -> bool {
+        let pod = format!("{sts}-{ordinal}");
+        let in_window = |v: &u64| *v > from_rv && *v <= to_rv;
+        let sts_versions = self.sts.get(sts).into_iter().flatten().map(|(v, _)| *v);
+        let pod_versions = self.pods.get(&pod).into_iter().flatten().map(|(v, _)| *v);
+        std::iter::once(from_rv)
+            .chain(sts_versions.chain(pod_versions).filter(in_window))
+            .all(|v| unavailable_slot(&self.state_at(v), sts, ordinal).is_some())
+    }
+
+    /// A dry-run eviction whose admission wrote something.
+    pub fn record_dry_run_write(&mut self, at: Duration, detail: String) {
+        self.violate(at, DRY_RUN_WRITES, detail);
     }
 
     pub fn record_mirror_violation(&mut self, at: Duration, detail: String) {

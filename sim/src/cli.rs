@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use rollout_core::Defences;
+use rollout_sim::drains::{BudgetMode, Drains, Evictor};
 use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario};
 use std::time::{Duration, Instant};
 
@@ -153,6 +154,18 @@ struct ScenarioArgs {
     /// With --mirror: delayed downscale (20 s), the simulated pods answering the prepare and cancel calls.
     #[arg(long = "delayed-downscale")]
     delayed_downscale: bool,
+    /// A ZoneAwarePodDisruptionBudget over the group (`zone` mode, the default, or `partition` mode), two operator
+    /// replicas serving the real pod-eviction webhook (restarted now and then), and node drains evicting pods
+    /// through the API server during the fault phase (retrying 429 with backoff, some dry runs).
+    #[arg(long, num_args = 0..=1, default_missing_value = "zone")]
+    drains: Option<String>,
+    /// With --drains: the eviction webhook the replicas serve: real, or (test-only) no-second-read (the re-read
+    /// after the intent answered from the first read) or ignores-budget (no budget known).
+    #[arg(long, default_value = "real")]
+    evictor: String,
+    /// With --drains: the budget's maxUnavailable.
+    #[arg(long = "budget-max-unavailable", default_value_t = 1)]
+    budget_max_unavailable: u32,
 }
 
 impl ScenarioArgs {
@@ -201,6 +214,15 @@ impl ScenarioArgs {
         }
         if self.defences != "all" {
             flags.push_str(&format!(" --defences={}", self.defences));
+        }
+        if let Some(mode) = &self.drains {
+            flags.push_str(&format!(" --drains {mode}"));
+            if self.evictor != "real" {
+                flags.push_str(&format!(" --evictor {}", self.evictor));
+            }
+            if self.budget_max_unavailable != 1 {
+                flags.push_str(&format!(" --budget-max-unavailable {}", self.budget_max_unavailable));
+            }
         }
         flags
     }
@@ -266,7 +288,29 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.recent_downscale && !(args.scaling || args.webhook) {
         return Err("--recent-downscale needs --scaling or --webhook".to_string());
     }
+    let drains = match args.drains.as_deref() {
+        None => None,
+        Some(mode) => {
+            let mode = match mode {
+                "zone" => BudgetMode::Zones,
+                "partition" => BudgetMode::Partitions,
+                other => return Err(format!("--drains {other:?}: zone or partition")),
+            };
+            let evictor = Evictor::parse(&args.evictor).ok_or_else(|| {
+                let names: Vec<&str> = Evictor::ALL.iter().map(|e| e.name()).collect();
+                format!("unknown evictor {:?}; one of: {}", args.evictor, names.join(", "))
+            })?;
+            if args.budget_max_unavailable == 0 {
+                return Err("--budget-max-unavailable 0 denies every eviction: use 1 or more".to_string());
+            }
+            Some(Drains { mode, evictor, max_unavailable: args.budget_max_unavailable, ..Drains::default() })
+        }
+    };
+    if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1) {
+        return Err("--evictor and --budget-max-unavailable need --drains".to_string());
+    }
     Ok(Scenario {
+        drains,
         second_group: args.second_group,
         sidecars: args.sidecars,
         leader_ready_upscales: args.leader_ready_upscales,
@@ -369,6 +413,7 @@ fn run() -> Result<i32, String> {
             let mut large = Vec::new();
             let mut events = rollout_sim::events::EventStats::default();
             let mut max_writes_per_step = (0.0f64, 0u64);
+            let mut drains = rollout_sim::checker::DrainStats::default();
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
@@ -382,6 +427,7 @@ fn run() -> Result<i32, String> {
                 interleaved = (interleaved.0 + o.rolled_while_scaling, interleaved.1 + o.scaled_while_rolling);
                 slow += o.slow_observations;
                 events.add(&o.events);
+                drains.add(&o.drains);
                 if o.events.writes_per_step() > max_writes_per_step.0 {
                     max_writes_per_step = (o.events.writes_per_step(), seed);
                 }
@@ -440,6 +486,18 @@ fn run() -> Result<i32, String> {
                     events.writes_per_step(),
                     max_writes_per_step.0,
                     max_writes_per_step.1
+                );
+            }
+            if args.drains.is_some() {
+                println!(
+                    "evictions: {} asked, {} denied, {} webhook failures, {} dry runs allowed, {} committed; {} \
+                     evictions and controller deletions of available pods judged against the budget",
+                    drains.asked,
+                    drains.denied,
+                    drains.failed,
+                    drains.dry_runs_allowed,
+                    drains.committed,
+                    drains.judged
                 );
             }
             let wall = started.elapsed().as_secs_f64();

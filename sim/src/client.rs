@@ -41,6 +41,10 @@ struct Inner {
     delay: Duration,
     next_tag: AtomicU64,
     consumed: Mutex<(u64, u64)>,
+    /// Lists the ZoneAwarePodDisruptionBudgets from the API server (an operator replica of the drains worlds);
+    /// otherwise the budget watch lists none without asking, as before budgets existed in the simulation (so
+    /// every other world makes the same requests as it always did).
+    budgets: bool,
 }
 
 impl SimCluster {
@@ -51,9 +55,58 @@ impl SimCluster {
 
     /// [`SimCluster::connect`] for a client whose every request first waits `delay`.
     pub async fn connect_slow(incarnation: u64, delay: Duration) -> std::io::Result<Self> {
+        Self::bind(incarnation, delay, false).await
+    }
+
+    /// An operator replica's client: like [`SimCluster::connect`], and its budget watch lists the budgets the API
+    /// server holds.
+    pub async fn connect_operator(incarnation: u64) -> std::io::Result<Self> {
+        Self::bind(incarnation, Duration::ZERO, true).await
+    }
+
+    async fn bind(incarnation: u64, delay: Duration, budgets: bool) -> std::io::Result<Self> {
         let ep = Endpoint::bind("0.0.0.0:0").await?;
-        let inner = Inner { ep, incarnation, delay, next_tag: AtomicU64::new(1 << 32), consumed: Mutex::new((0, 0)) };
+        let inner =
+            Inner { ep, incarnation, delay, next_tag: AtomicU64::new(1 << 32), consumed: Mutex::new((0, 0)), budgets };
         Ok(SimCluster { inner: Arc::new(inner) })
+    }
+
+    /// `CREATE pods/{name}/eviction` (not part of the operator's cluster port: the node-drain actor's request).
+    /// `dry_run`: the request's `dryRun`; `options_dry_run`: the Eviction's `deleteOptions.dryRun`.
+    pub async fn evict_pod(&self, name: &str, dry_run: bool, options_dry_run: bool) -> Result<(), ApiError> {
+        match self.call(Op::Evict { name: name.to_string(), dry_run, options_dry_run }).await? {
+            Reply::Done(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    /// The budgets, listed once they can be (retrying with backoff), then nothing more: the simulated budgets never
+    /// change during a run.
+    async fn list_budgets_until_listed(
+        self,
+        tx: futures::channel::mpsc::UnboundedSender<Result<WatchEvent<serde_json::Value>, ApiError>>,
+    ) {
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match self.call(Op::ListBudgets).await {
+                Ok(Reply::Values(Ok(items))) => {
+                    let _ = tx.unbounded_send(Ok(WatchEvent::Init));
+                    for item in items {
+                        let _ = tx.unbounded_send(Ok(WatchEvent::InitApply(item)));
+                    }
+                    let _ = tx.unbounded_send(Ok(WatchEvent::InitDone));
+                    return;
+                }
+                Ok(Reply::Values(Err(e))) | Err(e) => {
+                    if tx.unbounded_send(Err(e)).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
     }
 
     fn knowledge(&self) -> Knowledge {
@@ -279,12 +332,18 @@ impl PodAnnotations for SimCluster {
     }
 }
 
-/// The simulated cluster has no ZoneAwarePodDisruptionBudgets yet: the watch lists none and then stays quiet.
+/// An operator replica's client lists the API server's budgets (they never change during a run, so the watch then
+/// stays quiet); any other client's watch lists none without asking.
 impl DisruptionBudgets for SimCluster {
     fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
-        futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
-            .chain(futures::stream::pending())
-            .boxed()
+        if !self.inner.budgets {
+            return futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
+                .chain(futures::stream::pending())
+                .boxed();
+        }
+        let (tx, rx) = mpsc::unbounded();
+        tokio::spawn(self.clone().list_budgets_until_listed(tx));
+        rx.chain(futures::stream::pending()).boxed()
     }
 }
 

@@ -194,6 +194,11 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                     kube.ready_at.insert(uid.clone(), now + delay);
                     min_due(&mut next, now + delay);
                     let mut pod = objects::pod(&name, i, &update, uid, false, Timestamp::now());
+                    // The template's labels (set only by worlds whose budgets select pods by a label of their own).
+                    let template = sts.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+                    if let Some(labels) = template.and_then(|m| m.labels.clone()) {
+                        pod.metadata.labels.get_or_insert_default().extend(labels);
+                    }
                     if kube.sidecars {
                         objects::add_sidecar(&mut pod);
                     }

@@ -15,6 +15,8 @@ pub mod checker;
 #[cfg(madsim)]
 pub mod client;
 #[cfg(madsim)]
+pub mod drains;
+#[cfg(madsim)]
 pub mod events;
 #[cfg(madsim)]
 pub mod kube;

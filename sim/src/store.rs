@@ -152,6 +152,8 @@ pub struct Store {
     pub events: crate::events::EventLog,
     /// Replica changes by the controller that committed (rollout steps, for the Event counts).
     pub controller_replica_changes: u64,
+    /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; they never change).
+    pub budgets: Vec<serde_json::Value>,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -197,6 +199,7 @@ impl Store {
             reactions: Default::default(),
             events: Default::default(),
             controller_replica_changes: 0,
+            budgets: Vec::new(),
         }
     }
 
@@ -393,6 +396,10 @@ impl Store {
         }
         let at = self.elapsed();
         self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        if !self.checker.budgets.is_empty() {
+            let by = format!("controller#{} deletion", k.incarnation);
+            self.checker.judge_disruption(at, k.pod_rv.min(k.sts_rv), self.rv, &PodSum::of(&pod), &by);
+        }
         if self.being_scaled(&objects::owner_of(&pod)) {
             self.checker.rolled_while_scaling += 1;
         }

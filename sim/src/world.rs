@@ -23,11 +23,12 @@ use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
 };
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
+use rollout_operator::zpdb::Zpdb;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -384,6 +385,10 @@ pub struct Scenario {
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
+    /// Issue 14: a ZoneAwarePodDisruptionBudget over the group, operator replicas serving the real pod-eviction
+    /// webhook, and node drains evicting pods through the API server during the fault phase. Drawn from a generator
+    /// of its own.
+    pub drains: Option<crate::drains::Drains>,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -606,6 +611,7 @@ impl Default for Scenario {
             no_downscale: false,
             mirror: false,
             delayed_downscale: false,
+            drains: None,
         }
     }
 }
@@ -636,6 +642,8 @@ pub struct Outcome {
     pub events: EventStats,
     /// No-downscale webhook answers judged: (denied, allowed).
     pub no_downscale_admissions: (u64, u64),
+    /// The drains world's evictions.
+    pub drains: crate::checker::DrainStats,
 }
 
 impl Outcome {
@@ -717,6 +725,56 @@ impl PodHttpClient for DelayedDownscalePods {
     }
 }
 
+/// The drains world's actors (issue 14): the operator replicas serving the pod-eviction webhook (restarted now and
+/// then during the fault phase), and the node-drain actor on a node of its own. Everything is drawn from the
+/// drains' own generator.
+fn start_drains(
+    handle: &Handle,
+    store: &SharedStore,
+    seed: u64,
+    sc: &Scenario,
+    drains: crate::drains::Drains,
+    start: Instant,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    use crate::drains;
+    let mut r = SimRng::new(seed ^ drains::DRAINS_STREAM);
+    let incarnations = Arc::new(AtomicU64::new(drains::REPLICA_INCARNATION_BASE));
+    let mut replicas = Vec::new();
+    for i in 0..drains.replicas {
+        let (store, incarnations, evictor) = (store.clone(), incarnations.clone(), drains.evictor);
+        let node = handle
+            .create_node()
+            .name(format!("operator-replica-{i}"))
+            .ip(drains::replica_ip(i))
+            .init(move || {
+                let incarnation = incarnations.fetch_add(1, Ordering::Relaxed);
+                drains::serve_replica(store.clone(), i, incarnation, evictor)
+            })
+            .build();
+        replicas.push(node.id());
+    }
+    for (at, replica, down) in drains::replica_restarts(&mut r, drains.replicas, sc.fault_phase) {
+        let (store, id) = (store.clone(), replicas[replica]);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + at).await;
+            store
+                .lock()
+                .unwrap()
+                .trace("fault", format!("operator-{replica} crashes, restarted in {:.1}s", down.as_secs_f64()));
+            Handle::current().kill(id);
+            tokio::time::sleep(down).await;
+            restart(id);
+        }));
+    }
+    let node = handle.create_node().name("drain").ip(IpAddr::from([10, 0, 0, 12])).build();
+    let (store, zones, phase) = (store.clone(), sc.zones, sc.fault_phase);
+    let drainer = SimRng::new(r.next_u64());
+    tasks.push(tokio::spawn(async move {
+        let _ = node.spawn(drains::drain_nodes(store, drainer, drains, zones, start, phase)).await;
+    }));
+}
+
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
 
@@ -788,6 +846,10 @@ struct ControllerSetup {
     defences: Defences,
     /// The pods' delayed-downscale endpoints.
     pods: DelayedDownscalePods,
+    /// The drains worlds: the controller honours the ZoneAwarePodDisruptionBudgets before its deletions, with a
+    /// budget cache of its own fed by the real watch task (as `main` runs it). Other worlds leave it out, so their
+    /// controller runs no extra task and their pinned seeds replay the same interleaving.
+    budgets: bool,
 }
 
 async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
@@ -798,11 +860,24 @@ async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: Con
     };
     let metrics = Arc::new(Metrics::new());
     let events = setup.operator.recorder(&api, metrics.clone());
-    Controller::new(api, planner, sim_config(setup.defences), metrics)
+    let budgets = setup.budgets.then(|| {
+        let zpdb = Zpdb::new(metrics.zpdb.clone());
+        tokio::spawn(rollout_operator::zpdb::budgets::run(
+            api.clone(),
+            zpdb.budgets.clone(),
+            metrics.zpdb.clone(),
+            std::future::pending(),
+        ));
+        DeletionBudgets::new(zpdb, objects::NAMESPACE)
+    });
+    let controller = Controller::new(api, planner, sim_config(setup.defences), metrics)
         .with_scaling(setup.pods, scaling)
-        .with_reporting(events, crate::events::PROGRESS_DEADLINE)
-        .run(ReadyFlag::new(), std::future::pending())
-        .await
+        .with_reporting(events, crate::events::PROGRESS_DEADLINE);
+    let controller = match budgets {
+        Some(budgets) => controller.with_budgets(budgets),
+        None => controller,
+    };
+    controller.run(ReadyFlag::new(), std::future::pending()).await
 }
 
 struct Nodes {
@@ -844,6 +919,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
         grants: sc.deployment.map(|d| Arc::new(d.grants())),
+        eviction_webhooks: sc.drains.iter().flat_map(|d| (0..d.replicas).map(crate::drains::replica_address)).collect(),
     };
     let apiserver = handle
         .create_node()
@@ -861,6 +937,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let incarnations = Arc::new(AtomicU64::new(0));
     let setup = ControllerSetup {
         operator: OperatorSetup::of(&sc),
+        budgets: sc.drains.is_some(),
         defences: sc.defences,
         pods: DelayedDownscalePods {
             store: store.clone(),
@@ -879,7 +956,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             let setup = setup.clone();
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
-                let api = SimCluster::connect(incarnation).await.expect("bind controller endpoint");
+                let api = match setup.budgets {
+                    true => SimCluster::connect_operator(incarnation).await,
+                    false => SimCluster::connect(incarnation).await,
+                };
+                let api = api.expect("bind controller endpoint");
                 run_with_planner(planner, api, setup).await
             }
         })
@@ -1157,6 +1238,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }));
     }
+    if let Some(drains) = sc.drains.clone() {
+        start_drains(&handle, &store, seed, &sc, drains, start, &mut tasks);
+    }
     if sc.faults.never_ready {
         kube_state.lock().unwrap().never_ready_chance = 0.1;
     }
@@ -1298,6 +1382,7 @@ fn judge(
         reactions: st.reactions.clone(),
         events,
         no_downscale_admissions: st.checker.no_downscale_admissions,
+        drains: st.checker.drains,
     }
 }
 
@@ -1395,6 +1480,13 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 });
             }
         }
+        // The budget selects the group's pods by the group's label, which their template then carries.
+        let budget_labels = (sc.drains.is_some() && group == GROUP).then(|| {
+            std::collections::BTreeMap::from([(rollout_core::keys::ROLLOUT_GROUP.to_string(), GROUP.to_string())])
+        });
+        if let (Some(labels), Some(spec)) = (&budget_labels, sts.spec.as_mut()) {
+            spec.template.metadata.get_or_insert_default().labels = Some(labels.clone());
+        }
         st.put_statefulset(sts);
         for i in 0..sc.replicas {
             let pod_name = format!("{name}-{i}");
@@ -1403,8 +1495,35 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             if sc.sidecars {
                 objects::add_sidecar(&mut pod);
             }
+            if let Some(labels) = &budget_labels {
+                pod.metadata.labels.get_or_insert_default().extend(labels.clone());
+            }
             st.put_pod(pod);
         }
+    }
+    if let Some(drains) = &sc.drains {
+        st.budgets.push(crate::drains::budget_object(GROUP, drains));
+        st.checker.budgets.push(crate::checker::BudgetRule {
+            name: crate::drains::BUDGET.to_string(),
+            group: GROUP.to_string(),
+            max_unavailable: drains.max_unavailable,
+            partitions: drains.mode == crate::drains::BudgetMode::Partitions,
+        });
+        let mode = match drains.mode {
+            crate::drains::BudgetMode::Zones => "zone mode",
+            crate::drains::BudgetMode::Partitions => "partition mode",
+        };
+        st.trace(
+            "sim",
+            format!(
+                "ZoneAwarePodDisruptionBudget {} ({mode}, max unavailable {}), {} operator replicas serving the {} \
+                 eviction webhook",
+                crate::drains::BUDGET,
+                drains.max_unavailable,
+                drains.replicas,
+                drains.evictor.name()
+            ),
+        );
     }
     let snapshot = st.describe();
     st.trace("cluster", snapshot);

@@ -103,6 +103,7 @@ async fn world(seed: u64) -> Outcome {
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
         grants: None,
+        eviction_webhooks: Vec::new(),
     };
     handle
         .create_node()

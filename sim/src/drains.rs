@@ -1,0 +1,510 @@
+//! Node drains under a ZoneAwarePodDisruptionBudget (issue 14): the budget object the API server serves, the
+//! operator replicas serving `/admission/pod-eviction` through the real webhook router (each with the real budget
+//! cache, fed by listing the simulated API, and its own in-process state, lost on a restart), the API server's
+//! eviction path (`CREATE pods/{name}/eviction`: admitted by one replica, then the pod deleted, as a real API
+//! server does), and the node-drain actor that evicts pods through that path as `kubectl drain` does (concurrently
+//! per node, retrying 429 with backoff, some drains dry runs).
+//!
+//! Owns the drains world's environment. Must not decide anything about an eviction: every verdict is the real
+//! webhook's (`rollout_operator::admission::evictions` over `rollout_core::zpdb`); judging the verdicts against the
+//! committed history is the checker's ([`crate::checker::Checker::judge_disruption`]).
+
+use crate::apiserver::{Reply, ServerEnv};
+use crate::client::SimCluster;
+use crate::objects::{self, PodSum};
+use crate::rng::SimRng;
+use crate::store::SharedStore;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use madsim::net::Endpoint;
+use rollout_operator::admission::webhooks::{
+    POD_EVICTION_PATH, WebhookSettings, Webhooks, router_with_zpdb, system_clock,
+};
+use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore};
+use rollout_operator::controller::scaling::NoPodClient;
+use rollout_operator::ops::metrics::ZpdbMetrics;
+use rollout_operator::zpdb::Zpdb;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// How the budget counts unavailable pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetMode {
+    /// Zone mode: unavailable pods in one zone at a time, at most `maxUnavailable` there.
+    Zones,
+    /// Partition mode: per partition (the pod's ordinal, by `podNamePartitionRegex`), at most `maxUnavailable`
+    /// unavailable across the zones.
+    Partitions,
+}
+
+/// Which eviction webhook the operator replicas serve: the real one, or one re-introducing a known bug (test-only,
+/// sim-local: each changes only what the webhook is given, never its decision code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evictor {
+    Real,
+    /// The re-read after the eviction intent is answered from the first read (a cache, as the reference's
+    /// in-memory view was): the intents of concurrent decisions are never seen, so nothing serialises them.
+    NoSecondRead,
+    /// The operator knows no budget (its cache never fed): every eviction is out of scope and allowed.
+    IgnoresBudget,
+}
+
+impl Evictor {
+    pub const ALL: [Evictor; 3] = [Evictor::Real, Evictor::NoSecondRead, Evictor::IgnoresBudget];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Evictor::Real => "real",
+            Evictor::NoSecondRead => "no-second-read",
+            Evictor::IgnoresBudget => "ignores-budget",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.name() == s)
+    }
+}
+
+/// The drains world's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drains {
+    pub mode: BudgetMode,
+    /// The budget's `maxUnavailable`.
+    pub max_unavailable: u32,
+    pub evictor: Evictor,
+    /// Operator replicas serving the eviction webhook (each eviction goes to one of them at random).
+    pub replicas: usize,
+    /// How many node drains start during the fault phase (a range, inclusive).
+    pub drains: (u64, u64),
+}
+
+impl Default for Drains {
+    fn default() -> Self {
+        Drains { mode: BudgetMode::Zones, max_unavailable: 1, evictor: Evictor::Real, replicas: 2, drains: (4, 8) }
+    }
+}
+
+/// The budget's name.
+pub const BUDGET: &str = "ingester-rollout";
+/// Nodes per zone: node `k` of a zone hosts the zone's pods whose ordinal is `k` modulo this.
+pub const NODES_PER_ZONE: u32 = 2;
+/// `timeoutSeconds` of the pod-eviction webhook configuration (`deploy/`), and the operator's
+/// `-server-tls.request-timeout` (its handler deadline is 90 % of it).
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The tag of admission calls from the API server to a replica (and of their answers).
+const TAG_ADMIT: u64 = 2;
+/// Operator replica processes count their incarnations from here (above the admissions of the prepare-downscale
+/// worlds), each restart a new one.
+pub const REPLICA_INCARNATION_BASE: u64 = 1 << 41;
+/// Partition mode's `crossZoneEvictionDelay`.
+pub const CROSS_ZONE_EVICTION_DELAY: &str = "10s";
+/// `-zpdb.pod-ready-annotation-patch-timeout` (the operator's default).
+const READY_TIME_PATCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Seeds the drains world's own generator, so the run's other draws are those of the world without drains.
+pub const DRAINS_STREAM: u64 = 0x6472_6169_6e73_2121;
+
+/// The ZoneAwarePodDisruptionBudget over `group`'s pods and StatefulSets.
+pub fn budget_object(group: &str, drains: &Drains) -> serde_json::Value {
+    let mut spec = serde_json::json!({
+        "maxUnavailable": drains.max_unavailable,
+        "selector": {"matchLabels": {rollout_core::keys::ROLLOUT_GROUP: group}},
+    });
+    if drains.mode == BudgetMode::Partitions {
+        spec["podNamePartitionRegex"] = serde_json::json!("[a-z\\-]+-zone-[a-z]-([0-9]+)");
+        spec["podNameRegexGroup"] = serde_json::json!(1);
+        // A peer counts as ready only once stamped ready this long ago by the replicas' ready-time trackers.
+        spec["crossZoneEvictionDelay"] = serde_json::json!(CROSS_ZONE_EVICTION_DELAY);
+    }
+    serde_json::json!({
+        "apiVersion": "rollout-operator.grafana.com/v1",
+        "kind": "ZoneAwarePodDisruptionBudget",
+        "metadata": {"name": BUDGET, "namespace": objects::NAMESPACE, "uid": format!("uid-{BUDGET}"),
+            "generation": 1, "resourceVersion": "1"},
+        "spec": spec,
+    })
+}
+
+/// Where operator replica `i` serves its webhooks.
+pub fn replica_address(i: usize) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 10 + i as u8], 8443))
+}
+
+pub fn replica_ip(i: usize) -> IpAddr {
+    replica_address(i).ip()
+}
+
+/// An admission call from the API server to a replica: the AdmissionReview as sent over HTTP, and the call's
+/// number (its answer carries it back).
+struct AdmitRequest {
+    call: u64,
+    body: Vec<u8>,
+}
+
+/// A replica's answer: the response body, and how many writes the admission made (a dry run must make none).
+struct AdmitAnswer {
+    call: u64,
+    body: Result<Vec<u8>, String>,
+    writes: u32,
+}
+
+/// The cluster port one admission uses: the replica's client, counting the admission's writes, and (for
+/// [`Evictor::NoSecondRead`]) answering every pod list after the first with the first one's result.
+#[derive(Clone)]
+struct AdmissionClient {
+    api: SimCluster,
+    first_pods: Option<Arc<Mutex<Option<Vec<Pod>>>>>,
+    writes: Arc<AtomicU32>,
+}
+
+impl LiveReads for AdmissionClient {
+    async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
+        self.api.get_statefulset(name).await
+    }
+
+    async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
+        self.api.get_deployment(name).await
+    }
+
+    async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
+        self.api.get_replicaset(name).await
+    }
+
+    async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
+        self.api.list_statefulsets(label_selector).await
+    }
+
+    async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
+        let Some(first) = &self.first_pods else { return self.api.list_pods(label_selector).await };
+        if let Some(pods) = first.lock().unwrap().clone() {
+            return Ok(pods);
+        }
+        let pods = self.api.list_pods(label_selector).await?;
+        *first.lock().unwrap() = Some(pods.clone());
+        Ok(pods)
+    }
+
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ApiError> {
+        self.api.get_pod(name).await
+    }
+}
+
+impl PodAnnotations for AdmissionClient {
+    async fn patch_pod_annotations(
+        &self,
+        name: &str,
+        uid: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.api.patch_pod_annotations(name, uid, changes).await
+    }
+}
+
+impl RecordStore for AdmissionClient {
+    async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
+        self.api.get_config_map(name).await
+    }
+
+    async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.api.create_config_map(config_map).await
+    }
+
+    async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.api.replace_config_map(config_map).await
+    }
+
+    async fn patch_statefulset_annotations(
+        &self,
+        name: &str,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.api.patch_statefulset_annotations(name, resource_version, annotations).await
+    }
+}
+
+/// One operator replica process: the budget cache fed by the real watch task over the simulated API (loading
+/// until it lists them: evictions are denied with 429 meanwhile), the real `grafana.com/ready-time` tracker (as the
+/// operator always runs it), and the webhook router serving each admission the API server sends. Its in-process
+/// serialisation state lives as long as the process.
+pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64, evictor: Evictor) {
+    let who = format!("operator-{replica}#{}", incarnation - REPLICA_INCARNATION_BASE);
+    store.lock().unwrap().trace(&who, "process started");
+    let api = SimCluster::connect_operator(incarnation).await.expect("bind operator replica endpoint");
+    let zpdb = match evictor {
+        Evictor::IgnoresBudget => Zpdb::with_budgets(rollout_core::zpdb::Budgets::default()),
+        Evictor::Real | Evictor::NoSecondRead => {
+            let metrics = ZpdbMetrics::default();
+            let zpdb = Zpdb::new(metrics.clone());
+            let watch = rollout_operator::zpdb::budgets::run(
+                api.clone(),
+                zpdb.budgets.clone(),
+                metrics,
+                std::future::pending(),
+            );
+            tokio::spawn(watch);
+            let tracker = rollout_operator::zpdb::ready_time::Tracker::new(
+                api.clone(),
+                zpdb.budgets.clone(),
+                READY_TIME_PATCH_TIMEOUT,
+                Arc::new(jiff::Timestamp::now),
+                zpdb.metrics.clone(),
+            );
+            tokio::spawn(tracker.run(std::future::pending()));
+            zpdb
+        }
+    };
+    let ep = Endpoint::bind(replica_address(replica)).await.expect("bind operator replica webhook address");
+    while let Ok((payload, from)) = ep.recv_from_raw(TAG_ADMIT).await {
+        let Ok(request) = payload.downcast::<AdmitRequest>() else { continue };
+        let (ep, api, zpdb) = (ep.clone(), api.clone(), zpdb.clone());
+        tokio::spawn(async move {
+            let answer = AdmitAnswer { call: request.call, ..admit(api, zpdb, evictor, request.body).await };
+            let _ = ep.send_to_raw(from, TAG_ADMIT, Box::new(answer)).await;
+        });
+    }
+}
+
+/// One admission through the real router: `/admission/pod-eviction` driven with `tower::ServiceExt::oneshot`.
+async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, body: Vec<u8>) -> AdmitAnswer {
+    let writes = Arc::new(AtomicU32::new(0));
+    let client = AdmissionClient {
+        api,
+        first_pods: (evictor == Evictor::NoSecondRead).then(Arc::default),
+        writes: writes.clone(),
+    };
+    let app = router_with_zpdb(
+        Webhooks {
+            api: client,
+            pods: NoPodClient,
+            settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, WEBHOOK_TIMEOUT),
+            clock: system_clock(),
+        },
+        zpdb,
+    );
+    let body = async {
+        let request = http::Request::post(POD_EVICTION_PATH)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body))
+            .map_err(|e| e.to_string())?;
+        let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(bytes.to_vec())
+    }
+    .await;
+    AdmitAnswer { call: 0, body, writes: writes.load(Ordering::Relaxed) }
+}
+
+/// Calls the eviction webhook at `at` (failure policy Fail: no answer within the timeout is an error). A fresh
+/// endpoint may get the port of an earlier call that gave up, and with it that call's late answer: an answer is
+/// taken only by the call it answers (seed 35 of the first drains batch allowed an eviction on another call's
+/// answer, judged before a pod crashed), as over HTTP, where a late response dies with its connection.
+async fn call_webhook(at: SocketAddr, call: u64, body: Vec<u8>) -> Result<AdmitAnswer, String> {
+    let ep = Endpoint::bind("0.0.0.0:0").await.map_err(|e| e.to_string())?;
+    ep.send_to_raw(at, TAG_ADMIT, Box::new(AdmitRequest { call, body })).await.map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + WEBHOOK_TIMEOUT;
+    loop {
+        match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), ep.recv_from_raw(TAG_ADMIT))
+            .await
+        {
+            Ok(Ok((payload, _))) => match payload.downcast::<AdmitAnswer>() {
+                Ok(answer) if answer.call == call => return Ok(*answer),
+                Ok(_) => continue,
+                Err(_) => return Err("malformed answer".into()),
+            },
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("context deadline exceeded".into()),
+        }
+    }
+}
+
+/// The API server's `CREATE pods/{name}/eviction`: the eviction admission by one operator replica (picked at
+/// random, as a Service picks an endpoint), then, allowed and not a dry run, the pod's deletion (after the rest of
+/// the admission chain, 0-0.5 s). The checker judges each committed eviction, and each dry run's writes.
+pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: bool) -> Reply {
+    let dry = dry_run || options_dry_run;
+    let what = format!("EVICT pod {pod}{}", if dry { " (dry run)" } else { "" });
+    let (arrival_rv, n) = {
+        let mut st = env.store.lock().unwrap();
+        if !st.pods.contains_key(pod) {
+            st.trace("drain", format!("{what} -> not_found"));
+            return Reply::Done(Err(ApiError::NotFound(format!("pods \"{pod}\" not found"))));
+        }
+        st.checker.drains.asked += 1;
+        (st.rv, st.checker.drains.asked)
+    };
+    if env.eviction_webhooks.is_empty() {
+        return Reply::Done(Err(ApiError::Unavailable("no eviction webhook configured".into())));
+    }
+    let replica = env.rng.lock().unwrap().range(0..env.eviction_webhooks.len() as u64) as usize;
+    let mut eviction = serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": objects::NAMESPACE}});
+    if options_dry_run {
+        eviction["deleteOptions"] = serde_json::json!({"dryRun": ["All"]});
+    }
+    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": format!("eviction-{n}"),
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "name": pod, "namespace": objects::NAMESPACE, "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:kube-system:node-drainer"},
+        "dryRun": dry_run,
+        "object": eviction}});
+    let body = serde_json::to_vec(&review).unwrap_or_default();
+    let answer = call_webhook(env.eviction_webhooks[replica], n, body).await;
+    let verdict = answer.as_ref().map_err(String::clone).and_then(|a| {
+        let body = a.body.as_ref().map_err(String::clone)?;
+        let body: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
+        let code = body.pointer("/response/status/code").and_then(|c| c.as_u64()).unwrap_or(403) as u16;
+        let message = body.pointer("/response/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
+        Ok((allowed, code, message))
+    });
+    let (allowed, code, message) = match verdict {
+        Ok(v) => v,
+        Err(e) => {
+            let mut st = env.store.lock().unwrap();
+            st.checker.drains.failed += 1;
+            st.trace("drain", format!("{what} via operator-{replica} -> webhook failed: {e}"));
+            let message = format!(
+                "Internal error occurred: failed calling webhook \"pod-eviction-rollout-operator.grafana.com\": {e}"
+            );
+            return Reply::Done(Err(ApiError::Rejected { code: 500, message }));
+        }
+    };
+    let writes = answer.as_ref().map_or(0, |a| a.writes);
+    if dry && writes > 0 {
+        let mut st = env.store.lock().unwrap();
+        let at = st.elapsed();
+        st.checker.record_dry_run_write(at, format!("{what} made {writes} writes (allowed: {allowed})"));
+    }
+    if !allowed {
+        let mut st = env.store.lock().unwrap();
+        st.checker.drains.denied += 1;
+        st.trace("drain", format!("{what} via operator-{replica} -> denied ({code}): {message}"));
+        return Reply::Done(Err(ApiError::Rejected { code, message }));
+    }
+    if dry {
+        let mut st = env.store.lock().unwrap();
+        st.checker.drains.dry_runs_allowed += 1;
+        st.trace("drain", format!("{what} via operator-{replica} -> allowed"));
+        return Reply::Done(Ok(()));
+    }
+    // The rest of the admission chain and the eviction handler's own reads.
+    let chain = env.rng.lock().unwrap().millis(0, 500);
+    tokio::time::sleep(chain).await;
+    let mut st = env.store.lock().unwrap();
+    let Some(mut p) = st.pods.get(pod).cloned() else {
+        st.trace("drain", format!("{what} via operator-{replica} -> allowed, but the pod is gone"));
+        return Reply::Done(Err(ApiError::NotFound(format!("pods \"{pod}\" not found"))));
+    };
+    if p.metadata.deletion_timestamp.is_some() {
+        st.trace("drain", format!("{what} via operator-{replica} -> allowed (already terminating)"));
+        return Reply::Done(Ok(()));
+    }
+    let at = st.elapsed();
+    let before = st.rv;
+    let disruptor = format!("eviction by the drain, admitted by operator-{replica}");
+    st.checker.judge_disruption(at, arrival_rv, before, &PodSum::of(&p), &disruptor);
+    st.checker.drains.committed += 1;
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+    st.put_pod(p);
+    st.trace("drain", format!("{what} via operator-{replica} -> evicted ({message})"));
+    Reply::Done(Ok(()))
+}
+
+/// The node-drain actor: `count` drains (drawn from `r`) start at random times of the fault phase, each of one node
+/// (a zone's pods whose ordinal is the node's index modulo [`NODES_PER_ZONE`]), concurrently with each other. A
+/// drain evicts its node's pods concurrently, each retried on 429 (and on errors) with exponential backoff from 1 s
+/// to 8 s plus jitter, until it is evicted or the pod is gone; a fifth of the drains are dry runs
+/// (`kubectl drain --dry-run=server`), half by the request's `dryRun`, half by the Eviction's `deleteOptions`.
+pub async fn drain_nodes(
+    store: SharedStore,
+    mut r: SimRng,
+    drains: Drains,
+    zones: u32,
+    start: Instant,
+    phase: Duration,
+) {
+    let until = start + phase;
+    let count = r.range(drains.drains.0..drains.drains.1 + 1);
+    let mut plan: Vec<(Duration, u32, u32, bool, u64)> = (0..count)
+        .map(|_| {
+            let at = r.millis(5_000, phase.as_millis() as u64 * 4 / 5);
+            let zone = r.range(0..u64::from(zones)) as u32;
+            let node = r.range(0..u64::from(NODES_PER_ZONE)) as u32;
+            (at, zone, node, r.chance(0.2), r.next_u64())
+        })
+        .collect();
+    plan.sort_unstable();
+    let mut running = Vec::new();
+    for (n, (at, zone, node, dry, seed)) in plan.into_iter().enumerate() {
+        tokio::time::sleep_until((start + at).max(Instant::now())).await;
+        let sts = format!("{}-zone-{}", crate::world::GROUP, (b'a' + zone as u8) as char);
+        let pods: Vec<String> = {
+            let mut st = store.lock().unwrap();
+            let replicas = st.statefulsets.get(&sts).and_then(|s| s.spec.as_ref()?.replicas).unwrap_or(0).max(0) as u32;
+            let pods: Vec<String> =
+                (0..replicas).filter(|o| o % NODES_PER_ZONE == node).map(|o| format!("{sts}-{o}")).collect();
+            let how = if dry { " (dry run)" } else { "" };
+            st.trace("drain", format!("drains node {sts}-node-{node}{how}: {}", pods.join(", ")));
+            pods
+        };
+        let incarnation = crate::apiserver::DRAIN_INCARNATION_BASE + n as u64;
+        let Ok(api) = SimCluster::connect(incarnation).await else { continue };
+        let mut r = SimRng::new(seed);
+        for pod in pods {
+            let options = dry && r.chance(0.5);
+            let (api, mut r) = (api.clone(), SimRng::new(r.next_u64()));
+            running.push(tokio::spawn(async move {
+                evict_until_done(&api, &pod, dry && !options, options, &mut r, until).await
+            }));
+        }
+    }
+    for task in running {
+        let _ = task.await;
+    }
+}
+
+/// One pod of a drain: evicted, retried with backoff on a denial or an error, until it is evicted or gone (or
+/// `until`).
+async fn evict_until_done(
+    api: &SimCluster,
+    pod: &str,
+    dry_run: bool,
+    options_dry_run: bool,
+    r: &mut SimRng,
+    until: Instant,
+) {
+    let mut backoff = Duration::from_secs(1);
+    while Instant::now() < until {
+        match api.evict_pod(pod, dry_run, options_dry_run).await {
+            Ok(()) | Err(ApiError::NotFound(_)) => return,
+            // 429 (the budget, or budgets not loaded yet), 500 (the webhook failed), or no answer: retry.
+            Err(_) => {}
+        }
+        tokio::time::sleep(backoff + r.millis(0, 1_000)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(8));
+    }
+}
+
+/// Restarts of the operator replicas during the fault phase (the drains world's own faults): 0-3, each a replica
+/// down for 1-15 s; a restarted replica has lost its in-process state and lists the budgets again.
+pub fn replica_restarts(r: &mut SimRng, replicas: usize, phase: Duration) -> Vec<(Duration, usize, Duration)> {
+    let count = r.range(0..4);
+    (0..count)
+        .map(|_| {
+            let at = r.millis(5_000, phase.as_millis() as u64 * 4 / 5);
+            (at, r.range(0..replicas as u64) as usize, r.millis(1_000, 15_000))
+        })
+        .collect()
+}

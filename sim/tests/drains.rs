@@ -1,0 +1,141 @@
+//! Node drains under a ZoneAwarePodDisruptionBudget (issue 14, verification: simulation): the node-drain actor
+//! evicts pods through the simulated API server, which asks the real pod-eviction webhook of one of two operator
+//! replicas (restarted now and then) and deletes the pod when allowed, concurrently with rollouts and the usual
+//! faults. The checker judges every committed eviction and every controller deletion against the budget on the
+//! committed history, and every dry run's writes. Each test also checks that the world exercises what it claims
+//! (evictions committed, denied with 429, dry runs), and the known-bug evictors are caught at pinned seeds.
+//! Built only with `RUSTFLAGS="--cfg madsim"`.
+
+#![cfg(madsim)]
+
+use rollout_sim::checker;
+use rollout_sim::drains::{BudgetMode, Drains, Evictor};
+use rollout_sim::world::{self, Outcome, Scenario};
+
+fn drains(mode: BudgetMode, evictor: Evictor) -> Scenario {
+    Scenario { drains: Some(Drains { mode, evictor, ..Drains::default() }), ..Scenario::default() }
+}
+
+fn run_all(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
+    let outcomes: Vec<Outcome> = seeds.map(|s| world::run(s, sc, false)).collect();
+    if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
+        panic!("seed {} failed: {:#?}", o.seed, o.violations);
+    }
+    outcomes
+}
+
+fn totals(outcomes: &[Outcome]) -> checker::DrainStats {
+    let mut total = checker::DrainStats::default();
+    for o in outcomes {
+        total.add(&o.drains);
+    }
+    total
+}
+
+/// The seed breaks the budget by evictions alone (no controller deletion among the disruptions counted).
+fn assert_evictions_break_the_budget(sc: &Scenario, seed: u64) {
+    let o = world::run(seed, sc, false);
+    assert!(
+        o.violations.iter().any(|v| v.invariant == checker::ZPDB_EVICTIONS && !v.detail.contains("controller#")),
+        "seed {seed}: expected evictions alone to break the budget, got {:#?}",
+        o.violations
+    );
+}
+
+/// Drains alone (no template push: the controller has nothing to delete), under every fault and replica restarts.
+#[test]
+fn drains_alone_keep_a_zone_budget_under_faults_and_replica_restarts() {
+    let sc = Scenario { revisions: 0, ..drains(BudgetMode::Zones, Evictor::Real) };
+    let outcomes = run_all(&sc, 0..16);
+    let total = totals(&outcomes);
+    assert!(total.committed >= 32, "too few evictions committed: {total:?}");
+    assert!(total.denied >= 32, "too few evictions denied: {total:?}");
+    assert!(total.dry_runs_allowed >= 1, "no dry run allowed: {total:?}");
+    assert!(
+        outcomes.iter().flat_map(|o| o.trace.lines.iter()).any(|l| l.contains("operator-") && l.contains("crashes")),
+        "no replica restarted"
+    );
+}
+
+#[test]
+fn drains_under_a_zone_budget_keep_it_with_rollouts_and_faults() {
+    let outcomes = run_all(&drains(BudgetMode::Zones, Evictor::Real), 0..12);
+    let total = totals(&outcomes);
+    // The world must exercise the path: evictions committed and judged, denials (429 for the budget), dry runs.
+    assert!(total.committed >= 24, "too few evictions committed: {total:?}");
+    assert!(total.denied >= 24, "too few evictions denied: {total:?}");
+    assert!(total.dry_runs_allowed >= 1, "no dry run allowed: {total:?}");
+    assert!(total.judged >= total.committed, "every committed eviction of an available pod is judged: {total:?}");
+}
+
+#[test]
+fn drains_under_a_partition_budget_keep_it_with_rollouts_and_faults() {
+    let outcomes = run_all(&drains(BudgetMode::Partitions, Evictor::Real), 0..12);
+    let total = totals(&outcomes);
+    assert!(total.committed >= 24, "too few evictions committed: {total:?}");
+    assert!(total.denied >= 12, "too few evictions denied: {total:?}");
+}
+
+/// An evictor whose re-read after its intent is answered from its first read never sees the intents of concurrent
+/// decisions: the two pods of one node, evicted at once, are both allowed in the same zone.
+#[test]
+fn an_evictor_without_the_second_read_is_caught() {
+    let sc = drains(BudgetMode::Zones, Evictor::NoSecondRead);
+    for seed in NO_SECOND_READ {
+        assert_evictions_break_the_budget(&sc, seed);
+    }
+}
+
+/// An evictor that knows no budget allows every eviction.
+#[test]
+fn an_evictor_that_ignores_the_budget_is_caught() {
+    let sc = drains(BudgetMode::Zones, Evictor::IgnoresBudget);
+    for seed in IGNORES_BUDGET {
+        assert_evictions_break_the_budget(&sc, seed);
+    }
+}
+
+/// Seed 35 of the first drains batch: the API server's call to the webhook took, on a fresh endpoint that reused
+/// the port of an earlier call, that call's late answer ("zpdb met", judged before a pod of zone-c crashed) and
+/// evicted a pod of zone-a with zone-c down. A simulator bug (over HTTP a late response dies with its connection);
+/// the real webhook had denied this eviction. Once the controller honoured the budgets the world of seed 35 moved;
+/// with answers taken by any call, seed 368 then fails instead (a dry run took the answer, and the writes, of a
+/// real eviction), so both are kept.
+#[test]
+fn an_eviction_is_admitted_only_by_the_answer_to_its_own_call_seeds_35_and_368() {
+    for seed in [35, 368] {
+        let o = world::run(seed, &drains(BudgetMode::Zones, Evictor::Real), false);
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+        assert!(o.drains.committed > 0, "seed {seed} commits evictions");
+    }
+}
+
+/// Seed 264 of the partition-mode drains world (`crossZoneEvictionDelay: 10s`): a recreated pod became Ready, both
+/// replicas' ready-time trackers tried to stamp it during a fault and timed out, and nothing tried again (the pod had
+/// no further change to watch), so it never counts as ready for the delay: every eviction of its partition, and
+/// the controller's replacement of its peer (now that the controller honours the budgets), are denied forever and
+/// the rollout never converges. A bug in `rollout_operator::zpdb::ready_time` (a failed stamp is only logged),
+/// outside this harness; ignored until the tracker retries.
+#[test]
+#[ignore = "the ready-time tracker does not retry a failed stamp (rollout_operator::zpdb::ready_time); fails until it does"]
+fn seed_264_a_partition_budget_does_not_hold_a_ready_pod_unstamped_forever() {
+    let o = world::run(264, &drains(BudgetMode::Partitions, Evictor::Real), false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
+
+/// Seed 18 of `--drains --webhook`: the controller deleted a pod 11 ms after it became Ready, having decided while it
+/// was not (replacing an unavailable pod spends no budget); the checker once held that against the budget. It now
+/// judges only pods available throughout the decision's window.
+#[test]
+fn seed_18_a_pod_replaced_while_unavailable_spends_no_budget() {
+    let sc = Scenario { drains: Some(Drains::default()), ..Scenario::rollout_with_admitted_downscales() };
+    let o = world::run(18, &sc, false);
+    assert!(o.passed(), "{:#?}", o.violations);
+}
+
+/// Seeds of the zone-mode drains world where [`Evictor::NoSecondRead`] lets two evictions through in one zone
+/// (the two pods of one node, evicted together; 13 of seeds 0..60 break the budget by evictions alone, first at
+/// seed 1).
+const NO_SECOND_READ: [u64; 3] = [1, 10, 25];
+/// Seeds of the zone-mode drains world where [`Evictor::IgnoresBudget`] breaks the budget (every seed of 0..60).
+const IGNORES_BUDGET: [u64; 2] = [0, 1];
