@@ -479,3 +479,33 @@ async fn the_ready_time_tracker_stops_writing_when_pods_cannot_be_patched() {
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+/// Sim seed 264 of `--drains partition` in miniature: a stamp that failed (the API unavailable) used to be only
+/// logged, and a Ready pod has no further event to retry on, so under a partition budget with
+/// `crossZoneEvictionDelay` its partition stayed denied forever. The tracker now tries again.
+#[tokio::test(start_paused = true)]
+async fn the_ready_time_tracker_tries_a_failed_stamp_again() {
+    let cluster = cluster(1);
+    cluster.fail_pod_patches(Some(ApiError::Unavailable("etcd leader changed".into())));
+    let zpdb = zpdb_with(zone_budget(1));
+    let now: Timestamp = NOW.parse().unwrap();
+    let tracker = Tracker::new(
+        cluster.clone(),
+        zpdb.budgets.clone(),
+        Duration::from_secs(5),
+        Arc::new(move || now),
+        zpdb.metrics,
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(tracker.run(async {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(ready_time(&cluster, "ingester-zone-a-0"), None, "the first stamp failed");
+    // The API is back; no event comes for the pod, yet it is stamped.
+    cluster.fail_pod_patches(None);
+    tokio::time::sleep(rollout_operator::zpdb::ready_time::RETRY_AFTER + Duration::from_millis(20)).await;
+    assert!(ZONES.iter().all(|z| ready_time(&cluster, &format!("{z}-0")).as_deref() == Some(NOW)));
+    let _ = stop.send(());
+    task.await.unwrap();
+}

@@ -4,9 +4,11 @@
 //! When the budgets change, every pod is looked at again (a pod that came into scope is stamped without waiting for
 //! its next event).
 //!
-//! Owns the tracker's task and its view of the pods. Must not decide what to write (the core does); a failed patch
-//! is only logged, as in the reference, and a refused one (no `patch` on pods) stops the tracker's writes with one
-//! log line and `rollout_operator_feature_disabled`.
+//! Owns the tracker's task and its view of the pods. Must not decide what to write (the core does). A failed patch
+//! is logged and tried again after [`RETRY_AFTER`] (the reference only logs it: a Ready pod whose stamp failed
+//! never changes again, so under a partition budget with `crossZoneEvictionDelay` its partition's evictions, and
+//! the controller's deletions, would be denied forever; sim seed 264 of `--drains partition`); a refused one (no
+//! `patch` on pods) stops the tracker's writes with one log line and `rollout_operator_feature_disabled`.
 
 use super::budgets::BudgetCache;
 use crate::cluster::{ApiError, PodAnnotations, RolloutApi, WatchEvent};
@@ -16,10 +18,14 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use rollout_core::keys;
 use rollout_core::zpdb::{BudgetPod, ReadyTimeChange, ready_time_change};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long after a failed patch the tracker looks at the pod again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The feature named in `rollout_operator_feature_disabled` when the stamps cannot be written.
 pub const READY_TIME_FEATURE: &str = "zpdb-ready-time";
@@ -32,6 +38,9 @@ pub struct Tracker<C> {
     metrics: ZpdbMetrics,
     pods: BTreeMap<String, Pod>,
     forbidden: bool,
+    /// Pods whose last patch failed, looked at again at `retry_at`.
+    failed: BTreeSet<String>,
+    retry_at: Option<Instant>,
 }
 
 impl<C: RolloutApi + PodAnnotations> Tracker<C> {
@@ -42,7 +51,17 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
         clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
         metrics: ZpdbMetrics,
     ) -> Self {
-        Tracker { api, budgets, patch_timeout, clock, metrics, pods: BTreeMap::new(), forbidden: false }
+        Tracker {
+            api,
+            budgets,
+            patch_timeout,
+            clock,
+            metrics,
+            pods: BTreeMap::new(),
+            forbidden: false,
+            failed: BTreeSet::new(),
+            retry_at: None,
+        }
     }
 
     /// Runs until `stop` resolves.
@@ -51,8 +70,15 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
         let mut budgets = self.budgets.subscribe();
         tokio::pin!(stop);
         loop {
+            let retry_at = self.retry_at;
             tokio::select! {
                 () = &mut stop => return,
+                () = sleep_until_opt(retry_at), if retry_at.is_some() => {
+                    self.retry_at = None;
+                    for name in std::mem::take(&mut self.failed) {
+                        self.track(&name).await;
+                    }
+                }
                 changed = budgets.changed() => {
                     if changed.is_err() {
                         return;
@@ -71,7 +97,9 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
                         self.track(&name).await;
                     }
                     Some(Ok(WatchEvent::Delete(pod))) => {
-                        self.pods.remove(pod.metadata.name.as_deref().unwrap_or_default());
+                        let name = pod.metadata.name.as_deref().unwrap_or_default();
+                        self.pods.remove(name);
+                        self.failed.remove(name);
                     }
                     Some(Ok(WatchEvent::InitDone)) => {}
                     Some(Err(err)) => {
@@ -112,10 +140,27 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
                     partition budgets with crossZoneEvictionDelay will deny evictions; grant patch on pods",
                     keys::READY_TIME);
             }
-            Ok(Err(err)) => tracing::warn!(pod = %name, error = %err, "could not update {}", keys::READY_TIME),
+            Ok(Err(err)) => {
+                tracing::warn!(pod = %name, error = %err, "could not update {}; trying again", keys::READY_TIME);
+                self.retry(name);
+            }
             Err(_) => {
-                tracing::warn!(pod = %name, timeout = ?self.patch_timeout, "updating {} timed out", keys::READY_TIME)
+                tracing::warn!(pod = %name, timeout = ?self.patch_timeout, "updating {} timed out; trying again",
+                    keys::READY_TIME);
+                self.retry(name);
             }
         }
+    }
+
+    fn retry(&mut self, name: &str) {
+        self.failed.insert(name.to_string());
+        self.retry_at.get_or_insert_with(|| Instant::now() + RETRY_AFTER);
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
