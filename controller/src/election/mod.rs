@@ -133,6 +133,8 @@ pub struct Election<L: Leases> {
     publish: watch::Sender<Option<Published>>,
     /// How long one Lease request may take before it counts as failed.
     request_timeout: Duration,
+    /// A refused Lease request has been said (once: a candidate retries every retry period).
+    forbidden_said: std::sync::atomic::AtomicBool,
 }
 
 impl<L: Leases> Election<L> {
@@ -158,6 +160,7 @@ impl<L: Leases> Election<L> {
             term: 0,
             publish,
             request_timeout,
+            forbidden_said: std::sync::atomic::AtomicBool::new(false),
         };
         (election, LeaderGate { state, clock })
     }
@@ -261,7 +264,11 @@ impl<L: Leases> Election<L> {
 
     /// A failed request, said in the log (a 403 says what to grant).
     fn failed(&self, what: &str, error: &ApiError) -> String {
-        if let ApiError::Rejected { code: 403, .. } = error {
+        if let ApiError::Rejected { code: 403, .. } = error
+            && !self.forbidden_said.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            // Not leading is the safe way down: running the controller without the lease could let two replicas
+            // act at once. The webhooks go on serving on every replica; `rollout_operator_leader` stays 0.
             tracing::error!(lease = %self.lease_name, %error,
                 "the operator may not use its leader election lease: grant get, update (on this lease) and create \
                  on coordination.k8s.io leases; no replica can lead until then");

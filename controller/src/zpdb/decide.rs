@@ -89,14 +89,27 @@ async fn carry_out<A: EvictionApi>(
     undo_deadline: Duration,
 ) -> Observed {
     match need {
-        Need::Pod { name } => Observed::Pod(match before(deadline, "get pod", api.get_pod(&name)).await {
-            Ok(Some(pod)) => match BudgetPod::from_k8s(&pod) {
-                Ok(pod) => Lookup::Found(Box::new(pod)),
-                Err(err) => Lookup::Failed(err.to_string()),
-            },
-            Ok(None) => Lookup::NotFound,
-            Err(err) => Lookup::Failed(err),
-        }),
+        Need::Pod { name } => {
+            let read = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), api.get_pod(&name));
+            Observed::Pod(match read.await {
+                Ok(Ok(Some(pod))) => match BudgetPod::from_k8s(&pod) {
+                    Ok(pod) => Lookup::Found(Box::new(pod)),
+                    Err(err) => Lookup::Failed(err.to_string()),
+                },
+                Ok(Ok(None)) => Lookup::NotFound,
+                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
+                    if zpdb.refuse_pod_reads() {
+                        zpdb.metrics.feature_disabled(super::budgets::BUDGETS_FEATURE, "get pods");
+                        tracing::error!(error = %err, "cannot read pods live: ZoneAwarePodDisruptionBudgets are not \
+                            honoured by the controller's deletions and evictions of pods a budget covers are denied; \
+                            grant get on pods");
+                    }
+                    Lookup::Forbidden(err.to_string())
+                }
+                Ok(Err(err)) => Lookup::Failed(err.to_string()),
+                Err(_) => Lookup::Failed("API unavailable: get pod: the deadline passed".to_string()),
+            })
+        }
         Need::Budgets => Observed::Budgets(zpdb.budgets.snapshot()),
         Need::StatefulSet { name } => {
             Observed::StatefulSet(match before(deadline, "get statefulset", api.get_statefulset(&name)).await {

@@ -25,12 +25,19 @@ pub struct Zpdb {
     pub metrics: ZpdbMetrics,
     /// The budgets' pod lists in flight (for this process's one API client).
     pub pod_lists: reads::PodLists,
+    /// Set once a live pod read was refused (403), so it is said once.
+    pub pod_reads_forbidden: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Zpdb {
     /// Budgets not loaded yet (the watch fills them), with these metrics.
     pub fn new(metrics: ZpdbMetrics) -> Self {
         Zpdb { budgets: budgets::BudgetCache::loading(), metrics, ..Zpdb::default() }
+    }
+
+    /// Records that live pod reads are refused; true the first time (the caller says so once).
+    pub fn refuse_pod_reads(&self) -> bool {
+        !self.pod_reads_forbidden.swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// These budgets, known at once (a dump's, a test's).

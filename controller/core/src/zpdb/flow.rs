@@ -142,6 +142,8 @@ pub enum Lookup<T> {
     NotFound,
     /// The read failed (API error or deadline), or the object could not be read as what it should be.
     Failed(String),
+    /// The operator may not read it (403).
+    Forbidden(String),
 }
 
 /// The budgets the operator knows, as the shell has them.
@@ -348,7 +350,17 @@ impl EvictPod {
                     let message = format!("pods \"{}\" not found", self.pod_name());
                     self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, message))
                 }
-                Lookup::Failed(err) => self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, err)),
+                // Policy for the controller: go on without budgets, as when they cannot be read: a permission the
+                // deployment does not grant disables the feature, it never stops a rollout (the driver says so once).
+                Lookup::Forbidden(err) if self.is_rollout_deletion() => {
+                    self.answer(EvictionVerdict::allow_with_warning(
+                        Outcome::POD_NOT_IN_SCOPE,
+                        format!("the operator may not read pods ({err}); replacing the pod without budgets"),
+                    ))
+                }
+                Lookup::Failed(err) | Lookup::Forbidden(err) => {
+                    self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, err))
+                }
                 Lookup::Found(pod) if pod.is_not_running() => {
                     self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
                 }
@@ -519,7 +531,7 @@ impl EvictPod {
                     format!("unable to find StatefulSet {name} by name: statefulsets.apps \"{name}\" not found");
                 return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
             }
-            Lookup::Failed(err) => {
+            Lookup::Failed(err) | Lookup::Forbidden(err) => {
                 let message = format!("unable to find StatefulSet {name} by name: {err}");
                 return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
             }
