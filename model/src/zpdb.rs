@@ -624,7 +624,7 @@ impl ZpdbModel {
                         }
                     }
                 }
-                Observed::Pods(Ok(pods))
+                Observed::Pods(Ok(pods.into()))
             }
             Need::WriteIntent { pod, uid, key, until } => {
                 Observed::IntentWritten(match (self.locate_incarnation(truth, pod, uid), decider_of_key(key)) {

@@ -12,7 +12,7 @@ use crate::cluster::{ApiError, LiveReads, PodAnnotations};
 use jiff::Timestamp;
 use rollout_core::StatefulSetView;
 use rollout_core::downscale::format_timestamp;
-use rollout_core::zpdb::{BudgetPod, EvictPod, EvictionVerdict, IntentFailure, Lookup, Need, Observed};
+use rollout_core::zpdb::{BudgetPod, BudgetPods, EvictPod, EvictionVerdict, IntentFailure, Lookup, Need, Observed};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -71,10 +71,10 @@ async fn shared_pods<A: EvictionApi>(
     selector: &str,
     fresh: bool,
     deadline: Instant,
-) -> Result<Vec<BudgetPod>, String> {
+) -> Result<BudgetPods, String> {
     let left = deadline.saturating_duration_since(Instant::now());
     match tokio::time::timeout(left, zpdb.pod_lists.list(api, selector, fresh, left)).await {
-        Ok(listed) => listed.as_ref().clone(),
+        Ok(listed) => listed,
         Err(_) => Err("API unavailable: list pods: the deadline passed".to_string()),
     }
 }

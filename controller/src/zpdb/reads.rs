@@ -17,13 +17,13 @@
 use crate::cluster::LiveReads;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use rollout_core::zpdb::BudgetPod;
+use rollout_core::zpdb::{BudgetPod, BudgetPods};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// One list's outcome, as every decision that joined it sees it.
-pub type Listed = Arc<Result<Vec<BudgetPod>, String>>;
+/// One list's outcome, as every decision that joined it sees it (the pods shared, not copied).
+pub type Listed = Result<BudgetPods, String>;
 
 type Flight = Shared<BoxFuture<'static, Listed>>;
 
@@ -92,8 +92,9 @@ impl PodLists {
     ) -> Flight {
         let lists = self.clone();
         async move {
+            // Whatever it answered: this list only has to start after it.
             if let Some(before) = before {
-                before.await;
+                let _answered = before.await;
             }
             lists.change(&selector, |slot| {
                 if slot.next.as_ref().is_some_and(|(n, _)| *n == id) {
@@ -101,7 +102,7 @@ impl PodLists {
                 }
             });
             let listed = match tokio::time::timeout(limit, api.list_pods(&selector)).await {
-                Ok(Ok(pods)) => Ok(pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect()),
+                Ok(Ok(pods)) => Ok(pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect::<BudgetPods>()),
                 Ok(Err(err)) => Err(err.to_string()),
                 Err(_) => Err("API unavailable: list pods: the webhook's deadline passed".to_string()),
             };
@@ -110,7 +111,7 @@ impl PodLists {
                     slot.current = None;
                 }
             });
-            Arc::new(listed)
+            listed
         }
         .boxed()
         .shared()
@@ -164,7 +165,7 @@ mod tests {
     }
 
     fn names(listed: &Listed) -> Vec<String> {
-        listed.as_ref().as_ref().map(|pods| pods.iter().map(|p| p.name().to_string()).collect()).unwrap_or_default()
+        listed.as_ref().map(|pods| pods.iter().map(|p| p.name().to_string()).collect()).unwrap_or_default()
     }
 
     #[tokio::test(start_paused = true)]

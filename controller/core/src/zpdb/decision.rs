@@ -174,7 +174,7 @@ pub struct Judged<'a> {
     pub max_unavailable: u32,
     /// Uids of pods whose eviction is being allowed elsewhere (a live intent, or this process's memory): they
     /// count as not ready.
-    pub pending: &'a BTreeSet<String>,
+    pub pending: &'a BTreeSet<&'a str>,
     pub now: Timestamp,
 }
 

@@ -11,9 +11,10 @@
 //! 1. the request checked (CREATE of the `eviction` subresource, with a name);
 //! 2. the pod read live; a pod that is not running is allowed at once;
 //! 3. the budget that selects it, from the operator's known budgets; none: allowed;
-//! 4. its controller, a StatefulSet, read live; the effective `maxUnavailable` (0: denied with 403);
+//! 4. the budget's StatefulSets listed live; among them the pod's controller, a StatefulSet (read live by name
+//!    when it is not in the list); the effective `maxUnavailable` (0: denied with 403); then enough StatefulSets;
 //! 5. (in-process serialisation only) the budget's lock, with the evictions this process remembers;
-//! 6. the budget's StatefulSets and pods listed live; the partition; the judgement;
+//! 6. the budget's pods listed live; the partition; the judgement;
 //! 7. allowed: a dry run answers here; otherwise the intent is written on the pod, the pods are listed again and
 //!    judged again with every other live intent counted as unavailable; denied then, the intent is removed.
 //!    Where the intent cannot be written for lack of permission, the flow falls back to the lock (5) and this
@@ -21,7 +22,7 @@
 
 use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
 use super::decision::{EvictionVerdict, Judged, Outcome, judge, max_unavailable};
-use super::pods::BudgetPod;
+use super::pods::{BudgetPod, BudgetPods};
 use crate::admission::{AdmissionRequest, foreign_namespace};
 use crate::downscale::{round_up_to_second, time_after};
 use crate::view::StatefulSetView;
@@ -30,10 +31,18 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// How long a decision that goes first waits for the later ones it races with to take their intents back.
-pub const RIVAL_WAIT: Duration = Duration::from_millis(100);
-/// How many times it waits before it gives up (denies, and takes its own intent back).
-pub const RIVAL_WAITS: u32 = 5;
+/// How long a decision that goes first waits, the first time, for the later ones it races with to take their
+/// intents back. A rival gives way one pod patch after the read that showed it ours, so the first wait is short;
+/// each further wait doubles (see [`rival_wait`]), so a rival slowed by a busy replica is still waited for.
+pub const RIVAL_WAIT: Duration = Duration::from_millis(10);
+/// How many times it waits before it gives up (denies, and takes its own intent back): 10 ms doubling six times
+/// is 630 ms of patience in all.
+pub const RIVAL_WAITS: u32 = 6;
+
+/// The wait before the read numbered `waited` (0 for the first) of a decision waiting for its rivals.
+pub fn rival_wait(waited: u32) -> Duration {
+    RIVAL_WAIT.saturating_mul(1 << waited.min(16))
+}
 
 /// How concurrent decisions over one budget are kept from spending the same budget twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,7 +219,7 @@ pub enum Observed {
     /// The lock could not be taken in time (another decision of the budget holds it).
     NotLocked,
     StatefulSets(Result<Vec<StatefulSetView>, String>),
-    Pods(Result<Vec<BudgetPod>, String>),
+    Pods(Result<BudgetPods, String>),
     IntentWritten(Result<(), IntentFailure>),
     IntentRemoved,
     Remembered,
@@ -249,7 +258,11 @@ pub struct EvictPod {
     phase: Phase,
     pod: Option<BudgetPod>,
     config: Option<ZpdbConfig>,
+    /// The pod's StatefulSet by its controller reference.
+    owner_name: String,
     owner: Option<StatefulSetView>,
+    /// The budget's StatefulSets as listed, until the owner's checks are done.
+    listed: Option<Result<Vec<StatefulSetView>, String>>,
     max_unavailable: u32,
     statefulsets: Vec<StatefulSetView>,
     partition: Option<String>,
@@ -288,7 +301,9 @@ impl EvictPod {
             phase: Phase::Start,
             pod: None,
             config: None,
+            owner_name: String::new(),
             owner: None,
+            listed: None,
             max_unavailable: 0,
             statefulsets: Vec::new(),
             partition: None,
@@ -382,8 +397,7 @@ impl EvictPod {
                 if again {
                     return self.pods_again(Duration::ZERO);
                 }
-                self.phase = Phase::StatefulSets;
-                Need::StatefulSets { selector: self.selector() }
+                self.statefulsets_checked()
             }
             // Policy: deny with 429: another decision of this budget is under way; the client retries.
             (Phase::Locked { .. }, Observed::NotLocked) => {
@@ -393,7 +407,7 @@ impl EvictPod {
                     format!("another eviction under ZoneAwarePodDisruptionBudget {budget} is being decided; retry"),
                 ))
             }
-            (Phase::StatefulSets, Observed::StatefulSets(listed)) => self.statefulsets_listed(listed),
+            (Phase::StatefulSets, Observed::StatefulSets(listed)) => self.statefulsets_read(listed),
             (Phase::Pods, Observed::Pods(listed)) => match listed {
                 // Policy: deny (500, as the reference): the budget's state is unknown.
                 Err(_) => self.answer(not_determined()),
@@ -445,8 +459,9 @@ impl EvictPod {
                         if self.rival_waits < RIVAL_WAITS
                             && listed.as_ref().is_ok_and(|pods| self.has_way_over_rivals(pods, now)) =>
                     {
+                        let wait = rival_wait(self.rival_waits);
                         self.rival_waits += 1;
-                        self.pods_again(RIVAL_WAIT)
+                        self.pods_again(wait)
                     }
                     // Lost the race for the budget (or cannot tell): take the intent back.
                     (Serialisation::Intents, Err(verdict)) => {
@@ -517,12 +532,38 @@ impl EvictPod {
             Some(owner) => owner.name.clone(),
         };
         self.config = Some(config);
-        self.phase = Phase::StatefulSet;
-        Need::StatefulSet { name: owner }
+        // The budget's StatefulSets first: the pod's own is normally among them, which spares a read of it on every
+        // decision (a drain burst makes hundreds). The answers keep the reference's order of checks all the same:
+        // the owner's (found, `maxUnavailable`) before the list's (enough StatefulSets).
+        self.owner_name = owner;
+        self.phase = Phase::StatefulSets;
+        Need::StatefulSets { selector: self.selector() }
+    }
+
+    /// The budget's StatefulSets listed: the owner taken from the list, or read by name when it is not in it (not
+    /// selected by the budget, or the list failed).
+    fn statefulsets_read(&mut self, listed: Result<Vec<StatefulSetView>, String>) -> Need {
+        let owner = listed.as_ref().ok().and_then(|list| list.iter().find(|s| s.name == self.owner_name)).cloned();
+        self.listed = Some(listed);
+        match owner {
+            Some(owner) => self.owner_read(Lookup::Found(Box::new(owner))),
+            None => {
+                self.phase = Phase::StatefulSet;
+                Need::StatefulSet { name: self.owner_name.clone() }
+            }
+        }
+    }
+
+    /// The list taken by [`Self::statefulsets_read`], judged.
+    fn statefulsets_checked(&mut self) -> Need {
+        match self.listed.take() {
+            Some(listed) => self.statefulsets_listed(listed),
+            None => self.internal("no StatefulSets listed"),
+        }
     }
 
     fn owner_read(&mut self, lookup: Lookup<StatefulSetView>) -> Need {
-        let name = self.pod.as_ref().and_then(|p| p.pod.owner.as_ref()).map(|o| o.name.clone()).unwrap_or_default();
+        let name = self.owner_name.clone();
         let owner = match lookup {
             Lookup::Found(owner) => *owner,
             // Policy: deny (500, as the reference).
@@ -548,10 +589,7 @@ impl EvictPod {
         }
         match self.serialisation {
             Serialisation::InProcess => self.lock(false),
-            Serialisation::Intents => {
-                self.phase = Phase::StatefulSets;
-                Need::StatefulSets { selector: self.selector() }
-            }
+            Serialisation::Intents => self.statefulsets_checked(),
         }
     }
 
@@ -675,8 +713,7 @@ impl EvictPod {
         }
         let remembered = self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str());
         let intents = pods.iter().filter(|p| p.has_live_intent(now) && counted(p)).map(BudgetPod::uid);
-        let pending: BTreeSet<String> =
-            intents.chain(remembered).filter(|uid| *uid != evicted.uid()).map(str::to_string).collect();
+        let pending: BTreeSet<&str> = intents.chain(remembered).filter(|uid| *uid != evicted.uid()).collect();
         let input = Judged {
             config,
             owner,

@@ -53,8 +53,8 @@
 //! Liveness: two deciders that see each other's intents would both deny. So intents are ordered (by expiry, the
 //! earlier written first, then by pod name: a total order every decider reads the same from the annotations), and
 //! at step 4 a decider denied only by later intents, and allowed without them, keeps its intent and reads again
-//! after [`flow::RIVAL_WAIT`] (at most [`flow::RIVAL_WAITS`] times), while the later ones give way (deny and take
-//! their intents back). The claim does not depend on this order: a decider still allows only on a read that shows
+//! after [`flow::rival_wait`] (doubling, at most [`flow::RIVAL_WAITS`] times), while the later ones give way (deny
+//! and take their intents back). The claim does not depend on this order: a decider still allows only on a read that shows
 //! no conflicting intent after its own last write, and its intent stays from that write on. A denied client
 //! retries (429).
 //!
@@ -76,7 +76,7 @@ pub use flow::{
     EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Requester,
     Serialisation,
 };
-pub use pods::{BudgetPod, ReadyTimeChange, ready_time_change};
+pub use pods::{BudgetPod, BudgetPods, ReadyTimeChange, ready_time_change};
 
 #[cfg(test)]
 mod tests;

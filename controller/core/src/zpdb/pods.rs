@@ -8,6 +8,11 @@ use crate::settings::parse_timestamp;
 use crate::view::{PodView, ViewError};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use std::sync::Arc;
+
+/// A live list of a budget's pods, as the decisions see it: shared, not copied, by every decision that joined the
+/// same list (a drain burst judges one list hundreds of times).
+pub type BudgetPods = Arc<[BudgetPod]>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetPod {

@@ -468,7 +468,7 @@ impl World {
         let evicted = self.pod(pod);
         let owner = self.owner(pod);
         let partition = config.partition.as_ref().and_then(|r| r.partition_of(pod));
-        let pending: BTreeSet<String> = pending.iter().map(|n| self.pod(n).uid().to_string()).collect();
+        let pending: BTreeSet<&str> = pending.iter().map(|n| self.pod(n).uid()).collect();
         let input = Judged {
             config,
             owner,
@@ -787,7 +787,7 @@ impl Cluster {
                 Observed::Locked { remembered: self.remembered.iter().map(|(u, t)| (u.clone(), *t)).collect() }
             }
             Need::StatefulSets { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
-            Need::Pods { .. } | Need::PodsAgain { .. } => Observed::Pods(Ok(self.world.pods.clone())),
+            Need::Pods { .. } | Need::PodsAgain { .. } => Observed::Pods(Ok(self.world.pods.as_slice().into())),
             Need::WriteIntent { pod, uid, key, until } => {
                 self.writes.push(format!("intent {pod}"));
                 if !self.world.pods.iter().any(|p| p.name() == pod && p.uid() == uid) {
@@ -886,7 +886,7 @@ fn an_allowed_eviction_writes_its_intent_and_judges_again() {
         (verdict.allowed(), verdict.outcome, verdict.message()),
         (true, Outcome::ALLOWED, "zpdb met across 3 zones")
     );
-    assert_eq!(needs, ["pod", "budgets", "statefulset", "statefulsets", "pods", "write-intent", "pods-again"]);
+    assert_eq!(needs, ["pod", "budgets", "statefulsets", "pods", "write-intent", "pods-again"]);
     let until = cluster.world.pod("ingester-zone-a-0").intent_until.expect("intent left on the pod");
     assert_eq!(until, "2026-03-01T12:00:30Z".parse::<Timestamp>().unwrap());
     // The next eviction in any zone sees it.
@@ -905,7 +905,7 @@ fn a_dry_run_writes_nothing() {
     request.dry_run = true;
     let (verdict, needs) = decide(&mut cluster, &request, Serialisation::Intents);
     assert!(verdict.allowed());
-    assert_eq!(needs, ["pod", "budgets", "statefulset", "statefulsets", "pods"]);
+    assert_eq!(needs, ["pod", "budgets", "statefulsets", "pods"]);
     let mut request = eviction("ingester-zone-a-0");
     request.object["deleteOptions"] = json!({"dryRun": ["All"]});
     let (verdict, _) = decide(&mut cluster, &request, Serialisation::InProcess);
@@ -966,7 +966,7 @@ fn race_with(
                     if after.is_zero() {
                         cluster.world.change(rival, |p| p.intent_until = Some(rival_until));
                     } else {
-                        assert_eq!(*after, flow::RIVAL_WAIT);
+                        assert_eq!(*after, flow::rival_wait(waits), "waits double from the first");
                         waits += 1;
                         if rival_gives_way {
                             cluster.world.change(rival, |p| p.intent_until = None);
@@ -1025,14 +1025,11 @@ fn without_permission_to_patch_pods_it_falls_back_to_the_lock_and_memory() {
         }
     };
     assert!(verdict.allowed() && flow.locked(), "{verdict:?}");
-    assert_eq!(
-        needs,
-        ["pod", "budgets", "statefulset", "statefulsets", "pods", "write-intent", "lock", "pods-again", "remember"]
-    );
+    assert_eq!(needs, ["pod", "budgets", "statefulsets", "pods", "write-intent", "lock", "pods-again", "remember"]);
     // The memory now counts the pod for this process's next decisions.
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::InProcess);
     assert_eq!(verdict.message(), "1 pod not ready in ingester-zone-a");
-    assert_eq!(needs, ["pod", "budgets", "statefulset", "lock", "statefulsets", "pods"]);
+    assert_eq!(needs, ["pod", "budgets", "statefulsets", "lock", "pods"]);
     // Once expired, it does not.
     let uid = cluster.world.pod("ingester-zone-a-0").uid().to_string();
     cluster.remembered.insert(uid, now());
@@ -1118,6 +1115,34 @@ fn each_early_answer_has_the_reference_message_code_and_outcome() {
 }
 
 #[test]
+fn the_owner_is_taken_from_the_budgets_list_and_read_by_name_only_when_it_is_not_in_it() {
+    let world = World::new(3, 1);
+    let pod = world.pod("ingester-zone-a-0").clone();
+    let config = zone_mode(1);
+    let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
+    flow.step(Observed::Start, now());
+    flow.step(Observed::Pod(Lookup::Found(Box::new(pod))), now());
+    assert!(matches!(
+        flow.step(Observed::Budgets(KnownBudgets::Known(vec![config])), now()),
+        Need::StatefulSets { .. }
+    ));
+    // The budget does not select the pod's own StatefulSet: read by name, then judged (and denied, zone mode).
+    let others: Vec<StatefulSetView> =
+        world.statefulsets.iter().filter(|s| s.name != "ingester-zone-a").cloned().collect();
+    assert_eq!(
+        flow.step(Observed::StatefulSets(Ok(others)), now()),
+        Need::StatefulSet { name: "ingester-zone-a".into() }
+    );
+    let owner = world.statefulsets.iter().find(|s| s.name == "ingester-zone-a").cloned().unwrap();
+    assert!(matches!(flow.step(Observed::StatefulSet(Lookup::Found(Box::new(owner))), now()), Need::Pods { .. }));
+    let Need::Answer(v) = flow.step(Observed::Pods(Ok(world.pods.as_slice().into())), now()) else {
+        panic!("no answer")
+    };
+    assert_eq!((v.outcome, v.allowed()), (Outcome::STS_NOT_FOUND, false));
+    assert!(v.message().starts_with("the pod's StatefulSet ingester-zone-a is not selected"), "{}", v.message());
+}
+
+#[test]
 fn failed_reads_are_answered_by_policy() {
     let world = World::new(3, 1);
     let pod = world.pod("ingester-zone-a-0").clone();
@@ -1139,30 +1164,30 @@ fn failed_reads_are_answered_by_policy() {
     let owner = || Observed::StatefulSet(Lookup::Found(Box::new(sts[0].clone())));
     let v = start(vec![Observed::Pod(Lookup::Failed("API unavailable: deadline".into()))]);
     assert_eq!((v.outcome, v.message()), (Outcome::POD_NOT_FOUND, "API unavailable: deadline"));
-    let v = start(vec![found(), budgets(), Observed::StatefulSet(Lookup::Failed("boom".into()))]);
+    // The owner is not in a failed list: read by name, and that read's failure comes first (as the reference).
+    let v = start(vec![
+        found(),
+        budgets(),
+        Observed::StatefulSets(Err("boom".into())),
+        Observed::StatefulSet(Lookup::Failed("boom".into())),
+    ]);
     assert_eq!(
         (v.outcome, v.message()),
         (Outcome::STS_NOT_FOUND, "unable to find StatefulSet ingester-zone-a by name: boom")
     );
-    let v = start(vec![found(), budgets(), owner(), Observed::StatefulSets(Err("boom".into()))]);
+    let v = start(vec![found(), budgets(), Observed::StatefulSets(Err("boom".into())), owner()]);
     assert_eq!((v.outcome, v.message()), (Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found"));
-    let v = start(vec![
-        found(),
-        budgets(),
-        owner(),
-        Observed::StatefulSets(Ok(sts.clone())),
-        Observed::Pods(Err("boom".into())),
-    ]);
+    let v =
+        start(vec![found(), budgets(), Observed::StatefulSets(Ok(sts.clone())), Observed::Pods(Err("boom".into()))]);
     assert_eq!(
         (v.outcome, v.message(), v.verdict.code),
         (Outcome::POD_STATUS_NOT_DETERMINED, "unable to determine pod status in related StatefulSet", Some(500))
     );
-    let pods = || Observed::Pods(Ok(world.pods.clone()));
+    let pods = || Observed::Pods(Ok(world.pods.as_slice().into()));
     let sts_listed = || Observed::StatefulSets(Ok(sts.clone()));
     let v = start(vec![
         found(),
         budgets(),
-        owner(),
         sts_listed(),
         pods(),
         Observed::IntentWritten(Err(IntentFailure::Failed("timeout".into()))),
@@ -1171,7 +1196,6 @@ fn failed_reads_are_answered_by_policy() {
     let v = start(vec![
         found(),
         budgets(),
-        owner(),
         sts_listed(),
         pods(),
         Observed::IntentWritten(Err(IntentFailure::Changed("conflict".into()))),
@@ -1179,7 +1203,7 @@ fn failed_reads_are_answered_by_policy() {
     assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
     // A failed second read takes the intent back and denies.
     let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
-    for o in [Observed::Start, found(), budgets(), owner(), sts_listed(), pods(), Observed::IntentWritten(Ok(()))] {
+    for o in [Observed::Start, found(), budgets(), sts_listed(), pods(), Observed::IntentWritten(Ok(()))] {
         flow.step(o, now());
     }
     assert!(matches!(flow.step(Observed::Pods(Err("boom".into())), now()), Need::RemoveIntent { .. }));
@@ -1190,7 +1214,7 @@ fn failed_reads_are_answered_by_policy() {
     for o in [Observed::Start, found(), budgets()] {
         flow.step(o, now());
     }
-    assert!(matches!(flow.step(owner(), now()), Need::Lock { .. }));
+    assert!(matches!(flow.step(sts_listed(), now()), Need::Lock { .. }));
     let Need::Answer(v) = flow.step(Observed::NotLocked, now()) else { panic!("no answer") };
     assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
     assert_eq!(
