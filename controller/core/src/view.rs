@@ -251,8 +251,9 @@ impl StatefulSetView {
         let Some(owner) = &pod.owner else {
             return false;
         };
-        owner.kind == "StatefulSet"
-            && owner.name == self.name
+        // The name first: it tells most pods of other StatefulSets apart at once.
+        owner.name == self.name
+            && owner.kind == "StatefulSet"
             && (owner.uid.is_empty() || self.uid.is_empty() || owner.uid == self.uid)
             && self.selector.matches(&pod.labels)
     }

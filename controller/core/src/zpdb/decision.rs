@@ -12,7 +12,6 @@ use crate::natural::pod_ordinal;
 use crate::settings::parse_timestamp;
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
-use std::collections::BTreeSet;
 
 /// The label pair of `rollout_operator_zpdb_eviction_requests_total` for one answer; `status` is also the
 /// `status.code` of a denial (the API server answers the evicting client with it: 429 makes `kubectl drain`
@@ -158,8 +157,13 @@ pub fn describe(not_ready: u32, unknown: u32, span: &str) -> String {
     format!("{} in {span}", parts.join(", "))
 }
 
+/// Whether a pod's eviction is being allowed elsewhere (a live intent on it, or this process's memory), so it
+/// counts as not ready. A test of the pod itself rather than a set of uids: a drain burst judges every pod of the
+/// group against hundreds of pending evictions.
+pub type Pending<'a> = &'a dyn Fn(&BudgetPod) -> bool;
+
 /// Everything an eviction is judged on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Judged<'a> {
     pub config: &'a ZpdbConfig,
     /// The evicted pod's StatefulSet, read live.
@@ -172,9 +176,9 @@ pub struct Judged<'a> {
     /// Partition mode: the evicted pod's partition.
     pub partition: Option<&'a str>,
     pub max_unavailable: u32,
-    /// Uids of pods whose eviction is being allowed elsewhere (a live intent, or this process's memory): they
-    /// count as not ready.
-    pub pending: &'a BTreeSet<&'a str>,
+    /// Pods whose eviction is being allowed elsewhere: they count as not ready (the evicted pod itself is never
+    /// asked about).
+    pub pending: Pending<'a>,
     pub now: Timestamp,
 }
 
@@ -208,42 +212,52 @@ fn same_statefulset(a: &StatefulSetView, b: &StatefulSetView) -> bool {
     if a.uid.is_empty() || b.uid.is_empty() { a.name == b.name } else { a.uid == b.uid }
 }
 
-/// Counts one StatefulSet's pods: those `counted` are tested and, unless they are the evicted pod, not ready when
-/// `ready` says so; expected ordinals without a pod are unknown (whatever `counted` says: missing pods cannot be
-/// told apart by partition, so they all count).
-fn tally(
+/// Counts the pods of each of the budget's StatefulSets (in the order of `input.statefulsets`), in one pass over the
+/// pods: those `counted` are tested and, unless they are the evicted pod, not ready when `ready` says so; expected
+/// ordinals without a pod are unknown (whatever `counted` says: missing pods cannot be told apart by partition, so
+/// they all count).
+fn tallies(
     input: &Judged<'_>,
-    sts: &StatefulSetView,
     counted: impl Fn(&BudgetPod) -> bool,
     ready: impl Fn(&BudgetPod, &StatefulSetView) -> bool,
-) -> Tally {
-    let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
-    let mut present = BTreeSet::new();
-    let mut tally = Tally::default();
-    for pod in input.pods.iter().filter(|p| sts.owns(&p.pod)) {
-        if let Some(ordinal) = pod_ordinal(&sts.name, pod.name()).filter(|o| *o < expected) {
-            present.insert(ordinal);
+) -> Vec<Tally> {
+    let statefulsets = input.statefulsets;
+    let expected: Vec<u32> =
+        statefulsets.iter().map(|sts| sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas))).collect();
+    // Per StatefulSet, the expected ordinals seen, counted once each (sorted and deduplicated below: cheaper than a
+    // set here).
+    let mut present: Vec<Vec<u32>> = vec![Vec::new(); statefulsets.len()];
+    let mut tallies = vec![Tally::default(); statefulsets.len()];
+    for pod in input.pods {
+        // A pod has one controller, so at most one StatefulSet owns it.
+        let Some(i) = statefulsets.iter().position(|sts| sts.owns(&pod.pod)) else { continue };
+        let sts = &statefulsets[i];
+        if let Some(ordinal) = pod_ordinal(&sts.name, pod.name()).filter(|o| *o < expected[i]) {
+            present[i].push(ordinal);
         }
         if counted(pod) {
-            tally.tested += 1;
+            tallies[i].tested += 1;
             if pod.uid() != input.evicted.uid() && !ready(pod, sts) {
-                tally.not_ready += 1;
+                tallies[i].not_ready += 1;
             }
         }
     }
-    tally.unknown = expected.saturating_sub(present.len() as u32);
-    tally
+    for ((tally, present), expected) in tallies.iter_mut().zip(&mut present).zip(expected) {
+        present.sort_unstable();
+        present.dedup();
+        tally.unknown = expected.saturating_sub(present.len() as u32);
+    }
+    tallies
 }
 
 /// Zone mode: any disruption in another zone blocks; in the pod's own zone, the pods already unavailable plus this
 /// one may not exceed `maxUnavailable`.
 fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
     let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
-        !input.pending.contains(pod.uid()) && pod.pod.is_available(sts.min_ready_seconds, input.now)
+        pod.pod.is_available(sts.min_ready_seconds, input.now) && !(input.pending)(pod)
     };
     let mut own = None;
-    for sts in input.statefulsets {
-        let counted = tally(input, sts, |_| true, ready);
+    for (sts, counted) in input.statefulsets.iter().zip(tallies(input, |_| true, ready)) {
         if same_statefulset(sts, input.owner) {
             own = Some(counted);
         } else if counted.disrupted() > 0 {
@@ -272,7 +286,7 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
     let Some(rule) = &input.config.partition else { return judge_zones(input) };
     let delay = input.config.cross_zone_eviction_delay;
     let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
-        if input.pending.contains(pod.uid()) || !pod.pod.is_available(sts.min_ready_seconds, input.now) {
+        if !pod.pod.is_available(sts.min_ready_seconds, input.now) || (input.pending)(pod) {
             return false;
         }
         if delay.is_zero() {
@@ -284,10 +298,13 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
             .and_then(|t| parse_timestamp(t).ok())
             .is_some_and(|since| input.now > time_after(since, delay))
     };
-    let same_partition = |pod: &BudgetPod| rule.partition_of(pod.name()).as_deref() == Some(partition);
+    // A partition is a capture of the pod's name, so a name that does not contain it cannot be of it: that test
+    // spares most of the regular expression runs (a drain burst judges every pod of the group hundreds of times).
+    let same_partition =
+        |pod: &BudgetPod| pod.name().contains(partition) && rule.partition_of(pod.name()).as_deref() == Some(partition);
     let mut sum = Tally::default();
-    for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
-        let counted = tally(input, sts, same_partition, ready);
+    let others = input.statefulsets.iter().zip(tallies(input, same_partition, ready));
+    for (_, counted) in others.filter(|(s, _)| !same_statefulset(s, input.owner)) {
         sum.tested += counted.tested;
         sum.not_ready += counted.not_ready;
         sum.unknown += counted.unknown;

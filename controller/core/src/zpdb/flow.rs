@@ -711,9 +711,11 @@ impl EvictPod {
         {
             return Ok(not_ready_replaced());
         }
-        let remembered = self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str());
-        let intents = pods.iter().filter(|p| p.has_live_intent(now) && counted(p)).map(BudgetPod::uid);
-        let pending: BTreeSet<&str> = intents.chain(remembered).filter(|uid| *uid != evicted.uid()).collect();
+        let remembered: BTreeSet<&str> =
+            self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str()).collect();
+        let pending = |pod: &BudgetPod| {
+            pod.uid() != evicted.uid() && ((pod.has_live_intent(now) && counted(pod)) || remembered.contains(pod.uid()))
+        };
         let input = Judged {
             config,
             owner,

@@ -469,6 +469,7 @@ impl World {
         let owner = self.owner(pod);
         let partition = config.partition.as_ref().and_then(|r| r.partition_of(pod));
         let pending: BTreeSet<&str> = pending.iter().map(|n| self.pod(n).uid()).collect();
+        let pending = |pod: &BudgetPod| pending.contains(pod.uid());
         let input = Judged {
             config,
             owner,
