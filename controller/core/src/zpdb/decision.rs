@@ -212,42 +212,34 @@ fn same_statefulset(a: &StatefulSetView, b: &StatefulSetView) -> bool {
     if a.uid.is_empty() || b.uid.is_empty() { a.name == b.name } else { a.uid == b.uid }
 }
 
-/// Counts the pods of each of the budget's StatefulSets (in the order of `input.statefulsets`), in one pass over the
-/// pods: those `counted` are tested and, unless they are the evicted pod, not ready when `ready` says so; expected
-/// ordinals without a pod are unknown (whatever `counted` says: missing pods cannot be told apart by partition, so
-/// they all count).
-fn tallies(
+/// Counts one StatefulSet's pods: those `counted` are tested and, unless they are the evicted pod, not ready when
+/// `ready` says so; expected ordinals without a pod are unknown (whatever `counted` says: missing pods cannot be
+/// told apart by partition, so they all count).
+fn tally(
     input: &Judged<'_>,
+    sts: &StatefulSetView,
     counted: impl Fn(&BudgetPod) -> bool,
     ready: impl Fn(&BudgetPod, &StatefulSetView) -> bool,
-) -> Vec<Tally> {
-    let statefulsets = input.statefulsets;
-    let expected: Vec<u32> =
-        statefulsets.iter().map(|sts| sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas))).collect();
-    // Per StatefulSet, the expected ordinals seen, counted once each (sorted and deduplicated below: cheaper than a
-    // set here).
-    let mut present: Vec<Vec<u32>> = vec![Vec::new(); statefulsets.len()];
-    let mut tallies = vec![Tally::default(); statefulsets.len()];
-    for pod in input.pods {
-        // A pod has one controller, so at most one StatefulSet owns it.
-        let Some(i) = statefulsets.iter().position(|sts| sts.owns(&pod.pod)) else { continue };
-        let sts = &statefulsets[i];
-        if let Some(ordinal) = pod_ordinal(&sts.name, pod.name()).filter(|o| *o < expected[i]) {
-            present[i].push(ordinal);
+) -> Tally {
+    let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
+    // The expected ordinals seen, counted once each (sorted and deduplicated below: cheaper than a set here).
+    let mut present = Vec::new();
+    let mut tally = Tally::default();
+    for pod in input.pods.iter().filter(|p| sts.owns(&p.pod)) {
+        if let Some(ordinal) = pod_ordinal(&sts.name, pod.name()).filter(|o| *o < expected) {
+            present.push(ordinal);
         }
         if counted(pod) {
-            tallies[i].tested += 1;
+            tally.tested += 1;
             if pod.uid() != input.evicted.uid() && !ready(pod, sts) {
-                tallies[i].not_ready += 1;
+                tally.not_ready += 1;
             }
         }
     }
-    for ((tally, present), expected) in tallies.iter_mut().zip(&mut present).zip(expected) {
-        present.sort_unstable();
-        present.dedup();
-        tally.unknown = expected.saturating_sub(present.len() as u32);
-    }
-    tallies
+    present.sort_unstable();
+    present.dedup();
+    tally.unknown = expected.saturating_sub(present.len() as u32);
+    tally
 }
 
 /// Zone mode: any disruption in another zone blocks; in the pod's own zone, the pods already unavailable plus this
@@ -256,15 +248,16 @@ fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
     let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
         pod.pod.is_available(sts.min_ready_seconds, input.now) && !(input.pending)(pod)
     };
-    let mut own = None;
-    for (sts, counted) in input.statefulsets.iter().zip(tallies(input, |_| true, ready)) {
-        if same_statefulset(sts, input.owner) {
-            own = Some(counted);
-        } else if counted.disrupted() > 0 {
+    // The other zones first, in the list's order, stopping at the first disrupted one (the usual answer during a
+    // drain burst); the pod's own zone is counted only when they all are whole.
+    for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
+        let counted = tally(input, sts, |_| true, ready);
+        if counted.disrupted() > 0 {
             return Err(Breach::Exceeded(describe(counted.not_ready, counted.unknown, &sts.name)));
         }
     }
-    let Some(own) = own else {
+    let own = input.statefulsets.iter().find(|s| same_statefulset(s, input.owner));
+    let Some(own) = own.map(|sts| tally(input, sts, |_| true, ready)) else {
         return Err(Breach::OwnerNotSelected(format!(
             "the pod's StatefulSet {} is not selected by ZoneAwarePodDisruptionBudget {} (selector {:?}), so its \
              zone cannot be judged; make the budget's selector match the StatefulSet's labels too",
@@ -303,8 +296,8 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
     let same_partition =
         |pod: &BudgetPod| pod.name().contains(partition) && rule.partition_of(pod.name()).as_deref() == Some(partition);
     let mut sum = Tally::default();
-    let others = input.statefulsets.iter().zip(tallies(input, same_partition, ready));
-    for (_, counted) in others.filter(|(s, _)| !same_statefulset(s, input.owner)) {
+    for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
+        let counted = tally(input, sts, same_partition, ready);
         sum.tested += counted.tested;
         sum.not_ready += counted.not_ready;
         sum.unknown += counted.unknown;
