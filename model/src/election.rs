@@ -142,7 +142,7 @@ pub struct ElectionModelConfig {
 
 impl Default for ElectionModelConfig {
     /// A 2 s lease renewed every 500 ms and written within 1 s of a renewal (the defaults' relations: the window is
-    /// capped by the skew margin), 500 ms ticks, clocks 4 % apart from true time, one loss and one pause.
+    /// capped by the skew margin), 500 ms ticks, clocks 4 % off true time, one loss and one pause, 3 s of true time.
     fn default() -> Self {
         ElectionModelConfig {
             tick: Duration::from_millis(500),
@@ -158,7 +158,7 @@ impl Default for ElectionModelConfig {
             releases: 0,
             writes: true,
             settle_by: None,
-            horizon: 10,
+            horizon: 6,
             bug: None,
         }
     }

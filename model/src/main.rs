@@ -34,10 +34,11 @@ enum Command {
 
 #[derive(clap::Args)]
 struct ElectionArgs {
-    /// A larger configuration than CI checks: a longer horizon, two losses, a pause and a release.
+    /// A larger configuration: 3.5 s of true time, a loss, a pause and a release (the default: 3 s, a loss and a
+    /// pause).
     #[arg(long)]
     large: bool,
-    /// Ticks of true time explored (default: 10, 12 with --large).
+    /// Ticks of 500 ms of true time explored (default: 6, 7 with --large).
     #[arg(long)]
     horizon: Option<u8>,
     /// Lease requests or answers that may be lost.
@@ -71,7 +72,7 @@ struct ElectionArgs {
 
 fn check_election(args: ElectionArgs) -> ExitCode {
     let base = if args.large {
-        ElectionModelConfig { horizon: 12, losses: 2, releases: 1, ..ElectionModelConfig::default() }
+        ElectionModelConfig { horizon: 7, releases: 1, ..ElectionModelConfig::default() }
     } else {
         ElectionModelConfig::default()
     };
