@@ -128,14 +128,16 @@ fn a_renew_deadline_equal_to_the_lease_is_caught() {
 }
 
 /// Finding of this model in the core (not fixed here; safety is not affected): a replica released while its own
-/// renewal is in flight compares-and-swaps on the version before that renewal; the renewal commits first, the
-/// release fails with a conflict, and the Lease names the stopped replica until it expires, so the next leader
-/// takes over a lease duration later instead of at once (README, High availability: "Graceful shutdown hands over
-/// at once"). The same with a takeover in flight: the replica is not leader yet, so its release sends nothing, and
-/// the takeover commits after. When `Elector::release` is fixed (for example: on a conflict, read again and clear
-/// the holder while it is still this replica), this test must be turned into a check that the property holds.
+/// Lease write is in flight leaves the Lease to expire. With a renewal in flight, the release compares-and-swaps on
+/// the version before that renewal; the renewal commits first and the release fails with a conflict. With a
+/// takeover in flight (the counterexample found here), the replica is not leader yet, so its release sends
+/// nothing, and the takeover commits after. Either way the Lease names the stopped replica until it expires, and the
+/// next leader takes over a lease duration later instead of at once (README, High availability: "Graceful shutdown
+/// hands over at once"). When `Elector::release` is fixed (for example: wait for the write in flight, or on a
+/// conflict read again and clear the holder while it is still this replica), turn this test into a check that the
+/// property holds.
 #[test]
-fn a_release_racing_its_own_renewal_leaves_the_lease_held_until_it_expires() {
+fn a_release_racing_its_own_lease_write_leaves_the_lease_held_until_it_expires() {
     let config = ElectionModelConfig { releases: 1, writes: false, horizon: 3, ..base() };
     let c = check(config, true);
     assert_eq!(c.violated, [RELEASE_HANDS_OVER], "{}", c.timeline);
