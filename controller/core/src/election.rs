@@ -230,10 +230,24 @@ enum Role {
 enum Pending {
     None,
     Read,
-    Acquire { sent_at: Timestamp },
-    Renew { sent_at: Timestamp },
-    Release,
+    Acquire {
+        sent_at: Timestamp,
+    },
+    Renew {
+        sent_at: Timestamp,
+    },
+    /// Reading the Lease to give it back (`tries`: release writes already tried).
+    ReleaseRead {
+        tries: u32,
+    },
+    Release {
+        tries: u32,
+    },
 }
+
+/// How many times a release writes before it gives up (the Lease then expires by itself): a release can race a
+/// renewal of its own that commits first, so one conflict is expected; more mean someone else is writing.
+const RELEASE_TRIES: u32 = 3;
 
 /// One replica's side of the election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,29 +300,41 @@ impl Elector {
     }
 
     /// Graceful shutdown: the write window ends now, and a held Lease is given back (its holder cleared, with a
-    /// compare-and-swap on the version this replica last wrote). The shell must have stopped the controller first.
+    /// compare-and-swap on the version this replica last wrote). The shell must have stopped the controller first,
+    /// and should let a Lease write in flight finish and feed its answer before releasing. A write of ours whose
+    /// outcome is unknown (no answer), or a release that conflicts (our own renewal committed first), makes the
+    /// release read the Lease and clear it while it still names this replica (found by the election model: a release
+    /// racing its own write left the Lease held until it expired).
     pub fn release(&mut self, now: Timestamp) -> Step {
         let held = self.is_leader();
+        let unknown = matches!(self.pending, Pending::Acquire { .. } | Pending::Renew { .. });
         self.role = Role::Releasing;
         let last = self.observed.as_ref().map(|(record, _)| record.clone());
-        match (held, last) {
-            (true, Some(record)) if record.holder.as_deref() == Some(self.config.identity.as_str()) => {
-                self.pending = Pending::Release;
-                let released = LeaseRecord {
-                    holder: None,
-                    acquire_time: record.acquire_time,
-                    renew_time: Some(now),
-                    lease_duration_seconds: Some(1),
-                    transitions: record.transitions,
-                    resource_version: record.resource_version,
-                };
-                Step { need: Need::Replace(released), events: Vec::new() }
+        let need = match last {
+            Some(record) if held && !unknown && self.ours(&record) => self.give_back(record, 0, now),
+            _ if held || unknown => {
+                self.pending = Pending::ReleaseRead { tries: 0 };
+                Need::Get
             }
             _ => {
                 self.pending = Pending::None;
-                Step { need: Need::Done, events: Vec::new() }
+                Need::Done
             }
-        }
+        };
+        Step { need, events: Vec::new() }
+    }
+
+    /// Clears the holder of `record`, ours, with a compare-and-swap on its version.
+    fn give_back(&mut self, record: LeaseRecord, tries: u32, now: Timestamp) -> Need {
+        self.pending = Pending::Release { tries: tries + 1 };
+        Need::Replace(LeaseRecord {
+            holder: None,
+            acquire_time: record.acquire_time,
+            renew_time: Some(now),
+            lease_duration_seconds: Some(1),
+            transitions: record.transitions,
+            resource_version: record.resource_version,
+        })
     }
 
     /// Ends a leader's term whose write window has passed.
@@ -352,6 +378,17 @@ impl Elector {
         now: Timestamp,
         events: &mut Vec<Event>,
     ) -> Need {
+        if let Pending::ReleaseRead { tries } = self.pending {
+            self.pending = Pending::None;
+            return match result {
+                Ok(Some(record)) if self.ours(&record) => {
+                    self.observe(&record, now);
+                    self.give_back(record, tries, now)
+                }
+                // Not ours (any more), gone, or unreadable: nothing this replica can give back.
+                _ => Need::Done,
+            };
+        }
         if self.pending != Pending::Read || self.role == Role::Releasing {
             return self.wait();
         }
@@ -417,13 +454,18 @@ impl Elector {
     ) -> Need {
         let pending = std::mem::replace(&mut self.pending, Pending::None);
         match (pending, result) {
-            (Pending::Release, Ok(record)) => {
+            (Pending::Release { .. }, Ok(record)) => {
                 self.observe(&record, now);
                 events.push(Event::Released);
                 Need::Done
             }
+            // The Lease moved on, or the answer is unknown: read it and try again while it still names us.
+            (Pending::Release { tries }, Err(_)) if tries < RELEASE_TRIES => {
+                self.pending = Pending::ReleaseRead { tries };
+                Need::Get
+            }
             // Not given back: it expires by itself.
-            (Pending::Release, Err(_)) => Need::Done,
+            (Pending::Release { .. }, Err(_)) => Need::Done,
             (Pending::Acquire { sent_at } | Pending::Renew { sent_at }, Ok(record))
                 if self.role != Role::Releasing && self.ours(&record) =>
             {

@@ -176,24 +176,31 @@ impl<L: Leases> Election<L> {
         loop {
             self.report(&step.events);
             let need = step.need.clone();
+            // A Lease write in flight is let finish (within the request timeout) before the release: its answer
+            // tells the release which version to clear; abandoned, it could commit after the release and hold the
+            // Lease for a stopped replica (found by the election model).
+            let writing = matches!(need, Need::Create(_) | Need::Replace(_));
             let observed = tokio::select! {
                 biased;
-                () = &mut release => break,
+                () = &mut release, if !writing => break,
                 observed = self.carry_out(&need) => observed,
             };
             let Some(observed) = observed else { break };
             step = self.elector.step(observed, self.clock.now());
         }
-        let step = self.elector.release(self.clock.now());
-        self.report(&step.events);
-        if let Need::Replace(record) = &step.need {
-            let observed = self.replace(record).await;
-            let done = self.elector.step(observed, self.clock.now());
-            self.report(&done.events);
-            if !done.events.contains(&Event::Released) {
-                tracing::warn!(lease = %self.lease_name,
-                    "could not release the leader lease; the next leader takes over once it expires");
-            }
+        // The release: reads and compare-and-swaps as the core asks, until it is done.
+        let mut step = self.elector.release(self.clock.now());
+        let held = !matches!(step.need, Need::Done);
+        let mut released = false;
+        loop {
+            self.report(&step.events);
+            released |= step.events.contains(&Event::Released);
+            let Some(observed) = self.carry_out(&step.need).await else { break };
+            step = self.elector.step(observed, self.clock.now());
+        }
+        if held && !released {
+            tracing::warn!(lease = %self.lease_name,
+                "could not release the leader lease; the next leader takes over once it expires");
         }
     }
 

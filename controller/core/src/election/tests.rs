@@ -215,6 +215,66 @@ fn release_ends_the_window_first_and_clears_the_holder_with_compare_and_swap() {
     assert_eq!(c.release(at(0)).need, Need::Done);
 }
 
+/// Found by the election model (`a_release_racing_its_own_lease_write_...` in `model/tests/election.rs`): a release
+/// sent while a renewal or takeover of ours was in flight conflicted with it, or sent nothing, and the Lease kept
+/// naming the stopped replica until it expired. The release now reads the Lease and clears it while it is ours.
+#[test]
+fn a_release_racing_its_own_lease_write_reads_the_lease_and_clears_it_while_it_is_ours() {
+    // A renewal in flight (its answer abandoned by the shutdown) that committed: read, then cleared at its version.
+    let mut a = Elector::new(ElectionConfig::new("pod-a"));
+    a.step(Observed::Start, at(0));
+    let create = a.step(Observed::Read(Ok(None)), at(0)).need;
+    a.step(committed(&create, "1"), at(0));
+    a.step(Observed::Tick, at(2_000));
+    let renewal = a.step(Observed::Read(Ok(Some(held_by("pod-a", "1")))), at(2_000)).need;
+    assert!(matches!(renewal, Need::Replace(_)), "{renewal:?}");
+    let release = a.release(at(2_100));
+    assert_eq!(release.need, Need::Get, "the renewal's outcome is unknown: read first");
+    assert!(!a.may_write(at(2_100)));
+    let clear = a.step(Observed::Read(Ok(Some(held_by("pod-a", "2")))), at(2_200)).need;
+    let Need::Replace(record) = &clear else { panic!("{clear:?}") };
+    assert_eq!((record.holder.as_deref(), record.resource_version.as_str()), (None, "2"));
+    let done = a.step(committed(&clear, "3"), at(2_300));
+    assert_eq!((done.need, done.events), (Need::Done, vec![Event::Released]));
+
+    // A release on a stale version (our renewal committed, its answer came after): the conflict makes it read
+    // again and clear the newer version.
+    let mut b = Elector::new(ElectionConfig::new("pod-b"));
+    b.step(Observed::Start, at(0));
+    let create = b.step(Observed::Read(Ok(None)), at(0)).need;
+    b.step(committed(&create, "1"), at(0));
+    let release = b.release(at(1_000)).need;
+    assert!(matches!(&release, Need::Replace(r) if r.resource_version == "1"), "{release:?}");
+    assert_eq!(b.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_100)).need, Need::Get);
+    let clear = b.step(Observed::Read(Ok(Some(held_by("pod-b", "2")))), at(1_200)).need;
+    assert!(matches!(&clear, Need::Replace(r) if r.holder.is_none() && r.resource_version == "2"), "{clear:?}");
+    // Another holder by then: nothing to give back.
+    let mut c = b.clone();
+    assert_eq!(c.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_300)).need, Need::Get);
+    assert_eq!(c.step(Observed::Read(Ok(Some(held_by("pod-x", "3")))), at(1_400)).need, Need::Done);
+    // Someone keeps writing: it gives up after a few tries (the Lease then expires by itself).
+    for _ in 0..RELEASE_TRIES {
+        let step = b.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_500));
+        if step.need == Need::Done {
+            break;
+        }
+        assert_eq!(step.need, Need::Get);
+        assert!(matches!(b.step(Observed::Read(Ok(Some(held_by("pod-b", "9")))), at(1_500)).need, Need::Replace(_)));
+    }
+    assert_eq!(b.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_600)).need, Need::Done);
+
+    // A takeover in flight from a candidate: read; cleared if it committed, nothing if it did not.
+    let mut d = Elector::new(ElectionConfig::new("pod-d"));
+    d.step(Observed::Start, at(0));
+    let expired = LeaseRecord { holder: None, ..held_by("x", "4") };
+    assert!(matches!(d.step(Observed::Read(Ok(Some(expired))), at(0)).need, Need::Replace(_)));
+    let mut e = d.clone();
+    assert_eq!(d.release(at(100)).need, Need::Get);
+    assert!(matches!(d.step(Observed::Read(Ok(Some(held_by("pod-d", "5")))), at(200)).need, Need::Replace(_)));
+    assert_eq!(e.release(at(100)).need, Need::Get);
+    assert_eq!(e.step(Observed::Read(Ok(Some(held_by("pod-x", "5")))), at(200)).need, Need::Done);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The harness: replicas over one Lease store, judged against the store's true holder at every step.
 
