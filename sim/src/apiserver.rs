@@ -147,6 +147,9 @@ pub struct Request {
     /// actor), and the answer carries it back.
     pub knowledge: Knowledge,
     pub op: Op,
+    /// When the client handed the request to the network (after the caller's last check, such as the leader gate):
+    /// a freeze of the process between this and the request leaving it is told apart from network delay.
+    pub handed_at: Instant,
 }
 
 /// A reply on its way back, sent with the request's `reply_tag`, naming the client it answers. A new process binds
@@ -214,9 +217,9 @@ pub struct Knobs {
     pub gone_chance: f64,
     /// Chance that the controller process is killed right after one of its deletions commits.
     pub crash_after_delete: f64,
-    /// The HA world: chance per live read of the leader's process that the process is paused with the read in
-    /// flight, longer than the lease.
-    pub pause_at_read: f64,
+    /// The HA world: chance per request of a pass of the leader's process (a live read or a write) that the
+    /// process is frozen with the request in flight, for about the lease.
+    pub pause_in_flight: f64,
 }
 
 impl Default for Knobs {
@@ -227,7 +230,7 @@ impl Default for Knobs {
             watch_lifetime_s: (60, 600),
             gone_chance: 0.0,
             crash_after_delete: 0.0,
-            pause_at_read: 0.0,
+            pause_in_flight: 0.0,
         }
     }
 }
@@ -239,7 +242,7 @@ pub struct ServerEnv {
     pub rng: Arc<Mutex<SimRng>>,
     /// Told (with the writer's process) when a controller deletion committed and the controller should crash now.
     pub crash_tx: tokio::sync::mpsc::UnboundedSender<u64>,
-    /// The HA world: told (with the process) when the leader's process should be paused with a read in flight.
+    /// The HA world: told (with the process) when the leader's process should be frozen with a request in flight.
     pub pause_tx: tokio::sync::mpsc::UnboundedSender<u64>,
 
     /// What the operator's ServiceAccount is granted (a real deployment's RBAC); `None`: everything.
@@ -275,14 +278,14 @@ pub async fn serve(env: ServerEnv) {
                 env.sample_ms(range)
             };
             tokio::time::sleep(delay).await;
-            let Request { reply_tag: tag, knowledge, op } = *req;
+            let Request { reply_tag: tag, knowledge, op, handed_at } = *req;
             let client = knowledge.incarnation;
             // An eviction waits for its admission (a call to an operator replica), so it is served apart.
             let reply = match op {
                 Op::Evict { name, dry_run, options_dry_run } => {
                     crate::drains::evict(&env, &name, dry_run, options_dry_run).await
                 }
-                op => handle(&env, Request { reply_tag: tag, knowledge, op }),
+                op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at }),
             };
             let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
@@ -408,10 +411,13 @@ fn controller_write(op: &Op) -> Option<String> {
 fn handle(env: &ServerEnv, req: Request) -> Reply {
     let incarnation = req.knowledge.incarnation;
     let write = controller_write(&req.op);
-    let before = env.store.lock().unwrap().rv;
-    let pause_chance = env.knobs.lock().unwrap().pause_at_read;
-    if pause_chance > 0.0 && write.is_none() {
-        pause_at_read(env, incarnation, &req.op, pause_chance);
+    let (before, handed_at) = {
+        let store = env.store.lock().unwrap();
+        (store.rv, store.since_start(req.handed_at))
+    };
+    let pause_chance = env.knobs.lock().unwrap().pause_in_flight;
+    if pause_chance > 0.0 {
+        pause_in_flight(env, incarnation, &req.op, write.is_some(), pause_chance);
     }
     let reply = serve_op(env, req);
     let mut store = env.store.lock().unwrap();
@@ -421,7 +427,7 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
         && store.rv != before
     {
         let at = store.elapsed();
-        if let Some(v) = store.ha.judge_write(at, incarnation, &what) {
+        if let Some(v) = store.ha.judge_write(at, incarnation, &what, handed_at) {
             store.trace("checker", format!("VIOLATION {} at {:.3}s: {}", v.invariant, at.as_secs_f64(), v.detail));
             store.checker.violations.push(v);
         }
@@ -429,17 +435,20 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
     reply
 }
 
-/// The HA world's freeze at the worst moment: the holder's process, with a pass's live read in flight, is paused
-/// (longer than the lease) by the world, so its pass goes on from the read's answer after another replica has
-/// taken over. Reads only: the election's own Lease reads are not passes.
-fn pause_at_read(env: &ServerEnv, incarnation: u64, op: &Op, chance: f64) {
+/// The HA world's freeze at the worst moment: the leader's process, with a request of its pass in flight (a live
+/// read, or a write), is paused by the world for about the lease, so its pass goes on from the answer after its
+/// write window ended, and often after another replica took over. The election's own Lease requests are not
+/// passes.
+fn pause_in_flight(env: &ServerEnv, incarnation: u64, op: &Op, write: bool, chance: f64) {
     let pass_read = matches!(
         op,
         Op::GetStatefulSet { .. } | Op::ListPods { .. } | Op::GetPod { .. } | Op::GetConfigMap { .. }
     );
-    if !pass_read {
+    if !(pass_read || write) {
         return;
     }
+    // Mostly at reads: a pass goes on to write after its read, while a write is usually its pass's last request.
+    let chance = if pass_read { chance } else { chance / 6.0 };
     let holder = env.store.lock().unwrap().ha.holder_process() == Some(incarnation);
     if holder && env.rng.lock().unwrap().chance(chance) {
         let _ = env.pause_tx.send(incarnation);

@@ -120,7 +120,7 @@ impl SimCluster {
             tokio::time::sleep(self.inner.delay).await;
         }
         let reply_tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
-        let req = Request { reply_tag, knowledge: self.knowledge(), op };
+        let req = Request { reply_tag, knowledge: self.knowledge(), op, handed_at: tokio::time::Instant::now() };
         self.inner
             .ep
             .send_to_raw(apiserver::address(), apiserver::TAG_API, Box::new(req))

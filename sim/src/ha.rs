@@ -186,6 +186,9 @@ pub struct HaStats {
     /// Replica pauses longer than the lease, and those that caught a pass with a request in flight.
     pub long_pauses: u64,
     pub paused_mid_pass: u64,
+    /// Writes whose request a freeze of their own process held between its hand-off to the network and its
+    /// leaving the process (judged as if committed without the freeze, see [`Ledger::judge_write`]).
+    pub frozen_in_flight: u64,
 }
 
 impl HaStats {
@@ -196,6 +199,7 @@ impl HaStats {
         self.failovers_unfinished += other.failovers_unfinished;
         self.long_pauses += other.long_pauses;
         self.paused_mid_pass += other.paused_mid_pass;
+        self.frozen_in_flight += other.frozen_in_flight;
     }
 
     /// The `q` quantile of the failover times (nearest rank).
@@ -210,9 +214,9 @@ impl HaStats {
         let s = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.1} s", d.as_secs_f64()));
         format!(
             "HA: {} controller writes judged against the Lease, {} takeovers, {} pauses longer than the lease ({} \
-             with a pass's request in flight); failover (leader killed while the group had work -> first write \
+             with a pass's request in flight, about the lease long); failover (leader killed while the group had work -> first write \
              committed by another process), {} samples: p50 {}, p99 {}, max {} ({} kills saw no write before the \
-             faults stopped)",
+             faults stopped); {} writes held by a freeze of their process after leaving the gate",
             self.writes_judged,
             self.takeovers,
             self.long_pauses,
@@ -221,7 +225,8 @@ impl HaStats {
             s(self.failover_quantile(0.5)),
             s(self.failover_quantile(0.99)),
             s(self.failover_quantile(1.0)),
-            self.failovers_unfinished
+            self.failovers_unfinished,
+            self.frozen_in_flight
         )
     }
 }
@@ -231,7 +236,10 @@ impl HaStats {
 pub struct Ledger {
     /// Replica processes by incarnation: their identity.
     processes: BTreeMap<u64, String>,
-    lease: Option<LeaseTruth>,
+    /// Every committed Lease write, in commit order: the Lease's truth over the run.
+    history: Vec<LeaseTruth>,
+    /// Replica freezes that ended: (identity, from, to).
+    freezes: Vec<(String, Duration, Duration)>,
     /// A leader kill being measured: when, and the killed process.
     failover: Option<(Duration, u64)>,
     pub stats: HaStats,
@@ -251,9 +259,23 @@ impl Ledger {
         self.processes.get(&incarnation).map(String::as_str)
     }
 
+    fn lease(&self) -> Option<&LeaseTruth> {
+        self.history.last()
+    }
+
+    /// The Lease as it stood at `at` (the last write committed by then).
+    fn lease_at(&self, at: Duration) -> Option<&LeaseTruth> {
+        self.history.iter().rev().find(|l| l.written_at <= at)
+    }
+
     /// The holder the API server's Lease names now, if any.
     pub fn holder(&self) -> Option<&str> {
-        self.lease.as_ref().and_then(|l| l.holder.as_deref())
+        self.lease().and_then(|l| l.holder.as_deref())
+    }
+
+    /// When the Lease expires by the API server's clock, if it has a holder.
+    pub fn expires_at(&self) -> Option<Duration> {
+        self.lease().filter(|l| l.holder.is_some()).map(LeaseTruth::expires_at)
     }
 
     /// The newest process of the Lease's holder (the one a kill or pause of the leader hits).
@@ -262,13 +284,18 @@ impl Ledger {
         self.processes.iter().rev().find(|(_, id)| id.as_str() == holder).map(|(inc, _)| *inc)
     }
 
+    /// Replica `identity` was frozen from `from` to `to` (simulated time since the start).
+    pub fn frozen(&mut self, identity: String, from: Duration, to: Duration) {
+        self.freezes.push((identity, from, to));
+    }
+
     /// A Lease write committed at `at`; the trace line, for a change of holder (renewals are not traced).
     pub fn lease_committed(&mut self, at: Duration, lease: &Lease) -> Option<String> {
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.filter(|h| !h.is_empty());
         let seconds = spec.lease_duration_seconds.unwrap_or(0).max(0);
         let truth = LeaseTruth { holder, written_at: at, duration: Duration::from_secs(seconds.unsigned_abs().into()) };
-        let before = self.lease.as_ref().and_then(|l| l.holder.clone());
+        let before = self.lease().and_then(|l| l.holder.clone());
         let line = match (&before, &truth.holder) {
             (b, Some(h)) if b.as_ref() != Some(h) => {
                 self.stats.takeovers += 1;
@@ -277,12 +304,21 @@ impl Ledger {
             (_, Some(_)) => None,
             (_, None) => Some(format!("lease {LEASE} released")),
         };
-        self.lease = Some(truth);
+        self.history.push(truth);
         line
     }
 
-    /// A controller write of process `incarnation` committed at `at`: from the Lease's holder, within its lease?
-    pub fn judge_write(&mut self, at: Duration, incarnation: u64, what: &str) -> Option<Violation> {
+    /// A controller write of process `incarnation` committed at `at`, its request handed to the network at
+    /// `handed_at`: from the Lease's holder, within its lease?
+    ///
+    /// Judged at its commit, network delay included (the write window's margin must cover a write in flight),
+    /// with one exception: a freeze of the writer's own process between the hand-off and the request leaving it
+    /// (madsim yields inside a send, so a freeze can fall there) is taken out, and the write judged as if it had
+    /// committed that much earlier, against the Lease as it stood then. Nothing the operator can check falls
+    /// between its last check and the bytes leaving the process; no Lease fences that (README, High
+    /// availability). Such writes are counted apart ([`HaStats::frozen_in_flight`]). A write decided after the
+    /// freeze (no check before it) is handed after it, and is judged at its commit.
+    pub fn judge_write(&mut self, at: Duration, incarnation: u64, what: &str, handed_at: Duration) -> Option<Violation> {
         let identity = self.processes.get(&incarnation)?.clone();
         self.stats.writes_judged += 1;
         if let Some((killed_at, killed)) = self.failover
@@ -291,17 +327,32 @@ impl Ledger {
             self.stats.failovers.push(at.saturating_sub(killed_at));
             self.failover = None;
         }
-        let detail = match &self.lease {
-            None => format!("{what} by {identity} (process #{incarnation}): no Lease exists"),
+        let frozen: Duration = self
+            .freezes
+            .iter()
+            .filter(|(id, from, to)| *id == identity && *from >= handed_at && *to <= at)
+            .map(|(_, from, to)| *to - *from)
+            .sum();
+        if !frozen.is_zero() {
+            self.stats.frozen_in_flight += 1;
+        }
+        let judged_at = at - frozen;
+        let shifted = if frozen.is_zero() {
+            String::new()
+        } else {
+            format!(" (judged at {:.3}s: its process was frozen {:.3}s after handing it over)", judged_at.as_secs_f64(), frozen.as_secs_f64())
+        };
+        let detail = match self.lease_at(judged_at) {
+            None => format!("{what} by {identity} (process #{incarnation}){shifted}: no Lease existed"),
             Some(l) if l.holder.as_deref() != Some(identity.as_str()) => format!(
                 "{what} by {identity} (process #{incarnation}) committed while the Lease was held by {} (written at \
-                 {:.3}s)",
+                 {:.3}s){shifted}",
                 l.holder.as_deref().unwrap_or("nobody"),
                 l.written_at.as_secs_f64()
             ),
-            Some(l) if at >= l.expires_at() => format!(
+            Some(l) if judged_at >= l.expires_at() => format!(
                 "{what} by {identity} (process #{incarnation}), the Lease's holder, committed after its Lease expired \
-                 by the API server's clock (last written at {:.3}s for {}s: expired at {:.3}s)",
+                 by the API server's clock (last written at {:.3}s for {}s: expired at {:.3}s){shifted}",
                 l.written_at.as_secs_f64(),
                 l.duration.as_secs(),
                 l.expires_at().as_secs_f64()

@@ -214,6 +214,11 @@ impl Store {
         self.start.elapsed()
     }
 
+    /// `at` as simulated time since the run started.
+    pub fn since_start(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.start)
+    }
+
     pub fn subscribe(&self) -> Arc<Changes> {
         self.changes.clone()
     }

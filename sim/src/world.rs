@@ -952,8 +952,8 @@ struct Nodes {
     controllers: Vec<madsim::task::NodeId>,
     /// Currently killed by a fault: the API server, and each controller node.
     killed: Mutex<(bool, Vec<bool>)>,
-    /// HA replica nodes currently paused.
-    paused: Mutex<Vec<bool>>,
+    /// HA replica nodes currently frozen, since when (simulated time since the start).
+    paused: Mutex<Vec<Option<Duration>>>,
 }
 
 impl Nodes {
@@ -1064,7 +1064,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let nodes = Arc::new(Nodes {
         apiserver: apiserver.id(),
         killed: Mutex::new((false, vec![false; controllers.len()])),
-        paused: Mutex::new(vec![false; controllers.len()]),
+        paused: Mutex::new(vec![None; controllers.len()]),
         controllers,
     });
     let start = Instant::now();
@@ -1361,8 +1361,12 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         let net = NetSim::current();
         for (i, node) in nodes.controllers.iter().enumerate() {
             net.unclog_node(*node);
-            if std::mem::take(&mut nodes.paused.lock().unwrap()[i]) {
+            let frozen_since = nodes.paused.lock().unwrap()[i].take();
+            if let Some(from) = frozen_since {
                 Handle::current().resume(*node);
+                let mut st = store.lock().unwrap();
+                let to = st.elapsed();
+                st.ha.frozen(crate::ha::identity(i as u32), from, to);
             }
         }
         net.unclog_node(nodes.apiserver);
@@ -2169,20 +2173,25 @@ fn st_ha_faults_over(store: &SharedStore) {
 
 /// Pauses HA replica `i` for `down` (unless it is down or paused already), then resumes it.
 async fn pause_replica(store: &SharedStore, nodes: &Nodes, i: usize, down: Duration, why: &str) {
+    let name = nodes.controller_name(i);
     {
         let mut paused = nodes.paused.lock().unwrap();
-        if paused[i] || nodes.killed.lock().unwrap().1[i] {
+        if paused[i].is_some() || nodes.killed.lock().unwrap().1[i] {
             return;
         }
-        paused[i] = true;
+        let mut st = store.lock().unwrap();
+        st.trace("fault", format!("{name} frozen {why} for {:.1}s", down.as_secs_f64()));
+        paused[i] = Some(st.elapsed());
     }
-    let name = nodes.controller_name(i);
-    store.lock().unwrap().trace("fault", format!("{name} frozen {why} for {:.1}s", down.as_secs_f64()));
     Handle::current().pause(nodes.controllers[i]);
     tokio::time::sleep(down).await;
-    if std::mem::take(&mut nodes.paused.lock().unwrap()[i]) {
+    let frozen_since = nodes.paused.lock().unwrap()[i].take();
+    if let Some(from) = frozen_since {
         Handle::current().resume(nodes.controllers[i]);
-        store.lock().unwrap().trace("fault", format!("{name} resumes"));
+        let mut st = store.lock().unwrap();
+        let to = st.elapsed();
+        st.ha.frozen(crate::ha::identity(i as u32), from, to);
+        st.trace("fault", format!("{name} resumes"));
     }
 }
 
@@ -2203,22 +2212,60 @@ fn start_ha_faults(
 ) {
     let lease = rollout_core::election::ElectionConfig::new("").lease_duration;
     let latest = fault_phase.as_millis() as u64 * 9 / 10;
-    knobs.lock().unwrap().pause_at_read = 0.05;
-    // A freeze of the leader with its pass's read in flight (at most one at a time, 30 s apart at least).
+    knobs.lock().unwrap().pause_in_flight = 0.3;
+    // A freeze of the leader with a request of its pass in flight (one at a time, 30 s apart at least), until
+    // about when its Lease expires.
     let (s, n, mut pr) = (store.clone(), nodes.clone(), SimRng::new(r.next_u64()));
     tasks.push(tokio::spawn(async move {
         while let Some(writer) = pause_rx.recv().await {
             let Some(i) = writer_node(&s, &n, writer) else { continue };
-            let down = lease + pr.millis(1_000, 25_000);
+            // Resumed from 2 s before its Lease expires by the API server's clock to 6 s after (before or after
+            // another replica takes over, which takes at least the lease from its last renewal).
+            let expires = s.lock().unwrap().ha.expires_at().unwrap_or_else(|| start.elapsed() + lease);
+            let resume_at = (expires + pr.millis(0, 8_000)).saturating_sub(Duration::from_secs(2));
+            let down = resume_at.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
             if start.elapsed() + down + Duration::from_secs(5) >= fault_phase {
                 continue;
             }
-            s.lock().unwrap().ha.stats.paused_mid_pass += 1;
-            s.lock().unwrap().ha.stats.long_pauses += 1;
-            pause_replica(&s, &n, i, down, "with a read of its pass in flight").await;
+            {
+                let mut st = s.lock().unwrap();
+                st.ha.stats.paused_mid_pass += 1;
+                st.ha.stats.long_pauses += u64::from(down > lease);
+            }
+            pause_replica(&s, &n, i, down, "with a request of its pass in flight").await;
             tokio::time::sleep(Duration::from_secs(30)).await;
         }
     }));
+    // The leader frozen, while its group has work, until about when its Lease expires by the API server's clock
+    // (from 1 s before to 0.5 s after): it resumes with work to do right at the edge of its lease. 1-2 a run.
+    for _ in 0..r.range(1..3) {
+        let from = r.millis(5_000, latest);
+        let edge = Duration::from_millis(r.range(0..1_500)) ;
+        let (s, n) = (store.clone(), nodes.clone());
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + from).await;
+            loop {
+                if start.elapsed() + lease + Duration::from_secs(5) >= fault_phase {
+                    return;
+                }
+                let (leader, expires) = {
+                    let st = s.lock().unwrap();
+                    (st.ha.holder_process().filter(|_| st.reactions.has_work()), st.ha.expires_at())
+                };
+                let victim = leader.and_then(|p| writer_node(&s, &n, p));
+                if let (Some(i), Some(expires)) = (victim, expires) {
+                    // From 1 s before the expiry to 0.5 s after it.
+                    let resume_at = (expires + edge).saturating_sub(Duration::from_secs(1));
+                    let down = resume_at.saturating_sub(start.elapsed());
+                    if !down.is_zero() {
+                        pause_replica(&s, &n, i, down, "until the edge of its lease").await;
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
+    }
     // Freezes at random moments: 1-3 a run, each of the leader or another replica, some shorter than the lease.
     for _ in 0..r.range(1..4) {
         let at = r.millis(5_000, latest);
@@ -2258,7 +2305,7 @@ fn start_ha_faults(
                 let victim = leader.and_then(|p| Some((p, writer_node(&s, &n, p)?)));
                 if let Some((process, i)) = victim
                     && !n.killed.lock().unwrap().1[i]
-                    && !n.paused.lock().unwrap()[i]
+                    && n.paused.lock().unwrap()[i].is_none()
                 {
                     let name = n.controller_name(i);
                     {
