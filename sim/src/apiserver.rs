@@ -344,7 +344,9 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::GetLease { name } => access("coordination.k8s.io", "leases", "get", Some(name)),
         // RBAC cannot restrict a create by name.
         Op::CreateLease { .. } => access("coordination.k8s.io", "leases", "create", None),
-        Op::ReplaceLease { lease } => access("coordination.k8s.io", "leases", "update", Some(&name_of(&lease.metadata))),
+        Op::ReplaceLease { lease } => {
+            access("coordination.k8s.io", "leases", "update", Some(&name_of(&lease.metadata)))
+        }
         // The drain's own request: not the operator's ServiceAccount (the pod's deletion that follows is the API
         // server's own).
         Op::Evict { .. } => None,
@@ -440,10 +442,8 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
 /// write window ended, and often after another replica took over. The election's own Lease requests are not
 /// passes.
 fn pause_in_flight(env: &ServerEnv, incarnation: u64, op: &Op, write: bool, chance: f64) {
-    let pass_read = matches!(
-        op,
-        Op::GetStatefulSet { .. } | Op::ListPods { .. } | Op::GetPod { .. } | Op::GetConfigMap { .. }
-    );
+    let pass_read =
+        matches!(op, Op::GetStatefulSet { .. } | Op::ListPods { .. } | Op::GetPod { .. } | Op::GetConfigMap { .. });
     if !(pass_read || write) {
         return;
     }

@@ -318,7 +318,13 @@ impl Ledger {
     /// between its last check and the bytes leaving the process; no Lease fences that (README, High
     /// availability). Such writes are counted apart ([`HaStats::frozen_in_flight`]). A write decided after the
     /// freeze (no check before it) is handed after it, and is judged at its commit.
-    pub fn judge_write(&mut self, at: Duration, incarnation: u64, what: &str, handed_at: Duration) -> Option<Violation> {
+    pub fn judge_write(
+        &mut self,
+        at: Duration,
+        incarnation: u64,
+        what: &str,
+        handed_at: Duration,
+    ) -> Option<Violation> {
         let identity = self.processes.get(&incarnation)?.clone();
         self.stats.writes_judged += 1;
         if let Some((killed_at, killed)) = self.failover
@@ -340,7 +346,11 @@ impl Ledger {
         let shifted = if frozen.is_zero() {
             String::new()
         } else {
-            format!(" (judged at {:.3}s: its process was frozen {:.3}s after handing it over)", judged_at.as_secs_f64(), frozen.as_secs_f64())
+            format!(
+                " (judged at {:.3}s: its process was frozen {:.3}s after handing it over)",
+                judged_at.as_secs_f64(),
+                frozen.as_secs_f64()
+            )
         };
         let detail = match self.lease_at(judged_at) {
             None => format!("{what} by {identity} (process #{incarnation}){shifted}: no Lease existed"),

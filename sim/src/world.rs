@@ -2240,7 +2240,7 @@ fn start_ha_faults(
     // (from 1 s before to 0.5 s after): it resumes with work to do right at the edge of its lease. 1-2 a run.
     for _ in 0..r.range(1..3) {
         let from = r.millis(5_000, latest);
-        let edge = Duration::from_millis(r.range(0..1_500)) ;
+        let edge = Duration::from_millis(r.range(0..1_500));
         let (s, n) = (store.clone(), nodes.clone());
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start + from).await;
@@ -2312,7 +2312,13 @@ fn start_ha_faults(
                         let mut st = s.lock().unwrap();
                         let at = st.elapsed();
                         st.ha.leader_killed(at, process);
-                        st.trace("fault", format!("the leader {name} is killed while its group has work; back in {:.1}s", down.as_secs_f64()));
+                        st.trace(
+                            "fault",
+                            format!(
+                                "the leader {name} is killed while its group has work; back in {:.1}s",
+                                down.as_secs_f64()
+                            ),
+                        );
                     }
                     n.set_controller_killed(i, true);
                     Handle::current().kill(n.controllers[i]);
