@@ -246,11 +246,6 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Whether this run has replica processes (the HA world).
-    pub fn active(&self) -> bool {
-        !self.processes.is_empty()
-    }
-
     pub fn process_started(&mut self, incarnation: u64, identity: String) {
         self.processes.insert(incarnation, identity);
     }
