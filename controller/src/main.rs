@@ -286,31 +286,16 @@ mod app {
                     return ExitCode::FAILURE;
                 };
                 let clock = election::MonotonicClock::start(jiff::Timestamp::now());
-                let (election, gate) = election::Election::new(
+                Box::pin(election::run_elected(
                     cluster.clone(),
-                    &flags.leader_election_lease_name,
+                    flags.leader_election_lease_name.clone(),
                     flags.election_config(&identity),
                     clock,
                     leader_metrics,
-                );
-                let (release, released) = tokio::sync::oneshot::channel::<()>();
-                let election = tokio::spawn(election.run(async move {
-                    let _ = released.await;
-                }));
-                tokio::spawn(election::ready_when_synced(cluster.clone(), ready.clone()));
-                let stopped = stopped.clone();
-                Box::pin(async move {
-                    let terms = gate.clone();
-                    election::run_terms(gate, stopped, move |end| {
-                        new_controller().with_leadership(terms.clone()).run(ready.clone(), end)
-                    })
-                    .await;
-                    // The controller has stopped: no write of this replica is in flight. Give the Lease back.
-                    let _ = release.send(());
-                    if let Err(e) = election.await {
-                        error!(err = %e, "the leader election task failed");
-                    }
-                })
+                    ready.clone(),
+                    stopped.clone(),
+                    move |gate, end| new_controller().with_leadership(gate).run(ready.clone(), end),
+                ))
             }
         };
         tokio::pin!(controller);

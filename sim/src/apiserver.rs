@@ -8,6 +8,7 @@ use crate::checker::Knowledge;
 use crate::rng::SimRng;
 use crate::store::{Kind, LogEntry, Obj, SharedStore};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
@@ -117,6 +118,18 @@ pub enum Op {
         name: String,
         patch: serde_json::Value,
     },
+    /// `GET leases/{name}` (leader election).
+    GetLease {
+        name: String,
+    },
+    /// `POST leases`.
+    CreateLease {
+        lease: Box<Lease>,
+    },
+    /// `PUT leases/{name}`, conditional on its resourceVersion.
+    ReplaceLease {
+        lease: Box<Lease>,
+    },
     /// `LIST zoneawarepoddisruptionbudgets` (the operator's budget watch).
     ListBudgets,
     /// `CREATE pods/{name}/eviction` (a node drain's): admitted by the pod-eviction webhook, then the pod deleted.
@@ -134,6 +147,9 @@ pub struct Request {
     /// actor), and the answer carries it back.
     pub knowledge: Knowledge,
     pub op: Op,
+    /// When the client handed the request to the network (after the caller's last check, such as the leader gate):
+    /// a freeze of the process between this and the request leaving it is told apart from network delay.
+    pub handed_at: Instant,
 }
 
 /// A reply on its way back, sent with the request's `reply_tag`, naming the client it answers. A new process binds
@@ -161,6 +177,7 @@ pub enum Reply {
     Deployment(Result<Option<Box<Deployment>>, ApiError>),
     ReplicaSet(Result<Option<Box<ReplicaSet>>, ApiError>),
     Values(Result<Vec<serde_json::Value>, ApiError>),
+    Lease(Result<Option<Box<Lease>>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -200,6 +217,9 @@ pub struct Knobs {
     pub gone_chance: f64,
     /// Chance that the controller process is killed right after one of its deletions commits.
     pub crash_after_delete: f64,
+    /// The HA world: chance per request of a pass of the leader's process (a live read or a write) that the
+    /// process is frozen with the request in flight, for about the lease.
+    pub pause_in_flight: f64,
 }
 
 impl Default for Knobs {
@@ -210,6 +230,7 @@ impl Default for Knobs {
             watch_lifetime_s: (60, 600),
             gone_chance: 0.0,
             crash_after_delete: 0.0,
+            pause_in_flight: 0.0,
         }
     }
 }
@@ -219,8 +240,11 @@ pub struct ServerEnv {
     pub store: SharedStore,
     pub knobs: Arc<Mutex<Knobs>>,
     pub rng: Arc<Mutex<SimRng>>,
-    /// Told when a controller deletion committed and the controller should crash now.
-    pub crash_tx: tokio::sync::mpsc::UnboundedSender<()>,
+    /// Told (with the writer's process) when a controller deletion committed and the controller should crash now.
+    pub crash_tx: tokio::sync::mpsc::UnboundedSender<u64>,
+    /// The HA world: told (with the process) when the leader's process should be frozen with a request in flight.
+    pub pause_tx: tokio::sync::mpsc::UnboundedSender<u64>,
+
     /// What the operator's ServiceAccount is granted (a real deployment's RBAC); `None`: everything.
     pub grants: Option<Arc<Grants>>,
     /// Where the operator replicas serve `/admission/pod-eviction` (empty: no eviction webhook is configured).
@@ -254,14 +278,14 @@ pub async fn serve(env: ServerEnv) {
                 env.sample_ms(range)
             };
             tokio::time::sleep(delay).await;
-            let Request { reply_tag: tag, knowledge, op } = *req;
+            let Request { reply_tag: tag, knowledge, op, handed_at } = *req;
             let client = knowledge.incarnation;
             // An eviction waits for its admission (a call to an operator replica), so it is served apart.
             let reply = match op {
                 Op::Evict { name, dry_run, options_dry_run } => {
                     crate::drains::evict(&env, &name, dry_run, options_dry_run).await
                 }
-                op => handle(&env, Request { reply_tag: tag, knowledge, op }),
+                op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at }),
             };
             let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
@@ -317,6 +341,12 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::CreateEvent { .. } => access("events.k8s.io", "events", "create", None),
         Op::PatchEvent { name, .. } => access("events.k8s.io", "events", "patch", Some(name)),
         Op::ListBudgets => access("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", "list", None),
+        Op::GetLease { name } => access("coordination.k8s.io", "leases", "get", Some(name)),
+        // RBAC cannot restrict a create by name.
+        Op::CreateLease { .. } => access("coordination.k8s.io", "leases", "create", None),
+        Op::ReplaceLease { lease } => {
+            access("coordination.k8s.io", "leases", "update", Some(&name_of(&lease.metadata)))
+        }
         // The drain's own request: not the operator's ServiceAccount (the pod's deletion that follows is the API
         // server's own).
         Op::Evict { .. } => None,
@@ -355,10 +385,77 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::GetReplicaSet { .. } => Reply::ReplicaSet(Err(err)),
         Op::ListBudgets => Reply::Values(Err(err)),
         Op::Evict { .. } => Reply::Done(Err(err)),
+        Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. } => Reply::Lease(Err(err)),
     }
 }
 
+/// What a committed request of `op` writes for the controller's role (the writes only the leader may make), named
+/// for the judgement; `None` for reads, Lease requests (the election's own) and Events (reports, not actions).
+fn controller_write(op: &Op) -> Option<String> {
+    Some(match op {
+        Op::DeletePod { name, .. } => format!("DELETE pod {name}"),
+        Op::UpdateStatus { statefulset } => {
+            format!("PUT {}/status", statefulset.metadata.name.as_deref().unwrap_or_default())
+        }
+        Op::CreateConfigMap { config_map } | Op::ReplaceConfigMap { config_map } => {
+            format!("write of configmap {}", config_map.metadata.name.as_deref().unwrap_or_default())
+        }
+        Op::PatchReplicas { name, replicas, .. } => format!("PATCH {name} replicas={replicas}"),
+        Op::PatchAnnotations { name, .. } => format!("PATCH {name} annotations"),
+        Op::PatchPodAnnotations { name, .. } => format!("PATCH pod {name} annotations"),
+        Op::PatchResourceStatus { plural, name, .. } => format!("PATCH {plural}/{name}/status"),
+        Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => "write of a secret".to_string(),
+        _ => return None,
+    })
+}
+
+/// Serves one request; in the HA world, a committed write of a replica's controller is judged against the Lease.
 fn handle(env: &ServerEnv, req: Request) -> Reply {
+    let incarnation = req.knowledge.incarnation;
+    let write = controller_write(&req.op);
+    let (before, handed_at) = {
+        let store = env.store.lock().unwrap();
+        (store.rv, store.since_start(req.handed_at))
+    };
+    let pause_chance = env.knobs.lock().unwrap().pause_in_flight;
+    if pause_chance > 0.0 {
+        pause_in_flight(env, incarnation, &req.op, write.is_some(), pause_chance);
+    }
+    let reply = serve_op(env, req);
+    let mut store = env.store.lock().unwrap();
+    // Only what committed (a new resourceVersion): a refused write, or one that changed nothing (a deletion of a
+    // pod already terminating), wrote nothing a second leader could clash with.
+    if let Some(what) = write
+        && store.rv != before
+    {
+        let at = store.elapsed();
+        if let Some(v) = store.ha.judge_write(at, incarnation, &what, handed_at) {
+            store.trace("checker", format!("VIOLATION {} at {:.3}s: {}", v.invariant, at.as_secs_f64(), v.detail));
+            store.checker.violations.push(v);
+        }
+    }
+    reply
+}
+
+/// The HA world's freeze at the worst moment: the leader's process, with a request of its pass in flight (a live
+/// read, or a write), is paused by the world for about the lease, so its pass goes on from the answer after its
+/// write window ended, and often after another replica took over. The election's own Lease requests are not
+/// passes.
+fn pause_in_flight(env: &ServerEnv, incarnation: u64, op: &Op, write: bool, chance: f64) {
+    let pass_read =
+        matches!(op, Op::GetStatefulSet { .. } | Op::ListPods { .. } | Op::GetPod { .. } | Op::GetConfigMap { .. });
+    if !(pass_read || write) {
+        return;
+    }
+    // Mostly at reads: a pass goes on to write after its read, while a write is usually its pass's last request.
+    let chance = if pass_read { chance } else { chance / 6.0 };
+    let holder = env.store.lock().unwrap().ha.holder_process() == Some(incarnation);
+    if holder && env.rng.lock().unwrap().chance(chance) {
+        let _ = env.pause_tx.send(incarnation);
+    }
+}
+
+fn serve_op(env: &ServerEnv, req: Request) -> Reply {
     let mut store = env.store.lock().unwrap();
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
     let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
@@ -369,7 +466,8 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
         format!("controller#{}", req.knowledge.incarnation)
     };
     let controller = who.starts_with("controller");
-    if controller {
+    let lease_request = matches!(req.op, Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. });
+    if controller && !lease_request {
         store.reactions.controller_requests += 1;
     }
     if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
@@ -399,7 +497,7 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
             if result.is_ok() {
                 let crash = env.knobs.lock().unwrap().crash_after_delete;
                 if env.rng.lock().unwrap().chance(crash) {
-                    let _ = env.crash_tx.send(());
+                    let _ = env.crash_tx.send(req.knowledge.incarnation);
                 }
             }
             Reply::Deleted(result)
@@ -520,6 +618,9 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::PatchEvent { name, patch } => Reply::Done(store.events.patch(name, patch)),
         Op::ListBudgets => Reply::Values(Ok(store.budgets.clone())),
+        Op::GetLease { name } => Reply::Lease(Ok(store.leases.get(name).cloned().map(Box::new))),
+        Op::CreateLease { lease } => Reply::Lease(store.api_create_lease(lease).map(|l| Some(Box::new(l)))),
+        Op::ReplaceLease { lease } => Reply::Lease(store.api_replace_lease(lease).map(|l| Some(Box::new(l)))),
         // Served by `serve` before it gets here.
         Op::Evict { .. } => Reply::Done(Err(ApiError::Unavailable("eviction not served".into()))),
     }

@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use rollout_core::Defences;
 use rollout_sim::drains::{BudgetMode, Drains, Evictor};
+use rollout_sim::ha::{ElectionVariant, Ha};
 use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario};
 use std::time::{Duration, Instant};
 
@@ -166,6 +167,15 @@ struct ScenarioArgs {
     /// With --drains: the budget's maxUnavailable.
     #[arg(long = "budget-max-unavailable", default_value_t = 1)]
     budget_max_unavailable: u32,
+    /// High availability: this many operator replicas (2 or 3) on nodes of their own, each running the real leader
+    /// election and one controller per term against the simulated Lease; the faults hit the replicas, which are
+    /// also frozen longer than the lease, killed while leading, and run clocks with offsets and rates of their own.
+    #[arg(long)]
+    ha: Option<u32>,
+    /// With --ha: the election the replicas run: real, or (test-only) no-gate (the controller never asks the gate
+    /// before a write) or no-margin (renew deadline equal to the lease duration, no skew margin).
+    #[arg(long, default_value = "real")]
+    election: String,
 }
 
 impl ScenarioArgs {
@@ -214,6 +224,12 @@ impl ScenarioArgs {
         }
         if self.defences != "all" {
             flags.push_str(&format!(" --defences={}", self.defences));
+        }
+        if let Some(n) = self.ha {
+            flags.push_str(&format!(" --ha {n}"));
+            if self.election != "real" {
+                flags.push_str(&format!(" --election {}", self.election));
+            }
         }
         if let Some(mode) = &self.drains {
             flags.push_str(&format!(" --drains {mode}"));
@@ -309,7 +325,23 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1) {
         return Err("--evictor and --budget-max-unavailable need --drains".to_string());
     }
+    let ha = match args.ha {
+        None if args.election != "real" => return Err("--election needs --ha".to_string()),
+        None => None,
+        Some(n) if !(2..=3).contains(&n) => return Err(format!("--ha {n}: 2 or 3 replicas")),
+        Some(_) if drains.is_some() => {
+            return Err("--ha and --drains each run operator replicas of their own: use one of them".to_string());
+        }
+        Some(replicas) => {
+            let election = ElectionVariant::parse(&args.election).ok_or_else(|| {
+                let names: Vec<&str> = ElectionVariant::ALL.iter().map(|e| e.name()).collect();
+                format!("unknown election {:?}; one of: {}", args.election, names.join(", "))
+            })?;
+            Some(Ha { replicas, election })
+        }
+    };
     Ok(Scenario {
+        ha,
         drains,
         second_group: args.second_group,
         sidecars: args.sidecars,
@@ -414,6 +446,7 @@ fn run() -> Result<i32, String> {
             let mut events = rollout_sim::events::EventStats::default();
             let mut max_writes_per_step = (0.0f64, 0u64);
             let mut drains = rollout_sim::checker::DrainStats::default();
+            let mut ha = rollout_sim::ha::HaStats::default();
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
@@ -428,6 +461,7 @@ fn run() -> Result<i32, String> {
                 slow += o.slow_observations;
                 events.add(&o.events);
                 drains.add(&o.drains);
+                ha.add(&o.ha);
                 if o.events.writes_per_step() > max_writes_per_step.0 {
                     max_writes_per_step = (o.events.writes_per_step(), seed);
                 }
@@ -499,6 +533,9 @@ fn run() -> Result<i32, String> {
                     drains.committed,
                     drains.judged
                 );
+            }
+            if args.ha.is_some() {
+                println!("{}", ha.describe());
             }
             let wall = started.elapsed().as_secs_f64();
             println!(

@@ -14,11 +14,12 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
-    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, LiveReads, PodAnnotations, Preconditions,
-    RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
+    ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
+    Preconditions, RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,7 +120,7 @@ impl SimCluster {
             tokio::time::sleep(self.inner.delay).await;
         }
         let reply_tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
-        let req = Request { reply_tag, knowledge: self.knowledge(), op };
+        let req = Request { reply_tag, knowledge: self.knowledge(), op, handed_at: tokio::time::Instant::now() };
         self.inner
             .ep
             .send_to_raw(apiserver::address(), apiserver::TAG_API, Box::new(req))
@@ -449,6 +450,32 @@ impl EventsApi for SimCluster {
     async fn patch_event(&self, name: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
         match self.call(Op::PatchEvent { name: name.to_string(), patch: patch.clone() }).await? {
             Reply::Done(r) => r,
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+}
+
+/// The leader election's Lease, over the same client (and so the same network) as the replica's controller.
+impl Leases for SimCluster {
+    async fn get_lease(&self, name: &str) -> Result<Option<Lease>, ApiError> {
+        match self.call(Op::GetLease { name: name.to_string() }).await? {
+            Reply::Lease(r) => r.map(|l| l.map(|l| *l)),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn create_lease(&self, lease: &Lease) -> Result<Lease, ApiError> {
+        match self.call(Op::CreateLease { lease: Box::new(lease.clone()) }).await? {
+            Reply::Lease(Ok(Some(l))) => Ok(*l),
+            Reply::Lease(Err(e)) => Err(e),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
+    }
+
+    async fn replace_lease(&self, lease: &Lease) -> Result<Lease, ApiError> {
+        match self.call(Op::ReplaceLease { lease: Box::new(lease.clone()) }).await? {
+            Reply::Lease(Ok(Some(l))) => Ok(*l),
+            Reply::Lease(Err(e)) => Err(e),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }

@@ -19,6 +19,8 @@ pub mod drains;
 #[cfg(madsim)]
 pub mod events;
 #[cfg(madsim)]
+pub mod ha;
+#[cfg(madsim)]
 pub mod kube;
 #[cfg(madsim)]
 pub mod objects;

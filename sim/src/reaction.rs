@@ -49,6 +49,11 @@ impl Reactions {
         }
     }
 
+    /// Whether some group has work the controller has not done yet.
+    pub fn has_work(&self) -> bool {
+        !self.unblocked_at.is_empty()
+    }
+
     /// Takes the wait of `group` before a write is tried (the write's own commit re-evaluates the group).
     pub fn take_wait(&mut self, group: &str) -> Option<Duration> {
         self.unblocked_at.remove(group)

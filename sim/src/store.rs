@@ -154,6 +154,10 @@ pub struct Store {
     pub controller_replica_changes: u64,
     /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; they never change).
     pub budgets: Vec<serde_json::Value>,
+    /// Leases (`coordination.k8s.io/v1`, the HA world's leader election). Not watched.
+    pub leases: BTreeMap<String, k8s_openapi::api::coordination::v1::Lease>,
+    /// The HA world: the replica processes and the Lease's truth, by which their controllers' writes are judged.
+    pub ha: crate::ha::Ledger,
 }
 
 pub type SharedStore = Arc<Mutex<Store>>;
@@ -200,12 +204,19 @@ impl Store {
             events: Default::default(),
             controller_replica_changes: 0,
             budgets: Vec::new(),
+            leases: BTreeMap::new(),
+            ha: Default::default(),
         }
     }
 
     /// Simulated time since the run started.
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// `at` as simulated time since the run started.
+    pub fn since_start(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.start)
     }
 
     pub fn subscribe(&self) -> Arc<Changes> {
@@ -731,6 +742,35 @@ impl Store {
     /// `PUT secrets/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
         memory::replace(&mut self.secrets, &mut self.rv, "secrets", secret)
+    }
+
+    /// `POST leases`: a name already taken is a conflict (409 AlreadyExists).
+    pub fn api_create_lease(
+        &mut self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        let lease = memory::create(&mut self.leases, &mut self.rv, "leases.coordination.k8s.io", lease)?;
+        self.lease_committed(&lease);
+        Ok(lease)
+    }
+
+    /// `PUT leases/{name}`: `metadata.resourceVersion` is a precondition (409 Conflict when the Lease moved on), so
+    /// every renewal and takeover is a compare-and-swap.
+    pub fn api_replace_lease(
+        &mut self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        let lease = memory::replace(&mut self.leases, &mut self.rv, "leases.coordination.k8s.io", lease)?;
+        self.lease_committed(&lease);
+        Ok(lease)
+    }
+
+    /// The Lease's truth moves on with each committed write, on the API server's clock.
+    fn lease_committed(&mut self, lease: &k8s_openapi::api::coordination::v1::Lease) {
+        let at = self.elapsed();
+        if let Some(line) = self.ha.lease_committed(at, lease) {
+            self.trace("apiserver", line);
+        }
     }
 
     /// Objects of one kind, as a list response.

@@ -389,6 +389,10 @@ pub struct Scenario {
     /// webhook, and node drains evicting pods through the API server during the fault phase. Drawn from a generator
     /// of its own.
     pub drains: Option<crate::drains::Drains>,
+    /// Issue 16: operator replicas on nodes of their own electing a leader (`crate::ha`), instead of the one
+    /// controller node; the faults hit the replicas, which are also paused longer than the lease, killed while
+    /// leading, and run clocks with offsets and rates of their own. Drawn from a generator of its own.
+    pub ha: Option<crate::ha::Ha>,
 }
 
 /// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
@@ -612,6 +616,7 @@ impl Default for Scenario {
             mirror: false,
             delayed_downscale: false,
             drains: None,
+            ha: None,
         }
     }
 }
@@ -644,6 +649,8 @@ pub struct Outcome {
     pub no_downscale_admissions: (u64, u64),
     /// The drains world's evictions.
     pub drains: crate::checker::DrainStats,
+    /// The HA world's Lease judgements and failovers.
+    pub ha: crate::ha::HaStats,
 }
 
 impl Outcome {
@@ -852,7 +859,13 @@ struct ControllerSetup {
     budgets: bool,
 }
 
-async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
+/// The controller process's controller, as `main` builds it (its scaling, reporting and, in the drains worlds,
+/// budgets), over `api`.
+fn build_controller<P: Planner + Send + 'static>(
+    api: SimCluster,
+    setup: ControllerSetup,
+    planner: P,
+) -> Controller<SimCluster, P, DelayedDownscalePods> {
     let scaling = ScalingConfig {
         namespace: objects::NAMESPACE.to_string(),
         downscale_record: setup.operator.record.clone(),
@@ -873,28 +886,93 @@ async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: Con
     let controller = Controller::new(api, planner, sim_config(setup.defences), metrics)
         .with_scaling(setup.pods, scaling)
         .with_reporting(events, crate::events::PROGRESS_DEADLINE);
-    let controller = match budgets {
+    match budgets {
         Some(budgets) => controller.with_budgets(budgets),
         None => controller,
-    };
-    controller.run(ReadyFlag::new(), std::future::pending()).await
+    }
+}
+
+async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
+    build_controller(api, setup, planner).run(ReadyFlag::new(), std::future::pending()).await
+}
+
+/// One HA replica node (issue 16): every start of it is a new process running the production leader-elected
+/// wiring, each term's controller built as the single controller process's is, on a client of its own (a new
+/// incarnation: the checker judges each term's controller by what that controller knew).
+fn start_replica(
+    handle: &Handle,
+    store: &SharedStore,
+    index: u32,
+    ha: crate::ha::Ha,
+    drift: crate::ha::ClockDrift,
+    setup: &ControllerSetup,
+    incarnations: &Arc<AtomicU64>,
+) -> madsim::task::NodeId {
+    let (store, setup, incarnations) = (store.clone(), setup.clone(), incarnations.clone());
+    handle
+        .create_node()
+        .name(crate::ha::identity(index))
+        .ip(crate::ha::replica_ip(index))
+        .init(move || {
+            let (store, setup, incarnations) = (store.clone(), setup.clone(), incarnations.clone());
+            async move {
+                let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+                crate::ha::trace_start(&store, index, incarnation, drift);
+                let api = SimCluster::connect(incarnation).await.expect("bind replica endpoint");
+                let replica = crate::ha::ReplicaSetup { index, election: ha.election, drift };
+                crate::ha::run_replica(api, replica, move |gate, end, gated| {
+                    let (store, setup, incarnations) = (store.clone(), setup.clone(), incarnations.clone());
+                    async move {
+                        let term = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+                        {
+                            let mut st = store.lock().unwrap();
+                            st.ha.process_started(term, crate::ha::identity(index));
+                            st.trace(
+                                &format!("controller#{term}"),
+                                format!("term of {} begins: a new controller", crate::ha::identity(index)),
+                            );
+                        }
+                        let Ok(api) = SimCluster::connect(term).await else { return };
+                        let controller = build_controller(api, setup, RolloutPlanner);
+                        let controller = if gated { controller.with_leadership(gate) } else { controller };
+                        controller.run(ReadyFlag::new(), end).await;
+                        store.lock().unwrap().trace(&format!("controller#{term}"), "term over: controller stopped");
+                    }
+                })
+                .await
+            }
+        })
+        .build()
+        .id()
 }
 
 struct Nodes {
     apiserver: madsim::task::NodeId,
-    controller: madsim::task::NodeId,
-    /// (apiserver, controller) currently killed by a fault.
-    killed: Mutex<(bool, bool)>,
+    /// The controller node, or the HA world's replica nodes.
+    controllers: Vec<madsim::task::NodeId>,
+    /// Currently killed by a fault: the API server, and each controller node.
+    killed: Mutex<(bool, Vec<bool>)>,
+    /// HA replica nodes currently frozen, since when (simulated time since the start).
+    paused: Mutex<Vec<Option<Duration>>>,
 }
 
 impl Nodes {
-    fn set_killed(&self, apiserver: bool, down: bool) {
-        let mut k = self.killed.lock().unwrap();
-        if apiserver {
-            k.0 = down;
-        } else {
-            k.1 = down;
-        }
+    fn set_api_killed(&self, down: bool) {
+        self.killed.lock().unwrap().0 = down;
+    }
+
+    fn set_controller_killed(&self, i: usize, down: bool) {
+        self.killed.lock().unwrap().1[i] = down;
+    }
+
+    /// Which controller node a fault drawn with `pick` hits (the one controller node outside the HA world).
+    fn pick_controller(&self, pick: u64) -> usize {
+        ((pick >> 20) % self.controllers.len() as u64) as usize
+    }
+
+    /// How a fault names controller node `i` in the trace.
+    fn controller_name(&self, i: usize) -> String {
+        if self.controllers.len() == 1 { "controller".to_string() } else { crate::ha::identity(i as u32) }
     }
 }
 
@@ -913,12 +991,18 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     }
     let kube_state = Arc::new(Mutex::new(kube));
     let (crash_tx, mut crash_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (pause_tx, pause_rx) = tokio::sync::mpsc::unbounded_channel();
     let env = ServerEnv {
         store: store.clone(),
         knobs: knobs.clone(),
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
-        grants: sc.deployment.map(|d| Arc::new(d.grants())),
+        pause_tx,
+        // The HA world runs the deployment's RBAC plus the HA overlay's Lease grants.
+        grants: sc.deployment.map(|d| match sc.ha {
+            Some(_) => Arc::new(crate::ha::with_ha_grants(d.grants())),
+            None => Arc::new(d.grants()),
+        }),
         eviction_webhooks: sc.drains.iter().flat_map(|d| (0..d.replicas).map(crate::drains::replica_address)).collect(),
     };
     let apiserver = handle
@@ -945,28 +1029,44 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             failing_until: Instant::now() + sc.fault_phase,
         },
     };
-    let (s, planner) = (store.clone(), sc.planner);
-    let controller = handle
-        .create_node()
-        .name("controller")
-        .ip(IpAddr::from([10, 0, 0, 3]))
-        .init(move || {
-            let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
-            let store = s.clone();
-            let setup = setup.clone();
-            async move {
-                store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
-                let api = match setup.budgets {
-                    true => SimCluster::connect_operator(incarnation).await,
-                    false => SimCluster::connect(incarnation).await,
-                };
-                let api = api.expect("bind controller endpoint");
-                run_with_planner(planner, api, setup).await
-            }
-        })
-        .build();
-    let nodes =
-        Arc::new(Nodes { apiserver: apiserver.id(), controller: controller.id(), killed: Mutex::new((false, false)) });
+    let mut ha_rng = SimRng::new(seed ^ crate::ha::HA_STREAM);
+    let controllers: Vec<madsim::task::NodeId> = match sc.ha {
+        Some(ha) => (0..ha.replicas)
+            .map(|i| {
+                let drift = crate::ha::ClockDrift::draw(&mut ha_rng);
+                start_replica(&handle, &store, i, ha, drift, &setup, &incarnations)
+            })
+            .collect(),
+        None => {
+            let (s, planner) = (store.clone(), sc.planner);
+            let controller = handle
+                .create_node()
+                .name("controller")
+                .ip(IpAddr::from([10, 0, 0, 3]))
+                .init(move || {
+                    let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+                    let store = s.clone();
+                    let setup = setup.clone();
+                    async move {
+                        store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
+                        let api = match setup.budgets {
+                            true => SimCluster::connect_operator(incarnation).await,
+                            false => SimCluster::connect(incarnation).await,
+                        };
+                        let api = api.expect("bind controller endpoint");
+                        run_with_planner(planner, api, setup).await
+                    }
+                })
+                .build();
+            vec![controller.id()]
+        }
+    };
+    let nodes = Arc::new(Nodes {
+        apiserver: apiserver.id(),
+        killed: Mutex::new((false, vec![false; controllers.len()])),
+        paused: Mutex::new(vec![None; controllers.len()]),
+        controllers,
+    });
     let start = Instant::now();
     let fault_end = start + sc.fault_phase;
 
@@ -1141,16 +1241,19 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         let (store, nodes) = (store.clone(), nodes.clone());
         let delay = rng.lock().unwrap().millis(1_000, 10_000);
         tasks.push(tokio::spawn(async move {
-            while crash_rx.recv().await.is_some() {
+            while let Some(writer) = crash_rx.recv().await {
                 if Instant::now() + delay >= fault_end {
                     continue;
                 }
-                store.lock().unwrap().trace("fault", "controller crashes right after its deletion committed");
-                nodes.set_killed(false, true);
-                Handle::current().kill(nodes.controller);
+                // The writer's node (the one controller node outside the HA world).
+                let Some(i) = writer_node(&store, &nodes, writer) else { continue };
+                let name = nodes.controller_name(i);
+                store.lock().unwrap().trace("fault", format!("{name} crashes right after its deletion committed"));
+                nodes.set_controller_killed(i, true);
+                Handle::current().kill(nodes.controllers[i]);
                 tokio::time::sleep(delay).await;
-                restart(nodes.controller);
-                nodes.set_killed(false, false);
+                restart(nodes.controllers[i]);
+                nodes.set_controller_killed(i, false);
             }
         }));
     }
@@ -1244,6 +1347,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     if sc.faults.never_ready {
         kube_state.lock().unwrap().never_ready_chance = 0.1;
     }
+    if sc.ha.is_some() {
+        start_ha_faults(&store, &knobs, &nodes, ha_rng, start, sc.fault_phase, pause_rx, &mut tasks);
+    }
 
     // The fault phase ends: heal everything.
     tokio::time::sleep_until(fault_end).await;
@@ -1253,8 +1359,18 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     {
         *knobs.lock().unwrap() = Knobs::default();
         let net = NetSim::current();
-        net.unclog_node(nodes.controller);
+        for (i, node) in nodes.controllers.iter().enumerate() {
+            net.unclog_node(*node);
+            let frozen_since = nodes.paused.lock().unwrap()[i].take();
+            if let Some(from) = frozen_since {
+                Handle::current().resume(*node);
+                let mut st = store.lock().unwrap();
+                let to = st.elapsed();
+                st.ha.frozen(crate::ha::identity(i as u32), from, to);
+            }
+        }
         net.unclog_node(nodes.apiserver);
+        st_ha_faults_over(&store);
         net.update_config(|c| *c = madsim::net::Config::default());
         kube_state.lock().unwrap().heal();
         let mut st = store.lock().unwrap();
@@ -1281,12 +1397,14 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         let _ = u.await;
     }
     // Restarting a node that is running restarts it too: only bring back the ones that are down.
-    let (apiserver_down, controller_down) = *nodes.killed.lock().unwrap();
+    let (apiserver_down, controllers_down) = nodes.killed.lock().unwrap().clone();
     if apiserver_down {
         restart(nodes.apiserver);
     }
-    if controller_down {
-        restart(nodes.controller);
+    for (i, down) in controllers_down.into_iter().enumerate() {
+        if down {
+            restart(nodes.controllers[i]);
+        }
     }
 
     let converged_at = await_convergence(&store, start, fault_end + sc.settle_deadline).await;
@@ -1383,6 +1501,7 @@ fn judge(
         events,
         no_downscale_admissions: st.checker.no_downscale_admissions,
         drains: st.checker.drains,
+        ha: st.ha.stats.clone(),
     }
 }
 
@@ -2036,6 +2155,184 @@ fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::Stateful
     leader.is_none_or(|l| st.statefulsets.get(l).is_some_and(|l| replicas(l) == replicas(sts)))
 }
 
+/// The controller node whose process `writer` (an incarnation) is: the HA replica of that identity, or the one
+/// controller node.
+fn writer_node(store: &SharedStore, nodes: &Nodes, writer: u64) -> Option<usize> {
+    if nodes.controllers.len() == 1 {
+        return Some(0);
+    }
+    let st = store.lock().unwrap();
+    let identity = st.ha.identity_of(writer)?;
+    (0..nodes.controllers.len()).find(|i| crate::ha::identity(*i as u32) == identity)
+}
+
+/// The HA world's measurements close with the fault phase.
+fn st_ha_faults_over(store: &SharedStore) {
+    store.lock().unwrap().ha.faults_over();
+}
+
+/// Pauses HA replica `i` for `down` (unless it is down or paused already), then resumes it.
+async fn pause_replica(store: &SharedStore, nodes: &Nodes, i: usize, down: Duration, why: &str) {
+    let name = nodes.controller_name(i);
+    {
+        let mut paused = nodes.paused.lock().unwrap();
+        if paused[i].is_some() || nodes.killed.lock().unwrap().1[i] {
+            return;
+        }
+        let mut st = store.lock().unwrap();
+        st.trace("fault", format!("{name} frozen {why} for {:.1}s", down.as_secs_f64()));
+        paused[i] = Some(st.elapsed());
+    }
+    Handle::current().pause(nodes.controllers[i]);
+    tokio::time::sleep(down).await;
+    let frozen_since = nodes.paused.lock().unwrap()[i].take();
+    if let Some(from) = frozen_since {
+        Handle::current().resume(nodes.controllers[i]);
+        let mut st = store.lock().unwrap();
+        let to = st.elapsed();
+        st.ha.frozen(crate::ha::identity(i as u32), from, to);
+        st.trace("fault", format!("{name} resumes"));
+    }
+}
+
+/// The HA world's own faults (issue 16), from its own generator: replicas frozen for longer than the lease (at
+/// random moments, and, through the API server, with a pass's live read in flight), and the leader killed while
+/// its group has work (kept down 30-45 s, so another replica takes over; the failover is measured from the kill to
+/// the first controller write another process commits).
+#[allow(clippy::too_many_arguments)]
+fn start_ha_faults(
+    store: &SharedStore,
+    knobs: &Arc<Mutex<Knobs>>,
+    nodes: &Arc<Nodes>,
+    mut r: SimRng,
+    start: Instant,
+    fault_phase: Duration,
+    mut pause_rx: tokio::sync::mpsc::UnboundedReceiver<u64>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    let lease = rollout_core::election::ElectionConfig::new("").lease_duration;
+    let latest = fault_phase.as_millis() as u64 * 9 / 10;
+    knobs.lock().unwrap().pause_in_flight = 0.3;
+    // A freeze of the leader with a request of its pass in flight (one at a time, 30 s apart at least), until
+    // about when its Lease expires.
+    let (s, n, mut pr) = (store.clone(), nodes.clone(), SimRng::new(r.next_u64()));
+    tasks.push(tokio::spawn(async move {
+        while let Some(writer) = pause_rx.recv().await {
+            let Some(i) = writer_node(&s, &n, writer) else { continue };
+            // Resumed from 2 s before its Lease expires by the API server's clock to 6 s after (before or after
+            // another replica takes over, which takes at least the lease from its last renewal).
+            let expires = s.lock().unwrap().ha.expires_at().unwrap_or_else(|| start.elapsed() + lease);
+            let resume_at = (expires + pr.millis(0, 8_000)).saturating_sub(Duration::from_secs(2));
+            let down = resume_at.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
+            if start.elapsed() + down + Duration::from_secs(5) >= fault_phase {
+                continue;
+            }
+            {
+                let mut st = s.lock().unwrap();
+                st.ha.stats.paused_mid_pass += 1;
+                st.ha.stats.long_pauses += u64::from(down > lease);
+            }
+            pause_replica(&s, &n, i, down, "with a request of its pass in flight").await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+    }));
+    // The leader frozen, while its group has work, until about when its Lease expires by the API server's clock
+    // (from 1 s before to 0.5 s after): it resumes with work to do right at the edge of its lease. 1-2 a run.
+    for _ in 0..r.range(1..3) {
+        let from = r.millis(5_000, latest);
+        let edge = Duration::from_millis(r.range(0..1_500));
+        let (s, n) = (store.clone(), nodes.clone());
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + from).await;
+            loop {
+                if start.elapsed() + lease + Duration::from_secs(5) >= fault_phase {
+                    return;
+                }
+                let (leader, expires) = {
+                    let st = s.lock().unwrap();
+                    (st.ha.holder_process().filter(|_| st.reactions.has_work()), st.ha.expires_at())
+                };
+                let victim = leader.and_then(|p| writer_node(&s, &n, p));
+                if let (Some(i), Some(expires)) = (victim, expires) {
+                    // From 1 s before the expiry to 0.5 s after it.
+                    let resume_at = (expires + edge).saturating_sub(Duration::from_secs(1));
+                    let down = resume_at.saturating_sub(start.elapsed());
+                    if !down.is_zero() {
+                        pause_replica(&s, &n, i, down, "until the edge of its lease").await;
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
+    }
+    // Freezes at random moments: 1-3 a run, each of the leader or another replica, some shorter than the lease.
+    for _ in 0..r.range(1..4) {
+        let at = r.millis(5_000, latest);
+        let long = r.chance(0.7);
+        let down = if long { lease + r.millis(1_000, 25_000) } else { r.millis(1_000, 10_000) };
+        let (of_leader, other) = (r.chance(0.6), r.range(0..nodes.controllers.len() as u64) as usize);
+        let (s, n) = (store.clone(), nodes.clone());
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + at).await;
+            if Instant::now() + down >= start + fault_phase {
+                return;
+            }
+            let holder = s.lock().unwrap().ha.holder_process();
+            let leader = holder.and_then(|p| writer_node(&s, &n, p));
+            let i = leader.filter(|_| of_leader).unwrap_or(other);
+            if long {
+                s.lock().unwrap().ha.stats.long_pauses += 1;
+            }
+            pause_replica(&s, &n, i, down, "(a process pause)").await;
+        }));
+    }
+    // The leader killed while its group has work: 1-2 a run.
+    for _ in 0..r.range(1..3) {
+        let from = r.millis(5_000, latest);
+        let down = r.millis(30_000, 45_000);
+        let (s, n) = (store.clone(), nodes.clone());
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + from).await;
+            loop {
+                if start.elapsed() + down >= fault_phase {
+                    return;
+                }
+                let leader = {
+                    let st = s.lock().unwrap();
+                    st.ha.holder_process().filter(|_| st.reactions.has_work())
+                };
+                let victim = leader.and_then(|p| Some((p, writer_node(&s, &n, p)?)));
+                if let Some((process, i)) = victim
+                    && !n.killed.lock().unwrap().1[i]
+                    && n.paused.lock().unwrap()[i].is_none()
+                {
+                    let name = n.controller_name(i);
+                    {
+                        let mut st = s.lock().unwrap();
+                        let at = st.elapsed();
+                        st.ha.leader_killed(at, process);
+                        st.trace(
+                            "fault",
+                            format!(
+                                "the leader {name} is killed while its group has work; back in {:.1}s",
+                                down.as_secs_f64()
+                            ),
+                        );
+                    }
+                    n.set_controller_killed(i, true);
+                    Handle::current().kill(n.controllers[i]);
+                    tokio::time::sleep(down).await;
+                    restart(n.controllers[i]);
+                    n.set_controller_killed(i, false);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
+    }
+}
+
 /// Restarts a node from its init task. Killing first resets its sockets: madsim's `restart` alone leaves the old
 /// process's bound addresses in place until its tasks are dropped, so the new process could not bind them.
 fn restart(id: madsim::task::NodeId) {
@@ -2100,10 +2397,12 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
     let zone = zone_name((pick % u64::from(ctx.zones)) as u32);
     match kind {
         FaultKind::Partition => {
-            ctx.trace(format!("partition: controller cut off from the API server for {secs:.1}s"));
-            NetSim::current().clog_node(ctx.nodes.controller);
+            let i = ctx.nodes.pick_controller(pick);
+            let name = ctx.nodes.controller_name(i);
+            ctx.trace(format!("partition: {name} cut off from the API server for {secs:.1}s"));
+            NetSim::current().clog_node(ctx.nodes.controllers[i]);
             tokio::time::sleep(dur).await;
-            NetSim::current().unclog_node(ctx.nodes.controller);
+            NetSim::current().unclog_node(ctx.nodes.controllers[i]);
             ctx.trace("partition healed".into());
         }
         FaultKind::MessageLoss => {
@@ -2133,20 +2432,22 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
         FaultKind::ApiServerRestart => {
             let down = Duration::from_millis(500 + pick % 10_000);
             ctx.trace(format!("API server crashes, back in {:.1}s", down.as_secs_f64()));
-            ctx.nodes.set_killed(true, true);
+            ctx.nodes.set_api_killed(true);
             Handle::current().kill(ctx.nodes.apiserver);
             tokio::time::sleep(down).await;
             restart(ctx.nodes.apiserver);
-            ctx.nodes.set_killed(true, false);
+            ctx.nodes.set_api_killed(false);
         }
         FaultKind::ControllerCrash => {
             let down = Duration::from_millis(500 + pick % 20_000);
-            ctx.trace(format!("controller process crashes, restarted in {:.1}s", down.as_secs_f64()));
-            ctx.nodes.set_killed(false, true);
-            Handle::current().kill(ctx.nodes.controller);
+            let i = ctx.nodes.pick_controller(pick);
+            let name = ctx.nodes.controller_name(i);
+            ctx.trace(format!("{name} process crashes, restarted in {:.1}s", down.as_secs_f64()));
+            ctx.nodes.set_controller_killed(i, true);
+            Handle::current().kill(ctx.nodes.controllers[i]);
             tokio::time::sleep(down).await;
-            restart(ctx.nodes.controller);
-            ctx.nodes.set_killed(false, false);
+            restart(ctx.nodes.controllers[i]);
+            ctx.nodes.set_controller_killed(i, false);
         }
         FaultKind::WatchExpiry => {
             ctx.trace(format!("watches expire every 1-10s and resumes are often too old, for {secs:.1}s"));

@@ -97,11 +97,13 @@ async fn world(seed: u64) -> Outcome {
         }
     }
     let (crash_tx, _crash_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (pause_tx, _pause_rx) = tokio::sync::mpsc::unbounded_channel();
     let env = ServerEnv {
         store: store.clone(),
         knobs: Arc::new(Mutex::new(Knobs { api_delay_ms: (1, 30), ..Knobs::default() })),
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
         crash_tx,
+        pause_tx,
         grants: None,
         eviction_webhooks: Vec::new(),
     };

@@ -27,12 +27,21 @@ use tokio::time::Instant;
 pub struct MonotonicClock {
     base: Instant,
     base_time: Timestamp,
+    /// How much faster (positive) or slower than true time this clock runs, in parts per million: 0 for a real
+    /// replica's clock (its own monotonic clock is its truth); the simulation gives each replica a different rate,
+    /// as the oscillators of different nodes have, to check that the election holds within its skew margin.
+    rate_ppm: i32,
 }
 
 impl MonotonicClock {
     /// Starts the clock at `wall` (the wall time now).
     pub fn start(wall: Timestamp) -> Self {
-        MonotonicClock { base: Instant::now(), base_time: wall }
+        MonotonicClock { base: Instant::now(), base_time: wall, rate_ppm: 0 }
+    }
+
+    /// The same clock running `ppm` parts per million fast (negative: slow); at most 10 % either way.
+    pub fn with_rate_ppm(self, ppm: i32) -> Self {
+        MonotonicClock { rate_ppm: ppm.clamp(-100_000, 100_000), ..self }
     }
 
     pub fn now(&self) -> Timestamp {
@@ -40,8 +49,9 @@ impl MonotonicClock {
     }
 
     fn timestamp_of(&self, at: Instant) -> Timestamp {
-        let elapsed = jiff::SignedDuration::try_from(at.saturating_duration_since(self.base))
-            .unwrap_or(jiff::SignedDuration::MAX);
+        let true_elapsed = at.saturating_duration_since(self.base).as_nanos();
+        let elapsed = true_elapsed * u128::from(1_000_000u32.saturating_add_signed(self.rate_ppm)) / 1_000_000;
+        let elapsed = i64::try_from(elapsed).map(jiff::SignedDuration::from_nanos).unwrap_or(jiff::SignedDuration::MAX);
         self.base_time.checked_add(elapsed).unwrap_or(Timestamp::MAX)
     }
 
@@ -49,7 +59,11 @@ impl MonotonicClock {
     fn instant_of(&self, at: Timestamp) -> Instant {
         let since = at.duration_since(self.base_time);
         match Duration::try_from(since) {
-            Ok(d) => self.base.checked_add(d).unwrap_or_else(|| self.base + Duration::from_secs(86_400 * 365)),
+            Ok(d) => {
+                let rate = u128::from(1_000_000u32.saturating_add_signed(self.rate_ppm)).max(1);
+                let d = u64::try_from(d.as_nanos() * 1_000_000 / rate).map_or(Duration::MAX, Duration::from_nanos);
+                self.base.checked_add(d).unwrap_or_else(|| self.base + Duration::from_secs(86_400 * 365))
+            }
             Err(_) => self.base,
         }
     }
@@ -315,6 +329,41 @@ where
             return;
         }
         tracing::info!(term, "the controller stopped at the end of its term; drops its cache and expectations");
+    }
+}
+
+/// One replica's whole leader-elected run, as `main` wires it (and the simulation runs it on each replica node):
+/// the election loop over `api`'s Lease on a task of its own, readiness once the caches would have synced, and one
+/// controller per term started by `start_term` with the gate it must ask before every write and the future that
+/// resolves when its term (or the process) ends. Returns once `stopped` says the process stops and the last term's
+/// controller has stopped; the Lease is then given back (so another replica takes over at once).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_elected<C, F, Fut>(
+    api: C,
+    lease_name: String,
+    config: ElectionConfig,
+    clock: MonotonicClock,
+    metrics: LeaderMetrics,
+    ready: crate::ops::health::ReadyFlag,
+    stopped: watch::Receiver<bool>,
+    mut start_term: F,
+) where
+    C: Leases + crate::cluster::RolloutApi,
+    F: FnMut(LeaderGate, BoxFuture<'static, ()>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let (election, gate) = Election::new(api.clone(), &lease_name, config, clock, metrics);
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let election = tokio::spawn(election.run(async move {
+        let _ = released.await;
+    }));
+    tokio::spawn(ready_when_synced(api, ready));
+    let terms = gate.clone();
+    run_terms(gate, stopped, move |end| start_term(terms.clone(), end)).await;
+    // The controller has stopped: no write of this replica is in flight. Give the Lease back.
+    let _ = release.send(());
+    if let Err(e) = election.await {
+        tracing::error!(err = %e, "the leader election task failed");
     }
 }
 

@@ -131,3 +131,19 @@ async fn the_supervisor_runs_a_fresh_controller_per_term_and_stops_it_when_the_t
     supervisor.await.expect("no panic");
     assert_eq!(*terms.lock().unwrap(), [(true, false), (true, true)], "stopped at the term's end, then at shutdown");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_with_a_rate_runs_that_much_fast_or_slow_and_maps_its_readings_back_to_instants() {
+    let wall: Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
+    let fast = MonotonicClock::start(wall).with_rate_ppm(20_000);
+    let slow = MonotonicClock::start(wall).with_rate_ppm(-20_000);
+    let true_clock = MonotonicClock::start(wall);
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    let secs = |c: &MonotonicClock| c.now().duration_since(wall).as_secs_f64();
+    assert_eq!((secs(&fast), secs(&slow), secs(&true_clock)), (102.0, 98.0, 100.0));
+    // The instant a clock reads a time is when that clock gets there: 51 s by the fast clock is 50 s of true time.
+    let at = wall + jiff::SignedDuration::from_secs(51);
+    assert_eq!(fast.instant_of(at) - started, Duration::from_secs(50));
+    assert_eq!(true_clock.instant_of(at) - started, Duration::from_secs(51));
+}
