@@ -12,6 +12,7 @@ use crate::cluster::{ApiError, LiveReads, PodAnnotations};
 use jiff::Timestamp;
 use rollout_core::StatefulSetView;
 use rollout_core::downscale::format_timestamp;
+use rollout_core::zpdb::flow::Serialisation;
 use rollout_core::zpdb::{BudgetPod, BudgetPods, EvictPod, EvictionVerdict, IntentFailure, Lookup, Need, Observed};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -38,6 +39,10 @@ pub async fn decide<A: EvictionApi>(
     let _inflight = zpdb.metrics.inflight();
     // This process's lock of the budget, when the machine asked for it; released when the decision is answered.
     let mut lock: Option<OwnedMutexGuard<()>> = None;
+    // The budget's pods, listed together with its StatefulSets (the flow asks for them next, by the same selector):
+    // one API round trip less per decision. Used only where no lock was taken in between, since under in-process
+    // serialisation the pods must be read under the lock.
+    let mut prefetched: Option<Result<BudgetPods, String>> = None;
     let mut observed = Observed::Start;
     loop {
         match flow.step(observed, now()) {
@@ -45,6 +50,25 @@ pub async fn decide<A: EvictionApi>(
                 drop(lock);
                 zpdb.metrics.eviction_decided(answer.outcome.reason, answer.outcome.status);
                 return answer;
+            }
+            Need::StatefulSets { selector } if zpdb.serialisation.mode() == Serialisation::Intents => {
+                let (statefulsets, pods) = tokio::join!(
+                    carry_out(
+                        api,
+                        zpdb,
+                        Need::StatefulSets { selector: selector.clone() },
+                        &mut lock,
+                        now,
+                        deadline,
+                        undo_deadline
+                    ),
+                    shared_pods(api, zpdb, &selector, false, deadline)
+                );
+                prefetched = Some(pods);
+                observed = statefulsets;
+            }
+            Need::Pods { .. } if lock.is_none() && prefetched.is_some() => {
+                observed = Observed::Pods(prefetched.take().unwrap_or_else(|| Err("no list".to_string())));
             }
             need => observed = carry_out(api, zpdb, need, &mut lock, now, deadline, undo_deadline).await,
         }

@@ -34,10 +34,10 @@ use std::time::Duration;
 /// How long a decision that goes first waits, the first time, for the later ones it races with to take their
 /// intents back. A rival gives way one pod patch after the read that showed it ours, so the first wait is short;
 /// each further wait doubles (see [`rival_wait`]), so a rival slowed by a busy replica is still waited for.
-pub const RIVAL_WAIT: Duration = Duration::from_millis(10);
-/// How many times it waits before it gives up (denies, and takes its own intent back): 10 ms doubling six times
-/// is 630 ms of patience in all.
-pub const RIVAL_WAITS: u32 = 6;
+pub const RIVAL_WAIT: Duration = Duration::from_millis(5);
+/// How many times it waits before it gives up (denies, and takes its own intent back): 5 ms doubling seven times
+/// is 635 ms of patience in all.
+pub const RIVAL_WAITS: u32 = 7;
 
 /// The wait before the read numbered `waited` (0 for the first) of a decision waiting for its rivals.
 pub fn rival_wait(waited: u32) -> Duration {
