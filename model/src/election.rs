@@ -591,7 +591,9 @@ impl ElectionModel {
     /// a release that reads after its replica's write timed out: the core's release does not read then today (the
     /// second finding below), and a leader's release compares-and-swaps on the version its abandoned renewal
     /// needs, so one of the two fails. It was not reached with `message_delay` 2, horizons of 3 and 4 ticks and a
-    /// loss; it is kept so that a fix of the findings is judged by the property as stated.
+    /// loss; it is kept so that a fix of the findings is judged by the property as stated (with a sketch of one, a
+    /// release that reads after a write of unknown outcome, it is reached there: a create times out in flight, the
+    /// release reads no Lease, and the create commits after).
     ///
     /// Broken by the core in two cases (findings of this model; safety is not affected, the next leader takes over
     /// once the Lease expires instead of at once): a replica whose write window lapsed (its renewal answered late
