@@ -2,15 +2,19 @@
 //! API server holding the Lease: under delayed and lost messages, a paused leader, clocks running apart and a
 //! graceful shutdown, a controller write commits only under its issuer's live Lease and never do two replicas both
 //! see that they may write; a network that becomes stable has a leader within the bound; each test-only fault is
-//! caught; and the one finding of the model (a release racing its own renewal) is pinned.
+//! caught; a release racing its own Lease write hands over at once (the model's first finding, fixed); and the two
+//! cases where a completed release still leaves the Lease held by its stopped replica (findings in the core) are
+//! pinned. The case the release property excludes (a write abandoned at its timeout that commits after the
+//! release's last request) is not reached with today's core (see `ElectionModel::handed_over`), so no test shows
+//! it.
 //!
 //! Small configurations, each adding one kind of trouble to a horizon of 2.5 s of true time (a lease and a bit);
 //! the `rollout-model election` command checks longer horizons and more faults.
 
 use rollout_model::election::{
     DEPOSED_LEADER_RUNS, ElectionBug, ElectionModel, ElectionModelConfig, ElectionState, ElectionStep,
-    LEADER_WITHIN_BOUND, ONE_MAY_WRITE, RELEASE_HANDS_OVER, STABLE_LONG_ENOUGH, TAKEOVER, WRITE_AFTER_TAKEOVER,
-    WRITE_UNDER_LEASE,
+    LEADER_WITHIN_BOUND, ONE_MAY_WRITE, RELEASE_HANDS_OVER, RELEASE_WAITS_FOR_WRITE, STABLE_LONG_ENOUGH, TAKEOVER,
+    WRITE_AFTER_TAKEOVER, WRITE_UNDER_LEASE,
 };
 use stateright::{Checker, HasDiscoveries, Model};
 
@@ -80,6 +84,7 @@ fn a_paused_leader_resuming_on_its_stale_state_does_not_write_under_the_next_lea
     holds(ElectionModelConfig { pauses: 1, ..base() }, &[TAKEOVER, WRITE_AFTER_TAKEOVER, DEPOSED_LEADER_RUNS], &[]);
 }
 
+/// (A release here may still leave the Lease held: the findings pinned below.)
 #[test]
 fn a_graceful_release_keeps_one_writer() {
     holds(ElectionModelConfig { releases: 1, ..base() }, &[TAKEOVER, WRITE_AFTER_TAKEOVER], &[RELEASE_HANDS_OVER]);
@@ -127,20 +132,51 @@ fn a_renew_deadline_equal_to_the_lease_is_caught() {
     assert!(c.violated.contains(&ONE_MAY_WRITE), "not caught in {} states: {:?}", c.states, c.violated);
 }
 
-/// Finding of this model in the core (not fixed here; safety is not affected): a replica released while its own
-/// Lease write is in flight leaves the Lease to expire. With a renewal in flight, the release compares-and-swaps on
-/// the version before that renewal; the renewal commits first and the release fails with a conflict. With a
-/// takeover in flight (the counterexample found here), the replica is not leader yet, so its release sends
-/// nothing, and the takeover commits after. Either way the Lease names the stopped replica until it expires, and the
-/// next leader takes over a lease duration later instead of at once (README, High availability: "Graceful shutdown
-/// hands over at once"). When `Elector::release` is fixed (for example: wait for the write in flight, or on a
-/// conflict read again and clear the holder while it is still this replica), turn this test into a check that the
-/// property holds.
+/// The race the model found, fixed (the shell lets a Lease write in flight finish before releasing, and the core's
+/// release reads the Lease and clears it while it names this replica): a replica released while its own takeover or
+/// renewal is in flight hands the Lease over at once. Answers come within the tick of their request here (message
+/// delay 0: every order of the two replicas' steps and the release within a tick is still explored), so that no
+/// write window lapses between renewals, the case pinned by
+/// [`a_release_after_its_write_window_lapsed_leaves_the_lease_held_until_it_expires`]. Before the fix (the core's
+/// release and the shell's loop before commit a824a8b), this configuration broke the property: the release's
+/// compare-and-swap lost to its own renewal, committed first.
 #[test]
-fn a_release_racing_its_own_lease_write_leaves_the_lease_held_until_it_expires() {
+fn a_release_racing_its_own_lease_write_hands_over_at_once() {
+    let config = ElectionModelConfig { releases: 1, writes: false, horizon: 3, message_delay: 0, ..base() };
+    let c = check(config.clone(), false);
+    assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
+    assert!(c.seen.contains(&RELEASE_WAITS_FOR_WRITE) && c.seen.contains(&TAKEOVER), "vacuous: {:?}", c.seen);
+    // With controller writes (the release waits for the controller to stop) and a longer horizon.
+    let c = check(ElectionModelConfig { writes: true, horizon: 5, ..config }, false);
+    assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
+    assert!(c.seen.contains(&RELEASE_WAITS_FOR_WRITE) && c.seen.contains(&WRITE_AFTER_TAKEOVER), "{:?}", c.seen);
+}
+
+/// Finding of this model in the core, left after the fix of the race above (not a safety matter): a replica whose
+/// write window lapsed (its renewal's answer came late, or failed, and its deadline made it a candidate again) while
+/// the Lease still names it releases without reading or clearing the Lease (`Elector::release` reads only when the
+/// replica leads or has a write pending), so the Lease names the stopped replica until it expires.
+#[test]
+fn a_release_after_its_write_window_lapsed_leaves_the_lease_held_until_it_expires() {
     let config = ElectionModelConfig { releases: 1, writes: false, horizon: 3, ..base() };
     let c = check(config, true);
     assert_eq!(c.violated, [RELEASE_HANDS_OVER], "{}", c.timeline);
-    assert!(c.timeline.contains("Releases"), "{}", c.timeline);
+    let release = c.timeline.lines().find(|l| l.contains("Releases(")).expect("a release");
+    assert!(release.contains("not leader, done") && c.timeline.contains("window over"), "{}", c.timeline);
+    eprintln!("{}", c.timeline);
+}
+
+/// Finding of this model in the core, left after the fix (not a safety matter): a replica released while its own
+/// create (or takeover) is in flight lets it finish, as the shell now does, but the write commits and its answer is
+/// lost: the shell feeds the timeout to the core as a failed write, which the core takes as not written (it forgets
+/// the write's outcome is unknown), so `Elector::release` of a replica that does not lead sends nothing, and the
+/// Lease names the stopped replica until it expires. The write committed before the release (a read would have seen
+/// it): not the case [`RELEASE_HANDS_OVER`] excludes.
+#[test]
+fn a_release_after_its_own_write_timed_out_leaves_the_lease_held_until_it_expires() {
+    let config = ElectionModelConfig { releases: 1, writes: false, losses: 1, horizon: 2, message_delay: 0, ..base() };
+    let c = check(config, true);
+    assert_eq!(c.violated, [RELEASE_HANDS_OVER], "{}", c.timeline);
+    assert!(c.timeline.contains("AnswerLost") && c.timeline.contains("TimesOut"), "{}", c.timeline);
     eprintln!("{}", c.timeline);
 }
