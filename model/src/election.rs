@@ -45,13 +45,13 @@
 //!   seen a leader since), so the checker's exhaustive search is sound for it; stateright's `eventually` is not
 //!   used because it misses violations that end in a cycle, and our paths end at the time horizon, where "not yet"
 //!   is no counterexample. A release counts as a fault here: a release may leave the Lease to expire (a write
-//!   that commits after it, or the findings below), so the bound counts from the last release;
+//!   that commits after it), so the bound counts from the last release;
 //! - [`RELEASE_HANDS_OVER`] (with a release): once a release is complete (done, nothing of its replica in flight),
 //!   the Lease does not name its replica, unless a Lease write that replica abandoned at its timeout committed
-//!   after the release's last request (no read of the release can see it: [`ElectionState::late_commit`]). The race
-//!   the model first found (a release racing its own renewal or takeover) is fixed; two other cases still break
-//!   the property in the core (findings, not safety matters, pinned by named tests: see
-//!   [`ElectionModel::handed_over`]).
+//!   after the release's last request (no read of the release can see it: [`ElectionState::late_commit`]). The
+//!   model found three cases in the core that broke it (a release racing its own renewal or takeover; a release
+//!   after the write window lapsed; a release after its own write went unanswered), all fixed; see
+//!   [`ElectionModel::handed_over`].
 //!
 //! The assumption the core states for its `clock_skew` margin, made explicit here: two replicas' clocks disagree
 //! about one lease duration by at most `2 * drift * lease`, and a controller write sent takes at most `write_delay`
@@ -587,20 +587,15 @@ impl ElectionModel {
     /// a Lease write it abandoned committed after the release's last request was handled
     /// ([`ElectionState::late_commit`]: no read of the release can have seen it, so only its expiry frees the Lease).
     ///
-    /// The excluded case needs a round trip at least as long as the request timeout (`message_delay` 2 here), and
-    /// a release that reads after its replica's write timed out: the core's release does not read then today (the
-    /// second finding below), and a leader's release compares-and-swaps on the version its abandoned renewal
-    /// needs, so one of the two fails. It was not reached with `message_delay` 2, horizons of 3 and 4 ticks and a
-    /// loss; it is kept so that a fix of the findings is judged by the property as stated (with a sketch of one, a
-    /// release that reads after a write of unknown outcome, it is reached there: a create times out in flight, the
-    /// release reads no Lease, and the create commits after).
+    /// The excluded case needs a round trip at least as long as the request timeout (`message_delay` 2 here): a
+    /// create times out in flight, the release reads no Lease, and the create commits after.
     ///
-    /// Broken by the core in two cases (findings of this model; safety is not affected, the next leader takes over
-    /// once the Lease expires instead of at once): a replica whose write window lapsed (its renewal answered late
-    /// or not at all) while the Lease still names it is a candidate again, and its release reads nothing; and a
-    /// create or takeover of its own whose answer was lost commits, the shell feeds the timeout to the core as a
-    /// failed write, the core forgets that its outcome is unknown, and the release of a replica that does not lead
-    /// reads nothing.
+    /// Broken by the core, before the fixes, in two more cases than the first race (findings of this model; safety
+    /// was not affected, the next leader took over once the Lease expired instead of at once): a replica whose
+    /// write window lapsed (its renewal answered late or not at all) while the Lease still named it was a candidate
+    /// again, and its release read nothing; and a create or takeover of its own whose answer was lost committed,
+    /// the shell fed the timeout to the core as a failed write, the core forgot that its outcome was unknown, and
+    /// the release of a replica that did not lead read nothing. The release now reads in both cases.
     pub fn handed_over(s: &ElectionState) -> bool {
         (0..2).all(|i| {
             let r = &s.replicas[i];

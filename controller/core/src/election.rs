@@ -257,11 +257,13 @@ pub struct Elector {
     pending: Pending,
     /// The last resourceVersion seen, its record, and when (this replica's clock) it was first seen.
     observed: Option<(LeaseRecord, Timestamp)>,
+    /// The last Lease write of ours failed without an answer: it may have committed, so a release must read.
+    own_write_unknown: bool,
 }
 
 impl Elector {
     pub fn new(config: ElectionConfig) -> Self {
-        Elector { config, role: Role::Candidate, pending: Pending::None, observed: None }
+        Elector { config, role: Role::Candidate, pending: Pending::None, observed: None, own_write_unknown: false }
     }
 
     pub fn config(&self) -> &ElectionConfig {
@@ -307,12 +309,14 @@ impl Elector {
     /// racing its own write left the Lease held until it expired).
     pub fn release(&mut self, now: Timestamp) -> Step {
         let held = self.is_leader();
-        let unknown = matches!(self.pending, Pending::Acquire { .. } | Pending::Renew { .. });
+        let unknown = self.own_write_unknown || matches!(self.pending, Pending::Acquire { .. } | Pending::Renew { .. });
         self.role = Role::Releasing;
         let last = self.observed.as_ref().map(|(record, _)| record.clone());
         let need = match last {
             Some(record) if held && !unknown && self.ours(&record) => self.give_back(record, 0, now),
-            _ if held || unknown => {
+            // Also when the Lease last seen names us though we no longer lead (the write window lapsed while a
+            // renewal went unanswered): it may still name us (found by the election model).
+            last if held || unknown || last.as_ref().is_some_and(|r| self.ours(r)) => {
                 self.pending = Pending::ReleaseRead { tries: 0 };
                 Need::Get
             }
@@ -385,7 +389,12 @@ impl Elector {
                     self.observe(&record, now);
                     self.give_back(record, tries, now)
                 }
-                // Not ours (any more), gone, or unreadable: nothing this replica can give back.
+                // Unreadable: read again while tries are left.
+                Err(_) if tries < RELEASE_TRIES => {
+                    self.pending = Pending::ReleaseRead { tries: tries + 1 };
+                    Need::Get
+                }
+                // Not ours (any more), gone, or still unreadable: nothing this replica can give back.
                 _ => Need::Done,
             };
         }
@@ -453,6 +462,11 @@ impl Elector {
         events: &mut Vec<Event>,
     ) -> Need {
         let pending = std::mem::replace(&mut self.pending, Pending::None);
+        if matches!(pending, Pending::Acquire { .. } | Pending::Renew { .. }) {
+            // Unanswered (timed out, or an error that may follow a commit): found by the election model, a create
+            // whose answer was lost left the Lease naming a replica that then released nothing.
+            self.own_write_unknown = matches!(result, Err(WriteFailure::Failed(_)));
+        }
         match (pending, result) {
             (Pending::Release { .. }, Ok(record)) => {
                 self.observe(&record, now);

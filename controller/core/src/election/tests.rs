@@ -275,6 +275,43 @@ fn a_release_racing_its_own_lease_write_reads_the_lease_and_clears_it_while_it_i
     assert_eq!(e.step(Observed::Read(Ok(Some(held_by("pod-x", "5")))), at(200)).need, Need::Done);
 }
 
+/// Found by the election model after the fix above: a release after the write window lapsed (the Lease still names
+/// the replica, a candidate again) or after its own write went unanswered (it may have committed) read nothing and
+/// left the Lease held until it expired. Both now read first.
+#[test]
+fn a_release_reads_after_a_lapsed_window_or_an_unanswered_write_of_its_own() {
+    // The window lapsed: a renewal went unanswered past the deadline.
+    let mut a = Elector::new(ElectionConfig::new("pod-a"));
+    a.step(Observed::Start, at(0));
+    let create = a.step(Observed::Read(Ok(None)), at(0)).need;
+    a.step(committed(&create, "1"), at(0));
+    let lapsed = a.step(Observed::Written(Err(WriteFailure::Failed("timed out".into()))), at(10_500));
+    assert!(matches!(lapsed.events.as_slice(), [Event::Lost { .. }]), "{:?}", lapsed.events);
+    assert!(!a.is_leader());
+    assert_eq!(a.release(at(10_600)).need, Need::Get);
+    let clear = a.step(Observed::Read(Ok(Some(held_by("pod-a", "1")))), at(10_700)).need;
+    assert!(matches!(&clear, Need::Replace(r) if r.holder.is_none()), "{clear:?}");
+    // Its own create unanswered: it may have committed.
+    let mut b = Elector::new(ElectionConfig::new("pod-b"));
+    b.step(Observed::Start, at(0));
+    assert!(matches!(b.step(Observed::Read(Ok(None)), at(0)).need, Need::Create(_)));
+    b.step(Observed::Written(Err(WriteFailure::Failed("timed out".into()))), at(5_000));
+    assert_eq!(b.release(at(5_100)).need, Need::Get);
+    assert!(matches!(b.step(Observed::Read(Ok(Some(held_by("pod-b", "1")))), at(5_200)).need, Need::Replace(_)));
+    // An unreadable Lease is read again while tries are left.
+    let mut c = Elector::new(ElectionConfig::new("pod-c"));
+    c.step(Observed::Start, at(0));
+    c.step(Observed::Read(Ok(None)), at(0));
+    c.step(Observed::Written(Err(WriteFailure::Failed("timed out".into()))), at(5_000));
+    assert_eq!(c.release(at(5_100)).need, Need::Get);
+    assert_eq!(c.step(Observed::Read(Err("unreachable".into())), at(5_200)).need, Need::Get);
+    // A candidate that never wrote has nothing to read.
+    let mut d = Elector::new(ElectionConfig::new("pod-d"));
+    d.step(Observed::Start, at(0));
+    d.step(Observed::Read(Ok(Some(held_by("pod-x", "1")))), at(0));
+    assert_eq!(d.release(at(100)).need, Need::Done);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The harness: replicas over one Lease store, judged against the store's true holder at every step.
 
