@@ -85,7 +85,8 @@ struct ScenarioArgs {
     #[arg(long)]
     revisions: Option<u32>,
     /// Run under a real deployment's RBAC (403 for anything else) and zone-tracker setting: `helm` (Grafana's chart
-    /// 0.50.1: no configmaps, no zone tracker) or `jsonnet` (the reference's jsonnet: zone tracker on).
+    /// 0.50.1: no configmaps, no zone tracker), `helm-old` (the chart mimir-distributed pins: also no pod `patch`)
+    /// or `jsonnet` (the reference's jsonnet: zone tracker on).
     #[arg(long)]
     deployment: Option<String>,
     /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
@@ -264,7 +265,8 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     let deployment = match &args.deployment {
         None => None,
         Some(d) => Some(
-            ReferenceDeployment::parse(d).ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, jsonnet"))?,
+            ReferenceDeployment::parse(d)
+                .ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, helm-old, jsonnet"))?,
         ),
     };
     let base = match &args.max_unavailable {

@@ -402,6 +402,9 @@ pub enum ReferenceDeployment {
     HelmChart,
     /// The reference's jsonnet v0.38.1: `-use-zone-tracker=true`, configmaps granted.
     Jsonnet,
+    /// The older chart mimir-distributed pins (0.37.1 / 0.40.0): pods without `patch`, no configmaps, no zone
+    /// tracker. Eviction intents are refused, so eviction decisions fall back to per-replica serialisation.
+    HelmOld,
 }
 
 impl ReferenceDeployment {
@@ -409,6 +412,7 @@ impl ReferenceDeployment {
         match s {
             "helm" => Some(ReferenceDeployment::HelmChart),
             "jsonnet" => Some(ReferenceDeployment::Jsonnet),
+            "helm-old" => Some(ReferenceDeployment::HelmOld),
             _ => None,
         }
     }
@@ -417,6 +421,7 @@ impl ReferenceDeployment {
         match self {
             ReferenceDeployment::HelmChart => "helm",
             ReferenceDeployment::Jsonnet => "jsonnet",
+            ReferenceDeployment::HelmOld => "helm-old",
         }
     }
 
@@ -424,6 +429,7 @@ impl ReferenceDeployment {
         match self {
             ReferenceDeployment::HelmChart => rollout_operator::kube::reference_deployments::hc_0_50_1(),
             ReferenceDeployment::Jsonnet => rollout_operator::kube::reference_deployments::js_v0_38_1(),
+            ReferenceDeployment::HelmOld => rollout_operator::kube::reference_deployments::hc_old_mh(),
         }
     }
 
