@@ -509,3 +509,35 @@ async fn the_ready_time_tracker_tries_a_failed_stamp_again() {
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+/// A decision that started before its process learnt that intents are refused (another decision's refusal came in
+/// meanwhile) sends no intent of its own: it falls back to the lock without a request bound to be refused.
+#[tokio::test]
+async fn a_decision_sends_no_intent_once_its_process_knows_they_are_refused() {
+    use rollout_core::zpdb::{EvictPod, EvictionRequest, EvictionSettings, Requester};
+    let cluster = cluster(2);
+    cluster.fail_pod_patches(Some(ApiError::Rejected { code: 403, message: "pods is forbidden".into() }));
+    let zpdb = zpdb_with(zone_budget(1));
+    let settings = EvictionSettings {
+        namespace: "ns".into(),
+        serialisation: Serialisation::Intents,
+        intent_lifetime: Duration::from_secs(30),
+    };
+    let request = EvictionRequest {
+        pod: "ingester-zone-a-0".into(),
+        namespace: "ns".into(),
+        dry_run: false,
+        max_unavailable_override: None,
+        requester: Requester::Webhook,
+        decider: "uid-1".into(),
+    };
+    let flow = EvictPod::new(request, settings);
+    assert!(zpdb.serialisation.forbid_intents(), "the other decision's refusal");
+    let now: Timestamp = NOW.parse().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let verdict =
+        rollout_operator::zpdb::decide::decide(&cluster, &zpdb, flow, &move || now, deadline, Duration::from_secs(5))
+            .await;
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert!(pod_patches(&cluster).is_empty(), "no intent sent: {:?}", cluster.calls());
+}

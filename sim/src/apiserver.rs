@@ -354,6 +354,28 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
 }
 
 /// The real API server's answer to a request RBAC does not allow, in the variant `op` expects.
+/// How long after the first refusal of an optional feature in a process (at the API server) its other requests may
+/// still have been sent: those of decisions that sent theirs before that first answer came back (the operator checks
+/// the feature's switch before each send; the answer may be held up by the network as long as the client waits, the
+/// webhook's 10 s deadline). Judged by when a request left its process, since a partition can deliver it later.
+const PROBE_WINDOW: Duration = Duration::from_secs(10);
+
+/// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
+/// feature off for the rest of the process with one log line (README, the RBAC table): pod annotations, which the
+/// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents. The
+/// refusals of each feature in a process within [`PROBE_WINDOW`] of its first are the probe the design allows;
+/// a later one means the feature did not turn itself off.
+fn optional_probe(op: &Op) -> Option<&'static str> {
+    let Op::PatchPodAnnotations { changes, .. } = op else { return None };
+    if changes.keys().any(|k| k == rollout_core::keys::READY_TIME) {
+        Some("ready-time stamps")
+    } else if changes.keys().any(|k| rollout_core::keys::is_eviction_intent(k)) {
+        Some("eviction intents")
+    } else {
+        None
+    }
+}
+
 fn forbidden_reply(op: &Op, access: &Access) -> Reply {
     let on = access.resource_name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
     let err = ApiError::Rejected {
@@ -474,7 +496,15 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         && !grants.allows(&access, cluster_scoped)
     {
         store.trace(&who, format!("{access} -> forbidden (403)"));
-        store.forbidden.push(format!("{who}: {access}"));
+        let (now, sent) = (store.elapsed(), store.since_start(req.handed_at));
+        let probe = optional_probe(&req.op).is_some_and(|feature| {
+            let first = *store.probed.entry((req.knowledge.incarnation, feature)).or_insert(now);
+            sent <= first + PROBE_WINDOW
+        });
+        if !probe {
+            let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
+            store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
+        }
         return forbidden_reply(&req.op, &access);
     }
     match &req.op {

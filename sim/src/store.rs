@@ -145,6 +145,9 @@ pub struct Store {
     markers_seen: BTreeMap<String, Timestamp>,
     /// Requests the API server refused for lack of a permission (RBAC profile), as `who: access`.
     pub forbidden: Vec<String>,
+    /// When the first refusal of each optional feature reached the API server, by process (incarnation): see
+    /// `apiserver::optional_probe`.
+    pub probed: BTreeMap<(u64, &'static str), Duration>,
     /// Where the history stood when the writer of the replica change now being committed decided it (its
     /// review's arrival, or the controller's watch position); set around such writes, like `writer`.
     pub writer_basis: Option<u64>,
@@ -198,6 +201,7 @@ impl Store {
             answered: Default::default(),
             markers_seen: BTreeMap::new(),
             forbidden: Vec::new(),
+            probed: BTreeMap::new(),
             writer_basis: None,
             replicas_changed: BTreeMap::new(),
             reactions: Default::default(),

@@ -167,6 +167,11 @@ async fn carry_out<A: EvictionApi>(
             tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
             Observed::Pods(shared_pods(api, zpdb, &selector, true, deadline).await)
         }
+        // Another decision of this process was refused intents since this one started: no request that would be
+        // refused too (the refusal was said once already).
+        Need::WriteIntent { .. } if zpdb.serialisation.mode() == Serialisation::InProcess => {
+            Observed::IntentWritten(Err(IntentFailure::Forbidden("eviction intents are refused (patch pods)".into())))
+        }
         Need::WriteIntent { pod, uid, key, until } => {
             let changes = BTreeMap::from([(key, Some(format_timestamp(until)))]);
             let written = tokio::time::timeout(
