@@ -10,6 +10,7 @@
 //! its own writes that the view has not caught up with yet (the "believed" state). Changes it could not have seen
 //! (a pod crashing after the cache was read) are not held against it; forgetting its own writes is.
 
+pub mod checked;
 pub mod election;
 pub mod mirror;
 pub mod scaling;

@@ -10,49 +10,17 @@
 //! Small configurations, each adding one kind of trouble to a horizon of 2.5 s of true time (a lease and a bit);
 //! the `rollout-model election` command checks longer horizons and more faults.
 
+use rollout_model::checked::{self, Checked};
 use rollout_model::election::{
-    DEPOSED_LEADER_RUNS, ElectionBug, ElectionModel, ElectionModelConfig, ElectionState, ElectionStep,
-    LEADER_WITHIN_BOUND, ONE_MAY_WRITE, RELEASE_WAITS_FOR_WRITE, STABLE_LONG_ENOUGH, TAKEOVER, WRITE_AFTER_TAKEOVER,
-    WRITE_UNDER_LEASE,
+    DEPOSED_LEADER_RUNS, ElectionBug, ElectionModel, ElectionModelConfig, LEADER_WITHIN_BOUND, ONE_MAY_WRITE,
+    RELEASE_WAITS_FOR_WRITE, STABLE_LONG_ENOUGH, TAKEOVER, WRITE_AFTER_TAKEOVER, WRITE_UNDER_LEASE,
 };
-use stateright::{Checker, HasDiscoveries, Model};
-
-struct Checked {
-    violated: Vec<&'static str>,
-    seen: Vec<&'static str>,
-    /// The counterexample of the first violated property, as a timeline.
-    timeline: String,
-    states: usize,
-}
 
 /// Checks `config` (stopping at the first violation when `to_first`).
 fn check(config: ElectionModelConfig, to_first: bool) -> Checked {
     let model = ElectionModel::new(config).expect("a valid configuration");
     let started = std::time::Instant::now();
-    let mut checker = model.clone().checker().threads(2);
-    if to_first {
-        checker = checker.finish_when(HasDiscoveries::AnyFailures);
-    }
-    let checker = checker.spawn_bfs().join();
-    let mut checked = Checked {
-        violated: Vec::new(),
-        seen: Vec::new(),
-        timeline: String::new(),
-        states: checker.unique_state_count(),
-    };
-    for p in model.properties() {
-        match (p.expectation, checker.discovery(p.name)) {
-            (stateright::Expectation::Sometimes, Some(_)) => checked.seen.push(p.name),
-            (stateright::Expectation::Sometimes, None) | (_, None) => {}
-            (_, Some(path)) => {
-                checked.violated.push(p.name);
-                if checked.timeline.is_empty() {
-                    let steps: Vec<(ElectionState, Option<ElectionStep>)> = path.into_vec();
-                    checked.timeline = model.timeline(&steps);
-                }
-            }
-        }
-    }
+    let checked = checked::check(&model, to_first, |steps| model.timeline(steps));
     eprintln!("{:?}: {} states in {:.2?}", model.config, checked.states, started.elapsed());
     checked
 }

@@ -7,46 +7,14 @@
 //! `rollout-model zpdb` command checks larger ones.
 
 use rollout_known_bugs::{skips_the_budget_check, skips_the_second_read, writes_no_intent};
-use rollout_model::zpdb::{
-    BudgetMode, Evictor, NO_BUDGET_EXCEEDED, ZpdbModel, ZpdbModelConfig, ZpdbState, ZpdbStep, production_evictor,
-};
-use stateright::{Checker, HasDiscoveries, Model};
-
-struct Checked {
-    violated: Vec<&'static str>,
-    seen: Vec<&'static str>,
-    timeline: String,
-    states: usize,
-}
+use rollout_model::checked::{self, Checked};
+use rollout_model::zpdb::{BudgetMode, Evictor, NO_BUDGET_EXCEEDED, ZpdbModel, ZpdbModelConfig, production_evictor};
 
 /// Checks `config` with `evictor` (stopping at the first violation when `to_first`).
 fn check(config: ZpdbModelConfig, evictor: Evictor, to_first: bool) -> Checked {
     let model = ZpdbModel::new(config, evictor).expect("a valid configuration");
     let started = std::time::Instant::now();
-    let mut checker = model.clone().checker().threads(2);
-    if to_first {
-        checker = checker.finish_when(HasDiscoveries::AnyFailures);
-    }
-    let checker = checker.spawn_bfs().join();
-    let mut checked = Checked {
-        violated: Vec::new(),
-        seen: Vec::new(),
-        timeline: String::new(),
-        states: checker.unique_state_count(),
-    };
-    for p in model.properties() {
-        match (p.expectation, checker.discovery(p.name)) {
-            (stateright::Expectation::Sometimes, Some(_)) => checked.seen.push(p.name),
-            (stateright::Expectation::Sometimes, None) | (_, None) => {}
-            (_, Some(path)) => {
-                checked.violated.push(p.name);
-                if checked.timeline.is_empty() {
-                    let steps: Vec<(ZpdbState, Option<ZpdbStep>)> = path.into_vec();
-                    checked.timeline = model.timeline(&steps);
-                }
-            }
-        }
-    }
+    let checked = checked::check(&model, to_first, |steps| model.timeline(steps));
     eprintln!("{:?}: {} states in {:.2?}", model.config, checked.states, started.elapsed());
     checked
 }
