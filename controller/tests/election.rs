@@ -55,24 +55,31 @@ fn deletions(calls: &[Call]) -> usize {
     calls.iter().filter(|c| matches!(c, Call::DeletePod { .. })).count()
 }
 
+/// A controller of replica `pod-a` in its first term; with `ended`, the replica then lost the API and its term ended
+/// by the clock before the controller's next pass (the controller itself not told yet).
+async fn in_term(cluster: &FakeCluster, ended: bool) -> (Controller<FakeCluster>, WatchFeed) {
+    let mut gate = elect(cluster, "pod-a");
+    assert_eq!(gate.next_term().await, Some(1));
+    let running = controller(cluster, gate.clone());
+    if ended {
+        cluster.leases.set_unreachable(true);
+        gate.term_ended(1).await;
+    }
+    running
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_leader_replaces_pods_and_a_replica_whose_term_ended_sends_no_write() {
     // In its term, the pass deletes (the check below can fail).
     let leading = cluster();
-    let mut gate = elect(&leading, "pod-a");
-    assert_eq!(gate.next_term().await, Some(1));
-    let (mut ctrl, _feed) = controller(&leading, gate.clone());
+    let (mut ctrl, _feed) = in_term(&leading, false).await;
     ctrl.reconcile_group(GROUP).await;
     assert_eq!(deletions(&leading.take_calls()), 2);
 
     // The same cluster state, but the replica lost the API before the pass: its term ends by the clock, and the
     // pass (run by a controller that did not notice yet) writes nothing.
     let cut_off = cluster();
-    let mut gate = elect(&cut_off, "pod-a");
-    assert_eq!(gate.next_term().await, Some(1));
-    let (mut ctrl, _feed) = controller(&cut_off, gate.clone());
-    cut_off.leases.set_unreachable(true);
-    gate.term_ended(1).await;
+    let (mut ctrl, _feed) = in_term(&cut_off, true).await;
     ctrl.reconcile_group(GROUP).await;
     let calls = cut_off.take_calls();
     assert_eq!(deletions(&calls), 0, "{calls:?}");
@@ -106,18 +113,12 @@ async fn the_status_write_is_asked_for_after_the_live_read_and_not_sent_once_the
     let status_writes = |calls: &[Call]| calls.iter().filter(|c| matches!(c, Call::UpdateStatus { .. })).count();
     // In its term: the revision is advanced.
     let leading = updated();
-    let mut gate = elect(&leading, "pod-a");
-    assert_eq!(gate.next_term().await, Some(1));
-    let (mut ctrl, _feed) = controller(&leading, gate.clone());
+    let (mut ctrl, _feed) = in_term(&leading, false).await;
     ctrl.reconcile_group(GROUP).await;
     assert_eq!(status_writes(&leading.take_calls()), 1);
     // Term over: not sent.
     let cut_off = updated();
-    let mut gate = elect(&cut_off, "pod-a");
-    assert_eq!(gate.next_term().await, Some(1));
-    let (mut ctrl, _feed) = controller(&cut_off, gate.clone());
-    cut_off.leases.set_unreachable(true);
-    gate.term_ended(1).await;
+    let (mut ctrl, _feed) = in_term(&cut_off, true).await;
     ctrl.reconcile_group(GROUP).await;
     let calls = cut_off.take_calls();
     assert_eq!(status_writes(&calls), 0, "{calls:?}");

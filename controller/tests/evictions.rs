@@ -414,11 +414,11 @@ fn ready_time(cluster: &FakeCluster, pod: &str) -> Option<String> {
     cluster.pod(pod)?.metadata.annotations?.get(keys::READY_TIME).cloned()
 }
 
-#[tokio::test]
-async fn the_ready_time_tracker_stamps_pods_in_scope_and_removes_stamps_of_unready_ones() {
-    let cluster = cluster(2);
-    cluster.put_pod(pod("web", 0, "r1", true, 1));
-    let zpdb = Zpdb::new(ZpdbMetrics::default());
+/// Runs the ready-time tracker over `cluster` and `zpdb`'s budgets, at the fixed time `NOW`, until the sender fires.
+fn start_tracker(
+    cluster: &FakeCluster,
+    zpdb: &Zpdb,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let now: Timestamp = NOW.parse().unwrap();
     let tracker = Tracker::new(
         cluster.clone(),
@@ -431,6 +431,15 @@ async fn the_ready_time_tracker_stamps_pods_in_scope_and_removes_stamps_of_unrea
     let task = tokio::spawn(tracker.run(async {
         let _ = stopped.await;
     }));
+    (stop, task)
+}
+
+#[tokio::test]
+async fn the_ready_time_tracker_stamps_pods_in_scope_and_removes_stamps_of_unready_ones() {
+    let cluster = cluster(2);
+    cluster.put_pod(pod("web", 0, "r1", true, 1));
+    let zpdb = Zpdb::new(ZpdbMetrics::default());
+    let (stop, task) = start_tracker(&cluster, &zpdb);
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(ready_time(&cluster, "ingester-zone-a-0"), None, "no budget known yet");
     // The budget arrives: every pod it selects is stamped, others are not.
@@ -459,18 +468,7 @@ async fn the_ready_time_tracker_stops_writing_when_pods_cannot_be_patched() {
     let cluster = cluster(1);
     cluster.fail_pod_patches(Some(ApiError::Rejected { code: 403, message: "pods is forbidden".into() }));
     let zpdb = zpdb_with(zone_budget(1));
-    let now: Timestamp = NOW.parse().unwrap();
-    let tracker = Tracker::new(
-        cluster.clone(),
-        zpdb.budgets.clone(),
-        Duration::from_secs(5),
-        Arc::new(move || now),
-        zpdb.metrics.clone(),
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(tracker.run(async {
-        let _ = stopped.await;
-    }));
+    let (stop, task) = start_tracker(&cluster, &zpdb);
     eventually("disabled", || (zpdb.metrics.is_feature_disabled(READY_TIME_FEATURE, "patch pods"), cluster.calls()))
         .await;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -488,18 +486,7 @@ async fn the_ready_time_tracker_tries_a_failed_stamp_again() {
     let cluster = cluster(1);
     cluster.fail_pod_patches(Some(ApiError::Unavailable("etcd leader changed".into())));
     let zpdb = zpdb_with(zone_budget(1));
-    let now: Timestamp = NOW.parse().unwrap();
-    let tracker = Tracker::new(
-        cluster.clone(),
-        zpdb.budgets.clone(),
-        Duration::from_secs(5),
-        Arc::new(move || now),
-        zpdb.metrics,
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(tracker.run(async {
-        let _ = stopped.await;
-    }));
+    let (stop, task) = start_tracker(&cluster, &zpdb);
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(ready_time(&cluster, "ingester-zone-a-0"), None, "the first stamp failed");
     // The API is back; no event comes for the pod, yet it is stamped.

@@ -2,10 +2,10 @@
 
 use clap::{Parser, Subcommand};
 use rollout_core::RolloutPlanner;
-use rollout_model::election::{ElectionModel, ElectionModelConfig, ElectionState, ElectionStep};
+use rollout_model::election::{ElectionModel, ElectionModelConfig};
 use rollout_model::mirror::{MirrorModel, MirrorModelConfig};
-use rollout_model::zpdb::{BudgetMode, ZpdbModel, ZpdbModelConfig, ZpdbState, ZpdbStep, production_evictor};
-use rollout_model::{ModelConfig, RolloutModel, State, Step};
+use rollout_model::zpdb::{BudgetMode, ZpdbModel, ZpdbModelConfig, production_evictor};
+use rollout_model::{ModelConfig, RolloutModel};
 use stateright::{Checker, Model};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -114,23 +114,7 @@ fn check_election(args: ElectionArgs) -> ExitCode {
     println!("unique states:    {}", checker.unique_state_count());
     println!("max depth:        {}", checker.max_depth());
     println!("wall time:        {:.2?}", started.elapsed());
-    let mut failed = false;
-    for property in model.properties() {
-        let discovery = checker.discovery(property.name);
-        let (verdict, bad) = match (property.expectation, &discovery) {
-            (stateright::Expectation::Sometimes, Some(_)) => ("holds (example found)", false),
-            (stateright::Expectation::Sometimes, None) => ("NOT SEEN (the model may be vacuous)", true),
-            (_, None) => ("holds", false),
-            (_, Some(_)) => ("VIOLATED", true),
-        };
-        println!("property {:<64} {verdict}", format!("{:?}:", property.name));
-        failed |= bad;
-        if bad && let Some(path) = discovery {
-            let steps: Vec<(ElectionState, Option<ElectionStep>)> = path.into_vec();
-            println!("counterexample ({} steps):\n{}", steps.len() - 1, model.timeline(&steps));
-        }
-    }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    report(&model, &checker, |_| None, |steps| model.timeline(&steps))
 }
 
 #[derive(clap::Args)]
@@ -204,30 +188,13 @@ fn check_zpdb(args: ZpdbArgs) -> ExitCode {
     println!("unique states:    {}", checker.unique_state_count());
     println!("max depth:        {}", checker.max_depth());
     println!("wall time:        {took:.2?}");
-    let mut failed = false;
-    for property in model.properties() {
-        let discovery = checker.discovery(property.name);
-        let (verdict, bad) = match (property.expectation, &discovery) {
-            (stateright::Expectation::Sometimes, Some(_)) => ("holds (example found)", false),
-            // Without a rollout, or with voluntary evictions disabled, these examples cannot exist.
-            (stateright::Expectation::Sometimes, None)
-                if (property.name == "a rollout completes" && args.no_rollout)
-                    || (property.name == "an eviction is allowed" && args.max_unavailable == 0) =>
-            {
-                ("not seen (expected in this configuration)", false)
-            }
-            (stateright::Expectation::Sometimes, None) => ("NOT SEEN (the model may be vacuous)", true),
-            (_, None) => ("holds", false),
-            (_, Some(_)) => ("VIOLATED", true),
-        };
-        println!("property {:<52} {verdict}", format!("{:?}:", property.name));
-        failed |= bad;
-        if bad && let Some(path) = discovery {
-            let steps: Vec<(ZpdbState, Option<ZpdbStep>)> = path.into_vec();
-            println!("counterexample ({} steps):\n{}", steps.len() - 1, model.timeline(&steps));
-        }
-    }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    // Without a rollout, or with voluntary evictions disabled, these examples cannot exist.
+    let expected_absent = |name: &str| {
+        ((name == "a rollout completes" && args.no_rollout)
+            || (name == "an eviction is allowed" && args.max_unavailable == 0))
+            .then_some("not seen (expected in this configuration)")
+    };
+    report(&model, &checker, expected_absent, |steps| model.timeline(&steps))
 }
 
 #[derive(clap::Args)]
@@ -278,24 +245,12 @@ fn check_mirror(args: MirrorArgs) -> ExitCode {
     let checker = model.clone().checker().threads(args.threads).spawn_bfs().join();
     println!("unique states:    {}", checker.unique_state_count());
     println!("wall time:        {:.2?}", started.elapsed());
-    let mut failed = false;
-    for property in model.properties() {
-        let found = checker.discovery(property.name).is_some();
-        let (verdict, bad) = match (property.expectation, found) {
-            (stateright::Expectation::Sometimes, true) => ("holds (example found)", false),
-            (stateright::Expectation::Sometimes, false) => ("NOT SEEN (the model may be vacuous)", true),
-            (_, false) => ("holds", false),
-            (_, true) => ("VIOLATED", true),
-        };
-        println!("property {:<66} {verdict}", format!("{:?}:", property.name));
-        if bad && let Some(path) = checker.discovery(property.name) {
-            for (state, action) in path.into_vec() {
-                println!("  {action:?} -> {state:?}");
-            }
-        }
-        failed |= bad;
-    }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    report(
+        &model,
+        &checker,
+        |_| None,
+        |steps| steps.iter().map(|(state, action)| format!("  {action:?} -> {state:?}\n")).collect(),
+    )
 }
 
 #[derive(clap::Args)]
@@ -405,26 +360,48 @@ fn main() -> ExitCode {
     println!("max depth:        {}", checker.max_depth());
     println!("wall time:        {:.2?}", took);
     println!("states/s:         {:.0}", unique as f64 / took.as_secs_f64().max(1e-9));
+    // With max-unavailable 1 only replacing crashed pods can happen in parallel: not a sign of vacuity.
+    let expected_absent = |name: &str| {
+        (name == "pods are replaced in parallel" && args.max_unavailable < 2)
+            .then_some("not seen (expected with --max-unavailable 1)")
+    };
+    report(&model, &checker, expected_absent, |steps| model.timeline(&steps))
+}
+
+/// Prints each property's verdict, and the counterexample (told by `tell`) of each that failed: an `always` or
+/// `eventually` property violated, or a `sometimes` example not seen unless `expected_absent` names why it cannot
+/// exist in this configuration. Fails when one did.
+fn report<M, C>(
+    model: &M,
+    checker: &C,
+    expected_absent: impl Fn(&str) -> Option<&'static str>,
+    tell: impl Fn(Vec<(M::State, Option<M::Action>)>) -> String,
+) -> ExitCode
+where
+    M: Model,
+    M::State: Clone + PartialEq,
+    M::Action: Clone + PartialEq,
+    C: Checker<M>,
+{
+    let properties = model.properties();
+    let width = properties.iter().map(|p| p.name.len() + 3).max().unwrap_or(0);
     let mut failed = false;
-    for property in model.properties() {
+    for property in properties {
         let discovery = checker.discovery(property.name);
         let (verdict, bad) = match (property.expectation, &discovery) {
             (stateright::Expectation::Sometimes, Some(_)) => ("holds (example found)", false),
-            // With max-unavailable 1 only replacing crashed pods can happen in parallel: not a sign of vacuity.
-            (stateright::Expectation::Sometimes, None)
-                if property.name == "pods are replaced in parallel" && args.max_unavailable < 2 =>
-            {
-                ("not seen (expected with --max-unavailable 1)", false)
-            }
-            (stateright::Expectation::Sometimes, None) => ("NOT SEEN (the model may be vacuous)", true),
+            (stateright::Expectation::Sometimes, None) => match expected_absent(property.name) {
+                Some(why) => (why, false),
+                None => ("NOT SEEN (the model may be vacuous)", true),
+            },
             (_, None) => ("holds", false),
             (_, Some(_)) => ("VIOLATED", true),
         };
-        println!("property {:<34} {verdict}", format!("{:?}:", property.name));
+        println!("property {:<width$} {verdict}", format!("{:?}:", property.name));
         failed |= bad;
         if bad && let Some(path) = discovery {
-            let steps: Vec<(State, Option<Step>)> = path.into_vec();
-            println!("counterexample ({} steps):\n{}", steps.len() - 1, model.timeline(&steps));
+            let steps = path.into_vec();
+            println!("counterexample ({} steps):\n{}", steps.len().saturating_sub(1), tell(steps));
         }
     }
     if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
