@@ -185,6 +185,42 @@ async fn current_revision_is_written_conditionally_on_the_planned_resource_versi
     assert_eq!(h.reconcile().await, vec![]);
 }
 
+/// The status write sends back the object the watch delivered (the plan's own resourceVersion), so a step that ends
+/// a zone costs one round trip, not a read and a write.
+#[tokio::test]
+async fn current_revision_is_written_from_the_watched_object_without_a_read() {
+    let cluster = FakeCluster::new(
+        vec![sts(GROUP, "ingester-zone-a", 1, OLD, NEW)],
+        vec![pod("ingester-zone-a", 0, NEW, true, 0)],
+    );
+    let mut h = Harness::new(cluster);
+    h.cluster.fail_reads(Some(ApiError::Unavailable("reads are down".into())));
+    h.reconcile().await;
+    let status = h.cluster.statefulset("ingester-zone-a").unwrap().status.unwrap();
+    assert_eq!(status.current_revision.as_deref(), Some(NEW), "written with every read failing");
+}
+
+/// Where the StatefulSet moved on after the watch delivered it, the write from the watched object is refused on its
+/// resourceVersion: nothing the controller has not seen is overwritten.
+#[tokio::test]
+async fn a_status_write_from_a_watched_object_the_server_moved_past_overwrites_nothing() {
+    let cluster = FakeCluster::new(
+        vec![sts(GROUP, "ingester-zone-a", 1, OLD, NEW)],
+        vec![pod("ingester-zone-a", 0, NEW, true, 0)],
+    );
+    let mut h = Harness::new(cluster);
+    let mut moved = h.cluster.statefulset("ingester-zone-a").unwrap();
+    moved.status.as_mut().unwrap().ready_replicas = Some(0);
+    h.cluster.put_statefulset(moved);
+    // Not pumped: the cache still holds the object before the move.
+    h.ctrl.reconcile_group(GROUP).await;
+    let calls = h.cluster.take_calls();
+    assert!(matches!(calls.as_slice(), [Call::UpdateStatus { .. }]), "{calls:?}");
+    let status = h.cluster.statefulset("ingester-zone-a").unwrap().status.unwrap();
+    assert_eq!(status.current_revision.as_deref(), Some(OLD), "refused on its resourceVersion");
+    assert_eq!(status.ready_replicas, Some(0), "the move is kept");
+}
+
 #[tokio::test]
 async fn metrics_of_a_vanished_group_are_removed() {
     let mut h = Harness::new(three_zones("1"));

@@ -150,6 +150,8 @@ pub struct Request {
     /// When the client handed the request to the network (after the caller's last check, such as the leader gate):
     /// a freeze of the process between this and the request leaving it is told apart from network delay.
     pub handed_at: Instant,
+    /// What the client's process saw (bookkeeping for the server's judgements, not content).
+    pub log: Arc<crate::client::ProcessLog>,
 }
 
 /// A reply on its way back, sent with the request's `reply_tag`, naming the client it answers. A new process binds
@@ -278,14 +280,14 @@ pub async fn serve(env: ServerEnv) {
                 env.sample_ms(range)
             };
             tokio::time::sleep(delay).await;
-            let Request { reply_tag: tag, knowledge, op, handed_at } = *req;
+            let Request { reply_tag: tag, knowledge, op, handed_at, log } = *req;
             let client = knowledge.incarnation;
             // An eviction waits for its admission (a call to an operator replica), so it is served apart.
             let reply = match op {
                 Op::Evict { name, dry_run, options_dry_run } => {
                     crate::drains::evict(&env, &name, dry_run, options_dry_run).await
                 }
-                op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at }),
+                op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at, log }),
             };
             let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
@@ -354,18 +356,13 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
 }
 
 /// The real API server's answer to a request RBAC does not allow, in the variant `op` expects.
-/// How long after the first refusal of an optional feature in a process (at the API server) its other requests may
-/// still have been sent: those of decisions that sent theirs before that first answer came back (the operator checks
-/// the feature's switch before each send; the answer may be held up by the network as long as the client waits, the
-/// webhook's 10 s deadline). Judged by when a request left its process, since a partition can deliver it later.
-const PROBE_WINDOW: Duration = Duration::from_secs(10);
-
 /// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
 /// feature off for the rest of the process with one log line (README, the RBAC table): pod annotations, which the
-/// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents. The
-/// refusals of each feature in a process within [`PROBE_WINDOW`] of its first are the probe the design allows;
-/// a later one means the feature did not turn itself off.
-fn optional_probe(op: &Op) -> Option<&'static str> {
+/// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents. A
+/// refused request of a feature that left its process before the process received a refusal of that feature is the
+/// probe the design allows (the process could not know yet: an earlier refusal may have been lost on the way back);
+/// one sent after means the feature did not turn itself off.
+pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
     let Op::PatchPodAnnotations { changes, .. } = op else { return None };
     if changes.keys().any(|k| k == rollout_core::keys::READY_TIME) {
         Some("ready-time stamps")
@@ -429,6 +426,14 @@ fn controller_write(op: &Op) -> Option<String> {
         Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => "write of a secret".to_string(),
         _ => return None,
     })
+}
+
+/// The controller's own part of a reaction: from its consuming the watch event of the commit that gave it work to
+/// its handing this write to the network.
+fn own_part(req: &Request, waited: Option<crate::reaction::Wait>) -> Option<Duration> {
+    let waited = waited?;
+    let consumed = req.log.consumed_at(waited.kind, waited.rv)?;
+    Some(req.handed_at.saturating_duration_since(consumed))
 }
 
 /// Serves one request; in the HA world, a committed write of a replica's controller is judged against the Lease.
@@ -496,11 +501,8 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         && !grants.allows(&access, cluster_scoped)
     {
         store.trace(&who, format!("{access} -> forbidden (403)"));
-        let (now, sent) = (store.elapsed(), store.since_start(req.handed_at));
-        let probe = optional_probe(&req.op).is_some_and(|feature| {
-            let first = *store.probed.entry((req.knowledge.incarnation, feature)).or_insert(now);
-            sent <= first + PROBE_WINDOW
-        });
+        let probe = optional_probe(&req.op)
+            .is_some_and(|feature| req.log.refusal_received(feature).is_none_or(|told| req.handed_at <= told));
         if !probe {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
             store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
@@ -514,7 +516,8 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             let result = store.api_delete_pod(name, preconditions, req.knowledge);
             if let Some(group) = group {
                 let at = store.elapsed();
-                store.reactions.write_tried(&group, waited, result.is_ok(), at);
+                let own = own_part(&req, waited);
+                store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
                 if result.is_ok() {
                     store.reactions.pod_deleted_by_controller(name, at);
                 }
@@ -582,7 +585,8 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             store.writer = "cluster".to_string();
             if let Some(group) = group {
                 let at = store.elapsed();
-                store.reactions.write_tried(&group, waited, result.is_ok(), at);
+                let own = own_part(&req, waited);
+                store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
             }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),

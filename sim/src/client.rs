@@ -21,6 +21,7 @@ use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
     Preconditions, RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
 };
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,10 +43,61 @@ struct Inner {
     delay: Duration,
     next_tag: AtomicU64,
     consumed: Mutex<(u64, u64)>,
+    /// What this process saw, for the server's judgements.
+    log: Arc<ProcessLog>,
     /// Lists the ZoneAwarePodDisruptionBudgets from the API server (an operator replica of the drains worlds);
     /// otherwise the budget watch lists none without asking, as before budgets existed in the simulation (so
     /// every other world makes the same requests as it always did).
     budgets: bool,
+}
+
+/// What a process saw, for the server's judgements, kept by reference (simulation bookkeeping, not part of any
+/// message's content): when it consumed its recent watch events, per stream (how long the controller took from
+/// consuming the commit that gave it work to sending the write), and when it first received a refusal of each
+/// optional feature (after that, the feature must be off in this process).
+#[derive(Debug, Default)]
+pub struct ProcessLog {
+    consumed: Mutex<[VecDeque<(u64, tokio::time::Instant)>; 2]>,
+    refusals: Mutex<std::collections::BTreeMap<&'static str, tokio::time::Instant>>,
+}
+
+impl ProcessLog {
+    /// Enough for the events of one group's pass and more; older ones are forgotten (no sample then).
+    const KEPT: usize = 256;
+
+    fn stream(kind: Kind) -> usize {
+        match kind {
+            Kind::StatefulSets => 0,
+            Kind::Pods => 1,
+        }
+    }
+
+    fn consumed(&self, kind: Kind, rv: u64, at: tokio::time::Instant) {
+        let log = &mut self.consumed.lock().unwrap()[Self::stream(kind)];
+        if log.len() == Self::KEPT {
+            log.pop_front();
+        }
+        log.push_back((rv, at));
+    }
+
+    /// When the first event of `kind` at or after `rv` was consumed, if that is still remembered (a stream's events
+    /// come in resourceVersion order, so one consumed before the oldest remembered is not).
+    pub fn consumed_at(&self, kind: Kind, rv: u64) -> Option<tokio::time::Instant> {
+        let log = &self.consumed.lock().unwrap()[Self::stream(kind)];
+        if log.front().is_none_or(|(oldest, _)| *oldest > rv) {
+            return None;
+        }
+        log.iter().find(|(seen, _)| *seen >= rv).map(|(_, at)| *at)
+    }
+
+    fn refused(&self, feature: &'static str, at: tokio::time::Instant) {
+        self.refusals.lock().unwrap().entry(feature).or_insert(at);
+    }
+
+    /// When the process first received a refusal (403) of `feature`.
+    pub fn refusal_received(&self, feature: &'static str) -> Option<tokio::time::Instant> {
+        self.refusals.lock().unwrap().get(feature).copied()
+    }
 }
 
 impl SimCluster {
@@ -67,8 +119,15 @@ impl SimCluster {
 
     async fn bind(incarnation: u64, delay: Duration, budgets: bool) -> std::io::Result<Self> {
         let ep = Endpoint::bind("0.0.0.0:0").await?;
-        let inner =
-            Inner { ep, incarnation, delay, next_tag: AtomicU64::new(1 << 32), consumed: Mutex::new((0, 0)), budgets };
+        let inner = Inner {
+            ep,
+            incarnation,
+            delay,
+            next_tag: AtomicU64::new(1 << 32),
+            consumed: Mutex::new((0, 0)),
+            log: Arc::default(),
+            budgets,
+        };
         Ok(SimCluster { inner: Arc::new(inner) })
     }
 
@@ -120,7 +179,13 @@ impl SimCluster {
             tokio::time::sleep(self.inner.delay).await;
         }
         let reply_tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
-        let req = Request { reply_tag, knowledge: self.knowledge(), op, handed_at: tokio::time::Instant::now() };
+        let req = Request {
+            reply_tag,
+            knowledge: self.knowledge(),
+            op,
+            handed_at: tokio::time::Instant::now(),
+            log: self.inner.log.clone(),
+        };
         self.inner
             .ep
             .send_to_raw(apiserver::address(), apiserver::TAG_API, Box::new(req))
@@ -160,6 +225,7 @@ impl SimCluster {
         let this = self.clone();
         rx.map(move |(rv, event)| {
             if let Some(rv) = rv {
+                this.inner.log.consumed(kind, rv, tokio::time::Instant::now());
                 let mut consumed = this.inner.consumed.lock().unwrap();
                 match kind {
                     Kind::StatefulSets => consumed.0 = rv,
@@ -325,9 +391,15 @@ impl PodAnnotations for SimCluster {
         changes: &std::collections::BTreeMap<String, Option<String>>,
     ) -> Result<Pod, ApiError> {
         let op = Op::PatchPodAnnotations { name: name.to_string(), uid: uid.to_string(), changes: changes.clone() };
+        let feature = apiserver::optional_probe(&op);
         match self.call(op).await? {
             Reply::Pod(Ok(Some(p))) => Ok(*p),
-            Reply::Pod(Err(e)) => Err(e),
+            Reply::Pod(Err(e)) => {
+                if let (Some(feature), ApiError::Rejected { code: 403, .. }) = (feature, &e) {
+                    self.inner.log.refused(feature, tokio::time::Instant::now());
+                }
+                Err(e)
+            }
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
@@ -536,6 +608,25 @@ mod tests {
         cm.metadata.name = Some(name.to_string());
         cm.metadata.resource_version = Some("7".to_string());
         cm
+    }
+
+    #[test]
+    fn a_commit_is_known_from_the_first_event_at_or_after_it_on_its_own_stream() {
+        let t0 = tokio::time::Instant::now();
+        let ms = Duration::from_millis;
+        let c = ProcessLog::default();
+        c.consumed(Kind::Pods, 10, t0);
+        c.consumed(Kind::StatefulSets, 12, t0 + ms(1));
+        c.consumed(Kind::Pods, 14, t0 + ms(2));
+        assert_eq!(c.consumed_at(Kind::Pods, 10), Some(t0));
+        assert_eq!(c.consumed_at(Kind::Pods, 12), Some(t0 + ms(2)), "12 is not a pod commit: 14 tells of it");
+        assert_eq!(c.consumed_at(Kind::StatefulSets, 12), Some(t0 + ms(1)));
+        assert_eq!(c.consumed_at(Kind::Pods, 15), None, "not consumed yet");
+        assert_eq!(c.consumed_at(Kind::Pods, 9), None, "before what is remembered");
+        for rv in 100..100 + ProcessLog::KEPT as u64 {
+            c.consumed(Kind::Pods, rv, t0 + ms(3));
+        }
+        assert_eq!(c.consumed_at(Kind::Pods, 14), None, "forgotten");
     }
 
     /// Seed 31's shape, alone: a process killed with a read of the record in flight, and the process that replaces

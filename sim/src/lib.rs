@@ -35,4 +35,11 @@ pub mod trace;
 pub mod world;
 
 /// The message the binary and the tests print when the crate was built without the simulator.
+/// The kinds the controller watches (each its own stream, in resourceVersion order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    StatefulSets,
+    Pods,
+}
+
 pub const NEEDS_MADSIM: &str = "rollout-sim must be built with the simulator: RUSTFLAGS=\"--cfg madsim\" cargo run --release -p rollout-sim -- demo";

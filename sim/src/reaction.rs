@@ -6,14 +6,28 @@
 //! nothing to do ends the wait without a sample. Also counted: every API request the controller sends, and its
 //! committed writes, for requests per rollout step.
 
+use crate::Kind;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// Since when a group has had work for the controller, and the commit that gave it (its watch stream and
+/// resourceVersion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub since: Duration,
+    pub kind: Kind,
+    pub rv: u64,
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct Reactions {
     /// Per group: since when the truth has had work for the controller.
-    unblocked_at: BTreeMap<String, Duration>,
+    unblocked_at: BTreeMap<String, Wait>,
     pub samples: Vec<Duration>,
+    /// Of the same reactions, the controller's own part: from consuming the watch event of the commit that gave it
+    /// work to handing the write to the network (the rest is the simulated cluster's: the watch's delivery, the
+    /// request's flight, the server's answer). Only where the writer remembers consuming that event.
+    pub own: Vec<Duration>,
     pub controller_requests: u64,
     pub controller_writes: u64,
     /// Pods the controller deleted, since when (until their replacement is Ready).
@@ -40,10 +54,10 @@ impl Reactions {
     }
 
     /// A commit in `group` left the truth with work for the controller (`actionable`) or not.
-    pub fn group_committed(&mut self, group: &str, actionable: bool, at: Duration) {
+    pub fn group_committed(&mut self, group: &str, actionable: bool, commit: Wait) {
         if actionable {
-            self.first_work.get_or_insert(at);
-            self.unblocked_at.entry(group.to_string()).or_insert(at);
+            self.first_work.get_or_insert(commit.since);
+            self.unblocked_at.entry(group.to_string()).or_insert(commit);
         } else {
             self.unblocked_at.remove(group);
         }
@@ -55,33 +69,53 @@ impl Reactions {
     }
 
     /// Takes the wait of `group` before a write is tried (the write's own commit re-evaluates the group).
-    pub fn take_wait(&mut self, group: &str) -> Option<Duration> {
+    pub fn take_wait(&mut self, group: &str) -> Option<Wait> {
         self.unblocked_at.remove(group)
     }
 
-    /// A write of `group` that waited since `since` was tried: committed, it is a sample; refused, the wait goes on
-    /// from the earlier time.
-    pub fn write_tried(&mut self, group: &str, since: Option<Duration>, committed: bool, at: Duration) {
-        match (committed, since) {
-            (true, since) => {
+    /// A write of `group` that waited (`waited`) was tried: committed, it is a sample, with the controller's own part
+    /// `own` when known; refused, the wait goes on from the earlier time.
+    pub fn write_tried(
+        &mut self,
+        group: &str,
+        waited: Option<Wait>,
+        committed: bool,
+        at: Duration,
+        own: Option<Duration>,
+    ) {
+        match (committed, waited) {
+            (true, waited) => {
                 self.controller_writes += 1;
-                if let Some(since) = since {
-                    self.samples.push(at.saturating_sub(since));
+                if let Some(waited) = waited {
+                    self.samples.push(at.saturating_sub(waited.since));
+                    self.own.extend(own);
                 }
             }
-            (false, Some(since)) => {
-                let wait = self.unblocked_at.entry(group.to_string()).or_insert(since);
-                *wait = (*wait).min(since);
+            (false, Some(waited)) => {
+                let wait = self.unblocked_at.entry(group.to_string()).or_insert(waited);
+                if waited.since < wait.since {
+                    *wait = waited;
+                }
             }
             (false, None) => {}
         }
     }
 }
 
+/// The `q` quantile (0..=1) of `samples`, nearest rank.
+fn quantile(samples: &[Duration], q: f64) -> Option<Duration> {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied()
+}
+
 /// Reaction times over a batch, summarised.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub samples: Vec<Duration>,
+    /// The controller's own part of the samples that have one.
+    pub own: Vec<Duration>,
     pub requests: u64,
     pub writes: u64,
 }
@@ -89,16 +123,19 @@ pub struct Summary {
 impl Summary {
     pub fn add(&mut self, r: &Reactions) {
         self.samples.extend(&r.samples);
+        self.own.extend(&r.own);
         self.requests += r.controller_requests;
         self.writes += r.controller_writes;
     }
 
     /// The `q` quantile (0..=1), nearest rank.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
-        let mut sorted = self.samples.clone();
-        sorted.sort();
-        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
-        sorted.get(rank - 1).copied()
+        quantile(&self.samples, q)
+    }
+
+    /// The `q` quantile of the controller's own part.
+    pub fn own_quantile(&self, q: f64) -> Option<Duration> {
+        quantile(&self.own, q)
     }
 
     /// For a rollout that replaces pods one after another: its span (first work to the last replacement Ready), the
@@ -112,6 +149,7 @@ impl Summary {
 
     pub fn describe(&self) -> String {
         let ms = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3));
+        let ms1 = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.1} ms", d.as_secs_f64() * 1e3));
         let mean = if self.samples.is_empty() {
             0.0
         } else {
@@ -120,7 +158,9 @@ impl Summary {
         let over_1s = self.samples.iter().filter(|d| d.as_secs_f64() > 1.0).count();
         format!(
             "controller reaction (pod Ready -> next write in its group), {} samples: p50 {}, p90 {}, p99 {}, max {}, \
-             mean {:.0} ms, {} over 1 s; {} API requests for {} writes ({:.1} per write)",
+             mean {:.0} ms, {} over 1 s; {} API requests for {} writes ({:.1} per write)\n\
+             of which the controller's own part (watch event of that commit consumed -> write sent), {} samples: \
+             p50 {}, p90 {}, p99 {}, max {}",
             self.samples.len(),
             ms(self.quantile(0.5)),
             ms(self.quantile(0.9)),
@@ -130,7 +170,12 @@ impl Summary {
             over_1s,
             self.requests,
             self.writes,
-            self.requests as f64 / (self.writes.max(1)) as f64
+            self.requests as f64 / (self.writes.max(1)) as f64,
+            self.own.len(),
+            ms1(self.own_quantile(0.5)),
+            ms1(self.own_quantile(0.9)),
+            ms1(self.own_quantile(0.99)),
+            ms1(self.own_quantile(1.0)),
         )
     }
 }
@@ -140,32 +185,43 @@ mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
+    const MS: Duration = Duration::from_millis(1);
 
-    fn write(r: &mut Reactions, group: &str, committed: bool, at: Duration) {
-        let since = r.take_wait(group);
-        r.write_tried(group, since, committed, at);
+    /// A pod commit at `at` (its resourceVersion: the second it was made at).
+    fn commit(r: &mut Reactions, group: &str, actionable: bool, at: Duration) {
+        r.group_committed(group, actionable, Wait { since: at, kind: Kind::Pods, rv: at.as_secs() });
+    }
+
+    /// A write committed (or refused) at `at`; the controller consumed the commit it waited on `own` before sending.
+    fn write(r: &mut Reactions, group: &str, committed: bool, at: Duration) -> Option<Wait> {
+        let waited = r.take_wait(group);
+        r.write_tried(group, waited, committed, at, waited.map(|_| MS));
+        waited
     }
 
     #[test]
     fn a_reaction_runs_from_the_first_commit_with_work_to_the_next_committed_write() {
         let mut r = Reactions::default();
-        r.group_committed("g", false, S); // nothing to do
-        r.group_committed("g", true, 2 * S); // unblocked
-        r.group_committed("g", true, 3 * S); // still: the wait runs from 2 s
-        r.group_committed("h", true, 3 * S);
+        commit(&mut r, "g", false, S); // nothing to do
+        commit(&mut r, "g", true, 2 * S); // unblocked
+        commit(&mut r, "g", true, 3 * S); // still: the wait runs from 2 s
+        commit(&mut r, "h", true, 3 * S);
         write(&mut r, "g", false, 4 * S); // refused: the wait goes on
-        write(&mut r, "g", true, 5 * S);
+        let waited = write(&mut r, "g", true, 5 * S);
+        assert_eq!(waited.map(|w| w.rv), Some(2), "the commit that gave the work, kept across the refusal");
         assert_eq!(r.samples, vec![3 * S]);
         write(&mut r, "g", true, 6 * S); // a write with no wait before it gives no sample
-        r.group_committed("h", false, 7 * S); // h's work went away (say, the push was undone): no sample
+        commit(&mut r, "h", false, 7 * S); // h's work went away (say, the push was undone): no sample
         write(&mut r, "h", true, 8 * S);
-        r.group_committed("g", true, 8 * S);
-        write(&mut r, "g", true, 8 * S + Duration::from_millis(40));
-        assert_eq!(r.samples, vec![3 * S, Duration::from_millis(40)]);
+        commit(&mut r, "g", true, 8 * S);
+        write(&mut r, "g", true, 8 * S + 40 * MS);
+        assert_eq!(r.samples, vec![3 * S, 40 * MS]);
+        assert_eq!(r.own, vec![MS, MS], "one own part per sample, none for the refused write");
         let mut s = Summary::default();
         s.add(&r);
-        assert_eq!(s.quantile(0.5), Some(Duration::from_millis(40)));
+        assert_eq!(s.quantile(0.5), Some(40 * MS));
         assert_eq!(s.quantile(1.0), Some(3 * S));
+        assert_eq!(s.own_quantile(1.0), Some(MS));
         assert_eq!(s.writes, 4, "committed writes only");
     }
 }

@@ -19,11 +19,7 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    StatefulSets,
-    Pods,
-}
+pub use crate::Kind;
 
 #[derive(Debug, Clone)]
 pub enum Obj {
@@ -145,9 +141,6 @@ pub struct Store {
     markers_seen: BTreeMap<String, Timestamp>,
     /// Requests the API server refused for lack of a permission (RBAC profile), as `who: access`.
     pub forbidden: Vec<String>,
-    /// When the first refusal of each optional feature reached the API server, by process (incarnation): see
-    /// `apiserver::optional_probe`.
-    pub probed: BTreeMap<(u64, &'static str), Duration>,
     /// Where the history stood when the writer of the replica change now being committed decided it (its
     /// review's arrival, or the controller's watch position); set around such writes, like `writer`.
     pub writer_basis: Option<u64>,
@@ -201,7 +194,6 @@ impl Store {
             answered: Default::default(),
             markers_seen: BTreeMap::new(),
             forbidden: Vec::new(),
-            probed: BTreeMap::new(),
             writer_basis: None,
             replicas_changed: BTreeMap::new(),
             reactions: Default::default(),
@@ -269,8 +261,12 @@ impl Store {
         };
         if let Some(group) = group {
             let actionable = self.has_work(&group);
-            let at = self.elapsed();
-            self.reactions.group_committed(&group, actionable, at);
+            let kind = match &obj {
+                Obj::Sts(_) => Kind::StatefulSets,
+                Obj::Pod(_) => Kind::Pods,
+            };
+            let commit = crate::reaction::Wait { since: self.elapsed(), kind, rv };
+            self.reactions.group_committed(&group, actionable, commit);
         }
         self.log.push_back(LogEntry { rv, at: Instant::now(), deleted, obj });
         while self.log.len() > self.log_capacity {

@@ -217,6 +217,11 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
         }
     }
 
+    // Deletions go first: the rollout waits on them, while a settled StatefulSet's currentRevision is bookkeeping
+    // that no deletion depends on (each action stands on this snapshot alone). The shell runs the plan in order,
+    // so a status write ahead of them would add its round trip to every step that ends a zone.
+    actions.sort_by_key(|a| matches!(a, Action::SetCurrentRevision { .. }));
+
     let scaling_note = |mut reason: String| {
         for wait in &scaling_waits {
             reason.push_str("; ");

@@ -304,21 +304,24 @@ fn crash_looping_pod_first_then_budget_for_available_ones() {
 }
 
 #[test]
-fn updated_and_ready_zone_gets_its_current_revision_advanced_then_the_next_zone_rolls() {
+fn updated_and_ready_zone_gets_its_current_revision_advanced_after_the_next_zones_deletions() {
     let (mut stss, ps) = three_zones("2");
     stss[0].status.as_mut().unwrap().current_revision = OLD.into();
     stss[0].resource_version = "42".into();
     let p = plan(stss, ps);
+    assert_eq!(deleted(&p), vec!["ingester-zone-b-0", "ingester-zone-b-1"]);
+    // The status write is bookkeeping: the deletions the rollout waits on are sent first.
+    assert!(matches!(p.actions[0], Action::DeletePod { .. }), "{:?}", p.actions);
     assert_eq!(
-        p.actions[0],
-        Action::SetCurrentRevision {
+        p.actions.last(),
+        Some(&Action::SetCurrentRevision {
             statefulset: "ingester-zone-a".into(),
             revision: NEW.into(),
             resource_version: "42".into(),
-            reason: p.actions[0].reason().to_string(),
-        }
+            reason: p.actions.last().unwrap().reason().to_string(),
+        })
     );
-    assert_eq!(deleted(&p), vec!["ingester-zone-b-0", "ingester-zone-b-1"]);
+    assert_eq!(p.actions.len(), 3);
 }
 
 #[test]
@@ -436,13 +439,13 @@ fn plan_json_has_the_documented_shape() {
     assert_eq!(v["state"], "progressing");
     assert_eq!(
         v["actions"][0],
-        serde_json::json!({"action": "set-current-revision", "statefulSet": "ingester-zone-a", "revision": NEW,
+        serde_json::json!({"action": "delete-pod", "statefulSet": "ingester-zone-b", "pod": "ingester-zone-b-0",
             "reason": v["actions"][0]["reason"]})
     );
     assert_eq!(
-        v["actions"][1],
-        serde_json::json!({"action": "delete-pod", "statefulSet": "ingester-zone-b", "pod": "ingester-zone-b-0",
-            "reason": v["actions"][1]["reason"]})
+        v["actions"][2],
+        serde_json::json!({"action": "set-current-revision", "statefulSet": "ingester-zone-a", "revision": NEW,
+            "reason": v["actions"][2]["reason"]})
     );
     assert_eq!(v.as_object().unwrap().len(), 4, "{v}");
 }

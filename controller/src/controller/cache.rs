@@ -1,7 +1,7 @@
 //! The controller's in-memory view of the namespace, fed only by watch events.
 //!
-//! Owns: the latest typed view of every managed StatefulSet and every pod, the index from StatefulSet to its pods,
-//! and sync state. Each event returns the rollout groups it touched, so the reconciler can reconcile just those.
+//! Owns: the latest typed view of every managed StatefulSet and every pod, the StatefulSets' objects as watched
+//! (a status write is an UPDATE of the whole object), the index from StatefulSet to its pods, and sync state. Each event returns the rollout groups it touched, so the reconciler can reconcile just those.
 //! It never calls the API and makes no decisions; it is plain data, tested without an API server.
 
 use crate::cluster::WatchEvent;
@@ -41,6 +41,9 @@ impl Relist {
 #[derive(Debug, Default)]
 pub struct ClusterCache {
     statefulsets: HashMap<String, StatefulSetView>,
+    /// The objects behind `statefulsets`, as last watched: the status write sends one back conditional on its
+    /// resourceVersion instead of reading it again (a few hundred objects at most; pods keep only their views).
+    statefulset_objects: HashMap<String, StatefulSet>,
     pods: HashMap<String, PodView>,
     /// StatefulSet name (from the pod's controller reference) -> names of pods claiming it.
     pods_by_owner: HashMap<String, BTreeSet<String>>,
@@ -80,6 +83,13 @@ impl ClusterCache {
         Some(GroupSnapshot::assemble(group, members, pods))
     }
 
+    /// The StatefulSet `name` as last watched, if the cache holds it at `resource_version`.
+    pub fn statefulset_at(&self, name: &str, resource_version: &str) -> Option<&StatefulSet> {
+        self.statefulset_objects
+            .get(name)
+            .filter(|sts| sts.metadata.resource_version.as_deref() == Some(resource_version))
+    }
+
     pub fn apply_statefulset_event(&mut self, event: WatchEvent<StatefulSet>) -> TouchedGroups {
         let mut touched = TouchedGroups::new();
         match event {
@@ -89,19 +99,24 @@ impl ClusterCache {
                 if let Ok(view) = StatefulSetView::from_k8s(&sts) {
                     self.sts_relist.seen(&view.name);
                     touched.extend(view.group.clone());
+                    self.statefulset_objects.insert(view.name.clone(), sts);
                     if let Some(old) = self.statefulsets.insert(view.name.clone(), view) {
                         touched.extend(old.group);
                     }
                 }
             }
             WatchEvent::Delete(sts) => {
-                if let Some(old) = sts.metadata.name.and_then(|n| self.statefulsets.remove(&n)) {
-                    touched.extend(old.group);
+                if let Some(name) = sts.metadata.name {
+                    self.statefulset_objects.remove(&name);
+                    if let Some(old) = self.statefulsets.remove(&name) {
+                        touched.extend(old.group);
+                    }
                 }
             }
             WatchEvent::InitDone => {
                 let gone = self.sts_relist.finish(self.statefulsets.keys());
                 for name in gone {
+                    self.statefulset_objects.remove(&name);
                     if let Some(old) = self.statefulsets.remove(&name) {
                         touched.extend(old.group);
                     }

@@ -1,6 +1,6 @@
 //! The reconcile loop: watch events in, one planning pass per touched rollout group, the plan's writes out.
 //!
-//! Owns: the cache (fed by the two watches), the per-group work queue (`queue`: debounced, under a per-group pass
+//! Owns: the cache (fed by the two watches), the per-group work queue (`queue`: events coalesced, under a per-group pass
 //! budget; unfinished groups checked again every `-reconcile.interval`, failed passes retried with exponential
 //! backoff from it), the expectations of the
 //! controller's own writes, and the group metrics. Every decision comes from `rollout-core`; this module only
@@ -49,7 +49,9 @@ pub struct ReconcilerConfig {
     /// a failed pass is first retried after it (then with exponential backoff). Below one second it acts as one
     /// second. It never delays a pass that an event asks for.
     pub interval: Duration,
-    /// How long to wait after an event for more events of the same group, so a burst is one pass.
+    /// How long to wait after an event for more events of the same group. None by default: the loop applies every
+    /// event already delivered before it runs a pass, so events that arrive together are one pass, and the pass
+    /// budget holds back a longer storm; any wait here would add to every reaction.
     pub debounce: Duration,
     /// Per-group pass budget, against event storms.
     pub pass_budget: PassBudget,
@@ -81,7 +83,7 @@ impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
             interval: Duration::from_secs(5),
-            debounce: Duration::from_millis(5),
+            debounce: Duration::ZERO,
             pass_budget: PassBudget::default(),
             expectation_ttl: Duration::from_secs(300),
             // Longer than a request can be in flight, so the live check at expiry sees a write that was still on its
@@ -614,7 +616,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                 }
                 Action::SetCurrentRevision { statefulset, revision, resource_version, reason } => {
-                    self.update_current_revision(statefulset, revision, resource_version).await.map(|_| {
+                    let watched = self.cache.statefulset_at(statefulset, resource_version).cloned();
+                    self.update_current_revision(statefulset, revision, resource_version, watched).await.map(|_| {
                         tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
                             "advanced StatefulSet currentRevision");
                     })
@@ -761,29 +764,37 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
     }
 
     /// Sets `status.currentRevision` of `statefulset` with an UPDATE of its status subresource (what the real
-    /// deployments grant), conditional on the resourceVersion the plan was made from: the rest of the status is
-    /// the live object's, read first; a StatefulSet that moved on since the plan is a conflict (re-plan), never
-    /// overwritten.
+    /// deployments grant), conditional on the resourceVersion the plan was made from, so a StatefulSet that moved on
+    /// since the plan is a conflict (re-plan), never overwritten. The rest of the status is the object's at that
+    /// resourceVersion: the one the watch delivered when the cache still holds it (no read, one round trip less on
+    /// every rollout step that ends a zone), else the live object, read first.
     async fn update_current_revision(
         &self,
         statefulset: &str,
         revision: &str,
         planned_from: &str,
+        watched: Option<k8s_openapi::api::apps::v1::StatefulSet>,
     ) -> Result<k8s_openapi::api::apps::v1::StatefulSet, ReconcileError> {
         let failed = |source| ReconcileError::UpdateStatus { statefulset: statefulset.to_string(), source };
-        let Some(mut live) = self.api.get_statefulset(statefulset).await.map_err(failed)? else {
-            return Err(failed(ApiError::NotFound(format!("statefulsets.apps \"{statefulset}\" not found"))));
+        let mut object = match watched {
+            Some(watched) => watched,
+            None => {
+                let Some(live) = self.api.get_statefulset(statefulset).await.map_err(failed)? else {
+                    return Err(failed(ApiError::NotFound(format!("statefulsets.apps \"{statefulset}\" not found"))));
+                };
+                live
+            }
         };
-        if live.metadata.resource_version.as_deref() != Some(planned_from) {
+        if object.metadata.resource_version.as_deref() != Some(planned_from) {
             return Err(failed(ApiError::Conflict(format!(
                 "statefulset {statefulset} moved on since the plan (resourceVersion {planned_from} -> {})",
-                live.metadata.resource_version.as_deref().unwrap_or("none")
+                object.metadata.resource_version.as_deref().unwrap_or("none")
             ))));
         }
-        live.status.get_or_insert_with(Default::default).current_revision = Some(revision.to_string());
-        // Asked after the live read, right before the write.
+        object.status.get_or_insert_with(Default::default).current_revision = Some(revision.to_string());
+        // Asked right before the write (after the live read, when there is one).
         self.may_write(&|| format!("the status write of statefulset {statefulset}"))?;
-        self.api.replace_statefulset_status(&live).await.map_err(failed)
+        self.api.replace_statefulset_status(&object).await.map_err(failed)
     }
 
     /// Whether a write of ours happened, by the live object: a deleted pod is gone, replaced (another uid) or
