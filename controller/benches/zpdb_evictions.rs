@@ -41,7 +41,7 @@ mod bench {
     use rollout_core::keys;
     use rollout_core::zpdb::{Budgets, Outcome};
     use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
-    use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, memory};
+    use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations, memory};
     use rollout_operator::offline::review::RecordingPods;
     use rollout_operator::zpdb::Zpdb;
     use serde_json::{Value, json};
@@ -289,6 +289,21 @@ mod bench {
             self.request(&self.kinds.patch_pod, |s| {
                 let Store { rv, pods, .. } = s;
                 memory::patch_annotations_of_uid(pods, rv, "pods", name, uid, changes)
+            })
+            .await
+        }
+    }
+
+    /// Not used here (pods can be patched): answered, counted.
+    impl StatefulSetAnnotations for SlowApi {
+        async fn merge_statefulset_annotations(
+            &self,
+            name: &str,
+            changes: &BTreeMap<String, Option<String>>,
+        ) -> Result<StatefulSet, ApiError> {
+            self.request(&self.kinds.other, |s| {
+                let Store { rv, statefulsets, .. } = s;
+                memory::patch_annotations_of_uid(statefulsets, rv, "statefulsets.apps", name, "", changes)
             })
             .await
         }

@@ -17,7 +17,7 @@ use rollout_operator::cluster::ApiError;
 use rollout_operator::ops::metrics::ZpdbMetrics;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use rollout_operator::zpdb::ready_time::{READY_TIME_FEATURE, Tracker};
-use rollout_operator::zpdb::serialisation::INTENTS_FEATURE;
+use rollout_operator::zpdb::serialisation::{INTENTS_FEATURE, STATEFULSET_INTENTS_FEATURE};
 use rollout_operator::zpdb::{Zpdb, budgets};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -114,6 +114,16 @@ async fn evict(app: &axum::Router, pod: &str) -> Value {
 fn intent(cluster: &FakeCluster, pod: &str) -> Option<String> {
     let annotations = cluster.pod(pod)?.metadata.annotations?;
     annotations.into_iter().filter(|(key, _)| keys::is_eviction_intent(key)).map(|(_, value)| value).max()
+}
+
+/// The eviction intents kept on `statefulset`: their values (`<expiry> <pod> <uid>`).
+fn statefulset_intents(cluster: &FakeCluster, statefulset: &str) -> Vec<String> {
+    let annotations = cluster.statefulset(statefulset).and_then(|s| s.metadata.annotations).unwrap_or_default();
+    annotations.into_iter().filter(|(key, _)| keys::is_eviction_intent(key)).map(|(_, value)| value).collect()
+}
+
+fn forbidden(what: &str) -> Option<ApiError> {
+    Some(ApiError::Rejected { code: 403, message: format!("{what} is forbidden") })
 }
 
 fn pod_patches(cluster: &FakeCluster) -> Vec<(String, Option<String>)> {
@@ -244,16 +254,68 @@ async fn a_burst_of_evictions_never_exceeds_the_budget() {
     }
 }
 
+/// Older Helm charts grant no `patch` on pods but do on StatefulSets: the intent goes on the pod's StatefulSet, and
+/// another replica (a process that remembers nothing) sees it.
 #[tokio::test]
-async fn without_patch_on_pods_evictions_are_serialised_in_process_and_it_says_so() {
+async fn without_patch_on_pods_intents_go_on_the_statefulset_and_another_replica_sees_them() {
     let cluster = cluster(2);
-    cluster.fail_pod_patches(Some(ApiError::Rejected { code: 403, message: "pods is forbidden".into() }));
+    cluster.fail_pod_patches(forbidden("pods"));
+    let zpdb = Zpdb { metrics: ZpdbMetrics::default(), ..zpdb_with(zone_budget(1)) };
+    let app = app(&cluster, &zpdb);
+    let response = evict(&app, "ingester-zone-a-0").await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(zpdb.serialisation.mode(), Serialisation::StatefulSetIntents);
+    assert!(zpdb.metrics.is_feature_disabled(INTENTS_FEATURE, "patch pods"));
+    assert!(!zpdb.metrics.is_feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets"));
+    let kept = statefulset_intents(&cluster, "ingester-zone-a");
+    assert!(matches!(kept.as_slice(), [v] if v.ends_with(" ingester-zone-a-0 uid-ingester-zone-a-0-1")), "{kept:?}");
+    // Another replica, which remembers nothing: the intent on the StatefulSet holds the budget.
+    let other = zpdb_with(zone_budget(1));
+    let response = evict(&self::app(&cluster, &other), "ingester-zone-a-1").await;
+    assert_eq!(
+        (response["allowed"].clone(), response["status"]["message"].clone()),
+        (json!(false), json!("1 pod not ready in ingester-zone-a"))
+    );
+    assert_eq!(statefulset_intents(&cluster, "ingester-zone-a").len(), 1, "the denied decision took its intent back");
+    // Two replicas deciding at once over the same budget: one goes through.
+    let cluster = self::cluster(2);
+    cluster.fail_pod_patches(forbidden("pods"));
+    let (one, two) = (zpdb_with(zone_budget(1)), zpdb_with(zone_budget(1)));
+    let (app_one, app_two) = (self::app(&cluster, &one), self::app(&cluster, &two));
+    let (a, b) = tokio::join!(evict(&app_one, "ingester-zone-a-0"), evict(&app_two, "ingester-zone-b-1"));
+    assert_eq!([&a, &b].iter().filter(|r| r["allowed"] == true).count(), 1, "{a} / {b}");
+}
+
+/// An intent on a StatefulSet outlives the pod's eviction: expired ones are removed with the next intent written
+/// there, so they do not pile up.
+#[tokio::test]
+async fn expired_intents_on_a_statefulset_go_with_the_next_one_written_there() {
+    let cluster = cluster(2);
+    cluster.fail_pod_patches(forbidden("pods"));
+    let mut sts = cluster.statefulset("ingester-zone-a").unwrap();
+    let annotations = sts.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(keys::eviction_intent_key("old"), "2020-01-01T00:00:00Z ingester-zone-a-1 gone".into());
+    annotations.insert(keys::eviction_intent_key("garbled"), "not an intent".into());
+    cluster.put_statefulset(sts);
+    let zpdb = zpdb_with(zone_budget(1));
+    let response = evict(&app(&cluster, &zpdb), "ingester-zone-a-0").await;
+    assert_eq!(response["allowed"], true, "an expired intent holds nothing: {response}");
+    let kept = statefulset_intents(&cluster, "ingester-zone-a");
+    assert!(matches!(kept.as_slice(), [v] if v.contains("ingester-zone-a-0")), "{kept:?}");
+}
+
+#[tokio::test]
+async fn without_patch_on_pods_and_statefulsets_evictions_are_serialised_in_process_and_it_says_so() {
+    let cluster = cluster(2);
+    cluster.fail_pod_patches(forbidden("pods"));
+    cluster.fail_statefulset_annotation_patches(forbidden("statefulsets"));
     let zpdb = Zpdb { metrics: ZpdbMetrics::default(), ..zpdb_with(zone_budget(1)) };
     let app = app(&cluster, &zpdb);
     let response = evict(&app, "ingester-zone-a-0").await;
     assert_eq!(response["allowed"], true, "{response}");
     assert_eq!(zpdb.serialisation.mode(), Serialisation::InProcess);
     assert!(zpdb.metrics.is_feature_disabled(INTENTS_FEATURE, "patch pods"));
+    assert!(zpdb.metrics.is_feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets"));
     // This process remembers it.
     let response = evict(&app, "ingester-zone-a-1").await;
     assert_eq!(
@@ -264,13 +326,15 @@ async fn without_patch_on_pods_evictions_are_serialised_in_process_and_it_says_s
     assert!(intent(&cluster, "ingester-zone-a-0").is_none());
     // Concurrent decisions of one budget, under the lock: one goes through.
     let cluster = self::cluster(2);
-    cluster.fail_pod_patches(Some(ApiError::Rejected { code: 403, message: "pods is forbidden".into() }));
+    cluster.fail_pod_patches(forbidden("pods"));
+    cluster.fail_statefulset_annotation_patches(forbidden("statefulsets"));
     let zpdb = zpdb_with(zone_budget(1));
-    assert!(zpdb.serialisation.forbid_intents());
+    assert!(zpdb.serialisation.refuse(Serialisation::StatefulSetIntents));
     let app = self::app(&cluster, &zpdb);
     let (a, b) = tokio::join!(evict(&app, "ingester-zone-a-0"), evict(&app, "ingester-zone-b-1"));
     assert_eq!([&a, &b].iter().filter(|r| r["allowed"] == true).count(), 1, "{a} / {b}");
     assert!(pod_patches(&cluster).is_empty(), "in-process mode writes nothing");
+    assert!(statefulset_intents(&cluster, "ingester-zone-a").is_empty());
 }
 
 #[tokio::test]
@@ -518,13 +582,28 @@ async fn a_decision_sends_no_intent_once_its_process_knows_they_are_refused() {
         requester: Requester::Webhook,
         decider: "uid-1".into(),
     };
-    let flow = EvictPod::new(request, settings);
-    assert!(zpdb.serialisation.forbid_intents(), "the other decision's refusal");
     let now: Timestamp = NOW.parse().unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let verdict =
-        rollout_operator::zpdb::decide::decide(&cluster, &zpdb, flow, &move || now, deadline, Duration::from_secs(5))
-            .await;
+    let clock = move || now;
+    let decide = |flow| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        rollout_operator::zpdb::decide::decide(&cluster, &zpdb, flow, &clock, deadline, Duration::from_secs(5))
+    };
+    let flow = EvictPod::new(request.clone(), settings.clone());
+    assert!(zpdb.serialisation.refuse(Serialisation::Intents), "the other decision's refusal");
+    let verdict = decide(flow).await;
     assert!(verdict.allowed(), "{verdict:?}");
-    assert!(pod_patches(&cluster).is_empty(), "no intent sent: {:?}", cluster.calls());
+    assert!(pod_patches(&cluster).is_empty(), "no intent sent on the pod: {:?}", cluster.calls());
+    assert_eq!(statefulset_intents(&cluster, "ingester-zone-a").len(), 1, "on its StatefulSet instead");
+    // Intents on StatefulSets refused too: nothing is sent at all.
+    let flow = EvictPod::new(EvictionRequest { pod: "ingester-zone-b-0".into(), ..request }, settings);
+    assert!(zpdb.serialisation.refuse(Serialisation::StatefulSetIntents));
+    cluster.take_calls();
+    let verdict = decide(flow).await;
+    assert!(!verdict.allowed(), "zone a's intent holds the budget: {verdict:?}");
+    let writes: Vec<Call> = cluster
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::PatchPodAnnotations { .. } | Call::MergeStatefulSetAnnotations { .. }))
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
 }

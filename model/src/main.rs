@@ -155,6 +155,9 @@ struct ZpdbArgs {
     /// Never two decisions about the same pod at once (a smaller state space).
     #[arg(long)]
     no_same_pod_races: bool,
+    /// Pods may not be patched (the Helm charts that grant no `patch` on pods): intents go on the StatefulSets.
+    #[arg(long)]
+    no_pod_patch: bool,
     #[arg(long, default_value_t = 2)]
     threads: usize,
 }
@@ -173,6 +176,7 @@ fn check_zpdb(args: ZpdbArgs) -> ExitCode {
         restarts: args.restarts,
         webhook_crashes: args.webhook_crashes,
         same_pod_races: !args.no_same_pod_races,
+        pod_patch: !args.no_pod_patch,
     };
     println!("configuration: {config:?}");
     let model = match ZpdbModel::new(config, production_evictor) {

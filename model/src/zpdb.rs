@@ -28,7 +28,10 @@
 //!   them; every read of pods and every intent write or removal is a step of its own;
 //! - the API server commits an allowed eviction on the pod incarnation the webhook judged (a pod replaced in between
 //!   is left alone);
-//! - pods can always be patched, so the flow never falls back to its in-process lock;
+//! - the intents can always be written somewhere (on the pods, or with `pod_patch: false` on the StatefulSets), so
+//!   the flow never falls back to its in-process lock; with intents on the StatefulSets, the first list of the
+//!   StatefulSets is still carried out with the step before it (the claim rests on the list after the intent,
+//!   which is a step of its own);
 //! - the controller, its pass held by a denial, runs again when someone else changes the cluster (during the pass
 //!   or after it), as its work queue does on watch events; its own writes do not wake it (that would be a retry
 //!   loop with no quiescent state to judge liveness on).
@@ -44,7 +47,7 @@ use rollout_core::keys;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::zpdb::{
     BudgetPod, EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed,
-    Requester, Serialisation, ZpdbConfig,
+    Requester, Serialisation, StatefulSetIntent, ZpdbConfig,
 };
 use rollout_core::{
     Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, PodView, StatefulSetView,
@@ -118,6 +121,9 @@ pub struct ZpdbModelConfig {
     /// being decided, two drains, the controller's deletion of a pod being drained). Off, a request about a pod
     /// waits while another decision about it is in flight (a smaller state space).
     pub same_pod_races: bool,
+    /// Pods may be patched (current charts). Off, as under the charts that grant no `patch` on pods, every intent on
+    /// a pod is refused and the decisions keep theirs on the StatefulSets.
+    pub pod_patch: bool,
 }
 
 impl Default for ZpdbModelConfig {
@@ -135,6 +141,7 @@ impl Default for ZpdbModelConfig {
             restarts: 0,
             webhook_crashes: 0,
             same_pod_races: true,
+            pod_patch: true,
         }
     }
 }
@@ -151,6 +158,9 @@ pub struct Pod {
     /// The eviction intent annotations (their expiry), one per decider: index 0 the controller's, `k` the drain's
     /// `k`-th request's.
     pub intents: [Option<Timestamp>; DECIDERS],
+    /// The eviction intents about this incarnation kept on its StatefulSet (where pods cannot be patched), one per
+    /// decider. They name the pod's uid, so they stop applying once it is gone or recreated.
+    pub kept_on_statefulset: [Option<Timestamp>; DECIDERS],
 }
 
 impl Pod {
@@ -159,7 +169,7 @@ impl Pod {
     }
 
     fn has_intent(&self) -> bool {
-        self.intents.iter().any(Option::is_some)
+        self.intents.iter().chain(&self.kept_on_statefulset).any(Option::is_some)
     }
 }
 
@@ -178,6 +188,14 @@ fn decider_name(decider: usize) -> String {
 
 fn decider_of_key(key: &str) -> Option<usize> {
     (0..DECIDERS).find(|d| keys::eviction_intent_key(&decider_name(*d)) == key)
+}
+
+/// The key of decider `decider`'s intent about the pod `uid` on a StatefulSet (the controller's names the pod).
+fn statefulset_key(decider: usize, uid: &str) -> String {
+    match decider {
+        0 => keys::eviction_intent_key(&format!("controller-{uid}")),
+        d => keys::eviction_intent_key(&decider_name(d)),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -446,12 +464,26 @@ impl ZpdbModel {
             status.update_revision = REVISIONS[zone.update as usize].to_string();
             status.ready_replicas = zone.pods.iter().filter(|p| p.available()).count() as u32;
         }
+        for (i, p) in zone.pods.iter().enumerate() {
+            let uid = Self::pod_uid(STATEFULSETS[z], i, p);
+            for (d, until) in p.kept_on_statefulset.iter().enumerate() {
+                if let Some(until) = until {
+                    let pod = format!("{}-{i}", STATEFULSETS[z]);
+                    let intent = StatefulSetIntent { until: *until, pod, uid: uid.clone() };
+                    s.annotations.insert(statefulset_key(d, &uid), intent.value());
+                }
+            }
+        }
         s
+    }
+
+    fn pod_uid(statefulset: &str, i: usize, p: &Pod) -> String {
+        format!("{statefulset}-{i}@{}", p.generation)
     }
 
     fn pod_view(sts: &StatefulSetView, i: usize, p: &Pod) -> PodView {
         let mut v = fixture::pod(sts, i as u32, REVISIONS[p.revision as usize]);
-        v.uid = format!("{}@{}", v.name, p.generation);
+        v.uid = Self::pod_uid(&sts.name, i, p);
         v.labels.insert(keys::ROLLOUT_GROUP.to_string(), GROUP.to_string());
         if !p.ready {
             v = fixture::not_ready(v);
@@ -625,6 +657,43 @@ impl ZpdbModel {
                     }
                 }
                 Observed::Pods(Ok(pods.into()))
+            }
+            Need::WriteIntent { .. } if !self.config.pod_patch => {
+                Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())))
+            }
+            Need::StatefulSetsAgain { selector, .. } => Observed::StatefulSets(Ok((0..truth.zones.len())
+                .map(|z| self.statefulset(truth, z))
+                .filter(|s| selects(selector, &s.labels))
+                .collect())),
+            // The clock does not move, so no intent is stale.
+            Need::WriteStatefulSetIntent { key, value, .. } => {
+                let Some(intent) = StatefulSetIntent::parse(value) else {
+                    return Observed::IntentWritten(Err(IntentFailure::Failed(format!("unreadable intent {value}"))));
+                };
+                let located = self.locate_incarnation(truth, &intent.pod, &intent.uid);
+                let decider = (0..DECIDERS).find(|d| statefulset_key(*d, &intent.uid) == *key);
+                Observed::IntentWritten(match (located, decider) {
+                    (Some((z, i)), Some(d)) => {
+                        truth.zones[z].pods[i].kept_on_statefulset[d] = Some(intent.until);
+                        Ok(())
+                    }
+                    // The intent would name a pod that is not there: it could hold nothing.
+                    (None, _) => {
+                        Err(IntentFailure::Failed(format!("pod {} is not {} any more", intent.pod, intent.uid)))
+                    }
+                    (_, None) => Err(IntentFailure::Failed(format!("no decider writes {key}"))),
+                })
+            }
+            Need::RemoveStatefulSetIntent { statefulset, key } => {
+                if let Some(z) = STATEFULSETS.iter().position(|s| s == statefulset).filter(|z| *z < truth.zones.len()) {
+                    for i in 0..truth.zones[z].pods.len() {
+                        let uid = Self::pod_uid(STATEFULSETS[z], i, &truth.zones[z].pods[i]);
+                        if let Some(d) = (0..DECIDERS).find(|d| statefulset_key(*d, &uid) == *key) {
+                            truth.zones[z].pods[i].kept_on_statefulset[d] = None;
+                        }
+                    }
+                }
+                Observed::IntentRemoved
             }
             Need::WriteIntent { pod, uid, key, until } => {
                 Observed::IntentWritten(match (self.locate_incarnation(truth, pod, uid), decider_of_key(key)) {
@@ -961,6 +1030,9 @@ fn need_name(need: &Need) -> &'static str {
         Need::Pods { .. } => "listing pods",
         Need::WriteIntent { .. } => "writing its intent",
         Need::PodsAgain { .. } => "listing pods again",
+        Need::StatefulSetsAgain { .. } => "listing StatefulSets again",
+        Need::WriteStatefulSetIntent { .. } => "writing its intent on the StatefulSet",
+        Need::RemoveStatefulSetIntent { .. } => "removing its intent from the StatefulSet",
         Need::RemoveIntent { .. } => "removing its intent",
         Need::Remember { .. } => "remembering",
         Need::Answer(v) if v.allowed() => "nothing (allowed)",
@@ -1039,6 +1111,7 @@ impl Model for ZpdbModel {
             revision: 0,
             generation: 0,
             intents: [None; DECIDERS],
+            kept_on_statefulset: [None; DECIDERS],
         };
         let zone = Zone { update, current: 0, resource_version: 0, pods: vec![pod; self.config.pods as usize] };
         let truth = World { zones: vec![zone; self.config.zones as usize] };
@@ -1174,7 +1247,14 @@ impl Model for ZpdbModel {
             ZpdbStep::CacheCatchesUp => s.view = s.pending.remove(0),
             ZpdbStep::PodTerminates(z, i) => {
                 let p = &mut s.truth.zones[z as usize].pods[i as usize];
-                *p = Pod { exists: false, ready: false, terminating: false, intents: [None; DECIDERS], ..*p };
+                *p = Pod {
+                    exists: false,
+                    ready: false,
+                    terminating: false,
+                    intents: [None; DECIDERS],
+                    kept_on_statefulset: [None; DECIDERS],
+                    ..*p
+                };
             }
             ZpdbStep::PodRecreated(z, i) => {
                 let update = s.truth.zones[z as usize].update;
@@ -1187,6 +1267,7 @@ impl Model for ZpdbModel {
                     revision: update,
                     generation,
                     intents: [None; DECIDERS],
+                    kept_on_statefulset: [None; DECIDERS],
                 };
                 if generation > self.max_generation() {
                     s.violations |= violation::REPLACEMENT_LOOP;
@@ -1197,7 +1278,11 @@ impl Model for ZpdbModel {
                 s.crashes_left -= 1;
                 s.truth.zones[z as usize].pods[i as usize].ready = false;
             }
-            ZpdbStep::IntentExpires(z, i) => s.truth.zones[z as usize].pods[i as usize].intents = [None; DECIDERS],
+            ZpdbStep::IntentExpires(z, i) => {
+                let p = &mut s.truth.zones[z as usize].pods[i as usize];
+                p.intents = [None; DECIDERS];
+                p.kept_on_statefulset = [None; DECIDERS];
+            }
         }
         self.changed(&last.truth, &mut s, step == ZpdbStep::ControllerActs);
         s.drains.sort();

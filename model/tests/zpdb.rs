@@ -147,3 +147,15 @@ fn an_evictor_that_skips_the_second_read_is_caught() {
     caught(skips_the_second_read, config.clone());
     holds(config, &[ALLOWED, OVERLAP]);
 }
+
+/// Under the Helm charts that grant no `patch` on pods, the intents go on the StatefulSets: two webhook replicas
+/// draining, and drains with rollout deletions, keep the budget, and the evictor without the second read is caught
+/// there too.
+#[test]
+fn intents_kept_on_the_statefulsets_keep_the_budget_and_need_the_second_read() {
+    let config = ZpdbModelConfig { rollout: false, evictions: 2, pod_patch: false, ..base() };
+    holds(config.clone(), &[ALLOWED, OVERLAP]);
+    let timeline = caught(skips_the_second_read, config);
+    assert!(timeline.contains("intent on the StatefulSet"), "{timeline}");
+    holds(ZpdbModelConfig { pods: 1, pod_patch: false, ..base() }, &[ALLOWED, OVERLAP, ROLLED]);
+}

@@ -66,6 +66,11 @@ pub enum Op {
         resource_version: String,
         annotations: std::collections::BTreeMap<String, String>,
     },
+    /// A merge patch of a StatefulSet's annotations (`None` removes), without precondition.
+    MergeStatefulSetAnnotations {
+        name: String,
+        changes: std::collections::BTreeMap<String, Option<String>>,
+    },
     Discover {
         group: String,
         kind: String,
@@ -319,9 +324,9 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
         // RBAC cannot restrict a create by name.
         Op::CreateConfigMap { .. } => access("", "configmaps", "create", None),
         Op::ReplaceConfigMap { config_map } => access("", "configmaps", "update", Some(&name_of(&config_map.metadata))),
-        Op::PatchReplicas { name, .. } | Op::PatchAnnotations { name, .. } => {
-            access("apps", "statefulsets", "patch", Some(name))
-        }
+        Op::PatchReplicas { name, .. }
+        | Op::PatchAnnotations { name, .. }
+        | Op::MergeStatefulSetAnnotations { name, .. } => access("apps", "statefulsets", "patch", Some(name)),
         Op::Discover { .. } => None,
         Op::GetScale { plural, name } => {
             access("rollout-operator.grafana.com", &format!("{plural}/scale"), "get", Some(name))
@@ -363,6 +368,10 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
 /// probe the design allows (the process could not know yet: an earlier refusal may have been lost on the way back);
 /// one sent after means the feature did not turn itself off.
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
+    if let Op::MergeStatefulSetAnnotations { changes, .. } = op {
+        let intents = changes.keys().any(|k| rollout_core::keys::is_eviction_intent(k));
+        return intents.then_some("eviction intents on statefulsets");
+    }
     let Op::PatchPodAnnotations { changes, .. } = op else { return None };
     if changes.keys().any(|k| k == rollout_core::keys::READY_TIME) {
         Some("ready-time stamps")
@@ -388,7 +397,10 @@ fn forbidden_reply(op: &Op, access: &Access) -> Reply {
     };
     match op {
         Op::DeletePod { .. } => Reply::Deleted(Err(err)),
-        Op::UpdateStatus { .. } | Op::PatchReplicas { .. } | Op::PatchAnnotations { .. } => Reply::Patched(Err(err)),
+        Op::UpdateStatus { .. }
+        | Op::PatchReplicas { .. }
+        | Op::PatchAnnotations { .. }
+        | Op::MergeStatefulSetAnnotations { .. } => Reply::Patched(Err(err)),
         Op::GetConfigMap { .. } | Op::CreateConfigMap { .. } | Op::ReplaceConfigMap { .. } => {
             Reply::ConfigMap(Err(err))
         }
@@ -420,7 +432,9 @@ fn controller_write(op: &Op) -> Option<String> {
             format!("write of configmap {}", config_map.metadata.name.as_deref().unwrap_or_default())
         }
         Op::PatchReplicas { name, replicas, .. } => format!("PATCH {name} replicas={replicas}"),
-        Op::PatchAnnotations { name, .. } => format!("PATCH {name} annotations"),
+        Op::PatchAnnotations { name, .. } | Op::MergeStatefulSetAnnotations { name, .. } => {
+            format!("PATCH {name} annotations")
+        }
         Op::PatchPodAnnotations { name, .. } => format!("PATCH pod {name} annotations"),
         Op::PatchResourceStatus { plural, name, .. } => format!("PATCH {plural}/{name}/status"),
         Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => "write of a secret".to_string(),
@@ -604,6 +618,15 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             store.trace(&who, line);
             Reply::Patched(result)
         }
+        Op::MergeStatefulSetAnnotations { name, changes } => {
+            let result = store.api_merge_statefulset_annotations(name, changes).map(Box::new);
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} annotations {} -> ok", describe_changes(changes)),
+                Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
         Op::Discover { group, kind } => Reply::Discovered(Ok(store.api_discover(group, kind))),
         Op::GetScale { plural, name } => Reply::Value(store.api_get_scale(plural, name)),
         Op::PatchResourceStatus { plural, name, patch } => {
@@ -769,4 +792,10 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
             _ = tokio::time::sleep_until(deadline) => return,
         }
     }
+}
+
+/// `+key` for each annotation set, `-key` for each removed, for the trace.
+fn describe_changes(changes: &std::collections::BTreeMap<String, Option<String>>) -> String {
+    let each = changes.iter().map(|(k, v)| format!("{}{k}", if v.is_some() { "+" } else { "-" }));
+    each.collect::<Vec<_>>().join(" ")
 }

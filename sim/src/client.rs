@@ -19,7 +19,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
+    Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
+    WebhookKind,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -417,6 +418,27 @@ impl DisruptionBudgets for SimCluster {
         let (tx, rx) = mpsc::unbounded();
         tokio::spawn(self.clone().list_budgets_until_listed(tx));
         rx.chain(futures::stream::pending()).boxed()
+    }
+}
+
+impl StatefulSetAnnotations for SimCluster {
+    async fn merge_statefulset_annotations(
+        &self,
+        name: &str,
+        changes: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        let op = Op::MergeStatefulSetAnnotations { name: name.to_string(), changes: changes.clone() };
+        let feature = apiserver::optional_probe(&op);
+        match self.call(op).await? {
+            Reply::Patched(Ok(s)) => Ok(*s),
+            Reply::Patched(Err(e)) => {
+                if let (Some(feature), ApiError::Rejected { code: 403, .. }) = (feature, &e) {
+                    self.inner.log.refused(feature, tokio::time::Instant::now());
+                }
+                Err(e)
+            }
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use madsim::net::Endpoint;
 use rollout_operator::admission::webhooks::{
     POD_EVICTION_PATH, WebhookSettings, Webhooks, router_with_zpdb, system_clock,
 };
-use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore};
+use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
 use rollout_operator::controller::scaling::NoPodClient;
 use rollout_operator::ops::metrics::ZpdbMetrics;
 use rollout_operator::zpdb::Zpdb;
@@ -153,11 +153,13 @@ struct AdmitAnswer {
 }
 
 /// The cluster port one admission uses: the replica's client, counting the admission's writes, and (for
-/// [`Evictor::NoSecondRead`]) answering every pod list after the first with the first one's result.
+/// [`Evictor::NoSecondRead`]) answering every pod and StatefulSet list after the first with the first one's result
+/// (intents may be kept on either).
 #[derive(Clone)]
 struct AdmissionClient {
     api: SimCluster,
     first_pods: Option<Arc<Mutex<Option<Vec<Pod>>>>>,
+    first_statefulsets: Option<Arc<Mutex<Option<Vec<StatefulSet>>>>>,
     writes: Arc<AtomicU32>,
 }
 
@@ -175,7 +177,13 @@ impl LiveReads for AdmissionClient {
     }
 
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {
-        self.api.list_statefulsets(label_selector).await
+        let Some(first) = &self.first_statefulsets else { return self.api.list_statefulsets(label_selector).await };
+        if let Some(statefulsets) = first.lock().unwrap().clone() {
+            return Ok(statefulsets);
+        }
+        let statefulsets = self.api.list_statefulsets(label_selector).await?;
+        *first.lock().unwrap() = Some(statefulsets.clone());
+        Ok(statefulsets)
     }
 
     async fn list_pods(&self, label_selector: &str) -> Result<Vec<Pod>, ApiError> {
@@ -202,6 +210,17 @@ impl PodAnnotations for AdmissionClient {
     ) -> Result<Pod, ApiError> {
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.api.patch_pod_annotations(name, uid, changes).await
+    }
+}
+
+impl StatefulSetAnnotations for AdmissionClient {
+    async fn merge_statefulset_annotations(
+        &self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.api.merge_statefulset_annotations(name, changes).await
     }
 }
 
@@ -279,6 +298,7 @@ async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, body: Vec<u8>) -> 
     let client = AdmissionClient {
         api,
         first_pods: (evictor == Evictor::NoSecondRead).then(Arc::default),
+        first_statefulsets: (evictor == Evictor::NoSecondRead).then(Arc::default),
         writes: writes.clone(),
     };
     let app = router_with_zpdb(

@@ -670,6 +670,26 @@ impl Store {
         Ok(self.put_statefulset(sts))
     }
 
+    /// `PATCH statefulsets/{name}` of `metadata.annotations` (`None` removes), a merge patch without precondition.
+    pub fn api_merge_statefulset_annotations(
+        &mut self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        let Some(sts) = self.statefulsets.get(name) else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        let mut sts = sts.clone();
+        let annotations = sts.metadata.annotations.get_or_insert_with(Default::default);
+        for (key, value) in changes {
+            match value {
+                Some(value) => annotations.insert(key.clone(), value.clone()),
+                None => annotations.remove(key),
+            };
+        }
+        Ok(self.put_statefulset(sts))
+    }
+
     /// `PATCH pods/{name}` of `metadata.annotations` (`None` removes), conditional on the pod's uid.
     pub fn api_patch_pod_annotations(
         &mut self,

@@ -403,7 +403,8 @@ pub enum ReferenceDeployment {
     /// The reference's jsonnet v0.38.1: `-use-zone-tracker=true`, configmaps granted.
     Jsonnet,
     /// The older chart mimir-distributed pins (0.37.1 / 0.40.0): pods without `patch`, no configmaps, no zone
-    /// tracker. Eviction intents are refused, so eviction decisions fall back to per-replica serialisation.
+    /// tracker. Eviction intents on pods are refused, so they go on the StatefulSets (which it lets us patch);
+    /// ready-time stamps are refused.
     HelmOld,
 }
 

@@ -10,7 +10,7 @@
 
 use rollout_sim::checker;
 use rollout_sim::drains::{BudgetMode, Drains, Evictor};
-use rollout_sim::world::{self, Outcome, Scenario};
+use rollout_sim::world::{self, Outcome, ReferenceDeployment, Scenario};
 
 fn drains(mode: BudgetMode, evictor: Evictor) -> Scenario {
     Scenario { drains: Some(Drains { mode, evictor, ..Drains::default() }), ..Scenario::default() }
@@ -141,3 +141,20 @@ fn seed_18_a_pod_replaced_while_unavailable_spends_no_budget() {
 const NO_SECOND_READ: [u64; 3] = [5, 10, 13];
 /// Seeds of the zone-mode drains world where [`Evictor::IgnoresBudget`] breaks the budget (every seed of 0..60).
 const IGNORES_BUDGET: [u64; 2] = [0, 1];
+
+/// Under the chart mimir-distributed pins (no `patch` on pods, `patch` on StatefulSets), eviction intents go on the
+/// StatefulSets: two operator replicas and the controller, each its own process, keep the budget (about a third of
+/// seeds 0..100 broke it with per-replica serialisation before), and the evictor without the second reads is caught there
+/// too (seeds 1 and 8 of 0..60; 10 of the first 24 fail).
+#[test]
+fn without_pod_patch_intents_kept_on_the_statefulsets_serialise_across_replicas() {
+    let sc = Scenario { deployment: Some(ReferenceDeployment::HelmOld), ..drains(BudgetMode::Zones, Evictor::Real) };
+    let outcomes = run_all(&sc, 0..8);
+    let total = totals(&outcomes);
+    assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
+    let sc =
+        Scenario { deployment: Some(ReferenceDeployment::HelmOld), ..drains(BudgetMode::Zones, Evictor::NoSecondRead) };
+    for seed in [1, 8] {
+        assert_evictions_break_the_budget(&sc, seed);
+    }
+}

@@ -81,6 +81,10 @@ pub fn eviction_intent_key(decider: &str) -> String {
     if cleaned.is_empty() { EVICTION_INTENT.to_string() } else { format!("{EVICTION_INTENT}.{cleaned}") }
 }
 
+/// Where pods cannot be patched (older Helm charts grant no `patch` on pods), the intent goes on the pod's
+/// StatefulSet instead, under the same key: `<expiry> <pod name> <pod uid>` (see
+/// [`crate::zpdb::pods::StatefulSetIntent`]).
+///
 /// Whether `key` is an eviction intent (any decision's).
 pub fn is_eviction_intent(key: &str) -> bool {
     key == EVICTION_INTENT || key.strip_prefix(EVICTION_INTENT).is_some_and(|rest| rest.starts_with('.'))

@@ -14,7 +14,7 @@
 use crate::cluster::downscale_record::{
     ClaimEnd, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
 };
-use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore};
+use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
@@ -39,9 +39,9 @@ use tokio::time::Instant;
 /// The roles of the cluster port the webhooks use: live reads (a decision about safety is never taken on a cache),
 /// the record store (claims in the zone tracker's ConfigMap, or the `last-downscale` annotation) and pod
 /// annotations (eviction intents).
-pub trait AdmissionApi: LiveReads + RecordStore + PodAnnotations {}
+pub trait AdmissionApi: LiveReads + RecordStore + PodAnnotations + StatefulSetAnnotations {}
 
-impl<T: LiveReads + RecordStore + PodAnnotations> AdmissionApi for T {}
+impl<T: LiveReads + RecordStore + PodAnnotations + StatefulSetAnnotations> AdmissionApi for T {}
 
 pub const NO_DOWNSCALE_PATH: &str = "/admission/no-downscale";
 pub const PREPARE_DOWNSCALE_PATH: &str = "/admission/prepare-downscale";

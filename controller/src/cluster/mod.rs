@@ -191,6 +191,17 @@ pub trait PodAnnotations: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Pod, ApiError>> + Send;
 }
 
+/// Annotations of a StatefulSet, set and removed (eviction intents where pods cannot be patched).
+pub trait StatefulSetAnnotations: Clone + Send + Sync + 'static {
+    /// Sets (`Some`) or removes (`None`) annotations of a StatefulSet, keeping the others (a merge patch, the
+    /// `patch` verb on statefulsets); [`ApiError::NotFound`] when there is none.
+    fn merge_statefulset_annotations(
+        &self,
+        name: &str,
+        changes: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> impl Future<Output = Result<StatefulSet, ApiError>> + Send;
+}
+
 /// The namespace's ZoneAwarePodDisruptionBudgets (a custom resource, read as generic JSON: the core parses it).
 pub trait DisruptionBudgets: Clone + Send + Sync + 'static {
     /// Watches them, with the same semantics as the other watches. A missing CRD yields
@@ -327,12 +338,26 @@ pub trait Leases: Clone + Send + Sync + 'static {
 
 /// Every role of the port: read and write access to the managed namespace.
 pub trait ClusterApi:
-    RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore + PodAnnotations + DisruptionBudgets
+    RolloutApi
+    + LiveReads
+    + RecordStore
+    + ScaleTargets
+    + CertificateStore
+    + PodAnnotations
+    + StatefulSetAnnotations
+    + DisruptionBudgets
 {
 }
 
 impl<T> ClusterApi for T where
-    T: RolloutApi + LiveReads + RecordStore + ScaleTargets + CertificateStore + PodAnnotations + DisruptionBudgets
+    T: RolloutApi
+        + LiveReads
+        + RecordStore
+        + ScaleTargets
+        + CertificateStore
+        + PodAnnotations
+        + StatefulSetAnnotations
+        + DisruptionBudgets
 {
 }
 

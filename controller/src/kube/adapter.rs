@@ -13,7 +13,8 @@
 
 use crate::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
+    Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
+    WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
 use crate::ops::metrics::KubeClientMetrics;
@@ -416,6 +417,21 @@ impl PodAnnotations for KubeCluster {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|err| classify(&err, &format!("patch annotations of pod {}/{name}", self.namespace)))
+    }
+}
+
+impl StatefulSetAnnotations for KubeCluster {
+    async fn merge_statefulset_annotations(
+        &self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        // A merge patch: `null` removes an annotation.
+        let patch = serde_json::json!({ "metadata": { "annotations": changes } });
+        self.statefulsets
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|err| classify(&err, &format!("patch annotations of statefulset {}/{name}", self.namespace)))
     }
 }
 

@@ -53,8 +53,9 @@ pub enum Feature {
     /// rollouts go on.
     DisruptionBudgets,
     /// Annotations of pods: eviction intents (serialising eviction decisions across replicas) and
-    /// `grafana.com/ready-time` stamps. Optional: refused, decisions are serialised per replica only and the stamps
-    /// are not written, each said once in the log and in `rollout_operator_feature_disabled`.
+    /// `grafana.com/ready-time` stamps. Optional: refused, the intents go on the pods' StatefulSets (`patch` on
+    /// statefulsets; refused too, decisions are serialised per replica only) and the stamps are not written, each
+    /// said once in the log and in `rollout_operator_feature_disabled`.
     PodAnnotations,
     /// Kubernetes Events about rollouts and admissions (`-events.enabled`). Optional: a refusal turns Events off
     /// with one log line and `rollout_operator_feature_disabled{feature="events"}`; nothing else changes.
@@ -278,7 +279,8 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     ApiPermission::cluster("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", &[CaInjection]),
     // Scaling sets spec.replicas of a follower or mirror StatefulSet (with grafana.com/last-downscale when there is
     // no zone tracker); without the tracker the webhooks record a /scale downscale on the parent the same way.
-    ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling]),
+    // Eviction intents go on the pod's StatefulSet where pods cannot be patched.
+    ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling, PodAnnotations]),
     // The eviction webhook reads the evicted pod live; so does the controller before each deletion while budgets
     // exist, judging it as an eviction under them (reference 5.5).
     ApiPermission::namespaced("", "pods", "get", &[Webhooks, DisruptionBudgets]),

@@ -17,7 +17,9 @@ use crate::admission::webhooks::{
     NO_DOWNSCALE_PATH, POD_EVICTION_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH,
     router_with_zpdb,
 };
-use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, PodAnnotations, RecordStore, WatchEvent, memory};
+use crate::cluster::{
+    ApiError, DisruptionBudgets, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations, WatchEvent, memory,
+};
 use crate::offline::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use crate::zpdb::Zpdb;
@@ -186,6 +188,18 @@ impl PodAnnotations for DumpCluster {
     ) -> Result<Pod, ApiError> {
         let st = &mut *self.state();
         memory::patch_annotations_of_uid(&mut st.pods, &mut st.rv, "pods", name, uid, changes)
+    }
+}
+
+/// An eviction intent kept on a StatefulSet lands in the dump's copy too.
+impl StatefulSetAnnotations for DumpCluster {
+    async fn merge_statefulset_annotations(
+        &self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        let st = &mut *self.state();
+        memory::patch_annotations_of_uid(&mut st.statefulsets, &mut st.rv, "statefulsets.apps", name, "", changes)
     }
 }
 

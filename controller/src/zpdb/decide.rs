@@ -3,12 +3,13 @@
 //! and a controller deletion are decided, serialised and counted the same way.
 //!
 //! Owns the I/O of each need within a deadline (live reads of the pod, its StatefulSet and the budget's StatefulSets
-//! and pods; the eviction intent written and removed; the in-process lock and memory where intents are refused) and
-//! the `rollout_operator_zpdb_*` counts of every answer. Must not decide: every verdict is the core's.
+//! and pods; the eviction intent written and removed, on the pod or on its StatefulSet; the in-process lock and
+//! memory where intents are refused) and the `rollout_operator_zpdb_*` counts of every answer. Must not decide:
+//! every verdict is the core's.
 
 use super::Zpdb;
-use super::serialisation::INTENTS_FEATURE;
-use crate::cluster::{ApiError, LiveReads, PodAnnotations};
+use super::serialisation::{INTENTS_FEATURE, STATEFULSET_INTENTS_FEATURE};
+use crate::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations};
 use jiff::Timestamp;
 use rollout_core::StatefulSetView;
 use rollout_core::downscale::format_timestamp;
@@ -21,9 +22,9 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 /// What the driver reads and writes.
-pub trait EvictionApi: LiveReads + PodAnnotations {}
+pub trait EvictionApi: LiveReads + PodAnnotations + StatefulSetAnnotations {}
 
-impl<T: LiveReads + PodAnnotations> EvictionApi for T {}
+impl<T: LiveReads + PodAnnotations + StatefulSetAnnotations> EvictionApi for T {}
 
 /// Drives `flow` to its answer, carrying out each need before `deadline` (a need not met in time is observed as a
 /// failure, and the machine applies its policy); an intent taken back gets `undo_deadline` of its own, since the
@@ -51,7 +52,7 @@ pub async fn decide<A: EvictionApi>(
                 zpdb.metrics.eviction_decided(answer.outcome.reason, answer.outcome.status);
                 return answer;
             }
-            Need::StatefulSets { selector } if zpdb.serialisation.mode() == Serialisation::Intents => {
+            Need::StatefulSets { selector } if zpdb.serialisation.mode() != Serialisation::InProcess => {
                 let (statefulsets, pods) = tokio::join!(
                     carry_out(
                         api,
@@ -169,8 +170,63 @@ async fn carry_out<A: EvictionApi>(
         }
         // Another decision of this process was refused intents since this one started: no request that would be
         // refused too (the refusal was said once already).
-        Need::WriteIntent { .. } if zpdb.serialisation.mode() == Serialisation::InProcess => {
+        Need::WriteIntent { .. } if zpdb.serialisation.mode() != Serialisation::Intents => {
             Observed::IntentWritten(Err(IntentFailure::Forbidden("eviction intents are refused (patch pods)".into())))
+        }
+        Need::WriteStatefulSetIntent { .. } if zpdb.serialisation.mode() == Serialisation::InProcess => {
+            Observed::IntentWritten(Err(IntentFailure::Forbidden(
+                "eviction intents are refused (patch pods, patch statefulsets)".into(),
+            )))
+        }
+        Need::WriteStatefulSetIntent { statefulset, key, value, stale } => {
+            let mut changes: BTreeMap<String, Option<String>> = stale.into_iter().map(|k| (k, None)).collect();
+            changes.insert(key, Some(value));
+            let written = tokio::time::timeout(
+                deadline.saturating_duration_since(Instant::now()),
+                api.merge_statefulset_annotations(&statefulset, &changes),
+            )
+            .await;
+            Observed::IntentWritten(match written {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
+                    if zpdb.serialisation.refuse(Serialisation::StatefulSetIntents) {
+                        zpdb.metrics.feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets");
+                        tracing::error!(error = %err, "cannot write eviction intents on pods nor on StatefulSets: \
+                            eviction decisions are serialised per replica only (as the reference does), so two \
+                            operator replicas or a restart can break a ZoneAwarePodDisruptionBudget; grant patch on \
+                            pods (or on statefulsets)");
+                    }
+                    Err(IntentFailure::Forbidden(err.to_string()))
+                }
+                Ok(Err(err)) => Err(IntentFailure::Failed(err.to_string())),
+                Err(_) => Err(IntentFailure::Failed("the deadline passed".to_string())),
+            })
+        }
+        Need::RemoveStatefulSetIntent { statefulset, key } => {
+            let changes = BTreeMap::from([(key, None)]);
+            let removal = tokio::time::timeout(
+                undo_deadline.min(Duration::from_secs(5)),
+                api.merge_statefulset_annotations(&statefulset, &changes),
+            )
+            .await;
+            match removal {
+                Ok(Ok(_)) | Ok(Err(ApiError::NotFound(_))) => {}
+                Ok(Err(err)) => tracing::warn!(statefulset = %statefulset, error = %err,
+                    "could not remove the eviction intent; it expires"),
+                Err(_) => {
+                    tracing::warn!(statefulset = %statefulset, "removing the eviction intent timed out; it expires")
+                }
+            }
+            Observed::IntentRemoved
+        }
+        // After our intent on a StatefulSet: a list issued now, never one in flight from before the write.
+        Need::StatefulSetsAgain { selector, after } => {
+            tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
+            Observed::StatefulSets(
+                before(deadline, "list statefulsets", api.list_statefulsets(&selector))
+                    .await
+                    .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
+            )
         }
         Need::WriteIntent { pod, uid, key, until } => {
             let changes = BTreeMap::from([(key, Some(format_timestamp(until)))]);
@@ -182,11 +238,11 @@ async fn carry_out<A: EvictionApi>(
             Observed::IntentWritten(match written {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
-                    if zpdb.serialisation.forbid_intents() {
+                    if zpdb.serialisation.refuse(Serialisation::Intents) {
                         zpdb.metrics.feature_disabled(INTENTS_FEATURE, "patch pods");
-                        tracing::error!(error = %err, "cannot write eviction intents on pods: eviction decisions are \
-                            serialised per replica only (as the reference does), so two operator replicas or a \
-                            restart can break a ZoneAwarePodDisruptionBudget; grant patch on pods");
+                        tracing::warn!(error = %err, "cannot write eviction intents on pods: writing them on the \
+                            pods' StatefulSets instead (each costs a StatefulSet patch and list more); grant patch \
+                            on pods");
                     }
                     Err(IntentFailure::Forbidden(err.to_string()))
                 }

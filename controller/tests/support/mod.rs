@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, Leases, LiveReads, PodAnnotations, Preconditions,
-    RecordStore, RolloutApi, ScaleTargets, WatchEvent, WebhookConfiguration, WebhookKind,
+    RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -167,6 +167,11 @@ pub enum Call {
         uid: String,
         changes: BTreeMap<String, Option<String>>,
     },
+    /// `PATCH statefulsets/{name}` of annotations (`None` removes).
+    MergeStatefulSetAnnotations {
+        name: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
 }
 
 type WebhookWatcher = mpsc::UnboundedSender<Result<WatchEvent<WebhookConfiguration>, ApiError>>;
@@ -203,6 +208,8 @@ struct State {
     budget_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<serde_json::Value>, ApiError>>>,
     /// Every pod patch fails with this while set (a Role without `patch` on pods).
     pod_patch_failure: Option<ApiError>,
+    /// Every StatefulSet annotation patch fails with this while set (a Role without `patch` on statefulsets).
+    statefulset_patch_failure: Option<ApiError>,
     sts_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<StatefulSet>, ApiError>>>,
     pod_watchers: Vec<mpsc::UnboundedSender<Result<WatchEvent<Pod>, ApiError>>>,
     /// While true, watch events are queued here instead of delivered (a lagging cache).
@@ -455,6 +462,11 @@ impl FakeCluster {
         self.state.lock().unwrap().pod_patch_failure = err;
     }
 
+    /// Every StatefulSet annotation patch fails with `err` until cleared with `None`.
+    pub fn fail_statefulset_annotation_patches(&self, err: Option<ApiError>) {
+        self.state.lock().unwrap().statefulset_patch_failure = err;
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
     }
@@ -654,6 +666,32 @@ impl PodAnnotations for FakeCluster {
         let pod = memory::patch_annotations_of_uid(&mut state.pods, &mut state.rv, "pods", name, uid, changes)?;
         st.emit_pod(WatchEvent::Apply(pod.clone()));
         Ok(pod)
+    }
+}
+
+impl StatefulSetAnnotations for FakeCluster {
+    async fn merge_statefulset_annotations(
+        &self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        tokio::task::yield_now().await;
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(Call::MergeStatefulSetAnnotations { name: name.into(), changes: changes.clone() });
+        if let Some(err) = st.statefulset_patch_failure.clone().or_else(|| st.failures.pop_front()) {
+            return Err(err);
+        }
+        let state = &mut *st;
+        let sts = memory::patch_annotations_of_uid(
+            &mut state.statefulsets,
+            &mut state.rv,
+            "statefulsets.apps",
+            name,
+            "",
+            changes,
+        )?;
+        st.emit_sts(WatchEvent::Apply(sts.clone()));
+        Ok(sts)
     }
 }
 

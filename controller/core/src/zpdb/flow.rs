@@ -17,18 +17,19 @@
 //! 6. the budget's pods listed live; the partition; the judgement;
 //! 7. allowed: a dry run answers here; otherwise the intent is written on the pod, the pods are listed again and
 //!    judged again with every other live intent counted as unavailable; denied then, the intent is removed.
-//!    Where the intent cannot be written for lack of permission, the flow falls back to the lock (5) and this
-//!    process's memory.
+//!    Where the pod cannot be patched, the intent goes on the pod's StatefulSet, and the StatefulSets are listed
+//!    again before the pods; where that is refused too, the flow falls back to the lock (5) and this process's
+//!    memory.
 
 use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
 use super::decision::{EvictionVerdict, Judged, Outcome, judge, max_unavailable};
-use super::pods::{BudgetPod, BudgetPods};
+use super::pods::{BudgetPod, BudgetPods, StatefulSetIntent, stale_statefulset_intents, statefulset_intents};
 use crate::admission::{AdmissionRequest, foreign_namespace};
 use crate::downscale::{round_up_to_second, time_after};
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// How long a decision that goes first waits, the first time, for the later ones it races with to take their
@@ -49,6 +50,9 @@ pub fn rival_wait(waited: u32) -> Duration {
 pub enum Serialisation {
     /// Through the API: an eviction intent on the pod, then a second live read (see [`super`]).
     Intents,
+    /// Through the API as well, where pods cannot be patched but StatefulSets can (the older Helm charts): the
+    /// intent on the pod's StatefulSet, naming the pod, and the StatefulSets listed again before the pods.
+    StatefulSetIntents,
     /// Through this process only: a lock per budget and a memory of allowed evictions (the reference's way; used
     /// where pods cannot be patched).
     InProcess,
@@ -196,6 +200,14 @@ pub enum Need {
     WriteIntent { pod: String, uid: String, key: String, until: Timestamp },
     /// List the budget's pods again, `after` a pause, now that the intent is written (or the lock taken).
     PodsAgain { selector: String, after: Duration },
+    /// List the budget's StatefulSets again, `after` a pause, now that the intent is written on one of them (the
+    /// pods are listed again next).
+    StatefulSetsAgain { selector: String, after: Duration },
+    /// Set the eviction intent `key` on the StatefulSet to `value` (a [`StatefulSetIntent`]), and remove the
+    /// `stale` intent keys there (expired ones), in one merge patch of its annotations.
+    WriteStatefulSetIntent { statefulset: String, key: String, value: String, stale: Vec<String> },
+    /// Remove our intent (`key`) from the StatefulSet (a failure is only logged: it expires).
+    RemoveStatefulSetIntent { statefulset: String, key: String },
     /// Remove our intent (`key`) from the pod (`uid` a precondition; a failure is only logged: it expires). Other
     /// decisions' intents about the same pod stay.
     RemoveIntent { pod: String, uid: String, key: String },
@@ -243,6 +255,8 @@ enum Phase {
     IntentWritten,
     /// After the intent was written (`Intents`) or the lock taken on the way back from a refused intent.
     PodsAgain,
+    /// After the intent was written on a StatefulSet.
+    StatefulSetsAgain,
     IntentRemoved(EvictionVerdict),
     Remembered(EvictionVerdict),
     Answered(EvictionVerdict),
@@ -270,6 +284,8 @@ pub struct EvictPod {
     locked: bool,
     /// Our intent's expiry, once written.
     intent_until: Option<Timestamp>,
+    /// The intents kept on the budget's StatefulSets as last listed: the latest expiry by pod uid.
+    statefulset_intents: BTreeMap<String, Timestamp>,
     /// Times this flow waited for later intents to go.
     rival_waits: u32,
     /// The budgets as the controller's deletion read them first.
@@ -310,6 +326,7 @@ impl EvictPod {
             remembered: Vec::new(),
             locked: false,
             intent_until: None,
+            statefulset_intents: BTreeMap::new(),
             rival_waits: 0,
             budgets_first: None,
         }
@@ -395,7 +412,7 @@ impl EvictPod {
             (Phase::Locked { again }, Observed::Locked { remembered }) => {
                 self.remembered = remembered;
                 if again {
-                    return self.pods_again(Duration::ZERO);
+                    return self.read_again(Duration::ZERO);
                 }
                 self.statefulsets_checked()
             }
@@ -417,9 +434,14 @@ impl EvictPod {
                 },
             },
             (Phase::IntentWritten, Observed::IntentWritten(written)) => match written {
-                Ok(()) => self.pods_again(Duration::ZERO),
-                // No permission to write intents: serialise in this process, as the reference does, and judge
-                // again under the lock (the first judgement was made without it).
+                Ok(()) => self.read_again(Duration::ZERO),
+                // No permission to patch the pod: the intent goes on its StatefulSet.
+                Err(IntentFailure::Forbidden(_)) if self.serialisation == Serialisation::Intents => {
+                    self.serialisation = Serialisation::StatefulSetIntents;
+                    self.write_statefulset_intent(now)
+                }
+                // No permission to write intents at all: serialise in this process, as the reference does, and
+                // judge again under the lock (the first judgement was made without it).
                 Err(IntentFailure::Forbidden(_)) => {
                     self.serialisation = Serialisation::InProcess;
                     self.lock(true)
@@ -435,11 +457,26 @@ impl EvictPod {
                     format!("unable to record the eviction of pod {} before allowing it: {err}", self.pod_name()),
                 )),
             },
+            (Phase::StatefulSetsAgain, Observed::StatefulSets(listed)) => match listed {
+                Ok(statefulsets) => {
+                    self.statefulset_intents = statefulset_intents(&statefulsets);
+                    self.phase = Phase::PodsAgain;
+                    Need::PodsAgain { selector: self.selector(), after: Duration::ZERO }
+                }
+                // Policy: deny (500), taking our intent back: without the intents on the StatefulSets another
+                // decision's cannot be seen.
+                Err(_) => {
+                    let need = self.remove_intent();
+                    self.phase = Phase::IntentRemoved(not_determined());
+                    need
+                }
+            },
             (Phase::PodsAgain, Observed::Pods(listed)) => {
-                // Policy: deny with 429. Our intent went with the pod it was written on: the pod of that name now
-                // (if any) is another one, which the API server would evict on our answer without an intent on it,
-                // so a later decision could spend the same budget. The client retries and judges the new pod.
-                if self.serialisation == Serialisation::Intents
+                // Policy: deny with 429. Our intent is about the pod we read (it went with it, or names its uid):
+                // the pod of that name now (if any) is another one, which the API server would evict on our answer
+                // without an intent about it, so a later decision could spend the same budget. The client retries
+                // and judges the new pod.
+                if self.serialisation != Serialisation::InProcess
                     && let Ok(pods) = &listed
                     && !self.pod.as_ref().is_some_and(|evicted| pods.iter().any(|p| p.uid() == evicted.uid()))
                 {
@@ -452,25 +489,26 @@ impl EvictPod {
                     Err(_) => Err(not_determined()),
                     Ok(pods) => self.judge(pods, now),
                 };
-                match (self.serialisation, judged) {
-                    (Serialisation::Intents, Ok(allowed)) => self.answer(allowed),
+                let through_api = self.serialisation != Serialisation::InProcess;
+                match (through_api, judged) {
+                    (true, Ok(allowed)) => self.answer(allowed),
                     // Only later intents stand in the way, and they give way to this one: wait for them to go.
-                    (Serialisation::Intents, Err(_))
+                    (true, Err(_))
                         if self.rival_waits < RIVAL_WAITS
                             && listed.as_ref().is_ok_and(|pods| self.has_way_over_rivals(pods, now)) =>
                     {
                         let wait = rival_wait(self.rival_waits);
                         self.rival_waits += 1;
-                        self.pods_again(wait)
+                        self.read_again(wait)
                     }
                     // Lost the race for the budget (or cannot tell): take the intent back.
-                    (Serialisation::Intents, Err(verdict)) => {
+                    (true, Err(verdict)) => {
                         let need = self.remove_intent();
                         self.phase = Phase::IntentRemoved(verdict);
                         need
                     }
-                    (Serialisation::InProcess, Ok(allowed)) => self.remember(allowed, now),
-                    (Serialisation::InProcess, Err(verdict)) => self.answer(verdict),
+                    (false, Ok(allowed)) => self.remember(allowed, now),
+                    (false, Err(verdict)) => self.answer(verdict),
                 }
             }
             (Phase::IntentRemoved(verdict), Observed::IntentRemoved) => self.answer(verdict),
@@ -589,7 +627,7 @@ impl EvictPod {
         }
         match self.serialisation {
             Serialisation::InProcess => self.lock(false),
-            Serialisation::Intents => self.statefulsets_checked(),
+            Serialisation::Intents | Serialisation::StatefulSetIntents => self.statefulsets_checked(),
         }
     }
 
@@ -606,6 +644,9 @@ impl EvictPod {
             Err(_) => return self.answer(min_sts()),
             Ok(statefulsets) => statefulsets,
         };
+        // Intents count wherever they are kept (a decision where pods can be patched still sees those kept on
+        // StatefulSets, say by a replica of an older chart during an upgrade).
+        self.statefulset_intents = statefulset_intents(&statefulsets);
         // As the API lists them; the reference's messages name the first disrupted zone in this order.
         statefulsets.sort_by(|a, b| a.name.cmp(&b.name));
         // A budget over a single StatefulSet can never allow an eviction (as the reference).
@@ -636,6 +677,7 @@ impl EvictPod {
         }
         match self.serialisation {
             Serialisation::InProcess => self.remember(allowed, now),
+            Serialisation::StatefulSetIntents => self.write_statefulset_intent(now),
             Serialisation::Intents => {
                 let Some(pod) = self.pod.as_ref() else { return self.internal("no pod") };
                 let until = self.until(now);
@@ -657,7 +699,26 @@ impl EvictPod {
         Need::Remember { uid, until: self.until(now) }
     }
 
+    /// The intent written on the pod's StatefulSet, with the stale intents there removed in the same write.
+    fn write_statefulset_intent(&mut self, now: Timestamp) -> Need {
+        let (Some(pod), Some(owner)) = (self.pod.as_ref(), self.owner.as_ref()) else {
+            return self.internal("no pod or StatefulSet");
+        };
+        let until = self.until(now);
+        let intent = StatefulSetIntent { until, pod: pod.name().to_string(), uid: pod.uid().to_string() };
+        let key = self.statefulset_intent_key();
+        let stale = stale_statefulset_intents(owner, now).into_iter().filter(|k| *k != key).collect();
+        let need = Need::WriteStatefulSetIntent { statefulset: owner.name.clone(), key, value: intent.value(), stale };
+        self.intent_until = Some(until);
+        self.phase = Phase::IntentWritten;
+        need
+    }
+
     fn remove_intent(&self) -> Need {
+        if self.serialisation == Serialisation::StatefulSetIntents {
+            let statefulset = self.owner.as_ref().map(|o| o.name.clone()).unwrap_or_default();
+            return Need::RemoveStatefulSetIntent { statefulset, key: self.statefulset_intent_key() };
+        }
         let (pod, uid) = self.pod.as_ref().map(|p| (p.name().to_string(), p.uid().to_string())).unwrap_or_default();
         Need::RemoveIntent { pod, uid, key: self.intent_key() }
     }
@@ -666,13 +727,34 @@ impl EvictPod {
         crate::keys::eviction_intent_key(self.request.as_ref().map(|r| r.decider.as_str()).unwrap_or_default())
     }
 
+    /// The intent's key on a StatefulSet, which holds the intents about all its pods: a webhook decision's is its own
+    /// (one pod per request); the controller's names the pod's uid too, since an intent of its previous deletion in
+    /// the zone may still be relied on (its commit in flight) and must not be overwritten.
+    fn statefulset_intent_key(&self) -> String {
+        match (self.is_rollout_deletion(), self.pod.as_ref()) {
+            (true, Some(pod)) => crate::keys::eviction_intent_key(&format!("controller-{}", pod.uid())),
+            _ => self.intent_key(),
+        }
+    }
+
     fn until(&self, now: Timestamp) -> Timestamp {
         round_up_to_second(time_after(now, self.settings.intent_lifetime))
     }
 
-    fn pods_again(&mut self, after: Duration) -> Need {
+    /// The reads after our intent (or the lock): the StatefulSets first where the intents are kept there, then the
+    /// pods.
+    fn read_again(&mut self, after: Duration) -> Need {
+        if self.serialisation == Serialisation::StatefulSetIntents {
+            self.phase = Phase::StatefulSetsAgain;
+            return Need::StatefulSetsAgain { selector: self.selector(), after };
+        }
         self.phase = Phase::PodsAgain;
         Need::PodsAgain { selector: self.selector(), after }
+    }
+
+    /// The latest expiry of the intents about `pod`, wherever they are kept.
+    fn intent_of(&self, pod: &BudgetPod) -> Option<Timestamp> {
+        pod.intent_until.max(self.statefulset_intents.get(pod.uid()).copied())
     }
 
     /// Whether this decision goes before every other pending one that denies it: ordered by intent expiry (the
@@ -682,7 +764,8 @@ impl EvictPod {
         let (Some(mine), Some(evicted)) = (self.intent_until, &self.pod) else { return false };
         let ours = (mine, evicted.name());
         let later = |p: &BudgetPod| {
-            p.uid() != evicted.uid() && p.has_live_intent(now) && p.intent_until.map(|u| (u, p.name())) > Some(ours)
+            let intent = self.intent_of(p);
+            p.uid() != evicted.uid() && intent.is_some_and(|u| u > now) && intent.map(|u| (u, p.name())) > Some(ours)
         };
         pods.iter().any(later) && self.judge_counting(pods, now, |p| !later(p)).is_ok()
     }
@@ -714,7 +797,8 @@ impl EvictPod {
         let remembered: BTreeSet<&str> =
             self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str()).collect();
         let pending = |pod: &BudgetPod| {
-            pod.uid() != evicted.uid() && ((pod.has_live_intent(now) && counted(pod)) || remembered.contains(pod.uid()))
+            let live_intent = self.intent_of(pod).is_some_and(|until| until > now);
+            pod.uid() != evicted.uid() && ((live_intent && counted(pod)) || remembered.contains(pod.uid()))
         };
         let input = Judged {
             config,
@@ -768,6 +852,7 @@ fn phase_name(phase: &Phase) -> &'static str {
         Phase::Locked { .. } => "the lock",
         Phase::StatefulSets => "the budget's StatefulSets",
         Phase::Pods | Phase::PodsAgain => "the budget's pods",
+        Phase::StatefulSetsAgain => "the budget's StatefulSets",
         Phase::IntentWritten => "the intent written",
         Phase::IntentRemoved(_) => "the intent removed",
         Phase::Remembered(_) => "the eviction remembered",

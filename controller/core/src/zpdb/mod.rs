@@ -58,11 +58,17 @@
 //! no conflicting intent after its own last write, and its intent stays from that write on. A denied client
 //! retries (429).
 //!
-//! Where `patch` on pods is refused (the older Helm charts grant none), the flow falls back to the reference's way
-//! ([`flow::Serialisation::InProcess`]): a lock per budget in the process, taken before the budget's pods are read
-//! and held until the answer, and a memory of the evictions it allowed (by pod uid, until the same expiry). That
-//! serialises one replica's decisions only; the shell says so once in the log and in
-//! `rollout_operator_feature_disabled`.
+//! Where `patch` on pods is refused (the older Helm charts grant none, but they grant `patch` on StatefulSets), the
+//! intent goes on the pod's StatefulSet instead ([`flow::Serialisation::StatefulSetIntents`]), under the same key,
+//! naming the pod by name and uid ([`pods::StatefulSetIntent`]); after writing it the decider lists the budget's
+//! StatefulSets again, then its pods. The claim carries over word for word: the second reads, which now include
+//! the StatefulSets, come after the decider's own intent write, and every intent, wherever it is kept, counts its
+//! pod as unavailable while it lives and names that pod. Intents on pods go with the pod; those on a StatefulSet
+//! stay until they expire, so each write there also removes the expired ones. Where that is refused too, the flow
+//! falls back to the reference's way ([`flow::Serialisation::InProcess`]): a lock per budget in the process, taken
+//! before the budget's pods are read and held until the answer, and a memory of the evictions it allowed (by pod
+//! uid, until the same expiry). That serialises one replica's decisions only. The shell says each step down once
+//! in the log and in `rollout_operator_feature_disabled`.
 
 pub mod config;
 pub mod decision;
@@ -76,7 +82,7 @@ pub use flow::{
     EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Requester,
     Serialisation,
 };
-pub use pods::{BudgetPod, BudgetPods, ReadyTimeChange, ready_time_change};
+pub use pods::{BudgetPod, BudgetPods, ReadyTimeChange, StatefulSetIntent, ready_time_change};
 
 #[cfg(test)]
 mod tests;

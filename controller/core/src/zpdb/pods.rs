@@ -5,9 +5,10 @@
 use crate::downscale::format_timestamp;
 use crate::keys;
 use crate::settings::parse_timestamp;
-use crate::view::{PodView, ViewError};
+use crate::view::{PodView, StatefulSetView, ViewError};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A live list of a budget's pods, as the decisions see it: shared, not copied, by every decision that joined the
@@ -69,6 +70,58 @@ impl BudgetPod {
     pub fn is_not_running(&self) -> bool {
         matches!(self.pod.phase.as_str(), "Succeeded" | "Failed" | "Pending") || self.pod.is_terminating()
     }
+}
+
+/// An eviction intent kept on the pod's StatefulSet (where pods cannot be patched): the pod it is about, by uid, so
+/// a pod recreated under the same name is not held by it, and its expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatefulSetIntent {
+    pub until: Timestamp,
+    pub pod: String,
+    pub uid: String,
+}
+
+impl StatefulSetIntent {
+    /// The annotation value: `<expiry> <pod name> <pod uid>`.
+    pub fn value(&self) -> String {
+        format!("{} {} {}", format_timestamp(self.until), self.pod, self.uid)
+    }
+
+    /// Reads an annotation value; `None` when it is not one (only the operator writes them, and an unreadable one
+    /// must not block evictions forever).
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut parts = value.split_whitespace();
+        let (until, pod, uid) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(StatefulSetIntent { until: parse_timestamp(until).ok()?, pod: pod.to_string(), uid: uid.to_string() })
+    }
+}
+
+/// The latest expiry of the intents kept on `statefulsets`, by pod uid.
+pub fn statefulset_intents(statefulsets: &[StatefulSetView]) -> BTreeMap<String, Timestamp> {
+    let mut intents: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let all = statefulsets.iter().flat_map(|s| s.annotations.iter());
+    for intent in all.filter(|(key, _)| keys::is_eviction_intent(key)).filter_map(|(_, v)| StatefulSetIntent::parse(v))
+    {
+        let until = intents.entry(intent.uid).or_insert(intent.until);
+        *until = (*until).max(intent.until);
+    }
+    intents
+}
+
+/// The intent keys on `statefulset` that no longer hold at `now` (expired, or unreadable): removed with the next
+/// intent written there, so they do not pile up.
+pub fn stale_statefulset_intents(statefulset: &StatefulSetView, now: Timestamp) -> Vec<String> {
+    statefulset
+        .annotations
+        .iter()
+        .filter(|(key, value)| {
+            keys::is_eviction_intent(key) && StatefulSetIntent::parse(value).is_none_or(|intent| intent.until <= now)
+        })
+        .map(|(key, _)| key.clone())
+        .collect()
 }
 
 /// What the `grafana.com/ready-time` tracker writes on a pod in scope of a budget.

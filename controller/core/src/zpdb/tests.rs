@@ -5,6 +5,7 @@ use super::config::{PartitionRule, RegexProblem};
 use super::decision::{Judged, describe, judge, max_unavailable};
 use super::*;
 use crate::admission::{AdmissionRequest, ReviewVersion};
+use crate::downscale::format_timestamp;
 use crate::fixture;
 use crate::keys;
 use crate::view::{OwnerRef, StatefulSetView};
@@ -758,6 +759,11 @@ struct Cluster {
     writes: Vec<String>,
     /// Every intent annotation, by pod name and key; a pod's `intent_until` is the latest of its own.
     intents: BTreeMap<(String, String), Timestamp>,
+    /// Refusals (403) of pod patches and of StatefulSet patches (an older chart's RBAC).
+    refuse_pod_patches: bool,
+    refuse_statefulset_patches: bool,
+    /// The list of StatefulSets after an intent fails.
+    fail_statefulsets_again: bool,
 }
 
 impl Cluster {
@@ -768,6 +774,21 @@ impl Cluster {
             remembered: BTreeMap::new(),
             writes: Vec::new(),
             intents: BTreeMap::new(),
+            refuse_pod_patches: false,
+            refuse_statefulset_patches: false,
+            fail_statefulsets_again: false,
+        }
+    }
+
+    /// Sets (`Some`) or removes annotations of a StatefulSet, as the list and the owner reads show it.
+    fn annotate_statefulset(&mut self, name: &str, changes: &[(String, Option<String>)]) {
+        for sts in self.world.statefulsets.iter_mut().chain(self.world.owners.iter_mut()).filter(|s| s.name == name) {
+            for (key, value) in changes {
+                match value {
+                    Some(value) => sts.annotations.insert(key.clone(), value.clone()),
+                    None => sts.annotations.remove(key),
+                };
+            }
         }
     }
 
@@ -789,6 +810,29 @@ impl Cluster {
             }
             Need::StatefulSets { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
             Need::Pods { .. } | Need::PodsAgain { .. } => Observed::Pods(Ok(self.world.pods.as_slice().into())),
+            Need::StatefulSetsAgain { .. } if self.fail_statefulsets_again => {
+                Observed::StatefulSets(Err("API unavailable".into()))
+            }
+            Need::StatefulSetsAgain { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
+            Need::WriteStatefulSetIntent { statefulset, key, value, stale } => {
+                self.writes.push(format!("intent on {statefulset}"));
+                if self.refuse_statefulset_patches {
+                    return Observed::IntentWritten(Err(IntentFailure::Forbidden("statefulsets is forbidden".into())));
+                }
+                let mut changes: Vec<(String, Option<String>)> = stale.iter().map(|k| (k.clone(), None)).collect();
+                changes.push((key.clone(), Some(value.clone())));
+                self.annotate_statefulset(statefulset, &changes);
+                Observed::IntentWritten(Ok(()))
+            }
+            Need::RemoveStatefulSetIntent { statefulset, key } => {
+                self.writes.push(format!("remove from {statefulset}"));
+                self.annotate_statefulset(statefulset, &[(key.clone(), None)]);
+                Observed::IntentRemoved
+            }
+            Need::WriteIntent { .. } if self.refuse_pod_patches => {
+                self.writes.push("refused".into());
+                Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())))
+            }
             Need::WriteIntent { pod, uid, key, until } => {
                 self.writes.push(format!("intent {pod}"));
                 if !self.world.pods.iter().any(|p| p.name() == pod && p.uid() == uid) {
@@ -847,6 +891,9 @@ fn need_name(need: &Need) -> &'static str {
         Need::Pods { .. } => "pods",
         Need::WriteIntent { .. } => "write-intent",
         Need::PodsAgain { .. } => "pods-again",
+        Need::StatefulSetsAgain { .. } => "statefulsets-again",
+        Need::WriteStatefulSetIntent { .. } => "write-statefulset-intent",
+        Need::RemoveStatefulSetIntent { .. } => "remove-statefulset-intent",
         Need::RemoveIntent { .. } => "remove-intent",
         Need::Remember { .. } => "remember",
         Need::Answer(_) => "answer",
@@ -897,6 +944,109 @@ fn an_allowed_eviction_writes_its_intent_and_judges_again() {
         (false, "1 pod not ready in ingester-zone-a", Some(429))
     );
     assert!(!needs.contains(&"write-intent".to_string()), "denied before writing: {needs:?}");
+}
+
+/// The intents on StatefulSets read back: live ones by the pod's uid (a pod recreated under the name is not held),
+/// the latest per pod; expired and unreadable ones are stale.
+#[test]
+fn statefulset_intents_name_the_pod_by_uid_and_expire() {
+    let intent = StatefulSetIntent { until: now(), pod: "ingester-zone-a-0".into(), uid: "u0".into() };
+    assert_eq!(intent.value(), "2026-03-01T12:00:00Z ingester-zone-a-0 u0");
+    assert_eq!(StatefulSetIntent::parse(&intent.value()), Some(intent));
+    for garbled in ["", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z p", "soon p u", "2026-03-01T12:00:00Z p u x"] {
+        assert_eq!(StatefulSetIntent::parse(garbled), None, "{garbled:?}");
+    }
+    let mut world = World::new(2, 1);
+    let later = now() + jiff::SignedDuration::from_secs(30);
+    let annotations = &mut world.statefulsets[0].annotations;
+    annotations.insert(keys::eviction_intent_key("one"), format!("{} p u0", format_timestamp(now())));
+    annotations.insert(keys::eviction_intent_key("two"), format!("{} p u0", format_timestamp(later)));
+    annotations.insert(keys::eviction_intent_key("bad"), "garbled".into());
+    annotations.insert("other".into(), format!("{} p u1", format_timestamp(later)));
+    world.statefulsets[1].annotations.insert(keys::EVICTION_INTENT.into(), format!("{} q u1", format_timestamp(now())));
+    let kept = pods::statefulset_intents(&world.statefulsets);
+    assert_eq!(kept, BTreeMap::from([("u0".to_string(), later), ("u1".to_string(), now())]));
+    let stale = pods::stale_statefulset_intents(&world.statefulsets[0], now());
+    assert_eq!(stale, [keys::eviction_intent_key("bad"), keys::eviction_intent_key("one")]);
+}
+
+/// Without `patch` on pods (older Helm charts) the intent goes on the pod's StatefulSet, and the StatefulSets are
+/// read again before the pods; a later decision (any replica) counts it, while the pod it names is the same pod.
+#[test]
+fn without_pod_patches_the_intent_goes_on_the_statefulset_and_holds_the_budget() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    cluster.refuse_pod_patches = true;
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!(
+        needs,
+        [
+            "pod",
+            "budgets",
+            "statefulsets",
+            "pods",
+            "write-intent",
+            "write-statefulset-intent",
+            "statefulsets-again",
+            "pods-again"
+        ]
+    );
+    let uid = cluster.world.pod("ingester-zone-a-0").uid().to_string();
+    let kept = pods::statefulset_intents(&cluster.world.statefulsets);
+    assert_eq!(kept, BTreeMap::from([(uid, "2026-03-01T12:00:30Z".parse::<Timestamp>().unwrap())]));
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::StatefulSetIntents);
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-a"));
+    assert!(!needs.iter().any(|n| n.starts_with("write")), "denied before writing: {needs:?}");
+    // The pod recreated under its name (another uid) is not held by the intent about the old one.
+    cluster.world.change("ingester-zone-a-0", |p| p.pod.uid = "recreated".into());
+    let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::StatefulSetIntents);
+    assert!(verdict.allowed(), "{verdict:?}");
+}
+
+/// Refused on StatefulSets too, the flow falls back to the lock and this process's memory.
+#[test]
+fn without_pod_and_statefulset_patches_the_flow_serialises_in_process() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    cluster.refuse_pod_patches = true;
+    cluster.refuse_statefulset_patches = true;
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!(needs[4..], ["write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
+}
+
+/// A rival's intent on another StatefulSet that shows only in the read after ours: denied, ours taken back; and a
+/// read after ours that fails is a denial too (other intents cannot be seen), ours taken back.
+#[test]
+fn a_statefulset_intent_that_loses_or_cannot_tell_is_taken_back() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut flow =
+        EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::StatefulSetIntents));
+    let mut observed = Observed::Start;
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need => {
+                if matches!(need, Need::StatefulSetsAgain { .. }) {
+                    let uid = cluster.world.pod("ingester-zone-b-1").uid().to_string();
+                    let earlier = now() + jiff::SignedDuration::from_secs(10);
+                    let intent = StatefulSetIntent { until: earlier, pod: "ingester-zone-b-1".into(), uid };
+                    cluster.annotate_statefulset(
+                        "ingester-zone-b",
+                        &[(keys::eviction_intent_key("rival"), Some(intent.value()))],
+                    );
+                }
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-b"));
+    assert_eq!(cluster.writes, ["intent on ingester-zone-a", "remove from ingester-zone-a"]);
+    assert!(cluster.world.statefulsets[0].annotations.keys().all(|k| !keys::is_eviction_intent(k)));
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    cluster.fail_statefulsets_again = true;
+    let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::StatefulSetIntents);
+    assert_eq!((verdict.allowed(), verdict.verdict.code), (false, Some(500)), "{verdict:?}");
+    assert_eq!(cluster.writes, ["intent on ingester-zone-a", "remove from ingester-zone-a"]);
 }
 
 #[test]
@@ -1007,7 +1157,7 @@ fn of_two_racing_decisions_the_earlier_intent_goes_first() {
 }
 
 #[test]
-fn without_permission_to_patch_pods_it_falls_back_to_the_lock_and_memory() {
+fn without_permission_to_patch_pods_or_statefulsets_it_falls_back_to_the_lock_and_memory() {
     let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
     let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
     let mut observed = Observed::Start;
@@ -1015,9 +1165,9 @@ fn without_permission_to_patch_pods_it_falls_back_to_the_lock_and_memory() {
     let verdict = loop {
         match flow.step(observed, now()) {
             Need::Answer(v) => break v,
-            need @ Need::WriteIntent { .. } => {
+            need @ (Need::WriteIntent { .. } | Need::WriteStatefulSetIntent { .. }) => {
                 needs.push(need_name(&need));
-                observed = Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())));
+                observed = Observed::IntentWritten(Err(IntentFailure::Forbidden("forbidden".into())));
             }
             need => {
                 needs.push(need_name(&need));
@@ -1026,7 +1176,20 @@ fn without_permission_to_patch_pods_it_falls_back_to_the_lock_and_memory() {
         }
     };
     assert!(verdict.allowed() && flow.locked(), "{verdict:?}");
-    assert_eq!(needs, ["pod", "budgets", "statefulsets", "pods", "write-intent", "lock", "pods-again", "remember"]);
+    assert_eq!(
+        needs,
+        [
+            "pod",
+            "budgets",
+            "statefulsets",
+            "pods",
+            "write-intent",
+            "write-statefulset-intent",
+            "lock",
+            "pods-again",
+            "remember"
+        ]
+    );
     // The memory now counts the pod for this process's next decisions.
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::InProcess);
     assert_eq!(verdict.message(), "1 pod not ready in ingester-zone-a");
