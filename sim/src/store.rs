@@ -680,13 +680,7 @@ impl Store {
             return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
         };
         let mut sts = sts.clone();
-        let annotations = sts.metadata.annotations.get_or_insert_with(Default::default);
-        for (key, value) in changes {
-            match value {
-                Some(value) => annotations.insert(key.clone(), value.clone()),
-                None => annotations.remove(key),
-            };
-        }
+        memory::apply_annotation_changes(&mut sts.metadata, changes);
         Ok(self.put_statefulset(sts))
     }
 
@@ -708,13 +702,7 @@ impl Store {
             )));
         }
         let mut pod = pod.clone();
-        let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
-        for (key, value) in changes {
-            match value {
-                Some(value) => annotations.insert(key.clone(), value.clone()),
-                None => annotations.remove(key),
-            };
-        }
+        memory::apply_annotation_changes(&mut pod.metadata, changes);
         Ok(self.put_pod(pod))
     }
 

@@ -111,14 +111,19 @@ where
         )));
     }
     let mut obj = current.clone();
-    let annotations = obj.metadata_mut().annotations.get_or_insert_with(Default::default);
+    apply_annotation_changes(obj.metadata_mut(), changes);
+    Ok(put(objects, rv, &obj))
+}
+
+/// A merge patch's effect on `metadata.annotations`: `Some` sets, `None` removes, the others are kept.
+pub fn apply_annotation_changes(meta: &mut ObjectMeta, changes: &BTreeMap<String, Option<String>>) {
+    let annotations = meta.annotations.get_or_insert_with(Default::default);
     for (key, value) in changes {
         match value {
             Some(value) => annotations.insert(key.clone(), value.clone()),
             None => annotations.remove(key),
         };
     }
-    Ok(put(objects, rv, &obj))
 }
 
 /// The objects whose labels match `selector`, by name.

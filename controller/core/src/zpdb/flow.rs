@@ -54,7 +54,7 @@ pub enum Serialisation {
     /// intent on the pod's StatefulSet, naming the pod, and the StatefulSets listed again before the pods.
     StatefulSetIntents,
     /// Through this process only: a lock per budget and a memory of allowed evictions (the reference's way; used
-    /// where pods cannot be patched).
+    /// where neither pods nor StatefulSets can be patched).
     InProcess,
 }
 
