@@ -177,6 +177,7 @@ fn check_zpdb(args: ZpdbArgs) -> ExitCode {
         webhook_crashes: args.webhook_crashes,
         same_pod_races: !args.no_same_pod_races,
         pod_patch: !args.no_pod_patch,
+        controller_pod_patch: true,
     };
     println!("configuration: {config:?}");
     let model = match ZpdbModel::new(config, production_evictor) {

@@ -124,6 +124,9 @@ pub struct ZpdbModelConfig {
     /// Pods may be patched (current charts). Off, as under the charts that grant no `patch` on pods, every intent on
     /// a pod is refused and the decisions keep theirs on the StatefulSets.
     pub pod_patch: bool,
+    /// The controller's process may patch pods (with `pod_patch`): off, its decisions keep their intents on the
+    /// StatefulSets while the webhook replicas' go on pods (processes started before and after an RBAC change).
+    pub controller_pod_patch: bool,
 }
 
 impl Default for ZpdbModelConfig {
@@ -142,6 +145,7 @@ impl Default for ZpdbModelConfig {
             webhook_crashes: 0,
             same_pod_races: true,
             pod_patch: true,
+            controller_pod_patch: true,
         }
     }
 }
@@ -190,10 +194,11 @@ fn decider_of_key(key: &str) -> Option<usize> {
     (0..DECIDERS).find(|d| keys::eviction_intent_key(&decider_name(*d)) == key)
 }
 
-/// The key of decider `decider`'s intent about the pod `uid` on a StatefulSet (the controller's names the pod).
-fn statefulset_key(decider: usize, uid: &str) -> String {
+/// The key of decider `decider`'s intent about the pod `uid`, expiring at `until`, on a StatefulSet (the
+/// controller's names the pod and the expiry).
+fn statefulset_key(decider: usize, uid: &str, until: Timestamp) -> String {
     match decider {
-        0 => keys::eviction_intent_key(&format!("controller-{uid}")),
+        0 => rollout_core::zpdb::flow::controller_statefulset_intent_key(uid, until),
         d => keys::eviction_intent_key(&decider_name(d)),
     }
 }
@@ -470,7 +475,7 @@ impl ZpdbModel {
                 if let Some(until) = until {
                     let pod = format!("{}-{i}", STATEFULSETS[z]);
                     let intent = StatefulSetIntent { until: *until, pod, uid: uid.clone() };
-                    s.annotations.insert(statefulset_key(d, &uid), intent.value());
+                    s.annotations.insert(statefulset_key(d, &uid, *until), intent.value());
                 }
             }
         }
@@ -658,7 +663,9 @@ impl ZpdbModel {
                 }
                 Observed::Pods(Ok(pods.into()))
             }
-            Need::WriteIntent { .. } if !self.config.pod_patch => {
+            Need::WriteIntent { key, .. }
+                if !self.config.pod_patch || (!self.config.controller_pod_patch && decider_of_key(key) == Some(0)) =>
+            {
                 Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())))
             }
             Need::StatefulSetsAgain { selector, .. } => Observed::StatefulSets(Ok((0..truth.zones.len())
@@ -671,7 +678,7 @@ impl ZpdbModel {
                     return Observed::IntentWritten(Err(IntentFailure::Failed(format!("unreadable intent {value}"))));
                 };
                 let located = self.locate_incarnation(truth, &intent.pod, &intent.uid);
-                let decider = (0..DECIDERS).find(|d| statefulset_key(*d, &intent.uid) == *key);
+                let decider = (0..DECIDERS).find(|d| statefulset_key(*d, &intent.uid, intent.until) == *key);
                 Observed::IntentWritten(match (located, decider) {
                     (Some((z, i)), Some(d)) => {
                         truth.zones[z].pods[i].kept_on_statefulset[d] = Some(intent.until);
@@ -687,9 +694,12 @@ impl ZpdbModel {
             Need::RemoveStatefulSetIntent { statefulset, key } => {
                 if let Some(z) = STATEFULSETS.iter().position(|s| s == statefulset).filter(|z| *z < truth.zones.len()) {
                     for i in 0..truth.zones[z].pods.len() {
-                        let uid = Self::pod_uid(STATEFULSETS[z], i, &truth.zones[z].pods[i]);
-                        if let Some(d) = (0..DECIDERS).find(|d| statefulset_key(*d, &uid) == *key) {
-                            truth.zones[z].pods[i].kept_on_statefulset[d] = None;
+                        let p = &mut truth.zones[z].pods[i];
+                        let uid = Self::pod_uid(STATEFULSETS[z], i, p);
+                        for d in 0..DECIDERS {
+                            if p.kept_on_statefulset[d].is_some_and(|until| statefulset_key(d, &uid, until) == *key) {
+                                p.kept_on_statefulset[d] = None;
+                            }
                         }
                     }
                 }

@@ -137,24 +137,21 @@ fn seed_18_a_pod_replaced_while_unavailable_spends_no_budget() {
 /// Seeds of the zone-mode drains world where [`Evictor::NoSecondRead`] lets two evictions through in one zone
 /// (the two pods of one node, evicted together; 13 of seeds 0..60 fail, 12 of them by evictions alone; re-found after
 /// the shared pod lists, per-decision intent keys, the pods listed with the StatefulSets and shorter rival waits
-/// moved the worlds, and again after the controller's passes lost their debounce).
-const NO_SECOND_READ: [u64; 3] = [5, 10, 13];
+/// moved the worlds, again after the controller's passes lost their debounce, and again once every decider lists the
+/// StatefulSets again after its intent: 12 of seeds 0..60 fail).
+const NO_SECOND_READ: [u64; 3] = [10, 13, 15];
 /// Seeds of the zone-mode drains world where [`Evictor::IgnoresBudget`] breaks the budget (every seed of 0..60).
 const IGNORES_BUDGET: [u64; 2] = [0, 1];
 
 /// Under the chart mimir-distributed pins (no `patch` on pods, `patch` on StatefulSets), eviction intents go on the
 /// StatefulSets: two operator replicas and the controller, each its own process, keep the budget (about a third of
-/// seeds 0..100 broke it with per-replica serialisation before), and the evictor without the second reads is caught there
-/// too (seeds 1 and 8 of 0..60; 10 of the first 24 fail).
+/// seeds 0..100 broke it with per-replica serialisation before). (The evictor without second reads cannot be shown
+/// here: answered from its first list, the StatefulSets no longer carry its own intent, so it denies every eviction;
+/// the ZPDB model catches it with the intents on StatefulSets.)
 #[test]
 fn without_pod_patch_intents_kept_on_the_statefulsets_serialise_across_replicas() {
     let sc = Scenario { deployment: Some(ReferenceDeployment::HelmOld), ..drains(BudgetMode::Zones, Evictor::Real) };
     let outcomes = run_all(&sc, 0..8);
     let total = totals(&outcomes);
     assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
-    let sc =
-        Scenario { deployment: Some(ReferenceDeployment::HelmOld), ..drains(BudgetMode::Zones, Evictor::NoSecondRead) };
-    for seed in [1, 8] {
-        assert_evictions_break_the_budget(&sc, seed);
-    }
 }

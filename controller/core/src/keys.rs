@@ -65,7 +65,9 @@ pub const READY_TIME: &str = "grafana.com/ready-time";
 /// intent expires. Until then every other eviction decision counts the pod as unavailable (see `zpdb`'s module
 /// docs for why this serialises decisions across replicas). Each decision writes its own key,
 /// `grafana.com/eviction-intent.<decision>` ([`eviction_intent_key`]), so one that takes its intent back never takes
-/// another's about the same pod; the bare key is read too.
+/// another's about the same pod; the bare key is read too. Where pods cannot be patched (older Helm charts grant no
+/// `patch` on pods), the intent goes on the pod's StatefulSet instead, valued `<expiry> <pod name> <pod uid>` (see
+/// [`crate::zpdb::pods::StatefulSetIntent`]).
 pub const EVICTION_INTENT: &str = "grafana.com/eviction-intent";
 
 /// The eviction intent key of one decision (`decider`: the AdmissionReview's uid, or the controller's name): a
@@ -81,10 +83,6 @@ pub fn eviction_intent_key(decider: &str) -> String {
     if cleaned.is_empty() { EVICTION_INTENT.to_string() } else { format!("{EVICTION_INTENT}.{cleaned}") }
 }
 
-/// Where pods cannot be patched (older Helm charts grant no `patch` on pods), the intent goes on the pod's
-/// StatefulSet instead, under the same key: `<expiry> <pod name> <pod uid>` (see
-/// [`crate::zpdb::pods::StatefulSetIntent`]).
-///
 /// Whether `key` is an eviction intent (any decision's).
 pub fn is_eviction_intent(key: &str) -> bool {
     key == EVICTION_INTENT || key.strip_prefix(EVICTION_INTENT).is_some_and(|rest| rest.starts_with('.'))

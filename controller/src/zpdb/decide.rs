@@ -44,6 +44,8 @@ pub async fn decide<A: EvictionApi>(
     // one API round trip less per decision. Used only where no lock was taken in between, since under in-process
     // serialisation the pods must be read under the lock.
     let mut prefetched: Option<Result<BudgetPods, String>> = None;
+    // The same for the read after the intent, listed together with the StatefulSets read again.
+    let mut prefetched_again: Option<Result<BudgetPods, String>> = None;
     let mut observed = Observed::Start;
     loop {
         match flow.step(observed, now()) {
@@ -70,6 +72,22 @@ pub async fn decide<A: EvictionApi>(
             }
             Need::Pods { .. } if lock.is_none() && prefetched.is_some() => {
                 observed = Observed::Pods(prefetched.take().unwrap_or_else(|| Err("no list".to_string())));
+            }
+            // After the intent: the StatefulSets and the pods (which the flow asks for next) listed at once, both
+            // issued after the intent was written.
+            Need::StatefulSetsAgain { selector, after } if lock.is_none() => {
+                tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
+                let (statefulsets, pods) = tokio::join!(
+                    before(deadline, "list statefulsets", api.list_statefulsets(&selector)),
+                    shared_pods(api, zpdb, &selector, true, deadline)
+                );
+                prefetched_again = Some(pods);
+                observed = Observed::StatefulSets(
+                    statefulsets.map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
+                );
+            }
+            Need::PodsAgain { after, .. } if after.is_zero() && lock.is_none() && prefetched_again.is_some() => {
+                observed = Observed::Pods(prefetched_again.take().unwrap_or_else(|| Err("no list".to_string())));
             }
             need => observed = carry_out(api, zpdb, need, &mut lock, now, deadline, undo_deadline).await,
         }

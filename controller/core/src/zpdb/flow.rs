@@ -286,6 +286,8 @@ pub struct EvictPod {
     intent_until: Option<Timestamp>,
     /// The intents kept on the budget's StatefulSets as last listed: the latest expiry by pod uid.
     statefulset_intents: BTreeMap<String, Timestamp>,
+    /// Our intent on a StatefulSet, once written: the StatefulSet, the key and the value.
+    our_statefulset_intent: Option<(String, String, String)>,
     /// Times this flow waited for later intents to go.
     rival_waits: u32,
     /// The budgets as the controller's deletion read them first.
@@ -327,6 +329,7 @@ impl EvictPod {
             locked: false,
             intent_until: None,
             statefulset_intents: BTreeMap::new(),
+            our_statefulset_intent: None,
             rival_waits: 0,
             budgets_first: None,
         }
@@ -458,6 +461,14 @@ impl EvictPod {
                 )),
             },
             (Phase::StatefulSetsAgain, Observed::StatefulSets(listed)) => match listed {
+                // Policy: deny with 429 (the client retries): our intent is no longer where we wrote it (the
+                // StatefulSet was replaced, or someone removed it), so nothing holds the budget for this eviction.
+                Ok(statefulsets) if !self.our_intent_kept(&statefulsets) => {
+                    let need = self.remove_intent();
+                    let message = format!("the eviction intent of pod {} was lost; retry", self.pod_name());
+                    self.phase = Phase::IntentRemoved(EvictionVerdict::deny(Outcome::DENIED, message));
+                    need
+                }
                 Ok(statefulsets) => {
                     self.statefulset_intents = statefulset_intents(&statefulsets);
                     self.phase = Phase::PodsAgain;
@@ -706,12 +717,15 @@ impl EvictPod {
         };
         let until = self.until(now);
         let intent = StatefulSetIntent { until, pod: pod.name().to_string(), uid: pod.uid().to_string() };
-        let key = self.statefulset_intent_key();
-        let stale = stale_statefulset_intents(owner, now).into_iter().filter(|k| *k != key).collect();
-        let need = Need::WriteStatefulSetIntent { statefulset: owner.name.clone(), key, value: intent.value(), stale };
+        let statefulset = owner.name.clone();
+        let stale_keys = stale_statefulset_intents(owner, now);
         self.intent_until = Some(until);
+        let key = self.statefulset_intent_key();
+        let stale = stale_keys.into_iter().filter(|k| *k != key).collect();
+        let value = intent.value();
+        self.our_statefulset_intent = Some((statefulset.clone(), key.clone(), value.clone()));
         self.phase = Phase::IntentWritten;
-        need
+        Need::WriteStatefulSetIntent { statefulset, key, value, stale }
     }
 
     fn remove_intent(&self) -> Need {
@@ -728,23 +742,33 @@ impl EvictPod {
     }
 
     /// The intent's key on a StatefulSet, which holds the intents about all its pods: a webhook decision's is its own
-    /// (one pod per request); the controller's names the pod's uid too, since an intent of its previous deletion in
-    /// the zone may still be relied on (its commit in flight) and must not be overwritten.
+    /// (one pod per request). The controller decides one pod after another under one name, so its key names the
+    /// pod (by uid) and the intent's expiry: an intent of its previous deletion in the zone may still be relied on
+    /// (its commit in flight) and must not be overwritten, and a key is never reused with another expiry, so a
+    /// decider that read it expired and removes it as stale cannot remove a live one.
     fn statefulset_intent_key(&self) -> String {
-        match (self.is_rollout_deletion(), self.pod.as_ref()) {
-            (true, Some(pod)) => crate::keys::eviction_intent_key(&format!("controller-{}", pod.uid())),
+        match (self.is_rollout_deletion(), self.pod.as_ref(), self.intent_until) {
+            (true, Some(pod), Some(until)) => controller_statefulset_intent_key(pod.uid(), until),
             _ => self.intent_key(),
         }
+    }
+
+    /// Whether the StatefulSets listed still carry our intent as we wrote it (always, where we wrote none there).
+    fn our_intent_kept(&self, statefulsets: &[StatefulSetView]) -> bool {
+        let Some((name, key, value)) = &self.our_statefulset_intent else { return true };
+        statefulsets.iter().any(|s| &s.name == name && s.annotations.get(key) == Some(value))
     }
 
     fn until(&self, now: Timestamp) -> Timestamp {
         round_up_to_second(time_after(now, self.settings.intent_lifetime))
     }
 
-    /// The reads after our intent (or the lock): the StatefulSets first where the intents are kept there, then the
-    /// pods.
+    /// The reads after our intent (or the lock): the StatefulSets, then the pods. The StatefulSets are read again
+    /// whichever way this process keeps its intents: another process may keep its intents the other way (one
+    /// started before an RBAC change), and the claim needs every intent written before ours in the second reads
+    /// (the ZPDB model's `controller_pod_patch: false`).
     fn read_again(&mut self, after: Duration) -> Need {
-        if self.serialisation == Serialisation::StatefulSetIntents {
+        if self.serialisation != Serialisation::InProcess {
             self.phase = Phase::StatefulSetsAgain;
             return Need::StatefulSetsAgain { selector: self.selector(), after };
         }
@@ -832,6 +856,13 @@ impl EvictPod {
         self.phase = Phase::Answered(verdict.clone());
         Need::Answer(verdict)
     }
+}
+
+/// The key of the controller's intent about the pod `uid`, expiring at `until`, on the pod's StatefulSet (see
+/// `EvictPod::statefulset_intent_key`): within the 47 characters a key's name part leaves.
+pub fn controller_statefulset_intent_key(uid: &str, until: Timestamp) -> String {
+    let uid: String = uid.chars().take(24).collect();
+    crate::keys::eviction_intent_key(&format!("controller-{uid}-{}", until.as_second()))
 }
 
 fn not_ready_replaced() -> EvictionVerdict {

@@ -29,7 +29,8 @@
 //! 2. writes an **intent** on `p`: an annotation of its own ([`crate::keys::eviction_intent_key`]) holding the
 //!    intent's expiry (a patch with `p`'s uid as precondition); its own, so that a decision about the same pod that
 //!    takes its intent back (step 4) never takes this one's;
-//! 3. reads the budget's pods live again and judges again, again counting every other live intent;
+//! 3. reads the budget's StatefulSets and pods live again and judges again, again counting every other live intent
+//!    (the StatefulSets too, since another process may keep its intents there: below);
 //! 4. allowed: answers "allowed" and leaves the intent (it goes with the pod, or expires); denied: removes its
 //!    intent and answers "denied" (or, racing a later decider, waits for it to give way: below).
 //!
@@ -59,12 +60,15 @@
 //! retries (429).
 //!
 //! Where `patch` on pods is refused (the older Helm charts grant none, but they grant `patch` on StatefulSets), the
-//! intent goes on the pod's StatefulSet instead ([`flow::Serialisation::StatefulSetIntents`]), under the same key,
-//! naming the pod by name and uid ([`pods::StatefulSetIntent`]); after writing it the decider lists the budget's
-//! StatefulSets again, then its pods. The claim carries over word for word: the second reads, which now include
-//! the StatefulSets, come after the decider's own intent write, and every intent, wherever it is kept, counts its
-//! pod as unavailable while it lives and names that pod. Intents on pods go with the pod; those on a StatefulSet
-//! stay until they expire, so each write there also removes the expired ones. Where that is refused too, the flow
+//! intent goes on the pod's StatefulSet instead ([`flow::Serialisation::StatefulSetIntents`]), naming the pod by
+//! name and uid ([`pods::StatefulSetIntent`]). The claim carries over word for word: every decider's second reads
+//! list the StatefulSets and the pods after its own intent write, whichever way its process keeps intents (a
+//! process started before an RBAC change may keep them the other way: the ZPDB model's `controller_pod_patch`),
+//! and every intent, wherever it is kept, counts its pod as unavailable while it lives. A decider whose intent on a
+//! StatefulSet is no longer there at its second read denies (429). Intents on pods go with the pod; those on a
+//! StatefulSet stay until they expire, so each write there also removes the expired ones; the controller's key
+//! there names the pod and the expiry, so a key is never reused with another expiry and a decider that read it
+//! expired cannot remove a live one. Where that is refused too, the flow
 //! falls back to the reference's way ([`flow::Serialisation::InProcess`]): a lock per budget in the process, taken
 //! before the budget's pods are read and held until the answer, and a memory of the evictions it allowed (by pod
 //! uid, until the same expiry). That serialises one replica's decisions only. The shell says each step down once

@@ -937,7 +937,8 @@ fn an_allowed_eviction_writes_its_intent_and_judges_again() {
         (verdict.allowed(), verdict.outcome, verdict.message()),
         (true, Outcome::ALLOWED, "zpdb met across 3 zones")
     );
-    assert_eq!(needs, ["pod", "budgets", "statefulsets", "pods", "write-intent", "pods-again"]);
+    assert_eq!(needs[..4], FIRST_READS);
+    assert_eq!(needs[4..], ["write-intent", "statefulsets-again", "pods-again"]);
     let until = cluster.world.pod("ingester-zone-a-0").intent_until.expect("intent left on the pod");
     assert_eq!(until, "2026-03-01T12:00:30Z".parse::<Timestamp>().unwrap());
     // The next eviction in any zone sees it.
@@ -1034,6 +1035,29 @@ fn a_statefulset_intent_that_loses_or_cannot_tell_is_taken_back() {
     assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-b"));
     assert_eq!(cluster.writes, ["intent on ingester-zone-a", "remove from ingester-zone-a"]);
     assert!(cluster.world.statefulsets[0].annotations.keys().all(|k| !keys::is_eviction_intent(k)));
+    // Our intent gone from where we wrote it (the StatefulSet replaced, or someone removed it): nothing holds the
+    // budget for this eviction, so it is denied (429) and retried.
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let mut flow =
+        EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::StatefulSetIntents));
+    let mut observed = Observed::Start;
+    let verdict = loop {
+        match flow.step(observed, now()) {
+            Need::Answer(v) => break v,
+            need => {
+                if matches!(need, Need::StatefulSetsAgain { .. }) {
+                    let keys: Vec<String> = cluster.world.statefulsets[0].annotations.keys().cloned().collect();
+                    cluster.annotate_statefulset(
+                        "ingester-zone-a",
+                        &keys.into_iter().map(|k| (k, None)).collect::<Vec<_>>(),
+                    );
+                }
+                observed = cluster.observe(&need);
+            }
+        }
+    };
+    assert_eq!((verdict.allowed(), verdict.verdict.code), (false, Some(429)), "{verdict:?}");
+    assert_eq!(verdict.message(), "the eviction intent of pod ingester-zone-a-0 was lost; retry");
     let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
     cluster.fail_statefulsets_again = true;
     let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::StatefulSetIntents);
@@ -1105,7 +1129,7 @@ fn race_with(
         match flow.step(observed, now()) {
             Need::Answer(v) => break v,
             need => {
-                if let Need::PodsAgain { after, .. } = &need {
+                if let Need::StatefulSetsAgain { after, .. } = &need {
                     if after.is_zero() {
                         cluster.world.change(rival, |p| p.intent_until = Some(rival_until));
                     } else {
@@ -1347,7 +1371,8 @@ fn failed_reads_are_answered_by_policy() {
     assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
     // A failed second read takes the intent back and denies.
     let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
-    for o in [Observed::Start, found(), budgets(), sts_listed(), pods(), Observed::IntentWritten(Ok(()))] {
+    for o in [Observed::Start, found(), budgets(), sts_listed(), pods(), Observed::IntentWritten(Ok(())), sts_listed()]
+    {
         flow.step(o, now());
     }
     assert!(matches!(flow.step(Observed::Pods(Err("boom".into())), now()), Need::RemoveIntent { .. }));
@@ -1571,7 +1596,7 @@ fn the_controller_replaces_an_unavailable_pod_without_spending_the_budget() {
     // `a_rollout_deletion_of_an_unavailable_pod_records_its_intent_first`).
     let (verdict, needs) = rollout_deletion(&mut cluster, "ingester-zone-a-1", 1);
     assert_eq!((verdict.allowed(), verdict.outcome), (true, Outcome::POD_NOT_READY), "{verdict:?}");
-    assert!(needs.ends_with(&["write-intent".to_string(), "pods-again".to_string()]), "{needs:?}");
+    assert!(needs.ends_with(&["write-intent", "statefulsets-again", "pods-again"].map(String::from)), "{needs:?}");
     // A Ready pod of that zone still waits.
     let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-a-2", 1);
     assert!(!verdict.allowed(), "{verdict:?}");
