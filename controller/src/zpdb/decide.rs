@@ -78,13 +78,11 @@ pub async fn decide<A: EvictionApi>(
             Need::StatefulSetsAgain { selector, after } if lock.is_none() => {
                 tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
                 let (statefulsets, pods) = tokio::join!(
-                    before(deadline, "list statefulsets", api.list_statefulsets(&selector)),
+                    shared_statefulsets(api, zpdb, &selector, deadline),
                     shared_pods(api, zpdb, &selector, true, deadline)
                 );
                 prefetched_again = Some(pods);
-                observed = Observed::StatefulSets(
-                    statefulsets.map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
-                );
+                observed = Observed::StatefulSets(statefulsets);
             }
             Need::PodsAgain { after, .. } if after.is_zero() && lock.is_none() && prefetched_again.is_some() => {
                 observed = Observed::Pods(prefetched_again.take().unwrap_or_else(|| Err("no list".to_string())));
@@ -103,6 +101,21 @@ async fn before<T>(
     match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), call).await {
         Ok(result) => result.map_err(|err| err.to_string()),
         Err(_) => Err(format!("API unavailable: {what}: the deadline passed")),
+    }
+}
+
+/// The budget's StatefulSets from a list shared with concurrent decisions, issued after this call (the read after
+/// an intent), before `deadline`.
+async fn shared_statefulsets<A: EvictionApi>(
+    api: &A,
+    zpdb: &Zpdb,
+    selector: &str,
+    deadline: Instant,
+) -> Result<Vec<StatefulSetView>, String> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(left, zpdb.statefulset_lists.list(api, selector, true, left)).await {
+        Ok(listed) => listed.map(|list| list.to_vec()),
+        Err(_) => Err("API unavailable: list statefulsets: the deadline passed".to_string()),
     }
 }
 
@@ -240,11 +253,7 @@ async fn carry_out<A: EvictionApi>(
         // After our intent on a StatefulSet: a list issued now, never one in flight from before the write.
         Need::StatefulSetsAgain { selector, after } => {
             tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
-            Observed::StatefulSets(
-                before(deadline, "list statefulsets", api.list_statefulsets(&selector))
-                    .await
-                    .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect()),
-            )
+            Observed::StatefulSets(shared_statefulsets(api, zpdb, &selector, deadline).await)
         }
         Need::WriteIntent { pod, uid, key, until } => {
             let changes = BTreeMap::from([(key, Some(format_timestamp(until)))]);

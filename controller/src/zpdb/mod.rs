@@ -25,6 +25,8 @@ pub struct Zpdb {
     pub metrics: ZpdbMetrics,
     /// The budgets' pod lists in flight (for this process's one API client).
     pub pod_lists: reads::PodLists,
+    /// The same for their StatefulSets (read again after each intent, since intents may be kept there).
+    pub statefulset_lists: reads::StatefulSetLists,
     /// Set once a live pod read was refused (403), so it is said once.
     pub pod_reads_forbidden: Arc<std::sync::atomic::AtomicBool>,
 }

@@ -1,4 +1,4 @@
-//! Live lists of a budget's pods, shared by the eviction decisions that need one at the same time.
+//! Live lists of a budget's pods and StatefulSets, shared by the eviction decisions that need one at the same time.
 //!
 //! A drain burst asks for hundreds of decisions of one budget at once, and each reads the budget's pods live, twice.
 //! One list per decision costs the API server a list of the whole group per request and this process the decoding
@@ -6,8 +6,8 @@
 //! flight; a decision joins it or the next one, and each list is decoded once.
 //!
 //! Which list a decision may join keeps the eviction intents' argument (`rollout_core::zpdb` docs) true: the
-//! second read of a decision must be linearized after its intent write. A `fresh` read (the flow's `PodsAgain`,
-//! asked for only after the write returned) therefore joins only a list not yet issued: the next one, issued once
+//! second read of a decision must be linearized after its intent write. A `fresh` read (the flow's `PodsAgain` and
+//! `StatefulSetsAgain`, asked for only after the write returned) therefore joins only a list not yet issued: the next one, issued once
 //! the one in flight has answered, so its request starts after the write completed. The first read (not needed for
 //! safety) joins the list in flight, if any.
 //!
@@ -17,50 +17,109 @@
 use crate::cluster::LiveReads;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use rollout_core::zpdb::{BudgetPod, BudgetPods};
+use rollout_core::StatefulSetView;
+use rollout_core::zpdb::BudgetPod;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// One list's outcome, as every decision that joined it sees it (the pods shared, not copied).
-pub type Listed = Result<BudgetPods, String>;
+/// What can be listed by label selector, as the decisions read it.
+pub trait Listable: Send + Sync + Sized + 'static {
+    /// The request, for messages ("list pods").
+    const WHAT: &'static str;
 
-type Flight = Shared<BoxFuture<'static, Listed>>;
-
-#[derive(Default)]
-struct Slot {
-    /// The list issued and not answered yet.
-    current: Option<(u64, Flight)>,
-    /// The list to issue once `current` has answered; not issued yet, so a fresh read may join it.
-    next: Option<(u64, Flight)>,
+    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, String>>;
 }
 
-#[derive(Default)]
-struct Table {
+impl Listable for BudgetPod {
+    const WHAT: &'static str = "list pods";
+
+    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, String>> {
+        async move {
+            let pods = api.list_pods(&selector).await.map_err(|err| err.to_string())?;
+            Ok(pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect())
+        }
+        .boxed()
+    }
+}
+
+impl Listable for StatefulSetView {
+    const WHAT: &'static str = "list statefulsets";
+
+    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, String>> {
+        async move {
+            let listed = api.list_statefulsets(&selector).await.map_err(|err| err.to_string())?;
+            Ok(listed.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect())
+        }
+        .boxed()
+    }
+}
+
+/// One list's outcome, as every decision that joined it sees it (shared, not copied).
+pub type Listed<T = BudgetPod> = Result<Arc<[T]>, String>;
+
+type Flight<T> = Shared<BoxFuture<'static, Listed<T>>>;
+
+struct Slot<T> {
+    /// The list issued and not answered yet.
+    current: Option<(u64, Flight<T>)>,
+    /// The list to issue once `current` has answered; not issued yet, so a fresh read may join it.
+    next: Option<(u64, Flight<T>)>,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot { current: None, next: None }
+    }
+}
+
+struct Table<T> {
     flights: u64,
-    slots: HashMap<String, Slot>,
+    slots: HashMap<String, Slot<T>>,
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table { flights: 0, slots: HashMap::new() }
+    }
 }
 
 /// The lists in flight, per label selector.
-#[derive(Clone, Default)]
-pub struct PodLists {
-    table: Arc<Mutex<Table>>,
+pub struct SharedLists<T> {
+    table: Arc<Mutex<Table<T>>>,
 }
 
-impl std::fmt::Debug for PodLists {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PodLists").finish_non_exhaustive()
+/// The budgets' pod lists.
+pub type PodLists = SharedLists<BudgetPod>;
+/// The budgets' StatefulSet lists.
+pub type StatefulSetLists = SharedLists<StatefulSetView>;
+
+impl<T> Clone for SharedLists<T> {
+    fn clone(&self) -> Self {
+        SharedLists { table: self.table.clone() }
     }
 }
 
-impl PodLists {
-    fn table(&self) -> MutexGuard<'_, Table> {
+impl<T> Default for SharedLists<T> {
+    fn default() -> Self {
+        SharedLists { table: Arc::default() }
+    }
+}
+
+impl<T> std::fmt::Debug for SharedLists<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedLists").finish_non_exhaustive()
+    }
+}
+
+impl<T: Listable> SharedLists<T> {
+    fn table(&self) -> MutexGuard<'_, Table<T>> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The budget's pods by `selector`: from a list issued after this call when `fresh`, else possibly from the
+    /// The budget's objects by `selector`: from a list issued after this call when `fresh`, else possibly from the
     /// one in flight. `limit` bounds a list this call issues (those joining it bound their own wait).
-    pub async fn list<C: LiveReads>(&self, api: &C, selector: &str, fresh: bool, limit: Duration) -> Listed {
+    pub async fn list<C: LiveReads>(&self, api: &C, selector: &str, fresh: bool, limit: Duration) -> Listed<T> {
         let flight = {
             let mut table = self.table();
             let table = &mut *table;
@@ -87,9 +146,9 @@ impl PodLists {
         id: u64,
         api: C,
         selector: String,
-        before: Option<Flight>,
+        before: Option<Flight<T>>,
         limit: Duration,
-    ) -> Flight {
+    ) -> Flight<T> {
         let lists = self.clone();
         async move {
             // Whatever it answered: this list only has to start after it.
@@ -101,10 +160,10 @@ impl PodLists {
                     slot.current = slot.next.take();
                 }
             });
-            let listed = match tokio::time::timeout(limit, api.list_pods(&selector)).await {
-                Ok(Ok(pods)) => Ok(pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect::<BudgetPods>()),
-                Ok(Err(err)) => Err(err.to_string()),
-                Err(_) => Err("API unavailable: list pods: the webhook's deadline passed".to_string()),
+            let listed = match tokio::time::timeout(limit, T::list(api, selector.clone())).await {
+                Ok(Ok(items)) => Ok(Arc::from(items)),
+                Ok(Err(err)) => Err(err),
+                Err(_) => Err(format!("API unavailable: {}: the webhook's deadline passed", T::WHAT)),
             };
             lists.change(&selector, |slot| {
                 if slot.current.as_ref().is_some_and(|(c, _)| *c == id) {
@@ -117,7 +176,7 @@ impl PodLists {
         .shared()
     }
 
-    fn change(&self, selector: &str, change: impl FnOnce(&mut Slot)) {
+    fn change(&self, selector: &str, change: impl FnOnce(&mut Slot<T>)) {
         let mut table = self.table();
         if let Some(slot) = table.slots.get_mut(selector) {
             change(slot);
