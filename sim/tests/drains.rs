@@ -155,3 +155,14 @@ fn without_pod_patch_intents_kept_on_the_statefulsets_serialise_across_replicas(
     let total = totals(&outcomes);
     assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
 }
+
+/// The same chart writes no `grafana.com/ready-time` stamps: a partition budget with a `crossZoneEvictionDelay`
+/// dates each pod by its Ready condition instead, so drains and the rollout go on (every seed stalled before, every
+/// eviction and rollout deletion denied for want of a stamp).
+#[test]
+fn without_pod_patch_a_partition_budget_with_a_delay_dates_pods_by_their_ready_condition() {
+    let sc =
+        Scenario { deployment: Some(ReferenceDeployment::HelmOld), ..drains(BudgetMode::Partitions, Evictor::Real) };
+    let outcomes = run_all(&sc, 0..6);
+    assert!(totals(&outcomes).committed >= 6, "{:?}", totals(&outcomes));
+}

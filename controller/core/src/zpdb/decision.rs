@@ -274,7 +274,7 @@ fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
 
 /// Partition mode: across the other zones, the pods of the same partition that are unavailable (a zone with no
 /// pod of the partition counts one unknown) may not reach `maxUnavailable`. A pod counts as ready only once it has
-/// been ready for `crossZoneEvictionDelay` by its `grafana.com/ready-time`.
+/// been ready for `crossZoneEvictionDelay` by its `grafana.com/ready-time`, or without one by its Ready condition.
 fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach> {
     let Some(rule) = &input.config.partition else { return judge_zones(input) };
     let delay = input.config.cross_zone_eviction_delay;
@@ -285,11 +285,15 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
         if delay.is_zero() {
             return true;
         }
-        // Missing or unreadable: when the pod became ready is unknown, so it is not ready yet.
-        pod.ready_time
-            .as_deref()
-            .and_then(|t| parse_timestamp(t).ok())
-            .is_some_and(|since| input.now > time_after(since, delay))
+        // The stamp when there is one (the reference's rule). Without one, the Ready condition's last transition:
+        // the kubelet's record of the same moment, so a pod the tracker cannot stamp (a chart without `patch` on
+        // pods, a failing tracker) is not counted unready forever, which stalled every eviction and rollout
+        // deletion of a partition budget with a delay. A stamp that is there but unreadable: not ready yet.
+        let since = match pod.ready_time.as_deref() {
+            Some(stamp) => parse_timestamp(stamp).ok(),
+            None => pod.pod.ready_condition.as_ref().filter(|c| c.ready).and_then(|c| c.since),
+        };
+        since.is_some_and(|since| input.now > time_after(since, delay))
     };
     // A partition is a capture of the pod's name, so a name that does not contain it cannot be of it: that test
     // spares most of the regular expression runs (a drain burst judges every pod of the group hundreds of times).

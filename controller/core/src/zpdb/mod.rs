@@ -12,7 +12,9 @@
 //! are ready by our rules (not terminating, container statuses present, `minReadySeconds` honoured); expected
 //! ordinals without a pod are unknown (not "fewer pods than replicas"); a pod whose StatefulSet the budget does not
 //! select is denied (500) where the reference crashes; a dry-run eviction leaves no trace; a recreated budget
-//! (new uid) replaces the old one whatever its generation; `podNameRegexGroup` below 1 is rejected; and concurrent
+//! (new uid) replaces the old one whatever its generation; `podNameRegexGroup` below 1 is rejected; a pod without a
+//! `grafana.com/ready-time` stamp is dated by its Ready condition's last transition (the reference counts it unready
+//! for good, which stalls a partition budget with a delay wherever the stamps cannot be written); and concurrent
 //! decisions are serialised through the API, as follows.
 //!
 //! # Serialisation that survives replicas and restarts

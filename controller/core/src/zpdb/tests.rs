@@ -685,6 +685,20 @@ fn cross_zone_eviction_delay_needs_an_old_enough_ready_time() {
     // Without a delay the stamp is not needed.
     world.change("ingester-zone-b-0", |p| p.ready_time = None);
     assert!(world.judge(&partition_mode(1, ""), "ingester-zone-a-0", &[]).is_ok());
+    // Without a stamp (one the tracker cannot write), the Ready condition's last transition dates the pod; a stamp,
+    // when there is one, wins.
+    let ready_since = |minutes_ago: i64| {
+        Some(crate::view::ReadyCondition {
+            ready: true,
+            since: Some(now() - jiff::SignedDuration::from_mins(minutes_ago)),
+        })
+    };
+    world.change("ingester-zone-b-0", |p| p.pod.ready_condition = ready_since(5));
+    assert!(world.judge(&config, "ingester-zone-a-0", &[]).is_err(), "ready too recently");
+    world.change("ingester-zone-b-0", |p| p.pod.ready_condition = ready_since(21));
+    assert!(world.judge(&config, "ingester-zone-a-0", &[]).is_ok(), "ready long enough by its condition");
+    world.change("ingester-zone-b-0", |p| p.ready_time = Some(stamp(5)));
+    assert!(world.judge(&config, "ingester-zone-a-0", &[]).is_err(), "the stamp wins");
 }
 
 proptest! {
