@@ -175,6 +175,22 @@ impl SimCluster {
         Knowledge { incarnation: self.inner.incarnation, sts_rv, pod_rv }
     }
 
+    /// A request of an optional feature ([`apiserver::optional_probe`]): a refusal (403) it receives is recorded as
+    /// the one this process received, for the server's judgement of its later requests.
+    async fn call_optional(&self, op: Op) -> Result<Reply, ApiError> {
+        let feature = apiserver::optional_probe(&op);
+        let reply = self.call(op).await?;
+        let refused = matches!(
+            &reply,
+            Reply::Pod(Err(ApiError::Rejected { code: 403, .. }))
+                | Reply::Patched(Err(ApiError::Rejected { code: 403, .. }))
+        );
+        if let (Some(feature), true) = (feature, refused) {
+            self.inner.log.refused(feature, tokio::time::Instant::now());
+        }
+        Ok(reply)
+    }
+
     async fn call(&self, op: Op) -> Result<Reply, ApiError> {
         if !self.inner.delay.is_zero() {
             tokio::time::sleep(self.inner.delay).await;
@@ -392,15 +408,9 @@ impl PodAnnotations for SimCluster {
         changes: &std::collections::BTreeMap<String, Option<String>>,
     ) -> Result<Pod, ApiError> {
         let op = Op::PatchPodAnnotations { name: name.to_string(), uid: uid.to_string(), changes: changes.clone() };
-        let feature = apiserver::optional_probe(&op);
-        match self.call(op).await? {
+        match self.call_optional(op).await? {
             Reply::Pod(Ok(Some(p))) => Ok(*p),
-            Reply::Pod(Err(e)) => {
-                if let (Some(feature), ApiError::Rejected { code: 403, .. }) = (feature, &e) {
-                    self.inner.log.refused(feature, tokio::time::Instant::now());
-                }
-                Err(e)
-            }
+            Reply::Pod(Err(e)) => Err(e),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
@@ -428,15 +438,9 @@ impl StatefulSetAnnotations for SimCluster {
         changes: &std::collections::BTreeMap<String, Option<String>>,
     ) -> Result<StatefulSet, ApiError> {
         let op = Op::MergeStatefulSetAnnotations { name: name.to_string(), changes: changes.clone() };
-        let feature = apiserver::optional_probe(&op);
-        match self.call(op).await? {
+        match self.call_optional(op).await? {
             Reply::Patched(Ok(s)) => Ok(*s),
-            Reply::Patched(Err(e)) => {
-                if let (Some(feature), ApiError::Rejected { code: 403, .. }) = (feature, &e) {
-                    self.inner.log.refused(feature, tokio::time::Instant::now());
-                }
-                Err(e)
-            }
+            Reply::Patched(Err(e)) => Err(e),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }

@@ -65,7 +65,7 @@ pub async fn decide<A: EvictionApi>(
                         deadline,
                         undo_deadline
                     ),
-                    shared_pods(api, zpdb, &selector, false, deadline)
+                    zpdb.pod_lists.list_before(api, &selector, false, deadline)
                 );
                 prefetched = Some(pods);
                 observed = statefulsets;
@@ -78,11 +78,11 @@ pub async fn decide<A: EvictionApi>(
             Need::StatefulSetsAgain { selector, after } if lock.is_none() => {
                 tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
                 let (statefulsets, pods) = tokio::join!(
-                    shared_statefulsets(api, zpdb, &selector, deadline),
-                    shared_pods(api, zpdb, &selector, true, deadline)
+                    zpdb.statefulset_lists.list_before(api, &selector, true, deadline),
+                    zpdb.pod_lists.list_before(api, &selector, true, deadline)
                 );
                 prefetched_again = Some(pods);
-                observed = Observed::StatefulSets(statefulsets);
+                observed = Observed::StatefulSets(statefulsets.map(|list| list.to_vec()));
             }
             Need::PodsAgain { after, .. } if after.is_zero() && lock.is_none() && prefetched_again.is_some() => {
                 observed = Observed::Pods(prefetched_again.take().unwrap_or_else(|| Err("no list".to_string())));
@@ -101,37 +101,6 @@ async fn before<T>(
     match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), call).await {
         Ok(result) => result.map_err(|err| err.to_string()),
         Err(_) => Err(format!("API unavailable: {what}: the deadline passed")),
-    }
-}
-
-/// The budget's StatefulSets from a list shared with concurrent decisions, issued after this call (the read after
-/// an intent), before `deadline`.
-async fn shared_statefulsets<A: EvictionApi>(
-    api: &A,
-    zpdb: &Zpdb,
-    selector: &str,
-    deadline: Instant,
-) -> Result<Vec<StatefulSetView>, String> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    match tokio::time::timeout(left, zpdb.statefulset_lists.list(api, selector, true, left)).await {
-        Ok(listed) => listed.map(|list| list.to_vec()),
-        Err(_) => Err("API unavailable: list statefulsets: the deadline passed".to_string()),
-    }
-}
-
-/// The budget's pods from a list shared with concurrent decisions (`fresh`: issued after this call), before
-/// `deadline`.
-async fn shared_pods<A: EvictionApi>(
-    api: &A,
-    zpdb: &Zpdb,
-    selector: &str,
-    fresh: bool,
-    deadline: Instant,
-) -> Result<BudgetPods, String> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    match tokio::time::timeout(left, zpdb.pod_lists.list(api, selector, fresh, left)).await {
-        Ok(listed) => listed,
-        Err(_) => Err("API unavailable: list pods: the deadline passed".to_string()),
     }
 }
 
@@ -194,10 +163,10 @@ async fn carry_out<A: EvictionApi>(
         ),
         // Shared with the decisions of the same budget in flight (`zpdb::reads`): the first read may join the list
         // in flight; the read again, after the intent was written, only a list issued after now.
-        Need::Pods { selector } => Observed::Pods(shared_pods(api, zpdb, &selector, false, deadline).await),
+        Need::Pods { selector } => Observed::Pods(zpdb.pod_lists.list_before(api, &selector, false, deadline).await),
         Need::PodsAgain { selector, after } => {
             tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
-            Observed::Pods(shared_pods(api, zpdb, &selector, true, deadline).await)
+            Observed::Pods(zpdb.pod_lists.list_before(api, &selector, true, deadline).await)
         }
         // Another decision of this process was refused intents since this one started: no request that would be
         // refused too (the refusal was said once already).
@@ -253,7 +222,9 @@ async fn carry_out<A: EvictionApi>(
         // After our intent on a StatefulSet: a list issued now, never one in flight from before the write.
         Need::StatefulSetsAgain { selector, after } => {
             tokio::time::sleep(after.min(deadline.saturating_duration_since(Instant::now()))).await;
-            Observed::StatefulSets(shared_statefulsets(api, zpdb, &selector, deadline).await)
+            Observed::StatefulSets(
+                zpdb.statefulset_lists.list_before(api, &selector, true, deadline).await.map(|l| l.to_vec()),
+            )
         }
         Need::WriteIntent { pod, uid, key, until } => {
             let changes = BTreeMap::from([(key, Some(format_timestamp(until)))]);

@@ -140,6 +140,22 @@ impl<T: Listable> SharedLists<T> {
         flight.await
     }
 
+    /// [`SharedLists::list`] within `deadline` (whoever issues the list or joins it): a list not answered by then is
+    /// a failure, saying what it was.
+    pub async fn list_before<C: LiveReads>(
+        &self,
+        api: &C,
+        selector: &str,
+        fresh: bool,
+        deadline: tokio::time::Instant,
+    ) -> Listed<T> {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, self.list(api, selector, fresh, left)).await {
+            Ok(listed) => listed,
+            Err(_) => Err(format!("API unavailable: {}: the deadline passed", T::WHAT)),
+        }
+    }
+
     /// A list that waits for `before` to answer, then is issued (from then on only non-fresh reads join it).
     fn flight<C: LiveReads>(
         &self,

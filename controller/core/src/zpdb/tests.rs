@@ -880,7 +880,17 @@ impl Cluster {
     }
 
     /// Runs a flow to its answer; returns the answer and the needs it made.
-    fn run(&mut self, mut flow: EvictPod) -> (EvictionVerdict, Vec<String>) {
+    fn run(&mut self, flow: EvictPod) -> (EvictionVerdict, Vec<String>) {
+        self.run_with(flow, |_, _| {})
+    }
+
+    /// [`Cluster::run`], letting `meanwhile` change the cluster before each need is carried out (another decider's
+    /// writes landing between this one's steps).
+    fn run_with(
+        &mut self,
+        mut flow: EvictPod,
+        mut meanwhile: impl FnMut(&mut Cluster, &Need),
+    ) -> (EvictionVerdict, Vec<String>) {
         let mut observed = Observed::Start;
         let mut needs = Vec::new();
         loop {
@@ -888,6 +898,7 @@ impl Cluster {
                 Need::Answer(verdict) => return (verdict, needs),
                 need => {
                     needs.push(need_name(&need).to_string());
+                    meanwhile(self, &need);
                     observed = self.observe(&need);
                 }
             }
@@ -1025,51 +1036,30 @@ fn without_pod_and_statefulset_patches_the_flow_serialises_in_process() {
 /// read after ours that fails is a denial too (other intents cannot be seen), ours taken back.
 #[test]
 fn a_statefulset_intent_that_loses_or_cannot_tell_is_taken_back() {
+    let flow = || EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::StatefulSetIntents));
     let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
-    let mut flow =
-        EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::StatefulSetIntents));
-    let mut observed = Observed::Start;
-    let verdict = loop {
-        match flow.step(observed, now()) {
-            Need::Answer(v) => break v,
-            need => {
-                if matches!(need, Need::StatefulSetsAgain { .. }) {
-                    let uid = cluster.world.pod("ingester-zone-b-1").uid().to_string();
-                    let earlier = now() + jiff::SignedDuration::from_secs(10);
-                    let intent = StatefulSetIntent { until: earlier, pod: "ingester-zone-b-1".into(), uid };
-                    cluster.annotate_statefulset(
-                        "ingester-zone-b",
-                        &[(keys::eviction_intent_key("rival"), Some(intent.value()))],
-                    );
-                }
-                observed = cluster.observe(&need);
-            }
+    let (verdict, _) = cluster.run_with(flow(), |cluster, need| {
+        if matches!(need, Need::StatefulSetsAgain { .. }) {
+            let uid = cluster.world.pod("ingester-zone-b-1").uid().to_string();
+            let earlier = now() + jiff::SignedDuration::from_secs(10);
+            let intent = StatefulSetIntent { until: earlier, pod: "ingester-zone-b-1".into(), uid };
+            cluster
+                .annotate_statefulset("ingester-zone-b", &[(keys::eviction_intent_key("rival"), Some(intent.value()))]);
         }
-    };
+    });
     assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-b"));
     assert_eq!(cluster.writes, ["intent on ingester-zone-a", "remove from ingester-zone-a"]);
     assert!(cluster.world.statefulsets[0].annotations.keys().all(|k| !keys::is_eviction_intent(k)));
     // Our intent gone from where we wrote it (the StatefulSet replaced, or someone removed it): nothing holds the
     // budget for this eviction, so it is denied (429) and retried.
     let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
-    let mut flow =
-        EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::StatefulSetIntents));
-    let mut observed = Observed::Start;
-    let verdict = loop {
-        match flow.step(observed, now()) {
-            Need::Answer(v) => break v,
-            need => {
-                if matches!(need, Need::StatefulSetsAgain { .. }) {
-                    let keys: Vec<String> = cluster.world.statefulsets[0].annotations.keys().cloned().collect();
-                    cluster.annotate_statefulset(
-                        "ingester-zone-a",
-                        &keys.into_iter().map(|k| (k, None)).collect::<Vec<_>>(),
-                    );
-                }
-                observed = cluster.observe(&need);
-            }
+    let (verdict, _) = cluster.run_with(flow(), |cluster, need| {
+        if matches!(need, Need::StatefulSetsAgain { .. }) {
+            let keys = cluster.world.statefulsets[0].annotations.keys();
+            let removals: Vec<(String, Option<String>)> = keys.map(|k| (k.clone(), None)).collect();
+            cluster.annotate_statefulset("ingester-zone-a", &removals);
         }
-    };
+    });
     assert_eq!((verdict.allowed(), verdict.verdict.code), (false, Some(429)), "{verdict:?}");
     assert_eq!(verdict.message(), "the eviction intent of pod ingester-zone-a-0 was lost; retry");
     let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
