@@ -1,8 +1,9 @@
 //! The controller's in-memory view of the namespace, fed only by watch events.
 //!
 //! Owns: the latest typed view of every managed StatefulSet and every pod, the StatefulSets' objects as watched
-//! (a status write is an UPDATE of the whole object), the index from StatefulSet to its pods, and sync state. Each event returns the rollout groups it touched, so the reconciler can reconcile just those.
-//! It never calls the API and makes no decisions; it is plain data, tested without an API server.
+//! (a status write is an UPDATE of the whole object), the index from StatefulSet to its pods, and sync state. Each
+//! event returns the rollout groups it touched, so the reconciler can reconcile just those. It never calls the API
+//! and makes no decisions; it is plain data, tested without an API server.
 
 use crate::cluster::WatchEvent;
 use k8s_openapi::api::apps::v1::StatefulSet;
