@@ -4,7 +4,7 @@
 //!
 //! Pure: the flow ([`super::flow`]) gathers the inputs live and calls [`judge`] on them.
 
-use super::config::ZpdbConfig;
+use super::config::{PartitionRule, ZpdbConfig};
 use super::pods::BudgetPod;
 use crate::admission::Verdict;
 use crate::downscale::time_after;
@@ -162,6 +162,19 @@ pub fn describe(not_ready: u32, unknown: u32, span: &str) -> String {
 /// group against hundreds of pending evictions.
 pub type Pending<'a> = &'a dyn Fn(&BudgetPod) -> bool;
 
+/// Partition mode: how a zone with no pod of the evicted pod's partition counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbsentPeer {
+    /// One unknown, whatever the zone's replicas (the reference's rule since v0.35.0): a drain waits until the
+    /// zones are scaled alike. Evictions.
+    Unknown,
+    /// One unknown only where the zone's expected pods (ordinals below its replicas) include the partition: a zone
+    /// scaled below the partition has no member of it to lose. The controller's deletions: a rollout holds the
+    /// other zones' downscales (no downscale while a zone has non-updated replicas), so waiting for the zones to be
+    /// scaled alike would wait for good.
+    UnknownWithinReplicas,
+}
+
 /// Everything an eviction is judged on.
 #[derive(Clone, Copy)]
 pub struct Judged<'a> {
@@ -179,6 +192,8 @@ pub struct Judged<'a> {
     /// Pods whose eviction is being allowed elsewhere: they count as not ready (the evicted pod itself is never
     /// asked about).
     pub pending: Pending<'a>,
+    /// Partition mode: how a zone with no pod of the partition counts.
+    pub absent_peer: AbsentPeer,
     pub now: Timestamp,
 }
 
@@ -240,6 +255,18 @@ fn tally(
     present.dedup();
     tally.unknown = expected.saturating_sub(present.len() as u32);
     tally
+}
+
+/// Whether a zone of `sts` without any pod of `partition` counts one unknown (see [`AbsentPeer`]). The zone's
+/// expected pod names are generated, since a partition is a capture of the name.
+fn absent_peer_counts(input: &Judged<'_>, rule: &PartitionRule, sts: &StatefulSetView, partition: &str) -> bool {
+    match input.absent_peer {
+        AbsentPeer::Unknown => true,
+        AbsentPeer::UnknownWithinReplicas => {
+            let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
+            (0..expected).any(|o| rule.partition_of(&format!("{}-{o}", sts.name)).as_deref() == Some(partition))
+        }
+    }
 }
 
 /// Zone mode: any disruption in another zone blocks; in the pod's own zone, the pods already unavailable plus this
@@ -306,7 +333,7 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
         sum.not_ready += counted.not_ready;
         sum.unknown += counted.unknown;
         // No peer of this partition in that zone at all (e.g. the zone is already scaled down past it).
-        if counted == Tally::default() {
+        if counted == Tally::default() && absent_peer_counts(input, rule, sts, partition) {
             sum.unknown += 1;
         }
     }

@@ -22,7 +22,7 @@
 //!    memory.
 
 use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
-use super::decision::{EvictionVerdict, Judged, Outcome, judge, max_unavailable};
+use super::decision::{AbsentPeer, EvictionVerdict, Judged, Outcome, judge, max_unavailable};
 use super::pods::{BudgetPod, BudgetPods, StatefulSetIntent, stale_statefulset_intents, statefulset_intents};
 use crate::admission::{AdmissionRequest, foreign_namespace};
 use crate::downscale::{round_up_to_second, time_after};
@@ -833,6 +833,11 @@ impl EvictPod {
             partition: self.partition.as_deref(),
             max_unavailable: self.max_unavailable,
             pending: &pending,
+            absent_peer: if self.is_rollout_deletion() {
+                AbsentPeer::UnknownWithinReplicas
+            } else {
+                AbsentPeer::Unknown
+            },
             now,
         };
         judge(&input)

@@ -14,8 +14,10 @@
 //! select is denied (500) where the reference crashes; a dry-run eviction leaves no trace; a recreated budget
 //! (new uid) replaces the old one whatever its generation; `podNameRegexGroup` below 1 is rejected; a pod without a
 //! `grafana.com/ready-time` stamp is dated by its Ready condition's last transition (the reference counts it unready
-//! for good, which stalls a partition budget with a delay wherever the stamps cannot be written); and concurrent
-//! decisions are serialised through the API, as follows.
+//! for good, which stalls a partition budget with a delay wherever the stamps cannot be written); the controller's
+//! own deletions count a zone with no pod of the partition as one unknown only where the zone's replicas include
+//! the partition ([`decision::AbsentPeer`]: a rollout holds the other zones' downscales, so it would wait for good);
+//! and concurrent decisions are serialised through the API, as follows.
 //!
 //! # Serialisation that survives replicas and restarts
 //!

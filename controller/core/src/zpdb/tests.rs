@@ -2,7 +2,7 @@
 //! reference's examples, and the step machine, including two decisions racing for one budget.
 
 use super::config::{PartitionRule, RegexProblem};
-use super::decision::{Judged, describe, judge, max_unavailable};
+use super::decision::{AbsentPeer, Judged, describe, judge, max_unavailable};
 use super::*;
 use crate::admission::{AdmissionRequest, ReviewVersion};
 use crate::downscale::format_timestamp;
@@ -421,6 +421,8 @@ struct World {
     /// Every StatefulSet, selected or not.
     owners: Vec<StatefulSetView>,
     pods: Vec<BudgetPod>,
+    /// How a zone without a pod of the partition counts (evictions: the reference's rule).
+    absent_peer: AbsentPeer,
 }
 
 fn zone(z: char) -> String {
@@ -440,7 +442,7 @@ impl World {
                 BudgetPod::plain(pod)
             })
             .collect();
-        World { owners: statefulsets.clone(), statefulsets, pods }
+        World { owners: statefulsets.clone(), statefulsets, pods, absent_peer: AbsentPeer::Unknown }
     }
 
     fn pod(&self, name: &str) -> &BudgetPod {
@@ -480,6 +482,7 @@ impl World {
             partition: partition.as_deref(),
             max_unavailable: max_unavailable(config, owner, None),
             pending: &pending,
+            absent_peer: self.absent_peer,
             now: now(),
         };
         judge(&input).map_err(|b| b.verdict().message().to_string())
@@ -636,6 +639,26 @@ fn partition_mode_reference_examples() {
     assert_eq!(
         world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
         Err("1 pod unknown in partition 2".into())
+    );
+    // The controller's deletions: zone a has no slot for partition 2 any more, so nothing of it is missing there
+    // (a rollout holds the other zones' downscales, so waiting for them would wait for good).
+    world.absent_peer = AbsentPeer::UnknownWithinReplicas;
+    assert_eq!(
+        world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
+        Ok("zpdb met for partition 2 across 3 zones".into())
+    );
+    // Still scaling down (status.replicas 3): the slot is expected, its pod missing.
+    world.statefulsets[0].status.as_mut().unwrap().replicas = 3;
+    assert_eq!(
+        world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
+        Err("1 pod unknown in partition 2".into())
+    );
+    // Zone a scaled below the partition, a peer in zone c not ready: that one still counts.
+    world.statefulsets[0].status.as_mut().unwrap().replicas = 2;
+    world.not_ready("ingester-zone-c-2");
+    assert_eq!(
+        world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
+        Err("1 pod not ready in partition 2".into())
     );
     // A not-ready peer and a missing pod elsewhere in a zone: `1 pod not ready, 1 pod unknown in partition 2`.
     let mut world = World::new(3, 4);
@@ -1576,6 +1599,23 @@ fn the_controller_stands_in_one_for_a_zero_partition_aware_budget() {
     // Another partition is free.
     let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-b-1", 3);
     assert!(verdict.allowed(), "{verdict:?}");
+}
+
+/// Sim seeds 39, 61 and 96 of `--drains partition --webhook`: zones scaled to different sizes by their HPAs, and a
+/// rollout holding the downscales that would make them alike.
+#[test]
+fn the_controller_deletes_a_partition_a_smaller_zone_has_no_slot_for_and_evictions_wait() {
+    let mut cluster = Cluster::new(World::new(3, 3), partition_mode(1, "0s"));
+    cluster.world.statefulsets[0].replicas = 2;
+    cluster.world.statefulsets[0].status.as_mut().unwrap().replicas = 2;
+    cluster.world.remove("ingester-zone-a-2");
+    let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-b-2"), Serialisation::Intents);
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod unknown in partition 2"), "the reference's rule");
+    let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-b-2", 1);
+    assert!(verdict.allowed(), "{verdict:?}");
+    // The partition's other peer is now going: the same deletion in zone c waits.
+    let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-c-2", 1);
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in partition 2"));
 }
 
 #[test]
