@@ -22,7 +22,8 @@
 //! Settings (environment): `ZPDB_BENCH_LATENCY_MS` (5, per API request), `ZPDB_BENCH_BURST` (500),
 //! `ZPDB_BENCH_BURSTS` (`50,500,2000`, the scaling runs), `ZPDB_BENCH_PODS_PER_ZONE` (100), `ZPDB_BENCH_SEED` (1),
 //! `ZPDB_BENCH_COMMIT_DELAY_MS` (0: how long after an allowed answer the API server commits the eviction),
-//! `ZPDB_BENCH_DISTINCT` (0; 1: each pod evicted once before any twice, instead of drawn with repeats).
+//! `ZPDB_BENCH_DISTINCT` (0; 1: each pod evicted once before any twice, instead of drawn with repeats),
+//! `ZPDB_BENCH_MODES` (both; `zone` or `partition`: that mode only, to profile it).
 //! Goal: p99 under 50 ms at 5 ms per request, and requests per eviction bounded whatever the burst size.
 //! Run with `cargo bench -p rollout-operator --bench zpdb_evictions`.
 
@@ -684,6 +685,11 @@ mod bench {
             .split(',')
             .filter_map(|b| b.trim().parse().ok())
             .collect();
+        let modes: Vec<Mode> = match std::env::var("ZPDB_BENCH_MODES").as_deref() {
+            Ok("zone") => vec![Mode::Zone],
+            Ok("partition") => vec![Mode::Partition],
+            _ => vec![Mode::Zone, Mode::Partition],
+        };
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(runtime) => runtime,
             Err(e) => {
@@ -699,7 +705,7 @@ mod bench {
         );
         let mut wrong = Vec::new();
         runtime.block_on(async {
-            for mode in [Mode::Zone, Mode::Partition] {
+            for &mode in &modes {
                 let run = run(mode, burst, world).await;
                 report(&run, latency);
                 wrong.extend(run.problems.iter().map(|p| format!("{} burst {}: {p}", mode.name(), burst)));
@@ -709,7 +715,7 @@ mod bench {
                 "  {:<15} {:>6} {:>6} {:>5} {:>10} {:>8} {:>7}",
                 "mode", "burst", "mean", "max", "p99", "evicted", "check"
             );
-            for mode in [Mode::Zone, Mode::Partition] {
+            for &mode in &modes {
                 for &size in &bursts {
                     let run = run(mode, size, world).await;
                     println!(

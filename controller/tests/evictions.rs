@@ -254,6 +254,35 @@ async fn a_burst_of_evictions_never_exceeds_the_budget() {
     }
 }
 
+/// A burst in one process: each decision's first judgement counts the pods of the others under way there, so only
+/// the one that can be allowed writes an intent (before, every decision that read the pods before the first intent
+/// wrote one and took it back), and a second eviction of a pod whose eviction is under way is told to retry.
+#[tokio::test(start_paused = true)]
+async fn a_burst_in_one_process_writes_only_the_intent_it_allows() {
+    let cluster = cluster(3);
+    let zpdb = zpdb_with(zone_budget(1));
+    let app = app(&cluster, &zpdb);
+    // Each pod twice: whichever decision claims first is allowed; the rest are denied before writing anything.
+    let pods = ["ingester-zone-a-0", "ingester-zone-b-0", "ingester-zone-c-0"];
+    let asked: Vec<&str> = pods.iter().chain(&pods).copied().collect();
+    let answers = futures::future::join_all(asked.iter().map(|p| evict(&app, p))).await;
+    let allowed: Vec<&str> =
+        asked.iter().zip(&answers).filter(|(_, r)| r["allowed"] == true).map(|(p, _)| *p).collect();
+    let [winner] = allowed[..] else { panic!("one eviction allowed, got {allowed:?}") };
+    let zone = winner.trim_end_matches("-0");
+    for (pod, response) in asked.iter().zip(&answers).filter(|(_, r)| r["allowed"] == false) {
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        let expected = if *pod == winner {
+            format!("another eviction of pod {winner} is being decided; retry")
+        } else {
+            format!("1 pod not ready in {zone}")
+        };
+        assert_eq!((message, &response["status"]["code"]), (expected.as_str(), &json!(429)), "{pod}");
+    }
+    assert_eq!(pod_patches(&cluster), [(winner.to_string(), Some("2026-01-01T12:00:19Z".to_string()))]);
+    assert_eq!(zpdb.under_way.count("ingester-rollout"), 0, "every claim ends with its answer");
+}
+
 /// Older Helm charts grant no `patch` on pods but do on StatefulSets: the intent goes on the pod's StatefulSet, and
 /// another replica (a process that remembers nothing) sees it.
 #[tokio::test]

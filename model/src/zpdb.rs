@@ -32,6 +32,9 @@
 //!   the flow never falls back to its in-process lock; with intents on the StatefulSets, the first list of the
 //!   StatefulSets is still carried out with the step before it (the claim rests on the list after the intent,
 //!   which is a step of its own);
+//! - every decision claims as if it were in a process of its own (no other decision under way there): the claims
+//!   only make a first judgement deny sooner, never allow, so the model leaves them out for a smaller state space
+//!   (the simulation runs them, two replicas deciding many evictions each);
 //! - the controller, its pass held by a denial, runs again when someone else changes the cluster (during the pass
 //!   or after it), as its work queue does on watch events; its own writes do not wake it (that would be a retry
 //!   loop with no quiescent state to judge liveness on).
@@ -725,6 +728,8 @@ impl ZpdbModel {
             // it asks anyway, it does not get it (it denies).
             Need::Lock { .. } => Observed::NotLocked,
             Need::Remember { .. } => Observed::Remembered,
+            // Every decision as if in a process of its own (see the module docs).
+            Need::Claim { .. } => Observed::Claimed { others: Vec::new() },
             Need::Answer(_) => Observed::Start,
         }
     }
@@ -1027,6 +1032,7 @@ fn is_constant(need: &Need) -> bool {
             | Need::StatefulSets { .. }
             | Need::Lock { .. }
             | Need::Remember { .. }
+            | Need::Claim { .. }
     )
 }
 
@@ -1045,6 +1051,7 @@ fn need_name(need: &Need) -> &'static str {
         Need::RemoveStatefulSetIntent { .. } => "removing its intent from the StatefulSet",
         Need::RemoveIntent { .. } => "removing its intent",
         Need::Remember { .. } => "remembering",
+        Need::Claim { .. } => "claiming",
         Need::Answer(v) if v.allowed() => "nothing (allowed)",
         Need::Answer(_) => "nothing (denied)",
     }

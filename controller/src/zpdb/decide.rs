@@ -4,11 +4,11 @@
 //!
 //! Owns the I/O of each need within a deadline (live reads of the pod, its StatefulSet and the budget's StatefulSets
 //! and pods; the eviction intent written and removed, on the pod or on its StatefulSet; the in-process lock and
-//! memory where intents are refused) and the `rollout_operator_zpdb_*` counts of every answer. Must not decide:
-//! every verdict is the core's.
+//! memory where intents are refused; the decision's claim among those under way in this process, held until its
+//! answer) and the `rollout_operator_zpdb_*` counts of every answer. Must not decide: every verdict is the core's.
 
 use super::Zpdb;
-use super::serialisation::{INTENTS_FEATURE, STATEFULSET_INTENTS_FEATURE};
+use super::serialisation::{Claim, INTENTS_FEATURE, STATEFULSET_INTENTS_FEATURE};
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations};
 use jiff::Timestamp;
 use rollout_core::StatefulSetView;
@@ -40,6 +40,9 @@ pub async fn decide<A: EvictionApi>(
     let _inflight = zpdb.metrics.inflight();
     // This process's lock of the budget, when the machine asked for it; released when the decision is answered.
     let mut lock: Option<OwnedMutexGuard<()>> = None;
+    // This decision's registration among those under way in this process, when the machine claimed; ended when the
+    // decision is answered.
+    let mut claim: Option<Claim> = None;
     // The budget's pods, listed together with its StatefulSets (the flow asks for them next, by the same selector):
     // one API round trip less per decision. Used only where no lock was taken in between, since under in-process
     // serialisation the pods must be read under the lock.
@@ -51,24 +54,18 @@ pub async fn decide<A: EvictionApi>(
         match flow.step(observed, now()) {
             Need::Answer(answer) => {
                 drop(lock);
+                drop(claim);
                 zpdb.metrics.eviction_decided(answer.outcome.reason, answer.outcome.status);
                 return answer;
             }
             Need::StatefulSets { selector } if zpdb.serialisation.mode() != Serialisation::InProcess => {
+                // Both may join the lists in flight: the first reads are not needed for safety.
                 let (statefulsets, pods) = tokio::join!(
-                    carry_out(
-                        api,
-                        zpdb,
-                        Need::StatefulSets { selector: selector.clone() },
-                        &mut lock,
-                        now,
-                        deadline,
-                        undo_deadline
-                    ),
+                    zpdb.statefulset_lists.list_before(api, &selector, false, deadline),
                     zpdb.pod_lists.list_before(api, &selector, false, deadline)
                 );
                 prefetched = Some(pods);
-                observed = statefulsets;
+                observed = Observed::StatefulSets(statefulsets.map(|list| list.to_vec()));
             }
             Need::Pods { .. } if lock.is_none() && prefetched.is_some() => {
                 observed = Observed::Pods(prefetched.take().unwrap_or_else(|| Err("no list".to_string())));
@@ -86,6 +83,11 @@ pub async fn decide<A: EvictionApi>(
             }
             Need::PodsAgain { after, .. } if after.is_zero() && lock.is_none() && prefetched_again.is_some() => {
                 observed = Observed::Pods(prefetched_again.take().unwrap_or_else(|| Err("no list".to_string())));
+            }
+            Need::Claim { budget, uid } => {
+                let (registered, others) = zpdb.under_way.claim(&budget, &uid);
+                claim = Some(registered);
+                observed = Observed::Claimed { others };
             }
             need => observed = carry_out(api, zpdb, need, &mut lock, now, deadline, undo_deadline).await,
         }
@@ -272,7 +274,7 @@ async fn carry_out<A: EvictionApi>(
             zpdb.serialisation.remember(&uid, until);
             Observed::Remembered
         }
-        // The driver returns answers itself.
-        Need::Answer(_) => Observed::IntentRemoved,
+        // The driver returns answers and registers claims itself.
+        Need::Answer(_) | Need::Claim { .. } => Observed::IntentRemoved,
     }
 }

@@ -22,6 +22,8 @@ use std::sync::Arc;
 pub struct Zpdb {
     pub budgets: budgets::BudgetCache,
     pub serialisation: Arc<serialisation::InProcess>,
+    /// The decisions under way in this process, by budget.
+    pub under_way: Arc<serialisation::UnderWay>,
     pub metrics: ZpdbMetrics,
     /// The budgets' pod lists in flight (for this process's one API client).
     pub pod_lists: reads::PodLists,

@@ -213,6 +213,11 @@ pub enum Need {
     RemoveIntent { pod: String, uid: String, key: String },
     /// Remember in this process that the pod's eviction is being allowed, until `until`.
     Remember { uid: String, until: Timestamp },
+    /// Register in this process that this decision is under way under the budget for the pod (`uid`), until it is
+    /// answered, and tell the pods of the other decisions under way there: the first judgement counts them as
+    /// unavailable, so of a burst in one process only the decisions that could all be allowed go on to write
+    /// intents (the others would only deny each other after their second reads).
+    Claim { budget: String, uid: String },
     /// The answer.
     Answer(EvictionVerdict),
 }
@@ -235,6 +240,10 @@ pub enum Observed {
     IntentWritten(Result<(), IntentFailure>),
     IntentRemoved,
     Remembered,
+    /// Registered; the pods (by uid) of the other decisions under way under the budget in this process.
+    Claimed {
+        others: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -252,6 +261,8 @@ enum Phase {
     },
     StatefulSets,
     Pods,
+    /// The pods listed, waiting for the claim in this process to judge them.
+    Claimed(BudgetPods),
     IntentWritten,
     /// After the intent was written (`Intents`) or the lock taken on the way back from a refused intent.
     PodsAgain,
@@ -281,6 +292,10 @@ pub struct EvictPod {
     statefulsets: Vec<StatefulSetView>,
     partition: Option<String>,
     remembered: Vec<(String, Timestamp)>,
+    /// The pods of the other decisions under way in this process when this one claimed: counted in the first
+    /// judgement only (the second counts intents, which need no claim; counting both would let two claimants
+    /// deny each other for good).
+    under_way: BTreeSet<String>,
     locked: bool,
     /// Our intent's expiry, once written.
     intent_until: Option<Timestamp>,
@@ -326,6 +341,7 @@ impl EvictPod {
             statefulsets: Vec::new(),
             partition: None,
             remembered: Vec::new(),
+            under_way: BTreeSet::new(),
             locked: false,
             intent_until: None,
             statefulset_intents: BTreeMap::new(),
@@ -431,11 +447,33 @@ impl EvictPod {
             (Phase::Pods, Observed::Pods(listed)) => match listed {
                 // Policy: deny (500, as the reference): the budget's state is unknown.
                 Err(_) => self.answer(not_determined()),
-                Ok(pods) => match self.judge(&pods, now) {
-                    Err(verdict) => self.answer(verdict),
-                    Ok(allowed) => self.allowed_once(allowed, now),
-                },
+                // Under the in-process lock nothing else is under way; a dry run writes nothing, so it claims
+                // nothing either.
+                Ok(pods) if self.locked || self.request.as_ref().is_ok_and(|r| r.dry_run) => {
+                    self.first_judgement(&pods, now)
+                }
+                Ok(pods) => {
+                    let (Some(config), Some(pod)) = (&self.config, &self.pod) else { return self.internal("no pod") };
+                    let need = Need::Claim { budget: config.name.clone(), uid: pod.uid().to_string() };
+                    self.phase = Phase::Claimed(pods);
+                    need
+                }
             },
+            // Policy: deny with 429: another decision about this very pod is under way here (two drains, or a drain
+            // and the controller); its answer decides, and the client's retry finds the pod going or judges it
+            // afresh. Spares a second intent and second reads for nothing: the pod goes once either way.
+            (Phase::Claimed(_), Observed::Claimed { others })
+                if self.pod.as_ref().is_some_and(|pod| others.iter().any(|uid| uid == pod.uid())) =>
+            {
+                let message = format!("another eviction of pod {} is being decided; retry", self.pod_name());
+                self.answer(EvictionVerdict::deny(Outcome::DENIED, message))
+            }
+            (Phase::Claimed(pods), Observed::Claimed { others }) => {
+                self.under_way = others.into_iter().collect();
+                let need = self.first_judgement(&pods, now);
+                self.under_way.clear();
+                need
+            }
             (Phase::IntentWritten, Observed::IntentWritten(written)) => match written {
                 Ok(()) => self.read_again(Duration::ZERO),
                 // No permission to patch the pod: the intent goes on its StatefulSet.
@@ -680,6 +718,14 @@ impl EvictPod {
         Need::Pods { selector: self.selector() }
     }
 
+    /// The judgement before any intent: denied, the answer; allowed, the intent (or the memory) next.
+    fn first_judgement(&mut self, pods: &[BudgetPod], now: Timestamp) -> Need {
+        match self.judge(pods, now) {
+            Err(verdict) => self.answer(verdict),
+            Ok(allowed) => self.allowed_once(allowed, now),
+        }
+    }
+
     /// The first judgement allowed the eviction.
     fn allowed_once(&mut self, allowed: EvictionVerdict, now: Timestamp) -> Need {
         let dry_run = self.request.as_ref().is_ok_and(|r| r.dry_run);
@@ -822,7 +868,10 @@ impl EvictPod {
             self.remembered.iter().filter(|(_, until)| *until > now).map(|(uid, _)| uid.as_str()).collect();
         let pending = |pod: &BudgetPod| {
             let live_intent = self.intent_of(pod).is_some_and(|until| until > now);
-            pod.uid() != evicted.uid() && ((live_intent && counted(pod)) || remembered.contains(pod.uid()))
+            pod.uid() != evicted.uid()
+                && ((live_intent && counted(pod))
+                    || remembered.contains(pod.uid())
+                    || self.under_way.contains(pod.uid()))
         };
         let input = Judged {
             config,
@@ -888,6 +937,7 @@ fn phase_name(phase: &Phase) -> &'static str {
         Phase::Locked { .. } => "the lock",
         Phase::StatefulSets => "the budget's StatefulSets",
         Phase::Pods | Phase::PodsAgain => "the budget's pods",
+        Phase::Claimed(_) => "the claim",
         Phase::StatefulSetsAgain => "the budget's StatefulSets",
         Phase::IntentWritten => "the intent written",
         Phase::IntentRemoved(_) => "the intent removed",
@@ -908,5 +958,6 @@ fn observed_name(observed: &Observed) -> &'static str {
         Observed::IntentWritten(_) => "the intent written",
         Observed::IntentRemoved => "the intent removed",
         Observed::Remembered => "the eviction remembered",
+        Observed::Claimed { .. } => "the claim",
     }
 }

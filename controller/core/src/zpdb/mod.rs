@@ -53,7 +53,10 @@
 //! takes to commit the eviction after the answer (once committed, the pod is terminating and unavailable by
 //! itself); the replicas' clocks, which judge expiry, agree to well within that lifetime. The judgement before the
 //! intent (step 1) is not needed for safety: it keeps the evictions that would be denied anyway (most of a drain
-//! burst) from writing intents that would deny others.
+//! burst) from writing intents that would deny others. For the same reason it also counts the pods of the other
+//! decisions under way in the same process ([`flow::Need::Claim`]): of a burst one replica receives, only decisions
+//! that can all be allowed together go on to write intents, instead of all of them writing and then denying each
+//! other at their second reads (in the load bench, 855 intent writes and removals for 3 evictions allowed of 500).
 //!
 //! Liveness: two deciders that see each other's intents would both deny. So intents are ordered (by expiry, the
 //! earlier written first, then by pod name: a total order every decider reads the same from the annotations), and

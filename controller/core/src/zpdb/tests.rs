@@ -801,6 +801,8 @@ struct Cluster {
     refuse_statefulset_patches: bool,
     /// The list of StatefulSets after an intent fails.
     fail_statefulsets_again: bool,
+    /// The pods (by uid) of decisions under way in the same process, as a claim is answered.
+    under_way: Vec<String>,
 }
 
 impl Cluster {
@@ -814,6 +816,7 @@ impl Cluster {
             refuse_pod_patches: false,
             refuse_statefulset_patches: false,
             fail_statefulsets_again: false,
+            under_way: Vec::new(),
         }
     }
 
@@ -887,6 +890,7 @@ impl Cluster {
                 }
                 Observed::IntentRemoved
             }
+            Need::Claim { .. } => Observed::Claimed { others: self.under_way.clone() },
             Need::Remember { uid, until } => {
                 self.writes.push(format!("remember {uid}"));
                 self.remembered.insert(uid.clone(), *until);
@@ -944,6 +948,7 @@ fn need_name(need: &Need) -> &'static str {
         Need::RemoveStatefulSetIntent { .. } => "remove-statefulset-intent",
         Need::RemoveIntent { .. } => "remove-intent",
         Need::Remember { .. } => "remember",
+        Need::Claim { .. } => "claim",
         Need::Answer(_) => "answer",
     }
 }
@@ -986,7 +991,7 @@ fn an_allowed_eviction_writes_its_intent_and_judges_again() {
         (true, Outcome::ALLOWED, "zpdb met across 3 zones")
     );
     assert_eq!(needs[..4], FIRST_READS);
-    assert_eq!(needs[4..], ["write-intent", "statefulsets-again", "pods-again"]);
+    assert_eq!(needs[4..], ["claim", "write-intent", "statefulsets-again", "pods-again"]);
     let until = cluster.world.pod("ingester-zone-a-0").intent_until.expect("intent left on the pod");
     assert_eq!(until, "2026-03-01T12:00:30Z".parse::<Timestamp>().unwrap());
     // The next eviction in any zone sees it.
@@ -1031,7 +1036,7 @@ fn without_pod_patches_the_intent_goes_on_the_statefulset_and_holds_the_budget()
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
     assert!(verdict.allowed(), "{verdict:?}");
     assert_eq!(needs[..4], FIRST_READS);
-    assert_eq!(needs[4..], ["write-intent", "write-statefulset-intent", "statefulsets-again", "pods-again"]);
+    assert_eq!(needs[4..], ["claim", "write-intent", "write-statefulset-intent", "statefulsets-again", "pods-again"]);
     let uid = cluster.world.pod("ingester-zone-a-0").uid().to_string();
     let kept = pods::statefulset_intents(&cluster.world.statefulsets);
     assert_eq!(kept, BTreeMap::from([(uid, "2026-03-01T12:00:30Z".parse::<Timestamp>().unwrap())]));
@@ -1052,7 +1057,7 @@ fn without_pod_and_statefulset_patches_the_flow_serialises_in_process() {
     cluster.refuse_statefulset_patches = true;
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
     assert!(verdict.allowed(), "{verdict:?}");
-    assert_eq!(needs[4..], ["write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
+    assert_eq!(needs[4..], ["claim", "write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
 }
 
 /// A rival's intent on another StatefulSet that shows only in the read after ours: denied, ours taken back; and a
@@ -1090,6 +1095,33 @@ fn a_statefulset_intent_that_loses_or_cannot_tell_is_taken_back() {
     let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::StatefulSetIntents);
     assert_eq!((verdict.allowed(), verdict.verdict.code), (false, Some(500)), "{verdict:?}");
     assert_eq!(cluster.writes, ["intent on ingester-zone-a", "remove from ingester-zone-a"]);
+}
+
+/// Another decision under way in this process (its claim came first) counts in the first judgement: a burst in one
+/// process does not write intents that would only deny each other after their second reads.
+#[test]
+fn a_decision_under_way_in_the_process_denies_at_the_first_judgement() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    cluster.under_way = vec![cluster.world.pod("ingester-zone-b-0").uid().to_string()];
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in ingester-zone-b"));
+    assert_eq!(needs, ["pod", "budgets", "statefulsets", "pods", "claim"]);
+    assert!(cluster.writes.is_empty(), "{:?}", cluster.writes);
+    // Twins: another decision about the same pod under way decides; this one is denied for a retry.
+    cluster.under_way = vec![cluster.world.pod("ingester-zone-a-0").uid().to_string()];
+    let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
+    assert_eq!(
+        (verdict.allowed(), verdict.outcome, verdict.message()),
+        (false, Outcome::DENIED, "another eviction of pod ingester-zone-a-0 is being decided; retry")
+    );
+    assert_eq!(needs.last().map(String::as_str), Some("claim"));
+    cluster.under_way.clear();
+    // Partition mode: one under way in another partition does not matter, one in the same does.
+    let mut cluster = Cluster::new(World::new(3, 2), partition_mode(1, "0s"));
+    cluster.under_way = vec![cluster.world.pod("ingester-zone-b-1").uid().to_string()];
+    assert!(decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents).0.allowed());
+    let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-c-1"), Serialisation::Intents);
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in partition 1"));
 }
 
 #[test]
@@ -1220,7 +1252,7 @@ fn without_permission_to_patch_pods_or_statefulsets_it_falls_back_to_the_lock_an
     };
     assert!(verdict.allowed() && flow.locked(), "{verdict:?}");
     assert_eq!(needs[..4], FIRST_READS);
-    assert_eq!(needs[4..], ["write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
+    assert_eq!(needs[4..], ["claim", "write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
     // The memory now counts the pod for this process's next decisions.
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::InProcess);
     assert_eq!(verdict.message(), "1 pod not ready in ingester-zone-a");
@@ -1330,9 +1362,8 @@ fn the_owner_is_taken_from_the_budgets_list_and_read_by_name_only_when_it_is_not
     );
     let owner = world.statefulsets.iter().find(|s| s.name == "ingester-zone-a").cloned().unwrap();
     assert!(matches!(flow.step(Observed::StatefulSet(Lookup::Found(Box::new(owner))), now()), Need::Pods { .. }));
-    let Need::Answer(v) = flow.step(Observed::Pods(Ok(world.pods.as_slice().into())), now()) else {
-        panic!("no answer")
-    };
+    assert!(matches!(flow.step(Observed::Pods(Ok(world.pods.as_slice().into())), now()), Need::Claim { .. }));
+    let Need::Answer(v) = flow.step(Observed::Claimed { others: Vec::new() }, now()) else { panic!("no answer") };
     assert_eq!((v.outcome, v.allowed()), (Outcome::STS_NOT_FOUND, false));
     assert!(v.message().starts_with("the pod's StatefulSet ingester-zone-a is not selected"), "{}", v.message());
 }
@@ -1380,11 +1411,13 @@ fn failed_reads_are_answered_by_policy() {
     );
     let pods = || Observed::Pods(Ok(world.pods.as_slice().into()));
     let sts_listed = || Observed::StatefulSets(Ok(sts.clone()));
+    let claimed = || Observed::Claimed { others: Vec::new() };
     let v = start(vec![
         found(),
         budgets(),
         sts_listed(),
         pods(),
+        claimed(),
         Observed::IntentWritten(Err(IntentFailure::Failed("timeout".into()))),
     ]);
     assert_eq!((v.outcome, v.verdict.code), (Outcome::INTENT_NOT_RECORDED, Some(500)));
@@ -1393,13 +1426,22 @@ fn failed_reads_are_answered_by_policy() {
         budgets(),
         sts_listed(),
         pods(),
+        claimed(),
         Observed::IntentWritten(Err(IntentFailure::Changed("conflict".into()))),
     ]);
     assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
     // A failed second read takes the intent back and denies.
     let mut flow = EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents));
-    for o in [Observed::Start, found(), budgets(), sts_listed(), pods(), Observed::IntentWritten(Ok(())), sts_listed()]
-    {
+    for o in [
+        Observed::Start,
+        found(),
+        budgets(),
+        sts_listed(),
+        pods(),
+        claimed(),
+        Observed::IntentWritten(Ok(())),
+        sts_listed(),
+    ] {
         flow.step(o, now());
     }
     assert!(matches!(flow.step(Observed::Pods(Err("boom".into())), now()), Need::RemoveIntent { .. }));
