@@ -8,7 +8,7 @@
 # is what the model and the simulation catch by themselves.
 #
 # The mutants are split into sampled shards (round-robin: shard K takes mutants K, K+N, K+2N, ... of the whole list,
-# so every shard samples every file). One shard of the default count (32, about 22 mutants) takes about 30 minutes on
+# so every shard samples every file). One shard of the default count (64, about 24 mutants of 1,512) takes about 30 minutes on
 # this 2-core machine, shared: a mutant takes about 75 s on average (rebuilding rollout-core and its dependents
 # 10-60 s, the shell crate 30-140 s; the suites 1-45 s, a surviving mutant runs them all, about 40 s).
 #
@@ -18,15 +18,17 @@
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
 # scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
-# target/mutants/target) persists between shards, and runs cargo-mutants --in-place there. Results:
-# mutants/out/shard-K-of-N/mutants.out/ per shard; the summary writes mutants/out/missed.txt and
+# target/mutants/target) persists between shards, and runs cargo-mutants --in-place there. cargo-mutants' own
+# output goes to mutants/out/shard-K-of-N/ (ignored); each shard's outcome lists (caught, missed, timeout, unviable)
+# and the commit they were measured on are kept in mutants/results/shard-K-of-N/ (committed), so a whole run can be
+# spread over several sessions. The summary reads those and writes mutants/out/missed.txt and
 # mutants/out/timeout.txt (all shards), and, against the judged survivors in mutants/survivors.tsv,
 # mutants/out/unclassified.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-default_shards=32
+default_shards=64
 crate=all
 shard=""
 timeout=180
@@ -52,9 +54,13 @@ done
 # What is mutated.
 core_files=(-f 'controller/core/src/**/*.rs')
 # The shell modules that take or carry out decisions: the reconcile loop, the downscale record (claims, dates), the
-# scaling shell (delayed downscale calls) and the admission webhooks.
+# scaling shell (delayed downscale calls), the admission webhooks, and the ZoneAwarePodDisruptionBudget driver (its
+# I/O, the shared lists whose freshness the intents' argument rests on, the in-process lock, memory and claims, the
+# ready-time tracker) with the pod-eviction handler.
 shell_files=(-f controller/src/controller/reconciler.rs -f controller/src/cluster/downscale_record.rs
-  -f controller/src/controller/scaling.rs -f controller/src/admission/webhooks.rs)
+  -f controller/src/controller/scaling.rs -f controller/src/admission/webhooks.rs
+  -f controller/src/zpdb/decide.rs -f controller/src/zpdb/reads.rs -f controller/src/zpdb/serialisation.rs
+  -f controller/src/zpdb/ready_time.rs -f controller/src/admission/evictions.rs)
 case "$crate" in
   core) scope=(-p rollout-core "${core_files[@]}") ;;
   shell) scope=(-p rollout-operator "${shell_files[@]}") ;;
@@ -88,9 +94,10 @@ ensure_cargo_mutants() {
 
 summary() {
   local out="$repo/mutants/out"
+  mkdir -p "$out"
   shopt -s nullglob
-  local dirs=("$out"/shard-*/mutants.out)
-  if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet (mutants/out/shard-*/)"; return 0; fi
+  local dirs=("$repo"/mutants/results/shard-*)
+  if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet (mutants/results/shard-*/)"; return 0; fi
   local all
   all=$(mktemp)
   # Every outcome once: "<outcome> <mutant>", from each shard's per-outcome lists. A shard run twice counts once.
@@ -99,7 +106,8 @@ summary() {
       [[ -f "$d/$o.txt" ]] && sed "s/^/$o\t/" "$d/$o.txt"
     done
   done | sort -u -t$'\t' -k2 > "$all"
-  echo "shards run: $(for d in "${dirs[@]}"; do basename "$(dirname "$d")"; done | sed 's/^shard-//' | tr '\n' ' ')"
+  echo "shards run: $(for d in "${dirs[@]}"; do basename "$d"; done | sed 's/^shard-//' | tr '\n' ' ')"
+  echo "on commits: $(cat "${dirs[@]/%//commit}" 2>/dev/null | sort -u | tr '\n' ' ')"
   printf '%-26s %6s %6s %6s %7s %8s  %s\n' crate tested caught missed timeout unviable "catch rate caught/(caught+missed)"
   for c in "rollout-core" "rollout-operator (shell)" "all"; do
     awk -F'\t' -v c="$c" '
@@ -179,5 +187,14 @@ status=0
   --output "$out") || status=$?
 # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: results, not failures of this script.
 case $status in 0|2|3) ;; *) echo "cargo-mutants failed (exit $status); see $out/mutants.out/" >&2; exit "$status" ;; esac
+# The outcome lists, kept (committed) so shards run in different sessions add up.
+kept="$repo/mutants/results/shard-$k-of-$n"
+rm -rf "$kept"
+mkdir -p "$kept"
+for o in caught missed timeout unviable; do
+  if [[ -f $out/mutants.out/$o.txt ]]; then cp "$out/mutants.out/$o.txt" "$kept/$o.txt"; else : > "$kept/$o.txt"; fi
+done
+git -C "$repo" rev-parse --short HEAD > "$kept/commit"
+if ! git -C "$repo" diff --quiet HEAD -- controller; then echo "(with uncommitted changes)" >> "$kept/commit"; fi
 echo "shard $k/$n took $(( ($(date +%s) - start) / 60 )) min"
 summary
