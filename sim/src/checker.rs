@@ -111,6 +111,9 @@ pub struct DrainStats {
     pub committed: u64,
     /// Committed evictions and controller deletions of an available pod, judged against the budgets.
     pub judged: u64,
+    /// Runs that did not converge only because a pod to replace is the last of its partition (every other zone is
+    /// scaled below it): the controller never leaves a partition without a pod, so the rollout waits for a person.
+    pub held_by_last_pod: u64,
 }
 
 impl DrainStats {
@@ -121,6 +124,7 @@ impl DrainStats {
         self.dry_runs_allowed += other.dry_runs_allowed;
         self.committed += other.committed;
         self.judged += other.judged;
+        self.held_by_last_pod += other.held_by_last_pod;
     }
 }
 

@@ -527,13 +527,15 @@ fn run() -> Result<i32, String> {
             if args.drains.is_some() {
                 println!(
                     "evictions: {} asked, {} denied, {} webhook failures, {} dry runs allowed, {} committed; {} \
-                     evictions and controller deletions of available pods judged against the budget",
+                     evictions and controller deletions of available pods judged against the budget; {} runs held by \
+                     a partition's last pod",
                     drains.asked,
                     drains.denied,
                     drains.failed,
                     drains.dry_runs_allowed,
                     drains.committed,
-                    drains.judged
+                    drains.judged,
+                    drains.held_by_last_pod
                 );
             }
             if args.ha.is_some() {

@@ -188,3 +188,24 @@ fn unequal_zones_do_not_stall_a_rollout_under_a_partition_budget() {
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }
+
+/// Seeds 0 and 144 of `--drains partition --webhook`, once the controller's deletions counted absent peers only for
+/// a partition's last pod: two zones scaled below a partition the third still has a pod of, not yet replaced. The
+/// controller never replaces that pod (the partition would have none left), so the rollout waits for good; the run
+/// is reported as held by the budget, not failed, and nothing broke the budget meanwhile.
+#[test]
+fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
+    let sc = Scenario {
+        drains: Some(Drains { mode: BudgetMode::Partitions, ..Drains::default() }),
+        ..Scenario::rollout_with_admitted_downscales()
+    };
+    for seed in [0, 144] {
+        let o = world::run(seed, &sc, false);
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+        assert_eq!(o.drains.held_by_last_pod, 1, "seed {seed}");
+        assert!(
+            o.trace.lines.iter().any(|l| l.contains("held by a partition budget as designed")),
+            "seed {seed}: the run says why it did not converge"
+        );
+    }
+}

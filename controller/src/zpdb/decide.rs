@@ -59,7 +59,8 @@ pub async fn decide<A: EvictionApi>(
                 return answer;
             }
             Need::StatefulSets { selector } if zpdb.serialisation.mode() != Serialisation::InProcess => {
-                // Both may join the lists in flight: the first reads are not needed for safety.
+                // Both may join the lists in flight: the first reads are not needed for safety (both are listed
+                // again after the intent, and the second judgement uses only those).
                 let (statefulsets, pods) = tokio::join!(
                     zpdb.statefulset_lists.list_before(api, &selector, false, deadline),
                     zpdb.pod_lists.list_before(api, &selector, false, deadline)

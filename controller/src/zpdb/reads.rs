@@ -9,7 +9,7 @@
 //! second read of a decision must be linearized after its intent write. A `fresh` read (the flow's `PodsAgain` and
 //! `StatefulSetsAgain`, asked for only after the write returned) therefore joins only a list not yet issued: the next one, issued once
 //! the one in flight has answered, so its request starts after the write completed. The first read (not needed for
-//! safety) joins the list in flight, if any.
+//! safety: the judgement after the intent uses only the second reads) joins the list in flight, if any.
 //!
 //! Owns the flights per selector. Must not decide anything about an eviction. One table serves one API client (it
 //! lives in the process's [`super::Zpdb`]).
@@ -22,6 +22,9 @@ use rollout_core::zpdb::BudgetPod;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// The least time a shared list is given to answer (see [`SharedLists::list_before`]).
+pub const MIN_LIST_LIMIT: Duration = Duration::from_secs(5);
 
 /// What can be listed by label selector, as the decisions read it.
 pub trait Listable: Send + Sync + Sized + 'static {
@@ -141,7 +144,9 @@ impl<T: Listable> SharedLists<T> {
     }
 
     /// [`SharedLists::list`] within `deadline` (whoever issues the list or joins it): a list not answered by then is
-    /// a failure, saying what it was.
+    /// a failure, saying what it was. A list this call issues runs for at least [`MIN_LIST_LIMIT`], whatever is left
+    /// of its own deadline: others join it, and a list cut short by a decision about to give up would fail them all
+    /// (a failed first list of the StatefulSets is a 400, which `kubectl drain` does not retry).
     pub async fn list_before<C: LiveReads>(
         &self,
         api: &C,
@@ -150,7 +155,7 @@ impl<T: Listable> SharedLists<T> {
         deadline: tokio::time::Instant,
     ) -> Listed<T> {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match tokio::time::timeout(left, self.list(api, selector, fresh, left)).await {
+        match tokio::time::timeout(left, self.list(api, selector, fresh, left.max(MIN_LIST_LIMIT))).await {
             Ok(listed) => listed,
             Err(_) => Err(format!("API unavailable: {}: the deadline passed", T::WHAT)),
         }

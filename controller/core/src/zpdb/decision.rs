@@ -4,7 +4,7 @@
 //!
 //! Pure: the flow ([`super::flow`]) gathers the inputs live and calls [`judge`] on them.
 
-use super::config::{PartitionRule, ZpdbConfig};
+use super::config::ZpdbConfig;
 use super::pods::BudgetPod;
 use crate::admission::Verdict;
 use crate::downscale::time_after;
@@ -162,17 +162,17 @@ pub fn describe(not_ready: u32, unknown: u32, span: &str) -> String {
 /// group against hundreds of pending evictions.
 pub type Pending<'a> = &'a dyn Fn(&BudgetPod) -> bool;
 
-/// Partition mode: how a zone with no pod of the evicted pod's partition counts.
+/// Partition mode: how a zone with no pod of the evicted pod's partition counts, when the zone has every pod it is
+/// expected to have (else the missing ones count as unknown anyway): it is scaled below the partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AbsentPeer {
-    /// One unknown, whatever the zone's replicas (the reference's rule since v0.35.0): a drain waits until the
-    /// zones are scaled alike. Evictions.
+    /// One unknown (the reference's rule since v0.35.0): a drain waits until the zones are scaled alike. Evictions.
     Unknown,
-    /// One unknown only where the zone's expected pods (ordinals below its replicas) include the partition: a zone
-    /// scaled below the partition has no member of it to lose. The controller's deletions: a rollout holds the
-    /// other zones' downscales (no downscale while a zone has non-updated replicas), so waiting for the zones to be
-    /// scaled alike would wait for good.
-    UnknownWithinReplicas,
+    /// Nothing, as long as another pod of the partition stays available in some other zone; else one unknown, as
+    /// the reference. The controller's deletions: a rollout holds the other zones' downscales (no downscale while a
+    /// zone has non-updated replicas), so waiting for the zones to be scaled alike would wait for good, while a
+    /// partition is never left without an available pod by a restart.
+    UnknownForTheLastPod,
 }
 
 /// Everything an eviction is judged on.
@@ -223,7 +223,7 @@ pub fn judge(input: &Judged<'_>) -> Result<String, Breach> {
     }
 }
 
-fn same_statefulset(a: &StatefulSetView, b: &StatefulSetView) -> bool {
+pub(super) fn same_statefulset(a: &StatefulSetView, b: &StatefulSetView) -> bool {
     if a.uid.is_empty() || b.uid.is_empty() { a.name == b.name } else { a.uid == b.uid }
 }
 
@@ -258,18 +258,6 @@ fn tally(
     }
     tally.unknown = expected.saturating_sub(present);
     tally
-}
-
-/// Whether a zone of `sts` without any pod of `partition` counts one unknown (see [`AbsentPeer`]). The zone's
-/// expected pod names are generated, since a partition is a capture of the name.
-fn absent_peer_counts(input: &Judged<'_>, rule: &PartitionRule, sts: &StatefulSetView, partition: &str) -> bool {
-    match input.absent_peer {
-        AbsentPeer::Unknown => true,
-        AbsentPeer::UnknownWithinReplicas => {
-            let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
-            (0..expected).any(|o| rule.partition_of(&format!("{}-{o}", sts.name)).as_deref() == Some(partition))
-        }
-    }
 }
 
 /// Zone mode: any disruption in another zone blocks; in the pod's own zone, the pods already unavailable plus this
@@ -330,15 +318,20 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
     let same_partition =
         |pod: &BudgetPod| pod.name().contains(partition) && rule.partition_of(pod.name()).as_deref() == Some(partition);
     let mut sum = Tally::default();
+    // Zones with no peer of this partition at all (e.g. already scaled down past it).
+    let mut absent = 0;
     for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
         let counted = tally(input, sts, same_partition, ready);
         sum.tested += counted.tested;
         sum.not_ready += counted.not_ready;
         sum.unknown += counted.unknown;
-        // No peer of this partition in that zone at all (e.g. the zone is already scaled down past it).
-        if counted == Tally::default() && absent_peer_counts(input, rule, sts, partition) {
-            sum.unknown += 1;
+        if counted == Tally::default() {
+            absent += 1;
         }
+    }
+    let others_available = sum.tested.saturating_sub(sum.not_ready);
+    if input.absent_peer == AbsentPeer::Unknown || others_available == 0 {
+        sum.unknown += absent;
     }
     if sum.disrupted() >= input.max_unavailable {
         return Err(Breach::Exceeded(describe(sum.not_ready, sum.unknown, &format!("partition {partition}"))));

@@ -14,7 +14,8 @@
 //! 4. the budget's StatefulSets listed live; among them the pod's controller, a StatefulSet (read live by name
 //!    when it is not in the list); the effective `maxUnavailable` (0: denied with 403); then enough StatefulSets;
 //! 5. (in-process serialisation only) the budget's lock, with the evictions this process remembers;
-//! 6. the budget's pods listed live; the partition; the judgement;
+//! 6. the budget's pods listed (the list in flight will do: they are listed again after the intent); the partition;
+//!    the claim among the decisions under way in this process; the judgement, counting their pods too;
 //! 7. allowed: a dry run answers here; otherwise the intent is written on the pod, the pods are listed again and
 //!    judged again with every other live intent counted as unavailable; denied then, the intent is removed.
 //!    Where the pod cannot be patched, the intent goes on the pod's StatefulSet, and the StatefulSets are listed
@@ -22,7 +23,7 @@
 //!    memory.
 
 use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
-use super::decision::{AbsentPeer, EvictionVerdict, Judged, Outcome, judge, max_unavailable};
+use super::decision::{AbsentPeer, EvictionVerdict, Judged, Outcome, judge, max_unavailable, same_statefulset};
 use super::pods::{BudgetPod, BudgetPods, StatefulSetIntent, stale_statefulset_intents, statefulset_intents};
 use crate::admission::{AdmissionRequest, foreign_namespace};
 use crate::downscale::{round_up_to_second, time_after};
@@ -293,8 +294,7 @@ pub struct EvictPod {
     partition: Option<String>,
     remembered: Vec<(String, Timestamp)>,
     /// The pods of the other decisions under way in this process when this one claimed: counted in the first
-    /// judgement only (the second counts intents, which need no claim; counting both would let two claimants
-    /// deny each other for good).
+    /// judgement only (a snapshot, stale by the second judgement, which counts the intents instead).
     under_way: BTreeSet<String>,
     locked: bool,
     /// Our intent's expiry, once written.
@@ -447,8 +447,8 @@ impl EvictPod {
             (Phase::Pods, Observed::Pods(listed)) => match listed {
                 // Policy: deny (500, as the reference): the budget's state is unknown.
                 Err(_) => self.answer(not_determined()),
-                // Under the in-process lock nothing else is under way; a dry run writes nothing, so it claims
-                // nothing either.
+                // Under the in-process lock the lock serialises this process's decisions; a dry run writes nothing,
+                // so it claims nothing either.
                 Ok(pods) if self.locked || self.request.as_ref().is_ok_and(|r| r.dry_run) => {
                     self.first_judgement(&pods, now)
                 }
@@ -485,6 +485,7 @@ impl EvictPod {
                 // judge again under the lock (the first judgement was made without it).
                 Err(IntentFailure::Forbidden(_)) => {
                     self.serialisation = Serialisation::InProcess;
+                    self.our_statefulset_intent = None;
                     self.lock(true)
                 }
                 // Policy: deny with 429 (the client retries and the next attempt reads the pod afresh).
@@ -502,23 +503,13 @@ impl EvictPod {
                 // Policy: deny with 429 (the client retries): our intent is no longer where we wrote it (the
                 // StatefulSet was replaced, or someone removed it), so nothing holds the budget for this eviction.
                 Ok(statefulsets) if !self.our_intent_kept(&statefulsets) => {
-                    let need = self.remove_intent();
                     let message = format!("the eviction intent of pod {} was lost; retry", self.pod_name());
-                    self.phase = Phase::IntentRemoved(EvictionVerdict::deny(Outcome::DENIED, message));
-                    need
+                    self.deny_after_intent(EvictionVerdict::deny(Outcome::DENIED, message))
                 }
-                Ok(statefulsets) => {
-                    self.statefulset_intents = statefulset_intents(&statefulsets);
-                    self.phase = Phase::PodsAgain;
-                    Need::PodsAgain { selector: self.selector(), after: Duration::ZERO }
-                }
+                Ok(statefulsets) => self.statefulsets_read_again(statefulsets),
                 // Policy: deny (500), taking our intent back: without the intents on the StatefulSets another
                 // decision's cannot be seen.
-                Err(_) => {
-                    let need = self.remove_intent();
-                    self.phase = Phase::IntentRemoved(not_determined());
-                    need
-                }
+                Err(_) => self.deny_after_intent(not_determined()),
             },
             (Phase::PodsAgain, Observed::Pods(listed)) => {
                 // Policy: deny with 429. Our intent is about the pod we read (it went with it, or names its uid):
@@ -667,9 +658,7 @@ impl EvictPod {
         let (Some(config), Ok(request)) = (self.config.as_ref(), self.request.as_ref()) else {
             return self.internal("no budget");
         };
-        // The controller's stand-in for a budget's 0 is 1 under a partition-aware budget (reference 5.5).
-        let override_zero = request.max_unavailable_override.map(|n| if config.partition.is_some() { 1 } else { n });
-        self.max_unavailable = max_unavailable(config, &owner, override_zero);
+        self.max_unavailable = Self::effective_max_unavailable(config, request, &owner);
         self.owner = Some(owner);
         if self.max_unavailable == 0 {
             return self.answer(EvictionVerdict::deny(Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0"));
@@ -678,6 +667,51 @@ impl EvictPod {
             Serialisation::InProcess => self.lock(false),
             Serialisation::Intents | Serialisation::StatefulSetIntents => self.statefulsets_checked(),
         }
+    }
+
+    /// The `maxUnavailable` the eviction is judged against, by the pod's StatefulSet.
+    fn effective_max_unavailable(config: &ZpdbConfig, request: &EvictionRequest, owner: &StatefulSetView) -> u32 {
+        // The controller's stand-in for a budget's 0 is 1 under a partition-aware budget (reference 5.5).
+        let override_zero = request.max_unavailable_override.map(|n| if config.partition.is_some() { 1 } else { n });
+        max_unavailable(config, owner, override_zero)
+    }
+
+    /// The StatefulSets listed after our intent (or under the lock): their intents, and the StatefulSets the second
+    /// judgement uses, so that it rests only on reads issued after the intent (the first list may have been issued
+    /// before the request arrived, shared with other decisions: a StatefulSet scaled up since would hide its missing
+    /// pods). The pod's own StatefulSet and `maxUnavailable` are taken again from the list when it is there.
+    fn statefulsets_read_again(&mut self, mut statefulsets: Vec<StatefulSetView>) -> Need {
+        self.statefulset_intents = statefulset_intents(&statefulsets);
+        statefulsets.sort_by(|a, b| a.name.cmp(&b.name));
+        // Policy: deny (400, as the reference): without the other zones nothing can be judged.
+        if statefulsets.len() <= 1 {
+            let min_sts = EvictionVerdict::deny(Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found");
+            return self.deny_after_intent(min_sts);
+        }
+        let owner = self.owner.as_ref().and_then(|o| statefulsets.iter().find(|s| same_statefulset(s, o))).cloned();
+        if let (Some(owner), Some(config), Ok(request)) = (owner, self.config.as_ref(), self.request.as_ref()) {
+            self.max_unavailable = Self::effective_max_unavailable(config, request, &owner);
+            self.owner = Some(owner);
+            // Policy: deny (403, as the reference): the budget allows nothing now.
+            if self.max_unavailable == 0 {
+                let verdict = EvictionVerdict::deny(Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0");
+                self.statefulsets = statefulsets;
+                return self.deny_after_intent(verdict);
+            }
+        }
+        self.statefulsets = statefulsets;
+        self.phase = Phase::PodsAgain;
+        Need::PodsAgain { selector: self.selector(), after: Duration::ZERO }
+    }
+
+    /// Denies after the intent was written: takes it back first (under in-process serialisation there is none).
+    fn deny_after_intent(&mut self, verdict: EvictionVerdict) -> Need {
+        if self.serialisation == Serialisation::InProcess {
+            return self.answer(verdict);
+        }
+        let need = self.remove_intent();
+        self.phase = Phase::IntentRemoved(verdict);
+        need
     }
 
     fn lock(&mut self, again: bool) -> Need {
@@ -812,14 +846,10 @@ impl EvictPod {
     /// The reads after our intent (or the lock): the StatefulSets, then the pods. The StatefulSets are read again
     /// whichever way this process keeps its intents: another process may keep its intents the other way (one
     /// started before an RBAC change), and the claim needs every intent written before ours in the second reads
-    /// (the ZPDB model's `controller_pod_patch: false`).
+    /// (the ZPDB model's `controller_pod_patch: false`); and the second judgement uses them.
     fn read_again(&mut self, after: Duration) -> Need {
-        if self.serialisation != Serialisation::InProcess {
-            self.phase = Phase::StatefulSetsAgain;
-            return Need::StatefulSetsAgain { selector: self.selector(), after };
-        }
-        self.phase = Phase::PodsAgain;
-        Need::PodsAgain { selector: self.selector(), after }
+        self.phase = Phase::StatefulSetsAgain;
+        Need::StatefulSetsAgain { selector: self.selector(), after }
     }
 
     /// The latest expiry of the intents about `pod`, wherever they are kept.
@@ -883,7 +913,7 @@ impl EvictPod {
             max_unavailable: self.max_unavailable,
             pending: &pending,
             absent_peer: if self.is_rollout_deletion() {
-                AbsentPeer::UnknownWithinReplicas
+                AbsentPeer::UnknownForTheLastPod
             } else {
                 AbsentPeer::Unknown
             },

@@ -15,8 +15,9 @@
 //! (new uid) replaces the old one whatever its generation; `podNameRegexGroup` below 1 is rejected; a pod without a
 //! `grafana.com/ready-time` stamp is dated by its Ready condition's last transition (the reference counts it unready
 //! for good, which stalls a partition budget with a delay wherever the stamps cannot be written); the controller's
-//! own deletions count a zone with no pod of the partition as one unknown only where the zone's replicas include
-//! the partition ([`decision::AbsentPeer`]: a rollout holds the other zones' downscales, so it would wait for good);
+//! own deletions do not count a zone scaled below the partition as one unknown while another pod of the partition
+//! stays available ([`decision::AbsentPeer`]: a rollout holds the other zones' downscales, so it would wait for
+//! good);
 //! and concurrent decisions are serialised through the API, as follows.
 //!
 //! # Serialisation that survives replicas and restarts
@@ -34,7 +35,8 @@
 //!    intent's expiry (a patch with `p`'s uid as precondition); its own, so that a decision about the same pod that
 //!    takes its intent back (step 4) never takes this one's;
 //! 3. reads the budget's StatefulSets and pods live again and judges again, again counting every other live intent
-//!    (the StatefulSets too, since another process may keep its intents there: below);
+//!    (the StatefulSets too, since another process may keep its intents there: below); this judgement rests only
+//!    on these reads (the first ones may come from lists issued before the request arrived, shared with others);
 //! 4. allowed: answers "allowed" and leaves the intent (it goes with the pod, or expires); denied: removes its
 //!    intent and answers "denied" (or, racing a later decider, waits for it to give way: below).
 //!

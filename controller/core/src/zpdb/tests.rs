@@ -641,8 +641,9 @@ fn partition_mode_reference_examples() {
         Err("1 pod unknown in partition 2".into())
     );
     // The controller's deletions: zone a has no slot for partition 2 any more, so nothing of it is missing there
-    // (a rollout holds the other zones' downscales, so waiting for them would wait for good).
-    world.absent_peer = AbsentPeer::UnknownWithinReplicas;
+    // while zone c's peer stays available (a rollout holds the other zones' downscales, so waiting for them would
+    // wait for good).
+    world.absent_peer = AbsentPeer::UnknownForTheLastPod;
     assert_eq!(
         world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
         Ok("zpdb met for partition 2 across 3 zones".into())
@@ -653,12 +654,27 @@ fn partition_mode_reference_examples() {
         world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
         Err("1 pod unknown in partition 2".into())
     );
-    // Zone a scaled below the partition, a peer in zone c not ready: that one still counts.
+    // Zone a scaled below the partition, the peer in zone c not ready: the pod is the partition's last available
+    // one, so zone a counts as the reference counts it.
     world.statefulsets[0].status.as_mut().unwrap().replicas = 2;
     world.not_ready("ingester-zone-c-2");
     assert_eq!(
+        world.judge(&partition_mode(2, ""), "ingester-zone-b-2", &[]),
+        Err("1 pod not ready, 1 pod unknown in partition 2".into())
+    );
+    // Two zones, the other scaled below the partition: never the partition's last pod.
+    let mut world = World::new(2, 3);
+    world.statefulsets[0].replicas = 2;
+    world.statefulsets[0].status.as_mut().unwrap().replicas = 2;
+    world.remove("ingester-zone-a-2");
+    world.absent_peer = AbsentPeer::UnknownForTheLastPod;
+    assert_eq!(
         world.judge(&partition_mode(1, ""), "ingester-zone-b-2", &[]),
-        Err("1 pod not ready in partition 2".into())
+        Err("1 pod unknown in partition 2".into())
+    );
+    assert_eq!(
+        world.judge(&partition_mode(1, ""), "ingester-zone-b-1", &[]),
+        Ok("zpdb met for partition 1 across 2 zones".into())
     );
     // A not-ready peer and a missing pod elsewhere in a zone: `1 pod not ready, 1 pod unknown in partition 2`.
     let mut world = World::new(3, 4);
@@ -1057,7 +1073,10 @@ fn without_pod_and_statefulset_patches_the_flow_serialises_in_process() {
     cluster.refuse_statefulset_patches = true;
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents);
     assert!(verdict.allowed(), "{verdict:?}");
-    assert_eq!(needs[4..], ["claim", "write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
+    assert_eq!(
+        needs[4..],
+        ["claim", "write-intent", "write-statefulset-intent", "lock", "statefulsets-again", "pods-again", "remember"]
+    );
 }
 
 /// A rival's intent on another StatefulSet that shows only in the read after ours: denied, ours taken back; and a
@@ -1122,6 +1141,27 @@ fn a_decision_under_way_in_the_process_denies_at_the_first_judgement() {
     assert!(decide(&mut cluster, &eviction("ingester-zone-a-0"), Serialisation::Intents).0.allowed());
     let (verdict, _) = decide(&mut cluster, &eviction("ingester-zone-c-1"), Serialisation::Intents);
     assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in partition 1"));
+}
+
+/// Found by review: the first list of the StatefulSets may be shared with decisions that issued it before this
+/// request arrived. A zone scaled up since has a missing pod the second judgement must count, so that judgement
+/// uses the StatefulSets listed after the intent.
+#[test]
+fn a_statefulset_scaled_up_before_the_second_read_counts_its_missing_pod() {
+    let mut cluster = Cluster::new(World::new(3, 2), zone_mode(1));
+    let (verdict, needs) = cluster.run_with(
+        EvictPod::from_admission(&eviction("ingester-zone-a-0"), settings(Serialisation::Intents)),
+        |cluster, need| {
+            if matches!(need, Need::StatefulSetsAgain { .. }) {
+                let zone_b = &mut cluster.world.statefulsets[1];
+                zone_b.replicas = 3;
+                zone_b.status.as_mut().unwrap().replicas = 3;
+            }
+        },
+    );
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod unknown in ingester-zone-b"));
+    assert_eq!(needs.last().map(String::as_str), Some("remove-intent"), "{needs:?}");
+    assert!(cluster.world.pod("ingester-zone-a-0").intent_until.is_none(), "the intent was taken back");
 }
 
 #[test]
@@ -1252,7 +1292,10 @@ fn without_permission_to_patch_pods_or_statefulsets_it_falls_back_to_the_lock_an
     };
     assert!(verdict.allowed() && flow.locked(), "{verdict:?}");
     assert_eq!(needs[..4], FIRST_READS);
-    assert_eq!(needs[4..], ["claim", "write-intent", "write-statefulset-intent", "lock", "pods-again", "remember"]);
+    assert_eq!(
+        needs[4..],
+        ["claim", "write-intent", "write-statefulset-intent", "lock", "statefulsets-again", "pods-again", "remember"]
+    );
     // The memory now counts the pod for this process's next decisions.
     let (verdict, needs) = decide(&mut cluster, &eviction("ingester-zone-b-0"), Serialisation::InProcess);
     assert_eq!(verdict.message(), "1 pod not ready in ingester-zone-a");
@@ -1655,9 +1698,9 @@ fn the_controller_deletes_a_partition_a_smaller_zone_has_no_slot_for_and_evictio
     assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod unknown in partition 2"), "the reference's rule");
     let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-b-2", 1);
     assert!(verdict.allowed(), "{verdict:?}");
-    // The partition's other peer is now going: the same deletion in zone c waits.
+    // The partition's other peer is now going: the same deletion in zone c waits (it would be the last).
     let (verdict, _) = rollout_deletion(&mut cluster, "ingester-zone-c-2", 1);
-    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in partition 2"));
+    assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready, 1 pod unknown in partition 2"));
 }
 
 #[test]
