@@ -169,6 +169,9 @@ out="$repo/mutants/out/shard-$k-of-$n"
 rm -rf "$out"
 mkdir -p "$out"
 start=$(date +%s)
+# The commit measured: the tree as synced above (later commits made while the shard runs do not count).
+measured=$(git -C "$repo" rev-parse --short HEAD)
+if ! git -C "$repo" diff --quiet HEAD -- controller; then measured="$measured (with uncommitted changes)"; fi
 # Our own baseline: cargo-mutants' baseline would build and run the MUTATED packages' tests (rollout-core's and
 # rollout-operator's unit tests), not the model and the simulation. This one runs exactly the command every mutant
 # gets, so a failure here means the suites are red without any mutant, and it warms the build directory.
@@ -194,7 +197,6 @@ mkdir -p "$kept"
 for o in caught missed timeout unviable; do
   if [[ -f $out/mutants.out/$o.txt ]]; then cp "$out/mutants.out/$o.txt" "$kept/$o.txt"; else : > "$kept/$o.txt"; fi
 done
-git -C "$repo" rev-parse --short HEAD > "$kept/commit"
-if ! git -C "$repo" diff --quiet HEAD -- controller; then echo "(with uncommitted changes)" >> "$kept/commit"; fi
+echo "$measured" > "$kept/commit"
 echo "shard $k/$n took $(( ($(date +%s) - start) / 60 )) min"
 summary
