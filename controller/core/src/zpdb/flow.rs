@@ -685,21 +685,19 @@ impl EvictPod {
         statefulsets.sort_by(|a, b| a.name.cmp(&b.name));
         // Policy: deny (400, as the reference): without the other zones nothing can be judged.
         if statefulsets.len() <= 1 {
-            let min_sts = EvictionVerdict::deny(Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found");
-            return self.deny_after_intent(min_sts);
+            return self.deny_after_intent(min_statefulsets_not_found());
         }
         let owner = self.owner.as_ref().and_then(|o| statefulsets.iter().find(|s| same_statefulset(s, o))).cloned();
+        self.statefulsets = statefulsets;
         if let (Some(owner), Some(config), Ok(request)) = (owner, self.config.as_ref(), self.request.as_ref()) {
             self.max_unavailable = Self::effective_max_unavailable(config, request, &owner);
             self.owner = Some(owner);
             // Policy: deny (403, as the reference): the budget allows nothing now.
             if self.max_unavailable == 0 {
-                let verdict = EvictionVerdict::deny(Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0");
-                self.statefulsets = statefulsets;
-                return self.deny_after_intent(verdict);
+                return self
+                    .deny_after_intent(EvictionVerdict::deny(Outcome::MAX_UNAVAILABLE_0, "max unavailable = 0"));
             }
         }
-        self.statefulsets = statefulsets;
         self.phase = Phase::PodsAgain;
         Need::PodsAgain { selector: self.selector(), after: Duration::ZERO }
     }
@@ -721,10 +719,9 @@ impl EvictPod {
     }
 
     fn statefulsets_listed(&mut self, listed: Result<Vec<StatefulSetView>, String>) -> Need {
-        let min_sts = || EvictionVerdict::deny(Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found");
         let mut statefulsets = match listed {
             // Policy: deny (400, as the reference): without the other zones nothing can be judged.
-            Err(_) => return self.answer(min_sts()),
+            Err(_) => return self.answer(min_statefulsets_not_found()),
             Ok(statefulsets) => statefulsets,
         };
         // Intents count wherever they are kept (a decision where pods can be patched still sees those kept on
@@ -734,7 +731,7 @@ impl EvictPod {
         statefulsets.sort_by(|a, b| a.name.cmp(&b.name));
         // A budget over a single StatefulSet can never allow an eviction (as the reference).
         if statefulsets.len() <= 1 {
-            return self.answer(min_sts());
+            return self.answer(min_statefulsets_not_found());
         }
         self.statefulsets = statefulsets;
         if let (Some(rule), Some(pod)) = (self.config.as_ref().and_then(|c| c.partition.as_ref()), self.pod.as_ref()) {
@@ -951,6 +948,10 @@ pub fn controller_statefulset_intent_key(uid: &str, until: Timestamp) -> String 
 
 fn not_ready_replaced() -> EvictionVerdict {
     EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready")
+}
+
+fn min_statefulsets_not_found() -> EvictionVerdict {
+    EvictionVerdict::deny(Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found")
 }
 
 fn not_determined() -> EvictionVerdict {
