@@ -7,13 +7,20 @@
 # tests pass there); the simulation needs it. Unit, property and shell tests are deliberately NOT run: the question
 # is what the model and the simulation catch by themselves.
 #
+# Each mutant is judged only by the tests that can see it: those whose run of the UNMUTATED code executed a line of
+# the mutated function (a mutant cannot change a deterministic test that never calls it). A coverage map of every
+# model and simulation test, run alone with LLVM's instrumentation (llvm-tools, installed with rustup when missing),
+# is built once per tree (scripts/mutants_select.py); a mutant of code no test executes is missed at once, and is
+# also listed in unexecuted.txt. --full-suite turns the selection off (every mutant runs the whole suite).
+#
 # The mutants are split into sampled shards (round-robin: shard K takes mutants K, K+N, K+2N, ... of the whole list,
-# so every shard samples every file). One shard of the default count (64, about 24 mutants of 1,512) takes about 30 minutes on
-# this 2-core machine, shared: a mutant takes about 75 s on average (rebuilding rollout-core and its dependents
-# 10-60 s, the shell crate 30-140 s; the suites 1-45 s, a surviving mutant runs them all, about 40 s).
+# so every shard samples every file); within a shard, one cargo-mutants run per set of selected tests. With the
+# default count (32 shards, about 48 mutants of 1,520) a shard takes about 30 minutes on this 2-core machine: about
+# 15-25 s to rebuild per mutant, then its selected tests (the whole suite, about 150 s, only for mutants of code
+# every test runs; a caught mutant stops at the first failing test binary).
 #
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
-#   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S]   run shard K (0-based) of N
+#   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S] [--full-suite]   run shard K (0-based) of N
 #   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
@@ -28,11 +35,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-default_shards=64
+default_shards=32
 crate=all
 shard=""
 timeout=180
 mode=run
+select=coverage
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
@@ -44,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --crate=*) crate="${1#*=}"; shift ;;
     --timeout) timeout="$2"; shift 2 ;;
     --timeout=*) timeout="${1#*=}"; shift ;;
+    --full-suite) select=all; shift ;;
     --list) mode=list; shift ;;
     --summary) mode=summary; shift ;;
     -h|--help) usage 0 ;;
@@ -90,6 +99,43 @@ ensure_cargo_mutants() {
     echo "installing cargo-mutants from crates.io" >&2
     nice -n 19 cargo install --locked cargo-mutants
   fi
+}
+
+ensure_llvm_tools() {
+  if ! [[ -x "$(rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin/llvm-cov" ]]; then
+    echo "installing llvm-tools (llvm-cov, llvm-profdata) with rustup, for the coverage map" >&2
+    rustup component add llvm-tools
+  fi
+}
+
+# The coverage map: every model and simulation test run alone, instrumented, and the lines of the controller it
+# executed. Built once per tree (the synced scratch copy; its stamp names the committed trees of the code and the
+# suites plus the diff of the worktree there).
+coverage_dir=$repo/target/mutants/coverage
+coverage_map() {
+  local stamp
+  stamp="$(git -C "$repo" rev-parse HEAD:controller HEAD:model HEAD:sim HEAD:Cargo.lock | tr '\n' ' ')"
+  stamp="$stamp$(git -C "$repo" diff HEAD -- controller model sim Cargo.lock | sha1sum | cut -c1-16)"
+  if [[ -f $coverage_dir/map.json && "$(cat "$coverage_dir/stamp" 2>/dev/null)" == "$stamp" ]]; then
+    echo "coverage map of this tree: $coverage_dir/map.json"
+    return 0
+  fi
+  ensure_llvm_tools
+  mkdir -p "$coverage_dir"
+  local began
+  began=$(date +%s)
+  echo "coverage map: building the instrumented model and simulation tests (once per tree)"
+  (cd "$scratch" && CARGO_TARGET_DIR=$coverage_dir/target RUSTFLAGS="--cfg madsim -C instrument-coverage" \
+    nice -n 19 cargo test -p rollout-model -p rollout-sim --tests --no-run --message-format=json 2> "$coverage_dir/build.log") \
+    | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])' > "$coverage_dir/binaries.txt" \
+    || { echo "the instrumented build failed: see $coverage_dir/build.log" >&2; exit 1; }
+  nice -n 19 python3 "$repo/scripts/mutants_select.py" coverage "$coverage_dir/binaries.txt" "$scratch" "$coverage_dir/map.json"
+  echo "$stamp" > "$coverage_dir/stamp"
+  echo "coverage map built in $(( $(date +%s) - began )) s"
 }
 
 summary() {
@@ -181,22 +227,56 @@ if ! (cd "$scratch" && nice -n 19 cargo test -p rollout-model -p rollout-sim --t
   exit 1
 fi
 echo "baseline ok in $(( $(date +%s) - start )) s (build and tests)"
+
+# The mutants of this shard (round-robin over the whole list, as listed: shard K takes mutants K, K+N, K+2N, ...),
+# each with the tests that can see it (scripts/mutants_select.py): those whose run of the unmutated code executed a
+# line of the mutated function, from a coverage map of every model and simulation test, built once per tree.
+(cd "$scratch" && cargo mutants --list --json "${scope[@]}" "${filters[@]}") > "$out/mutants.json"
+if [[ $select == coverage ]]; then
+  coverage_map
+  python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" "$coverage_dir/map.json" "$k" "$n" "$out"
+else
+  python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" - "$k" "$n" "$out"
+fi
 status=0
-(cd "$scratch" && nice -n 19 cargo mutants --in-place --no-shuffle --baseline skip \
-  "${scope[@]}" "${filters[@]}" \
-  --shard "$k/$n" --sharding round-robin \
-  --test-package rollout-model --test-package rollout-sim --cargo-arg=--tests \
-  --timeout "$timeout" --build-timeout 1800 \
-  --output "$out") || status=$?
-# cargo-mutants exits 2 when mutants were missed, 3 on timeouts: results, not failures of this script.
-case $status in 0|2|3) ;; *) echo "cargo-mutants failed (exit $status); see $out/mutants.out/" >&2; exit "$status" ;; esac
+group=0
+while IFS=$'\t' read -r count targets tests regex; do
+  group=$((group + 1))
+  echo "group $group: $count mutant(s), tests of $targets"
+  if [[ $targets == "*" ]]; then
+    selection=(--cargo-arg=--tests)
+    filter=()
+  else
+    selection=()
+    for t in $targets; do selection+=("--cargo-arg=--test=$t"); done
+    read -r -a names <<< "$tests"
+    filter=(-- -- --exact "${names[@]}")
+  fi
+  group_status=0
+  (cd "$scratch" && nice -n 19 cargo mutants --in-place --no-shuffle --baseline skip \
+    "${scope[@]}" "${filters[@]}" -F "$regex" \
+    --test-package rollout-model --test-package rollout-sim "${selection[@]}" \
+    --timeout "$timeout" --build-timeout 1800 \
+    --output "$out/group-$group" "${filter[@]}") > "$out/group-$group.log" 2>&1 || group_status=$?
+  # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: results, not failures of this script.
+  case $group_status in
+    0|2|3) ;;
+    *) echo "cargo-mutants failed (exit $group_status); see $out/group-$group.log" >&2; status=$group_status ;;
+  esac
+  tail -n 1 "$out/group-$group.log"
+done < "$out/groups.tsv"
+[[ $status -eq 0 ]] || exit "$status"
 # The outcome lists, kept (committed) so shards run in different sessions add up.
 kept="$repo/mutants/results/shard-$k-of-$n"
 rm -rf "$kept"
 mkdir -p "$kept"
+shopt -s nullglob
 for o in caught missed timeout unviable; do
-  if [[ -f $out/mutants.out/$o.txt ]]; then cp "$out/mutants.out/$o.txt" "$kept/$o.txt"; else : > "$kept/$o.txt"; fi
+  cat /dev/null "$out"/group-*/mutants.out/"$o.txt" > "$kept/$o.txt"
 done
+# A mutant of code no test executes is missed without running anything; it is listed apart too.
+cp "$out/unexecuted.txt" "$kept/unexecuted.txt"
+cat "$out/unexecuted.txt" >> "$kept/missed.txt"
 echo "$measured" > "$kept/commit"
 echo "shard $k/$n took $(( ($(date +%s) - start) / 60 )) min"
 summary
