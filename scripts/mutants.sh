@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # Mutation testing of the decisions, judged by the model checker and the simulation ALONE.
 #
-# cargo-mutants (installed from crates.io when missing) mutates rollout-core and the decision-bearing shell modules,
-# and for every mutant runs one test command: `cargo test -p rollout-model -p rollout-sim --tests` built with
-# RUSTFLAGS="--cfg madsim". The model does not use tokio, so it builds and checks the same under that flag (its
-# tests pass there); the simulation needs it. Unit, property and shell tests are deliberately NOT run: the question
-# is what the model and the simulation catch by themselves.
+# cargo-mutants (installed from crates.io when missing) lists the mutants of rollout-core and the decision-bearing
+# shell modules, each with its diff; scripts/mutants_select.py applies them one at a time and judges each by the
+# model and simulation tests only (`cargo test -p rollout-model -p rollout-sim`, built with RUSTFLAGS="--cfg madsim":
+# the model does not use tokio and checks the same under that flag; the simulation needs it). Unit, property and
+# shell tests are deliberately NOT run: the question is what the model and the simulation catch by themselves.
 #
 # Each mutant is judged only by the tests that can see it: those whose run of the UNMUTATED code executed a line of
 # the mutated function (a mutant cannot change a deterministic test that never calls it). A coverage map of every
 # model and simulation test, run alone with LLVM's instrumentation (llvm-tools, installed with rustup when missing),
-# is built once per tree (scripts/mutants_select.py); a mutant of code no test executes is missed at once, and is
-# also listed in unexecuted.txt. --full-suite turns the selection off (every mutant runs the whole suite).
+# is built once per tree; it is also the baseline (it fails if a test fails unmutated). A mutant of code no test
+# executes is missed at once, and listed in unexecuted.txt too. --full-suite turns the selection off (every mutant
+# runs the whole suite, after a baseline run of it). cargo-mutants' own runner is not used: its --re filter does not
+# hold back its struct-field deletions, and it gives every mutant the same test command.
 #
 # The mutants are split into sampled shards (round-robin: shard K takes mutants K, K+N, K+2N, ... of the whole list,
-# so every shard samples every file); within a shard, one cargo-mutants run per set of selected tests. With the
-# default count (32 shards, about 48 mutants of 1,520) a shard takes about 30 minutes on this 2-core machine: about
-# 15-25 s to rebuild per mutant, then its selected tests (the whole suite, about 150 s, only for mutants of code
-# every test runs; a caught mutant stops at the first failing test binary).
+# so every shard samples every file). With the default count (32 shards, about 48 mutants of 1,520) a shard takes
+# about 30 minutes on this 2-core machine: 10-25 s to rebuild per mutant, then its selected tests (the whole suite,
+# about 150 s, only for code every test runs; a caught mutant stops at the first failing test binary).
 #
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
 #   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S] [--full-suite]   run shard K (0-based) of N
@@ -25,12 +26,13 @@
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
 # scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
-# target/mutants/target) persists between shards, and runs cargo-mutants --in-place there. cargo-mutants' own
-# output goes to mutants/out/shard-K-of-N/ (ignored); each shard's outcome lists (caught, missed, timeout, unviable)
-# and the commit they were measured on are kept in mutants/results/shard-K-of-N/ (committed), so a whole run can be
-# spread over several sessions. The summary reads those and writes mutants/out/missed.txt and
-# mutants/out/timeout.txt (all shards), and, against the judged survivors in mutants/survivors.tsv,
-# mutants/out/unclassified.txt.
+# target/mutants/target) persists between shards, and mutates files there (each put back after its mutant; a
+# killed run's leftover is undone by the next sync). Working files go to mutants/out/shard-K-of-N/ (ignored: the
+# plan, outcomes.log with each mutant's build and test times); each shard's outcome lists (caught, missed, timeout,
+# unviable, and unexecuted among the missed) and the commit they were measured on are kept in
+# mutants/results/shard-K-of-N/ (committed), so a whole run can be spread over several sessions. The summary reads
+# those and writes mutants/out/missed.txt and mutants/out/timeout.txt (all shards), and, against the judged
+# survivors in mutants/survivors.tsv, mutants/out/unclassified.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -38,7 +40,7 @@ repo=$(pwd)
 default_shards=32
 crate=all
 shard=""
-timeout=180
+timeout=420
 mode=run
 select=coverage
 
@@ -85,10 +87,20 @@ esac
 # - likewise the formatters the first sample found surviving as text only (mutants/REPORT.md): `downscale_subject`
 #   and `go_time` (denial messages), `format_go_duration` (messages), `summarize` and `with_scaling_errors` (the
 #   plan's reason), `GroupState::as_str` (the state's name in logs). `format_timestamp` is NOT one: it writes the
-#   record's dates.
+#   record's dates;
+# - the same found unexecuted by the coverage map: `gvk` and `compact` (review error messages), the Go-worded parse
+#   errors (`DurationError::go_message` with `first_unknown_unit`; `syntax_error`, `go_type`, `go_value` of the ZPDB
+#   configuration), the flows' names of phases and observations in their internal-error messages (`phase_name`,
+#   `observed_name`, `kind`, `what`), and the errors' `kind` labels (logs and metrics);
+# - the parser of the harness's test-only switches (`Defences::parse`, `flag`, `all_on`, `off`, `Layer::parse`,
+#   `name`): the simulation's and the model's command line, not the controller (`Defences::is_on`, which the
+#   decisions read, IS mutated).
 filters=(-e controller/core/src/fixture.rs -e controller/core/src/certificate.rs
   -E '::describe( |$)' -E 'Action::reason( |$)'
-  -E '[ :](downscale_subject|go_time|format_go_duration|summarize|with_scaling_errors|GroupState::as_str)( |$)')
+  -E '[ :](downscale_subject|go_time|format_go_duration|summarize|with_scaling_errors|GroupState::as_str)( |$)'
+  -E '[ :](gvk|compact|DurationError::go_message|first_unknown_unit|syntax_error|go_type|go_value)( |$)'
+  -E '[ :](phase_name|observed_name|kind|what|RecordStoreError::kind|ReconcileError::kind)( |$)'
+  -E '[ :](Defences::(parse|flag|all_on|off)|Layer::(parse|name))( |$)')
 
 crate_of() { # path prefix -> crate name, for the per-crate counts
   awk '{ c = ($0 ~ /^controller\/core\//) ? "rollout-core" : "rollout-operator (shell)"; print c }'
@@ -219,60 +231,39 @@ start=$(date +%s)
 measured=$(git -C "$repo" rev-parse --short HEAD)
 if ! git -C "$repo" diff --quiet HEAD -- controller; then measured="$measured (with uncommitted changes)"; fi
 # Our own baseline: cargo-mutants' baseline would build and run the MUTATED packages' tests (rollout-core's and
-# rollout-operator's unit tests), not the model and the simulation. This one runs exactly the command every mutant
-# gets, so a failure here means the suites are red without any mutant, and it warms the build directory.
-echo "baseline: cargo test -p rollout-model -p rollout-sim --tests (RUSTFLAGS=\"$RUSTFLAGS\")"
-if ! (cd "$scratch" && nice -n 19 cargo test -p rollout-model -p rollout-sim --tests > "$out/baseline.log" 2>&1); then
-  echo "the model and simulation suites fail without any mutant: see $out/baseline.log" >&2
-  exit 1
-fi
-echo "baseline ok in $(( $(date +%s) - start )) s (build and tests)"
-
-# The mutants of this shard (round-robin over the whole list, as listed: shard K takes mutants K, K+N, K+2N, ...),
-# each with the tests that can see it (scripts/mutants_select.py): those whose run of the unmutated code executed a
-# line of the mutated function, from a coverage map of every model and simulation test, built once per tree.
+# rollout-operator's unit tests), not the model and the simulation. With coverage selection the coverage map is the
+# baseline (it runs every model and simulation test of this tree unmutated, and fails if one fails), so here the
+# build directory is only warmed; without selection the whole suite runs once first.
 (cd "$scratch" && cargo mutants --list --json "${scope[@]}" "${filters[@]}") > "$out/mutants.json"
 if [[ $select == coverage ]]; then
   coverage_map
+  echo "warming the build: cargo test -p rollout-model -p rollout-sim --tests --no-run (RUSTFLAGS=\"$RUSTFLAGS\")"
+  baseline=(cargo test -p rollout-model -p rollout-sim --tests --no-run)
+else
+  echo "baseline: cargo test -p rollout-model -p rollout-sim --tests (RUSTFLAGS=\"$RUSTFLAGS\")"
+  baseline=(cargo test -p rollout-model -p rollout-sim --tests)
+fi
+if ! (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1); then
+  echo "the model and simulation suites fail (or do not build) without any mutant: see $out/baseline.log" >&2
+  exit 1
+fi
+echo "baseline ok in $(( $(date +%s) - start )) s"
+
+# The mutants of this shard (round-robin over the whole list, as listed: shard K takes mutants K, K+N, K+2N, ...),
+# each with the tests that can see it (scripts/mutants_select.py): those whose run of the unmutated code executed a
+# line of the mutated function, from the coverage map. Then each is judged in turn in the scratch tree.
+if [[ $select == coverage ]]; then
   python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" "$coverage_dir/map.json" "$k" "$n" "$out"
 else
   python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" - "$k" "$n" "$out"
 fi
-status=0
-group=0
-while IFS=$'\t' read -r count targets tests regex; do
-  group=$((group + 1))
-  echo "group $group: $count mutant(s), tests of $targets"
-  if [[ $targets == "*" ]]; then
-    selection=(--cargo-arg=--tests)
-    filter=()
-  else
-    selection=()
-    for t in $targets; do selection+=("--cargo-arg=--test=$t"); done
-    read -r -a names <<< "$tests"
-    filter=(-- -- --exact "${names[@]}")
-  fi
-  group_status=0
-  (cd "$scratch" && nice -n 19 cargo mutants --in-place --no-shuffle --baseline skip \
-    "${scope[@]}" "${filters[@]}" -F "$regex" \
-    --test-package rollout-model --test-package rollout-sim "${selection[@]}" \
-    --timeout "$timeout" --build-timeout 1800 \
-    --output "$out/group-$group" "${filter[@]}") > "$out/group-$group.log" 2>&1 || group_status=$?
-  # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: results, not failures of this script.
-  case $group_status in
-    0|2|3) ;;
-    *) echo "cargo-mutants failed (exit $group_status); see $out/group-$group.log" >&2; status=$group_status ;;
-  esac
-  tail -n 1 "$out/group-$group.log"
-done < "$out/groups.tsv"
-[[ $status -eq 0 ]] || exit "$status"
+(cd "$scratch" && nice -n 19 python3 "$repo/scripts/mutants_select.py" run "$out/plan.json" "$scratch" "$out" "$timeout")
 # The outcome lists, kept (committed) so shards run in different sessions add up.
 kept="$repo/mutants/results/shard-$k-of-$n"
 rm -rf "$kept"
 mkdir -p "$kept"
-shopt -s nullglob
 for o in caught missed timeout unviable; do
-  cat /dev/null "$out"/group-*/mutants.out/"$o.txt" > "$kept/$o.txt"
+  cp "$out/$o.txt" "$kept/$o.txt"
 done
 # A mutant of code no test executes is missed without running anything; it is listed apart too.
 cp "$out/unexecuted.txt" "$kept/unexecuted.txt"

@@ -10,18 +10,22 @@ the whole suite would catch, never the reverse; `mutants.sh --full-suite` judges
 
   coverage BINS_FILE SCRATCH OUT_JSON   run every test of the instrumented binaries alone and record, per source
                                         file of the controller, which tests executed which lines
-  plan MUTANTS_JSON MAP_JSON K N OUT    shard K of N (round-robin over the whole list) grouped by selected tests;
-                                        writes OUT/groups.tsv (count, targets, test names, regex of the mutants)
-                                        and OUT/unexecuted.txt (mutants no test executes); MAP_JSON `-` selects
-                                        the whole suite for every mutant (targets `*`)
+  plan MUTANTS_JSON MAP_JSON K N OUT    shard K of N (round-robin over the whole list), each mutant with its
+                                        selected test binaries and tests: OUT/plan.json, and OUT/unexecuted.txt
+                                        (mutants no test executes); MAP_JSON `-` selects the whole suite for all
+  run PLAN_JSON SCRATCH OUT TIMEOUT     judge the planned mutants one by one in the scratch tree (cargo-mutants'
+                                        own runner cannot: its --re filter does not hold back its struct-field
+                                        deletions, and it runs one test command for all mutants)
 """
 import concurrent.futures
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SCOPE = ("controller/core/src/", "controller/src/")
 
@@ -39,8 +43,10 @@ def target_of(binary):
     return re.sub(r"-[0-9a-f]{16}$", "", os.path.basename(binary))
 
 
-def list_tests(binary):
-    out = subprocess.run([binary, "--list", "--format", "terse"], capture_output=True, text=True, check=True).stdout
+def list_tests(binary, profdir):
+    env = dict(os.environ, LLVM_PROFILE_FILE=os.path.join(profdir, "list.%p.profraw"))
+    out = subprocess.run([binary, "--list", "--format", "terse"], env=env, capture_output=True, text=True,
+                         check=True).stdout
     return [line[: -len(": test")] for line in out.splitlines() if line.endswith(": test")]
 
 
@@ -80,7 +86,7 @@ def coverage(bins_file, scratch, out_json):
     profdata, cov = llvm_tool("llvm-profdata"), llvm_tool("llvm-cov")
     binaries = [b for b in open(bins_file).read().split() if b]
     profdir = tempfile.mkdtemp(prefix="mutants-coverage-")
-    jobs = [(b, t, profdir, scratch, profdata, cov) for b in binaries for t in list_tests(b)]
+    jobs = [(b, t, profdir, scratch, profdata, cov) for b in binaries for t in list_tests(b, profdir)]
     print(f"coverage: {len(jobs)} tests in {len(binaries)} binaries, each run alone", file=sys.stderr)
     tests, files, failures = [], {}, []
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
@@ -111,48 +117,110 @@ def rust_regex_literal(text):
 
 def plan(mutants_json, map_json, k, n, out):
     mutants = json.load(open(mutants_json))
+    chosen = [m for i, m in enumerate(mutants) if i % n == k]
+    planned, unexecuted = [], []
     if map_json == "-":
-        # No selection: every mutant of the shard gets the whole suite, in one group.
-        names = [m["name"] for i, m in enumerate(mutants) if i % n == k]
-        os.makedirs(out, exist_ok=True)
-        regex = "^(" + "|".join(rust_regex_literal(name) for name in names) + ")$"
-        with open(os.path.join(out, "groups.tsv"), "w") as g:
-            g.write(f"{len(names)}\t*\t*\t{regex}\n")
-        open(os.path.join(out, "unexecuted.txt"), "w").close()
-        print(f"shard {k}/{n}: {len(names)} mutants, each judged by the whole suite", file=sys.stderr)
-        return
-    cov = json.load(open(map_json))
-    tests, files = cov["tests"], cov["files"]
-    groups = {}
-    unexecuted = []
-    for i, m in enumerate(mutants):
-        if i % n != k:
-            continue
-        function = m.get("function")
-        per_line = files.get(m["file"], {})
-        if function is None:
-            selected = set(range(len(tests)))
-        else:
-            start, end = function["span"]["start"]["line"], function["span"]["end"]["line"]
-            selected = set()
-            for number in range(start, end + 1):
-                selected.update(per_line.get(str(number), ()))
-        if not selected:
-            unexecuted.append(m["name"])
-            continue
-        groups.setdefault(tuple(sorted(selected)), []).append(m["name"])
+        # No selection: every mutant gets the whole suite.
+        for m in chosen:
+            planned.append({"name": m["name"], "file": m["file"], "diff": m["diff"], "targets": None, "tests": None})
+    else:
+        cov = json.load(open(map_json))
+        tests, files = cov["tests"], cov["files"]
+        for m in chosen:
+            function = m.get("function")
+            per_line = files.get(m["file"], {})
+            if function is None:
+                selected = set(range(len(tests)))
+            else:
+                start, end = function["span"]["start"]["line"], function["span"]["end"]["line"]
+                selected = set()
+                for number in range(start, end + 1):
+                    selected.update(per_line.get(str(number), ()))
+            if not selected:
+                unexecuted.append(m["name"])
+                continue
+            planned.append({"name": m["name"], "file": m["file"], "diff": m["diff"],
+                            "targets": sorted({tests[t][0] for t in selected}),
+                            "tests": sorted({tests[t][1] for t in selected})})
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "groups.tsv"), "w") as g:
-        for selected, names in sorted(groups.items(), key=lambda kv: len(kv[0])):
-            targets = sorted({tests[t][0] for t in selected})
-            test_names = sorted({tests[t][1] for t in selected})
-            regex = "^(" + "|".join(rust_regex_literal(name) for name in names) + ")$"
-            g.write(f"{len(names)}\t{' '.join(targets)}\t{' '.join(test_names)}\t{regex}\n")
+    json.dump({"mutants": planned}, open(os.path.join(out, "plan.json"), "w"))
     with open(os.path.join(out, "unexecuted.txt"), "w") as u:
         u.writelines(name + "\n" for name in unexecuted)
-    total = sum(len(v) for v in groups.values())
-    print(f"shard {k}/{n}: {total + len(unexecuted)} mutants, {len(unexecuted)} in code no model or simulation "
-          f"test executes, {total} in {len(groups)} groups by selected tests", file=sys.stderr)
+    print(f"shard {k}/{n}: {len(chosen)} mutants, {len(unexecuted)} in code no model or simulation test executes",
+          file=sys.stderr)
+
+
+def apply_diff(text, diff):
+    """The mutated text: `diff` is cargo-mutants' unified diff of this file (hunks in order, with context)."""
+    lines = text.split("\n")
+    result, at = [], 0
+    hunks = re.split(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@.*$", diff, flags=re.M)
+    for i in range(1, len(hunks), 2):
+        start = int(hunks[i]) - 1
+        result.extend(lines[at:start])
+        at = start
+        for line in hunks[i + 1].split("\n"):
+            if line.startswith(" "):
+                if lines[at] != line[1:]:
+                    raise ValueError(f"context does not match at line {at + 1}: {lines[at]!r} != {line[1:]!r}")
+                result.append(lines[at])
+                at += 1
+            elif line.startswith("-"):
+                if lines[at] != line[1:]:
+                    raise ValueError(f"removed line does not match at line {at + 1}")
+                at += 1
+            elif line.startswith("+"):
+                result.append(line[1:])
+    result.extend(lines[at:])
+    return "\n".join(result)
+
+
+def cargo(args, timeout):
+    """Runs cargo in its own process group; (exit code or None on timeout, seconds)."""
+    began = time.monotonic()
+    process = subprocess.Popen(["cargo", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        code = None
+    return code, time.monotonic() - began
+
+
+def run(plan_json, scratch, out, timeout):
+    """Each planned mutant in turn: mutate its file in the scratch tree, build its selected test binaries (a failed
+    build: unviable), run its selected tests (they pass: missed; they fail: caught; over `timeout` s: timeout), put
+    the file back. Outcomes are appended to OUT/<outcome>.txt as they come."""
+    mutants = json.load(open(plan_json))["mutants"]
+    for outcome in ("caught", "missed", "timeout", "unviable"):
+        open(os.path.join(out, f"{outcome}.txt"), "a").close()
+    log = open(os.path.join(out, "outcomes.log"), "a")
+    for index, m in enumerate(mutants, 1):
+        path = os.path.join(scratch, m["file"])
+        original = open(path).read()
+        packages = ["-p", "rollout-model", "-p", "rollout-sim"]
+        selection = ["--tests"] if m["targets"] is None else [f"--test={t}" for t in m["targets"]]
+        filters = [] if m["tests"] is None else ["--", "--exact", *m["tests"]]
+        try:
+            open(path, "w").write(apply_diff(original, m["diff"]))
+            built, build_s = cargo(["test", *packages, *selection, "--no-run"], 1800)
+            test_s = 0.0
+            if built != 0:
+                outcome = "unviable"
+            else:
+                passed, test_s = cargo(["test", *packages, *selection, *filters], timeout)
+                outcome = "missed" if passed == 0 else "timeout" if passed is None else "caught"
+        finally:
+            open(path, "w").write(original)
+        with open(os.path.join(out, f"{outcome}.txt"), "a") as f:
+            f.write(m["name"] + "\n")
+        tests = "all tests" if m["tests"] is None else f"{len(m['tests'])} test(s)"
+        line = f"{outcome.upper():8} {m['name']} in {build_s:.0f}s build + {test_s:.0f}s test ({tests})"
+        log.write(line + "\n")
+        log.flush()
+        print(f"[{index}/{len(mutants)}] {line}", flush=True)
 
 
 def main():
@@ -160,6 +228,8 @@ def main():
         coverage(*sys.argv[2:])
     elif len(sys.argv) >= 2 and sys.argv[1] == "plan" and len(sys.argv) == 7:
         plan(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "run" and len(sys.argv) == 6:
+        run(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         sys.exit(__doc__)
 
