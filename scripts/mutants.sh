@@ -178,7 +178,9 @@ summary() {
   done
   awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
   awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
-  echo "missed mutants ($(wc -l < "$out/missed.txt")): mutants/out/missed.txt; timeouts: mutants/out/timeout.txt"
+  cat /dev/null "$repo"/mutants/results/shard-*/unexecuted.txt | sort -u > "$out/unexecuted.txt"
+  echo "missed mutants ($(wc -l < "$out/missed.txt"), of which $(wc -l < "$out/unexecuted.txt") in code no model or" \
+    "simulation test executes): mutants/out/missed.txt, mutants/out/unexecuted.txt; timeouts: mutants/out/timeout.txt"
   # Survivors already judged (equivalent, text, reporting or a named gap) are in mutants/survivors.tsv.
   if [[ -f $repo/mutants/survivors.tsv ]]; then
     cut -f1 "$repo/mutants/survivors.tsv" | sort > "$all.known"

@@ -86,7 +86,9 @@ struct ScenarioArgs {
     revisions: Option<u32>,
     /// Run under a real deployment's RBAC (403 for anything else) and zone-tracker setting: `helm` (Grafana's chart
     /// 0.50.1: no configmaps, no zone tracker), `helm-old` (the chart mimir-distributed pins: also no pod `patch`)
-    /// or `jsonnet` (the reference's jsonnet: zone tracker on).
+    /// or `jsonnet` (the reference's jsonnet: zone tracker on); or `no-patch`, not a real deployment: `helm-old`
+    /// without `patch` on StatefulSets either (eviction decisions serialised in each replica; with --drains, one
+    /// replica serves the eviction webhook and no template is pushed unless --revisions says so).
     #[arg(long)]
     deployment: Option<String>,
     /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
@@ -266,7 +268,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         None => None,
         Some(d) => Some(
             ReferenceDeployment::parse(d)
-                .ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, helm-old, jsonnet"))?,
+                .ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, helm-old, jsonnet, no-patch"))?,
         ),
     };
     let base = match &args.max_unavailable {
@@ -327,6 +329,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1) {
         return Err("--evictor and --budget-max-unavailable need --drains".to_string());
     }
+    // Without `patch` on pods or StatefulSets no process can see another's decisions: one replica serves the
+    // eviction webhook, and by default no template is pushed (the simulated controller is a process of its own,
+    // where the real one shares its replica's in-process serialisation), as the degraded mode requires.
+    let no_patch_drains = drains.is_some() && deployment == Some(ReferenceDeployment::NoPatch);
+    let drains = drains.map(|d| if no_patch_drains { Drains { replicas: 1, ..d } } else { d });
+    let base = if no_patch_drains && args.revisions.is_none() { Scenario { revisions: 0, ..base } } else { base };
     let ha = match args.ha {
         None if args.election != "real" => return Err("--election needs --ha".to_string()),
         None => None,

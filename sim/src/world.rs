@@ -406,6 +406,11 @@ pub enum ReferenceDeployment {
     /// tracker. Eviction intents on pods are refused, so they go on the StatefulSets (which it lets us patch);
     /// ready-time stamps are refused.
     HelmOld,
+    /// Not a reference deployment: the chart mimir-distributed pins without `patch` on StatefulSets either, as a
+    /// hand-written Role may grant. Eviction intents have nowhere to go, so each operator replica serialises its
+    /// own eviction decisions in process and remembers the pods it let go (the degraded mode of the optional
+    /// "pod annotations" feature); with one replica serving the webhook that still keeps the budget.
+    NoPatch,
 }
 
 impl ReferenceDeployment {
@@ -414,6 +419,7 @@ impl ReferenceDeployment {
             "helm" => Some(ReferenceDeployment::HelmChart),
             "jsonnet" => Some(ReferenceDeployment::Jsonnet),
             "helm-old" => Some(ReferenceDeployment::HelmOld),
+            "no-patch" => Some(ReferenceDeployment::NoPatch),
             _ => None,
         }
     }
@@ -423,6 +429,7 @@ impl ReferenceDeployment {
             ReferenceDeployment::HelmChart => "helm",
             ReferenceDeployment::Jsonnet => "jsonnet",
             ReferenceDeployment::HelmOld => "helm-old",
+            ReferenceDeployment::NoPatch => "no-patch",
         }
     }
 
@@ -431,6 +438,15 @@ impl ReferenceDeployment {
             ReferenceDeployment::HelmChart => rollout_operator::kube::reference_deployments::hc_0_50_1(),
             ReferenceDeployment::Jsonnet => rollout_operator::kube::reference_deployments::js_v0_38_1(),
             ReferenceDeployment::HelmOld => rollout_operator::kube::reference_deployments::hc_old_mh(),
+            ReferenceDeployment::NoPatch => {
+                let mut grants = rollout_operator::kube::reference_deployments::hc_old_mh();
+                for rule in &mut grants.role {
+                    if rule.resources.as_deref() == Some(&["statefulsets".to_string()][..]) {
+                        rule.verbs.retain(|verb| verb != "patch");
+                    }
+                }
+                grants
+            }
         }
     }
 

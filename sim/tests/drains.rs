@@ -157,6 +157,31 @@ fn without_pod_patch_intents_kept_on_the_statefulsets_serialise_across_replicas(
     assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
 }
 
+/// Without `patch` on pods or on StatefulSets (`no-patch`, not a reference deployment: a hand-written Role), the
+/// eviction intents have nowhere to go: the one replica serving the webhook serialises its decisions in process and
+/// remembers the pods it let go until the pods' list shows them going. That keeps the budget under drains alone.
+/// (Not with rollouts: the simulated controller is a process of its own, where the real one shares its replica's
+/// in-process serialisation; nothing else could keep its deletions and the evictions apart.)
+#[test]
+fn without_any_patch_one_replica_serialises_its_decisions_in_process_and_keeps_the_budget() {
+    let sc = Scenario {
+        deployment: Some(ReferenceDeployment::NoPatch),
+        drains: Some(Drains { replicas: 1, ..Drains::default() }),
+        revisions: 0,
+        ..Scenario::default()
+    };
+    let outcomes = run_all(&sc, 0..10);
+    let total = totals(&outcomes);
+    assert!(total.committed >= 10 && total.denied >= 10, "{total:?}");
+    assert!(
+        outcomes
+            .iter()
+            .flat_map(|o| o.trace.lines.iter())
+            .any(|l| l.contains("webhook") && l.contains("statefulsets") && l.contains("forbidden (403)")),
+        "no replica tried to keep an intent on a StatefulSet"
+    );
+}
+
 /// The same chart writes no `grafana.com/ready-time` stamps: a partition budget with a `crossZoneEvictionDelay`
 /// dates each pod by its Ready condition instead, so drains and the rollout go on (every seed stalled before, every
 /// eviction and rollout deletion denied for want of a stamp).
