@@ -124,10 +124,13 @@ ensure_llvm_tools() {
 # executed. Built once per tree (the synced scratch copy; its stamp names the committed trees of the code and the
 # suites plus the diff of the worktree there).
 coverage_dir=$repo/target/mutants/coverage
+tree_stamp() {
+  echo "$(git -C "$repo" rev-parse HEAD:controller HEAD:model HEAD:sim HEAD:Cargo.lock | tr '\n' ' ')$(
+    git -C "$repo" diff HEAD -- controller model sim Cargo.lock | sha1sum | cut -c1-16)"
+}
 coverage_map() {
   local stamp
-  stamp="$(git -C "$repo" rev-parse HEAD:controller HEAD:model HEAD:sim HEAD:Cargo.lock | tr '\n' ' ')"
-  stamp="$stamp$(git -C "$repo" diff HEAD -- controller model sim Cargo.lock | sha1sum | cut -c1-16)"
+  stamp=$(tree_stamp)
   if [[ -f $coverage_dir/map.json && "$(cat "$coverage_dir/stamp" 2>/dev/null)" == "$stamp" ]]; then
     echo "coverage map of this tree: $coverage_dir/map.json"
     return 0
@@ -161,10 +164,11 @@ summary() {
   # Every outcome once: "<outcome> <mutant>", from each shard's per-outcome lists. A shard run twice counts once.
   for d in "${dirs[@]}"; do
     for o in caught missed timeout unviable; do
-      [[ -f "$d/$o.txt" ]] && sed "s/^/$o\t/" "$d/$o.txt"
+      if [[ -f "$d/$o.txt" ]]; then sed "s/^/$o\t/" "$d/$o.txt"; fi
     done
   done | sort -u -t$'\t' -k2 > "$all"
-  echo "shards run: $(for d in "${dirs[@]}"; do basename "$d"; done | sed 's/^shard-//' | tr '\n' ' ')"
+  echo "shards run: $(for d in "${dirs[@]}"; do
+    printf '%s%s ' "${d##*/shard-}" "$([[ -f $d/complete ]] || echo ' (partial)')"; done)"
   echo "on commits: $(cat "${dirs[@]/%//commit}" 2>/dev/null | sort -u | tr '\n' ' ')"
   printf '%-26s %6s %6s %6s %7s %8s  %s\n' crate tested caught missed timeout unviable "catch rate caught/(caught+missed)"
   for c in "rollout-core" "rollout-operator (shell)" "all"; do
@@ -229,9 +233,19 @@ out="$repo/mutants/out/shard-$k-of-$n"
 rm -rf "$out"
 mkdir -p "$out"
 start=$(date +%s)
-# The commit measured: the tree as synced above (later commits made while the shard runs do not count).
+# The commit measured: the tree as synced above (later commits made while the shard runs do not count). Outcomes
+# go straight to mutants/results/shard-K-of-N/ (committed), so an interrupted shard keeps what it judged and a
+# later run of the same shard on the same code (same stamp) resumes it; on other code it starts over.
 measured=$(git -C "$repo" rev-parse --short HEAD)
-if ! git -C "$repo" diff --quiet HEAD -- controller; then measured="$measured (with uncommitted changes)"; fi
+if ! git -C "$repo" diff --quiet HEAD -- controller model sim; then measured="$measured (with uncommitted changes)"; fi
+kept="$repo/mutants/results/shard-$k-of-$n"
+if [[ "$(cat "$kept/stamp" 2>/dev/null)" != "$(tree_stamp)" ]]; then
+  rm -rf "$kept"
+  mkdir -p "$kept"
+  tree_stamp > "$kept/stamp"
+  echo "$measured" > "$kept/commit"
+fi
+rm -f "$kept/complete"
 # Our own baseline: cargo-mutants' baseline would build and run the MUTATED packages' tests (rollout-core's and
 # rollout-operator's unit tests), not the model and the simulation. With coverage selection the coverage map is the
 # baseline (it runs every model and simulation test of this tree unmutated, and fails if one fails), so here the
@@ -259,17 +273,6 @@ if [[ $select == coverage ]]; then
 else
   python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" - "$k" "$n" "$out"
 fi
-(cd "$scratch" && nice -n 19 python3 "$repo/scripts/mutants_select.py" run "$out/plan.json" "$scratch" "$out" "$timeout")
-# The outcome lists, kept (committed) so shards run in different sessions add up.
-kept="$repo/mutants/results/shard-$k-of-$n"
-rm -rf "$kept"
-mkdir -p "$kept"
-for o in caught missed timeout unviable; do
-  cp "$out/$o.txt" "$kept/$o.txt"
-done
-# A mutant of code no test executes is missed without running anything; it is listed apart too.
-cp "$out/unexecuted.txt" "$kept/unexecuted.txt"
-cat "$out/unexecuted.txt" >> "$kept/missed.txt"
-echo "$measured" > "$kept/commit"
+(cd "$scratch" && nice -n 19 python3 "$repo/scripts/mutants_select.py" run "$out/plan.json" "$scratch" "$kept" "$timeout")
 echo "shard $k/$n took $(( ($(date +%s) - start) / 60 )) min"
 summary

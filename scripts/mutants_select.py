@@ -11,8 +11,8 @@ the whole suite would catch, never the reverse; `mutants.sh --full-suite` judges
   coverage BINS_FILE SCRATCH OUT_JSON   run every test of the instrumented binaries alone and record, per source
                                         file of the controller, which tests executed which lines
   plan MUTANTS_JSON MAP_JSON K N OUT    shard K of N (round-robin over the whole list), each mutant with its
-                                        selected test binaries and tests: OUT/plan.json, and OUT/unexecuted.txt
-                                        (mutants no test executes); MAP_JSON `-` selects the whole suite for all
+                                        selected test binaries and tests, and the mutants no test executes:
+                                        OUT/plan.json; MAP_JSON `-` selects the whole suite for every mutant
   run PLAN_JSON SCRATCH OUT TIMEOUT     judge the planned mutants one by one in the scratch tree (cargo-mutants'
                                         own runner cannot: its --re filter does not hold back its struct-field
                                         deletions, and it runs one test command for all mutants)
@@ -143,9 +143,7 @@ def plan(mutants_json, map_json, k, n, out):
                             "targets": sorted({tests[t][0] for t in selected}),
                             "tests": sorted({tests[t][1] for t in selected})})
     os.makedirs(out, exist_ok=True)
-    json.dump({"mutants": planned}, open(os.path.join(out, "plan.json"), "w"))
-    with open(os.path.join(out, "unexecuted.txt"), "w") as u:
-        u.writelines(name + "\n" for name in unexecuted)
+    json.dump({"mutants": planned, "unexecuted": unexecuted}, open(os.path.join(out, "plan.json"), "w"))
     print(f"shard {k}/{n}: {len(chosen)} mutants, {len(unexecuted)} in code no model or simulation test executes",
           file=sys.stderr)
 
@@ -192,10 +190,26 @@ def cargo(args, timeout):
 def run(plan_json, scratch, out, timeout):
     """Each planned mutant in turn: mutate its file in the scratch tree, build its selected test binaries (a failed
     build: unviable), run its selected tests (they pass: missed; they fail: caught; over `timeout` s: timeout), put
-    the file back. Outcomes are appended to OUT/<outcome>.txt as they come."""
-    mutants = json.load(open(plan_json))["mutants"]
-    for outcome in ("caught", "missed", "timeout", "unviable"):
-        open(os.path.join(out, f"{outcome}.txt"), "a").close()
+    the file back. Outcomes are appended to OUT/<outcome>.txt as they come (each mutant's times to
+    OUT/outcomes.log), and OUT/complete is written at the end."""
+    plan = json.load(open(plan_json))
+    # Resumable: mutants already judged in OUT (an interrupted run of the same tree) are not judged again.
+    judged = set()
+    for outcome in ("caught", "missed", "timeout", "unviable", "unexecuted"):
+        path = os.path.join(out, f"{outcome}.txt")
+        if os.path.exists(path):
+            judged.update(line.rstrip("\n") for line in open(path))
+        else:
+            open(path, "w").close()
+    # A mutant of code no test executes is missed without running anything; it is listed apart too.
+    with open(os.path.join(out, "missed.txt"), "a") as missed, open(os.path.join(out, "unexecuted.txt"), "a") as u:
+        for name in plan["unexecuted"]:
+            if name not in judged:
+                missed.write(name + "\n")
+                u.write(name + "\n")
+    mutants = [m for m in plan["mutants"] if m["name"] not in judged]
+    if len(mutants) < len(plan["mutants"]):
+        print(f"resuming: {len(plan['mutants']) - len(mutants)} mutant(s) of this shard already judged", flush=True)
     log = open(os.path.join(out, "outcomes.log"), "a")
     for index, m in enumerate(mutants, 1):
         path = os.path.join(scratch, m["file"])
@@ -221,6 +235,7 @@ def run(plan_json, scratch, out, timeout):
         log.write(line + "\n")
         log.flush()
         print(f"[{index}/{len(mutants)}] {line}", flush=True)
+    open(os.path.join(out, "complete"), "w").close()
 
 
 def main():
