@@ -379,6 +379,10 @@ pub struct Scenario {
     /// API discovery, the `scale` subresource, the status write-back), whose `spec.replicas` a user (an HPA) changes
     /// 6-14 times in the fault phase.
     pub mirror: bool,
+    /// With `mirror`: the StatefulSets' `grafana.com/rollout-mirror-replicas-from-resource-write-back` as written
+    /// (absent: write back, as in the reference). The checker reads it as Go's `strconv.ParseBool` does, an
+    /// unparsable value meaning no write-back.
+    pub mirror_write_back: Option<&'static str>,
     /// With `mirror`: `grafana.com/rollout-delayed-downscale: 20s` and the pods' prepare URL; the simulated pods
     /// answer the controller's POST (prepare) and DELETE (cancel), a few failing.
     pub delayed_downscale: bool,
@@ -637,6 +641,7 @@ impl Default for Scenario {
             recent_downscale: false,
             no_downscale: false,
             mirror: false,
+            mirror_write_back: None,
             delayed_downscale: false,
             drains: None,
             ha: None,
@@ -1583,6 +1588,9 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND, "ReplicaTemplate");
             let api_version = format!("{MIRROR_GROUP}/v1");
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION, &api_version);
+            if let Some(value) = sc.mirror_write_back {
+                objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK, value);
+            }
             if sc.delayed_downscale {
                 objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, "20s");
                 let url = "http://pod:8080/ingester/prepare-delayed-downscale";
@@ -2203,18 +2211,22 @@ pub fn converged(st: &Store) -> bool {
     })
 }
 
-/// A mirror StatefulSet has its reference's `spec.replicas`, written back into the reference's `status.replicas`.
+/// A mirror StatefulSet has its reference's `spec.replicas`, written back into the reference's `status.replicas`
+/// unless its write-back annotation says not to (then the reference's status is never written: it has none).
 fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
-    let mirrors = sts
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME));
+    let annotations = sts.metadata.annotations.as_ref();
+    let mirrors = annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME));
     if !mirrors {
         return true;
     }
+    // Go's strconv.ParseBool, written out here (the checker does not use the code it judges); anything else is no
+    // write-back, as in the reference.
+    let write_back = annotations
+        .and_then(|a| a.get(rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK))
+        .is_none_or(|v| ["1", "t", "T", "TRUE", "true", "True"].contains(&v.as_str()));
     let replicas = sts.spec.as_ref().and_then(|s| s.replicas).map(i64::from);
-    reference_replicas(st).is_some_and(|(spec, status)| spec == replicas && status == replicas)
+    let expected_status = if write_back { replicas } else { None };
+    reference_replicas(st).is_some_and(|(spec, status)| spec == replicas && status == expected_status)
 }
 
 /// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas.

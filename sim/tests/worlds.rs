@@ -38,6 +38,19 @@ fn mirror_statefulsets_follow_their_reference_and_write_it_back_over_30_seeds() 
     assert!(count_lines(&outcomes, "PATCH replicatemplates/ingester/status -> ok") >= 30);
 }
 
+/// `grafana.com/rollout-mirror-replicas-from-resource-write-back` as written by hand: Go's spellings of true
+/// write back, `false` does not (the reference's status is then never written, and convergence requires it has
+/// none). Both values go through the real annotation parser, which the default world (annotation absent) skips.
+#[test]
+fn the_mirror_write_back_annotation_is_honoured_both_ways_over_10_seeds() {
+    let written = |outcomes: &[world::Outcome]| count_lines(outcomes, "PATCH replicatemplates/ingester/status");
+    let yes = run_all(&Scenario { mirror: true, mirror_write_back: Some("True"), ..Scenario::default() }, 0..10);
+    assert!(written(&yes) >= 10, "`True` writes back: {} status writes", written(&yes));
+    let no = run_all(&Scenario { mirror: true, mirror_write_back: Some("false"), ..Scenario::default() }, 0..10);
+    assert_eq!(written(&no), 0, "`false` writes nothing back");
+    assert!(count_lines(&no, "PATCH ingester-zone") >= 10, "the mirror still scales without write-back");
+}
+
 #[test]
 fn delayed_downscale_removes_only_pods_prepared_for_the_delay_over_30_seeds() {
     let sc = Scenario { mirror: true, delayed_downscale: true, ..Scenario::default() };
