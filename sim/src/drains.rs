@@ -383,10 +383,10 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     let answer = call_webhook(env.eviction_webhooks[replica], n, body).await;
     let verdict = answer.as_ref().map_err(String::clone).and_then(|a| {
         let body = a.body.as_ref().map_err(String::clone)?;
-        let body: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-        let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
-        let code = body.pointer("/response/status/code").and_then(|c| c.as_u64()).unwrap_or(403) as u16;
-        let message = body.pointer("/response/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
+        let response = objects::admission_response(&review, body)?;
+        let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+        let code = response.pointer("/status/code").and_then(|c| c.as_u64()).unwrap_or(403) as u16;
+        let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
         Ok((allowed, code, message))
     });
     let (allowed, code, message) = match verdict {

@@ -287,3 +287,25 @@ impl StsSum {
         }
     }
 }
+
+/// The `response` of a webhook's answer to `review`, checked as kube-apiserver checks it before reading it: an
+/// `AdmissionReview` of the request's apiVersion, answering the request's uid. Anything else fails the call (the
+/// webhook's failure policy then applies), with kube-apiserver's wording.
+pub fn admission_response(review: &serde_json::Value, body: &[u8]) -> Result<serde_json::Value, String> {
+    let answer: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let field =
+        |v: &serde_json::Value, at: &str| v.pointer(at).and_then(|f| f.as_str()).unwrap_or_default().to_string();
+    let (api_version, kind) = (field(&answer, "/apiVersion"), field(&answer, "/kind"));
+    if api_version != field(review, "/apiVersion") || kind != "AdmissionReview" {
+        return Err(format!(
+            "expected webhook response of {}, Kind=AdmissionReview, got {api_version}, Kind={kind}",
+            field(review, "/apiVersion")
+        ));
+    }
+    let response = answer.get("response").cloned().ok_or("webhook response was absent")?;
+    let (expected, got) = (field(review, "/request/uid"), field(&response, "/uid"));
+    if expected != got {
+        return Err(format!("expected response.uid={expected:?}, got {got:?}"));
+    }
+    Ok(response)
+}

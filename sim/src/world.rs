@@ -2045,11 +2045,11 @@ impl User {
                         .map_err(|e| e.to_string())?;
                     let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
                     let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-                    let body: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-                    let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
+                    let response = objects::admission_response(&review, &body)?;
+                    let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
                     let message =
-                        body.pointer("/response/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
-                    let patch = match body.pointer("/response/patch") {
+                        response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
+                    let patch = match response.get("patch") {
                         Some(encoded) => {
                             let bytes: k8s_openapi::ByteString =
                                 serde_json::from_value(encoded.clone()).map_err(|e| e.to_string())?;
@@ -2688,20 +2688,20 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 .map_err(|e| e.to_string())?;
             let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
             let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-            serde_json::from_slice::<serde_json::Value>(&body).map_err(|e| e.to_string())
+            objects::admission_response(&review, &body)
         }
         .await;
         let mut st = store.lock().unwrap();
-        let body = match answer {
-            Ok(body) => body,
+        let response = match answer {
+            Ok(response) => response,
             Err(e) => {
                 st.trace("no-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
                 continue;
             }
         };
-        let allowed = body.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true));
-        let warnings: Vec<String> = body
-            .pointer("/response/warnings")
+        let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+        let warnings: Vec<String> = response
+            .get("warnings")
             .and_then(|w| w.as_array())
             .map(|w| w.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
             .unwrap_or_default();
