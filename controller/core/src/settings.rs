@@ -370,9 +370,4 @@ impl ScalingSettings {
             force_replicas,
         }
     }
-
-    /// Whether the StatefulSet takes part in scaling at all.
-    pub fn is_configured(&self) -> bool {
-        self.leader.is_some() || self.mirror.is_some() || self.force_replicas.is_some()
-    }
 }
