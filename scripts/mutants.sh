@@ -161,7 +161,8 @@ summary() {
   if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet (mutants/results/shard-*/)"; return 0; fi
   local all
   all=$(mktemp)
-  # Every outcome once: "<outcome> <mutant>", from each shard's per-outcome lists. A shard run twice counts once.
+  # Every outcome once: "<outcome> <mutant>", from each shard's per-outcome lists. A mutant judged in more than one
+  # run (shards of different code) counts once, caught if any run caught it.
   for d in "${dirs[@]}"; do
     for o in caught missed timeout unviable; do
       if [[ -f "$d/$o.txt" ]]; then sed "s/^/$o\t/" "$d/$o.txt"; fi
@@ -183,6 +184,13 @@ summary() {
   awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
   awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
   cat /dev/null "$repo"/mutants/results/shard-*/unexecuted.txt | sort -u > "$out/unexecuted.txt"
+  # Progress over the list of this tree (the round-robin shards of earlier code may not tile it exactly).
+  if cargo mutants --version > /dev/null 2>&1; then
+    cargo mutants --list "${scope[@]}" "${filters[@]}" 2> /dev/null | sort > "$out/list.txt"
+    cut -f2 "$all" | sort | comm -23 "$out/list.txt" - | sort -V > "$out/unjudged.txt"
+    echo "judged: $(( $(wc -l < "$out/list.txt") - $(wc -l < "$out/unjudged.txt") )) of the $(wc -l < "$out/list.txt")" \
+      "mutants of this tree; not yet: mutants/out/unjudged.txt"
+  fi
   echo "missed mutants ($(wc -l < "$out/missed.txt"), of which $(wc -l < "$out/unexecuted.txt") in code no model or" \
     "simulation test executes): mutants/out/missed.txt, mutants/out/unexecuted.txt; timeouts: mutants/out/timeout.txt"
   # Survivors already judged (equivalent, text, reporting or a named gap) are in mutants/survivors.tsv.
