@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodStatus,
     PodTemplateSpec,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference, Time,
+};
 use rollout_core::keys;
 use std::collections::BTreeMap;
 
@@ -40,9 +42,16 @@ pub fn statefulset(group: &str, name: &str, replicas: u32, max_unavailable: u32)
         },
         spec: Some(StatefulSetSpec {
             replicas: Some(replicas as i32),
+            // Every operator of a label selector, each satisfied by the StatefulSet's pods (as a selector written
+            // with expressions is), so that which pods the operator counts as the StatefulSet's rests on all of them.
             selector: LabelSelector {
                 match_labels: Some(BTreeMap::from([("name".into(), name.into())])),
-                ..Default::default()
+                match_expressions: Some(vec![
+                    requirement("name", "In", &[name]),
+                    requirement("name", "NotIn", &[&format!("{name}-canary")]),
+                    requirement(keys::CONTROLLER_REVISION_HASH, "Exists", &[]),
+                    requirement("track", "DoesNotExist", &[]),
+                ]),
             },
             service_name: Some(name.into()),
             update_strategy: Some(StatefulSetUpdateStrategy {
@@ -68,6 +77,14 @@ pub fn statefulset(group: &str, name: &str, replicas: u32, max_unavailable: u32)
             observed_generation: Some(1),
             ..Default::default()
         }),
+    }
+}
+
+fn requirement(key: &str, operator: &str, values: &[&str]) -> LabelSelectorRequirement {
+    LabelSelectorRequirement {
+        key: key.into(),
+        operator: operator.into(),
+        values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
     }
 }
 
