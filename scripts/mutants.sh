@@ -15,10 +15,11 @@
 # runs the whole suite, after a baseline run of it). cargo-mutants' own runner is not used: its --re filter does not
 # hold back its struct-field deletions, and it gives every mutant the same test command.
 #
-# The mutants are split into sampled shards (round-robin: shard K takes mutants K, K+N, K+2N, ... of the whole list,
-# so every shard samples every file). With the default count (32 shards, about 48 mutants of 1,520) a shard takes
-# about 30 minutes on this 2-core machine: 10-25 s to rebuild per mutant, then its selected tests (the whole suite,
-# about 150 s, only for code every test runs; a caught mutant stops at the first failing test binary).
+# The mutants are split into sampled shards: shard K takes the mutants whose name hashes to K modulo N, so every
+# shard samples every file, and a mutant stays in its shard when other code changes the list. With the default
+# count (32 shards, 30-60 mutants each of about 1,450) a shard takes about 30-60 minutes on this 2-core machine:
+# 10-25 s to rebuild per mutant, then its selected tests (the whole suite, about 150 s, only for code every test
+# runs; a caught mutant stops at the first failing test binary).
 #
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
 #   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S] [--full-suite]   run shard K (0-based) of N
@@ -82,8 +83,8 @@ esac
 # - fixture.rs: builders of views for tests, the model and the simulation (the environment's code, not a decision);
 # - certificate.rs: the webhook certificate's lifetime and names; neither the model nor the simulation runs TLS, and
 #   the core's unit tests and the shell's tls tests own it;
-# - `describe` (MinTimeVerdict, Expectation, Readiness) and `Action::reason`: text for people (plan reasons, logs,
-#   denial messages); no decision reads them back;
+# - `describe` (MinTimeVerdict, Expectation, Readiness, and the ZPDB's denial text) and `Action::reason`: text for
+#   people (plan reasons, logs, denial messages); no decision reads them back;
 # - likewise the formatters the first sample found surviving as text only (mutants/REPORT.md): `downscale_subject`
 #   and `go_time` (denial messages), `format_go_duration` (messages), `summarize` and `with_scaling_errors` (the
 #   plan's reason), `GroupState::as_str` (the state's name in logs). `format_timestamp` is NOT one: it writes the
@@ -96,7 +97,7 @@ esac
 #   `name`): the simulation's and the model's command line, not the controller (`Defences::is_on`, which the
 #   decisions read, IS mutated).
 filters=(-e controller/core/src/fixture.rs -e controller/core/src/certificate.rs
-  -E '::describe( |$)' -E 'Action::reason( |$)'
+  -E '[ :]describe( |$)' -E 'Action::reason( |$)'
   -E '[ :](downscale_subject|go_time|format_go_duration|summarize|with_scaling_errors|GroupState::as_str)( |$)'
   -E '[ :](gvk|compact|DurationError::go_message|first_unknown_unit|syntax_error|go_type|go_value)( |$)'
   -E '[ :](phase_name|observed_name|kind|what|RecordStoreError::kind|ReconcileError::kind)( |$)'
@@ -184,7 +185,7 @@ summary() {
   awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
   awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
   cat /dev/null "$repo"/mutants/results/shard-*/unexecuted.txt | sort -u > "$out/unexecuted.txt"
-  # Progress over the list of this tree (the round-robin shards of earlier code may not tile it exactly).
+  # Progress over the list of this tree (shards run on earlier code may not tile it exactly: moved lines rename).
   if cargo mutants --version > /dev/null 2>&1; then
     cargo mutants --list "${scope[@]}" "${filters[@]}" 2> /dev/null | sort > "$out/list.txt"
     cut -f2 "$all" | sort | comm -23 "$out/list.txt" - | sort -V > "$out/unjudged.txt"
@@ -273,8 +274,7 @@ if ! (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1); 
 fi
 echo "baseline ok in $(( $(date +%s) - start )) s"
 
-# The mutants of this shard (round-robin over the whole list, as listed: shard K takes mutants K, K+N, K+2N, ...),
-# each with the tests that can see it (scripts/mutants_select.py): those whose run of the unmutated code executed a
+# The mutants of this shard (by a hash of their names), each with the tests that can see it (scripts/mutants_select.py): those whose run of the unmutated code executed a
 # line of the mutated function, from the coverage map. Then each is judged in turn in the scratch tree.
 if [[ $select == coverage ]]; then
   python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" "$coverage_dir/map.json" "$k" "$n" "$out"

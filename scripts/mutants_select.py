@@ -10,7 +10,7 @@ the whole suite would catch, never the reverse; `mutants.sh --full-suite` judges
 
   coverage BINS_FILE SCRATCH OUT_JSON   run every test of the instrumented binaries alone and record, per source
                                         file of the controller, which tests executed which lines
-  plan MUTANTS_JSON MAP_JSON K N OUT    shard K of N (round-robin over the whole list), each mutant with its
+  plan MUTANTS_JSON MAP_JSON K N OUT    shard K of N (by a hash of each mutant's name), each mutant with its
                                         selected test binaries and tests, and the mutants no test executes:
                                         OUT/plan.json; MAP_JSON `-` selects the whole suite for every mutant
   run PLAN_JSON SCRATCH OUT TIMEOUT     judge the planned mutants one by one in the scratch tree (cargo-mutants'
@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 SCOPE = ("controller/core/src/", "controller/src/")
 
@@ -117,7 +118,8 @@ def rust_regex_literal(text):
 
 def plan(mutants_json, map_json, k, n, out):
     mutants = json.load(open(mutants_json))
-    chosen = [m for i, m in enumerate(mutants) if i % n == k]
+    # By a hash of the mutant's name, not its index: a shard keeps its mutants when code elsewhere changes the list.
+    chosen = [m for m in mutants if zlib.crc32(m["name"].encode()) % n == k]
     planned, unexecuted = [], []
     if map_json == "-":
         # No selection: every mutant gets the whole suite.
