@@ -24,6 +24,8 @@
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
 #   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S] [--full-suite]   run shard K (0-based) of N
 #   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
+#   scripts/mutants.sh --recheck                            judge every mutant missed so far again, on this tree
+#                                                           (after the suites gained what catches them)
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
 # scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
@@ -58,6 +60,7 @@ while [[ $# -gt 0 ]]; do
     --full-suite) select=all; shift ;;
     --list) mode=list; shift ;;
     --summary) mode=summary; shift ;;
+    --recheck) mode=recheck; shift ;;
     -h|--help) usage 0 ;;
     *) echo "unknown argument: $1" >&2; usage 2 ;;
   esac
@@ -158,7 +161,10 @@ summary() {
   local out="$repo/mutants/out"
   mkdir -p "$out"
   shopt -s nullglob
-  local dirs=("$repo"/mutants/results/shard-*)
+  local dirs=("$repo"/mutants/results/shard-* "$repo"/mutants/results/recheck)
+  local present=()
+  for d in "${dirs[@]}"; do [[ -d $d ]] && present+=("$d"); done
+  dirs=("${present[@]}")
   if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet (mutants/results/shard-*/)"; return 0; fi
   local all
   all=$(mktemp)
@@ -170,7 +176,7 @@ summary() {
     done
   done | sort -u -t$'\t' -k2 > "$all"
   echo "shards run: $(for d in "${dirs[@]}"; do
-    printf '%s%s ' "${d##*/shard-}" "$([[ -f $d/complete ]] || echo ' (partial)')"; done)"
+    printf '%s%s ' "${d##*/}" "$([[ -f $d/complete ]] || echo ' (partial)')"; done)"
   echo "on commits: $(cat "${dirs[@]/%//commit}" 2>/dev/null | sort -u | tr '\n' ' ')"
   printf '%-26s %6s %6s %6s %7s %8s  %s\n' crate tested caught missed timeout unviable "catch rate caught/(caught+missed)"
   for c in "rollout-core" "rollout-operator (shell)" "all"; do
@@ -184,7 +190,9 @@ summary() {
   done
   awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
   awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
-  cat /dev/null "$repo"/mutants/results/shard-*/unexecuted.txt | sort -u > "$out/unexecuted.txt"
+  # Unexecuted: still missed, and no test ran its code when it was last judged.
+  cat /dev/null "${dirs[@]/%//unexecuted.txt}" 2> /dev/null | sort -u | comm -12 - <(sort "$out/missed.txt") \
+    | sort -V > "$out/unexecuted.txt"
   # Progress over the list of this tree (shards run on earlier code may not tile it exactly: moved lines rename).
   if cargo mutants --version > /dev/null 2>&1; then
     cargo mutants --list "${scope[@]}" "${filters[@]}" 2> /dev/null | sort > "$out/list.txt"
@@ -220,6 +228,14 @@ if [[ $mode == list ]]; then
   exit 0
 fi
 
+only=()
+if [[ $mode == recheck ]]; then
+  # Every mutant missed so far (on whatever code its shard ran), judged again on this tree, as one shard.
+  summary > /dev/null
+  cp "$repo/mutants/out/missed.txt" "$repo/mutants/out/recheck.txt"
+  only=("$repo/mutants/out/recheck.txt")
+  shard="0/1"
+fi
 [[ -n $shard ]] || shard="0/$default_shards"
 if ! [[ $shard =~ ^([0-9]+)/([0-9]+)$ ]] || (( BASH_REMATCH[1] >= BASH_REMATCH[2] )); then
   echo "--shard K/N with 0 <= K < N" >&2; exit 2
@@ -238,7 +254,9 @@ export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-$repo/target/mutants/target}
 # The simulation runs only under madsim; the model builds the same either way.
 export RUSTFLAGS="--cfg madsim"
 
-out="$repo/mutants/out/shard-$k-of-$n"
+name="shard-$k-of-$n"
+[[ $mode == recheck ]] && name=recheck
+out="$repo/mutants/out/$name"
 rm -rf "$out"
 mkdir -p "$out"
 start=$(date +%s)
@@ -247,7 +265,7 @@ start=$(date +%s)
 # later run of the same shard on the same code (same stamp) resumes it; on other code it starts over.
 measured=$(git -C "$repo" rev-parse --short HEAD)
 if ! git -C "$repo" diff --quiet HEAD -- controller model sim; then measured="$measured (with uncommitted changes)"; fi
-kept="$repo/mutants/results/shard-$k-of-$n"
+kept="$repo/mutants/results/$name"
 if [[ "$(cat "$kept/stamp" 2>/dev/null)" != "$(tree_stamp)" ]]; then
   rm -rf "$kept"
   mkdir -p "$kept"
@@ -277,10 +295,10 @@ echo "baseline ok in $(( $(date +%s) - start )) s"
 # The mutants of this shard (by a hash of their names), each with the tests that can see it (scripts/mutants_select.py): those whose run of the unmutated code executed a
 # line of the mutated function, from the coverage map. Then each is judged in turn in the scratch tree.
 if [[ $select == coverage ]]; then
-  python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" "$coverage_dir/map.json" "$k" "$n" "$out"
+  python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" "$coverage_dir/map.json" "$k" "$n" "$out" "${only[@]}"
 else
-  python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" - "$k" "$n" "$out"
+  python3 "$repo/scripts/mutants_select.py" plan "$out/mutants.json" - "$k" "$n" "$out" "${only[@]}"
 fi
 (cd "$scratch" && nice -n 19 python3 "$repo/scripts/mutants_select.py" run "$out/plan.json" "$scratch" "$kept" "$timeout")
-echo "shard $k/$n took $(( ($(date +%s) - start) / 60 )) min"
+echo "$name took $(( ($(date +%s) - start) / 60 )) min"
 summary

@@ -10,9 +10,10 @@ the whole suite would catch, never the reverse; `mutants.sh --full-suite` judges
 
   coverage BINS_FILE SCRATCH OUT_JSON   run every test of the instrumented binaries alone and record, per source
                                         file of the controller, which tests executed which lines
-  plan MUTANTS_JSON MAP_JSON K N OUT    shard K of N (by a hash of each mutant's name), each mutant with its
+  plan MUTANTS_JSON MAP_JSON K N OUT [ONLY]  shard K of N (by a hash of each mutant's name), each mutant with its
                                         selected test binaries and tests, and the mutants no test executes:
-                                        OUT/plan.json; MAP_JSON `-` selects the whole suite for every mutant
+                                        OUT/plan.json; MAP_JSON `-` selects the whole suite for every mutant;
+                                        with ONLY (a file of names), only those mutants (before sharding)
   run PLAN_JSON SCRATCH OUT TIMEOUT     judge the planned mutants one by one in the scratch tree (cargo-mutants'
                                         own runner cannot: its --re filter does not hold back its struct-field
                                         deletions, and it runs one test command for all mutants)
@@ -116,8 +117,11 @@ def rust_regex_literal(text):
     return "".join("\\" + c if c in SPECIAL else c for c in text)
 
 
-def plan(mutants_json, map_json, k, n, out):
+def plan(mutants_json, map_json, k, n, out, only=None):
     mutants = json.load(open(mutants_json))
+    if only is not None:
+        names = set(line.rstrip("\n") for line in open(only))
+        mutants = [m for m in mutants if m["name"] in names]
     # By a hash of the mutant's name, not its index: a shard keeps its mutants when code elsewhere changes the list.
     chosen = [m for m in mutants if zlib.crc32(m["name"].encode()) % n == k]
     planned, unexecuted = [], []
@@ -243,8 +247,8 @@ def run(plan_json, scratch, out, timeout):
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "coverage" and len(sys.argv) == 5:
         coverage(*sys.argv[2:])
-    elif len(sys.argv) >= 2 and sys.argv[1] == "plan" and len(sys.argv) == 7:
-        plan(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "plan" and len(sys.argv) in (7, 8):
+        plan(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], *sys.argv[7:])
     elif len(sys.argv) >= 2 and sys.argv[1] == "run" and len(sys.argv) == 6:
         run(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
