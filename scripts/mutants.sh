@@ -191,8 +191,8 @@ summary() {
   awk -F'\t' '$1 == "missed" { print $2 }' "$all" | sort -V > "$out/missed.txt"
   awk -F'\t' '$1 == "timeout" { print $2 }' "$all" | sort -V > "$out/timeout.txt"
   # Unexecuted: still missed, and no test ran its code when it was last judged.
-  cat /dev/null "${dirs[@]/%//unexecuted.txt}" 2> /dev/null | sort -u | comm -12 - <(sort "$out/missed.txt") \
-    | sort -V > "$out/unexecuted.txt"
+  for d in "${dirs[@]}"; do if [[ -f $d/unexecuted.txt ]]; then cat "$d/unexecuted.txt"; fi; done | sort -u \
+    | comm -12 - <(sort "$out/missed.txt") | sort -V > "$out/unexecuted.txt"
   # Progress over the list of this tree (shards run on earlier code may not tile it exactly: moved lines rename).
   if cargo mutants --version > /dev/null 2>&1; then
     cargo mutants --list "${scope[@]}" "${filters[@]}" 2> /dev/null | sort > "$out/list.txt"
