@@ -160,6 +160,7 @@ for line in sys.stdin:
 summary() {
   local out="$repo/mutants/out"
   mkdir -p "$out"
+  rm -f "$out/list.txt"
   shopt -s nullglob
   local dirs=("$repo"/mutants/results/shard-* "$repo"/mutants/results/recheck)
   local present=()
@@ -175,6 +176,14 @@ summary() {
       if [[ -f "$d/$o.txt" ]]; then sed "s/^/$o\t/" "$d/$o.txt"; fi
     done
   done | sort -u -t$'\t' -k2 > "$all"
+  # Counted over the list of this tree when cargo-mutants can list it: a mutant of code since removed, or renamed
+  # by a moved line, no longer counts (a renamed one is judged again under its new name).
+  if cargo mutants --version > /dev/null 2>&1; then
+    cargo mutants --list "${scope[@]}" "${filters[@]}" 2> /dev/null | sort > "$out/list.txt"
+    awk -F'\t' 'NR == FNR { listed[$0] = 1; next } ($2 in listed)' "$out/list.txt" "$all" > "$all.listed"
+    echo "outcomes kept: $(wc -l < "$all.listed") of $(wc -l < "$all") (the others are of mutants not in this tree's list)"
+    mv "$all.listed" "$all"
+  fi
   echo "shards run: $(for d in "${dirs[@]}"; do
     printf '%s%s ' "${d##*/}" "$([[ -f $d/complete ]] || echo ' (partial)')"; done)"
   echo "on commits: $(cat "${dirs[@]/%//commit}" 2>/dev/null | sort -u | tr '\n' ' ')"
@@ -194,8 +203,7 @@ summary() {
   for d in "${dirs[@]}"; do if [[ -f $d/unexecuted.txt ]]; then cat "$d/unexecuted.txt"; fi; done | sort -u \
     | comm -12 - <(sort "$out/missed.txt") | sort -V > "$out/unexecuted.txt"
   # Progress over the list of this tree (shards run on earlier code may not tile it exactly: moved lines rename).
-  if cargo mutants --version > /dev/null 2>&1; then
-    cargo mutants --list "${scope[@]}" "${filters[@]}" 2> /dev/null | sort > "$out/list.txt"
+  if [[ -f $out/list.txt ]]; then
     cut -f2 "$all" | sort | comm -23 "$out/list.txt" - | sort -V > "$out/unjudged.txt"
     echo "judged: $(( $(wc -l < "$out/list.txt") - $(wc -l < "$out/unjudged.txt") )) of the $(wc -l < "$out/list.txt")" \
       "mutants of this tree; not yet: mutants/out/unjudged.txt"
