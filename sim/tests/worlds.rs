@@ -117,3 +117,30 @@ fn a_downscale_recorded_before_the_record_existed_keeps_the_min_time_over_30_see
     let waited = count_lines(&outcomes, "statefulset ingester-zone-b was downscaled at");
     assert!(waited >= 10, "only {waited} downscales denied for zone-b's recorded downscale");
 }
+
+/// A zone of twelve pods, one template push, no faults: the controller replaces each zone's outdated pods in the
+/// natural order of their names (`-2` before `-10`), as the reference sorts them (`updateStatefulSetPods`); byte
+/// order would take `-10` and `-11` before `-2`. Zones of fewer than ten pods cannot tell the two apart.
+#[test]
+fn a_zone_of_twelve_pods_is_replaced_in_the_natural_order_of_their_names() {
+    let sc = Scenario {
+        replicas: 12,
+        revisions: 1,
+        fault_count: (0, 0),
+        faults: rollout_sim::world::FaultMix::NONE,
+        ..Scenario::default()
+    };
+    for o in run_all(&sc, 0..3) {
+        for zone in ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"] {
+            let prefix = format!("DELETE pod {zone}-");
+            let ordinals: Vec<u32> = o
+                .trace
+                .lines
+                .iter()
+                .filter(|l| l.contains("controller") && l.ends_with("-> ok"))
+                .filter_map(|l| l.split_once(&prefix).and_then(|(_, rest)| rest.split(' ').next()?.parse().ok()))
+                .collect();
+            assert_eq!(ordinals, (0..12).collect::<Vec<u32>>(), "seed {}: {zone} replaced in this order", o.seed);
+        }
+    }
+}
