@@ -224,7 +224,8 @@ def run(plan_json, scratch, out, timeout):
         selection = ["--tests"] if m["targets"] is None else [f"--test={t}" for t in m["targets"]]
         filters = [] if m["tests"] is None else ["--", "--exact", *m["tests"]]
         try:
-            open(path, "w").write(apply_diff(original, m["diff"]))
+            mutated = apply_diff(original, m["diff"])
+            open(path, "w").write(mutated)
             built, build_s = cargo(["test", *packages, *selection, "--no-run"], 1800)
             test_s = 0.0
             if built != 0:
