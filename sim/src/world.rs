@@ -1601,7 +1601,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
         }
         if let Some(scaling) = &sc.scaling {
-            let min_time = format!("{}s", scaling.min_time.as_secs());
+            let min_time = go_duration_text(scaling.min_time);
             objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
             if scaling.admission == Admission::Webhook {
                 sts.metadata
@@ -2209,6 +2209,19 @@ pub fn converged(st: &Store) -> bool {
                         .is_some_and(|o| o >= replicas)
             })
     })
+}
+
+/// `d` as a user may write it in a Go duration annotation, in a different form for each of the worlds' min times
+/// (a fraction of a minute, milliseconds, a fraction and seconds together), so the parser's every path is read; the
+/// checker judges against `d` itself.
+fn go_duration_text(d: Duration) -> String {
+    match d.as_secs() {
+        30 => "0.5m".to_string(),
+        15 => "0.25m".to_string(),
+        10 => "10000ms".to_string(),
+        60 => "0.5m30s".to_string(),
+        n => format!("{n}s"),
+    }
 }
 
 /// A mirror StatefulSet has its reference's `spec.replicas`, written back into the reference's `status.replicas`
