@@ -37,6 +37,9 @@
 # those and writes mutants/out/missed.txt and mutants/out/timeout.txt (all shards), and, against the judged
 # survivors in mutants/survivors.tsv, mutants/out/unclassified.txt.
 set -euo pipefail
+# Everything below is one compound command, read whole before it runs: editing this file while a shard runs does not
+# change (or break) the running shard.
+{
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
@@ -129,12 +132,14 @@ ensure_llvm_tools() {
 # suites plus the diff of the worktree there).
 coverage_dir=$repo/target/mutants/coverage
 tree_stamp() {
-  echo "$(git -C "$repo" rev-parse HEAD:controller HEAD:model HEAD:sim HEAD:Cargo.lock | tr '\n' ' ')$(
-    git -C "$repo" diff HEAD -- controller model sim Cargo.lock | sha1sum | cut -c1-16)"
+  local paths=(controller model sim Cargo.toml Cargo.lock)
+  echo "$(git -C "$repo" rev-parse "${paths[@]/#/HEAD:}" | tr '\n' ' ')$( {
+    git -C "$repo" diff HEAD -- "${paths[@]}"
+    git -C "$repo" ls-files -z --others --exclude-standard -- "${paths[@]}" | (cd "$repo" && xargs -0 -r cat)
+  } | sha1sum | cut -c1-16)"
 }
 coverage_map() {
-  local stamp
-  stamp=$(tree_stamp)
+  local stamp=$stamp_at_sync
   if [[ -f $coverage_dir/map.json && "$(cat "$coverage_dir/stamp" 2>/dev/null)" == "$stamp" ]]; then
     echo "coverage map of this tree: $coverage_dir/map.json"
     return 0
@@ -175,7 +180,9 @@ summary() {
     for o in caught missed timeout unviable; do
       if [[ -f "$d/$o.txt" ]]; then sed "s/^/$o\t/" "$d/$o.txt"; fi
     done
-  done | sort -u -t$'\t' -k2 > "$all"
+  done | awk -F'\t' 'BEGIN { rank["caught"] = 0; rank["timeout"] = 1; rank["unviable"] = 2; rank["missed"] = 3 }
+    !($2 in best) || rank[$1] < rank[best[$2]] { best[$2] = $1 }
+    END { for (m in best) print best[m] "\t" m }' | sort -t$'\t' -k2 > "$all"
   # Counted over the list of this tree when cargo-mutants can list it: a mutant of code since removed, or renamed
   # by a moved line, no longer counts (a renamed one is judged again under its new name).
   if cargo mutants --version > /dev/null 2>&1; then
@@ -252,8 +259,12 @@ k=${BASH_REMATCH[1]}; n=${BASH_REMATCH[2]}
 
 # The scratch copy: only files whose content differs are copied (with a new mtime), so cargo rebuilds exactly what
 # changed, including a file a killed run left mutated there.
-scratch=${MUTANTS_SCRATCH:-$repo/target/mutants/src}
+scratch=$(realpath -m "${MUTANTS_SCRATCH:-$repo/target/mutants/src}")
 mkdir -p "$scratch"
+# The code measured: stamped before the copy, so a commit made meanwhile is not credited with this shard.
+stamp_at_sync=$(tree_stamp)
+measured=$(git -C "$repo" rev-parse --short HEAD)
+if ! git -C "$repo" diff --quiet HEAD -- controller model sim; then measured="$measured (with uncommitted changes)"; fi
 git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
   [[ -f $f ]] || continue
   if ! cmp -s "$f" "$scratch/$f"; then mkdir -p "$scratch/$(dirname "$f")"; cp "$f" "$scratch/$f"; fi
@@ -271,13 +282,13 @@ start=$(date +%s)
 # The commit measured: the tree as synced above (later commits made while the shard runs do not count). Outcomes
 # go straight to mutants/results/shard-K-of-N/ (committed), so an interrupted shard keeps what it judged and a
 # later run of the same shard on the same code (same stamp) resumes it; on other code it starts over.
-measured=$(git -C "$repo" rev-parse --short HEAD)
-if ! git -C "$repo" diff --quiet HEAD -- controller model sim; then measured="$measured (with uncommitted changes)"; fi
 kept="$repo/mutants/results/$name"
-if [[ "$(cat "$kept/stamp" 2>/dev/null)" != "$(tree_stamp)" ]]; then
+# A shard judged another way (--full-suite, another --crate) is not resumed either.
+run_stamp="$stamp_at_sync select=$select crate=$crate"
+if [[ "$(cat "$kept/stamp" 2>/dev/null)" != "$run_stamp" ]]; then
   rm -rf "$kept"
   mkdir -p "$kept"
-  tree_stamp > "$kept/stamp"
+  echo "$run_stamp" > "$kept/stamp"
   echo "$measured" > "$kept/commit"
 fi
 rm -f "$kept/complete"
@@ -310,3 +321,5 @@ fi
 (cd "$scratch" && nice -n 19 python3 "$repo/scripts/mutants_select.py" run "$out/plan.json" "$scratch" "$kept" "$timeout")
 echo "$name took $(( ($(date +%s) - start) / 60 )) min"
 summary
+exit
+}

@@ -179,6 +179,14 @@ def apply_diff(text, diff):
     return "\n".join(result)
 
 
+# The unit tests of the model's and the simulation's libraries build as binaries named after the library.
+LIBRARIES = {"rollout_model", "rollout_sim"}
+
+
+def target_arg(target):
+    return "--lib" if target in LIBRARIES else f"--test={target}"
+
+
 def cargo(args, timeout):
     """Runs cargo in its own process group; (exit code or None on timeout, seconds)."""
     began = time.monotonic()
@@ -187,9 +195,15 @@ def cargo(args, timeout):
     try:
         code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        code = None
+    except BaseException:
+        # Stopped (SIGTERM, Ctrl-C): cargo and its tests go too, before the mutated file is put back.
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        code = None
+        raise
+    if code is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
     return code, time.monotonic() - began
 
 
@@ -198,6 +212,8 @@ def run(plan_json, scratch, out, timeout):
     build: unviable), run its selected tests (they pass: missed; they fail: caught; over `timeout` s: timeout), put
     the file back. Outcomes are appended to OUT/<outcome>.txt as they come (each mutant's times to
     OUT/outcomes.log), and OUT/complete is written at the end."""
+    # A SIGTERM unwinds like Ctrl-C, so the mutated file is put back (`finally`) and cargo is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plan = json.load(open(plan_json))
     # Resumable: mutants already judged in OUT (an interrupted run of the same tree) are not judged again.
     judged = set()
@@ -221,14 +237,16 @@ def run(plan_json, scratch, out, timeout):
         path = os.path.join(scratch, m["file"])
         original = open(path).read()
         packages = ["-p", "rollout-model", "-p", "rollout-sim"]
-        selection = ["--tests"] if m["targets"] is None else [f"--test={t}" for t in m["targets"]]
+        selection = ["--tests"] if m["targets"] is None else sorted({target_arg(t) for t in m["targets"]})
         filters = [] if m["tests"] is None else ["--", "--exact", *m["tests"]]
         try:
             mutated = apply_diff(original, m["diff"])
             open(path, "w").write(mutated)
             built, build_s = cargo(["test", *packages, *selection, "--no-run"], 1800)
             test_s = 0.0
-            if built != 0:
+            if built is None:
+                outcome = "timeout"
+            elif built != 0:
                 outcome = "unviable"
             else:
                 passed, test_s = cargo(["test", *packages, *selection, *filters], timeout)

@@ -86,8 +86,8 @@ struct ScenarioArgs {
     revisions: Option<u32>,
     /// Run under a real deployment's RBAC (403 for anything else) and zone-tracker setting: `helm` (Grafana's chart
     /// 0.50.1: no configmaps, no zone tracker), `helm-old` (the chart mimir-distributed pins: also no pod `patch`)
-    /// or `jsonnet` (the reference's jsonnet: zone tracker on); or `no-patch`, not a real deployment: `helm-old`
-    /// without `patch` on StatefulSets either (eviction decisions serialised in each replica; with --drains, one
+    /// or `jsonnet` (the reference's jsonnet: zone tracker on); or `no-patch`: `helm-old` without `patch` on
+    /// StatefulSets either, as Loki's chart 0.24.0 grants pods and StatefulSets (eviction decisions serialised in each replica; with --drains, one
     /// replica serves the eviction webhook and no template is pushed unless --revisions says so).
     #[arg(long)]
     deployment: Option<String>,

@@ -43,7 +43,8 @@ pub fn statefulset(group: &str, name: &str, replicas: u32, max_unavailable: u32)
         spec: Some(StatefulSetSpec {
             replicas: Some(replicas as i32),
             // Every operator of a label selector, each satisfied by the StatefulSet's pods (as a selector written
-            // with expressions is), so that which pods the operator counts as the StatefulSet's rests on all of them.
+            // with expressions is): an operator the controller reads wrongly as false leaves the StatefulSet without
+            // pods. (One read wrongly as true would need pods that must not match; the simulation has none.)
             selector: LabelSelector {
                 match_labels: Some(BTreeMap::from([("name".into(), name.into())])),
                 match_expressions: Some(vec![
@@ -323,6 +324,12 @@ pub fn admission_response(review: &serde_json::Value, body: &[u8]) -> Result<ser
     let (expected, got) = (field(review, "/request/uid"), field(&response, "/uid"));
     if expected != got {
         return Err(format!("expected response.uid={expected:?}, got {got:?}"));
+    }
+    // A patch is applied only as a JSONPatch, and a patch type needs a patch.
+    match (response.get("patch").is_some(), field(&response, "/patchType").as_str()) {
+        (true, "JSONPatch") | (false, "") => {}
+        (true, other) => return Err(format!("webhook returned a patch with patchType {other:?}, expected JSONPatch")),
+        (false, _) => return Err("webhook returned a patchType without a patch".to_string()),
     }
     Ok(response)
 }

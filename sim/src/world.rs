@@ -410,8 +410,9 @@ pub enum ReferenceDeployment {
     /// tracker. Eviction intents on pods are refused, so they go on the StatefulSets (which it lets us patch);
     /// ready-time stamps are refused.
     HelmOld,
-    /// Not a reference deployment: the chart mimir-distributed pins without `patch` on StatefulSets either, as a
-    /// hand-written Role may grant. Eviction intents have nowhere to go, so each operator replica serialises its
+    /// The chart mimir-distributed pins without `patch` on StatefulSets either: the pod and StatefulSet verbs of
+    /// Loki's chart 0.24.0, with the ZoneAwarePodDisruptionBudget and webhook grants Loki's chart lacks (so no
+    /// reference deployment as a whole; a hand-written Role may grant this). Eviction intents have nowhere to go, so each operator replica serialises its
     /// own eviction decisions in process and remembers the pods it let go (the degraded mode of the optional
     /// "pod annotations" feature); with one replica serving the webhook that still keeps the budget.
     NoPatch,
