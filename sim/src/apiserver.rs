@@ -209,6 +209,8 @@ pub enum WatchMsg {
     Bookmark {
         rv: u64,
     },
+    /// The watch is not allowed (RBAC): the error, as the client's stream reports it.
+    Refused(ApiError),
 }
 
 /// What the fault injector changes while the run goes on.
@@ -700,14 +702,23 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
         let (group, resource) = match req.kind {
             Kind::Pods => ("", "pods"),
             Kind::StatefulSets => ("apps", "statefulsets"),
+            Kind::Budgets => ("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets"),
         };
         for verb in ["list", "watch"] {
             let access =
                 Access { group: group.into(), resource: resource.into(), verb: verb.into(), resource_name: None };
             if !grants.allows(&access, false) {
-                let mut store = env.store.lock().unwrap();
-                store.trace("controller", format!("{access} -> forbidden (403)"));
-                store.forbidden.push(format!("controller: {access}"));
+                {
+                    let mut store = env.store.lock().unwrap();
+                    store.trace("controller", format!("{access} -> forbidden (403)"));
+                    store.forbidden.push(format!("controller: {access}"));
+                }
+                // The budget watch's client is told (the operator then says which grant is missing); the
+                // controller's own watches just end, as before.
+                if req.kind == Kind::Budgets {
+                    let message = format!("forbidden: cannot {access}");
+                    let _ = tx.send(Box::new(WatchMsg::Refused(ApiError::Rejected { code: 403, message }))).await;
+                }
                 return;
             }
         }
@@ -718,9 +729,16 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
     };
     let deadline = Instant::now() + env.sample_ms((lifetime.0 * 1000, lifetime.1 * 1000));
     let changes = env.store.lock().unwrap().subscribe();
+    let cut = || req.kind == Kind::Budgets && env.store.lock().unwrap().budget_watches_down;
+    if cut() {
+        return;
+    }
     let mut cursor = match req.resume {
         Some(rv) => {
-            let too_old = rv < env.store.lock().unwrap().compacted_to || env.rng.lock().unwrap().chance(gone_chance);
+            let too_old = {
+                let store = env.store.lock().unwrap();
+                rv < store.compacted_to || (req.kind == Kind::Budgets && rv < store.budget_resume_floor)
+            } || env.rng.lock().unwrap().chance(gone_chance);
             if too_old {
                 let _ = tx.send(Box::new(WatchMsg::Gone)).await;
                 return;
@@ -764,7 +782,7 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
             };
             not_before = not_before.max(entry.at + delay);
             tokio::time::sleep_until(not_before).await;
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || cut() {
                 return;
             }
             let msg = WatchMsg::Event { rv: entry.rv, deleted: entry.deleted, obj: entry.obj };
@@ -776,7 +794,7 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
         if let Some(rv) = newest {
             cursor = rv;
         }
-        if Instant::now() >= deadline {
+        if Instant::now() >= deadline || cut() {
             return;
         }
         let bookmark_at = last_sent + Duration::from_secs(10);

@@ -82,6 +82,15 @@ pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
 pub const ZPDB_EVICTIONS: &str = "allowed evictions keep the ZoneAwarePodDisruptionBudgets";
 /// Issue 14: the controller's own pod deletions keep them too.
 pub const ZPDB_CONTROLLER: &str = "controller deletions keep the ZoneAwarePodDisruptionBudgets";
+/// The budget-edits worlds: an eviction of a pod that no budget has covered for [`BUDGET_CHANGE_GRACE`] is not
+/// denied for a budget (a deleted budget stops holding drains once the operator could have seen the deletion).
+pub const ZPDB_OUT_OF_SCOPE: &str = "an eviction no budget covers is not denied by one";
+/// The budget-edits worlds: `/admission/zpdb-validation` admits every valid budget edit and refuses every invalid
+/// one (failure policy Fail: an invalid budget never reaches the operator).
+pub const ZPDB_VALIDATION: &str = "the validation webhook admits exactly the valid budgets";
+/// How long after a budget change the operator may still decide on what it knew before: its watch's delay, a
+/// resumed watch told "too old" and relisting, a replica restarting. A change judges decisions only from then on.
+pub const BUDGET_CHANGE_GRACE: Duration = Duration::from_secs(30);
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -94,6 +103,35 @@ pub struct BudgetRule {
     pub group: String,
     pub max_unavailable: u32,
     pub partitions: bool,
+    /// Committed at this resourceVersion and time; `None`: in force from the start of the run.
+    pub since: Option<(u64, Duration)>,
+    /// Replaced or deleted at this resourceVersion and time; `None`: still in force.
+    pub until: Option<(u64, Duration)>,
+}
+
+impl BudgetRule {
+    /// The checker's own reading of a budget object: the group its selector names by `rollout-group`, an integer
+    /// `maxUnavailable`, and partition mode if it has a partition regex. `None` for a budget outside what the
+    /// worlds write (no such group label, or a percentage).
+    pub fn read(budget: &serde_json::Value) -> Option<BudgetRule> {
+        let spec = budget.get("spec")?;
+        Some(BudgetRule {
+            name: budget.pointer("/metadata/name")?.as_str()?.to_string(),
+            group: spec.pointer("/selector/matchLabels")?.get(rollout_core::keys::ROLLOUT_GROUP)?.as_str()?.to_string(),
+            max_unavailable: u32::try_from(spec.get("maxUnavailable")?.as_u64()?).ok()?,
+            partitions: spec.get("podNamePartitionRegex").is_some(),
+            since: None,
+            until: None,
+        })
+    }
+
+    /// Whether this version of the budget judges a decision whose window runs from `basis_rv` to `before_rv`,
+    /// committed at `at`: it was in force throughout the window, and (if committed during the run) long enough
+    /// before for the operator to know it.
+    fn judges(&self, basis_rv: u64, before_rv: u64, at: Duration) -> bool {
+        self.since.is_none_or(|(rv, since)| rv <= basis_rv && since + BUDGET_CHANGE_GRACE <= at)
+            && self.until.is_none_or(|(rv, _)| rv > before_rv)
+    }
 }
 
 /// What the drains world's evictions came to.
@@ -201,8 +239,11 @@ pub struct Checker {
     /// Controller replica changes committed on a StatefulSet that was being rolled (a pod not on its update or
     /// template revision, or currentRevision behind).
     pub scaled_while_rolling: u64,
-    /// The ZoneAwarePodDisruptionBudgets of the world (none but in the drains worlds).
+    /// The ZoneAwarePodDisruptionBudgets of the world (none but in the drains worlds), every version of each: one
+    /// in force has no `until`.
     pub budgets: Vec<BudgetRule>,
+    /// The budget-edits worlds' outages of the operator's budget watches: from, until (`None`: still cut).
+    pub budget_watch_outages: Vec<(Duration, Option<Duration>)>,
     /// Voluntary disruptions that spent a budget (an available pod evicted, or deleted by the controller): the
     /// resourceVersion they committed at, the pod's name, and by whom.
     spent: Vec<(u64, String, String)>,
@@ -315,6 +356,43 @@ impl Known {
 impl Checker {
     pub fn record_pod(&mut self, rv: u64, name: &str, pod: Option<PodSum>) {
         self.pods.entry(name.to_string()).or_default().push((rv, pod));
+    }
+
+    /// A budget committed (`Some`: created or updated, as the checker reads it) or deleted at `rv`, at `at`: the
+    /// version in force until now ends there.
+    pub fn record_budget(&mut self, rv: u64, at: Duration, name: &str, budget: Option<BudgetRule>) {
+        for open in self.budgets.iter_mut().filter(|b| b.name == name && b.until.is_none()) {
+            open.until = Some((rv, at));
+        }
+        if let Some(budget) = budget {
+            self.budgets.push(BudgetRule { since: Some((rv, at)), until: None, ..budget });
+        }
+    }
+
+    /// Whether some budget covered `group`'s pods at some time within [`BUDGET_CHANGE_GRACE`] before `at`, or the
+    /// operator could not watch the budgets then (it may not know yet that the budget is gone).
+    pub fn covered_recently(&self, group: &str, at: Duration) -> bool {
+        let recent = |until: Option<Duration>| until.is_none_or(|until| until + BUDGET_CHANGE_GRACE > at);
+        self.budgets.iter().any(|b| b.group == group && recent(b.until.map(|(_, until)| until)))
+            || self.budget_watch_outages.iter().any(|(_, until)| recent(*until))
+    }
+
+    /// A denied eviction (`code`, `message`) of a pod of `group`, at `at`: with no budget over the group for the
+    /// grace, only a refusal that is not a budget's (budgets not loaded yet, the webhook failing) is right.
+    pub fn judge_eviction_denial(&mut self, at: Duration, group: &str, pod: &str, code: u16, message: &str) {
+        if code == 429 && !message.contains("not loaded") && !self.covered_recently(group, at) {
+            let detail = format!("eviction of {pod} denied ({code}: {message}), but no budget covers group {group}");
+            self.violate(at, ZPDB_OUT_OF_SCOPE, detail);
+        }
+    }
+
+    /// The validation webhook's answer on a budget edit the editor knows to be `valid` or not.
+    pub fn judge_budget_admission(&mut self, at: Duration, what: &str, valid: bool, allowed: bool, message: &str) {
+        if valid != allowed {
+            let verdict = if allowed { "admitted".to_string() } else { format!("refused ({message})") };
+            let expected = if valid { "a valid" } else { "an invalid" };
+            self.violate(at, ZPDB_VALIDATION, format!("{expected} budget edit ({what}) was {verdict}"));
+        }
     }
 
     pub fn record_sts(&mut self, rv: u64, name: &str, sts: Option<StsSum>) {
@@ -623,7 +701,12 @@ impl Checker {
         let before = self.state_at(before_rv);
         let Some(sts) = before.sts.get(&target.sts).cloned() else { return };
         let basis_rv = basis_rv.min(before_rv);
-        let rules: Vec<BudgetRule> = self.budgets.iter().filter(|b| b.group == sts.group).cloned().collect();
+        let rules: Vec<BudgetRule> = self
+            .budgets
+            .iter()
+            .filter(|b| b.group == sts.group && b.judges(basis_rv, before_rv, at))
+            .cloned()
+            .collect();
         if rules.is_empty() || !self.available_throughout(target, basis_rv, before_rv) {
             return;
         }

@@ -170,6 +170,10 @@ struct ScenarioArgs {
     /// With --drains: the budget's maxUnavailable.
     #[arg(long = "budget-max-unavailable", default_value_t = 1)]
     budget_max_unavailable: u32,
+    /// With --drains: the user edits the budget during the fault phase (maxUnavailable changed, relabelled,
+    /// deleted and created again, invalid updates the validation webhook must refuse), and the operator watches it.
+    #[arg(long = "budget-edits")]
+    budget_edits: bool,
     /// High availability: this many operator replicas (2 or 3) on nodes of their own, each running the real leader
     /// election and one controller per term against the simulated Lease; the faults hit the replicas, which are
     /// also frozen longer than the lease, killed while leading, and run clocks with offsets and rates of their own.
@@ -241,6 +245,9 @@ impl ScenarioArgs {
             }
             if self.budget_max_unavailable != 1 {
                 flags.push_str(&format!(" --budget-max-unavailable {}", self.budget_max_unavailable));
+            }
+            if self.budget_edits {
+                flags.push_str(" --budget-edits");
             }
         }
         flags
@@ -323,11 +330,17 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
             if args.budget_max_unavailable == 0 {
                 return Err("--budget-max-unavailable 0 denies every eviction: use 1 or more".to_string());
             }
-            Some(Drains { mode, evictor, max_unavailable: args.budget_max_unavailable, ..Drains::default() })
+            Some(Drains {
+                mode,
+                evictor,
+                max_unavailable: args.budget_max_unavailable,
+                budget_edits: args.budget_edits,
+                ..Drains::default()
+            })
         }
     };
-    if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1) {
-        return Err("--evictor and --budget-max-unavailable need --drains".to_string());
+    if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1 || args.budget_edits) {
+        return Err("--evictor, --budget-max-unavailable and --budget-edits need --drains".to_string());
     }
     // Without `patch` on pods or StatefulSets no process can see another's decisions: one replica serves the
     // eviction webhook, and by default no template is pushed (the simulated controller is a process of its own,

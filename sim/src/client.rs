@@ -46,10 +46,26 @@ struct Inner {
     consumed: Mutex<(u64, u64)>,
     /// What this process saw, for the server's judgements.
     log: Arc<ProcessLog>,
-    /// Lists the ZoneAwarePodDisruptionBudgets from the API server (an operator replica of the drains worlds);
-    /// otherwise the budget watch lists none without asking, as before budgets existed in the simulation (so
-    /// every other world makes the same requests as it always did).
-    budgets: bool,
+    /// How the budget watch learns the ZoneAwarePodDisruptionBudgets.
+    budgets: BudgetFeed,
+}
+
+/// What a watch loop hands its stream: an event (with the resourceVersion it brings the client to, if any), or the
+/// error the server refused the watch with.
+type WatchItem<K> = Result<(Option<u64>, WatchEvent<K>), ApiError>;
+
+/// How a client's budget watch learns the ZoneAwarePodDisruptionBudgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetFeed {
+    /// Lists none without asking, as before budgets existed in the simulation (so every world without budgets makes
+    /// the same requests as it always did).
+    None,
+    /// Lists them from the API server once (retrying until it can), then stays quiet: the drains worlds whose
+    /// budgets never change.
+    ListOnce,
+    /// Watches them as any other kind (the API server's watch: delays, expiry, "too old" and relists): the
+    /// budget-edits worlds.
+    Watch,
 }
 
 /// What a process saw, for the server's judgements, kept by reference (simulation bookkeeping, not part of any
@@ -58,7 +74,7 @@ struct Inner {
 /// optional feature (after that, the feature must be off in this process).
 #[derive(Debug, Default)]
 pub struct ProcessLog {
-    consumed: Mutex<[VecDeque<(u64, tokio::time::Instant)>; 2]>,
+    consumed: Mutex<[VecDeque<(u64, tokio::time::Instant)>; 3]>,
     refusals: Mutex<std::collections::BTreeMap<&'static str, tokio::time::Instant>>,
 }
 
@@ -70,6 +86,7 @@ impl ProcessLog {
         match kind {
             Kind::StatefulSets => 0,
             Kind::Pods => 1,
+            Kind::Budgets => 2,
         }
     }
 
@@ -109,16 +126,16 @@ impl SimCluster {
 
     /// [`SimCluster::connect`] for a client whose every request first waits `delay`.
     pub async fn connect_slow(incarnation: u64, delay: Duration) -> std::io::Result<Self> {
-        Self::bind(incarnation, delay, false).await
+        Self::bind(incarnation, delay, BudgetFeed::None).await
     }
 
-    /// An operator replica's client: like [`SimCluster::connect`], and its budget watch lists the budgets the API
-    /// server holds.
-    pub async fn connect_operator(incarnation: u64) -> std::io::Result<Self> {
-        Self::bind(incarnation, Duration::ZERO, true).await
+    /// An operator replica's client: like [`SimCluster::connect`], and its budget watch learns the budgets the API
+    /// server holds, by `feed`.
+    pub async fn connect_operator(incarnation: u64, feed: BudgetFeed) -> std::io::Result<Self> {
+        Self::bind(incarnation, Duration::ZERO, feed).await
     }
 
-    async fn bind(incarnation: u64, delay: Duration, budgets: bool) -> std::io::Result<Self> {
+    async fn bind(incarnation: u64, delay: Duration, budgets: BudgetFeed) -> std::io::Result<Self> {
         let ep = Endpoint::bind("0.0.0.0:0").await?;
         let inner = Inner {
             ep,
@@ -236,17 +253,20 @@ impl SimCluster {
         kind: Kind,
         unwrap: fn(Obj) -> Option<K>,
     ) -> BoxStream<'static, Result<WatchEvent<K>, ApiError>> {
-        let (tx, rx) = mpsc::unbounded::<(Option<u64>, WatchEvent<K>)>();
+        let (tx, rx) = mpsc::unbounded::<WatchItem<K>>();
         let this = self.clone();
         tokio::spawn(async move { this.watch_loop(kind, unwrap, tx).await });
         let this = self.clone();
-        rx.map(move |(rv, event)| {
+        rx.map(move |item| {
+            let (rv, event) = item?;
             if let Some(rv) = rv {
                 this.inner.log.consumed(kind, rv, tokio::time::Instant::now());
                 let mut consumed = this.inner.consumed.lock().unwrap();
                 match kind {
                     Kind::StatefulSets => consumed.0 = rv,
                     Kind::Pods => consumed.1 = rv,
+                    // Not part of what the controller's writes are judged against.
+                    Kind::Budgets => {}
                 }
             }
             Ok(event)
@@ -254,12 +274,7 @@ impl SimCluster {
         .boxed()
     }
 
-    async fn watch_loop<K>(
-        &self,
-        kind: Kind,
-        unwrap: fn(Obj) -> Option<K>,
-        tx: mpsc::UnboundedSender<(Option<u64>, WatchEvent<K>)>,
-    ) {
+    async fn watch_loop<K>(&self, kind: Kind, unwrap: fn(Obj) -> Option<K>, tx: mpsc::UnboundedSender<WatchItem<K>>) {
         let mut resume: Option<u64> = None;
         let mut backoff = Duration::from_millis(200);
         while !tx.is_closed() {
@@ -287,24 +302,33 @@ impl SimCluster {
                         break;
                     }
                     WatchMsg::List { rv, items } => {
-                        let mut ok = tx.unbounded_send((None, WatchEvent::Init)).is_ok();
+                        let mut ok = tx.unbounded_send(Ok((None, WatchEvent::Init))).is_ok();
                         for obj in items.into_iter().filter_map(unwrap) {
-                            ok &= tx.unbounded_send((None, WatchEvent::InitApply(obj))).is_ok();
+                            ok &= tx.unbounded_send(Ok((None, WatchEvent::InitApply(obj)))).is_ok();
                         }
                         resume = Some(rv);
-                        ok && tx.unbounded_send((Some(rv), WatchEvent::InitDone)).is_ok()
+                        ok && tx.unbounded_send(Ok((Some(rv), WatchEvent::InitDone))).is_ok()
                     }
                     WatchMsg::Event { rv, deleted, obj } => {
                         resume = Some(rv);
                         match unwrap(obj) {
-                            Some(o) if deleted => tx.unbounded_send((Some(rv), WatchEvent::Delete(o))).is_ok(),
-                            Some(o) => tx.unbounded_send((Some(rv), WatchEvent::Apply(o))).is_ok(),
+                            Some(o) if deleted => tx.unbounded_send(Ok((Some(rv), WatchEvent::Delete(o)))).is_ok(),
+                            Some(o) => tx.unbounded_send(Ok((Some(rv), WatchEvent::Apply(o)))).is_ok(),
                             None => true,
                         }
                     }
                     WatchMsg::Bookmark { rv } => {
                         resume = Some(rv);
                         true
+                    }
+                    // Told to the stream; the watch is tried again after the backoff, as a reflector does.
+                    WatchMsg::Refused(err) => {
+                        resume = None;
+                        if tx.unbounded_send(Err(err)).is_err() {
+                            return;
+                        }
+                        backoff = Duration::from_secs(5);
+                        break;
                     }
                 };
                 if !sent {
@@ -319,14 +343,21 @@ impl SimCluster {
 fn sts_of(obj: Obj) -> Option<StatefulSet> {
     match obj {
         Obj::Sts(s) => Some(*s),
-        Obj::Pod(_) => None,
+        _ => None,
     }
 }
 
 fn pod_of(obj: Obj) -> Option<Pod> {
     match obj {
         Obj::Pod(p) => Some(*p),
-        Obj::Sts(_) => None,
+        _ => None,
+    }
+}
+
+fn budget_of(obj: Obj) -> Option<serde_json::Value> {
+    match obj {
+        Obj::Budget(b) => Some(*b),
+        _ => None,
     }
 }
 
@@ -416,18 +447,21 @@ impl PodAnnotations for SimCluster {
     }
 }
 
-/// An operator replica's client lists the API server's budgets (they never change during a run, so the watch then
-/// stays quiet); any other client's watch lists none without asking.
+/// An operator replica's client learns the API server's budgets by its [`BudgetFeed`]; any other client's watch lists
+/// none without asking.
 impl DisruptionBudgets for SimCluster {
     fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
-        if !self.inner.budgets {
-            return futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
+        match self.inner.budgets {
+            BudgetFeed::None => futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
                 .chain(futures::stream::pending())
-                .boxed();
+                .boxed(),
+            BudgetFeed::ListOnce => {
+                let (tx, rx) = mpsc::unbounded();
+                tokio::spawn(self.clone().list_budgets_until_listed(tx));
+                rx.chain(futures::stream::pending()).boxed()
+            }
+            BudgetFeed::Watch => self.watch(Kind::Budgets, budget_of),
         }
-        let (tx, rx) = mpsc::unbounded();
-        tokio::spawn(self.clone().list_budgets_until_listed(tx));
-        rx.chain(futures::stream::pending()).boxed()
     }
 }
 

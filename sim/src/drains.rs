@@ -10,7 +10,7 @@
 //! committed history is the checker's ([`crate::checker::Checker::judge_disruption`]).
 
 use crate::apiserver::{Reply, ServerEnv};
-use crate::client::SimCluster;
+use crate::client::{BudgetFeed, SimCluster};
 use crate::objects::{self, PodSum};
 use crate::rng::SimRng;
 use crate::store::SharedStore;
@@ -18,7 +18,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
 use rollout_operator::admission::webhooks::{
-    POD_EVICTION_PATH, WebhookSettings, Webhooks, router_with_zpdb, system_clock,
+    POD_EVICTION_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH, router_with_zpdb, system_clock,
 };
 use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
 use rollout_operator::controller::scaling::NoPodClient;
@@ -81,11 +81,28 @@ pub struct Drains {
     pub replicas: usize,
     /// How many node drains start during the fault phase (a range, inclusive).
     pub drains: (u64, u64),
+    /// The budget is edited during the run ([`edit_budgets`]), and the operator watches it.
+    pub budget_edits: bool,
 }
 
 impl Default for Drains {
     fn default() -> Self {
-        Drains { mode: BudgetMode::Zones, max_unavailable: 1, evictor: Evictor::Real, replicas: 2, drains: (4, 8) }
+        Drains {
+            mode: BudgetMode::Zones,
+            max_unavailable: 1,
+            evictor: Evictor::Real,
+            replicas: 2,
+            drains: (4, 8),
+            budget_edits: false,
+        }
+    }
+}
+
+impl Drains {
+    /// How the operator's clients learn the budgets: watched when they change during the run, listed once
+    /// otherwise (as the drains worlds always did, so their seeds replay).
+    pub fn feed(&self) -> BudgetFeed {
+        if self.budget_edits { BudgetFeed::Watch } else { BudgetFeed::ListOnce }
     }
 }
 
@@ -142,6 +159,8 @@ pub fn replica_ip(i: usize) -> IpAddr {
 /// number (its answer carries it back).
 struct AdmitRequest {
     call: u64,
+    /// The webhook's path: `/admission/pod-eviction` or `/admission/zpdb-validation`.
+    path: &'static str,
     body: Vec<u8>,
 }
 
@@ -254,10 +273,10 @@ impl RecordStore for AdmissionClient {
 /// until it lists them: evictions are denied with 429 meanwhile), the real `grafana.com/ready-time` tracker (as the
 /// operator always runs it), and the webhook router serving each admission the API server sends. Its in-process
 /// serialisation state lives as long as the process.
-pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64, evictor: Evictor) {
+pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64, evictor: Evictor, feed: BudgetFeed) {
     let who = format!("operator-{replica}#{}", incarnation - REPLICA_INCARNATION_BASE);
     store.lock().unwrap().trace(&who, "process started");
-    let api = SimCluster::connect_operator(incarnation).await.expect("bind operator replica endpoint");
+    let api = SimCluster::connect_operator(incarnation, feed).await.expect("bind operator replica endpoint");
     let zpdb = match evictor {
         Evictor::IgnoresBudget => Zpdb::with_budgets(rollout_core::zpdb::Budgets::default()),
         Evictor::Real | Evictor::NoSecondRead => {
@@ -286,14 +305,15 @@ pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64,
         let Ok(request) = payload.downcast::<AdmitRequest>() else { continue };
         let (ep, api, zpdb) = (ep.clone(), api.clone(), zpdb.clone());
         tokio::spawn(async move {
-            let answer = AdmitAnswer { call: request.call, ..admit(api, zpdb, evictor, request.body).await };
+            let answer =
+                AdmitAnswer { call: request.call, ..admit(api, zpdb, evictor, request.path, request.body).await };
             let _ = ep.send_to_raw(from, TAG_ADMIT, Box::new(answer)).await;
         });
     }
 }
 
-/// One admission through the real router: `/admission/pod-eviction` driven with `tower::ServiceExt::oneshot`.
-async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, body: Vec<u8>) -> AdmitAnswer {
+/// One admission through the real router (`path`), driven with `tower::ServiceExt::oneshot`.
+async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, path: &'static str, body: Vec<u8>) -> AdmitAnswer {
     let writes = Arc::new(AtomicU32::new(0));
     let client = AdmissionClient {
         api,
@@ -311,7 +331,7 @@ async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, body: Vec<u8>) -> 
         zpdb,
     );
     let body = async {
-        let request = http::Request::post(POD_EVICTION_PATH)
+        let request = http::Request::post(path)
             .header("content-type", "application/json")
             .body(axum::body::Body::from(body))
             .map_err(|e| e.to_string())?;
@@ -327,9 +347,9 @@ async fn admit(api: SimCluster, zpdb: Zpdb, evictor: Evictor, body: Vec<u8>) -> 
 /// endpoint may get the port of an earlier call that gave up, and with it that call's late answer: an answer is
 /// taken only by the call it answers (seed 35 of the first drains batch allowed an eviction on another call's
 /// answer, judged before a pod crashed), as over HTTP, where a late response dies with its connection.
-async fn call_webhook(at: SocketAddr, call: u64, body: Vec<u8>) -> Result<AdmitAnswer, String> {
+async fn call_webhook(at: SocketAddr, call: u64, path: &'static str, body: Vec<u8>) -> Result<AdmitAnswer, String> {
     let ep = Endpoint::bind("0.0.0.0:0").await.map_err(|e| e.to_string())?;
-    ep.send_to_raw(at, TAG_ADMIT, Box::new(AdmitRequest { call, body })).await.map_err(|e| e.to_string())?;
+    ep.send_to_raw(at, TAG_ADMIT, Box::new(AdmitRequest { call, path, body })).await.map_err(|e| e.to_string())?;
     let deadline = Instant::now() + WEBHOOK_TIMEOUT;
     loop {
         match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), ep.recv_from_raw(TAG_ADMIT))
@@ -344,6 +364,21 @@ async fn call_webhook(at: SocketAddr, call: u64, body: Vec<u8>) -> Result<AdmitA
             Err(_) => return Err("context deadline exceeded".into()),
         }
     }
+}
+
+/// What a webhook's answer to `review` says, as the API server reads it: allowed, the status code (403 when it
+/// gives none) and message; an error if there was no usable answer (failure policy Fail).
+fn admission_verdict(
+    review: &serde_json::Value,
+    answer: &Result<AdmitAnswer, String>,
+) -> Result<(bool, u16, String), String> {
+    let answer = answer.as_ref().map_err(String::clone)?;
+    let body = answer.body.as_ref().map_err(String::clone)?;
+    let response = objects::admission_response(review, body)?;
+    let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+    let code = response.pointer("/status/code").and_then(|c| c.as_u64()).unwrap_or(403) as u16;
+    let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
+    Ok((allowed, code, message))
 }
 
 /// The API server's `CREATE pods/{name}/eviction`: the eviction admission by one operator replica (picked at
@@ -380,16 +415,8 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         "dryRun": dry_run,
         "object": eviction}});
     let body = serde_json::to_vec(&review).unwrap_or_default();
-    let answer = call_webhook(env.eviction_webhooks[replica], n, body).await;
-    let verdict = answer.as_ref().map_err(String::clone).and_then(|a| {
-        let body = a.body.as_ref().map_err(String::clone)?;
-        let response = objects::admission_response(&review, body)?;
-        let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
-        let code = response.pointer("/status/code").and_then(|c| c.as_u64()).unwrap_or(403) as u16;
-        let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
-        Ok((allowed, code, message))
-    });
-    let (allowed, code, message) = match verdict {
+    let answer = call_webhook(env.eviction_webhooks[replica], n, POD_EVICTION_PATH, body).await;
+    let (allowed, code, message) = match admission_verdict(&review, &answer) {
         Ok(v) => v,
         Err(e) => {
             let mut st = env.store.lock().unwrap();
@@ -409,6 +436,8 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     }
     if !allowed {
         let mut st = env.store.lock().unwrap();
+        let at = st.elapsed();
+        st.checker.judge_eviction_denial(at, crate::world::GROUP, pod, code, &message);
         st.checker.drains.denied += 1;
         st.trace("drain", format!("{what} via operator-{replica} -> denied ({code}): {message}"));
         return Reply::Done(Err(ApiError::Rejected { code, message }));
@@ -527,4 +556,237 @@ pub fn replica_restarts(r: &mut SimRng, replicas: usize, phase: Duration) -> Vec
             (at, r.range(0..replicas as u64) as usize, r.millis(1_000, 15_000))
         })
         .collect()
+}
+
+/// One edit of the budget by the user (`--budget-edits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BudgetEdit {
+    /// `maxUnavailable` 1 <-> 2 (the generation goes up).
+    Resize,
+    /// A label added (a metadata-only update: the generation stays).
+    Relabel,
+    /// Deleted, and created again 0-3 s later (a new uid, generation 1) with `maxUnavailable` 1 or 2.
+    Recreate,
+    /// Deleted for 35-60 s (longer than the checker's grace), then created again.
+    DeleteForAWhile,
+    /// An invalid update, which the validation webhook must refuse.
+    Invalid,
+}
+
+/// The budget editor (`--budget-edits`): 3-6 edits of the budget at random times of the fault phase, one after the
+/// other, each create and update admitted by `/admission/zpdb-validation` on a replica picked at random (failure
+/// policy Fail: an edit whose admission fails is retried until the phase ends), committed by the API server, and
+/// seen by the operator replicas' budget watches. The checker judges every admission answer (the editor knows which
+/// edits are valid) and, from each committed version on (after a grace), the decisions against that version.
+pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, start: Instant, phase: Duration) {
+    let until = start + phase;
+    let count = r.range(3..7);
+    let mut plan: Vec<(Duration, BudgetEdit)> = (0..count)
+        .map(|_| {
+            let at = r.millis(5_000, phase.as_millis() as u64 * 4 / 5);
+            let edit = match r.range(0..5) {
+                0 => BudgetEdit::Resize,
+                1 => BudgetEdit::Relabel,
+                2 => BudgetEdit::Recreate,
+                3 => BudgetEdit::DeleteForAWhile,
+                _ => BudgetEdit::Invalid,
+            };
+            (at, edit)
+        })
+        .collect();
+    plan.sort_unstable_by_key(|(at, _)| *at);
+    let mut calls = 0;
+    for (n, (at, edit)) in plan.into_iter().enumerate() {
+        tokio::time::sleep_until((start + at).max(Instant::now())).await;
+        let current =
+            store.lock().unwrap().budgets.iter().find(|b| b.pointer("/metadata/name") == Some(&BUDGET.into())).cloned();
+        let Some(current) = current else { continue };
+        let max_unavailable = current.pointer("/spec/maxUnavailable").and_then(serde_json::Value::as_u64).unwrap_or(1);
+        let fresh = |max_unavailable: u64| {
+            let mut budget = budget_object(
+                crate::world::GROUP,
+                &Drains { max_unavailable: max_unavailable as u32, ..drains.clone() },
+            );
+            budget["metadata"] = serde_json::json!({"name": BUDGET, "namespace": objects::NAMESPACE});
+            budget
+        };
+        let edited = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut budget = current.clone();
+            change(&mut budget);
+            budget
+        };
+        let seed = r.next_u64();
+        let mut admit = |object: serde_json::Value, operation: &'static str, valid: bool, what: String| {
+            calls += 1;
+            let (store, old) = (store.clone(), (operation == "UPDATE").then(|| current.clone()));
+            admit_budget(
+                store,
+                SimRng::new(seed),
+                drains.replicas,
+                (calls, n),
+                object,
+                old,
+                operation,
+                valid,
+                what,
+                until,
+            )
+        };
+        match edit {
+            BudgetEdit::Resize => {
+                let to = if max_unavailable == 1 { 2 } else { 1 };
+                let object = edited(&|b| b["spec"]["maxUnavailable"] = serde_json::json!(to));
+                admit(object, "UPDATE", true, format!("maxUnavailable {max_unavailable} -> {to}")).await;
+            }
+            BudgetEdit::Relabel => {
+                let object = edited(&|b| b["metadata"]["labels"] = serde_json::json!({"edited": n.to_string()}));
+                admit(object, "UPDATE", true, format!("label edited={n}")).await;
+            }
+            BudgetEdit::Recreate | BudgetEdit::DeleteForAWhile => {
+                let pause = if edit == BudgetEdit::Recreate { r.millis(0, 3_000) } else { r.millis(40_000, 70_000) };
+                let to = r.range(1..3);
+                // Half the deletions happen while the operator cannot watch (a network cut, the events of which
+                // are compacted): it never sees the deletion, and learns what followed only by relisting. A quick
+                // re-creation is over before the watches come back (the relist finds the new object, a new uid
+                // with generation 1); a long deletion is still on (the relist does not find the budget at all).
+                let outage = r.chance(0.5).then(|| match edit {
+                    BudgetEdit::Recreate => pause + r.millis(500, 2_000),
+                    _ => r.millis(2_000, 10_000),
+                });
+                {
+                    let mut st = store.lock().unwrap();
+                    if let Some(outage) = outage {
+                        let at = st.elapsed();
+                        st.budget_watches_down = true;
+                        st.checker.budget_watch_outages.push((at, None));
+                        st.trace("fault", format!("the budget watches are cut for {:.1}s", outage.as_secs_f64()));
+                    }
+                    st.delete_budget(BUDGET);
+                    st.trace(
+                        "user",
+                        format!(
+                            "DELETE zoneawarepoddisruptionbudget {BUDGET}; created again in {:.1}s",
+                            pause.as_secs_f64()
+                        ),
+                    );
+                }
+                let restore = outage.map(|outage| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(outage).await;
+                        let mut st = store.lock().unwrap();
+                        let at = st.elapsed();
+                        st.budget_watches_down = false;
+                        st.budget_resume_floor = st.rv;
+                        if let Some(outage) = st.checker.budget_watch_outages.last_mut() {
+                            outage.1 = Some(at);
+                        }
+                        st.trace("fault", "the budget watches can connect again; resuming from before now is too old");
+                    })
+                });
+                tokio::time::sleep(pause).await;
+                admit(fresh(to), "CREATE", true, format!("created again, maxUnavailable {to}")).await;
+                if let Some(restore) = restore {
+                    let _ = restore.await;
+                }
+            }
+            BudgetEdit::Invalid => {
+                let (object, what) = match r.range(0..4) {
+                    0 => (edited(&|b| b["spec"]["maxUnavailable"] = serde_json::json!(-1)), "maxUnavailable -1"),
+                    1 => (
+                        edited(&|b| b["spec"]["maxUnavailablePercentage"] = serde_json::json!(50)),
+                        "both maxUnavailable and a percentage",
+                    ),
+                    2 => (
+                        edited(&|b| {
+                            b["spec"].as_object_mut().map(|s| s.remove("selector"));
+                        }),
+                        "no selector",
+                    ),
+                    _ if drains.mode == BudgetMode::Partitions => (
+                        edited(&|b| b["spec"]["podNamePartitionRegex"] = serde_json::json!("[a-z\\-]+")),
+                        "a partition regex without a group",
+                    ),
+                    _ => (
+                        edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!("10s")),
+                        "crossZoneEvictionDelay without a partition regex",
+                    ),
+                };
+                admit(object, "UPDATE", false, what.to_string()).await;
+            }
+        }
+    }
+}
+
+/// One budget create or update through the validation webhook, retried (on another replica, after 1-2 s) while its
+/// admission fails, until `until`; committed if admitted. The checker judges the answer against `valid`.
+#[allow(clippy::too_many_arguments)]
+async fn admit_budget(
+    store: SharedStore,
+    mut r: SimRng,
+    replicas: usize,
+    (call, edit): (u64, usize),
+    object: serde_json::Value,
+    old: Option<serde_json::Value>,
+    operation: &'static str,
+    valid: bool,
+    what: String,
+    until: Instant,
+) {
+    const CALLS: u64 = 1 << 32;
+    let mut attempt = 0;
+    while Instant::now() < until {
+        attempt += 1;
+        let replica = r.range(0..replicas as u64) as usize;
+        let mut request = serde_json::json!({
+            "uid": format!("budget-edit-{edit}-{attempt}"),
+            "kind": {"group": "rollout-operator.grafana.com", "version": "v1", "kind": "ZoneAwarePodDisruptionBudget"},
+            "resource": {"group": "rollout-operator.grafana.com", "version": "v1", "resource": "zoneawarepoddisruptionbudgets"},
+            "name": BUDGET, "namespace": objects::NAMESPACE, "operation": operation,
+            "userInfo": {"username": "someone@example.com"},
+            "object": object,
+        });
+        if let Some(old) = &old {
+            request["oldObject"] = old.clone();
+        }
+        let review =
+            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+        let body = serde_json::to_vec(&review).unwrap_or_default();
+        let answer =
+            call_webhook(replica_address(replica), CALLS + call * 64 + attempt, ZPDB_VALIDATION_PATH, body).await;
+        {
+            let mut st = store.lock().unwrap();
+            match admission_verdict(&review, &answer) {
+                Err(e) => {
+                    st.trace(
+                        "user",
+                        format!("{operation} budget ({what}) via operator-{replica} -> webhook failed: {e}"),
+                    );
+                }
+                Ok((allowed, code, message)) => {
+                    let at = st.elapsed();
+                    st.checker.judge_budget_admission(at, &what, valid, allowed, &message);
+                    if allowed {
+                        let stored = st.put_budget(object);
+                        let generation = stored.pointer("/metadata/generation").cloned().unwrap_or_default();
+                        st.trace(
+                            "user",
+                            format!(
+                                "{operation} budget ({what}) via operator-{replica} -> stored, generation {generation}"
+                            ),
+                        );
+                    } else {
+                        st.trace(
+                            "user",
+                            format!(
+                                "{operation} budget ({what}) via operator-{replica} -> refused ({code}): {message}"
+                            ),
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(r.millis(1_000, 2_000)).await;
+    }
 }

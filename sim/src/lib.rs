@@ -40,6 +40,8 @@ pub mod world;
 pub enum Kind {
     StatefulSets,
     Pods,
+    /// ZoneAwarePodDisruptionBudgets (watched by the operator replicas of the drains worlds whose budgets change).
+    Budgets,
 }
 
 pub const NEEDS_MADSIM: &str = "rollout-sim must be built with the simulator: RUSTFLAGS=\"--cfg madsim\" cargo run --release -p rollout-sim -- demo";

@@ -4,7 +4,7 @@
 //! kubelet, users) go straight here; the rollout controller's writes arrive through the API server node and are
 //! judged by the checker before they commit.
 
-use crate::checker::{Checker, Knowledge};
+use crate::checker::{BudgetRule, Checker, Knowledge};
 use crate::objects::{self, PodSum, StsSum};
 use crate::trace::Trace;
 use jiff::Timestamp;
@@ -25,6 +25,7 @@ pub use crate::Kind;
 pub enum Obj {
     Sts(Box<StatefulSet>),
     Pod(Box<Pod>),
+    Budget(Box<serde_json::Value>),
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +41,7 @@ impl LogEntry {
         match self.obj {
             Obj::Sts(_) => Kind::StatefulSets,
             Obj::Pod(_) => Kind::Pods,
+            Obj::Budget(_) => Kind::Budgets,
         }
     }
 }
@@ -148,8 +150,17 @@ pub struct Store {
     pub events: crate::events::EventLog,
     /// Replica changes by the controller that committed (rollout steps, for the Event counts).
     pub controller_replica_changes: u64,
-    /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; they never change).
+    /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; changed during the run only
+    /// by the budget editor of `--budget-edits`, through [`Store::put_budget`] and [`Store::delete_budget`]).
     pub budgets: Vec<serde_json::Value>,
+    /// Budget objects created so far (their uids).
+    budgets_created: u64,
+    /// The budget-edits worlds' outage of the budget watches (a network cut between the operator replicas and the
+    /// API server's watches, as long as it lasts): open watches end and new ones are cut at once.
+    pub budget_watches_down: bool,
+    /// After such an outage, resuming a budget watch from before this resourceVersion is "too old" (the events of
+    /// the outage were compacted): the watch relists, and what happened meanwhile is known only by the list.
+    pub budget_resume_floor: u64,
     /// Leases (`coordination.k8s.io/v1`, the HA world's leader election). Not watched.
     pub leases: BTreeMap<String, k8s_openapi::api::coordination::v1::Lease>,
     /// The HA world: the replica processes and the Lease's truth, by which their controllers' writes are judged.
@@ -200,6 +211,9 @@ impl Store {
             events: Default::default(),
             controller_replica_changes: 0,
             budgets: Vec::new(),
+            budgets_created: 0,
+            budget_watches_down: false,
+            budget_resume_floor: 0,
             leases: BTreeMap::new(),
             ha: Default::default(),
         }
@@ -246,6 +260,11 @@ impl Store {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 self.checker.record_pod(rv, &name, (!deleted).then(|| PodSum::of(p)));
             }
+            Obj::Budget(b) => {
+                let at = self.elapsed();
+                let name = b.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or_default();
+                self.checker.record_budget(rv, at, name, if deleted { None } else { BudgetRule::read(b) });
+            }
         }
         if let Obj::Pod(p) = &obj
             && !deleted
@@ -258,12 +277,15 @@ impl Store {
         let group = match &obj {
             Obj::Sts(s) => s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()),
             Obj::Pod(p) => self.group_of_pod(p),
+            // The controller does not react to budgets.
+            Obj::Budget(_) => None,
         };
         if let Some(group) = group {
             let actionable = self.has_work(&group);
             let kind = match &obj {
                 Obj::Sts(_) => Kind::StatefulSets,
                 Obj::Pod(_) => Kind::Pods,
+                Obj::Budget(_) => Kind::Budgets,
             };
             let commit = crate::reaction::Wait { since: self.elapsed(), kind, rv };
             self.reactions.group_committed(&group, actionable, commit);
@@ -275,6 +297,50 @@ impl Store {
             }
         }
         self.changes.bump();
+    }
+
+    /// Creates or updates a ZoneAwarePodDisruptionBudget, as the API server commits one (after its admission): a new
+    /// object gets a new uid and generation 1; an update of a live one keeps its uid and raises the generation only
+    /// when the spec changed (a metadata-only update keeps it). Returns the object stored.
+    pub fn put_budget(&mut self, mut budget: serde_json::Value) -> serde_json::Value {
+        let name = budget.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+        let known = self.budgets.iter().position(|b| b.pointer("/metadata/name") == budget.pointer("/metadata/name"));
+        let (uid, generation) = match known.map(|i| &self.budgets[i]) {
+            Some(old) => {
+                let generation = old.pointer("/metadata/generation").and_then(serde_json::Value::as_i64).unwrap_or(1);
+                let changed = old.get("spec") != budget.get("spec");
+                (old.pointer("/metadata/uid").cloned(), generation + i64::from(changed))
+            }
+            None => {
+                self.budgets_created += 1;
+                (Some(serde_json::json!(format!("uid-{name}-{}", self.budgets_created))), 1)
+            }
+        };
+        self.rv += 1;
+        let metadata = &mut budget["metadata"];
+        metadata["uid"] = uid.unwrap_or_default();
+        metadata["generation"] = serde_json::json!(generation);
+        metadata["resourceVersion"] = serde_json::json!(self.rv.to_string());
+        match known {
+            Some(i) => self.budgets[i] = budget.clone(),
+            None => self.budgets.push(budget.clone()),
+        }
+        self.commit(false, Obj::Budget(Box::new(budget.clone())));
+        budget
+    }
+
+    /// Deletes a ZoneAwarePodDisruptionBudget; whether it existed.
+    pub fn delete_budget(&mut self, name: &str) -> bool {
+        let Some(i) =
+            self.budgets.iter().position(|b| b.pointer("/metadata/name").and_then(|n| n.as_str()) == Some(name))
+        else {
+            return false;
+        };
+        let mut budget = self.budgets.remove(i);
+        self.rv += 1;
+        budget["metadata"]["resourceVersion"] = serde_json::json!(self.rv.to_string());
+        self.commit(true, Obj::Budget(Box::new(budget)));
+        true
     }
 
     pub fn put_statefulset(&mut self, mut sts: StatefulSet) -> StatefulSet {
@@ -786,6 +852,7 @@ impl Store {
         match kind {
             Kind::StatefulSets => self.statefulsets.values().map(|s| Obj::Sts(Box::new(s.clone()))).collect(),
             Kind::Pods => self.pods.values().map(|p| Obj::Pod(Box::new(p.clone()))).collect(),
+            Kind::Budgets => self.budgets.iter().map(|b| Obj::Budget(Box::new(b.clone()))).collect(),
         }
     }
 

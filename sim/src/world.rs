@@ -8,7 +8,7 @@
 
 use crate::apiserver::{self, Knobs, ServerEnv};
 use crate::checker::Violation;
-use crate::client::SimCluster;
+use crate::client::{BudgetFeed, SimCluster};
 use crate::events::{EventStats, OperatorSetup};
 use crate::kube::{self, KubeState};
 use crate::objects::{self, revision_name};
@@ -778,14 +778,14 @@ fn start_drains(
     let incarnations = Arc::new(AtomicU64::new(drains::REPLICA_INCARNATION_BASE));
     let mut replicas = Vec::new();
     for i in 0..drains.replicas {
-        let (store, incarnations, evictor) = (store.clone(), incarnations.clone(), drains.evictor);
+        let (store, incarnations, evictor, feed) = (store.clone(), incarnations.clone(), drains.evictor, drains.feed());
         let node = handle
             .create_node()
             .name(format!("operator-replica-{i}"))
             .ip(drains::replica_ip(i))
             .init(move || {
                 let incarnation = incarnations.fetch_add(1, Ordering::Relaxed);
-                drains::serve_replica(store.clone(), i, incarnation, evictor)
+                drains::serve_replica(store.clone(), i, incarnation, evictor, feed)
             })
             .build();
         replicas.push(node.id());
@@ -806,6 +806,13 @@ fn start_drains(
     let node = handle.create_node().name("drain").ip(IpAddr::from([10, 0, 0, 12])).build();
     let (store, zones, phase) = (store.clone(), sc.zones, sc.fault_phase);
     let drainer = SimRng::new(r.next_u64());
+    if drains.budget_edits {
+        // Drawn after everything the world without edits draws, so those draws stay the same.
+        let (editor, store, drains, node) = (SimRng::new(r.next_u64()), store.clone(), drains.clone(), node.clone());
+        tasks.push(tokio::spawn(async move {
+            let _ = node.spawn(drains::edit_budgets(store, editor, drains, start, phase)).await;
+        }));
+    }
     tasks.push(tokio::spawn(async move {
         let _ = node.spawn(drains::drain_nodes(store, drainer, drains, zones, start, phase)).await;
     }));
@@ -885,7 +892,7 @@ struct ControllerSetup {
     /// The drains worlds: the controller honours the ZoneAwarePodDisruptionBudgets before its deletions, with a
     /// budget cache of its own fed by the real watch task (as `main` runs it). Other worlds leave it out, so their
     /// controller runs no extra task and their pinned seeds replay the same interleaving.
-    budgets: bool,
+    budgets: BudgetFeed,
 }
 
 /// The controller process's controller, as `main` builds it (its scaling, reporting and, in the drains worlds,
@@ -902,7 +909,7 @@ fn build_controller<P: Planner + Send + 'static>(
     };
     let metrics = Arc::new(Metrics::new());
     let events = setup.operator.recorder(&api, metrics.clone());
-    let budgets = setup.budgets.then(|| {
+    let budgets = (setup.budgets != BudgetFeed::None).then(|| {
         let zpdb = Zpdb::new(metrics.zpdb.clone());
         tokio::spawn(rollout_operator::zpdb::budgets::run(
             api.clone(),
@@ -1050,7 +1057,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     let incarnations = Arc::new(AtomicU64::new(0));
     let setup = ControllerSetup {
         operator: OperatorSetup::of(&sc),
-        budgets: sc.drains.is_some(),
+        budgets: sc.drains.as_ref().map_or(BudgetFeed::None, crate::drains::Drains::feed),
         defences: sc.defences,
         pods: DelayedDownscalePods {
             store: store.clone(),
@@ -1079,8 +1086,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     async move {
                         store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                         let api = match setup.budgets {
-                            true => SimCluster::connect_operator(incarnation).await,
-                            false => SimCluster::connect(incarnation).await,
+                            BudgetFeed::None => SimCluster::connect(incarnation).await,
+                            feed => SimCluster::connect_operator(incarnation, feed).await,
                         };
                         let api = api.expect("bind controller endpoint");
                         run_with_planner(planner, api, setup).await
@@ -1669,6 +1676,8 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             group: GROUP.to_string(),
             max_unavailable: drains.max_unavailable,
             partitions: drains.mode == crate::drains::BudgetMode::Partitions,
+            since: None,
+            until: None,
         });
         let mode = match drains.mode {
             crate::drains::BudgetMode::Zones => "zone mode",
@@ -2161,7 +2170,7 @@ fn held_by_a_partitions_last_pod(st: &Store) -> Option<String> {
     let group_of = |s: &k8s_openapi::api::apps::v1::StatefulSet| {
         s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()).unwrap_or_default()
     };
-    for rule in st.checker.budgets.iter().filter(|b| b.partitions) {
+    for rule in st.checker.budgets.iter().filter(|b| b.partitions && b.until.is_none()) {
         let zones: Vec<(&String, &k8s_openapi::api::apps::v1::StatefulSet)> =
             st.statefulsets.iter().filter(|(_, s)| group_of(s) == rule.group).collect();
         for (name, sts) in &zones {

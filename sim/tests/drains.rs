@@ -234,3 +234,31 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
         );
     }
 }
+
+/// Issue 13: the budget changes while drains and rollouts go on. The user resizes it, relabels it, deletes it and
+/// creates it again (a new uid, generation 1), deletes it for longer than the checker's grace, and tries invalid
+/// updates; half the deletions happen while the operator's budget watches are cut, so it learns of them only by
+/// relisting. The operator replicas and the controller watch the budgets through the simulated watch (delays,
+/// expiry, "too old", relists). Every decision is judged against the version in force (once the operator could
+/// know it), a denial with no budget left is a violation, and the validation webhook must refuse exactly the
+/// invalid edits. Each of these core mutants fails some of these seeds (zone mode): re-creations told apart by
+/// generation only (`same_object` always true: 35, 43), a newer generation ignored (26, 37, 43), deletions ignored
+/// (`delete` with its uid test inverted: 0, 1), a relist keeping budgets it did not list (0, 1), and a validation
+/// that admits what does not parse (1, 2).
+#[test]
+fn budgets_edited_during_the_drains_are_followed_and_validated() {
+    for (mode, seeds) in [(BudgetMode::Zones, 0..44), (BudgetMode::Partitions, 0..12)] {
+        let sc =
+            Scenario { drains: Some(Drains { mode, budget_edits: true, ..Drains::default() }), ..Scenario::default() };
+        let outcomes = run_all(&sc, seeds);
+        let lines: Vec<&String> = outcomes.iter().flat_map(|o| o.trace.lines.iter()).collect();
+        let count = |what: &[&str]| lines.iter().filter(|l| what.iter().all(|w| l.contains(w))).count();
+        assert!(count(&["UPDATE budget (maxUnavailable", "stored, generation"]) >= 3, "{mode:?}: no resize stored");
+        assert!(count(&["UPDATE budget (label", "stored"]) >= 1, "{mode:?}: no metadata-only update");
+        assert!(count(&["created again", "stored, generation 1"]) >= 3, "{mode:?}: no budget created again");
+        assert!(count(&["refused (400)"]) >= 2, "{mode:?}: no invalid edit refused");
+        assert!(count(&["the budget watches are cut"]) >= 2, "{mode:?}: no deletion hidden from the watches");
+        let total = totals(&outcomes);
+        assert!(total.committed >= 20 && total.denied >= 20 && total.judged >= 20, "{mode:?}: {total:?}");
+    }
+}
