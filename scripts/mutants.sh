@@ -19,7 +19,7 @@
 # shard samples every file, and a mutant stays in its shard when other code changes the list. With the default
 # count (32 shards, 30-60 mutants each of about 1,450) a shard takes about 30-60 minutes on this 2-core machine:
 # 10-25 s to rebuild per mutant, then its selected tests (the whole suite, about 150 s, only for code every test
-# runs; a caught mutant stops at the first failing test binary).
+# runs; a caught mutant stops at its first failing test: cargo is stopped as soon as libtest reports one).
 #
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
 #   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S] [--full-suite]   run shard K (0-based) of N
@@ -305,7 +305,11 @@ else
   echo "baseline: cargo test -p rollout-model -p rollout-sim --tests (RUSTFLAGS=\"$RUSTFLAGS\")"
   baseline=(cargo test -p rollout-model -p rollout-sim --tests)
 fi
-if ! (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1); then
+if ! (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1) \
+  && ! { grep -q "undefined hidden symbol\|linking with" "$out/baseline.log" && ! grep -q "error\[E" "$out/baseline.log" \
+    && echo "the build failed at the link (a killed build's leftovers): building again without incremental state" \
+    && rm -rf "$CARGO_TARGET_DIR/debug/incremental" \
+    && (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1); }; then
   echo "the model and simulation suites fail (or do not build) without any mutant: see $out/baseline.log" >&2
   exit 1
 fi

@@ -22,10 +22,12 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
@@ -187,11 +189,27 @@ def target_arg(target):
     return "--lib" if target in LIBRARIES else f"--test={target}"
 
 
-def cargo(args, timeout):
-    """Runs cargo in its own process group; (exit code or None on timeout, seconds)."""
+def cargo(args, timeout, stop_at_first_failure=False):
+    """Runs cargo in its own process group; (exit code or None on timeout, seconds, what it wrote).
+
+    With `stop_at_first_failure` (a test run), cargo is stopped as soon as libtest reports a failed test: the
+    outcome (caught) is known, and the selected tests still running would only cost time. Its exit code is then 101,
+    as cargo's own for a failed test."""
     began = time.monotonic()
-    process = subprocess.Popen(["cargo", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(["cargo", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               errors="replace", start_new_session=True)
+    written, failed = [], threading.Event()
+
+    def read():
+        for line in process.stdout:
+            written.append(line)
+            # libtest's line for a finished test: "test <name> ... FAILED".
+            if stop_at_first_failure and line.startswith("test ") and line.rstrip().endswith(" ... FAILED"):
+                failed.set()
+                os.killpg(process.pid, signal.SIGKILL)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -204,7 +222,24 @@ def cargo(args, timeout):
     if code is None:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    return code, time.monotonic() - began
+    reader.join()
+    if failed.is_set():
+        code = 101
+    return code, time.monotonic() - began, "".join(written)
+
+
+def linker_failure(written):
+    """A build that failed only at the link: not the mutant (a mutant that does not type-check fails with a rustc
+    error code), but a build directory left inconsistent by a killed build."""
+    return "error[E" not in written and ("linking with" in written or "undefined hidden symbol" in written)
+
+
+def forget_incremental_state():
+    """Removes the incremental compilation state of this workspace's crates in CARGO_TARGET_DIR (the next build
+    compiles them afresh), after a killed build left it inconsistent."""
+    incremental = os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "debug", "incremental")
+    for entry in os.listdir(incremental) if os.path.isdir(incremental) else []:
+        shutil.rmtree(os.path.join(incremental, entry), ignore_errors=True)
 
 
 def run(plan_json, scratch, out, timeout):
@@ -242,14 +277,21 @@ def run(plan_json, scratch, out, timeout):
         try:
             mutated = apply_diff(original, m["diff"])
             open(path, "w").write(mutated)
-            built, build_s = cargo(["test", *packages, *selection, "--no-run"], 1800)
+            built, build_s, written = cargo(["test", *packages, *selection, "--no-run"], 1800)
+            if built not in (0, None) and linker_failure(written):
+                print(f"the build of {m['name']} failed at the link: building again without incremental state",
+                      flush=True)
+                forget_incremental_state()
+                built, again_s, written = cargo(["test", *packages, *selection, "--no-run"], 1800)
+                build_s += again_s
             test_s = 0.0
             if built is None:
                 outcome = "timeout"
             elif built != 0:
                 outcome = "unviable"
             else:
-                passed, test_s = cargo(["test", *packages, *selection, *filters], timeout)
+                passed, test_s, _ = cargo(["test", *packages, *selection, *filters], timeout,
+                                          stop_at_first_failure=True)
                 outcome = "missed" if passed == 0 else "timeout" if passed is None else "caught"
         finally:
             open(path, "w").write(original)
