@@ -119,7 +119,8 @@ impl BudgetRule {
             name: budget.pointer("/metadata/name")?.as_str()?.to_string(),
             group: spec.pointer("/selector/matchLabels")?.get(rollout_core::keys::ROLLOUT_GROUP)?.as_str()?.to_string(),
             max_unavailable: u32::try_from(spec.get("maxUnavailable")?.as_u64()?).ok()?,
-            partitions: spec.get("podNamePartitionRegex").is_some(),
+            // An empty regex is none (zone mode).
+            partitions: spec.get("podNamePartitionRegex").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()),
             since: None,
             until: None,
         })

@@ -635,7 +635,13 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
         match edit {
             BudgetEdit::Resize => {
                 let to = if max_unavailable == 1 { 2 } else { 1 };
-                let object = edited(&|b| b["spec"]["maxUnavailable"] = serde_json::json!(to));
+                let object = edited(&|b| {
+                    b["spec"]["maxUnavailable"] = serde_json::json!(to);
+                    // As a template renders an unset value: an empty regex is no regex (zone mode), and valid.
+                    if drains.mode == BudgetMode::Zones {
+                        b["spec"]["podNamePartitionRegex"] = serde_json::json!("");
+                    }
+                });
                 admit(object, "UPDATE", true, format!("maxUnavailable {max_unavailable} -> {to}")).await;
             }
             BudgetEdit::Relabel => {

@@ -153,6 +153,9 @@ pub struct Store {
     /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; changed during the run only
     /// by the budget editor of `--budget-edits`, through [`Store::put_budget`] and [`Store::delete_budget`]).
     pub budgets: Vec<serde_json::Value>,
+    /// `grafana.com/min-time-between-zones-downscale` of each StatefulSet, as the world meant the text it wrote
+    /// (the checker's min time: not read back through the operator's parser).
+    pub min_times: BTreeMap<String, Duration>,
     /// Budget objects created so far (their uids).
     budgets_created: u64,
     /// The budget-edits worlds' outage of the budget watches (a network cut between the operator replicas and the
@@ -211,6 +214,7 @@ impl Store {
             events: Default::default(),
             controller_replica_changes: 0,
             budgets: Vec::new(),
+            min_times: BTreeMap::new(),
             budgets_created: 0,
             budget_watches_down: false,
             budget_resume_floor: 0,
@@ -365,9 +369,14 @@ impl Store {
     /// trace).
     fn note_downscale(&mut self, sts: &StatefulSet, from: u32, to: u32) {
         let name = sts.metadata.name.clone().unwrap_or_default();
-        let view = rollout_core::StatefulSetView::from_k8s(sts).ok();
-        let min_time = view.as_ref().and_then(|v| v.downscale.min_time_between_zones.clone()).and_then(Result::ok);
-        let group = view.as_ref().and_then(|v| v.group.clone()).unwrap_or_default();
+        // The min time the world wrote, as it meant it: the operator's parser must not judge itself.
+        let min_time = self.min_times.get(&name).copied();
+        let group = sts
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned())
+            .unwrap_or_default();
         let exempt = sts
             .metadata
             .annotations

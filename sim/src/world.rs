@@ -1611,6 +1611,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         if let Some(scaling) = &sc.scaling {
             let min_time = go_duration_text(scaling.min_time);
             objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
+            st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
             if scaling.admission == Admission::Webhook {
                 sts.metadata
                     .labels
@@ -2222,14 +2223,16 @@ pub fn converged(st: &Store) -> bool {
 }
 
 /// `d` as a user may write it in a Go duration annotation, in a different form for each of the worlds' min times
-/// (a fraction of a minute, milliseconds, a fraction and seconds together), so the parser's every path is read; the
-/// checker judges against `d` itself.
+/// (a fraction of a minute, milliseconds, a fraction of an hour and seconds together), so the parser's every path is
+/// read; the checker judges against `d` itself (the world hands it over: [`Store::min_times`]), never against what
+/// the operator's parser makes of the text.
 fn go_duration_text(d: Duration) -> String {
     match d.as_secs() {
         30 => "0.5m".to_string(),
         15 => "0.25m".to_string(),
         10 => "10000ms".to_string(),
-        60 => "0.5m30s".to_string(),
+        // Hours too: 0.01 h is exactly 36 s.
+        60 => "0.01h24s".to_string(),
         n => format!("{n}s"),
     }
 }

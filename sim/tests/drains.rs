@@ -243,8 +243,8 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
 /// know it), a denial with no budget left is a violation, and the validation webhook must refuse exactly the
 /// invalid edits. Each of these core mutants fails some of these seeds (zone mode): re-creations told apart by
 /// generation only (`same_object` always true: 35, 43), a newer generation ignored (26, 37, 43), deletions ignored
-/// (`delete` with its uid test inverted: 0, 1), a relist keeping budgets it did not list (0, 1), and a validation
-/// that admits what does not parse (1, 2).
+/// (`delete` with its uid test inverted: 0, 1), a relist keeping budgets it did not list (0, 1), a validation
+/// that admits what does not parse (1, 2), and an empty partition regex read as a regex (0).
 #[test]
 fn budgets_edited_during_the_drains_are_followed_and_validated() {
     for (mode, seeds) in [(BudgetMode::Zones, 0..44), (BudgetMode::Partitions, 0..12)] {
