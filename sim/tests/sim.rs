@@ -889,6 +889,19 @@ fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker
     assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
 }
 
+/// Issue 13: `/scale` downscales of the leader admitted under the Helm chart's RBAC (no zone tracker), while the
+/// controller scales the followers after it. A `/scale` downscale of a StatefulSet whose `grafana.com/last-downscale`
+/// is older than the commit margin must be re-dated on the parent before it is admitted (a date still ahead of the
+/// commit, from an earlier attempt, is kept): admitted with the old date, the followers go down within the min time
+/// of the leader's commit (the date comparison inverted fails seeds 0, 2, 7, 11 and 19).
+#[test]
+fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_time() {
+    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
+    let outcomes = all_pass(&sc, 0..24);
+    assert!(count_lines(&outcomes, "annotations -> ok") > 5, "parents annotated for /scale downscales");
+}
+
 // Issue 13: `status.observedGeneration` behind `metadata.generation`. The StatefulSet controller acts on a new
 // generation only once it has observed it, and half its observations take 5-60 s during the fault phase. The
 // checker holds a downscale against a StatefulSet whose pods are not on its template's revision even while its
