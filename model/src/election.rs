@@ -155,6 +155,13 @@ pub struct ElectionModelConfig {
     /// Ticks of true time explored.
     pub horizon: u8,
     pub bug: Option<ElectionBug>,
+    /// Replica 0's own `-leader-election.lease-duration` and `-leader-election.renew-deadline`, when they differ
+    /// from the others' (a flag changed in a rolling update: each replica declares its own duration in the Lease it
+    /// holds, and a follower must wait out the holder's, not its own).
+    pub replica0_tuning: Option<(Duration, Duration)>,
+    /// The run starts with a Lease that names replica 0 and declares this many seconds (left by its previous
+    /// incarnation, started with another lease duration), committed at tick 0: replica 0 renews it as its own.
+    pub stale_lease_seconds: Option<i32>,
 }
 
 impl Default for ElectionModelConfig {
@@ -177,6 +184,8 @@ impl Default for ElectionModelConfig {
             settle_by: None,
             horizon: 6,
             bug: None,
+            replica0_tuning: None,
+            stale_lease_seconds: None,
         }
     }
 }
@@ -185,7 +194,7 @@ impl ElectionModelConfig {
     /// Whether the margin covers what the model lets happen: the two clocks' disagreement over one lease plus the
     /// longest controller write fit in `clock_skew`.
     pub fn assumption_holds(&self) -> bool {
-        let drift = self.lease_duration.as_millis() * 2 * u128::from(self.drift_permille) / 1000;
+        let drift = self.longest_lease().as_millis() * 2 * u128::from(self.drift_permille) / 1000;
         let write = self.tick.as_millis() * u128::from(self.write_delay);
         drift + write <= self.clock_skew.as_millis()
     }
@@ -200,7 +209,7 @@ impl ElectionModelConfig {
             let per_tick = self.tick.as_millis() * u128::from(1000 - self.drift_permille);
             (d.as_millis() * 1000).div_ceil(per_tick)
         };
-        let bound = ticks(self.request_timeout()) + 2 * ticks(self.retry_period) + ticks(self.lease_duration) + 1;
+        let bound = ticks(self.request_timeout()) + 2 * ticks(self.retry_period) + ticks(self.longest_lease()) + 1;
         u8::try_from(bound).unwrap_or(u8::MAX)
     }
 
@@ -210,13 +219,22 @@ impl ElectionModelConfig {
         (self.election_config("").renew_deadline / 2).max(self.retry_period)
     }
 
+    /// The longest lease any replica declares.
+    fn longest_lease(&self) -> Duration {
+        self.replica0_tuning.map_or(self.lease_duration, |(lease, _)| lease.max(self.lease_duration))
+    }
+
     /// The election's tuning for replica `identity`, as the shell would build it (or, for [`ElectionBug::NoMargin`],
     /// as the flag check would refuse it).
     fn election_config(&self, identity: &str) -> ElectionConfig {
+        let (lease_duration, renew_deadline) = match self.replica0_tuning {
+            Some(tuning) if identity == REPLICAS[0] => tuning,
+            _ => (self.lease_duration, self.renew_deadline),
+        };
         let mut config = ElectionConfig {
             identity: identity.to_string(),
-            lease_duration: self.lease_duration,
-            renew_deadline: self.renew_deadline,
+            lease_duration,
+            renew_deadline,
             retry_period: self.retry_period,
             clock_skew: self.clock_skew,
         };
@@ -410,7 +428,9 @@ impl ElectionModel {
     pub fn new(config: ElectionModelConfig) -> Result<Self, String> {
         let configs = [config.election_config(REPLICAS[0]), config.election_config(REPLICAS[1])];
         if config.bug != Some(ElectionBug::NoMargin) {
-            configs[0].validate().map_err(|e| e.to_string())?;
+            for config in &configs {
+                config.validate().map_err(|e| e.to_string())?;
+            }
             if !config.assumption_holds() {
                 return Err(format!(
                     "clock_skew {:?} does not cover the clocks' drift over a lease plus a write delay of {} ticks",
@@ -690,10 +710,21 @@ impl Model for ElectionModel {
                     releasing: false,
                     release_handled: false,
                 };
+                let stale = self.config.stale_lease_seconds.map(|secs| StoredLease {
+                    record: LeaseRecord {
+                        holder: Some(REPLICAS[0].to_string()),
+                        acquire_time: Some(self.base),
+                        renew_time: Some(self.base),
+                        lease_duration_seconds: Some(secs),
+                        transitions: 0,
+                        resource_version: "1".to_string(),
+                    },
+                    committed_at: 0,
+                });
                 let mut s = ElectionState {
                     t: 0,
-                    lease: None,
-                    version: 0,
+                    version: u8::from(stale.is_some()),
+                    lease: stale,
                     replicas: [replica(0), replica(1)],
                     orphans: Vec::new(),
                     losses_left: self.config.losses,

@@ -140,3 +140,21 @@ fn a_release_after_its_own_write_timed_out_hands_over_at_once() {
     let c = check(config, false);
     assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
 }
+
+/// Replicas with different lease durations (a rolling update that changed the flags): replica 0 runs with a 4 s
+/// lease and a 3 s renew deadline, replica 1 with the defaults (2 s), and a Lease left by replica 0's previous
+/// incarnation declares 2 s. Replica 0 renews it as its own, and its renewal must declare its own duration; a
+/// follower must wait out the duration the Lease declares, not its own. Either mistake lets replica 1 take over
+/// after 2 s while replica 0 may still write for 3 s (a renewal keeping the old duration,
+/// `LeaseRecord::declared_duration` ignoring the Lease's: both caught here).
+#[test]
+fn a_lease_renewed_by_its_holder_declares_the_holders_own_duration() {
+    let config = ElectionModelConfig {
+        replica0_tuning: Some((std::time::Duration::from_secs(4), std::time::Duration::from_secs(3))),
+        stale_lease_seconds: Some(2),
+        pauses: 1,
+        horizon: 7,
+        ..base()
+    };
+    holds(config, &[]);
+}
