@@ -280,16 +280,21 @@ rm -rf "$out"
 mkdir -p "$out"
 start=$(date +%s)
 # The commit measured: the tree as synced above (later commits made while the shard runs do not count). Outcomes
-# go straight to mutants/results/shard-K-of-N/ (committed), so an interrupted shard keeps what it judged and a
-# later run of the same shard on the same code (same stamp) resumes it; on other code it starts over.
+# go straight to mutants/results/shard-K-of-N/ (committed), so an interrupted shard keeps what it judged, and a later
+# run of the same shard resumes it, also on other code (the suites only gain: what was caught stays caught, and
+# `--recheck` judges every missed mutant again on the final tree). Each code it ran on is appended to the shard's
+# stamp and commit files.
 kept="$repo/mutants/results/$name"
-# A shard judged another way (--full-suite, another --crate) is not resumed either.
 run_stamp="$stamp_at_sync select=$select crate=$crate"
-if [[ "$(cat "$kept/stamp" 2>/dev/null)" != "$run_stamp" ]]; then
+# A shard judged another way (--full-suite, another --crate) is not resumed: it starts over; so does a recheck (it
+# judges the missed mutants on this tree).
+if [[ $mode == recheck ]] || [[ -f $kept/stamp && "$(tail -n 1 "$kept/stamp" | sed 's/.* select=/select=/')" != "select=$select crate=$crate" ]]; then
   rm -rf "$kept"
-  mkdir -p "$kept"
-  echo "$run_stamp" > "$kept/stamp"
-  echo "$measured" > "$kept/commit"
+fi
+mkdir -p "$kept"
+if [[ "$(tail -n 1 "$kept/stamp" 2>/dev/null)" != "$run_stamp" ]]; then
+  echo "$run_stamp" >> "$kept/stamp"
+  echo "$measured" >> "$kept/commit"
 fi
 rm -f "$kept/complete"
 # Our own baseline: cargo-mutants' baseline would build and run the MUTATED packages' tests (rollout-core's and
