@@ -1228,6 +1228,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         scale_requests: sc.scale_requests,
                         defences: sc.defences,
                         slow: sc.slow_admissions,
+                        events: sc.events,
                     };
                     users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
                 }
@@ -1967,6 +1968,8 @@ struct User {
     defences: Defences,
     /// See [`Scenario::slow_admissions`].
     slow: bool,
+    /// `-events.enabled`: the webhook tells denied and prepared downscales as Events.
+    events: bool,
 }
 
 impl User {
@@ -2032,24 +2035,19 @@ impl User {
                     "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}})
             };
             let pods = self.pods.clone();
-            let (record, defences) = (self.record.clone(), self.defences);
+            let (record, defences, events) = (self.record.clone(), self.defences, self.events);
             let answer = self.operators[operator]
                 .spawn(async move {
                     let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
-                    let app = router(Webhooks {
-                        api,
-                        pods,
-                        settings: WebhookSettings {
-                            defences,
-                            ..WebhookSettings::new(
-                                objects::NAMESPACE,
-                                "cluster.local.",
-                                record.as_deref(),
-                                request_timeout,
-                            )
-                        },
-                        clock: system_clock(),
-                    });
+                    // As `main` wires it: the webhook's Events go to a recorder whose sink writes them through the
+                    // API server (it flushes and ends once the admission drops the recorder).
+                    let settings = WebhookSettings {
+                        defences,
+                        ..WebhookSettings::new(objects::NAMESPACE, "cluster.local.", record.as_deref(), request_timeout)
+                    };
+                    let setup = crate::events::OperatorSetup { record: None, events };
+                    let settings = settings.with_events(setup.recorder(&api, Arc::new(Metrics::new())));
+                    let app = router(Webhooks { api, pods, settings, clock: system_clock() });
                     let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
                         .header("content-type", "application/json")
                         .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))

@@ -27,11 +27,15 @@ fn events_stay_few_per_rollout_step_and_no_object_is_flooded_under_every_fault()
     ] {
         let sc = Scenario { events: true, ..sc };
         let mut steps = 0;
+        let mut reasons = std::collections::BTreeMap::new();
         for seed in seeds {
             let o = world::run(seed, &sc, false);
             assert!(o.passed(), "{name} seed {seed}: {:#?}", o.violations);
             let e = &o.events;
             steps += e.rollout_steps;
+            for (reason, n) in &e.by_reason {
+                *reasons.entry(reason.clone()).or_insert(0) += n;
+            }
             assert!(e.busiest_window <= budget_per_window(), "{name} seed {seed}: {}", e.describe());
             // A few per step: what the pass did, and what the group then waits for.
             assert!(e.created + e.series_updates <= 3 * e.rollout_steps + 25, "{name} seed {seed}: {}", e.describe());
@@ -42,6 +46,12 @@ fn events_stay_few_per_rollout_step_and_no_object_is_flooded_under_every_fault()
             }
         }
         assert!(steps > 0, "{name}: the runs did something");
+        if sc.scaling.is_some_and(|s| s.admission == rollout_sim::world::Admission::Webhook) {
+            // The prepare-downscale webhook tells its verdicts too, as `main` wires it.
+            for reason in ["DownscaleDenied", "DownscalePrepared"] {
+                assert!(reasons.get(reason).is_some_and(|n| *n > 0), "{name}: no {reason} Event: {reasons:?}");
+            }
+        }
     }
 }
 
