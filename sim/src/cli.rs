@@ -143,6 +143,10 @@ struct ScenarioArgs {
     /// (grafana.com/rollout-upscale-only-when-leader-ready).
     #[arg(long = "leader-ready-upscales")]
     leader_ready_upscales: bool,
+    /// With --scaling: the user sets grafana.com/rollout-force-replicas on zone-b (a follower) during the fault
+    /// phase; zone-b must be held at it.
+    #[arg(long = "force-follower")]
+    force_follower: bool,
     /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
     /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
     #[arg(long = "recent-downscale")]
@@ -214,6 +218,7 @@ impl ScenarioArgs {
             (self.second_group, " --second-group"),
             (self.sidecars, " --sidecars"),
             (self.leader_ready_upscales, " --leader-ready-upscales"),
+            (self.force_follower, " --force-follower"),
             (self.recent_downscale, " --recent-downscale"),
             (self.no_downscale, " --no-downscale"),
             (self.mirror, " --mirror"),
@@ -309,6 +314,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.mirror && args.scaling {
         return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
     }
+    if args.force_follower && !args.scaling {
+        return Err("--force-follower needs --scaling".to_string());
+    }
     if args.leader_ready_upscales && !args.scaling {
         return Err("--leader-ready-upscales needs --scaling".to_string());
     }
@@ -369,6 +377,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         second_group: args.second_group,
         sidecars: args.sidecars,
         leader_ready_upscales: args.leader_ready_upscales,
+        force_follower: args.force_follower,
         recent_downscale: args.recent_downscale,
         no_downscale: args.no_downscale,
         mirror: args.mirror,

@@ -367,6 +367,10 @@ pub struct Scenario {
     pub sidecars: bool,
     /// With `--scaling`: the followers carry `grafana.com/rollout-upscale-only-when-leader-ready: "true"`.
     pub leader_ready_upscales: bool,
+    /// With followers: at a random time of the fault phase the user sets `grafana.com/rollout-force-replicas` on
+    /// zone-b (a follower) to one more or one less than the leader then has; zone-b must then be held at it (the
+    /// reference applies it at once, without the min time). Drawn from a generator of its own.
+    pub force_follower: bool,
     /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
     /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
     /// the min time of it: the record must be bootstrapped from the annotation.
@@ -639,6 +643,7 @@ impl Default for Scenario {
             second_group: false,
             sidecars: false,
             leader_ready_upscales: false,
+            force_follower: false,
             recent_downscale: false,
             no_downscale: false,
             mirror: false,
@@ -817,6 +822,9 @@ fn start_drains(
         let _ = node.spawn(drains::drain_nodes(store, drainer, drains, zones, start, phase)).await;
     }));
 }
+
+/// Seeds the forced follower's own generator.
+const FORCE_FOLLOWER_STREAM: u64 = 0x666f_7263_6521_2121;
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
@@ -1155,6 +1163,24 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     }
                 }
             }
+        }));
+    }
+
+    if sc.force_follower && sc.scaling.as_ref().is_some_and(|s| s.followers) && sc.zones > 1 {
+        let (store, phase) = (store.clone(), sc.fault_phase);
+        let mut r = SimRng::new(seed ^ FORCE_FOLLOWER_STREAM);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + r.millis(10_000, phase.as_millis() as u64 * 4 / 5)).await;
+            let up = r.chance(0.5);
+            let mut st = store.lock().unwrap();
+            let replicas = |s: &k8s_openapi::api::apps::v1::StatefulSet| s.spec.as_ref().and_then(|s| s.replicas);
+            let leader = st.statefulsets.get(&group_zone_name(GROUP, 0)).and_then(replicas).unwrap_or(1);
+            let force = if up || leader <= 1 { leader + 1 } else { leader - 1 };
+            let follower = group_zone_name(GROUP, 1);
+            let Some(mut sts) = st.statefulsets.get(&follower).cloned() else { return };
+            objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
+            st.put_statefulset(sts);
+            st.trace("user", format!("annotated {follower} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         }));
     }
 
@@ -2253,9 +2279,14 @@ fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::v1::Statefu
     reference_replicas(st).is_some_and(|(spec, status)| spec == replicas && status == expected_status)
 }
 
-/// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas.
+/// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas, or, while it carries
+/// `grafana.com/rollout-force-replicas`, that many (read here as the user wrote it: a plain integer).
 fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
     let replicas = |s: &k8s_openapi::api::apps::v1::StatefulSet| s.spec.as_ref().and_then(|s| s.replicas);
+    let annotations = sts.metadata.annotations.as_ref();
+    if let Some(force) = annotations.and_then(|a| a.get(rollout_core::keys::ROLLOUT_FORCE_REPLICAS)) {
+        return force.parse::<i32>().ok() == replicas(sts);
+    }
     let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
     leader.is_none_or(|l| st.statefulsets.get(l).is_some_and(|l| replicas(l) == replicas(sts)))
 }

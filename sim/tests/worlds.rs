@@ -144,3 +144,14 @@ fn a_zone_of_twelve_pods_is_replaced_in_the_natural_order_of_their_names() {
         }
     }
 }
+
+/// `grafana.com/rollout-force-replicas` set on a follower during the fault phase (one more or one less than the
+/// leader has then): the follower is held at it, whatever the leader does after, and the change is exempt from the
+/// min time, as in the reference. With the core's comparison inverted the forced value is never applied (every seed
+/// of 0..30 fails to converge).
+#[test]
+fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
+    let sc = Scenario { force_follower: true, ..Scenario::scaling() };
+    let outcomes = run_all(&sc, 0..20);
+    assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
+}
