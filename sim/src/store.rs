@@ -156,6 +156,8 @@ pub struct Store {
     /// `grafana.com/min-time-between-zones-downscale` of each StatefulSet, as the world meant the text it wrote
     /// (the checker's min time: not read back through the operator's parser).
     pub min_times: BTreeMap<String, Duration>,
+    /// `grafana.com/rollout-delayed-downscale` of each StatefulSet, as the world meant the text it wrote.
+    pub delayed_downscale_delays: BTreeMap<String, Duration>,
     /// Budget objects created so far (their uids).
     budgets_created: u64,
     /// The budget-edits worlds' outage of the budget watches (a network cut between the operator replicas and the
@@ -215,6 +217,7 @@ impl Store {
             controller_replica_changes: 0,
             budgets: Vec::new(),
             min_times: BTreeMap::new(),
+            delayed_downscale_delays: BTreeMap::new(),
             budgets_created: 0,
             budget_watches_down: false,
             budget_resume_floor: 0,
@@ -697,7 +700,9 @@ impl Store {
             .collect();
         // A delayed downscale may stop short of the reference (only the tail of pods prepared long enough goes);
         // any other change goes exactly to a value the reference held.
-        let partial = to < from && matches!(view.scaling.delayed_downscale, Some(Ok(_)));
+        // The delay as the world meant what it wrote, not as the operator's parser reads it.
+        let delay = self.delayed_downscale_delays.get(&name).copied();
+        let partial = to < from && delay.is_some();
         let followed = match partial {
             true => recent.iter().any(|low| *low <= to),
             false => recent.contains(&to),
@@ -709,7 +714,7 @@ impl Store {
             );
             self.checker.record_mirror_violation(at, detail);
         }
-        let Some(Ok(delayed)) = &view.scaling.delayed_downscale else { return };
+        let Some(delay) = delay else { return };
         let now = Timestamp::now();
         for ordinal in to..from {
             let pod = format!("{name}-{ordinal}");
@@ -719,7 +724,7 @@ impl Store {
             }
             let prepared = self.prepared.get(&pod).copied();
             let long_enough = prepared.is_some_and(|since| {
-                now.duration_since(since) >= jiff::SignedDuration::try_from(delayed.delay).unwrap_or_default()
+                now.duration_since(since) >= jiff::SignedDuration::try_from(delay).unwrap_or_default()
             });
             if !long_enough {
                 let how = match prepared {
@@ -728,7 +733,7 @@ impl Store {
                 };
                 let detail = format!(
                     "scaled {name} {from} -> {to} while {pod} was {how} (delay {}s, process #{})",
-                    delayed.delay.as_secs(),
+                    delay.as_secs(),
                     k.incarnation
                 );
                 self.checker.record_delayed_violation(at, detail);

@@ -1632,7 +1632,10 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK, value);
             }
             if sc.delayed_downscale {
-                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, "20s");
+                // 20 s, in two units (Prometheus' duration format): the checker judges by the 20 s it meant.
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, "15s5000ms");
+                st.delayed_downscale_delays
+                    .insert(sts.metadata.name.clone().unwrap_or_default(), Duration::from_secs(20));
                 let url = "http://pod:8080/ingester/prepare-delayed-downscale";
                 objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL, url);
             }
