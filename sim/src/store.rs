@@ -174,6 +174,30 @@ pub struct Store {
 
 pub type SharedStore = Arc<Mutex<Store>>;
 
+/// A downscale marker as the checker reads it.
+struct Marker {
+    statefulset: String,
+    group: String,
+    until: Timestamp,
+}
+
+/// The in-progress markers of the record's annotation, read by the checker itself (a JSON object of
+/// `{"<statefulset>": {"group": "<group>", "until": "<RFC 3339>"}}`, DESIGN.md), not by the operator's parser: a
+/// parser that lost markers would otherwise hide them from the operator and the checker alike. An entry it cannot
+/// read is left out.
+fn markers_in(raw: Option<&str>) -> Vec<Marker> {
+    let Some(serde_json::Value::Object(map)) = raw.and_then(|r| serde_json::from_str(r).ok()) else {
+        return Vec::new();
+    };
+    map.into_iter()
+        .filter_map(|(statefulset, marker)| {
+            let group = marker.get("group")?.as_str()?.to_string();
+            let until = marker.get("until")?.as_str()?.parse::<Timestamp>().ok()?;
+            Some(Marker { statefulset, group, until })
+        })
+        .collect()
+}
+
 fn rv_string(rv: u64) -> Option<String> {
     Some(rv.to_string())
 }
@@ -580,7 +604,7 @@ impl Store {
         }
         let Some(admission) = self.admission_writing else { return };
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
-        let markers = rollout_core::downscale::parse_in_progress(raw.map(String::as_str)).unwrap_or_default();
+        let markers = markers_in(raw.map(String::as_str));
         // This admission's own write without its marker (an undo), or with it re-dated (the downscale dated).
         let own: Vec<String> =
             self.preparing.iter().filter(|(_, (_, a, _))| *a == admission).map(|(s, _)| s.clone()).collect();
