@@ -91,9 +91,6 @@ pub const ZPDB_VALIDATION: &str = "the validation webhook admits exactly the val
 /// How long after a budget change the operator may still decide on what it knew before: its watch's delay, a
 /// resumed watch told "too old" and relisting, a replica restarting. A change judges decisions only from then on.
 pub const BUDGET_CHANGE_GRACE: Duration = Duration::from_secs(30);
-/// A follower without `grafana.com/min-time-between-zones-downscale` is not scaled down once another zone of its
-/// group has been (the reference's error: the missing annotation), rather than going down at once.
-pub const FOLLOWER_WITHOUT_MIN_TIME: &str = "a follower without a min time is not scaled down after another zone";
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -193,9 +190,6 @@ pub struct Downscale {
     pub recorded_at: Option<Duration>,
     /// Carries `grafana.com/rollout-force-replicas`: exempt from the min time by design.
     pub exempt: bool,
-    /// A follower (`grafana.com/rollout-downscale-leader`) without `grafana.com/min-time-between-zones-downscale`:
-    /// once another zone of its group has scaled down, the reference refuses to scale it down (an error).
-    pub follower_without_min_time: bool,
 }
 
 impl Downscale {
@@ -522,21 +516,6 @@ impl Checker {
     /// StatefulSets') after the earlier. Force-replicas decreases are exempt, as is a pair where neither side has a
     /// min time.
     pub fn record_downscale(&mut self, d: Downscale) {
-        if d.follower_without_min_time && !d.exempt {
-            let earlier = self.downscales.iter().find(|p| p.group == d.group && p.sts != d.sts);
-            if let Some(p) = earlier {
-                let detail = format!(
-                    "{} (a follower without a min time) scaled {} -> {} by {} after {}'s downscale at {:.1}s",
-                    d.sts,
-                    d.from,
-                    d.to,
-                    d.by,
-                    p.sts,
-                    p.at.as_secs_f64()
-                );
-                self.violate(d.at, FOLLOWER_WITHOUT_MIN_TIME, detail);
-            }
-        }
         if !d.exempt {
             let mut found = Vec::new();
             for prev in self.downscales.iter().filter(|p| p.group == d.group && p.sts != d.sts && !p.exempt) {

@@ -147,9 +147,6 @@ struct ScenarioArgs {
     /// phase; zone-b must be held at it.
     #[arg(long = "force-follower")]
     force_follower: bool,
-    /// With --scaling: zone-c (a follower) carries no min time; once another zone scaled down it is not scaled down.
-    #[arg(long = "follower-without-min-time")]
-    follower_without_min_time: bool,
     /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
     /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
     #[arg(long = "recent-downscale")]
@@ -222,7 +219,6 @@ impl ScenarioArgs {
             (self.sidecars, " --sidecars"),
             (self.leader_ready_upscales, " --leader-ready-upscales"),
             (self.force_follower, " --force-follower"),
-            (self.follower_without_min_time, " --follower-without-min-time"),
             (self.recent_downscale, " --recent-downscale"),
             (self.no_downscale, " --no-downscale"),
             (self.mirror, " --mirror"),
@@ -318,8 +314,8 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.mirror && args.scaling {
         return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
     }
-    if (args.force_follower || args.follower_without_min_time) && !args.scaling {
-        return Err("--force-follower and --follower-without-min-time need --scaling".to_string());
+    if args.force_follower && !args.scaling {
+        return Err("--force-follower needs --scaling".to_string());
     }
     if args.leader_ready_upscales && !args.scaling {
         return Err("--leader-ready-upscales needs --scaling".to_string());
@@ -382,7 +378,6 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         sidecars: args.sidecars,
         leader_ready_upscales: args.leader_ready_upscales,
         force_follower: args.force_follower,
-        follower_without_min_time: args.follower_without_min_time,
         recent_downscale: args.recent_downscale,
         no_downscale: args.no_downscale,
         mirror: args.mirror,

@@ -432,10 +432,6 @@ impl Store {
             min_time,
             recorded_at,
             exempt,
-            follower_without_min_time: sts.metadata.annotations.as_ref().is_some_and(|a| {
-                a.contains_key(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER)
-                    && !a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE)
-            }),
         };
         self.trace("scaling", format!("downscale {}", d.describe()));
         self.checker.record_downscale(d);

@@ -371,10 +371,6 @@ pub struct Scenario {
     /// zone-b (a follower) to one more or one less than the leader then has; zone-b must then be held at it (the
     /// reference applies it at once, without the min time). Drawn from a generator of its own.
     pub force_follower: bool,
-    /// With followers: the last zone carries no `grafana.com/min-time-between-zones-downscale`. As in the reference,
-    /// once another zone of the group has a recorded downscale it is not scaled down (an error each pass: the
-    /// missing annotation) but still scaled up; judged against the leader's min time meanwhile.
-    pub follower_without_min_time: bool,
     /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
     /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
     /// the min time of it: the record must be bootstrapped from the annotation.
@@ -648,7 +644,6 @@ impl Default for Scenario {
             sidecars: false,
             leader_ready_upscales: false,
             force_follower: false,
-            follower_without_min_time: false,
             recent_downscale: false,
             no_downscale: false,
             mirror: false,
@@ -1644,12 +1639,9 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
         }
         if let Some(scaling) = &sc.scaling {
-            // The last zone's follower is left without a min time in the world that says so.
-            if !(sc.follower_without_min_time && scaling.followers && z > 0 && z + 1 == sc.zones) {
-                let min_time = go_duration_text(scaling.min_time);
-                objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
-                st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
-            }
+            let min_time = go_duration_text(scaling.min_time);
+            objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
+            st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
             if scaling.admission == Admission::Webhook {
                 sts.metadata
                     .labels
@@ -1684,7 +1676,6 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     min_time,
                     recorded_at: Some(Duration::ZERO),
                     exempt: false,
-                    follower_without_min_time: false,
                 });
             }
         }
@@ -2299,18 +2290,7 @@ fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::Stateful
     if let Some(force) = annotations.and_then(|a| a.get(rollout_core::keys::ROLLOUT_FORCE_REPLICAS)) {
         return force.parse::<i32>().ok() == replicas(sts);
     }
-    let leader = annotations.and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
-    let name = sts.metadata.name.clone().unwrap_or_default();
-    let group = sts.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned();
-    let leader_replicas = leader.and_then(|l| st.statefulsets.get(l)).and_then(replicas);
-    // A follower without a min time, above its leader, once another zone of its group has scaled down: held there.
-    if leader.is_some()
-        && !annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE))
-        && replicas(sts) > leader_replicas
-        && st.checker.downscales.iter().any(|d| d.sts != name && Some(&d.group) == group.as_ref())
-    {
-        return true;
-    }
+    let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
     leader.is_none_or(|l| st.statefulsets.get(l).is_some_and(|l| replicas(l) == replicas(sts)))
 }
 

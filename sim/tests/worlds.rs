@@ -155,15 +155,3 @@ fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
     let outcomes = run_all(&sc, 0..20);
     assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
 }
-
-/// zone-c, a follower, carries no min time. Until another zone of the group scales down it follows the leader both
-/// ways; after that the reference refuses to scale it down (an error each pass: the missing annotation) and only
-/// scales it up, so it ends at or above its leader. Judged by the checker's own reading of the annotations: a
-/// follower without a min time scaled down after another zone is a violation (every seed of 0..40 with
-/// `others_have_recorded_downscales` always false).
-#[test]
-fn a_follower_without_a_min_time_is_not_scaled_down_after_another_zone_over_20_seeds() {
-    let sc = Scenario { follower_without_min_time: true, ..Scenario::scaling() };
-    let outcomes = run_all(&sc, 0..20);
-    assert!(count_lines(&outcomes, "PATCH ingester-zone-c replicas=") >= 10, "zone-c was scaled");
-}
