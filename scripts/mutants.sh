@@ -167,7 +167,9 @@ summary() {
   mkdir -p "$out"
   rm -f "$out/list.txt"
   shopt -s nullglob
-  local dirs=("$repo"/mutants/results/shard-* "$repo"/mutants/results/recheck)
+  local dirs=("$repo"/mutants/results/shard-*)
+  # A new recheck's list comes from the shards alone (it judges them all again, on this tree).
+  [[ -n ${summary_without_recheck:-} ]] || dirs+=("$repo"/mutants/results/recheck)
   local present=()
   for d in "${dirs[@]}"; do [[ -d $d ]] && present+=("$d"); done
   dirs=("${present[@]}")
@@ -246,7 +248,7 @@ fi
 only=()
 if [[ $mode == recheck ]]; then
   # Every mutant missed so far (on whatever code its shard ran), judged again on this tree, as one shard.
-  summary > /dev/null
+  summary_without_recheck=1 summary > /dev/null
   cp "$repo/mutants/out/missed.txt" "$repo/mutants/out/recheck.txt"
   only=("$repo/mutants/out/recheck.txt")
   shard="0/1"

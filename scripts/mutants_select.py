@@ -204,9 +204,13 @@ def cargo(args, timeout, stop_at_first_failure=False):
         for line in process.stdout:
             written.append(line)
             # libtest's line for a finished test: "test <name> ... FAILED".
-            if stop_at_first_failure and line.startswith("test ") and line.rstrip().endswith(" ... FAILED"):
+            if stop_at_first_failure and not failed.is_set() and line.startswith("test ") \
+                    and line.rstrip().endswith(" ... FAILED"):
                 failed.set()
-                os.killpg(process.pid, signal.SIGKILL)
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -250,7 +254,8 @@ def run(plan_json, scratch, out, timeout):
     # A SIGTERM unwinds like Ctrl-C, so the mutated file is put back (`finally`) and cargo is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plan = json.load(open(plan_json))
-    # Resumable: mutants already judged in OUT (an interrupted run of the same tree) are not judged again.
+    # Resumable: mutants already judged in OUT (an interrupted run, on this tree or an earlier one) are not judged
+    # again.
     judged = set()
     for outcome in ("caught", "missed", "timeout", "unviable", "unexecuted"):
         path = os.path.join(out, f"{outcome}.txt")

@@ -18,7 +18,7 @@
 //! prepare-downscale webhook), by commit times alone: two decreases of different StatefulSets of a group subject to
 //! a min time must commit at least that long apart. What the code wrote into the downscale record plays no part
 //! (see [`Checker::record_downscale`]). A decrease of a StatefulSet carrying `grafana.com/rollout-force-replicas` is
-//! exempt by design (force replicas applies at once); the scenarios set none.
+//! exempt by design (force replicas applies at once); only `--force-follower` sets it.
 //!
 //! Invariant 5 (no downscale during a rollout, no rollout step while one is prepared), judged on the committed
 //! history too: a controller deletion committed while a downscale of its group is being prepared (see
@@ -91,6 +91,10 @@ pub const ZPDB_VALIDATION: &str = "the validation webhook admits exactly the val
 /// How long after a budget change the operator may still decide on what it knew before: its watch's delay, a
 /// resumed watch told "too old" and relisting, a replica restarting. A change judges decisions only from then on.
 pub const BUDGET_CHANGE_GRACE: Duration = Duration::from_secs(30);
+/// The same for the controller's own deletions: its process may be cut off for up to 60 s by a partition, and its
+/// budget watch reconnects apart from its pod watch (backoff up to 10 s, a silent watch given up after 30 s), so it
+/// may delete on fresh pods and an old budget for longer.
+pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -129,8 +133,8 @@ impl BudgetRule {
     /// Whether this version of the budget judges a decision whose window runs from `basis_rv` to `before_rv`,
     /// committed at `at`: it was in force throughout the window, and (if committed during the run) long enough
     /// before for the operator to know it.
-    fn judges(&self, basis_rv: u64, before_rv: u64, at: Duration) -> bool {
-        self.since.is_none_or(|(rv, since)| rv <= basis_rv && since + BUDGET_CHANGE_GRACE <= at)
+    fn judges(&self, basis_rv: u64, before_rv: u64, at: Duration, grace: Duration) -> bool {
+        self.since.is_none_or(|(rv, since)| rv <= basis_rv && since + grace <= at)
             && self.until.is_none_or(|(rv, _)| rv > before_rv)
     }
 }
@@ -183,7 +187,8 @@ pub struct Downscale {
     pub to: u32,
     /// Who wrote it (`controller#N`, `webhook`, ...).
     pub by: String,
-    /// `grafana.com/min-time-between-zones-downscale` of the StatefulSet, if set and valid.
+    /// `grafana.com/min-time-between-zones-downscale` of the StatefulSet, as the world meant what it wrote (never read
+    /// back through the operator's parser).
     pub min_time: Option<Duration>,
     /// The StatefulSet's entry in the group downscale record when it committed (simulated time; information for
     /// the trace only: the checker judges by commit times).
@@ -362,6 +367,15 @@ impl Checker {
     /// A budget committed (`Some`: created or updated, as the checker reads it) or deleted at `rv`, at `at`: the
     /// version in force until now ends there.
     pub fn record_budget(&mut self, rv: u64, at: Duration, name: &str, budget: Option<BudgetRule>) {
+        // The same rule again (a metadata-only update): the version in force goes on, with no blind window.
+        let same = |open: &BudgetRule, new: &BudgetRule| {
+            (&open.group, open.max_unavailable, open.partitions) == (&new.group, new.max_unavailable, new.partitions)
+        };
+        if let Some(new) = &budget
+            && self.budgets.iter().any(|b| b.name == name && b.until.is_none() && same(b, new))
+        {
+            return;
+        }
         for open in self.budgets.iter_mut().filter(|b| b.name == name && b.until.is_none()) {
             open.until = Some((rv, at));
         }
@@ -702,10 +716,11 @@ impl Checker {
         let before = self.state_at(before_rv);
         let Some(sts) = before.sts.get(&target.sts).cloned() else { return };
         let basis_rv = basis_rv.min(before_rv);
+        let grace = if by.starts_with("controller") { BUDGET_CHANGE_GRACE_CONTROLLER } else { BUDGET_CHANGE_GRACE };
         let rules: Vec<BudgetRule> = self
             .budgets
             .iter()
-            .filter(|b| b.group == sts.group && b.judges(basis_rv, before_rv, at))
+            .filter(|b| b.group == sts.group && b.judges(basis_rv, before_rv, at, grace))
             .cloned()
             .collect();
         if rules.is_empty() || !self.available_throughout(target, basis_rv, before_rv) {

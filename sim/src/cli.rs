@@ -314,6 +314,10 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.mirror && args.scaling {
         return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
     }
+    if args.force_follower && args.leader_ready_upscales {
+        // Force replicas applies before the leader-ready gate, which the checker's upscale property does not know.
+        return Err("--force-follower and --leader-ready-upscales cannot be combined".to_string());
+    }
     if args.force_follower && !args.scaling {
         return Err("--force-follower needs --scaling".to_string());
     }

@@ -567,7 +567,8 @@ enum BudgetEdit {
     Relabel,
     /// Deleted, and created again 0-3 s later (a new uid, generation 1) with `maxUnavailable` 1 or 2.
     Recreate,
-    /// Deleted for 35-60 s (longer than the checker's grace), then created again.
+    /// Deleted for 40-70 s (longer than the checker's grace), then created again (unless that falls after the fault
+    /// phase: the budget then stays deleted).
     DeleteForAWhile,
     /// An invalid update, which the validation webhook must refuse.
     Invalid,
