@@ -596,7 +596,6 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
         })
         .collect();
     plan.sort_unstable_by_key(|(at, _)| *at);
-    let mut calls = 0;
     for (n, (at, edit)) in plan.into_iter().enumerate() {
         tokio::time::sleep_until((start + at).max(Instant::now())).await;
         let current =
@@ -617,21 +616,9 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
             budget
         };
         let seed = r.next_u64();
-        let mut admit = |object: serde_json::Value, operation: &'static str, valid: bool, what: String| {
-            calls += 1;
+        let admit = |object: serde_json::Value, operation: &'static str, valid: bool, what: String| {
             let (store, old) = (store.clone(), (operation == "UPDATE").then(|| current.clone()));
-            admit_budget(
-                store,
-                SimRng::new(seed),
-                drains.replicas,
-                (calls, n),
-                object,
-                old,
-                operation,
-                valid,
-                what,
-                until,
-            )
+            admit_budget(store, SimRng::new(seed), drains.replicas, n, object, old, operation, valid, what, until)
         };
         match edit {
             BudgetEdit::Resize => {
@@ -732,7 +719,7 @@ async fn admit_budget(
     store: SharedStore,
     mut r: SimRng,
     replicas: usize,
-    (call, edit): (u64, usize),
+    edit: usize,
     object: serde_json::Value,
     old: Option<serde_json::Value>,
     operation: &'static str,
@@ -760,7 +747,8 @@ async fn admit_budget(
             serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
         let body = serde_json::to_vec(&review).unwrap_or_default();
         let answer =
-            call_webhook(replica_address(replica), CALLS + call * 64 + attempt, ZPDB_VALIDATION_PATH, body).await;
+            call_webhook(replica_address(replica), CALLS + edit as u64 * 64 + attempt, ZPDB_VALIDATION_PATH, body)
+                .await;
         {
             let mut st = store.lock().unwrap();
             match admission_verdict(&review, &answer) {
