@@ -162,6 +162,10 @@ struct ScenarioArgs {
     /// With --mirror: delayed downscale (20 s), the simulated pods answering the prepare and cancel calls.
     #[arg(long = "delayed-downscale")]
     delayed_downscale: bool,
+    /// With --delayed-downscale: each zone's delay and prepare URL written one of six ways: valid, a zero delay (`0s`,
+    /// `0`: off), or malformed (`10s10s`, `5s1m`, a URL with a space) until a user corrects them 20-120 s in.
+    #[arg(long = "delay-annotations")]
+    delay_annotations: bool,
     /// A ZoneAwarePodDisruptionBudget over the group (`zone` mode, the default, or `partition` mode), two operator
     /// replicas serving the real pod-eviction webhook (restarted now and then), and node drains evicting pods
     /// through the API server during the fault phase (retrying 429 with backoff, some dry runs).
@@ -223,6 +227,7 @@ impl ScenarioArgs {
             (self.no_downscale, " --no-downscale"),
             (self.mirror, " --mirror"),
             (self.delayed_downscale, " --delayed-downscale"),
+            (self.delay_annotations, " --delay-annotations"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -311,6 +316,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.delayed_downscale && !args.mirror {
         return Err("--delayed-downscale needs --mirror".to_string());
     }
+    if args.delay_annotations && !args.delayed_downscale {
+        return Err("--delay-annotations needs --delayed-downscale".to_string());
+    }
     if args.mirror && args.scaling {
         return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
     }
@@ -386,6 +394,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         no_downscale: args.no_downscale,
         mirror: args.mirror,
         delayed_downscale: args.delayed_downscale,
+        delay_annotations: args.delay_annotations,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
         defences,
