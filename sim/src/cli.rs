@@ -147,6 +147,10 @@ struct ScenarioArgs {
     /// phase; zone-b must be held at it.
     #[arg(long = "force-follower")]
     force_follower: bool,
+    /// Without --scaling or --mirror: the user sets grafana.com/rollout-force-replicas on the last zone (neither
+    /// leader nor follower) during the fault phase; it must end at that count.
+    #[arg(long = "force-plain")]
+    force_plain: bool,
     /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
     /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
     #[arg(long = "recent-downscale")]
@@ -223,6 +227,7 @@ impl ScenarioArgs {
             (self.sidecars, " --sidecars"),
             (self.leader_ready_upscales, " --leader-ready-upscales"),
             (self.force_follower, " --force-follower"),
+            (self.force_plain, " --force-plain"),
             (self.recent_downscale, " --recent-downscale"),
             (self.no_downscale, " --no-downscale"),
             (self.mirror, " --mirror"),
@@ -329,6 +334,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.force_follower && !args.scaling {
         return Err("--force-follower needs --scaling".to_string());
     }
+    if args.force_plain && (args.scaling || args.webhook || args.mirror) {
+        return Err(
+            "--force-plain is for StatefulSets without scaling annotations: not with --scaling, --webhook or --mirror"
+                .to_string(),
+        );
+    }
     if args.leader_ready_upscales && !args.scaling {
         return Err("--leader-ready-upscales needs --scaling".to_string());
     }
@@ -390,6 +401,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         sidecars: args.sidecars,
         leader_ready_upscales: args.leader_ready_upscales,
         force_follower: args.force_follower,
+        force_plain: args.force_plain,
         recent_downscale: args.recent_downscale,
         no_downscale: args.no_downscale,
         mirror: args.mirror,

@@ -371,6 +371,11 @@ pub struct Scenario {
     /// zone-b (a follower) to one more or one less than the leader then has; zone-b must then be held at it (the
     /// reference applies it at once, without the min time). Drawn from a generator of its own.
     pub force_follower: bool,
+    /// Without scaling annotations: at a random time of the fault phase the user sets
+    /// `grafana.com/rollout-force-replicas` on the last zone to one more or one less than it has; it must end at that
+    /// count (on purpose unlike the reference, which ignores the annotation on a StatefulSet that is neither follower
+    /// nor mirror). Drawn from a generator of its own.
+    pub force_plain: bool,
     /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
     /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
     /// the min time of it: the record must be bootstrapped from the annotation.
@@ -647,6 +652,7 @@ impl Default for Scenario {
             sidecars: false,
             leader_ready_upscales: false,
             force_follower: false,
+            force_plain: false,
             recent_downscale: false,
             no_downscale: false,
             mirror: false,
@@ -870,6 +876,8 @@ fn start_drains(
 
 /// Seeds the forced follower's own generator.
 const FORCE_FOLLOWER_STREAM: u64 = 0x666f_7263_6521_2121;
+/// Seeds the user who forces a StatefulSet without scaling annotations.
+const FORCE_PLAIN_STREAM: u64 = 0x666f_7263_6570_6c61;
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
@@ -1226,6 +1234,23 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
             st.put_statefulset(sts);
             st.trace("user", format!("annotated {follower} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
+        }));
+    }
+
+    if sc.force_plain && sc.scaling.is_none() && !sc.mirror {
+        let (store, phase, zones) = (store.clone(), sc.fault_phase, sc.zones);
+        let mut r = SimRng::new(seed ^ FORCE_PLAIN_STREAM);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + r.millis(10_000, phase.as_millis() as u64 * 4 / 5)).await;
+            let up = r.chance(0.5);
+            let mut st = store.lock().unwrap();
+            let name = group_zone_name(GROUP, zones - 1);
+            let Some(mut sts) = st.statefulsets.get(&name).cloned() else { return };
+            let current = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let force = if up || current <= 1 { current + 1 } else { current - 1 };
+            objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
+            st.put_statefulset(sts);
+            st.trace("user", format!("annotated {name} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         }));
     }
 

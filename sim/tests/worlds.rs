@@ -180,3 +180,17 @@ fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
     let outcomes = run_all(&sc, 0..20);
     assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
 }
+
+/// `grafana.com/rollout-force-replicas` set during the fault phase on a StatefulSet that is neither leader nor
+/// follower (one more or one less than it has): it ends at that count, a deliberate difference from the reference
+/// (which ignores it there). With the core's comparison inverted it is never applied (every seed of 0..20 fails to
+/// converge).
+#[test]
+fn a_statefulset_without_scaling_annotations_is_held_at_its_forced_replicas_over_20_seeds() {
+    let sc = Scenario { force_plain: true, ..Scenario::default() };
+    let outcomes = run_all(&sc, 0..20);
+    assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
+    for to in ["replicas=2 -> ok", "replicas=4 -> ok"] {
+        assert!(count_lines(&outcomes, &format!("PATCH ingester-zone-c {to}")) > 0, "never forced to {to}");
+    }
+}
