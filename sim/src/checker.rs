@@ -95,6 +95,10 @@ pub const BUDGET_CHANGE_GRACE: Duration = Duration::from_secs(30);
 /// budget watch reconnects apart from its pod watch (backoff up to 10 s, a silent watch given up after 30 s), so it
 /// may delete on fresh pods and an old budget for longer.
 pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
+/// The reference's step 3: evicting a pod that is already terminating takes nothing away, so no budget denies it
+/// (judged when the same pod, by uid, was terminating from the eviction's arrival to its denial: the webhook's live
+/// read between saw it so).
+pub const ZPDB_TERMINATING: &str = "an eviction of a terminating pod is not denied by a budget";
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -157,6 +161,8 @@ pub struct DrainStats {
     /// Runs that did not converge only because a pod to replace is the last of its partition (every other zone is
     /// scaled below it): the controller never leaves a partition without a pod, so the rollout waits for a person.
     pub held_by_last_pod: u64,
+    /// Evictions of a pod already terminating when they arrived.
+    pub of_terminating: u64,
 }
 
 impl DrainStats {
@@ -168,6 +174,7 @@ impl DrainStats {
         self.committed += other.committed;
         self.judged += other.judged;
         self.held_by_last_pod += other.held_by_last_pod;
+        self.of_terminating += other.of_terminating;
     }
 }
 
@@ -399,6 +406,12 @@ impl Checker {
             let detail = format!("eviction of {pod} denied ({code}: {message}), but no budget covers group {group}");
             self.violate(at, ZPDB_OUT_OF_SCOPE, detail);
         }
+    }
+
+    /// A 429 denial of an eviction of `pod`, which was terminating (the same uid) from its arrival to the denial.
+    pub fn judge_terminating_denial(&mut self, at: Duration, pod: &str, message: &str) {
+        let detail = format!("eviction of {pod} denied (429: {message}), though the pod was terminating throughout");
+        self.violate(at, ZPDB_TERMINATING, detail);
     }
 
     /// The validation webhook's answer on a budget edit the editor knows to be `valid` or not.
