@@ -99,6 +99,9 @@ pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
 /// (judged when the same pod, by uid, was terminating from the eviction's arrival to its denial: the webhook's live
 /// read between saw it so).
 pub const ZPDB_TERMINATING: &str = "an eviction of a terminating pod is not denied by a budget";
+/// Partition mode: an eviction counts a peer in another zone ready only once it has been ready for the budget's
+/// `crossZoneEvictionDelay` (see [`Checker::judge_cross_zone_delay`]).
+pub const ZPDB_CROSS_ZONE_DELAY: &str = "partition peers count as ready only after crossZoneEvictionDelay";
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -111,10 +114,18 @@ pub struct BudgetRule {
     pub group: String,
     pub max_unavailable: u32,
     pub partitions: bool,
+    /// Partition mode's `crossZoneEvictionDelay` (zero: none).
+    pub cross_zone_delay: Duration,
     /// Committed at this resourceVersion and time; `None`: in force from the start of the run.
     pub since: Option<(u64, Duration)>,
     /// Replaced or deleted at this resourceVersion and time; `None`: still in force.
     pub until: Option<(u64, Duration)>,
+}
+
+/// `spec.crossZoneEvictionDelay` as the worlds write it (whole seconds, `10s`); anything else reads as none.
+fn cross_zone_delay(spec: &serde_json::Value) -> Duration {
+    let seconds = spec.get("crossZoneEvictionDelay").and_then(|d| d.as_str()).and_then(|d| d.strip_suffix('s'));
+    seconds.and_then(|s| s.parse::<u64>().ok()).map_or(Duration::ZERO, Duration::from_secs)
 }
 
 impl BudgetRule {
@@ -129,6 +140,7 @@ impl BudgetRule {
             max_unavailable: u32::try_from(spec.get("maxUnavailable")?.as_u64()?).ok()?,
             // An empty regex is none (zone mode).
             partitions: spec.get("podNamePartitionRegex").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()),
+            cross_zone_delay: cross_zone_delay(spec),
             since: None,
             until: None,
         })
@@ -163,6 +175,8 @@ pub struct DrainStats {
     pub held_by_last_pod: u64,
     /// Evictions of a pod already terminating when they arrived.
     pub of_terminating: u64,
+    /// Ready partition peers of allowed evictions judged against `crossZoneEvictionDelay`.
+    pub peers_delay_judged: u64,
 }
 
 impl DrainStats {
@@ -175,6 +189,7 @@ impl DrainStats {
         self.judged += other.judged;
         self.held_by_last_pod += other.held_by_last_pod;
         self.of_terminating += other.of_terminating;
+        self.peers_delay_judged += other.peers_delay_judged;
     }
 }
 
@@ -763,6 +778,9 @@ impl Checker {
         }
         let target_ordinal = ordinal(&target.sts, &target.name);
         for rule in rules {
+            if rule.partitions && !rule.cross_zone_delay.is_zero() && !by.starts_with("controller") {
+                self.judge_cross_zone_delay(at, basis_rv, before_rv, target, &rule);
+            }
             let breach = if rule.partitions {
                 let same: Vec<&(String, u32, String)> =
                     counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).collect();
@@ -792,6 +810,55 @@ impl Checker {
             }
         }
         self.spent.push((before_rv + 1, target.name.clone(), by.to_string()));
+    }
+
+    /// Partition mode's `crossZoneEvictionDelay`, for an eviction of `target` allowed on the committed state at
+    /// `before_rv`: a peer (the same partition in another zone) counted ready must have been ready for the delay. A
+    /// peer of the same uid throughout the window whose first readiness came less than the delay before the commit
+    /// cannot have been (its ready-time stamp is no earlier than that; a second is allowed for the stamp's
+    /// RFC 3339 seconds).
+    fn judge_cross_zone_delay(
+        &mut self,
+        at: Duration,
+        basis_rv: u64,
+        before_rv: u64,
+        target: &PodSum,
+        rule: &BudgetRule,
+    ) {
+        let Some(partition) = ordinal(&target.sts, &target.name) else { return };
+        let (before, basis) = (self.state_at(before_rv), self.state_at(basis_rv));
+        let Some(group) = before.sts.get(&target.sts).map(|s| s.group.clone()) else { return };
+        let now = before.now;
+        for zone in before.sts.values().filter(|s| s.group == group && s.name != target.sts && partition < s.replicas) {
+            let peer = format!("{}-{partition}", zone.name);
+            let Some(p) = before.pods.get(&peer).filter(|p| before.available(p)) else { continue };
+            if basis.pods.get(&peer).is_none_or(|b| b.uid != p.uid) {
+                continue;
+            }
+            let first_ready = self
+                .pods
+                .get(&peer)
+                .into_iter()
+                .flatten()
+                .filter_map(|(_, v)| v.as_ref())
+                .filter(|v| v.uid == p.uid)
+                .find_map(|v| v.ready_since);
+            let Some(first_ready) = first_ready else { continue };
+            self.drains.peers_delay_judged += 1;
+            let ready_for = now.duration_since(first_ready);
+            let margin = jiff::SignedDuration::try_from(rule.cross_zone_delay).unwrap_or_default()
+                - jiff::SignedDuration::from_secs(1);
+            if ready_for < margin {
+                let detail = format!(
+                    "eviction of {} allowed while its partition peer {peer} had been ready only {:.1}s ({} requires {}s)",
+                    target.name,
+                    ready_for.as_secs_f64(),
+                    rule.name,
+                    rule.cross_zone_delay.as_secs()
+                );
+                self.violate(at, ZPDB_CROSS_ZONE_DELAY, detail);
+            }
+        }
     }
 
     /// The committed state at `rv`.

@@ -1807,6 +1807,8 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             group: GROUP.to_string(),
             max_unavailable: drains.max_unavailable,
             partitions: drains.mode == crate::drains::BudgetMode::Partitions,
+            cross_zone_delay: crate::checker::BudgetRule::read(&crate::drains::budget_object(GROUP, drains))
+                .map_or(Duration::ZERO, |rule| rule.cross_zone_delay),
             since: None,
             until: None,
         });
