@@ -100,8 +100,10 @@ pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
 /// read between saw it so).
 pub const ZPDB_TERMINATING: &str = "an eviction of a terminating pod is not denied by a budget";
 /// Partition mode: an eviction counts a peer in another zone ready only once it has been ready for the budget's
-/// `crossZoneEvictionDelay` (see [`Checker::judge_cross_zone_delay`]).
+/// `crossZoneEvictionDelay` (see `Checker::peers_under_delay`).
 pub const ZPDB_CROSS_ZONE_DELAY: &str = "partition peers count as ready only after crossZoneEvictionDelay";
+/// The ready-time tracker stamps only pods some budget selects (the reference's pod observer).
+pub const ZPDB_READY_TIME_SCOPE: &str = "ready-time is written only on pods a budget covers";
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -420,6 +422,15 @@ impl Checker {
         if code == 429 && !message.contains("not loaded") && !self.covered_recently(group, at) {
             let detail = format!("eviction of {pod} denied ({code}: {message}), but no budget covers group {group}");
             self.violate(at, ZPDB_OUT_OF_SCOPE, detail);
+        }
+    }
+
+    /// A write of `grafana.com/ready-time` on `pod` (of `group`): only pods a budget selects are tracked, so the
+    /// write is wrong once no budget has covered the pod's group for the grace (the watches not cut).
+    pub fn judge_ready_time_write(&mut self, at: Duration, pod: &str, group: Option<&str>) {
+        if !group.is_some_and(|g| self.covered_recently(g, at)) {
+            let detail = format!("ready-time written on {pod}, which no budget has covered for 30 s");
+            self.violate(at, ZPDB_READY_TIME_SCOPE, detail);
         }
     }
 
@@ -778,9 +789,10 @@ impl Checker {
         }
         let target_ordinal = ordinal(&target.sts, &target.name);
         for rule in rules {
-            if rule.partitions && !rule.cross_zone_delay.is_zero() && !by.starts_with("controller") {
-                self.judge_cross_zone_delay(at, basis_rv, before_rv, target, &rule);
-            }
+            let young = match rule.partitions && !rule.cross_zone_delay.is_zero() && !by.starts_with("controller") {
+                true => self.peers_under_delay(basis_rv, before_rv, target, &rule),
+                false => Vec::new(),
+            };
             let breach = if rule.partitions {
                 let same: Vec<&(String, u32, String)> =
                     counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).collect();
@@ -807,58 +819,52 @@ impl Checker {
                     target.name, target.uid, rule.name, rule.max_unavailable
                 );
                 self.violate(at, invariant, detail);
+            } else if !young.is_empty() {
+                // Peers ready for less than the delay count as not ready: only they can push it over.
+                let same = counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).count();
+                if (same + young.len()) as u32 > rule.max_unavailable {
+                    let detail = format!(
+                        "eviction of {} allowed with {same} unavailable in its partition and {} (max unavailable {} in {})",
+                        target.name,
+                        young.join(", "),
+                        rule.max_unavailable,
+                        rule.name
+                    );
+                    self.violate(at, ZPDB_CROSS_ZONE_DELAY, detail);
+                }
             }
         }
         self.spent.push((before_rv + 1, target.name.clone(), by.to_string()));
     }
 
     /// Partition mode's `crossZoneEvictionDelay`, for an eviction of `target` allowed on the committed state at
-    /// `before_rv`: a peer (the same partition in another zone) counted ready must have been ready for the delay. A
-    /// peer of the same uid throughout the window whose first readiness came less than the delay before the commit
-    /// cannot have been (its ready-time stamp is no earlier than that; a second is allowed for the stamp's
+    /// `before_rv`: the peers (the same partition in other zones) available at the commit that count as not ready,
+    /// since they cannot have been ready for the delay: the same uid throughout the window, and first ready less
+    /// than the delay before the commit (their ready-time stamp is no earlier; a second is allowed for the stamp's
     /// RFC 3339 seconds).
-    fn judge_cross_zone_delay(
-        &mut self,
-        at: Duration,
-        basis_rv: u64,
-        before_rv: u64,
-        target: &PodSum,
-        rule: &BudgetRule,
-    ) {
-        let Some(partition) = ordinal(&target.sts, &target.name) else { return };
+    fn peers_under_delay(&mut self, basis_rv: u64, before_rv: u64, target: &PodSum, rule: &BudgetRule) -> Vec<String> {
+        let Some(partition) = ordinal(&target.sts, &target.name) else { return Vec::new() };
         let (before, basis) = (self.state_at(before_rv), self.state_at(basis_rv));
-        let Some(group) = before.sts.get(&target.sts).map(|s| s.group.clone()) else { return };
-        let now = before.now;
+        let Some(group) = before.sts.get(&target.sts).map(|s| s.group.clone()) else { return Vec::new() };
+        let margin = jiff::SignedDuration::try_from(rule.cross_zone_delay).unwrap_or_default()
+            - jiff::SignedDuration::from_secs(1);
+        let mut young = Vec::new();
         for zone in before.sts.values().filter(|s| s.group == group && s.name != target.sts && partition < s.replicas) {
             let peer = format!("{}-{partition}", zone.name);
             let Some(p) = before.pods.get(&peer).filter(|p| before.available(p)) else { continue };
             if basis.pods.get(&peer).is_none_or(|b| b.uid != p.uid) {
                 continue;
             }
-            let first_ready = self
-                .pods
-                .get(&peer)
-                .into_iter()
-                .flatten()
-                .filter_map(|(_, v)| v.as_ref())
-                .filter(|v| v.uid == p.uid)
-                .find_map(|v| v.ready_since);
-            let Some(first_ready) = first_ready else { continue };
+            let versions = self.pods.get(&peer).into_iter().flatten().filter_map(|(_, v)| v.as_ref());
+            let Some(first_ready) = versions.filter(|v| v.uid == p.uid).find_map(|v| v.ready_since) else { continue };
             self.drains.peers_delay_judged += 1;
-            let ready_for = now.duration_since(first_ready);
-            let margin = jiff::SignedDuration::try_from(rule.cross_zone_delay).unwrap_or_default()
-                - jiff::SignedDuration::from_secs(1);
+            let ready_for = before.now.duration_since(first_ready);
             if ready_for < margin {
-                let detail = format!(
-                    "eviction of {} allowed while its partition peer {peer} had been ready only {:.1}s ({} requires {}s)",
-                    target.name,
-                    ready_for.as_secs_f64(),
-                    rule.name,
-                    rule.cross_zone_delay.as_secs()
-                );
-                self.violate(at, ZPDB_CROSS_ZONE_DELAY, detail);
+                young
+                    .push(format!("{peer} (ready only {:.1}s, under crossZoneEvictionDelay)", ready_for.as_secs_f64()));
             }
         }
+        young
     }
 
     /// The committed state at `rv`.
