@@ -119,6 +119,9 @@ pub enum ElectionBug {
     /// The renew deadline equal to the lease duration and no skew margin (built without
     /// [`ElectionConfig::validate`], which refuses it): the write window lasts as long as the Lease.
     NoMargin,
+    /// The tuning taken as configured, without [`ElectionConfig::validate`]: shows what a tuning the flag check
+    /// refuses would do (a lease no longer than the skew margin leaves an empty write window).
+    Unvalidated,
 }
 
 /// The environment's bounds and the election's tuning.
@@ -214,9 +217,15 @@ impl ElectionModelConfig {
     }
 
     /// How long the shell's loop waits for an answer: long enough for a loaded API server, no longer than a retry
-    /// period past half the renew deadline (`controller/src/election`).
+    /// period past half the renew deadline (`controller/src/election`); the longer of the two replicas' when their
+    /// tuning differs.
     pub fn request_timeout(&self) -> Duration {
-        (self.election_config("").renew_deadline / 2).max(self.retry_period)
+        REPLICAS.iter().map(|identity| self.request_timeout_of(identity)).max().unwrap_or(self.retry_period)
+    }
+
+    /// Replica `identity`'s wait for an answer, from its own tuning, as the shell derives it.
+    fn request_timeout_of(&self, identity: &str) -> Duration {
+        (self.election_config(identity).renew_deadline / 2).max(self.retry_period)
     }
 
     /// The longest lease any replica declares.
@@ -421,13 +430,14 @@ pub struct ElectionModel {
     base: Timestamp,
     /// The replicas' clock offsets from true time (ms).
     offsets: [i64; 2],
-    request_timeout: Duration,
+    /// Each replica's wait for an answer.
+    request_timeouts: [Duration; 2],
 }
 
 impl ElectionModel {
     pub fn new(config: ElectionModelConfig) -> Result<Self, String> {
         let configs = [config.election_config(REPLICAS[0]), config.election_config(REPLICAS[1])];
-        if config.bug != Some(ElectionBug::NoMargin) {
+        if !matches!(config.bug, Some(ElectionBug::NoMargin | ElectionBug::Unvalidated)) {
             for config in &configs {
                 config.validate().map_err(|e| e.to_string())?;
             }
@@ -444,13 +454,13 @@ impl ElectionModel {
         if config.tick.is_zero() || config.releases > 1 || config.horizon > 60 || config.drift_permille >= 500 {
             return Err("need a tick > 0, at most one release, a horizon of at most 60 ticks, drift < 500".into());
         }
-        let request_timeout = config.request_timeout();
+        let request_timeouts = [config.request_timeout_of(REPLICAS[0]), config.request_timeout_of(REPLICAS[1])];
         Ok(ElectionModel {
             config,
             configs,
             base: Timestamp::UNIX_EPOCH + SignedDuration::from_hours(24 * 365 * 56),
             offsets: [0, 3 * 3_600_000 + 17_321],
-            request_timeout,
+            request_timeouts,
         })
     }
 
@@ -538,7 +548,8 @@ impl ElectionModel {
         match r.doing {
             Doing::Waiting { until } if now >= until => Some(ElectionStep::Wakes(i as u8)),
             Doing::Calling { sent_at, .. }
-                if now >= sent_at + SignedDuration::try_from(self.request_timeout).unwrap_or(SignedDuration::MAX) =>
+                if now
+                    >= sent_at + SignedDuration::try_from(self.request_timeouts[i]).unwrap_or(SignedDuration::MAX) =>
             {
                 Some(ElectionStep::TimesOut(i as u8))
             }
@@ -723,6 +734,9 @@ impl Model for ElectionModel {
                 });
                 let mut s = ElectionState {
                     t: 0,
+                    // Past the stale Lease's version: an API server never gives a changed object a version it
+                    // gave before, and a reused one fooled the follower's dating of a changed record (it kept the
+                    // stale record's 2 s) into a takeover under a live 4 s Lease.
                     version: u8::from(stale.is_some()),
                     lease: stale,
                     replicas: [replica(0), replica(1)],

@@ -158,3 +158,25 @@ fn a_lease_renewed_by_its_holder_declares_the_holders_own_duration() {
     };
     holds(config, &[]);
 }
+
+/// Finding of the mutation run, fixed: `-leader-election.lease-duration=1s` was accepted, but the election keeps a
+/// 1 s margin for clock skew, so a holder's write window (the lease less the margin) was empty: a lone replica took
+/// the Lease and renewed it forever, yet never ran the controller. The model shows it (the tuning taken as
+/// configured: no leader within the bound of a stable network), and the flag check now refuses it at start.
+#[test]
+fn a_lease_no_longer_than_the_skew_margin_is_refused_at_start_since_no_replica_could_ever_write() {
+    let config = ElectionModelConfig {
+        tick: std::time::Duration::from_millis(250),
+        lease_duration: std::time::Duration::from_secs(1),
+        renew_deadline: std::time::Duration::from_millis(750),
+        retry_period: std::time::Duration::from_millis(250),
+        settle_by: Some(1),
+        writes: false,
+        ..base()
+    };
+    let config = ElectionModelConfig { horizon: 1 + config.lead_within(), ..config };
+    let c = check(ElectionModelConfig { bug: Some(ElectionBug::Unvalidated), ..config.clone() }, true);
+    assert!(c.violated.contains(&LEADER_WITHIN_BOUND), "a leader within the bound: {:?}", c.violated);
+    let error = ElectionModel::new(config).err().unwrap_or_default();
+    assert!(error.contains("clock skew"), "a 1 s lease with the 1 s skew margin is accepted: {error:?}");
+}

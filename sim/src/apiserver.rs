@@ -648,6 +648,12 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::GetPod { name } => Reply::Pod(Ok(store.pods.get(name).cloned().map(Box::new))),
         Op::PatchPodAnnotations { name, uid, changes } => {
             let result = store.api_patch_pod_annotations(name, uid, changes).map(|p| Some(Box::new(p)));
+            // A refused patch (the pod gone, another uid) wrote nothing.
+            if let (Ok(Some(pod)), true) = (&result, changes.contains_key(rollout_core::keys::READY_TIME)) {
+                let group = store.group_of_pod(pod);
+                let at = store.elapsed();
+                store.checker.judge_ready_time_write(at, name, group.as_deref());
+            }
             let line = match &result {
                 Ok(_) => format!("PATCH pod {name} annotations -> ok"),
                 Err(e) => format!("PATCH pod {name} annotations -> {}", e.kind()),

@@ -95,6 +95,15 @@ pub const BUDGET_CHANGE_GRACE: Duration = Duration::from_secs(30);
 /// budget watch reconnects apart from its pod watch (backoff up to 10 s, a silent watch given up after 30 s), so it
 /// may delete on fresh pods and an old budget for longer.
 pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
+/// The reference's step 3: evicting a pod that is already terminating takes nothing away, so no budget denies it
+/// (judged when the same pod, by uid, was terminating from the eviction's arrival to its denial: the webhook's live
+/// read between saw it so).
+pub const ZPDB_TERMINATING: &str = "an eviction of a terminating pod is not denied by a budget";
+/// Partition mode: an eviction counts a peer in another zone ready only once it has been ready for the budget's
+/// `crossZoneEvictionDelay` (see `Checker::peers_under_delay`).
+pub const ZPDB_CROSS_ZONE_DELAY: &str = "partition peers count as ready only after crossZoneEvictionDelay";
+/// The ready-time tracker stamps only pods some budget selects (the reference's pod observer).
+pub const ZPDB_READY_TIME_SCOPE: &str = "ready-time is written only on pods a budget covers";
 /// A dry-run eviction has no side effect: the webhook writes nothing for it.
 pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 
@@ -107,10 +116,18 @@ pub struct BudgetRule {
     pub group: String,
     pub max_unavailable: u32,
     pub partitions: bool,
+    /// Partition mode's `crossZoneEvictionDelay` (zero: none).
+    pub cross_zone_delay: Duration,
     /// Committed at this resourceVersion and time; `None`: in force from the start of the run.
     pub since: Option<(u64, Duration)>,
     /// Replaced or deleted at this resourceVersion and time; `None`: still in force.
     pub until: Option<(u64, Duration)>,
+}
+
+/// `spec.crossZoneEvictionDelay` as the worlds write it (whole seconds, `10s`); anything else reads as none.
+fn cross_zone_delay(spec: &serde_json::Value) -> Duration {
+    let seconds = spec.get("crossZoneEvictionDelay").and_then(|d| d.as_str()).and_then(|d| d.strip_suffix('s'));
+    seconds.and_then(|s| s.parse::<u64>().ok()).map_or(Duration::ZERO, Duration::from_secs)
 }
 
 impl BudgetRule {
@@ -125,6 +142,7 @@ impl BudgetRule {
             max_unavailable: u32::try_from(spec.get("maxUnavailable")?.as_u64()?).ok()?,
             // An empty regex is none (zone mode).
             partitions: spec.get("podNamePartitionRegex").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()),
+            cross_zone_delay: cross_zone_delay(spec),
             since: None,
             until: None,
         })
@@ -157,6 +175,10 @@ pub struct DrainStats {
     /// Runs that did not converge only because a pod to replace is the last of its partition (every other zone is
     /// scaled below it): the controller never leaves a partition without a pod, so the rollout waits for a person.
     pub held_by_last_pod: u64,
+    /// Evictions of a pod already terminating when they arrived.
+    pub of_terminating: u64,
+    /// Ready partition peers of allowed evictions judged against `crossZoneEvictionDelay`.
+    pub peers_delay_judged: u64,
 }
 
 impl DrainStats {
@@ -168,6 +190,8 @@ impl DrainStats {
         self.committed += other.committed;
         self.judged += other.judged;
         self.held_by_last_pod += other.held_by_last_pod;
+        self.of_terminating += other.of_terminating;
+        self.peers_delay_judged += other.peers_delay_judged;
     }
 }
 
@@ -399,6 +423,21 @@ impl Checker {
             let detail = format!("eviction of {pod} denied ({code}: {message}), but no budget covers group {group}");
             self.violate(at, ZPDB_OUT_OF_SCOPE, detail);
         }
+    }
+
+    /// A write of `grafana.com/ready-time` on `pod` (of `group`): only pods a budget selects are tracked, so the
+    /// write is wrong once no budget has covered the pod's group for the grace (the watches not cut).
+    pub fn judge_ready_time_write(&mut self, at: Duration, pod: &str, group: Option<&str>) {
+        if !group.is_some_and(|g| self.covered_recently(g, at)) {
+            let detail = format!("ready-time written on {pod}, which no budget has covered for 30 s");
+            self.violate(at, ZPDB_READY_TIME_SCOPE, detail);
+        }
+    }
+
+    /// A 429 denial of an eviction of `pod`, which was terminating (the same uid) from its arrival to the denial.
+    pub fn judge_terminating_denial(&mut self, at: Duration, pod: &str, message: &str) {
+        let detail = format!("eviction of {pod} denied (429: {message}), though the pod was terminating throughout");
+        self.violate(at, ZPDB_TERMINATING, detail);
     }
 
     /// The validation webhook's answer on a budget edit the editor knows to be `valid` or not.
@@ -750,6 +789,10 @@ impl Checker {
         }
         let target_ordinal = ordinal(&target.sts, &target.name);
         for rule in rules {
+            let young = match rule.partitions && !rule.cross_zone_delay.is_zero() && !by.starts_with("controller") {
+                true => self.peers_under_delay(basis_rv, before_rv, target, &rule),
+                false => Vec::new(),
+            };
             let breach = if rule.partitions {
                 let same: Vec<&(String, u32, String)> =
                     counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).collect();
@@ -776,9 +819,52 @@ impl Checker {
                     target.name, target.uid, rule.name, rule.max_unavailable
                 );
                 self.violate(at, invariant, detail);
+            } else if !young.is_empty() {
+                // Peers ready for less than the delay count as not ready: only they can push it over.
+                let same = counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).count();
+                if (same + young.len()) as u32 > rule.max_unavailable {
+                    let detail = format!(
+                        "eviction of {} allowed with {same} unavailable in its partition and {} (max unavailable {} in {})",
+                        target.name,
+                        young.join(", "),
+                        rule.max_unavailable,
+                        rule.name
+                    );
+                    self.violate(at, ZPDB_CROSS_ZONE_DELAY, detail);
+                }
             }
         }
         self.spent.push((before_rv + 1, target.name.clone(), by.to_string()));
+    }
+
+    /// Partition mode's `crossZoneEvictionDelay`, for an eviction of `target` allowed on the committed state at
+    /// `before_rv`: the peers (the same partition in other zones) available at the commit that count as not ready,
+    /// since they cannot have been ready for the delay: the same uid throughout the window, and first ready less
+    /// than the delay before the commit (their ready-time stamp is no earlier; a second is allowed for the stamp's
+    /// RFC 3339 seconds).
+    fn peers_under_delay(&mut self, basis_rv: u64, before_rv: u64, target: &PodSum, rule: &BudgetRule) -> Vec<String> {
+        let Some(partition) = ordinal(&target.sts, &target.name) else { return Vec::new() };
+        let (before, basis) = (self.state_at(before_rv), self.state_at(basis_rv));
+        let Some(group) = before.sts.get(&target.sts).map(|s| s.group.clone()) else { return Vec::new() };
+        let margin = jiff::SignedDuration::try_from(rule.cross_zone_delay).unwrap_or_default()
+            - jiff::SignedDuration::from_secs(1);
+        let mut young = Vec::new();
+        for zone in before.sts.values().filter(|s| s.group == group && s.name != target.sts && partition < s.replicas) {
+            let peer = format!("{}-{partition}", zone.name);
+            let Some(p) = before.pods.get(&peer).filter(|p| before.available(p)) else { continue };
+            if basis.pods.get(&peer).is_none_or(|b| b.uid != p.uid) {
+                continue;
+            }
+            let versions = self.pods.get(&peer).into_iter().flatten().filter_map(|(_, v)| v.as_ref());
+            let Some(first_ready) = versions.filter(|v| v.uid == p.uid).find_map(|v| v.ready_since) else { continue };
+            self.drains.peers_delay_judged += 1;
+            let ready_for = before.now.duration_since(first_ready);
+            if ready_for < margin {
+                young
+                    .push(format!("{peer} (ready only {:.1}s, under crossZoneEvictionDelay)", ready_for.as_secs_f64()));
+            }
+        }
+        young
     }
 
     /// The committed state at `rv`.

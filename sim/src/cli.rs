@@ -147,6 +147,10 @@ struct ScenarioArgs {
     /// phase; zone-b must be held at it.
     #[arg(long = "force-follower")]
     force_follower: bool,
+    /// Without --scaling or --mirror: the user sets grafana.com/rollout-force-replicas on the last zone (neither
+    /// leader nor follower) during the fault phase; it must end at that count.
+    #[arg(long = "force-plain")]
+    force_plain: bool,
     /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
     /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
     #[arg(long = "recent-downscale")]
@@ -162,6 +166,10 @@ struct ScenarioArgs {
     /// With --mirror: delayed downscale (20 s), the simulated pods answering the prepare and cancel calls.
     #[arg(long = "delayed-downscale")]
     delayed_downscale: bool,
+    /// With --delayed-downscale: each zone's delay and prepare URL written one of six ways: valid, a zero delay (`0s`,
+    /// `0`: off), or malformed (`10s10s`, `5s1m`, a URL with a space) until a user corrects them 20-120 s in.
+    #[arg(long = "delay-annotations")]
+    delay_annotations: bool,
     /// A ZoneAwarePodDisruptionBudget over the group (`zone` mode, the default, or `partition` mode), two operator
     /// replicas serving the real pod-eviction webhook (restarted now and then), and node drains evicting pods
     /// through the API server during the fault phase (retrying 429 with backoff, some dry runs).
@@ -219,10 +227,12 @@ impl ScenarioArgs {
             (self.sidecars, " --sidecars"),
             (self.leader_ready_upscales, " --leader-ready-upscales"),
             (self.force_follower, " --force-follower"),
+            (self.force_plain, " --force-plain"),
             (self.recent_downscale, " --recent-downscale"),
             (self.no_downscale, " --no-downscale"),
             (self.mirror, " --mirror"),
             (self.delayed_downscale, " --delayed-downscale"),
+            (self.delay_annotations, " --delay-annotations"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -311,6 +321,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.delayed_downscale && !args.mirror {
         return Err("--delayed-downscale needs --mirror".to_string());
     }
+    if args.delay_annotations && !args.delayed_downscale {
+        return Err("--delay-annotations needs --delayed-downscale".to_string());
+    }
     if args.mirror && args.scaling {
         return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
     }
@@ -320,6 +333,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     }
     if args.force_follower && !args.scaling {
         return Err("--force-follower needs --scaling".to_string());
+    }
+    if args.force_plain && (args.scaling || args.webhook || args.mirror) {
+        return Err(
+            "--force-plain is for StatefulSets without scaling annotations: not with --scaling, --webhook or --mirror"
+                .to_string(),
+        );
     }
     if args.leader_ready_upscales && !args.scaling {
         return Err("--leader-ready-upscales needs --scaling".to_string());
@@ -382,10 +401,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         sidecars: args.sidecars,
         leader_ready_upscales: args.leader_ready_upscales,
         force_follower: args.force_follower,
+        force_plain: args.force_plain,
         recent_downscale: args.recent_downscale,
         no_downscale: args.no_downscale,
         mirror: args.mirror,
         delayed_downscale: args.delayed_downscale,
+        delay_annotations: args.delay_annotations,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
         defences,

@@ -13,7 +13,7 @@ use crate::apiserver::{Reply, ServerEnv};
 use crate::client::{BudgetFeed, SimCluster};
 use crate::objects::{self, PodSum};
 use crate::rng::SimRng;
-use crate::store::SharedStore;
+use crate::store::{SharedStore, Store};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
@@ -387,14 +387,20 @@ fn admission_verdict(
 pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: bool) -> Reply {
     let dry = dry_run || options_dry_run;
     let what = format!("EVICT pod {pod}{}", if dry { " (dry run)" } else { "" });
-    let (arrival_rv, n) = {
+    // A pod terminating (uid) when the eviction arrives; it stays so while that uid exists.
+    let terminating_uid = |st: &Store| {
+        st.pods.get(pod).filter(|p| p.metadata.deletion_timestamp.is_some()).and_then(|p| p.metadata.uid.clone())
+    };
+    let (arrival_rv, n, terminating) = {
         let mut st = env.store.lock().unwrap();
         if !st.pods.contains_key(pod) {
             st.trace("drain", format!("{what} -> not_found"));
             return Reply::Done(Err(ApiError::NotFound(format!("pods \"{pod}\" not found"))));
         }
         st.checker.drains.asked += 1;
-        (st.rv, st.checker.drains.asked)
+        let terminating = terminating_uid(&st);
+        st.checker.drains.of_terminating += u64::from(terminating.is_some());
+        (st.rv, st.checker.drains.asked, terminating)
     };
     if env.eviction_webhooks.is_empty() {
         return Reply::Done(Err(ApiError::Unavailable("no eviction webhook configured".into())));
@@ -438,6 +444,9 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
         st.checker.judge_eviction_denial(at, crate::world::GROUP, pod, code, &message);
+        if code == 429 && terminating.is_some() && terminating == terminating_uid(&st) {
+            st.checker.judge_terminating_denial(at, pod, &message);
+        }
         st.checker.drains.denied += 1;
         st.trace("drain", format!("{what} via operator-{replica} -> denied ({code}): {message}"));
         return Reply::Done(Err(ApiError::Rejected { code, message }));

@@ -158,6 +158,9 @@ pub struct Store {
     pub min_times: BTreeMap<String, Duration>,
     /// `grafana.com/rollout-delayed-downscale` of each StatefulSet, as the world meant the text it wrote.
     pub delayed_downscale_delays: BTreeMap<String, Duration>,
+    /// StatefulSets whose delayed-downscale annotations are malformed as the world wrote them (until a user corrects
+    /// them): the reference scales such a StatefulSet in neither direction.
+    pub delayed_downscale_malformed: std::collections::BTreeSet<String>,
     /// Budget objects created so far (their uids).
     budgets_created: u64,
     /// The budget-edits worlds' outage of the budget watches (a network cut between the operator replicas and the
@@ -242,6 +245,7 @@ impl Store {
             budgets: Vec::new(),
             min_times: BTreeMap::new(),
             delayed_downscale_delays: BTreeMap::new(),
+            delayed_downscale_malformed: Default::default(),
             budgets_created: 0,
             budget_watches_down: false,
             budget_resume_floor: 0,
@@ -712,6 +716,13 @@ impl Store {
             return;
         }
         let (at, from, name) = (self.elapsed(), view.replicas, view.name.clone());
+        if self.delayed_downscale_malformed.contains(&name) {
+            let detail = format!(
+                "scaled mirror {name} {from} -> {to} while its delayed-downscale annotations are malformed (process #{})",
+                k.incarnation
+            );
+            self.checker.record_delayed_violation(at, detail);
+        }
         let since = at.saturating_sub(Duration::from_secs(30));
         let held_before = self.reference_history.iter().rev().find(|(t, _)| *t <= since).map(|(_, n)| *n);
         let recent: Vec<u32> = held_before

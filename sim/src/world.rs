@@ -371,6 +371,11 @@ pub struct Scenario {
     /// zone-b (a follower) to one more or one less than the leader then has; zone-b must then be held at it (the
     /// reference applies it at once, without the min time). Drawn from a generator of its own.
     pub force_follower: bool,
+    /// Without scaling annotations: at a random time of the fault phase the user sets
+    /// `grafana.com/rollout-force-replicas` on the last zone to one more or one less than it has; it must end at that
+    /// count (on purpose unlike the reference, which ignores the annotation on a StatefulSet that is neither follower
+    /// nor mirror). Drawn from a generator of its own.
+    pub force_plain: bool,
     /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
     /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
     /// the min time of it: the record must be bootstrapped from the annotation.
@@ -390,6 +395,9 @@ pub struct Scenario {
     /// With `mirror`: `grafana.com/rollout-delayed-downscale: 20s` and the pods' prepare URL; the simulated pods
     /// answer the controller's POST (prepare) and DELETE (cancel), a few failing.
     pub delayed_downscale: bool,
+    /// With `delayed_downscale`: each zone's annotations are written one of [`DELAY_TEXTS`]' ways (a valid delay, a
+    /// zero that turns the feature off, or a malformed delay or URL that a user corrects 20-120 s in).
+    pub delay_annotations: bool,
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
@@ -644,11 +652,13 @@ impl Default for Scenario {
             sidecars: false,
             leader_ready_upscales: false,
             force_follower: false,
+            force_plain: false,
             recent_downscale: false,
             no_downscale: false,
             mirror: false,
             mirror_write_back: None,
             delayed_downscale: false,
+            delay_annotations: false,
             drains: None,
             ha: None,
         }
@@ -701,6 +711,40 @@ const MIRROR_GROUP: &str = "rollout-operator.grafana.com";
 /// Seeds the reference user's own generator, and the delayed-downscale pods'.
 const MIRROR_STREAM: u64 = 0x6d69_7272_6f72_7321;
 const DELAYED_PODS_STREAM: u64 = 0x6465_6c61_7965_6421;
+/// Seeds the user who corrects malformed delayed-downscale annotations.
+const DELAY_FIX_STREAM: u64 = 0x6465_6c61_7966_6978;
+
+/// A zone's `grafana.com/rollout-delayed-downscale` and prepare URL as the delay-annotations world writes them, and
+/// what the world means by them (the checker judges by that, never by what the operator's parsers make of the text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DelayText {
+    /// 20 s, in two units.
+    Valid,
+    /// A zero delay: no delayed downscale (no prepare or cancel call; the mirror follows its reference at once).
+    Off(&'static str),
+    /// Malformed (Prometheus' durations take each unit once, in descending order; a URL has no whitespace): the
+    /// reference refuses to scale the StatefulSet until a user corrects it to [`DelayText::Valid`].
+    Malformed { delay: &'static str, url: &'static str },
+}
+
+const VALID_DELAY: &str = "15s5000ms";
+const VALID_DELAY_URL: &str = "http://pod:8080/ingester/prepare-delayed-downscale";
+
+/// The ways a zone's delayed-downscale annotations are written in the delay-annotations world (zone `z` of seed `s`
+/// gets `(s + z) % 6`).
+const DELAY_TEXTS: [DelayText; 6] = [
+    DelayText::Valid,
+    DelayText::Off("0s"),
+    DelayText::Off("0"),
+    DelayText::Malformed { delay: "10s10s", url: VALID_DELAY_URL },
+    DelayText::Malformed { delay: "5s1m", url: VALID_DELAY_URL },
+    DelayText::Malformed { delay: VALID_DELAY, url: "http://pod:8080/ingester/prepare delayed-downscale" },
+];
+
+/// How zone `z` of `seed` writes its delayed-downscale annotations.
+fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
+    if sc.delay_annotations { DELAY_TEXTS[((seed + u64::from(z)) % 6) as usize] } else { DelayText::Valid }
+}
 
 /// Sets the mirror worlds' reference resource's `spec.replicas` (the user's, or an HPA's, change).
 fn set_reference(st: &mut Store, replicas: u32) {
@@ -739,6 +783,13 @@ impl PodHttpClient for DelayedDownscalePods {
         let host = request.url.split("://").nth(1).unwrap_or_default();
         let pod = host.split(['.', ':', '/']).next().unwrap_or_default().to_string();
         let mut st = self.store.lock().unwrap();
+        // Only a StatefulSet whose delayed downscale is on (as the world meant its annotations) is ever called.
+        let owner = st.pods.get(&pod).map(objects::owner_of);
+        if let Some(sts) = owner.filter(|sts| !st.delayed_downscale_delays.contains_key(sts)) {
+            let at = st.elapsed();
+            let detail = format!("{method} {} to {pod}, whose StatefulSet {sts} has no delayed downscale", request.url);
+            st.checker.record_delayed_violation(at, detail);
+        }
         let faulty = Instant::now() < self.failing_until;
         if (faulty && roll < 2) || !st.pods.contains_key(&pod) {
             return Err(PodCallError::Transport { method, url: request.url, message: "connection refused".into() });
@@ -825,6 +876,8 @@ fn start_drains(
 
 /// Seeds the forced follower's own generator.
 const FORCE_FOLLOWER_STREAM: u64 = 0x666f_7263_6521_2121;
+/// Seeds the user who forces a StatefulSet without scaling annotations.
+const FORCE_PLAIN_STREAM: u64 = 0x666f_7263_6570_6c61;
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
@@ -1184,6 +1237,23 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         }));
     }
 
+    if sc.force_plain && sc.scaling.is_none() && !sc.mirror {
+        let (store, phase, zones) = (store.clone(), sc.fault_phase, sc.zones);
+        let mut r = SimRng::new(seed ^ FORCE_PLAIN_STREAM);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + r.millis(10_000, phase.as_millis() as u64 * 4 / 5)).await;
+            let up = r.chance(0.5);
+            let mut st = store.lock().unwrap();
+            let name = group_zone_name(GROUP, zones - 1);
+            let Some(mut sts) = st.statefulsets.get(&name).cloned() else { return };
+            let current = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let force = if up || current <= 1 { current + 1 } else { current - 1 };
+            objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
+            st.put_statefulset(sts);
+            st.trace("user", format!("annotated {name} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
+        }));
+    }
+
     // The user (or HPA) scaling the leader, through the prepare-downscale webhook's record claim.
     if let Some(scaling) = &sc.scaling {
         let changes = leader_changes;
@@ -1331,6 +1401,28 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             for (at, to) in changes {
                 tokio::time::sleep_until(start + at).await;
                 set_reference(&mut store.lock().unwrap(), to);
+            }
+        }));
+    }
+    if sc.delay_annotations {
+        // A user notices the StatefulSets the operator refuses to scale and corrects their annotations.
+        let (store, mut r) = (store.clone(), SimRng::new(seed ^ DELAY_FIX_STREAM));
+        let at = r.millis(20_000, 120_000);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + at).await;
+            let mut st = store.lock().unwrap();
+            for name in std::mem::take(&mut st.delayed_downscale_malformed) {
+                let changes = std::collections::BTreeMap::from([
+                    (rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE.to_string(), Some(VALID_DELAY.to_string())),
+                    (
+                        rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL.to_string(),
+                        Some(VALID_DELAY_URL.to_string()),
+                    ),
+                ]);
+                if st.api_merge_statefulset_annotations(&name, &changes).is_ok() {
+                    st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
+                    st.trace("user", format!("{name}: corrects its delayed-downscale annotations"));
+                }
             }
         }));
     }
@@ -1628,10 +1720,18 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             }
             if sc.delayed_downscale {
                 // 20 s, in two units (Prometheus' duration format): the checker judges by the 20 s it meant.
-                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, "15s5000ms");
-                st.delayed_downscale_delays
-                    .insert(sts.metadata.name.clone().unwrap_or_default(), Duration::from_secs(20));
-                let url = "http://pod:8080/ingester/prepare-delayed-downscale";
+                let (delay, url) = match delay_text(sc, seed, z) {
+                    DelayText::Valid => {
+                        st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
+                        (VALID_DELAY, VALID_DELAY_URL)
+                    }
+                    DelayText::Off(delay) => (delay, VALID_DELAY_URL),
+                    DelayText::Malformed { delay, url } => {
+                        st.delayed_downscale_malformed.insert(name.clone());
+                        (delay, url)
+                    }
+                };
+                objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, delay);
                 objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL, url);
             }
         }
@@ -1707,6 +1807,8 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             group: GROUP.to_string(),
             max_unavailable: drains.max_unavailable,
             partitions: drains.mode == crate::drains::BudgetMode::Partitions,
+            cross_zone_delay: crate::checker::BudgetRule::read(&crate::drains::budget_object(GROUP, drains))
+                .map_or(Duration::ZERO, |rule| rule.cross_zone_delay),
             since: None,
             until: None,
         });

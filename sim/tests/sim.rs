@@ -786,6 +786,20 @@ fn regression_seeds_2_32_pod_replaced_between_the_answer_and_the_commit() {
     }
 }
 
+/// Seeds 124 and 344 of `--webhook`, found by the mutation run (issue 13): with the controller's rollout step never
+/// live for the webhook (`RolloutStepInProgress::is_live` false), a downscale's claim ignored a step already claimed,
+/// and the controller replaced a pod of the zone being prepared (zone-b at 129 s, zone-c at 162 s). The step claim's
+/// compare-and-swap catches a marker committed before it; these are the two seeds of 1,500 where the marker commits
+/// after it, so only the webhook's reading of the live step keeps them apart.
+#[test]
+fn regression_seeds_124_344_a_downscale_claim_waits_for_the_controllers_live_rollout_step() {
+    let sc = Scenario::rollout_with_admitted_downscales();
+    for seed in [124, 344] {
+        let o = world::run(seed, &sc, false);
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+    }
+}
+
 /// Seed 196 of `--webhook` (found once passes ran promptly after events, issue 15): under message loss the webhook's
 /// write dating a downscale never committed and its deadline passed, so it denied, told the pods to cancel and gave
 /// its claim back (marker and all) at 275.7 s; its answer reached the API server only at 285.7 s, and the checker kept

@@ -66,6 +66,31 @@ fn delayed_downscale_removes_only_pods_prepared_for_the_delay_over_30_seeds() {
     );
 }
 
+/// Delayed-downscale annotations as users get them wrong: a zero delay (`0s`, `0`) turns the feature off (no
+/// prepare or cancel call, the mirror follows at once), and a malformed delay (`10s10s`, `5s1m`) or prepare URL (a
+/// space in its path) stops the StatefulSet's scaling until a user corrects it. The checker judges by what the world
+/// meant: a call to a pod whose StatefulSet has no delayed downscale, or a scale while its annotations are
+/// malformed, is a violation (each parser check that tells these apart, mutated, fails here).
+#[test]
+fn zero_and_malformed_delayed_downscale_annotations_turn_it_off_or_stop_scaling_over_30_seeds() {
+    let sc = Scenario { mirror: true, delayed_downscale: true, delay_annotations: true, ..Scenario::default() };
+    let outcomes = run_all(&sc, 0..30);
+    assert!(count_lines(&outcomes, "corrects its delayed-downscale annotations") >= 30, "malformed zones corrected");
+    // Not vacuous: the reference moved while zones were malformed (their StatefulSets had to stay put).
+    let moved_while_malformed: usize = outcomes
+        .iter()
+        .map(|o| {
+            let lines = &o.trace.lines;
+            let fixed = lines.iter().position(|l| l.contains("corrects its delayed-downscale")).unwrap_or(0);
+            lines[..fixed].iter().filter(|l| l.contains("ReplicaTemplate ingester: spec.replicas")).count()
+        })
+        .sum();
+    assert!(moved_while_malformed >= 30, "the reference moved {moved_while_malformed} times before a correction");
+    assert!(count_lines(&outcomes, "prepares for a delayed downscale") >= 20);
+    let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
+    assert!(downscales >= 20, "only {downscales} mirror downscales");
+}
+
 #[test]
 fn the_no_downscale_webhook_denies_exactly_the_labelled_downscales_over_30_seeds() {
     let sc = Scenario { no_downscale: true, ..Scenario::default() };
@@ -154,4 +179,18 @@ fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
     let sc = Scenario { force_follower: true, ..Scenario::scaling() };
     let outcomes = run_all(&sc, 0..20);
     assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
+}
+
+/// `grafana.com/rollout-force-replicas` set during the fault phase on a StatefulSet that is neither leader nor
+/// follower (one more or one less than it has): it ends at that count, a deliberate difference from the reference
+/// (which ignores it there). With the core's comparison inverted it is never applied (every seed of 0..20 fails to
+/// converge).
+#[test]
+fn a_statefulset_without_scaling_annotations_is_held_at_its_forced_replicas_over_20_seeds() {
+    let sc = Scenario { force_plain: true, ..Scenario::default() };
+    let outcomes = run_all(&sc, 0..20);
+    assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
+    for to in ["replicas=2 -> ok", "replicas=4 -> ok"] {
+        assert!(count_lines(&outcomes, &format!("PATCH ingester-zone-c {to}")) > 0, "never forced to {to}");
+    }
 }

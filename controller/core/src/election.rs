@@ -58,6 +58,10 @@ pub enum ConfigError {
     RetryNotShorterThanRenew { retry: Duration, renew: Duration },
     #[error("-leader-election.lease-duration ({0:?}) must be a whole number of seconds, at least 1s")]
     LeaseNotWholeSeconds(Duration),
+    #[error(
+        "-leader-election.lease-duration ({lease:?}) must be longer than the {skew:?} kept as a margin for clock skew: a holder may write only until that margin before its lease ends, so it could never write; use at least 2s"
+    )]
+    LeaseWithinClockSkew { lease: Duration, skew: Duration },
 }
 
 impl ElectionConfig {
@@ -79,6 +83,11 @@ impl ElectionConfig {
         }
         if self.lease_duration.subsec_nanos() != 0 || self.lease_duration < Duration::from_secs(1) {
             return Err(ConfigError::LeaseNotWholeSeconds(self.lease_duration));
+        }
+        // Found by the mutation run: a lease within the margin left an empty write window, and the replica held the
+        // Lease forever without ever running the controller.
+        if self.lease_duration <= self.clock_skew {
+            return Err(ConfigError::LeaseWithinClockSkew { lease: self.lease_duration, skew: self.clock_skew });
         }
         if self.renew_deadline >= self.lease_duration {
             return Err(ConfigError::RenewNotShorterThanLease {

@@ -53,6 +53,23 @@ fn config_validation_names_the_flags() {
     let fraction = ElectionConfig { lease_duration: Duration::from_millis(15_500), ..ok.clone() };
     assert_eq!(fraction.validate(), Err(ConfigError::LeaseNotWholeSeconds(Duration::from_millis(15_500))));
     assert_eq!(ElectionConfig::new("").validate(), Err(ConfigError::NoIdentity));
+    // A lease within the skew margin would leave no write window; the smallest accepted is 2 s.
+    let within = ElectionConfig {
+        lease_duration: secs(1),
+        renew_deadline: Duration::from_millis(750),
+        retry_period: Duration::from_millis(250),
+        ..ok.clone()
+    };
+    assert_eq!(within.validate(), Err(ConfigError::LeaseWithinClockSkew { lease: secs(1), skew: secs(1) }));
+    assert!(within.validate().unwrap_err().to_string().contains("-leader-election.lease-duration"));
+    let smallest = ElectionConfig {
+        lease_duration: secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(500),
+        ..ok.clone()
+    };
+    assert_eq!(smallest.validate(), Ok(()));
+    assert_eq!(smallest.write_window(), secs(1));
     // The window never comes closer than the skew to the lease duration.
     let tight = ElectionConfig { renew_deadline: secs(14), clock_skew: secs(3), ..ok };
     assert_eq!(tight.write_window(), secs(12));
