@@ -119,8 +119,9 @@ pub enum ElectionBug {
     /// The renew deadline equal to the lease duration and no skew margin (built without
     /// [`ElectionConfig::validate`], which refuses it): the write window lasts as long as the Lease.
     NoMargin,
-    /// The tuning taken as configured, without [`ElectionConfig::validate`]: shows what a tuning the flag check
-    /// refuses would do (a lease no longer than the skew margin leaves an empty write window).
+    /// The tuning taken as configured, without [`ElectionConfig::validate`] or the model's check that the skew
+    /// margin covers its drift: shows what a tuning the flag check refuses would do (a lease no longer than the skew
+    /// margin leaves an empty write window).
     Unvalidated,
 }
 

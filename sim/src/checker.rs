@@ -124,10 +124,11 @@ pub struct BudgetRule {
     pub until: Option<(u64, Duration)>,
 }
 
-/// `spec.crossZoneEvictionDelay` as the worlds write it (whole seconds, `10s`); anything else reads as none.
-fn cross_zone_delay(spec: &serde_json::Value) -> Duration {
-    let seconds = spec.get("crossZoneEvictionDelay").and_then(|d| d.as_str()).and_then(|d| d.strip_suffix('s'));
-    seconds.and_then(|s| s.parse::<u64>().ok()).map_or(Duration::ZERO, Duration::from_secs)
+/// `spec.crossZoneEvictionDelay` as the worlds write it (absent, or whole seconds such as `10s`); `None` for any
+/// other form, so the budget is not read at all rather than judged without its delay.
+fn cross_zone_delay(spec: &serde_json::Value) -> Option<Duration> {
+    let Some(delay) = spec.get("crossZoneEvictionDelay") else { return Some(Duration::ZERO) };
+    delay.as_str()?.strip_suffix('s')?.parse::<u64>().ok().map(Duration::from_secs)
 }
 
 impl BudgetRule {
@@ -142,7 +143,7 @@ impl BudgetRule {
             max_unavailable: u32::try_from(spec.get("maxUnavailable")?.as_u64()?).ok()?,
             // An empty regex is none (zone mode).
             partitions: spec.get("podNamePartitionRegex").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()),
-            cross_zone_delay: cross_zone_delay(spec),
+            cross_zone_delay: cross_zone_delay(spec)?,
             since: None,
             until: None,
         })
@@ -177,7 +178,7 @@ pub struct DrainStats {
     pub held_by_last_pod: u64,
     /// Evictions of a pod already terminating when they arrived.
     pub of_terminating: u64,
-    /// Ready partition peers of allowed evictions judged against `crossZoneEvictionDelay`.
+    /// Partition peers of allowed evictions ready for less than twice `crossZoneEvictionDelay` when judged against it.
     pub peers_delay_judged: u64,
 }
 
@@ -393,7 +394,8 @@ impl Checker {
     pub fn record_budget(&mut self, rv: u64, at: Duration, name: &str, budget: Option<BudgetRule>) {
         // The same rule again (a metadata-only update): the version in force goes on, with no blind window.
         let same = |open: &BudgetRule, new: &BudgetRule| {
-            (&open.group, open.max_unavailable, open.partitions) == (&new.group, new.max_unavailable, new.partitions)
+            (&open.group, open.max_unavailable, open.partitions, open.cross_zone_delay)
+                == (&new.group, new.max_unavailable, new.partitions, new.cross_zone_delay)
         };
         if let Some(new) = &budget
             && self.budgets.iter().any(|b| b.name == name && b.until.is_none() && same(b, new))
@@ -429,7 +431,12 @@ impl Checker {
     /// write is wrong once no budget has covered the pod's group for the grace (the watches not cut).
     pub fn judge_ready_time_write(&mut self, at: Duration, pod: &str, group: Option<&str>) {
         if !group.is_some_and(|g| self.covered_recently(g, at)) {
-            let detail = format!("ready-time written on {pod}, which no budget has covered for 30 s");
+            let detail = match group {
+                Some(group) => {
+                    format!("ready-time written on {pod}, though no budget has covered group {group} for 30 s")
+                }
+                None => format!("ready-time written on {pod}, which is in no rollout group a budget covers"),
+            };
             self.violate(at, ZPDB_READY_TIME_SCOPE, detail);
         }
     }
@@ -857,8 +864,11 @@ impl Checker {
             }
             let versions = self.pods.get(&peer).into_iter().flatten().filter_map(|(_, v)| v.as_ref());
             let Some(first_ready) = versions.filter(|v| v.uid == p.uid).find_map(|v| v.ready_since) else { continue };
-            self.drains.peers_delay_judged += 1;
             let ready_for = before.now.duration_since(first_ready);
+            // Judged where it could matter: peers ready for less than twice the delay.
+            if ready_for < margin * 2 {
+                self.drains.peers_delay_judged += 1;
+            }
             if ready_for < margin {
                 young
                     .push(format!("{peer} (ready only {:.1}s, under crossZoneEvictionDelay)", ready_for.as_secs_f64()));

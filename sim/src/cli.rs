@@ -167,7 +167,7 @@ struct ScenarioArgs {
     #[arg(long = "delayed-downscale")]
     delayed_downscale: bool,
     /// With --delayed-downscale: each zone's delay and prepare URL written one of six ways: valid, a zero delay (`0s`,
-    /// `0`: off), or malformed (`10s10s`, `5s1m`, a URL with a space) until a user corrects them 20-120 s in.
+    /// `0`: off), or malformed (`10s10s`, `5s1m`, a URL with a space in its host) until a user corrects them 20-120 s in.
     #[arg(long = "delay-annotations")]
     delay_annotations: bool,
     /// A ZoneAwarePodDisruptionBudget over the group (`zone` mode, the default, or `partition` mode), two operator

@@ -711,18 +711,22 @@ impl Store {
     /// reference held over the last 30 s (longer than a pass can take from its read to its write), and a delayed
     /// downscale removes only pods that have been preparing for the delay.
     fn judge_mirror_scale(&mut self, sts: &StatefulSet, to: u32, k: Knowledge) {
+        // By the world's own record, before any parsing: a StatefulSet whose annotations it wrote malformed.
+        let name = sts.metadata.name.clone().unwrap_or_default();
+        if self.delayed_downscale_malformed.contains(&name) {
+            let from = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+            let detail = format!(
+                "scaled {name} {from} -> {to} while its delayed-downscale annotations are malformed (process #{})",
+                k.incarnation
+            );
+            let at = self.elapsed();
+            self.checker.record_delayed_violation(at, detail);
+        }
         let Ok(view) = rollout_core::StatefulSetView::from_k8s(sts) else { return };
         if !matches!(view.scaling.mirror, Some(Ok(_))) {
             return;
         }
         let (at, from, name) = (self.elapsed(), view.replicas, view.name.clone());
-        if self.delayed_downscale_malformed.contains(&name) {
-            let detail = format!(
-                "scaled mirror {name} {from} -> {to} while its delayed-downscale annotations are malformed (process #{})",
-                k.incarnation
-            );
-            self.checker.record_delayed_violation(at, detail);
-        }
         let since = at.saturating_sub(Duration::from_secs(30));
         let held_before = self.reference_history.iter().rev().find(|(t, _)| *t <= since).map(|(_, n)| *n);
         let recent: Vec<u32> = held_before

@@ -722,7 +722,8 @@ enum DelayText {
     Valid,
     /// A zero delay: no delayed downscale (no prepare or cancel call; the mirror follows its reference at once).
     Off(&'static str),
-    /// Malformed (Prometheus' durations take each unit once, in descending order; a URL has no whitespace): the
+    /// Malformed (Prometheus' durations take each unit once, in descending order; a URL's host has no space, which
+    /// Go's `url.Parse` refuses as the reference reads it): the
     /// reference refuses to scale the StatefulSet until a user corrects it to [`DelayText::Valid`].
     Malformed { delay: &'static str, url: &'static str },
 }
@@ -738,7 +739,7 @@ const DELAY_TEXTS: [DelayText; 6] = [
     DelayText::Off("0"),
     DelayText::Malformed { delay: "10s10s", url: VALID_DELAY_URL },
     DelayText::Malformed { delay: "5s1m", url: VALID_DELAY_URL },
-    DelayText::Malformed { delay: VALID_DELAY, url: "http://pod:8080/ingester/prepare delayed-downscale" },
+    DelayText::Malformed { delay: VALID_DELAY, url: "http://pod :8080/ingester/prepare-delayed-downscale" },
 ];
 
 /// How zone `z` of `seed` writes its delayed-downscale annotations.
@@ -1411,7 +1412,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start + at).await;
             let mut st = store.lock().unwrap();
-            for name in std::mem::take(&mut st.delayed_downscale_malformed) {
+            for name in st.delayed_downscale_malformed.clone() {
                 let changes = std::collections::BTreeMap::from([
                     (rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE.to_string(), Some(VALID_DELAY.to_string())),
                     (
@@ -1420,6 +1421,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     ),
                 ]);
                 if st.api_merge_statefulset_annotations(&name, &changes).is_ok() {
+                    st.delayed_downscale_malformed.remove(&name);
                     st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
                     st.trace("user", format!("{name}: corrects its delayed-downscale annotations"));
                 }

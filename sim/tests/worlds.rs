@@ -68,7 +68,7 @@ fn delayed_downscale_removes_only_pods_prepared_for_the_delay_over_30_seeds() {
 
 /// Delayed-downscale annotations as users get them wrong: a zero delay (`0s`, `0`) turns the feature off (no
 /// prepare or cancel call, the mirror follows at once), and a malformed delay (`10s10s`, `5s1m`) or prepare URL (a
-/// space in its path) stops the StatefulSet's scaling until a user corrects it. The checker judges by what the world
+/// space in its host) stops the StatefulSet's scaling until a user corrects it. The checker judges by what the world
 /// meant: a call to a pod whose StatefulSet has no delayed downscale, or a scale while its annotations are
 /// malformed, is a violation (each parser check that tells these apart, mutated, fails here).
 #[test]

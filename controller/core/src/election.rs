@@ -56,10 +56,10 @@ pub enum ConfigError {
         "-leader-election.retry-period ({retry:?}) must be positive and shorter than -leader-election.renew-deadline ({renew:?})"
     )]
     RetryNotShorterThanRenew { retry: Duration, renew: Duration },
-    #[error("-leader-election.lease-duration ({0:?}) must be a whole number of seconds, at least 1s")]
+    #[error("-leader-election.lease-duration ({0:?}) must be a whole number of seconds")]
     LeaseNotWholeSeconds(Duration),
     #[error(
-        "-leader-election.lease-duration ({lease:?}) must be longer than the {skew:?} kept as a margin for clock skew: a holder may write only until that margin before its lease ends, so it could never write; use at least 2s"
+        "-leader-election.lease-duration ({lease:?}) must be longer than the {skew:?} kept as a margin for clock skew: a holder may write only until that margin before its lease ends, so it could never write; use at least {skew:?} plus 1s"
     )]
     LeaseWithinClockSkew { lease: Duration, skew: Duration },
 }
