@@ -62,6 +62,10 @@ pub enum ConfigError {
         "-leader-election.lease-duration ({lease:?}) must be longer than the {skew:?} kept as a margin for clock skew: a holder may write only until that margin before its lease ends, so it could never write; use at least {skew:?} plus 1s"
     )]
     LeaseWithinClockSkew { lease: Duration, skew: Duration },
+    #[error(
+        "the leader's write window ({window:?}: -leader-election.renew-deadline, capped at -leader-election.lease-duration less the {skew:?} clock-skew margin) must be longer than -leader-election.retry-period ({retry:?}), or the leader loses its term between two renewals"
+    )]
+    WindowNotLongerThanRetry { window: Duration, retry: Duration, skew: Duration },
 }
 
 impl ElectionConfig {
@@ -97,6 +101,14 @@ impl ElectionConfig {
         }
         if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
             return Err(ConfigError::RetryNotShorterThanRenew { retry: self.retry_period, renew: self.renew_deadline });
+        }
+        // From review: a window shorter than the retry period closes the gate before every next renewal.
+        if self.write_window() <= self.retry_period {
+            return Err(ConfigError::WindowNotLongerThanRetry {
+                window: self.write_window(),
+                retry: self.retry_period,
+                skew: self.clock_skew,
+            });
         }
         Ok(())
     }

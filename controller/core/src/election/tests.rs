@@ -70,6 +70,21 @@ fn config_validation_names_the_flags() {
     };
     assert_eq!(smallest.validate(), Ok(()));
     assert_eq!(smallest.write_window(), secs(1));
+    // A window (here the lease less the margin) no longer than the retry period: the gate would close between renewals.
+    let gaps = ElectionConfig {
+        lease_duration: secs(2),
+        renew_deadline: Duration::from_millis(1900),
+        retry_period: Duration::from_millis(1500),
+        ..ok.clone()
+    };
+    assert_eq!(
+        gaps.validate(),
+        Err(ConfigError::WindowNotLongerThanRetry {
+            window: secs(1),
+            retry: Duration::from_millis(1500),
+            skew: secs(1)
+        })
+    );
     // The window never comes closer than the skew to the lease duration.
     let tight = ElectionConfig { renew_deadline: secs(14), clock_skew: secs(3), ..ok };
     assert_eq!(tight.write_window(), secs(12));
