@@ -797,7 +797,7 @@ impl Checker {
         let target_ordinal = ordinal(&target.sts, &target.name);
         for rule in rules {
             let young = match rule.partitions && !rule.cross_zone_delay.is_zero() && !by.starts_with("controller") {
-                true => self.peers_under_delay(basis_rv, before_rv, target, &rule),
+                true => self.peers_under_delay(&before, basis_rv, target, &rule),
                 false => Vec::new(),
             };
             let breach = if rule.partitions {
@@ -844,14 +844,14 @@ impl Checker {
         self.spent.push((before_rv + 1, target.name.clone(), by.to_string()));
     }
 
-    /// Partition mode's `crossZoneEvictionDelay`, for an eviction of `target` allowed on the committed state at
-    /// `before_rv`: the peers (the same partition in other zones) available at the commit that count as not ready,
+    /// Partition mode's `crossZoneEvictionDelay`, for an eviction of `target` allowed on the committed state
+    /// `before` (its window opening at `basis_rv`): the peers (the same partition in other zones) available at the commit that count as not ready,
     /// since they cannot have been ready for the delay: the same uid throughout the window, and first ready less
     /// than the delay before the commit (their ready-time stamp is no earlier; a second is allowed for the stamp's
     /// RFC 3339 seconds).
-    fn peers_under_delay(&mut self, basis_rv: u64, before_rv: u64, target: &PodSum, rule: &BudgetRule) -> Vec<String> {
+    fn peers_under_delay(&mut self, before: &Known, basis_rv: u64, target: &PodSum, rule: &BudgetRule) -> Vec<String> {
         let Some(partition) = ordinal(&target.sts, &target.name) else { return Vec::new() };
-        let (before, basis) = (self.state_at(before_rv), self.state_at(basis_rv));
+        let basis = self.state_at(basis_rv);
         let Some(group) = before.sts.get(&target.sts).map(|s| s.group.clone()) else { return Vec::new() };
         let margin = jiff::SignedDuration::try_from(rule.cross_zone_delay).unwrap_or_default()
             - jiff::SignedDuration::from_secs(1);

@@ -1803,17 +1803,12 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         }
     }
     if let Some(drains) = &sc.drains {
-        st.budgets.push(crate::drains::budget_object(GROUP, drains));
-        st.checker.budgets.push(crate::checker::BudgetRule {
-            name: crate::drains::BUDGET.to_string(),
-            group: GROUP.to_string(),
-            max_unavailable: drains.max_unavailable,
-            partitions: drains.mode == crate::drains::BudgetMode::Partitions,
-            cross_zone_delay: crate::checker::BudgetRule::read(&crate::drains::budget_object(GROUP, drains))
-                .map_or(Duration::ZERO, |rule| rule.cross_zone_delay),
-            since: None,
-            until: None,
-        });
+        let budget = crate::drains::budget_object(GROUP, drains);
+        // The checker reads the world's budget as it reads every later version (in force from the start).
+        let rule =
+            crate::checker::BudgetRule::read(&budget).expect("the drains world's budget is one the checker reads");
+        st.budgets.push(budget);
+        st.checker.budgets.push(rule);
         let mode = match drains.mode {
             crate::drains::BudgetMode::Zones => "zone mode",
             crate::drains::BudgetMode::Partitions => "partition mode",
