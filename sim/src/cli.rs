@@ -182,6 +182,10 @@ struct ScenarioArgs {
     /// With --drains: the budget's maxUnavailable.
     #[arg(long = "budget-max-unavailable", default_value_t = 1)]
     budget_max_unavailable: u32,
+    /// With --drains: the budget's maxUnavailablePercentage (1-100) instead of maxUnavailable, over five pods a zone
+    /// (40 is two pods, one while a pod is missing from the StatefulSet's status).
+    #[arg(long = "budget-percentage")]
+    budget_percentage: Option<u32>,
     /// With --drains: the user edits the budget during the fault phase (maxUnavailable changed, relabelled,
     /// deleted and created again, invalid updates the validation webhook must refuse), and the operator watches it.
     #[arg(long = "budget-edits")]
@@ -260,6 +264,9 @@ impl ScenarioArgs {
             }
             if self.budget_max_unavailable != 1 {
                 flags.push_str(&format!(" --budget-max-unavailable {}", self.budget_max_unavailable));
+            }
+            if let Some(p) = self.budget_percentage {
+                flags.push_str(&format!(" --budget-percentage {p}"));
             }
             if self.budget_edits {
                 flags.push_str(" --budget-edits");
@@ -361,18 +368,46 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
             if args.budget_max_unavailable == 0 {
                 return Err("--budget-max-unavailable 0 denies every eviction: use 1 or more".to_string());
             }
+            match args.budget_percentage {
+                Some(p) if !(1..=100).contains(&p) => {
+                    return Err(format!("--budget-percentage {p}: a percentage from 1 to 100"));
+                }
+                Some(_) if mode == BudgetMode::Partitions => {
+                    return Err("--budget-percentage: a percentage can not be used with partition awareness (the \
+                                validation webhook refuses it): use it with --drains zone"
+                        .to_string());
+                }
+                Some(_) if args.budget_max_unavailable != 1 || args.budget_edits => {
+                    return Err(
+                        "--budget-percentage replaces --budget-max-unavailable, and the edits world writes counts: \
+                         use it without --budget-max-unavailable and --budget-edits"
+                            .to_string(),
+                    );
+                }
+                _ => {}
+            }
             Some(Drains {
                 mode,
                 evictor,
                 max_unavailable: args.budget_max_unavailable,
+                percentage: args.budget_percentage,
                 budget_edits: args.budget_edits,
                 ..Drains::default()
             })
         }
     };
-    if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1 || args.budget_edits) {
-        return Err("--evictor, --budget-max-unavailable and --budget-edits need --drains".to_string());
+    if drains.is_none()
+        && (args.evictor != "real"
+            || args.budget_max_unavailable != 1
+            || args.budget_edits
+            || args.budget_percentage.is_some())
+    {
+        return Err(
+            "--evictor, --budget-max-unavailable, --budget-percentage and --budget-edits need --drains".to_string()
+        );
     }
+    // A percentage of five pods a zone: 40 % is two, or one while a pod is missing from the status.
+    let base = if args.budget_percentage.is_some() { Scenario { replicas: 5, ..base } } else { base };
     // Without `patch` on pods or StatefulSets no process can see another's decisions: one replica serves the
     // eviction webhook, and by default no template is pushed (the simulated controller is a process of its own,
     // where the real one shares its replica's in-process serialisation), as the degraded mode requires.
@@ -582,15 +617,19 @@ fn run() -> Result<i32, String> {
             if args.drains.is_some() {
                 println!(
                     "evictions: {} asked, {} denied, {} webhook failures, {} dry runs allowed, {} committed; {} \
-                     evictions and controller deletions of available pods judged against the budget; {} runs held by \
-                     a partition's last pod",
+                     evictions and controller deletions of available pods judged against the budget ({} evictions \
+                     let through as their zone's or partition's second unavailable pod); {} runs held by a \
+                     partition's last pod; {} denials after an intent, {} answered with it still there",
                     drains.asked,
                     drains.denied,
                     drains.failed,
                     drains.dry_runs_allowed,
                     drains.committed,
                     drains.judged,
-                    drains.held_by_last_pod
+                    drains.second_in_scope,
+                    drains.held_by_last_pod,
+                    drains.denied_after_intent,
+                    drains.denied_intent_left
                 );
             }
             if args.ha.is_some() {

@@ -266,6 +266,8 @@ pub struct StsSum {
     pub min_ready_seconds: u32,
     /// `status.readyReplicas`.
     pub ready_replicas: u32,
+    /// `status.replicas`.
+    pub status_replicas: u32,
     /// `grafana.com/rollout-downscale-leader`.
     pub leader: Option<String>,
     /// `grafana.com/rollout-upscale-only-when-leader-ready: "true"`.
@@ -298,6 +300,7 @@ impl StsSum {
             template_revision: template_revision(sts),
             min_ready_seconds: sts.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u32,
             ready_replicas: status.ready_replicas.unwrap_or(0).max(0) as u32,
+            status_replicas: status.replicas.max(0) as u32,
             leader: ann.get(keys::ROLLOUT_DOWNSCALE_LEADER).cloned(),
             upscale_only_when_leader_ready: ann
                 .get(keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY)

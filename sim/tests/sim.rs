@@ -186,6 +186,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         template_revision: "r1".into(),
         min_ready_seconds: 0,
         ready_replicas: 1,
+        status_replicas: 1,
         leader: None,
         upscale_only_when_leader_ready: false,
     };
@@ -401,6 +402,7 @@ fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::Sts
         template_revision: update.into(),
         min_ready_seconds: 0,
         ready_replicas: replicas,
+        status_replicas: replicas,
         leader: None,
         upscale_only_when_leader_ready: false,
     }
