@@ -109,6 +109,10 @@ struct ScenarioArgs {
     /// followers are rolled while they are scaled.
     #[arg(long = "pushes-at-scaling")]
     pushes_at_scaling: bool,
+    /// Half the template pushes are reverted 2-20 s later (every zone back to the revision before): unfinished
+    /// rollouts then have currentRevision = updateRevision with pods on the reverted revision.
+    #[arg(long)]
+    reverts: bool,
     /// With --scaling or --webhook: `grafana.com/min-time-between-zones-downscale` in seconds (default 30 with
     /// --scaling, 10 with --webhook alone).
     #[arg(long = "min-time")]
@@ -224,6 +228,7 @@ impl ScenarioArgs {
             (self.scale_requests, " --scale-requests"),
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
+            (self.reverts, " --reverts"),
             (self.boundary_probes, " --boundary-probes"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
@@ -448,6 +453,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         scaling,
         observe_lag: args.observe_lag,
         pushes_at_scaling: args.pushes_at_scaling,
+        reverts: args.reverts,
         planner,
         faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
         revisions: args.revisions.unwrap_or(base.revisions),

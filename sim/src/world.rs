@@ -347,6 +347,10 @@ pub struct Scenario {
     /// Each template push comes at one of the leader's replica changes (from 5 s before to 40 s after it, when a
     /// follower's scaling is due), so rollouts and follower scaling interleave on the same StatefulSets.
     pub pushes_at_scaling: bool,
+    /// Half the template pushes are reverted 2-20 s later (every zone taken back to the revision before, as a user
+    /// undoing a bad deploy): a StatefulSet whose rollout had not finished is then back at `currentRevision =
+    /// updateRevision` with pods on the reverted revision to replace.
+    pub reverts: bool,
     /// `-events.enabled`: the controller records Events (off by default: every seed pinned before Events existed
     /// replays the world it was found in; the Event recorder's tasks and requests change the interleaving).
     pub events: bool,
@@ -644,6 +648,7 @@ impl Default for Scenario {
             scale_requests: false,
             observe_lag: false,
             pushes_at_scaling: false,
+            reverts: false,
             events: false,
             defences: Defences::ALL,
             evictions: false,
@@ -876,6 +881,8 @@ fn start_drains(
 }
 
 /// Seeds the forced follower's own generator.
+/// Seeds the template reverts (`Scenario::reverts`).
+const REVERTS_STREAM: u64 = 0x7265_7665_7274_7321;
 const FORCE_FOLLOWER_STREAM: u64 = 0x666f_7263_6521_2121;
 /// Seeds the user who forces a StatefulSet without scaling annotations.
 const FORCE_PLAIN_STREAM: u64 = 0x666f_7263_6570_6c61;
@@ -1200,21 +1207,40 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }
         pushes.sort_unstable();
+        // Reverts draw from a stream of their own, so the worlds without them replay as before.
+        let mut revert_rng = SimRng::new(seed ^ REVERTS_STREAM);
+        let reverts: Vec<Option<Duration>> = (0..pushes.len())
+            .map(|_| Some(revert_rng.millis(2_000, 20_000)).filter(|_| sc.reverts && revert_rng.chance(0.5)))
+            .collect();
         let (store, second_group) = (store.clone(), sc.second_group);
         tasks.push(tokio::spawn(async move {
-            for (n, (at, gaps)) in pushes.into_iter().enumerate() {
-                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
-                for (z, gap) in gaps.into_iter().enumerate() {
+            let push_all = async |gaps: &[Option<Duration>], revision: u32| {
+                for (z, gap) in gaps.iter().enumerate() {
                     let Some(gap) = gap else { continue };
-                    tokio::time::sleep(gap).await;
-                    kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
+                    tokio::time::sleep(*gap).await;
+                    kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), revision);
                     if second_group {
                         kube::push_revision(
                             &mut store.lock().unwrap(),
                             &group_zone_name(SECOND_GROUP, z as u32),
-                            n as u32 + 1,
+                            revision,
                         );
                     }
+                }
+            };
+            let mut live = 0;
+            for (n, ((at, gaps), revert)) in pushes.into_iter().zip(reverts).enumerate() {
+                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
+                push_all(&gaps, n as u32 + 1).await;
+                match revert {
+                    // Back to the revision before this push (the same ControllerRevision name: the template is
+                    // the same again).
+                    Some(after) => {
+                        tokio::time::sleep(after).await;
+                        store.lock().unwrap().trace("user", format!("reverting the push of r{} to r{live}", n + 1));
+                        push_all(&gaps, live).await;
+                    }
+                    None => live = n as u32 + 1,
                 }
             }
         }));

@@ -194,3 +194,16 @@ fn a_statefulset_without_scaling_annotations_is_held_at_its_forced_replicas_over
         assert!(count_lines(&outcomes, &format!("PATCH ingester-zone-c {to}")) > 0, "never forced to {to}");
     }
 }
+
+/// A user reverting a deploy (issue 13: `updateRevision` going back to `currentRevision` was never simulated): half
+/// the pushes of the rollout-with-admitted-downscales world are taken back 2-20 s later, so a zone whose rollout had
+/// not finished reports `currentRevision = updateRevision` while some of its pods are on the reverted revision.
+/// Those pods count as outdated everywhere: they are replaced one zone at a time (convergence puts every pod on
+/// its template's revision), and no downscale is admitted while they are there (invariant 5).
+#[test]
+fn a_reverted_push_is_rolled_back_pod_by_pod_with_every_invariant_over_20_seeds() {
+    let sc = Scenario { reverts: true, ..Scenario::rollout_with_admitted_downscales() };
+    let outcomes = run_all(&sc, 0..20);
+    let reverts = count_lines(&outcomes, "reverting the push");
+    assert!(reverts >= 15, "too few reverts: {reverts}");
+}
