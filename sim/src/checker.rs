@@ -66,6 +66,9 @@ pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
 /// A controller deletion deletes the pod it was planned on: a pod (uid) it never saw is one it knew nothing about, so
 /// deleting it cannot have been decided safely (the uid precondition refuses it).
 pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
+/// The controller deletes only pods of its StatefulSets: owned by one and matching its selector, as it knew them
+/// (a pod relabelled out of service for debugging is not the StatefulSet's any more).
+pub const ONLY_MEMBER_PODS: &str = "only pods of a managed StatefulSet are deleted";
 /// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
 /// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
 /// The no-downscale webhook: a decrease of the replicas of an object labelled `grafana.com/no-downscale: "true"`
@@ -429,7 +432,10 @@ impl Known {
     /// The pods of `sts` with ordinals below its replicas, by ordinal (`None` = missing).
     fn members(&self, sts: &StsSum) -> Vec<(u32, Option<&PodSum>)> {
         (0..sts.replicas)
-            .map(|i| (i, self.pods.values().find(|p| p.sts == sts.name && ordinal(&sts.name, &p.name) == Some(i))))
+            .map(|i| {
+                let member = |p: &&PodSum| p.sts == sts.name && p.in_selector && ordinal(&sts.name, &p.name) == Some(i);
+                (i, self.pods.values().find(member))
+            })
             .collect()
     }
 
@@ -616,6 +622,10 @@ impl Checker {
             self.violate(at, ONLY_SEEN_PODS, detail);
         }
         let pod = seen.unwrap_or_else(|| target.clone());
+        if pod.sts.is_empty() || !pod.in_selector {
+            let why = if pod.sts.is_empty() { "no StatefulSet's" } else { "relabelled out of its selector" };
+            self.violate(at, ONLY_MEMBER_PODS, format!("deleted {} (uid {}), {why} {basis}", pod.name, pod.uid));
+        }
         if let Some(sts) = known.sts.get(&pod.sts).cloned() {
             for other in known.sts.values().filter(|o| o.group == sts.group && o.name != sts.name) {
                 if let Some(why) = known.describe_unready(other) {

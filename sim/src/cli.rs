@@ -113,6 +113,9 @@ struct ScenarioArgs {
     /// rollouts then have currentRevision = updateRevision with pods on the reverted revision.
     #[arg(long)]
     reverts: bool,
+    /// Two or three times a user relabels a running pod out of its StatefulSet's selector for 10-40 s and back.
+    #[arg(long)]
+    relabels: bool,
     /// With --scaling or --webhook: `grafana.com/min-time-between-zones-downscale` in seconds (default 30 with
     /// --scaling, 10 with --webhook alone).
     #[arg(long = "min-time")]
@@ -229,6 +232,7 @@ impl ScenarioArgs {
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
             (self.reverts, " --reverts"),
+            (self.relabels, " --relabels"),
             (self.boundary_probes, " --boundary-probes"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
@@ -454,6 +458,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         observe_lag: args.observe_lag,
         pushes_at_scaling: args.pushes_at_scaling,
         reverts: args.reverts,
+        relabels: args.relabels,
         planner,
         faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
         revisions: args.revisions.unwrap_or(base.revisions),

@@ -351,6 +351,10 @@ pub struct Scenario {
     /// undoing a bad deploy): a StatefulSet whose rollout had not finished is then back at `currentRevision =
     /// updateRevision` with pods on the reverted revision to replace.
     pub reverts: bool,
+    /// Two or three times during the fault phase a user relabels a running pod out of its StatefulSet's selector for
+    /// 10-40 s (to debug it out of service) and back: the StatefulSet controller releases it, cannot recreate its
+    /// ordinal while the name is taken, and adopts it again once it matches. Until then it is not the StatefulSet's.
+    pub relabels: bool,
     /// `-events.enabled`: the controller records Events (off by default: every seed pinned before Events existed
     /// replays the world it was found in; the Event recorder's tasks and requests change the interleaving).
     pub events: bool,
@@ -649,6 +653,7 @@ impl Default for Scenario {
             observe_lag: false,
             pushes_at_scaling: false,
             reverts: false,
+            relabels: false,
             events: false,
             defences: Defences::ALL,
             evictions: false,
@@ -889,6 +894,29 @@ const FORCE_PLAIN_STREAM: u64 = 0x666f_7263_6570_6c61;
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
+
+/// Seeds the relabelling user's own generator.
+const RELABELS_STREAM: u64 = 0x7265_6c61_6265_6c73;
+
+/// Relabels `pod` out of its StatefulSet's selector (`out`) or back; the pod's uid if that changed anything (a
+/// running pod, not terminating, is relabelled out).
+fn relabel(st: &mut Store, pod: &str, out: bool) -> Option<String> {
+    let mut p = st.pods.get(pod).cloned()?;
+    if out == !objects::in_selector(&p) || (out && p.metadata.deletion_timestamp.is_some()) {
+        return None;
+    }
+    let labels = p.metadata.labels.get_or_insert_default();
+    if out {
+        labels.insert(objects::DEBUG_LABEL.to_string(), "debug".to_string());
+    } else {
+        labels.remove(objects::DEBUG_LABEL);
+    }
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    st.put_pod(p);
+    let what = if out { "out of its StatefulSet's selector" } else { "back into its StatefulSet's selector" };
+    st.trace("user", format!("relabelled pod {pod} {what}"));
+    Some(uid)
+}
 
 /// Sets `pod`'s sidecar ready or crashed, leaving its Ready condition; the pod's uid if that changed anything.
 fn set_sidecar(st: &mut Store, pod: &str, ready: bool) -> Option<String> {
@@ -1506,6 +1534,28 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 let mut st = store.lock().unwrap();
                 if st.pods.get(&pod).and_then(|p| p.metadata.uid.as_ref()) == Some(&uid) {
                     set_sidecar(&mut st, &pod, true);
+                }
+            }
+        }));
+    }
+    if sc.relabels {
+        let (store, zones, replicas, phase) = (store.clone(), sc.zones, sc.replicas, sc.fault_phase);
+        let mut r = SimRng::new(seed ^ RELABELS_STREAM);
+        // A user, not aborted with the fault phase: every pod relabelled is relabelled back.
+        users.push(tokio::spawn(async move {
+            let latest = (phase.as_millis() as u64).saturating_sub(45_000).max(10_001);
+            let mut starts: Vec<u64> = (0..r.range(2..4)).map(|_| r.range(10_000..latest)).collect();
+            starts.sort_unstable();
+            for at in starts {
+                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
+                let pod =
+                    format!("{}-{}", zone_name(r.range(0..u64::from(zones)) as u32), r.range(0..u64::from(replicas)));
+                let hold = r.millis(10_000, 40_000);
+                let Some(uid) = relabel(&mut store.lock().unwrap(), &pod, true) else { continue };
+                tokio::time::sleep(hold).await;
+                let mut st = store.lock().unwrap();
+                if st.pods.get(&pod).and_then(|p| p.metadata.uid.as_ref()) == Some(&uid) {
+                    relabel(&mut st, &pod, false);
                 }
             }
         }));

@@ -198,6 +198,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         ready,
         ready_since: None,
         terminating: false,
+        in_selector: true,
     };
     let mut c = Checker::default();
     c.record_sts(1, "a", Some(sts("a")));
@@ -417,6 +418,7 @@ fn sum_pod(sts: &str, ordinal: u32, uid: &str, revision: &str, ready: bool) -> r
         ready,
         ready_since: None,
         terminating: false,
+        in_selector: true,
     }
 }
 
