@@ -91,6 +91,10 @@ struct ScenarioArgs {
     /// replica serves the eviction webhook and no template is pushed unless --revisions says so).
     #[arg(long)]
     deployment: Option<String>,
+    /// `on` or `off`: overrides the deployment's `-use-zone-tracker` (on where its RBAC grants no configmaps is the
+    /// misconfiguration whose 403s the operator must survive: coordinated downscales stop, everything else goes on).
+    #[arg(long = "zone-tracker")]
+    zone_tracker: Option<String>,
     /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
     /// percentage the zones have five pods.
     #[arg(long = "max-unavailable")]
@@ -222,6 +226,9 @@ impl ScenarioArgs {
         }
         if let Some(d) = &self.deployment {
             flags.push_str(&format!(" --deployment {d}"));
+        }
+        if let Some(t) = &self.zone_tracker {
+            flags.push_str(&format!(" --zone-tracker {t}"));
         }
         if let Some(m) = &self.max_unavailable {
             flags.push_str(&format!(" --max-unavailable {m}"));
@@ -463,6 +470,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
         revisions: args.revisions.unwrap_or(base.revisions),
         deployment,
+        zone_tracker: match args.zone_tracker.as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => return Err(format!("--zone-tracker {other:?}: on or off")),
+        },
         min_ready_seconds: args.min_ready_seconds,
         scale_requests: args.scale_requests,
         events: args.events,
