@@ -66,6 +66,9 @@ pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
 /// A controller deletion deletes the pod it was planned on: a pod (uid) it never saw is one it knew nothing about, so
 /// deleting it cannot have been decided safely (the uid precondition refuses it).
 pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
+/// A follower without `grafana.com/min-time-between-zones-downscale` is not scaled down by the controller once
+/// another zone of its group has a recorded downscale (the reference's "missing label on follower" error).
+pub const FOLLOWER_WITHOUT_MIN_TIME: &str = "a follower without a min time is not scaled down after a recorded one";
 /// The controller deletes only pods of its StatefulSets: owned by one and matching its selector, as it knew them
 /// (a pod relabelled out of service for debugging is not the StatefulSet's any more).
 pub const ONLY_MEMBER_PODS: &str = "only pods of a managed StatefulSet are deleted";
@@ -285,6 +288,8 @@ pub struct Downscale {
     pub recorded_at: Option<Duration>,
     /// Carries `grafana.com/rollout-force-replicas`: exempt from the min time by design.
     pub exempt: bool,
+    /// A follower (`grafana.com/rollout-downscale-leader`).
+    pub follower: bool,
 }
 
 impl Downscale {
@@ -698,6 +703,20 @@ impl Checker {
     /// StatefulSets') after the earlier. Force-replicas decreases are exempt, as is a pair where neither side has a
     /// min time.
     pub fn record_downscale(&mut self, d: Downscale) {
+        // A follower the world wrote without a min time, scaled down by the controller after another zone's
+        // downscale was recorded (committed before the controller's basis).
+        if d.follower && !d.exempt && d.min_time.is_none() && d.by.starts_with("controller") {
+            let recorded = self.downscales.iter().find(|p| {
+                p.group == d.group
+                    && p.sts != d.sts
+                    && p.recorded_at.is_some()
+                    && d.basis_rv.is_some_and(|basis| p.commit_rv <= basis)
+            });
+            if let Some(prev) = recorded {
+                let detail = format!("{}; earlier, recorded: {}", d.describe(), prev.describe());
+                self.violate(d.at, FOLLOWER_WITHOUT_MIN_TIME, detail);
+            }
+        }
         if !d.exempt {
             let mut found = Vec::new();
             for prev in self.downscales.iter().filter(|p| p.group == d.group && p.sts != d.sts && !p.exempt) {

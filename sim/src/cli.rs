@@ -120,6 +120,10 @@ struct ScenarioArgs {
     /// Two or three times a user relabels a running pod out of its StatefulSet's selector for 10-40 s and back.
     #[arg(long)]
     relabels: bool,
+    /// With --scaling: the last zone carries no min-time-between-zones-downscale (it must not go down once another
+    /// zone's downscale is recorded; it still follows the leader up).
+    #[arg(long = "follower-without-min-time")]
+    follower_without_min_time: bool,
     /// With --scaling or --webhook: `grafana.com/min-time-between-zones-downscale` in seconds (default 30 with
     /// --scaling, 10 with --webhook alone).
     #[arg(long = "min-time")]
@@ -240,6 +244,7 @@ impl ScenarioArgs {
             (self.pushes_at_scaling, " --pushes-at-scaling"),
             (self.reverts, " --reverts"),
             (self.relabels, " --relabels"),
+            (self.follower_without_min_time, " --follower-without-min-time"),
             (self.boundary_probes, " --boundary-probes"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
@@ -466,6 +471,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         pushes_at_scaling: args.pushes_at_scaling,
         reverts: args.reverts,
         relabels: args.relabels,
+        follower_without_min_time: args.follower_without_min_time,
         planner,
         faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
         revisions: args.revisions.unwrap_or(base.revisions),

@@ -355,6 +355,10 @@ pub struct Scenario {
     /// 10-40 s (to debug it out of service) and back: the StatefulSet controller releases it, cannot recreate its
     /// ordinal while the name is taken, and adopts it again once it matches. Until then it is not the StatefulSet's.
     pub relabels: bool,
+    /// With followers: the last zone carries no `grafana.com/min-time-between-zones-downscale` (a forgotten
+    /// annotation). As the reference, the controller then refuses to scale it down once another zone has a recorded
+    /// downscale ("missing label on follower"); it still follows the leader up.
+    pub follower_without_min_time: bool,
     /// `-events.enabled`: the controller records Events (off by default: every seed pinned before Events existed
     /// replays the world it was found in; the Event recorder's tasks and requests change the interleaving).
     pub events: bool,
@@ -654,6 +658,7 @@ impl Default for Scenario {
             pushes_at_scaling: false,
             reverts: false,
             relabels: false,
+            follower_without_min_time: false,
             events: false,
             defences: Defences::ALL,
             evictions: false,
@@ -1817,9 +1822,12 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
         }
         if let Some(scaling) = &sc.scaling {
-            let min_time = go_duration_text(scaling.min_time);
-            objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
-            st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
+            let forgotten = sc.follower_without_min_time && scaling.followers && z + 1 == sc.zones && z > 0;
+            if !forgotten {
+                let min_time = go_duration_text(scaling.min_time);
+                objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
+                st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
+            }
             if scaling.admission == Admission::Webhook {
                 sts.metadata
                     .labels
@@ -1854,6 +1862,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     min_time,
                     recorded_at: Some(Duration::ZERO),
                     exempt: false,
+                    follower: false,
                 });
             }
         }
@@ -2466,7 +2475,15 @@ fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::Stateful
         return force.parse::<i32>().ok() == replicas(sts);
     }
     let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
-    leader.is_none_or(|l| st.statefulsets.get(l).is_some_and(|l| replicas(l) == replicas(sts)))
+    // A follower without a min time follows its leader up only, once another zone's downscale is recorded: it ends
+    // at its leader's replicas or above.
+    let no_min_time = !annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+    leader.is_none_or(|l| {
+        st.statefulsets.get(l).is_some_and(|l| match no_min_time {
+            true => replicas(l) <= replicas(sts),
+            false => replicas(l) == replicas(sts),
+        })
+    })
 }
 
 /// The controller node whose process `writer` (an incarnation) is: the HA replica of that identity, or the one

@@ -376,6 +376,7 @@ fn checker_judges_downscales_by_their_commit_times() {
         min_time: Some(Duration::from_secs(30)),
         recorded_at: recorded.map(Duration::from_secs),
         exempt: false,
+        follower: false,
     };
     let mut c = Checker::default();
     c.record_downscale(d("a", 100, Some(95)));
@@ -759,6 +760,7 @@ fn checker_excuses_overlapping_downscales_only_without_the_zone_tracker() {
         min_time: Some(Duration::from_secs(30)),
         recorded_at: None,
         exempt: false,
+        follower: false,
     };
     for tracker in [true, false] {
         let mut c = Checker::default();

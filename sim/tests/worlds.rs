@@ -221,3 +221,26 @@ fn a_pod_relabelled_out_of_its_selector_is_not_the_statefulsets_over_40_seeds() 
     let (released, adopted) = (count_lines(&outcomes, "released pod"), count_lines(&outcomes, "adopted pod"));
     assert!(released >= 80 && adopted == released, "released {released}, adopted {adopted}");
 }
+
+/// A follower whose `grafana.com/min-time-between-zones-downscale` was forgotten: as the reference, once another
+/// zone's downscale is recorded the controller refuses to scale it down ("missing label ... on follower"), and it
+/// still follows its leader up (convergence: at its leader's replicas or above).
+#[test]
+fn a_follower_without_a_min_time_goes_down_only_before_any_recorded_downscale_over_30_seeds() {
+    let sc = Scenario { follower_without_min_time: true, ..Scenario::scaling() };
+    let outcomes = run_all(&sc, 0..30);
+    let up = count_lines(&outcomes, "PATCH ingester-zone-c replicas=");
+    assert!(up >= 30, "the follower without a min time was scaled too rarely: {up}");
+}
+
+/// Seeds 65 of `--scaling --follower-without-min-time` and 33 of the same with `--revisions 2`, found with the
+/// world: the controller planned a follower downscale on a record older than the leader's first recorded downscale
+/// (watch events delayed; the record not yet created when it last read it), so the "missing label on follower" rule
+/// saw no recorded downscale, and the claim, made on the fresh record, checked only the min time (the leader's,
+/// long elapsed). The claim now applies the follower rule too.
+#[test]
+fn regression_seeds_65_33_a_follower_without_a_min_time_is_not_scaled_down_on_a_stale_record() {
+    let sc = Scenario { follower_without_min_time: true, ..Scenario::scaling() };
+    run_all(&sc, 65..66);
+    run_all(&Scenario { revisions: 2, ..sc }, 33..34);
+}
