@@ -18,6 +18,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
+use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
@@ -2113,7 +2114,9 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
         }
         let now = Timestamp::now();
         let until = now + jiff::SignedDuration::from_secs(60);
-        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until, defences).await;
+        let claim =
+            claim_downscale_marked(api, &record, &group, &leader, Claimant::Admission, checked(now), until, defences)
+                .await;
         let committed = {
             let mut st = store.lock().unwrap();
             match claim {
@@ -2477,7 +2480,8 @@ fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::Stateful
     let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
     // A follower without a min time follows its leader up only, once another zone's downscale is recorded: it ends
     // at its leader's replicas or above.
-    let no_min_time = !annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+    let no_min_time =
+        !annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
     leader.is_none_or(|l| {
         st.statefulsets.get(l).is_some_and(|l| match no_min_time {
             true => replicas(l) <= replicas(sts),
