@@ -908,7 +908,7 @@ const RELABELS_STREAM: u64 = 0x7265_6c61_6265_6c73;
 /// running pod, not terminating, is relabelled out).
 fn relabel(st: &mut Store, pod: &str, out: bool) -> Option<String> {
     let mut p = st.pods.get(pod).cloned()?;
-    if out == !objects::in_selector(&p) || (out && p.metadata.deletion_timestamp.is_some()) {
+    if out != objects::in_selector(&p) || (out && p.metadata.deletion_timestamp.is_some()) {
         return None;
     }
     let labels = p.metadata.labels.get_or_insert_default();
