@@ -6,7 +6,7 @@ mod support;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rollout_core::downscale::{DownscaleRecord, MinTimeVerdict};
+use rollout_core::downscale::{Claimant, DownscaleRecord, MinTimeVerdict};
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
@@ -264,7 +264,9 @@ async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_w
     let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
     let until = ts("2026-01-01T12:01:00Z");
     let marked =
-        claim_downscale_marked(&cluster, CM, &g, "g-zone-b", ts(T0), until, Defences::ALL).await.expect("claim");
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-b", Claimant::Admission, ts(T0), until, Defences::ALL)
+            .await
+            .expect("claim");
     assert_eq!(marked, MarkedClaim::Claimed { previous: None });
     cluster.take_calls();
     let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
@@ -300,23 +302,49 @@ async fn a_downscale_is_refused_while_a_step_of_its_group_is_live_and_allowed_af
     assert!(stored(&cluster).last_downscaled.contains_key("g-zone-c"));
 
     let later = ts("2026-01-01T12:00:10Z");
-    let marked =
-        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z"), Defences::ALL).await;
+    let marked = claim_downscale_marked(
+        &cluster,
+        CM,
+        &g,
+        "g-zone-a",
+        Claimant::Admission,
+        later,
+        ts("2026-01-01T12:01:10Z"),
+        Defences::ALL,
+    )
+    .await;
     match marked.expect("no error") {
         MarkedClaim::Stepping(step) => assert_eq!(step.until, until),
         other => panic!("expected a refusal while the step is live, got {other:?}"),
     }
     // Another group is not held.
     let other = zones("h");
-    let marked =
-        claim_downscale_marked(&cluster, CM, &other, "h-zone-a", later, ts("2026-01-01T12:01:10Z"), Defences::ALL)
-            .await;
+    let marked = claim_downscale_marked(
+        &cluster,
+        CM,
+        &other,
+        "h-zone-a",
+        Claimant::Admission,
+        later,
+        ts("2026-01-01T12:01:10Z"),
+        Defences::ALL,
+    )
+    .await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 
     finish_rollout_step(&cluster, CM, "g", until).await.expect("finish");
     assert!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().is_empty());
-    let marked =
-        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", later, ts("2026-01-01T12:01:10Z"), Defences::ALL).await;
+    let marked = claim_downscale_marked(
+        &cluster,
+        CM,
+        &g,
+        "g-zone-a",
+        Claimant::Admission,
+        later,
+        ts("2026-01-01T12:01:10Z"),
+        Defences::ALL,
+    )
+    .await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }
 
@@ -331,8 +359,17 @@ async fn a_step_left_behind_expires_and_finishing_leaves_a_newer_step_alone() {
     assert_eq!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().len(), 1);
     // Past `until` the step no longer holds downscales.
     let after = ts("2026-01-01T12:01:00Z");
-    let marked =
-        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", after, ts("2026-01-01T12:02:00Z"), Defences::ALL).await;
+    let marked = claim_downscale_marked(
+        &cluster,
+        CM,
+        &g,
+        "g-zone-a",
+        Claimant::Admission,
+        after,
+        ts("2026-01-01T12:02:00Z"),
+        Defences::ALL,
+    )
+    .await;
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }
 
@@ -344,12 +381,23 @@ async fn a_second_claim_of_a_statefulset_being_prepared_is_refused() {
     let g = zones("g");
     let until = ts("2026-01-01T12:00:20Z");
     assert_eq!(
-        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts(T0), until, Defences::ALL).await.unwrap(),
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-a", Claimant::Admission, ts(T0), until, Defences::ALL)
+            .await
+            .unwrap(),
         MarkedClaim::Claimed { previous: None }
     );
-    match claim_downscale_marked(&cluster, CM, &g, "g-zone-a", ts("2026-01-01T12:00:01Z"), until, Defences::ALL)
-        .await
-        .unwrap()
+    match claim_downscale_marked(
+        &cluster,
+        CM,
+        &g,
+        "g-zone-a",
+        Claimant::Admission,
+        ts("2026-01-01T12:00:01Z"),
+        until,
+        Defences::ALL,
+    )
+    .await
+    .unwrap()
     {
         MarkedClaim::Busy(holder) => assert_eq!(holder.statefulset, "g-zone-a"),
         other => panic!("expected a refusal, got {other:?}"),
@@ -387,11 +435,43 @@ async fn a_claim_is_dated_at_its_deadline_and_again_at_the_commit_each_switchabl
     ];
     for (defences, at_claim, at_end) in cases {
         let cluster = FakeCluster::default();
-        let marked = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", claimed_at, until, defences).await;
+        let marked =
+            claim_downscale_marked(&cluster, CM, &g, "g-zone-a", Claimant::Admission, claimed_at, until, defences)
+                .await;
         assert_eq!(marked.expect("claim"), MarkedClaim::Claimed { previous: None });
         assert_eq!(stored(&cluster).last_downscaled["g-zone-a"], at_claim, "{}", defences.flag());
         let end = ClaimEnd::Committed { at: committed };
         finish_marked_claim(&cluster, CM, "g-zone-a", until, &[until], end, defences).await.expect("finish");
         assert_eq!(stored(&cluster).last_downscaled["g-zone-a"], at_end, "{}", defences.flag());
     }
+}
+
+/// The reference's follower rule on the fresh record (sim seeds 65 and 33 of `--follower-without-min-time`): the
+/// controller's claim for a follower without a min time is refused once another zone's downscale is recorded, even
+/// when the pass that planned it saw no record yet; an admission's claim of the same StatefulSet is judged by the
+/// min time alone, as the reference's webhook skips a StatefulSet without one.
+#[tokio::test]
+async fn a_followers_claim_without_a_min_time_is_refused_once_another_zone_is_recorded() {
+    let cluster = FakeCluster::default();
+    let forgotten = statefulset("g", "g-zone-c", 3, "r1");
+    let g = group("g", vec![zone("g", "g-zone-a", "1m"), zone("g", "g-zone-b", "1m"), forgotten]);
+    let at = |s: &str| (ts(s), ts(s).checked_add(jiff::SignedDuration::from_secs(60)).unwrap());
+    // No recorded downscale yet: the follower may go down at once.
+    let (now, until) = at(T0);
+    let first =
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-c", Claimant::FollowerScaling, now, until, Defences::ALL);
+    assert_eq!(first.await.expect("claim"), MarkedClaim::Claimed { previous: None });
+    // The leader's downscale is recorded: it waits out zone-c's date only (zone-c has no min time, zone-a's 1m).
+    let (now, until) = at("2026-01-01T12:05:00Z");
+    let leader = claim_downscale_marked(&cluster, CM, &g, "g-zone-a", Claimant::Admission, now, until, Defences::ALL);
+    assert!(matches!(leader.await.expect("claim"), MarkedClaim::Claimed { .. }));
+    let (now, until) = at("2026-01-01T12:10:00Z");
+    let follower =
+        claim_downscale_marked(&cluster, CM, &g, "g-zone-c", Claimant::FollowerScaling, now, until, Defences::ALL);
+    match follower.await.expect("no error") {
+        MarkedClaim::Refused(MinTimeVerdict::Invalid(why)) => assert!(why.contains("missing label"), "{why}"),
+        other => panic!("the follower's claim went through: {other:?}"),
+    }
+    let admitted = claim_downscale_marked(&cluster, CM, &g, "g-zone-c", Claimant::Admission, now, until, Defences::ALL);
+    assert!(matches!(admitted.await.expect("claim"), MarkedClaim::Claimed { .. }));
 }

@@ -622,6 +622,9 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::MergeStatefulSetAnnotations { name, changes } => {
             let result = store.api_merge_statefulset_annotations(name, changes).map(Box::new);
+            if result.is_ok() {
+                store.checker.record_intents_written(changes);
+            }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations {} -> ok", describe_changes(changes)),
                 Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
@@ -648,6 +651,9 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::GetPod { name } => Reply::Pod(Ok(store.pods.get(name).cloned().map(Box::new))),
         Op::PatchPodAnnotations { name, uid, changes } => {
             let result = store.api_patch_pod_annotations(name, uid, changes).map(|p| Some(Box::new(p)));
+            if result.is_ok() {
+                store.checker.record_intents_written(changes);
+            }
             // A refused patch (the pod gone, another uid) wrote nothing.
             if let (Ok(Some(pod)), true) = (&result, changes.contains_key(rollout_core::keys::READY_TIME)) {
                 let group = store.group_of_pod(pod);

@@ -66,6 +66,12 @@ pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
 /// A controller deletion deletes the pod it was planned on: a pod (uid) it never saw is one it knew nothing about, so
 /// deleting it cannot have been decided safely (the uid precondition refuses it).
 pub const ONLY_SEEN_PODS: &str = "only pods the controller has seen are deleted";
+/// A follower without `grafana.com/min-time-between-zones-downscale` is not scaled down by the controller once
+/// another zone of its group has a recorded downscale (the reference's "missing label on follower" error).
+pub const FOLLOWER_WITHOUT_MIN_TIME: &str = "a follower without a min time is not scaled down after a recorded one";
+/// The controller deletes only pods of its StatefulSets: owned by one and matching its selector, as it knew them
+/// (a pod relabelled out of service for debugging is not the StatefulSet's any more).
+pub const ONLY_MEMBER_PODS: &str = "only pods of a managed StatefulSet are deleted";
 /// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
 /// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
 /// The no-downscale webhook: a decrease of the replicas of an object labelled `grafana.com/no-downscale: "true"`
@@ -99,6 +105,11 @@ pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
 /// (judged when the same pod, by uid, was terminating from the eviction's arrival to its denial: the webhook's live
 /// read between saw it so).
 pub const ZPDB_TERMINATING: &str = "an eviction of a terminating pod is not denied by a budget";
+/// The documented eviction intent key of a decision, before the decision's name.
+const EVICTION_INTENT_PREFIX: &str = "grafana.com/eviction-intent.";
+/// A budget allowing at least one unavailable pod of the evicted pod's StatefulSet (a count, or a percentage of
+/// replicas it has) never denies an eviction as `max unavailable = 0`.
+pub const ZPDB_ZERO_BUDGET: &str = "no eviction is denied for a zero budget while the budget allows one";
 /// Partition mode: an eviction counts a peer in another zone ready only once it has been ready for the budget's
 /// `crossZoneEvictionDelay` (see `Checker::peers_under_delay`).
 pub const ZPDB_CROSS_ZONE_DELAY: &str = "partition peers count as ready only after crossZoneEvictionDelay";
@@ -114,7 +125,7 @@ pub const DRY_RUN_WRITES: &str = "a dry-run eviction writes nothing";
 pub struct BudgetRule {
     pub name: String,
     pub group: String,
-    pub max_unavailable: u32,
+    pub limit: BudgetLimit,
     pub partitions: bool,
     /// Partition mode's `crossZoneEvictionDelay` (zero: none).
     pub cross_zone_delay: Duration,
@@ -131,16 +142,62 @@ fn cross_zone_delay(spec: &serde_json::Value) -> Option<Duration> {
     delay.as_str()?.strip_suffix('s')?.parse::<u64>().ok().map(Duration::from_secs)
 }
 
+/// A budget's `maxUnavailable` (a count) or `maxUnavailablePercentage` (of the evicted pod's StatefulSet's
+/// replicas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetLimit {
+    Count(u32),
+    Percent(u32),
+}
+
+impl BudgetLimit {
+    /// The most a decision may count against, for a StatefulSet whose `spec.replicas` was at most `replicas`: the
+    /// documented rule takes the percentage of `min(spec, status)` replicas, rounded down and at least 1.
+    pub fn at_most(self, replicas: u32) -> u32 {
+        match self {
+            BudgetLimit::Count(n) => n,
+            BudgetLimit::Percent(p) => (replicas * p / 100).max(1),
+        }
+    }
+
+    /// The least a decision may count against, for a StatefulSet whose `spec.replicas` and `status.replicas` were
+    /// never below `replicas` (a percentage of none is none).
+    pub fn at_least(self, replicas: u32) -> u32 {
+        match self {
+            BudgetLimit::Count(n) => n,
+            BudgetLimit::Percent(_) if replicas == 0 => 0,
+            BudgetLimit::Percent(p) => (replicas * p / 100).max(u32::from(p > 0)),
+        }
+    }
+}
+
+impl std::fmt::Display for BudgetLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetLimit::Count(n) => write!(f, "{n}"),
+            BudgetLimit::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
 impl BudgetRule {
     /// The checker's own reading of a budget object: the group its selector names by `rollout-group`, an integer
-    /// `maxUnavailable`, and partition mode if it has a partition regex. `None` for a budget outside what the
-    /// worlds write (no such group label, or a percentage).
+    /// `maxUnavailable` or `maxUnavailablePercentage` (exactly one of them), and partition mode if it has a
+    /// partition regex. `None` for a budget outside what the worlds write (no such group label, both limits or
+    /// neither).
     pub fn read(budget: &serde_json::Value) -> Option<BudgetRule> {
         let spec = budget.get("spec")?;
+        let count = spec.get("maxUnavailable").map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()));
+        let percent = spec.get("maxUnavailablePercentage").map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()));
+        let limit = match (count, percent) {
+            (Some(n), None) => BudgetLimit::Count(n?),
+            (None, Some(p)) => BudgetLimit::Percent(p?),
+            _ => return None,
+        };
         Some(BudgetRule {
             name: budget.pointer("/metadata/name")?.as_str()?.to_string(),
             group: spec.pointer("/selector/matchLabels")?.get(rollout_core::keys::ROLLOUT_GROUP)?.as_str()?.to_string(),
-            max_unavailable: u32::try_from(spec.get("maxUnavailable")?.as_u64()?).ok()?,
+            limit,
             // An empty regex is none (zone mode).
             partitions: spec.get("podNamePartitionRegex").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()),
             cross_zone_delay: cross_zone_delay(spec)?,
@@ -180,6 +237,14 @@ pub struct DrainStats {
     pub of_terminating: u64,
     /// Partition peers of allowed evictions ready for less than twice `crossZoneEvictionDelay` when judged against it.
     pub peers_delay_judged: u64,
+    /// Budget denials (429) of decisions whose eviction intent had been committed (on the pod or its StatefulSet).
+    pub denied_after_intent: u64,
+    /// Of those, the denials answered while the decision's intent was still there: each holds every other decision
+    /// about its zone or partition until it expires, for nothing. Only a removal lost to a fault leaves one.
+    pub denied_intent_left: u64,
+    /// Evictions by drains, judged and within the budget, that made a second pod of their scope (the zone, or the
+    /// partition) unavailable: only a budget allowing two lets them through.
+    pub second_in_scope: u64,
 }
 
 impl DrainStats {
@@ -193,6 +258,9 @@ impl DrainStats {
         self.held_by_last_pod += other.held_by_last_pod;
         self.of_terminating += other.of_terminating;
         self.peers_delay_judged += other.peers_delay_judged;
+        self.second_in_scope += other.second_in_scope;
+        self.denied_after_intent += other.denied_after_intent;
+        self.denied_intent_left += other.denied_intent_left;
     }
 }
 
@@ -220,6 +288,8 @@ pub struct Downscale {
     pub recorded_at: Option<Duration>,
     /// Carries `grafana.com/rollout-force-replicas`: exempt from the min time by design.
     pub exempt: bool,
+    /// A follower (`grafana.com/rollout-downscale-leader`).
+    pub follower: bool,
 }
 
 impl Downscale {
@@ -273,6 +343,8 @@ pub struct Checker {
     /// The ZoneAwarePodDisruptionBudgets of the world (none but in the drains worlds), every version of each: one
     /// in force has no `until`.
     pub budgets: Vec<BudgetRule>,
+    /// Eviction intent keys ever committed (each names its decision).
+    pub intents_written: std::collections::BTreeSet<String>,
     /// The budget-edits worlds' outages of the operator's budget watches: from, until (`None`: still cut).
     pub budget_watch_outages: Vec<(Duration, Option<Duration>)>,
     /// Voluntary disruptions that spent a budget (an available pod evicted, or deleted by the controller): the
@@ -365,7 +437,10 @@ impl Known {
     /// The pods of `sts` with ordinals below its replicas, by ordinal (`None` = missing).
     fn members(&self, sts: &StsSum) -> Vec<(u32, Option<&PodSum>)> {
         (0..sts.replicas)
-            .map(|i| (i, self.pods.values().find(|p| p.sts == sts.name && ordinal(&sts.name, &p.name) == Some(i))))
+            .map(|i| {
+                let member = |p: &&PodSum| p.sts == sts.name && p.in_selector && ordinal(&sts.name, &p.name) == Some(i);
+                (i, self.pods.values().find(member))
+            })
             .collect()
     }
 
@@ -394,8 +469,8 @@ impl Checker {
     pub fn record_budget(&mut self, rv: u64, at: Duration, name: &str, budget: Option<BudgetRule>) {
         // The same rule again (a metadata-only update): the version in force goes on, with no blind window.
         let same = |open: &BudgetRule, new: &BudgetRule| {
-            (&open.group, open.max_unavailable, open.partitions, open.cross_zone_delay)
-                == (&new.group, new.max_unavailable, new.partitions, new.cross_zone_delay)
+            (&open.group, open.limit, open.partitions, open.cross_zone_delay)
+                == (&new.group, new.limit, new.partitions, new.cross_zone_delay)
         };
         if let Some(new) = &budget
             && self.budgets.iter().any(|b| b.name == name && b.until.is_none() && same(b, new))
@@ -438,6 +513,54 @@ impl Checker {
                 None => format!("ready-time written on {pod}, which is in no rollout group a budget covers"),
             };
             self.violate(at, ZPDB_READY_TIME_SCOPE, detail);
+        }
+    }
+
+    /// A denial of an eviction of `pod` (arrived at `arrival_rv`, denied at `denial_rv`) because the budget allows
+    /// no unavailable pod (`max unavailable = 0`): wrong when every budget version in force over the window (and
+    /// known for the grace) allows at least one for the pod's StatefulSet, as read at any time until the denial
+    /// (a percentage of its fewest replicas so far).
+    pub fn judge_zero_budget_denial(
+        &mut self,
+        at: Duration,
+        arrival_rv: u64,
+        denial_rv: u64,
+        pod: &str,
+        message: &str,
+    ) {
+        let arrival = self.state_at(arrival_rv);
+        let Some(sts) = arrival.pods.get(pod).and_then(|p| arrival.sts.get(&p.sts)).cloned() else { return };
+        let rules: Vec<&BudgetRule> = self
+            .budgets
+            .iter()
+            .filter(|b| b.group == sts.group && b.judges(arrival_rv, denial_rv, at, BUDGET_CHANGE_GRACE))
+            .collect();
+        let replicas = self.replicas_least(&sts.name, denial_rv);
+        if !rules.is_empty() && rules.iter().all(|r| r.limit.at_least(replicas) > 0) {
+            let limits: Vec<String> = rules.iter().map(|r| format!("{} ({})", r.name, r.limit)).collect();
+            let detail = format!(
+                "eviction of {pod} denied ({message}), though {} allow(s) at least one unavailable pod of {} (never \
+                 fewer than {replicas} replicas)",
+                limits.join(", "),
+                sts.name
+            );
+            self.violate(at, ZPDB_ZERO_BUDGET, detail);
+        }
+    }
+
+    /// Eviction intents set by a committed annotation write (their keys name the decision).
+    pub fn record_intents_written(&mut self, changes: &BTreeMap<String, Option<String>>) {
+        let set = changes.iter().filter(|(k, v)| v.is_some() && k.starts_with(EVICTION_INTENT_PREFIX));
+        self.intents_written.extend(set.map(|(k, _)| k.clone()));
+    }
+
+    /// An eviction decision (`decision`, its AdmissionReview's uid) was denied with `code`: for a budget's denial
+    /// (429: its reads succeeded, so its removal is expected to), whether it had committed an intent, and whether
+    /// `present` (its intent still on the pod or a StatefulSet as the answer arrives).
+    pub fn record_denied_decision(&mut self, decision: &str, code: u16, present: bool) {
+        if code == 429 && self.intents_written.contains(&format!("{EVICTION_INTENT_PREFIX}{decision}")) {
+            self.drains.denied_after_intent += 1;
+            self.drains.denied_intent_left += u64::from(present);
         }
     }
 
@@ -504,6 +627,10 @@ impl Checker {
             self.violate(at, ONLY_SEEN_PODS, detail);
         }
         let pod = seen.unwrap_or_else(|| target.clone());
+        if pod.sts.is_empty() || !pod.in_selector {
+            let why = if pod.sts.is_empty() { "no StatefulSet's" } else { "relabelled out of its selector" };
+            self.violate(at, ONLY_MEMBER_PODS, format!("deleted {} (uid {}), {why} {basis}", pod.name, pod.uid));
+        }
         if let Some(sts) = known.sts.get(&pod.sts).cloned() {
             for other in known.sts.values().filter(|o| o.group == sts.group && o.name != sts.name) {
                 if let Some(why) = known.describe_unready(other) {
@@ -576,6 +703,20 @@ impl Checker {
     /// StatefulSets') after the earlier. Force-replicas decreases are exempt, as is a pair where neither side has a
     /// min time.
     pub fn record_downscale(&mut self, d: Downscale) {
+        // A follower the world wrote without a min time, scaled down by the controller after another zone's
+        // downscale was recorded (committed before the controller's basis).
+        if d.follower && !d.exempt && d.min_time.is_none() && d.by.starts_with("controller") {
+            let recorded = self.downscales.iter().find(|p| {
+                p.group == d.group
+                    && p.sts != d.sts
+                    && p.recorded_at.is_some()
+                    && d.basis_rv.is_some_and(|basis| p.commit_rv <= basis)
+            });
+            if let Some(prev) = recorded {
+                let detail = format!("{}; earlier, recorded: {}", d.describe(), prev.describe());
+                self.violate(d.at, FOLLOWER_WITHOUT_MIN_TIME, detail);
+            }
+        }
         if !d.exempt {
             let mut found = Vec::new();
             for prev in self.downscales.iter().filter(|p| p.group == d.group && p.sts != d.sts && !p.exempt) {
@@ -795,15 +936,23 @@ impl Checker {
             }
         }
         let target_ordinal = ordinal(&target.sts, &target.name);
+        // A percentage is of the target's StatefulSet's replicas as the decision read them: at most the most it
+        // ever had.
+        let replicas = self.spec_replicas_most(&target.sts, before_rv);
         for rule in rules {
+            let max = rule.limit.at_most(replicas);
             let young = match rule.partitions && !rule.cross_zone_delay.is_zero() && !by.starts_with("controller") {
                 true => self.peers_under_delay(&before, basis_rv, target, &rule),
                 false => Vec::new(),
             };
+            let in_scope = match rule.partitions {
+                true => counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).count(),
+                false => counted.iter().filter(|(z, _, _)| *z == target.sts).count(),
+            };
             let breach = if rule.partitions {
                 let same: Vec<&(String, u32, String)> =
                     counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).collect();
-                (same.len() as u32 > rule.max_unavailable).then(|| {
+                (same.len() as u32 > max).then(|| {
                     let what: Vec<&str> = same.iter().map(|(_, _, w)| w.as_str()).collect();
                     format!(
                         "partition {} has {} unavailable: {}",
@@ -815,26 +964,30 @@ impl Checker {
             } else {
                 let zones: std::collections::BTreeSet<&str> = counted.iter().map(|(z, _, _)| z.as_str()).collect();
                 let own = counted.iter().filter(|(z, _, _)| *z == target.sts).count() as u32;
-                (zones.len() > 1 || own > rule.max_unavailable).then(|| {
+                (zones.len() > 1 || own > max).then(|| {
                     let what: Vec<&str> = counted.iter().map(|(_, _, w)| w.as_str()).collect();
                     format!("{} zones with unavailable pods, {own} in {}: {}", zones.len(), target.sts, what.join(", "))
                 })
             };
             if let Some(breach) = breach {
                 let detail = format!(
-                    "{by} of {} (uid {}) breaks {} (max unavailable {}): {breach} (window rv {basis_rv}..{before_rv})",
-                    target.name, target.uid, rule.name, rule.max_unavailable
+                    "{by} of {} (uid {}) breaks {} (max unavailable {max}, of {}): {breach} (window rv {basis_rv}..{before_rv})",
+                    target.name, target.uid, rule.name, rule.limit
                 );
                 self.violate(at, invariant, detail);
-            } else if !young.is_empty() {
+                continue;
+            }
+            if in_scope >= 2 && !by.starts_with("controller") {
+                self.drains.second_in_scope += 1;
+            }
+            if !young.is_empty() {
                 // Peers ready for less than the delay count as not ready: only they can push it over.
                 let same = counted.iter().filter(|(_, o, _)| Some(*o) == target_ordinal).count();
-                if (same + young.len()) as u32 > rule.max_unavailable {
+                if (same + young.len()) as u32 > max {
                     let detail = format!(
-                        "eviction of {} allowed with {same} unavailable in its partition and {} (max unavailable {} in {})",
+                        "eviction of {} allowed with {same} unavailable in its partition and {} (max unavailable {max} in {})",
                         target.name,
                         young.join(", "),
-                        rule.max_unavailable,
                         rule.name
                     );
                     self.violate(at, ZPDB_CROSS_ZONE_DELAY, detail);
@@ -878,6 +1031,19 @@ impl Checker {
     }
 
     /// The committed state at `rv`.
+    /// The most `spec.replicas` StatefulSet `sts` had in any version up to `to_rv`.
+    fn spec_replicas_most(&self, sts: &str, to_rv: u64) -> u32 {
+        let versions = self.sts.get(sts).into_iter().flatten().filter(|(v, _)| *v <= to_rv);
+        versions.filter_map(|(_, s)| s.as_ref().map(|s| s.replicas)).max().unwrap_or(0)
+    }
+
+    /// The least replicas StatefulSet `sts` had, by `spec.replicas` and `status.replicas`, in any version up to
+    /// `to_rv` (none while it did not exist): any read of it until then gives at least this many.
+    fn replicas_least(&self, sts: &str, to_rv: u64) -> u32 {
+        let versions = self.sts.get(sts).into_iter().flatten().filter(|(v, _)| *v <= to_rv);
+        versions.map(|(_, s)| s.as_ref().map_or(0, |s| s.replicas.min(s.status_replicas))).min().unwrap_or(0)
+    }
+
     fn state_at(&self, rv: u64) -> Known {
         Known { sts: as_of(&self.sts, rv), pods: as_of(&self.pods, rv), now: jiff::Timestamp::now() }
     }

@@ -91,6 +91,10 @@ struct ScenarioArgs {
     /// replica serves the eviction webhook and no template is pushed unless --revisions says so).
     #[arg(long)]
     deployment: Option<String>,
+    /// `on` or `off`: overrides the deployment's `-use-zone-tracker` (on where its RBAC grants no configmaps is the
+    /// misconfiguration whose 403s the operator must survive: coordinated downscales stop, everything else goes on).
+    #[arg(long = "zone-tracker")]
+    zone_tracker: Option<String>,
     /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
     /// percentage the zones have five pods.
     #[arg(long = "max-unavailable")]
@@ -109,6 +113,17 @@ struct ScenarioArgs {
     /// followers are rolled while they are scaled.
     #[arg(long = "pushes-at-scaling")]
     pushes_at_scaling: bool,
+    /// Half the template pushes are reverted 2-20 s later (every zone back to the revision before): unfinished
+    /// rollouts then have currentRevision = updateRevision with pods on the reverted revision.
+    #[arg(long)]
+    reverts: bool,
+    /// Two or three times a user relabels a running pod out of its StatefulSet's selector for 10-40 s and back.
+    #[arg(long)]
+    relabels: bool,
+    /// With --scaling: the last zone carries no min-time-between-zones-downscale (it must not go down once another
+    /// zone's downscale is recorded; it still follows the leader up).
+    #[arg(long = "follower-without-min-time")]
+    follower_without_min_time: bool,
     /// With --scaling or --webhook: `grafana.com/min-time-between-zones-downscale` in seconds (default 30 with
     /// --scaling, 10 with --webhook alone).
     #[arg(long = "min-time")]
@@ -182,6 +197,10 @@ struct ScenarioArgs {
     /// With --drains: the budget's maxUnavailable.
     #[arg(long = "budget-max-unavailable", default_value_t = 1)]
     budget_max_unavailable: u32,
+    /// With --drains: the budget's maxUnavailablePercentage (1-100) instead of maxUnavailable, over five pods a zone
+    /// (40 is two pods, one while a pod is missing from the StatefulSet's status).
+    #[arg(long = "budget-percentage")]
+    budget_percentage: Option<u32>,
     /// With --drains: the user edits the budget during the fault phase (maxUnavailable changed, relabelled,
     /// deleted and created again, invalid updates the validation webhook must refuse), and the operator watches it.
     #[arg(long = "budget-edits")]
@@ -212,6 +231,9 @@ impl ScenarioArgs {
         if let Some(d) = &self.deployment {
             flags.push_str(&format!(" --deployment {d}"));
         }
+        if let Some(t) = &self.zone_tracker {
+            flags.push_str(&format!(" --zone-tracker {t}"));
+        }
         if let Some(m) = &self.max_unavailable {
             flags.push_str(&format!(" --max-unavailable {m}"));
         }
@@ -220,6 +242,9 @@ impl ScenarioArgs {
             (self.scale_requests, " --scale-requests"),
             (self.observe_lag, " --observe-lag"),
             (self.pushes_at_scaling, " --pushes-at-scaling"),
+            (self.reverts, " --reverts"),
+            (self.relabels, " --relabels"),
+            (self.follower_without_min_time, " --follower-without-min-time"),
             (self.boundary_probes, " --boundary-probes"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
@@ -260,6 +285,9 @@ impl ScenarioArgs {
             }
             if self.budget_max_unavailable != 1 {
                 flags.push_str(&format!(" --budget-max-unavailable {}", self.budget_max_unavailable));
+            }
+            if let Some(p) = self.budget_percentage {
+                flags.push_str(&format!(" --budget-percentage {p}"));
             }
             if self.budget_edits {
                 flags.push_str(" --budget-edits");
@@ -361,18 +389,46 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
             if args.budget_max_unavailable == 0 {
                 return Err("--budget-max-unavailable 0 denies every eviction: use 1 or more".to_string());
             }
+            match args.budget_percentage {
+                Some(p) if !(1..=100).contains(&p) => {
+                    return Err(format!("--budget-percentage {p}: a percentage from 1 to 100"));
+                }
+                Some(_) if mode == BudgetMode::Partitions => {
+                    return Err("--budget-percentage: a percentage can not be used with partition awareness (the \
+                                validation webhook refuses it): use it with --drains zone"
+                        .to_string());
+                }
+                Some(_) if args.budget_max_unavailable != 1 || args.budget_edits => {
+                    return Err(
+                        "--budget-percentage replaces --budget-max-unavailable, and the edits world writes counts: \
+                         use it without --budget-max-unavailable and --budget-edits"
+                            .to_string(),
+                    );
+                }
+                _ => {}
+            }
             Some(Drains {
                 mode,
                 evictor,
                 max_unavailable: args.budget_max_unavailable,
+                percentage: args.budget_percentage,
                 budget_edits: args.budget_edits,
                 ..Drains::default()
             })
         }
     };
-    if drains.is_none() && (args.evictor != "real" || args.budget_max_unavailable != 1 || args.budget_edits) {
-        return Err("--evictor, --budget-max-unavailable and --budget-edits need --drains".to_string());
+    if drains.is_none()
+        && (args.evictor != "real"
+            || args.budget_max_unavailable != 1
+            || args.budget_edits
+            || args.budget_percentage.is_some())
+    {
+        return Err(
+            "--evictor, --budget-max-unavailable, --budget-percentage and --budget-edits need --drains".to_string()
+        );
     }
+    // A percentage of five pods a zone: 40 % is two, or one while a pod is missing from the status.
+    let base = if args.budget_percentage.is_some() { Scenario { replicas: 5, ..base } } else { base };
     // Without `patch` on pods or StatefulSets no process can see another's decisions: one replica serves the
     // eviction webhook, and by default no template is pushed (the simulated controller is a process of its own,
     // where the real one shares its replica's in-process serialisation), as the degraded mode requires.
@@ -413,10 +469,19 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         scaling,
         observe_lag: args.observe_lag,
         pushes_at_scaling: args.pushes_at_scaling,
+        reverts: args.reverts,
+        relabels: args.relabels,
+        follower_without_min_time: args.follower_without_min_time,
         planner,
         faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
         revisions: args.revisions.unwrap_or(base.revisions),
         deployment,
+        zone_tracker: match args.zone_tracker.as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => return Err(format!("--zone-tracker {other:?}: on or off")),
+        },
         min_ready_seconds: args.min_ready_seconds,
         scale_requests: args.scale_requests,
         events: args.events,
@@ -582,15 +647,19 @@ fn run() -> Result<i32, String> {
             if args.drains.is_some() {
                 println!(
                     "evictions: {} asked, {} denied, {} webhook failures, {} dry runs allowed, {} committed; {} \
-                     evictions and controller deletions of available pods judged against the budget; {} runs held by \
-                     a partition's last pod",
+                     evictions and controller deletions of available pods judged against the budget ({} evictions \
+                     let through as their zone's or partition's second unavailable pod); {} runs held by a \
+                     partition's last pod; {} denials after an intent, {} answered with it still there",
                     drains.asked,
                     drains.denied,
                     drains.failed,
                     drains.dry_runs_allowed,
                     drains.committed,
                     drains.judged,
-                    drains.held_by_last_pod
+                    drains.second_in_scope,
+                    drains.held_by_last_pod,
+                    drains.denied_after_intent,
+                    drains.denied_intent_left
                 );
             }
             if args.ha.is_some() {

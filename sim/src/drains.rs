@@ -76,6 +76,8 @@ pub struct Drains {
     pub mode: BudgetMode,
     /// The budget's `maxUnavailable`.
     pub max_unavailable: u32,
+    /// The budget's `maxUnavailablePercentage` instead (of the evicted pod's StatefulSet's replicas).
+    pub percentage: Option<u32>,
     pub evictor: Evictor,
     /// Operator replicas serving the eviction webhook (each eviction goes to one of them at random).
     pub replicas: usize,
@@ -90,6 +92,7 @@ impl Default for Drains {
         Drains {
             mode: BudgetMode::Zones,
             max_unavailable: 1,
+            percentage: None,
             evictor: Evictor::Real,
             replicas: 2,
             drains: (4, 8),
@@ -128,9 +131,12 @@ pub const DRAINS_STREAM: u64 = 0x6472_6169_6e73_2121;
 /// The ZoneAwarePodDisruptionBudget over `group`'s pods and StatefulSets.
 pub fn budget_object(group: &str, drains: &Drains) -> serde_json::Value {
     let mut spec = serde_json::json!({
-        "maxUnavailable": drains.max_unavailable,
         "selector": {"matchLabels": {rollout_core::keys::ROLLOUT_GROUP: group}},
     });
+    match drains.percentage {
+        Some(p) => spec["maxUnavailablePercentage"] = serde_json::json!(p),
+        None => spec["maxUnavailable"] = serde_json::json!(drains.max_unavailable),
+    }
     if drains.mode == BudgetMode::Partitions {
         spec["podNamePartitionRegex"] = serde_json::json!("[a-z\\-]+-zone-[a-z]-([0-9]+)");
         spec["podNameRegexGroup"] = serde_json::json!(1);
@@ -444,6 +450,17 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
         st.checker.judge_eviction_denial(at, crate::world::GROUP, pod, code, &message);
+        let intent = format!("grafana.com/eviction-intent.eviction-{n}");
+        let carries = |annotations: &Option<std::collections::BTreeMap<String, String>>| {
+            annotations.as_ref().is_some_and(|a| a.contains_key(&intent))
+        };
+        let present = st.pods.values().any(|p| carries(&p.metadata.annotations))
+            || st.statefulsets.values().any(|s| carries(&s.metadata.annotations));
+        st.checker.record_denied_decision(&format!("eviction-{n}"), code, present);
+        if message.contains("max unavailable = 0") {
+            let denial_rv = st.rv;
+            st.checker.judge_zero_budget_denial(at, arrival_rv, denial_rv, pod, &message);
+        }
         if code == 429 && terminating.is_some() && terminating == terminating_uid(&st) {
             st.checker.judge_terminating_denial(at, pod, &message);
         }

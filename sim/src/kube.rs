@@ -23,6 +23,9 @@ pub struct KubeState {
     gone_at: BTreeMap<String, Instant>,
     observe_at: BTreeMap<String, Instant>,
     status_at: BTreeMap<String, Instant>,
+    /// Per pod uid: when the StatefulSet controller releases a pod relabelled out of its selector, or adopts one
+    /// that matches it again.
+    claim_at: BTreeMap<String, Instant>,
     /// Per StatefulSet: pod creation is refused until then.
     pub quota_until: BTreeMap<String, Instant>,
     /// Chance that a new pod does not become ready for minutes (only while faults are on).
@@ -54,6 +57,7 @@ impl KubeState {
             gone_at: BTreeMap::new(),
             observe_at: BTreeMap::new(),
             status_at: BTreeMap::new(),
+            claim_at: BTreeMap::new(),
             quota_until: BTreeMap::new(),
             never_ready_chance: 0.0,
             observe_lag: false,
@@ -171,6 +175,7 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
         };
         for i in 0..replicas {
             let pod_name = format!("{name}-{i}");
+            claim_or_release(store, kube, &name, &pod_name, now, &mut next);
             match store.pods.get(&pod_name).cloned() {
                 // A StatefulSet controller that has not synced the StatefulSet since its spec changed creates nothing.
                 None if stalled => {}
@@ -273,6 +278,42 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
         }
     }
     next
+}
+
+/// The StatefulSet controller's claim of pod `pod_name` (its `ClaimPods`): a pod it owns whose labels no longer match
+/// its selector is released (its controller reference removed), and a pod of its name with no owner whose labels
+/// match is adopted, each 0.3-3 s after it changed. A released pod keeps its name, so the StatefulSet cannot
+/// recreate that ordinal until the pod is relabelled back (the real controller's create fails: the name is taken).
+fn claim_or_release(
+    store: &mut Store,
+    kube: &mut KubeState,
+    name: &str,
+    pod_name: &str,
+    now: Instant,
+    next: &mut Option<Instant>,
+) {
+    let Some(pod) = store.pods.get(pod_name).filter(|p| p.metadata.deletion_timestamp.is_none()) else { return };
+    let owned = objects::owner_of(pod) == name;
+    if owned == objects::in_selector(pod) || (!owned && !objects::owner_of(pod).is_empty()) {
+        return;
+    }
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let at = *kube.claim_at.entry(uid.clone()).or_insert_with(|| now + kube.rng.millis(300, 3_000));
+    if now < at {
+        min_due(next, at);
+        return;
+    }
+    kube.claim_at.remove(&uid);
+    let mut pod = pod.clone();
+    if owned {
+        pod.metadata.owner_references = None;
+        store.put_pod(pod);
+        store.trace("sts-ctrl", format!("{name}: released pod {pod_name} (its labels no longer match)"));
+    } else {
+        pod.metadata.owner_references = Some(vec![objects::statefulset_owner(name)]);
+        store.put_pod(pod);
+        store.trace("sts-ctrl", format!("{name}: adopted pod {pod_name}"));
+    }
 }
 
 /// Pods of `name` at or beyond `replicas` go away one at a time, highest ordinal first (the StatefulSet controller's

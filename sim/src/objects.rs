@@ -114,14 +114,7 @@ pub fn pod(sts: &str, ordinal: u32, revision: &str, uid: String, ready: bool, no
                 ("name".into(), sts.into()),
                 (keys::CONTROLLER_REVISION_HASH.into(), revision.into()),
             ])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "StatefulSet".into(),
-                name: sts.into(),
-                uid: format!("uid-{sts}"),
-                controller: Some(true),
-                ..Default::default()
-            }]),
+            owner_references: Some(vec![statefulset_owner(sts)]),
             ..Default::default()
         },
         spec: None,
@@ -129,6 +122,29 @@ pub fn pod(sts: &str, ordinal: u32, revision: &str, uid: String, ready: bool, no
     };
     set_ready(&mut p, ready, now);
     p
+}
+
+/// The controller reference of a pod of StatefulSet `sts` (as the StatefulSet controller sets it, on creation or
+/// adoption).
+pub fn statefulset_owner(sts: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        name: sts.into(),
+        uid: format!("uid-{sts}"),
+        controller: Some(true),
+        ..Default::default()
+    }
+}
+
+/// A label the worlds' StatefulSet selectors exclude (`track DoesNotExist`): a user sets it to take a pod out of
+/// service for debugging (`Scenario::relabels`).
+pub const DEBUG_LABEL: &str = "track";
+
+/// Whether the pod's labels match its StatefulSet's selector (as the worlds write them: everything but the debug
+/// label is kept).
+pub fn in_selector(pod: &Pod) -> bool {
+    !pod.metadata.labels.as_ref().is_some_and(|l| l.contains_key(DEBUG_LABEL))
 }
 
 /// Sets the Ready condition and every container's readiness (a not-ready container is waiting in a crash loop).
@@ -221,6 +237,9 @@ pub struct PodSum {
     /// When the pod last became Ready (its Ready condition's lastTransitionTime), if it is.
     pub ready_since: Option<jiff::Timestamp>,
     pub terminating: bool,
+    /// Its labels match its StatefulSet's selector (a pod relabelled out of it is not the StatefulSet's, even
+    /// before the StatefulSet controller releases it).
+    pub in_selector: bool,
 }
 
 impl PodSum {
@@ -240,6 +259,7 @@ impl PodSum {
                 .and_then(|c| c.last_transition_time.as_ref())
                 .map(|t| t.0),
             terminating: pod.metadata.deletion_timestamp.is_some(),
+            in_selector: in_selector(pod),
         }
     }
 
@@ -266,6 +286,8 @@ pub struct StsSum {
     pub min_ready_seconds: u32,
     /// `status.readyReplicas`.
     pub ready_replicas: u32,
+    /// `status.replicas`.
+    pub status_replicas: u32,
     /// `grafana.com/rollout-downscale-leader`.
     pub leader: Option<String>,
     /// `grafana.com/rollout-upscale-only-when-leader-ready: "true"`.
@@ -298,6 +320,7 @@ impl StsSum {
             template_revision: template_revision(sts),
             min_ready_seconds: sts.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u32,
             ready_replicas: status.ready_replicas.unwrap_or(0).max(0) as u32,
+            status_replicas: status.replicas.max(0) as u32,
             leader: ann.get(keys::ROLLOUT_DOWNSCALE_LEADER).cloned(),
             upscale_only_when_leader_ready: ann
                 .get(keys::ROLLOUT_UPSCALE_ONLY_WHEN_LEADER_READY)

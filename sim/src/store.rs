@@ -413,6 +413,11 @@ impl Store {
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
+        let follower = sts
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
         let entry = self
             .config_maps
             .get(&self.downscale_record)
@@ -436,6 +441,7 @@ impl Store {
             min_time,
             recorded_at,
             exempt,
+            follower,
         };
         self.trace("scaling", format!("downscale {}", d.describe()));
         self.checker.record_downscale(d);

@@ -18,6 +18,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
+use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
@@ -347,6 +348,18 @@ pub struct Scenario {
     /// Each template push comes at one of the leader's replica changes (from 5 s before to 40 s after it, when a
     /// follower's scaling is due), so rollouts and follower scaling interleave on the same StatefulSets.
     pub pushes_at_scaling: bool,
+    /// Half the template pushes are reverted 2-20 s later (every zone taken back to the revision before, as a user
+    /// undoing a bad deploy): a StatefulSet whose rollout had not finished is then back at `currentRevision =
+    /// updateRevision` with pods on the reverted revision to replace.
+    pub reverts: bool,
+    /// Two or three times during the fault phase a user relabels a running pod out of its StatefulSet's selector for
+    /// 10-40 s (to debug it out of service) and back: the StatefulSet controller releases it, cannot recreate its
+    /// ordinal while the name is taken, and adopts it again once it matches. Until then it is not the StatefulSet's.
+    pub relabels: bool,
+    /// With followers: the last zone carries no `grafana.com/min-time-between-zones-downscale` (a forgotten
+    /// annotation). As the reference, the controller then refuses to scale it down once another zone has a recorded
+    /// downscale ("missing label on follower"); it still follows the leader up.
+    pub follower_without_min_time: bool,
     /// `-events.enabled`: the controller records Events (off by default: every seed pinned before Events existed
     /// replays the world it was found in; the Event recorder's tasks and requests change the interleaving).
     pub events: bool,
@@ -644,6 +657,9 @@ impl Default for Scenario {
             scale_requests: false,
             observe_lag: false,
             pushes_at_scaling: false,
+            reverts: false,
+            relabels: false,
+            follower_without_min_time: false,
             events: false,
             defences: Defences::ALL,
             evictions: false,
@@ -876,12 +892,37 @@ fn start_drains(
 }
 
 /// Seeds the forced follower's own generator.
+/// Seeds the template reverts (`Scenario::reverts`).
+const REVERTS_STREAM: u64 = 0x7265_7665_7274_7321;
 const FORCE_FOLLOWER_STREAM: u64 = 0x666f_7263_6521_2121;
 /// Seeds the user who forces a StatefulSet without scaling annotations.
 const FORCE_PLAIN_STREAM: u64 = 0x666f_7263_6570_6c61;
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
+
+/// Seeds the relabelling user's own generator.
+const RELABELS_STREAM: u64 = 0x7265_6c61_6265_6c73;
+
+/// Relabels `pod` out of its StatefulSet's selector (`out`) or back; the pod's uid if that changed anything (a
+/// running pod, not terminating, is relabelled out).
+fn relabel(st: &mut Store, pod: &str, out: bool) -> Option<String> {
+    let mut p = st.pods.get(pod).cloned()?;
+    if out != objects::in_selector(&p) || (out && p.metadata.deletion_timestamp.is_some()) {
+        return None;
+    }
+    let labels = p.metadata.labels.get_or_insert_default();
+    if out {
+        labels.insert(objects::DEBUG_LABEL.to_string(), "debug".to_string());
+    } else {
+        labels.remove(objects::DEBUG_LABEL);
+    }
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    st.put_pod(p);
+    let what = if out { "out of its StatefulSet's selector" } else { "back into its StatefulSet's selector" };
+    st.trace("user", format!("relabelled pod {pod} {what}"));
+    Some(uid)
+}
 
 /// Sets `pod`'s sidecar ready or crashed, leaving its Ready condition; the pod's uid if that changed anything.
 fn set_sidecar(st: &mut Store, pod: &str, ready: bool) -> Option<String> {
@@ -1200,21 +1241,40 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }
         pushes.sort_unstable();
+        // Reverts draw from a stream of their own, so the worlds without them replay as before.
+        let mut revert_rng = SimRng::new(seed ^ REVERTS_STREAM);
+        let reverts: Vec<Option<Duration>> = (0..pushes.len())
+            .map(|_| Some(revert_rng.millis(2_000, 20_000)).filter(|_| sc.reverts && revert_rng.chance(0.5)))
+            .collect();
         let (store, second_group) = (store.clone(), sc.second_group);
         tasks.push(tokio::spawn(async move {
-            for (n, (at, gaps)) in pushes.into_iter().enumerate() {
-                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
-                for (z, gap) in gaps.into_iter().enumerate() {
+            let push_all = async |gaps: &[Option<Duration>], revision: u32| {
+                for (z, gap) in gaps.iter().enumerate() {
                     let Some(gap) = gap else { continue };
-                    tokio::time::sleep(gap).await;
-                    kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), n as u32 + 1);
+                    tokio::time::sleep(*gap).await;
+                    kube::push_revision(&mut store.lock().unwrap(), &zone_name(z as u32), revision);
                     if second_group {
                         kube::push_revision(
                             &mut store.lock().unwrap(),
                             &group_zone_name(SECOND_GROUP, z as u32),
-                            n as u32 + 1,
+                            revision,
                         );
                     }
+                }
+            };
+            let mut live = 0;
+            for (n, ((at, gaps), revert)) in pushes.into_iter().zip(reverts).enumerate() {
+                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
+                push_all(&gaps, n as u32 + 1).await;
+                match revert {
+                    // Back to the revision before this push (the same ControllerRevision name: the template is
+                    // the same again).
+                    Some(after) => {
+                        tokio::time::sleep(after).await;
+                        store.lock().unwrap().trace("user", format!("reverting the push of r{} to r{live}", n + 1));
+                        push_all(&gaps, live).await;
+                    }
+                    None => live = n as u32 + 1,
                 }
             }
         }));
@@ -1484,6 +1544,28 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }));
     }
+    if sc.relabels {
+        let (store, zones, replicas, phase) = (store.clone(), sc.zones, sc.replicas, sc.fault_phase);
+        let mut r = SimRng::new(seed ^ RELABELS_STREAM);
+        // A user, not aborted with the fault phase: every pod relabelled is relabelled back.
+        users.push(tokio::spawn(async move {
+            let latest = (phase.as_millis() as u64).saturating_sub(45_000).max(10_001);
+            let mut starts: Vec<u64> = (0..r.range(2..4)).map(|_| r.range(10_000..latest)).collect();
+            starts.sort_unstable();
+            for at in starts {
+                tokio::time::sleep_until((start + Duration::from_millis(at)).max(Instant::now())).await;
+                let pod =
+                    format!("{}-{}", zone_name(r.range(0..u64::from(zones)) as u32), r.range(0..u64::from(replicas)));
+                let hold = r.millis(10_000, 40_000);
+                let Some(uid) = relabel(&mut store.lock().unwrap(), &pod, true) else { continue };
+                tokio::time::sleep(hold).await;
+                let mut st = store.lock().unwrap();
+                if st.pods.get(&pod).and_then(|p| p.metadata.uid.as_ref()) == Some(&uid) {
+                    relabel(&mut st, &pod, false);
+                }
+            }
+        }));
+    }
     if sc.evictions {
         let (store, zones) = (store.clone(), sc.zones);
         let mut r = SimRng::new(seed ^ EVICTIONS_STREAM);
@@ -1741,9 +1823,12 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
         }
         if let Some(scaling) = &sc.scaling {
-            let min_time = go_duration_text(scaling.min_time);
-            objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
-            st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
+            let forgotten = sc.follower_without_min_time && scaling.followers && z + 1 == sc.zones && z > 0;
+            if !forgotten {
+                let min_time = go_duration_text(scaling.min_time);
+                objects::annotate(&mut sts, rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, &min_time);
+                st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
+            }
             if scaling.admission == Admission::Webhook {
                 sts.metadata
                     .labels
@@ -1778,6 +1863,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     min_time,
                     recorded_at: Some(Duration::ZERO),
                     exempt: false,
+                    follower: false,
                 });
             }
         }
@@ -2028,7 +2114,9 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
         }
         let now = Timestamp::now();
         let until = now + jiff::SignedDuration::from_secs(60);
-        let claim = claim_downscale_marked(api, &record, &group, &leader, checked(now), until, defences).await;
+        let claim =
+            claim_downscale_marked(api, &record, &group, &leader, Claimant::Admission, checked(now), until, defences)
+                .await;
         let committed = {
             let mut st = store.lock().unwrap();
             match claim {
@@ -2390,7 +2478,16 @@ fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::Stateful
         return force.parse::<i32>().ok() == replicas(sts);
     }
     let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
-    leader.is_none_or(|l| st.statefulsets.get(l).is_some_and(|l| replicas(l) == replicas(sts)))
+    // A follower without a min time follows its leader up only, once another zone's downscale is recorded: it ends
+    // at its leader's replicas or above.
+    let no_min_time =
+        !annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+    leader.is_none_or(|l| {
+        st.statefulsets.get(l).is_some_and(|l| match no_min_time {
+            true => replicas(l) <= replicas(sts),
+            false => replicas(l) == replicas(sts),
+        })
+    })
 }
 
 /// The controller node whose process `writer` (an incarnation) is: the HA replica of that identity, or the one

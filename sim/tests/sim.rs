@@ -186,6 +186,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         template_revision: "r1".into(),
         min_ready_seconds: 0,
         ready_replicas: 1,
+        status_replicas: 1,
         leader: None,
         upscale_only_when_leader_ready: false,
     };
@@ -197,6 +198,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
         ready,
         ready_since: None,
         terminating: false,
+        in_selector: true,
     };
     let mut c = Checker::default();
     c.record_sts(1, "a", Some(sts("a")));
@@ -374,6 +376,7 @@ fn checker_judges_downscales_by_their_commit_times() {
         min_time: Some(Duration::from_secs(30)),
         recorded_at: recorded.map(Duration::from_secs),
         exempt: false,
+        follower: false,
     };
     let mut c = Checker::default();
     c.record_downscale(d("a", 100, Some(95)));
@@ -401,6 +404,7 @@ fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::Sts
         template_revision: update.into(),
         min_ready_seconds: 0,
         ready_replicas: replicas,
+        status_replicas: replicas,
         leader: None,
         upscale_only_when_leader_ready: false,
     }
@@ -415,6 +419,7 @@ fn sum_pod(sts: &str, ordinal: u32, uid: &str, revision: &str, ready: bool) -> r
         ready,
         ready_since: None,
         terminating: false,
+        in_selector: true,
     }
 }
 
@@ -709,6 +714,33 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
     assert!(forbidden > 10, "the ConfigMap requests were refused: {forbidden}");
 }
 
+/// The same misconfiguration with leader/follower scaling and `grafana.com/rollout-force-replicas` on a follower:
+/// the leader's downscales cannot be claimed (denied), so the followers only go up with it, uncoordinated; the
+/// forced replicas, up or down, are exempt from the min time and need no claim, so they are applied too. Refusing
+/// every downscale (not only the coordinated ones) leaves a forced downscale undone.
+#[test]
+fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas_apply() {
+    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    let sc = Scenario {
+        zone_tracker: Some(true),
+        force_follower: true,
+        ..under(HelmChart, Scenario { revisions: 1, ..Scenario::scaling() })
+    };
+    let (mut forced_down, mut upscales) = (0, 0);
+    for seed in 0..16 {
+        let o = world::run(seed, &sc, false);
+        let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
+        assert!(other.is_empty(), "seed {seed}: {other:#?}");
+        assert!(refused.iter().all(|v| v.detail.contains("configmaps")), "seed {seed}: {refused:#?}");
+        assert!(o.converged_at.is_some(), "seed {seed} did not converge");
+        // zone-b is the forced follower; zone-c only follows the leader (up: its downscales cannot be claimed).
+        let forced = |l: &&String| l.contains("downscale ingester-zone-b") && l.contains("by controller");
+        forced_down += o.trace.lines.iter().filter(forced).count();
+        upscales += o.trace.lines.iter().filter(|l| l.contains("PATCH ingester-zone-c replicas=")).count();
+    }
+    assert!(forced_down >= 2 && upscales >= 8, "forced downscales {forced_down}, follower upscales {upscales}");
+}
+
 /// Without the zone tracker two zones' downscales admitted concurrently are not serialised (the promise holds for
 /// downscales that do not overlap); with it, every pair is judged. A pair whose later downscale was decided before
 /// the earlier one committed is left unjudged only in that mode.
@@ -728,6 +760,7 @@ fn checker_excuses_overlapping_downscales_only_without_the_zone_tracker() {
         min_time: Some(Duration::from_secs(30)),
         recorded_at: None,
         exempt: false,
+        follower: false,
     };
     for tracker in [true, false] {
         let mut c = Checker::default();

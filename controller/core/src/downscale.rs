@@ -350,6 +350,17 @@ pub fn served_by_prepare_downscale(group: &GroupSnapshot) -> bool {
     group.members.iter().any(|m| m.sts.labels.get(keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"))
 }
 
+/// Who claims a downscale in the record: the controller's claim for a follower also applies the reference's
+/// follower rule ([`crate::scaling::follower_without_min_time`]); an admitted change does not (the reference's
+/// webhook skips a StatefulSet without a min time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimant {
+    /// The prepare-downscale webhook, for a user's (or an autoscaler's) change.
+    Admission,
+    /// The controller, scaling a follower down after its leader.
+    FollowerScaling,
+}
+
 /// The outcome of a claim in the record made with an in-progress marker (the prepare-downscale webhook's, a
 /// follower's downscale by the controller).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -231,10 +231,8 @@ fn decide_replicas(
         });
     }
     if leader_replicas < current {
-        // As the reference: once another zone has a recorded downscale, a follower without a min time is an error
-        // (not scaled), rather than a follower that may go down at once.
-        if sts.downscale.min_time_between_zones.is_none() && others_have_recorded_downscales(group, ctx, &sts.name) {
-            return Err(format!("missing label {} on follower", keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+        if let Some(error) = follower_without_min_time(group, ctx.downscale_record, &sts.name) {
+            return Err(error);
         }
         return match check_min_time(group, ctx.downscale_record, &sts.name, ctx.now) {
             MinTimeVerdict::Elapsed => Ok(Decision::Scale {
@@ -255,13 +253,21 @@ fn decide_replicas(
     Ok(Decision::Keep)
 }
 
-/// Whether a StatefulSet of the group other than `candidate` has a recorded downscale (in the record or its
-/// `grafana.com/last-downscale` annotation).
-fn others_have_recorded_downscales(group: &GroupSnapshot, ctx: &PlanContext<'_>, candidate: &str) -> bool {
-    group.members.iter().filter(|m| m.sts.name != candidate).any(|m| {
-        m.sts.downscale.last_downscale.is_some()
-            || ctx.downscale_record.is_some_and(|r| r.last_downscaled.contains_key(&m.sts.name))
-    })
+/// The reference's follower rule: once another StatefulSet of the group has a recorded downscale (in `record` or
+/// its `grafana.com/last-downscale` annotation), a follower without a min time is an error (not scaled down),
+/// rather than a follower that may go down at once. Applied by the plan and again by the controller's claim, on the
+/// fresh record (a plan made on an older one sees no recorded downscale yet).
+pub fn follower_without_min_time(
+    group: &GroupSnapshot,
+    record: Option<&crate::downscale::DownscaleRecord>,
+    candidate: &str,
+) -> Option<String> {
+    let has_min_time = group.member(candidate).is_some_and(|m| m.sts.downscale.min_time_between_zones.is_some());
+    let others_recorded = group.members.iter().filter(|m| m.sts.name != candidate).any(|m| {
+        m.sts.downscale.last_downscale.is_some() || record.is_some_and(|r| r.last_downscaled.contains_key(&m.sts.name))
+    });
+    (!has_min_time && others_recorded)
+        .then(|| format!("missing label {} on follower", keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE))
 }
 
 // ----- Mirror replicas and delayed downscale (pure functions over what the shell fetched) -----

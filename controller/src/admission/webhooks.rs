@@ -30,6 +30,7 @@ use rollout_core::admission::prepare_flow::{
     FlowSettings, Need, Observed, PatchFailure, PrepareDownscale, StatefulSetLookup,
 };
 use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
+use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
@@ -370,7 +371,16 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
             before(
                 deadline,
                 "claim downscale",
-                claim_downscale_marked(api, config_map, &group, &statefulset, now, until, webhooks.settings.defences),
+                claim_downscale_marked(
+                    api,
+                    config_map,
+                    &group,
+                    &statefulset,
+                    Claimant::Admission,
+                    now,
+                    until,
+                    webhooks.settings.defences,
+                ),
             )
             .await
             .map_err(|err| err.to_string()),

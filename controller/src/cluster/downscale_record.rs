@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
-    DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress, check_min_time,
+    Claimant, DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress, check_min_time,
     live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps, render_in_progress,
     render_rollout_steps, round_up_to_second,
 };
@@ -280,11 +280,14 @@ pub use rollout_core::downscale::MarkedClaim;
 /// The entry is dated `until`, the latest the replica change can commit under this claim, not `now`: the min time
 /// runs from the commit (DESIGN.md invariant 3), and a claimant that dies midway leaves a date that is still late
 /// enough. [`finish_marked_claim`] moves it back to the actual time once the commit is known to be before it.
+// One argument per fact the claim is decided on; a struct of them would only be unpacked again here.
+#[allow(clippy::too_many_arguments)]
 pub async fn claim_downscale_marked<C: RecordStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
     statefulset: &str,
+    claimant: Claimant,
     now: Timestamp,
     until: Timestamp,
     defences: Defences,
@@ -304,6 +307,11 @@ pub async fn claim_downscale_marked<C: RecordStore>(
         let steps = stored.map(read_rollout_steps).transpose()?.unwrap_or_default();
         if let Some(step) = live_rollout_step(&steps, &group.name, now) {
             return Ok(Round::Answer(MarkedClaim::Stepping(step.clone())));
+        }
+        if claimant == Claimant::FollowerScaling
+            && let Some(error) = rollout_core::scaling::follower_without_min_time(group, Some(&record), statefulset)
+        {
+            return Ok(Round::Answer(MarkedClaim::Refused(MinTimeVerdict::Invalid(error))));
         }
         match check_min_time(group, Some(&record), statefulset, now) {
             MinTimeVerdict::Elapsed => {}

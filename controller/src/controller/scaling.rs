@@ -15,6 +15,7 @@ use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodR
 use jiff::Timestamp;
 use rollout_core::Defences;
 use rollout_core::MirrorFindings;
+use rollout_core::downscale::Claimant;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::mirror_flow::{
     Endpoints, MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, MirrorResult, PodAnswer,
@@ -220,20 +221,33 @@ pub async fn claim<C: RecordStore>(
     until: Timestamp,
     defences: Defences,
 ) -> Result<DownscaleClaim, RecordStoreError> {
-    Ok(match claim_downscale_marked(api, config_map, group, statefulset, now, until, defences).await? {
-        MarkedClaim::Claimed { previous } => DownscaleClaim::Claimed { previous, until },
-        MarkedClaim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
-        MarkedClaim::Busy(holder) => DownscaleClaim::Refused(format!(
-            "a downscale of StatefulSet {} is being prepared (until {} at the latest)",
-            holder.statefulset,
-            rollout_core::downscale::format_timestamp(holder.until)
-        )),
-        MarkedClaim::Stepping(step) => DownscaleClaim::Refused(format!(
-            "pods of rollout group {} are being replaced (until {} at the latest)",
-            step.group,
-            rollout_core::downscale::format_timestamp(step.until)
-        )),
-    })
+    Ok(
+        match claim_downscale_marked(
+            api,
+            config_map,
+            group,
+            statefulset,
+            Claimant::FollowerScaling,
+            now,
+            until,
+            defences,
+        )
+        .await?
+        {
+            MarkedClaim::Claimed { previous } => DownscaleClaim::Claimed { previous, until },
+            MarkedClaim::Refused(verdict) => DownscaleClaim::Refused(verdict.describe()),
+            MarkedClaim::Busy(holder) => DownscaleClaim::Refused(format!(
+                "a downscale of StatefulSet {} is being prepared (until {} at the latest)",
+                holder.statefulset,
+                rollout_core::downscale::format_timestamp(holder.until)
+            )),
+            MarkedClaim::Stepping(step) => DownscaleClaim::Refused(format!(
+                "pods of rollout group {} are being replaced (until {} at the latest)",
+                step.group,
+                rollout_core::downscale::format_timestamp(step.until)
+            )),
+        },
+    )
 }
 
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back

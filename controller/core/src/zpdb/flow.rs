@@ -542,11 +542,7 @@ impl EvictPod {
                         self.read_again(wait)
                     }
                     // Lost the race for the budget (or cannot tell): take the intent back.
-                    (true, Err(verdict)) => {
-                        let need = self.remove_intent();
-                        self.phase = Phase::IntentRemoved(verdict);
-                        need
-                    }
+                    (true, Err(verdict)) => self.deny_after_intent(verdict),
                     (false, Ok(allowed)) => self.remember(allowed, now),
                     (false, Err(verdict)) => self.answer(verdict),
                 }
