@@ -58,7 +58,9 @@ def run_one(job):
     binary, test, profdir, scratch, profdata, cov = job
     raw = os.path.join(profdir, f"{os.path.basename(binary)}.{abs(hash(test))}.%p.profraw")
     env = dict(os.environ, LLVM_PROFILE_FILE=raw)
-    run = subprocess.run([binary, "--exact", test, "--test-threads", "1"], env=env, capture_output=True, text=True)
+    # The larger tests (#[ignore]d in the CI suite, run by scripts/larger.sh) belong to the mutation suite too.
+    run = subprocess.run([binary, "--exact", test, "--include-ignored", "--test-threads", "1"], env=env,
+                         capture_output=True, text=True)
     if run.returncode != 0:
         return binary, test, None, f"failed without any mutant:\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
     stem = raw.split(".%p")[0]
@@ -278,7 +280,7 @@ def run(plan_json, scratch, out, timeout):
         original = open(path).read()
         packages = ["-p", "rollout-model", "-p", "rollout-sim"]
         selection = ["--tests"] if m["targets"] is None else sorted({target_arg(t) for t in m["targets"]})
-        filters = [] if m["tests"] is None else ["--", "--exact", *m["tests"]]
+        filters = ["--", "--include-ignored"] + ([] if m["tests"] is None else ["--exact", *m["tests"]])
         try:
             mutated = apply_diff(original, m["diff"])
             open(path, "w").write(mutated)
