@@ -131,6 +131,9 @@ ensure_llvm_tools() {
 # executed. Built once per tree (the synced scratch copy; its stamp names the committed trees of the code and the
 # suites plus the diff of the worktree there).
 coverage_dir=$repo/target/mutants/coverage
+# Speed only (a build is mostly linking the test binaries): mold when the machine has it.
+link_with=""
+if command -v mold > /dev/null; then link_with=" -C link-arg=-fuse-ld=mold"; fi
 tree_stamp() {
   local paths=(controller model sim Cargo.toml Cargo.lock)
   echo "$(git -C "$repo" rev-parse "${paths[@]/#/HEAD:}" | tr '\n' ' ')$( {
@@ -149,7 +152,7 @@ coverage_map() {
   local began
   began=$(date +%s)
   echo "coverage map: building the instrumented model and simulation tests (once per tree)"
-  (cd "$scratch" && CARGO_TARGET_DIR=$coverage_dir/target RUSTFLAGS="--cfg madsim -C instrument-coverage$(command -v mold > /dev/null && echo " -C link-arg=-fuse-ld=mold")" \
+  (cd "$scratch" && CARGO_TARGET_DIR=$coverage_dir/target RUSTFLAGS="--cfg madsim -C instrument-coverage$link_with" \
     nice -n 19 cargo test -p rollout-model -p rollout-sim --tests --no-run --message-format=json 2> "$coverage_dir/build.log") \
     | python3 -c 'import json, sys
 for line in sys.stdin:
@@ -273,10 +276,8 @@ git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' 
 done
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-$repo/target/mutants/target}
 # The simulation runs only under madsim; the model builds the same either way.
-export RUSTFLAGS="--cfg madsim"
-# Speed only (a mutant's build is mostly linking the test binaries): mold when the machine has it, and no debug
-# information (a failing test's message is all the judgement reads).
-if command -v mold > /dev/null; then RUSTFLAGS="$RUSTFLAGS -C link-arg=-fuse-ld=mold"; fi
+export RUSTFLAGS="--cfg madsim$link_with"
+# Speed only: no debug information (a failing test's message is all the judgement reads).
 export CARGO_PROFILE_DEV_DEBUG=0
 
 name="shard-$k-of-$n"

@@ -58,7 +58,7 @@ def run_one(job):
     binary, test, profdir, scratch, profdata, cov = job
     raw = os.path.join(profdir, f"{os.path.basename(binary)}.{abs(hash(test))}.%p.profraw")
     env = dict(os.environ, LLVM_PROFILE_FILE=raw)
-    # The larger tests (#[ignore]d in the CI suite, run by scripts/larger.sh) belong to the mutation suite too.
+    # Tests marked #[ignore] (larger configurations kept out of the CI suite) belong to the mutation suite too.
     run = subprocess.run([binary, "--exact", test, "--include-ignored", "--test-threads", "1"], env=env,
                          capture_output=True, text=True)
     if run.returncode != 0:
