@@ -359,10 +359,14 @@ else
   echo "baseline: cargo test -p rollout-model -p rollout-sim --tests (RUSTFLAGS=\"$RUSTFLAGS\")"
   baseline=(cargo test -p rollout-model -p rollout-sim --tests)
 fi
+# A build killed mid-way (a stopped session) can leave an incremental state or a workspace library that links no
+# more ("undefined hidden symbol", "linking with `cc` failed"): then the workspace's own crates are built afresh.
 if ! (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1) \
   && ! { grep -q "undefined hidden symbol\|linking with" "$out/baseline.log" && ! grep -q "error\[E" "$out/baseline.log" \
-    && echo "the build failed at the link (a killed build's leftovers): building again without incremental state" \
+    && echo "the build failed at the link (a killed build's leftovers): building the workspace's crates again" \
     && rm -rf "$CARGO_TARGET_DIR/debug/incremental" \
+    && (cd "$scratch" && cargo clean -q -p rollout-core -p rollout-operator -p rollout-known-bugs -p rollout-model \
+      -p rollout-sim) \
     && (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1); }; then
   echo "the model and simulation suites fail (or do not build) without any mutant: see $out/baseline.log" >&2
   exit 1
