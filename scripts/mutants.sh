@@ -228,8 +228,50 @@ summary() {
     sort "$out/missed.txt" | comm -23 - "$all.known" | sort -V > "$out/unclassified.txt"
     echo "not yet classified in mutants/survivors.tsv: $(wc -l < "$out/unclassified.txt") (mutants/out/unclassified.txt)"
     rm -f "$all.known"
+    survivor_classes "$all" "$repo/mutants/survivors.tsv"
   fi
   rm -f "$all"
+}
+
+# The missed mutants by their class in survivors.tsv, per crate, and the catch rates the report states:
+# - decision-changing, a lower bound: caught / (caught + gap + closed + unclassified), every survivor that is not
+#   shown to change only text, reporting or cost, nor to be equivalent or test-only, counted as a gap (so are the
+#   closed ones until `--recheck` judges them again, and those not yet classified);
+# - the same with the closed ones counted as caught;
+# - strict: caught / (caught + missed - equivalent - testonly).
+survivor_classes() {
+  awk -F'\t' '
+    NR == FNR { class[$1] = $2; next }
+    $1 == "caught" || $1 == "missed" {
+      crate = ($2 ~ /^controller\/core\//) ? "core" : "shell"
+      if ($1 == "caught") { caught[crate]++; caught["all"]++; next }
+      c = ($2 in class) ? class[$2] : "unclassified"
+      n[crate, c]++; n["all", c]++; missed[crate]++; missed["all"]++; seen[c] = 1
+    }
+    function rate(num, den) { return den ? sprintf("%.1f %%", 100 * num / den) : "-" }
+    END {
+      split("unclassified gap closed reporting performance text equivalent testonly", order, " ")
+      printf "\nmissed by class (mutants/survivors.tsv)   all   core  shell\n"
+      for (i = 1; i in order; i++) {
+        c = order[i]
+        printf "  %-38s %5d %6d %6d\n", c, n["all", c], n["core", c], n["shell", c]
+      }
+      for (c in seen) {
+        known = 0
+        for (i = 1; i in order; i++) if (order[i] == c) known = 1
+        if (!known) printf "  %-38s %5d %6d %6d  (not a class this script knows)\n", c, n["all", c], n["core", c], n["shell", c]
+      }
+      printf "\n%-26s %16s %18s %8s\n", "catch rate", "decision-changing", "with closed caught", "strict"
+      split("core shell all", crates, " ")
+      names["core"] = "rollout-core"; names["shell"] = "rollout-operator (shell)"; names["all"] = "all"
+      for (i = 1; i <= 3; i++) {
+        k = crates[i]
+        open_ = n[k, "gap"] + n[k, "closed"] + n[k, "unclassified"]
+        printf "%-26s %16s %18s %8s\n", names[k], rate(caught[k], caught[k] + open_),
+          rate(caught[k] + n[k, "closed"], caught[k] + open_),
+          rate(caught[k], caught[k] + missed[k] - n[k, "equivalent"] - n[k, "testonly"])
+      }
+    }' "$2" "$1"
 }
 
 if [[ $mode == summary ]]; then summary; exit 0; fi
@@ -317,10 +359,14 @@ else
   echo "baseline: cargo test -p rollout-model -p rollout-sim --tests (RUSTFLAGS=\"$RUSTFLAGS\")"
   baseline=(cargo test -p rollout-model -p rollout-sim --tests)
 fi
+# A build killed mid-way (a stopped session) can leave an incremental state or a workspace library that links no
+# more ("undefined hidden symbol", "linking with `cc` failed"): then the workspace's own crates are built afresh.
 if ! (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1) \
   && ! { grep -q "undefined hidden symbol\|linking with" "$out/baseline.log" && ! grep -q "error\[E" "$out/baseline.log" \
-    && echo "the build failed at the link (a killed build's leftovers): building again without incremental state" \
+    && echo "the build failed at the link (a killed build's leftovers): building the workspace's crates again" \
     && rm -rf "$CARGO_TARGET_DIR/debug/incremental" \
+    && (cd "$scratch" && cargo clean -q -p rollout-core -p rollout-operator -p rollout-known-bugs -p rollout-model \
+      -p rollout-sim) \
     && (cd "$scratch" && nice -n 19 "${baseline[@]}" > "$out/baseline.log" 2>&1); }; then
   echo "the model and simulation suites fail (or do not build) without any mutant: see $out/baseline.log" >&2
   exit 1

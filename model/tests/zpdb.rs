@@ -45,12 +45,29 @@ fn two_webhook_replicas_draining_keep_the_zone_budget() {
 
 #[test]
 fn drain_evictions_and_rollout_deletions_together_keep_the_zone_budget() {
-    holds(ZpdbModelConfig { replicas: 1, ..base() }, &[ALLOWED, OVERLAP, ROLLED]);
     holds(ZpdbModelConfig { pods: 1, ..base() }, &[ALLOWED, OVERLAP, ROLLED]);
 }
 
+/// Two webhook replicas' evictions are left to the larger suite here (one replica, two pods a zone: 164,947
+/// states; two replicas, one pod a zone above: 72,741).
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_drain_evictions_and_rollout_deletions_together_keep_the_zone_budget_with_two_pods_a_zone() {
+    holds(ZpdbModelConfig { replicas: 1, ..base() }, &[ALLOWED, OVERLAP, ROLLED]);
+}
+
+/// Partitions in CI with two evictions (3,390 states), and three zones with one (11,384).
 #[test]
 fn partition_mode_keeps_each_partition_budget_across_zones() {
+    let partitions = ZpdbModelConfig { mode: BudgetMode::Partitions, ..base() };
+    holds(ZpdbModelConfig { rollout: false, evictions: 2, ..partitions.clone() }, &[ALLOWED, OVERLAP]);
+    holds(ZpdbModelConfig { pods: 1, zones: 3, replicas: 1, evictions: 1, ..partitions }, &[ALLOWED, OVERLAP, ROLLED]);
+}
+
+/// The same with one more eviction each (101,197 and 107,087 states).
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_partition_mode_keeps_each_partition_budget_across_zones_with_one_more_eviction() {
     let partitions = ZpdbModelConfig { mode: BudgetMode::Partitions, ..base() };
     holds(ZpdbModelConfig { rollout: false, evictions: 3, ..partitions.clone() }, &[ALLOWED, OVERLAP]);
     holds(ZpdbModelConfig { pods: 1, zones: 3, replicas: 1, ..partitions }, &[ALLOWED, OVERLAP, ROLLED]);
@@ -73,9 +90,15 @@ fn a_stale_cache_and_crashing_pods_do_not_break_the_budget() {
 }
 
 /// A controller crash mid-decision, and a webhook replica crash that leaves its intent behind (it blocks until it
-/// expires, never lets more through).
+/// expires, never lets more through). One drain eviction in CI (12,678 states), two in the larger suite (264,363).
 #[test]
 fn controller_and_webhook_crashes_do_not_break_the_budget() {
+    holds(ZpdbModelConfig { pods: 1, restarts: 1, webhook_crashes: 1, evictions: 1, ..base() }, &[ALLOWED, ROLLED]);
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_controller_and_webhook_crashes_do_not_break_the_budget_with_two_evictions() {
     holds(ZpdbModelConfig { pods: 1, restarts: 1, webhook_crashes: 1, ..base() }, &[ALLOWED, ROLLED]);
 }
 
@@ -94,11 +117,25 @@ fn a_pod_replaced_while_its_eviction_is_decided_does_not_let_its_zone_be_evicted
 /// Counterexample found by this model in the production flow (fixed in `rollout_core::zpdb::flow`, with the core
 /// test `a_rollout_deletion_of_an_unavailable_pod_records_its_intent_first`): the controller's deletion of a crashed
 /// pod was allowed at once, without an intent (it spends no budget); the pod turned Ready again before the deletion
-/// committed, and a drain eviction in another zone, deciding meanwhile, saw nothing being deleted there.
+/// committed, and a drain eviction in another zone, deciding meanwhile, saw nothing being deleted there. One drain
+/// eviction is enough to show it: with the fix taken back (such a deletion answered at its first judgement), this
+/// configuration breaks the budget at 5,052 states and the found one at 9,953; it holds in 39,171 states (the
+/// found configuration, 744,623, runs in the larger suite).
 #[test]
 fn a_crashed_pod_the_controller_replaces_is_seen_as_going_even_if_it_recovers_first() {
-    let config = ZpdbModelConfig { pods: 1, crashes: 1, same_pod_races: false, ..ZpdbModelConfig::default() };
+    let config = ZpdbModelConfig { evictions: 1, ..crashed_pod_replaced() };
     let c = check(config, production_evictor, true);
+    assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
+}
+
+fn crashed_pod_replaced() -> ZpdbModelConfig {
+    ZpdbModelConfig { pods: 1, crashes: 1, same_pod_races: false, ..ZpdbModelConfig::default() }
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_a_crashed_pod_the_controller_replaces_is_seen_as_going_in_the_configuration_that_found_it() {
+    let c = check(crashed_pod_replaced(), production_evictor, true);
     assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
 }
 
@@ -157,6 +194,13 @@ fn intents_kept_on_the_statefulsets_keep_the_budget_and_need_the_second_read() {
     holds(config.clone(), &[ALLOWED, OVERLAP]);
     let timeline = caught(skips_the_second_read, config);
     assert!(timeline.contains("intent on the StatefulSet"), "{timeline}");
+    holds(ZpdbModelConfig { pods: 1, pod_patch: false, evictions: 1, ..base() }, &[ALLOWED, OVERLAP, ROLLED]);
+}
+
+/// With two drain evictions beside the rollout (120,925 states against 5,112 with one).
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_intents_kept_on_the_statefulsets_keep_the_budget_with_two_drain_evictions() {
     holds(ZpdbModelConfig { pods: 1, pod_patch: false, ..base() }, &[ALLOWED, OVERLAP, ROLLED]);
 }
 

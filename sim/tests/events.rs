@@ -20,10 +20,21 @@ fn budget_per_window() -> u64 {
 
 #[test]
 fn events_stay_few_per_rollout_step_and_no_object_is_flooded_under_every_fault() {
+    events_stay_few(0..15, 0..8);
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_events_stay_few_per_rollout_step_and_no_object_is_flooded_over_more_seeds() {
+    events_stay_few(15..40, 8..15);
+}
+
+/// The rollout world over `rollouts`, the two scaling worlds over `scaling`.
+fn events_stay_few(rollouts: std::ops::Range<u64>, scaling: std::ops::Range<u64>) {
     for (name, sc, seeds) in [
-        ("rollouts", Scenario::default(), 0..40),
-        ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), 0..15),
-        ("leader/follower scaling", Scenario::scaling(), 0..15),
+        ("rollouts", Scenario::default(), rollouts),
+        ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), scaling.clone()),
+        ("leader/follower scaling", Scenario::scaling(), scaling),
     ] {
         let sc = Scenario { events: true, ..sc };
         let mut steps = 0;

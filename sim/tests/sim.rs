@@ -25,8 +25,14 @@ fn only(f: impl FnOnce(&mut FaultMix)) -> Scenario {
 }
 
 #[test]
-fn real_controller_keeps_every_invariant_and_converges_over_200_seeds() {
-    assert_all_pass(&Scenario::default(), 0..200);
+fn real_controller_keeps_every_invariant_and_converges_over_50_seeds() {
+    assert_all_pass(&Scenario::default(), 0..50);
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_real_controller_keeps_every_invariant_and_converges_over_seeds_50_to_200() {
+    assert_all_pass(&Scenario::default(), 50..200);
 }
 
 #[test]
@@ -101,53 +107,87 @@ fn known_bug_terminating_counts_as_ready_is_caught() {
 
 /// All pods of a zone gone (or unready) while the StatefulSet status still says ready: pods crash and are slow
 /// to come back while the status counts lag. The status-count planner is fooled; the real one is not.
-#[test]
-fn regression_zone_pods_gone_while_status_says_ready() {
-    let sc = only(|f| {
+fn zone_pods_gone_while_status_says_ready() -> Scenario {
+    only(|f| {
         f.pod_crashes = true;
         f.never_ready = true;
         f.watch_delay_spikes = true;
-    });
-    assert_all_pass(&sc, 0..60);
+    })
+}
+
+#[test]
+fn regression_zone_pods_gone_while_status_says_ready() {
+    let sc = zone_pods_gone_while_status_says_ready();
+    assert_all_pass(&sc, 0..30);
     let buggy = Scenario { planner: PlannerKind::StatusCountReadiness, ..sc };
-    assert!(!failures(&buggy, 0..60).is_empty(), "the status-count planner should be caught here too");
+    assert!(
+        (0..60).any(|s| !world::run(s, &buggy, false).passed()),
+        "the status-count planner should be caught here too"
+    );
 }
 
 /// Pod creation refused for a while (quota): the rollout waits for the missing pod and then finishes.
+fn pod_creation_failing() -> Scenario {
+    Scenario { fault_count: (8, 16), ..only(|f| f.quota = true) }
+}
+
 #[test]
 fn regression_pod_creation_failing() {
-    let sc = only(|f| f.quota = true);
-    assert_all_pass(&Scenario { fault_count: (8, 16), ..sc }, 0..60);
+    assert_all_pass(&pod_creation_failing(), 0..30);
 }
 
 /// A pod on the old revision in a crash loop: it is replaced first (it costs no budget) and the rollout completes.
+fn crash_looping_pod_on_the_old_revision() -> Scenario {
+    Scenario { fault_count: (8, 16), ..only(|f| f.pod_crashes = true) }
+}
+
 #[test]
 fn regression_crash_looping_pod_on_the_old_revision() {
-    let sc = only(|f| f.pod_crashes = true);
-    assert_all_pass(&Scenario { fault_count: (8, 16), ..sc }, 0..60);
+    assert_all_pass(&crash_looping_pod_on_the_old_revision(), 0..30);
 }
 
 /// A stale cache after a watch restart: watches expire, resumes are "too old" and relist, events lag by seconds.
-#[test]
-fn regression_stale_cache_after_watch_restart() {
+fn stale_cache_after_watch_restart() -> Scenario {
     let sc = only(|f| {
         f.watch_expiry = true;
         f.watch_delay_spikes = true;
         f.apiserver_restarts = true;
     });
-    assert_all_pass(&Scenario { fault_count: (8, 16), ..sc }, 0..60);
+    Scenario { fault_count: (8, 16), ..sc }
+}
+
+#[test]
+fn regression_stale_cache_after_watch_restart() {
+    assert_all_pass(&stale_cache_after_watch_restart(), 0..30);
 }
 
 /// The controller crashes between deleting a pod and observing the deletion: the new process must recover from
 /// the API state alone.
-#[test]
-fn regression_controller_crash_between_delete_and_observe() {
-    let sc = only(|f| {
+fn controller_crash_between_delete_and_observe() -> Scenario {
+    only(|f| {
         f.crash_after_delete = true;
         f.controller_crashes = true;
         f.watch_delay_spikes = true;
-    });
-    assert_all_pass(&sc, 0..60);
+    })
+}
+
+#[test]
+fn regression_controller_crash_between_delete_and_observe() {
+    assert_all_pass(&controller_crash_between_delete_and_observe(), 0..30);
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_historical_failures_of_the_reference_over_seeds_30_to_60() {
+    for sc in [
+        zone_pods_gone_while_status_says_ready(),
+        pod_creation_failing(),
+        crash_looping_pod_on_the_old_revision(),
+        stale_cache_after_watch_restart(),
+        controller_crash_between_delete_and_observe(),
+    ] {
+        assert_all_pass(&sc, 30..60);
+    }
 }
 
 /// Seed 37 of the default mix once ended unconverged: two deploys overlapped and the older one landed last on one
@@ -223,55 +263,67 @@ fn regression_overlapping_apiserver_restarts_rebind() {
         f.apiserver_restarts = true;
         f.controller_crashes = true;
     });
-    assert_all_pass(&Scenario { fault_count: (20, 30), ..sc }, 0..40);
+    assert_all_pass(&Scenario { fault_count: (20, 30), ..sc }, 0..20);
 }
 
 // Leader/follower scaling (DESIGN.md invariant 3): zone-a leads, zone-b and zone-c follow, 30 s between zone
 // downscales, a user scaling the leader through the prepare-downscale webhook's record claim.
 
 #[test]
-fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_100_seeds() {
+fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds() {
     let sc = Scenario::scaling();
-    let outcomes: Vec<Outcome> = (0..100).map(|s| world::run(s, &sc, false)).collect();
+    let outcomes: Vec<Outcome> = (0..40).map(|s| world::run(s, &sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
     // The scenario must actually exercise the rule: several downscales per run, followers' included.
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
-    assert!(downscales >= 300, "only {downscales} downscales over 100 seeds");
+    assert!(downscales >= 120, "only {downscales} downscales over 40 seeds");
     let follower_downscales = outcomes
         .iter()
         .flat_map(|o| o.trace.lines.iter())
         .filter(|l| l.contains("scaling") && l.contains("downscale ingester-zone-b") && l.contains("by controller#"))
         .count();
-    assert!(follower_downscales >= 50, "only {follower_downscales} follower downscales by the controller");
+    assert!(follower_downscales >= 20, "only {follower_downscales} follower downscales by the controller");
     let denied =
         outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains("webhook      denied")).count();
-    assert!(denied >= 20, "the min time should deny some of the user's downscales; denied {denied}");
+    assert!(denied >= 8, "the min time should deny some of the user's downscales; denied {denied}");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_scaling_real_controller_keeps_min_time_between_zone_downscales_over_seeds_40_to_100() {
+    assert_all_pass(&Scenario::scaling(), 40..100);
 }
 
 /// Scale-downs interleaved with a rollout, every fault on: every invariant holds (this batch found the readiness bug
 /// pinned below as seeds 62 and 112; 400 seeds pass since the fix).
 #[test]
-fn scaling_during_a_rollout_keeps_every_invariant_over_60_seeds() {
-    let sc = Scenario::scaling_during_rollout();
-    for seed in 200..260 {
-        let o = world::run(seed, &sc, false);
-        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
-    }
+fn scaling_during_a_rollout_keeps_every_invariant_over_25_seeds() {
+    assert_all_pass(&Scenario::scaling_during_rollout(), 200..225);
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_scaling_during_a_rollout_keeps_every_invariant_over_seeds_225_to_260() {
+    assert_all_pass(&Scenario::scaling_during_rollout(), 225..260);
 }
 
 /// Lost replies and restarts around record claims and replica patches: a claim whose reply is lost stays in the
 /// record (the downscale is denied or retried, never doubled up), a replica patch with no answer keeps its claim.
-#[test]
-fn scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time() {
+fn lost_replies_while_scaling() -> Scenario {
     let mut faults = FaultMix::NONE;
     faults.message_loss = true;
     faults.latency_spikes = true;
     faults.controller_crashes = true;
     faults.apiserver_restarts = true;
-    let sc = Scenario { faults, fault_count: (10, 20), ..Scenario::scaling() };
-    let outcomes: Vec<Outcome> = (0..120).map(|s| world::run(s, &sc, false)).collect();
+    Scenario { faults, fault_count: (10, 20), ..Scenario::scaling() }
+}
+
+#[test]
+fn scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time() {
+    let sc = lost_replies_while_scaling();
+    let outcomes: Vec<Outcome> = (0..50).map(|s| world::run(s, &sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
@@ -281,6 +333,12 @@ fn scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time() {
         .filter(|l| l.contains("webhook      denied") && l.contains("unavailable"))
         .count();
     assert!(unanswered > 0, "no claim went unanswered: the faults did not reach the record");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time_over_seeds_50_to_120() {
+    assert_all_pass(&lost_replies_while_scaling(), 50..120);
 }
 
 /// Seed 31 of the lost-replies scenario above (found once passes ran promptly after events, issue 15): controller#3
@@ -293,13 +351,7 @@ fn scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time() {
 /// one addressed to an earlier process at its address.
 #[test]
 fn regression_seed_31_a_dead_controllers_late_reply_is_not_taken_by_its_successor() {
-    let mut faults = FaultMix::NONE;
-    faults.message_loss = true;
-    faults.latency_spikes = true;
-    faults.controller_crashes = true;
-    faults.apiserver_restarts = true;
-    let sc = Scenario { faults, fault_count: (10, 20), ..Scenario::scaling() };
-    let o = world::run(31, &sc, false);
+    let o = world::run(31, &lost_replies_while_scaling(), false);
     assert!(o.passed(), "{:#?}", o.violations);
     let unclaimed =
         o.trace.lines.iter().filter(|l| l.contains("by controller") && l.contains("(not recorded)")).count();
@@ -309,7 +361,7 @@ fn regression_seed_31_a_dead_controllers_late_reply_is_not_taken_by_its_successo
 #[test]
 fn scaling_runs_are_a_pure_function_of_their_seed() {
     for sc in [Scenario::scaling(), Scenario::scaling_during_rollout()] {
-        for seed in [0, 1, 2, 3, 5, 8, 13] {
+        for seed in [0, 2, 5, 13] {
             let a = world::run(seed, &sc, false);
             let b = world::run(seed, &sc, false);
             assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
@@ -558,15 +610,14 @@ fn all_pass(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
 
 /// Leader/follower scaling, the user's changes of the leader admitted by the real webhook on two operator replicas.
 #[test]
-fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_60_seeds() {
-    let outcomes = all_pass(&Scenario::scaling_admitted(), 0..60);
+fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_30_seeds() {
+    let outcomes = all_pass(&Scenario::scaling_admitted(), 0..30);
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
-    assert!(downscales >= 100, "only {downscales} downscales over 60 seeds");
+    assert!(downscales >= 50, "only {downscales} downscales over 30 seeds");
     let prepared = count_lines(&outcomes, "being prepared (marker committed)");
-    assert!(prepared >= 60, "only {prepared} downscales were prepared by the webhook");
+    assert!(prepared >= 30, "only {prepared} downscales were prepared by the webhook");
     let min_time = count_lines(&outcomes, "between zone downscales");
-    // (Fewer since followers also wait for the other zones to be Ready, as the webhook does: 12 at the time.)
-    assert!(min_time >= 8, "the min time should deny some of the user's downscales; denied {min_time}");
+    assert!(min_time >= 3, "the min time should deny some of the user's downscales; denied {min_time}");
     let failed = count_lines(&outcomes, "failed");
     assert!(failed > 0, "no prepare call or claim failed: the faults did not reach the webhook");
 }
@@ -575,20 +626,27 @@ fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_60_seeds() {
 /// with each other and with the controller's passes: no pod replaced while a downscale of the group is being
 /// prepared, no downscale admitted while another zone is rolling, min time between zone downscales.
 #[test]
-fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_60_seeds() {
-    let outcomes = all_pass(&Scenario::rollout_with_admitted_downscales(), 0..60);
+fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_25_seeds() {
+    let outcomes = all_pass(&Scenario::rollout_with_admitted_downscales(), 0..25);
     let prepared = count_lines(&outcomes, "being prepared (marker committed)");
-    assert!(prepared >= 60, "only {prepared} downscales were prepared by the webhook");
+    assert!(prepared >= 25, "only {prepared} downscales were prepared by the webhook");
     let rolling = count_lines(&outcomes, "non-updated replicas");
-    assert!(rolling >= 100, "the webhook should deny downscales during rollouts; denied {rolling}");
+    assert!(rolling >= 40, "the webhook should deny downscales during rollouts; denied {rolling}");
     let writes: u64 = outcomes.iter().map(|o| o.writes_judged).sum();
-    assert!(writes >= 60 * 10, "only {writes} controller writes judged");
+    assert!(writes >= 25 * 10, "only {writes} controller writes judged");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_webhook_admitted_scaling_and_rollouts_keep_invariants_3_and_5_over_more_seeds() {
+    all_pass(&Scenario::scaling_admitted(), 30..60);
+    all_pass(&Scenario::rollout_with_admitted_downscales(), 25..60);
 }
 
 #[test]
 fn webhook_runs_are_a_pure_function_of_their_seed() {
     for sc in [Scenario::scaling_admitted(), Scenario::rollout_with_admitted_downscales()] {
-        for seed in [0, 1, 2, 3, 5, 8, 23] {
+        for seed in [0, 3, 23] {
             let a = world::run(seed, &sc, false);
             let b = world::run(seed, &sc, false);
             assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
@@ -667,32 +725,48 @@ fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
 #[test]
 fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no_configmap() {
     use rollout_sim::world::ReferenceDeployment::HelmChart;
-    for (name, sc, seeds) in [
-        ("rollout", Scenario::default(), 0..40),
-        ("scaling", Scenario::scaling(), 0..40),
-        ("admitted scaling", Scenario::scaling_admitted(), 0..30),
-        ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), 0..30),
-    ] {
+    for (name, sc, seeds) in helm_chart_worlds(0..12, 0..10) {
         let outcomes = all_pass(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
         assert!(count_lines(&outcomes, "RBAC of the helm deployment") > 0, "{name}");
     }
 }
 
+/// Each scenario under a deployment's RBAC, the first two (cheaper) over `short` seeds, the webhook's over `long`.
+fn helm_chart_worlds(
+    short: std::ops::Range<u64>,
+    long: std::ops::Range<u64>,
+) -> [(&'static str, Scenario, std::ops::Range<u64>); 4] {
+    [
+        ("rollout", Scenario::default(), short.clone()),
+        ("scaling", Scenario::scaling(), short),
+        ("admitted scaling", Scenario::scaling_admitted(), long.clone()),
+        ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), long),
+    ]
+}
+
 #[test]
 fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
     use rollout_sim::world::ReferenceDeployment::Jsonnet;
     let mut used = 0;
-    for sc in [
-        Scenario::default(),
-        Scenario::scaling(),
-        Scenario::scaling_admitted(),
-        Scenario::rollout_with_admitted_downscales(),
-    ] {
-        let outcomes = all_pass(&under(Jsonnet, sc), 0..30);
+    for (_, sc, seeds) in helm_chart_worlds(0..10, 0..10) {
+        let outcomes = all_pass(&under(Jsonnet, sc), seeds);
         used += count_lines(&outcomes, "configmap");
     }
     assert!(used > 0, "the zone tracker is used");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_under_the_helm_charts_and_the_jsonnet_rbac_every_scenario_keeps_its_invariants_over_more_seeds() {
+    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    for (name, sc, seeds) in helm_chart_worlds(12..40, 10..30) {
+        let outcomes = all_pass(&under(HelmChart, sc), seeds);
+        assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
+    }
+    for (_, sc, seeds) in helm_chart_worlds(10..30, 10..30) {
+        all_pass(&under(Jsonnet, sc), seeds);
+    }
 }
 
 /// The enforcement is real, and a refused optional feature degrades: the zone tracker switched on where the Helm
@@ -846,13 +920,20 @@ fn regression_seed_196_a_preparation_ends_when_its_admission_gives_the_claim_bac
 // documented rule on its own (floor of the percentage of spec.replicas, at least 1), not through the core.
 
 #[test]
-fn percentage_max_unavailable_keeps_every_invariant_over_100_seeds() {
-    let outcomes = all_pass(&Scenario::percentages(), 0..100);
+fn percentage_max_unavailable_keeps_every_invariant_over_40_seeds() {
+    let outcomes = all_pass(&Scenario::percentages(), 0..40);
     let parallel = outcomes
         .iter()
         .filter(|o| o.trace.lines.windows(2).any(|w| w[0].contains("DELETE pod") && w[1].contains("DELETE pod")))
         .count();
-    assert!(parallel > 10, "40% of five pods means two at a time; seen in only {parallel} runs");
+    assert!(parallel > 4, "40% of five pods means two at a time; seen in only {parallel} runs");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_percentage_max_unavailable_and_min_ready_seconds_keep_every_invariant_over_seeds_40_to_100() {
+    all_pass(&Scenario::percentages(), 40..100);
+    all_pass(&Scenario::min_ready(), 40..100);
 }
 
 #[test]
@@ -869,8 +950,8 @@ fn known_bug_percent_as_count_is_caught() {
 // Ready condition's time itself.
 
 #[test]
-fn min_ready_seconds_keeps_every_invariant_over_100_seeds() {
-    all_pass(&Scenario::min_ready(), 0..100);
+fn min_ready_seconds_keeps_every_invariant_over_40_seeds() {
+    all_pass(&Scenario::min_ready(), 0..40);
 }
 
 #[test]
@@ -925,10 +1006,20 @@ fn regression_seed_52_min_ready_seconds_lengthen_the_settle_deadline() {
 fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker() {
     use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
-    let helm = all_pass(&under(HelmChart, base.clone()), 0..40);
+    let helm = all_pass(&under(HelmChart, base.clone()), 0..15);
     assert!(count_lines(&helm, "annotations -> ok") > 5, "parents annotated for /scale downscales");
     assert!(count_lines(&helm, "changed its resourceVersion; retry") > 0, "HPA-style attempts denied for a retry");
-    let jsonnet = all_pass(&under(Jsonnet, base), 0..40);
+    let jsonnet = all_pass(&under(Jsonnet, base), 0..15);
+    assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
+    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
+    all_pass(&under(HelmChart, base.clone()), 15..40);
+    let jsonnet = all_pass(&under(Jsonnet, base), 15..40);
     assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
 }
 
@@ -972,12 +1063,19 @@ fn checker_judges_the_controllers_downscales_against_unobserved_template_pushes(
 }
 
 #[test]
-fn observe_lag_keeps_every_invariant_over_40_seeds() {
-    let outcomes = all_pass(&Scenario::observe_lag(), 0..40);
+fn observe_lag_keeps_every_invariant_over_20_seeds() {
+    let outcomes = all_pass(&Scenario::observe_lag(), 0..20);
     let slow: u64 = outcomes.iter().map(|o| o.slow_observations).sum();
-    assert!(slow >= 40, "only {slow} slow observations over 40 seeds");
+    assert!(slow >= 20, "only {slow} slow observations over 20 seeds");
     let waited = count_lines(&outcomes, "observed generation");
-    assert!(waited >= 200, "only {waited} generations observed");
+    assert!(waited >= 100, "only {waited} generations observed");
+}
+
+#[test]
+#[ignore = "larger suite (scripts/larger.sh)"]
+fn larger_observe_lag_and_follower_rollouts_while_scaling_keep_every_invariant_over_seeds_20_to_40() {
+    all_pass(&Scenario::observe_lag(), 20..40);
+    all_pass(&Scenario::follower_rollouts_while_scaling(), 20..40);
 }
 
 /// A planner that ignores `observedGeneration` takes a StatefulSet whose push is not observed yet for settled and
@@ -1026,13 +1124,13 @@ fn known_bug_min_time_second_early_is_caught() {
 // changes, so a follower's pods are replaced while its replicas follow the leader's.
 
 #[test]
-fn follower_rollouts_while_scaling_keep_every_invariant_over_40_seeds() {
-    let outcomes = all_pass(&Scenario::follower_rollouts_while_scaling(), 0..40);
+fn follower_rollouts_while_scaling_keep_every_invariant_over_20_seeds() {
+    let outcomes = all_pass(&Scenario::follower_rollouts_while_scaling(), 0..20);
     let rolled: u64 = outcomes.iter().map(|o| o.rolled_while_scaling).sum();
     let scaled: u64 = outcomes.iter().map(|o| o.scaled_while_rolling).sum();
-    // 253 and 83 at the time.
-    assert!(rolled >= 100, "only {rolled} controller deletions in a StatefulSet being scaled");
-    assert!(scaled >= 40, "only {scaled} controller replica changes of a StatefulSet being rolled");
+    // 253 and 83 over 40 seeds at the time.
+    assert!(rolled >= 50, "only {rolled} controller deletions in a StatefulSet being scaled");
+    assert!(scaled >= 20, "only {scaled} controller replica changes of a StatefulSet being rolled");
 }
 
 /// The bug this interleaving once found (seeds 62 and 112 of `--scaling --revisions 1`): a Ready pod above
