@@ -96,7 +96,8 @@ struct ScenarioArgs {
     #[arg(long = "zone-tracker")]
     zone_tracker: Option<String>,
     /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
-    /// percentage the zones have five pods.
+    /// percentage the zones have five pods, and zone-a has it as written while the other zones are spelt by seed,
+    /// valid or not (`+2`, `140%`, ...).
     #[arg(long = "max-unavailable")]
     max_unavailable: Option<String>,
     /// `spec.minReadySeconds` of the StatefulSets.

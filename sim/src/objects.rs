@@ -302,15 +302,21 @@ impl StsSum {
             name: sts.metadata.name.clone().unwrap_or_default(),
             group: sts.metadata.labels.as_ref().and_then(|l| l.get(keys::ROLLOUT_GROUP).cloned()).unwrap_or_default(),
             replicas: sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32,
-            // The checker's own reading of the documented rule (not the core's): a count, or a percentage of
+            // The checker's own reading of the documented rule (not the core's): the trimmed value read as Go's
+            // `strconv.Atoi` does (an optional sign, 64 bits), a positive count, or a percentage from 1 to 100 of
             // `spec.replicas` rounded down and at least 1; anything else is the reference default of 1.
             max_unavailable: {
                 let replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u64;
-                match ann.get(keys::ROLLOUT_MAX_UNAVAILABLE).map(|v| v.trim()) {
-                    Some(v) if v.ends_with('%') => {
-                        v.trim_end_matches('%').parse::<u64>().map_or(1, |pct| ((replicas * pct / 100) as u32).max(1))
-                    }
-                    Some(v) => v.parse().unwrap_or(1),
+                let written = ann.get(keys::ROLLOUT_MAX_UNAVAILABLE).map(|v| v.trim());
+                match written.map(|v| (v.strip_suffix('%'), v)) {
+                    Some((Some(pct), _)) => match pct.parse::<i64>() {
+                        Ok(pct @ 1..=100) => ((replicas * pct as u64 / 100) as u32).max(1),
+                        _ => 1,
+                    },
+                    Some((None, count)) => match count.parse::<i64>() {
+                        Ok(n @ 1..) => u32::try_from(n).unwrap_or(u32::MAX),
+                        _ => 1,
+                    },
                     None => 1,
                 }
             },

@@ -759,6 +759,20 @@ const DELAY_TEXTS: [DelayText; 6] = [
 ];
 
 /// How zone `z` of `seed` writes its delayed-downscale annotations.
+/// `rollout-max-unavailable` as users write it, valid or not, each meaning what the reference's `strconv.Atoi`
+/// reading makes of it (the checker's own reading of the documented rule, `StsSum::of`, judges by that): with five
+/// pods a zone, two (a sign, spaces), every pod (a count beyond 32 bits), or the default of one (out of range,
+/// zero, negative, not an integer).
+const MAX_UNAVAILABLE_TEXTS: [&str; 9] = ["+40%", "+2", " 2 ", "99999999999", "140%", "0", "-2", "2.0", "40.5%"];
+
+/// Zone-a keeps the scenario's value as written; the other zones take a spelling by seed when it is a percentage.
+fn max_unavailable_text(value: &str, seed: u64, z: u32) -> &str {
+    if z == 0 || !value.ends_with('%') {
+        return value;
+    }
+    MAX_UNAVAILABLE_TEXTS[((seed * 2 + u64::from(z)) % MAX_UNAVAILABLE_TEXTS.len() as u64) as usize]
+}
+
 fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
     if sc.delay_annotations { DELAY_TEXTS[((seed + u64::from(z)) % 6) as usize] } else { DelayText::Valid }
 }
@@ -1820,7 +1834,8 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             }
         }
         if let Some(value) = &sc.max_unavailable_annotation {
-            objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, value);
+            let spelled = max_unavailable_text(value, seed, z);
+            objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_MAX_UNAVAILABLE, spelled);
         }
         if let Some(scaling) = &sc.scaling {
             let forgotten = sc.follower_without_min_time && scaling.followers && z + 1 == sc.zones && z > 0;

@@ -75,24 +75,24 @@ impl RolloutSettings {
     }
 }
 
-/// Parses `"3"` or `"25%"` (surrounding whitespace ignored). Zero, negatives, non-integers and percentages above 100
-/// are rejected.
+/// Parses `"3"` or `"25%"` (surrounding whitespace ignored) as the reference does, with Go's `strconv.Atoi`: an
+/// optional sign (`"+3"` is 3), decimal digits, within 64 bits. Zero, negatives, non-integers and percentages
+/// above 100 are rejected. A count beyond `u32` (which the reference takes as is) allows every pod at once either
+/// way, so it is kept at `u32::MAX`.
 pub fn parse_max_unavailable(raw: &str) -> Result<MaxUnavailable, &'static str> {
     const EXPECTED: &str = "expected positive integer or percentage as integer%";
     let s = raw.trim();
-    let (digits, percent) = match s.strip_suffix('%') {
+    let (number, percent) = match s.strip_suffix('%') {
         Some(d) => (d, true),
         None => (s, false),
     };
-    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return Err(EXPECTED);
-    }
-    let n: u32 = digits.parse().map_err(|_| EXPECTED)?;
+    // Rust's integer parse takes the same forms as Atoi: one optional sign, then at least one ASCII digit.
+    let n: i64 = number.parse().map_err(|_| EXPECTED)?;
     match (percent, n) {
-        (_, 0) => Err(EXPECTED),
-        (true, p) if p > 100 => Err("percentage must be at most 100%"),
-        (true, p) => Ok(MaxUnavailable::Percent(p)),
-        (false, n) => Ok(MaxUnavailable::Count(n)),
+        (_, ..=0) => Err(EXPECTED),
+        (true, 101..) => Err("percentage must be at most 100%"),
+        (true, p) => Ok(MaxUnavailable::Percent(p as u32)),
+        (false, n) => Ok(MaxUnavailable::Count(u32::try_from(n).unwrap_or(u32::MAX))),
     }
 }
 
@@ -109,7 +109,31 @@ mod tests {
         assert_eq!(parse_max_unavailable("3"), Ok(MaxUnavailable::Count(3)));
         assert_eq!(parse_max_unavailable(" 25% "), Ok(MaxUnavailable::Percent(25)));
         assert_eq!(parse_max_unavailable("100%"), Ok(MaxUnavailable::Percent(100)));
-        for bad in ["0", "-1", "xxx", "1.5", "0%", "101%", "%", "", "2.5%", "99999999999"] {
+        // Go's Atoi: a leading `+`, and any count within 64 bits.
+        assert_eq!(parse_max_unavailable("+3"), Ok(MaxUnavailable::Count(3)));
+        assert_eq!(parse_max_unavailable(" +40% "), Ok(MaxUnavailable::Percent(40)));
+        assert_eq!(parse_max_unavailable("99999999999"), Ok(MaxUnavailable::Count(u32::MAX)));
+        for bad in [
+            "0",
+            "-1",
+            "-0",
+            "+0",
+            "xxx",
+            "1.5",
+            "0%",
+            "-5%",
+            "101%",
+            "150%",
+            "%",
+            "",
+            "+",
+            "++1",
+            "+-1",
+            "2.5%",
+            "1 0",
+            "99999999999999999999",
+            "0x10",
+        ] {
             assert!(parse_max_unavailable(bad).is_err(), "{bad:?} should be rejected");
         }
     }
