@@ -2459,7 +2459,8 @@ fn go_duration_text(d: Duration) -> String {
     match d.as_secs() {
         30 => "0.5m".to_string(),
         15 => "0.25m".to_string(),
-        10 => "10000ms".to_string(),
+        // Every sub-second unit, in no particular order (Go takes any): 4 s + 5 s + 1 s.
+        10 => "4000ms5000000000ns1000000us".to_string(),
         // Hours too: 0.01 h is exactly 36 s.
         60 => "0.01h24s".to_string(),
         n => format!("{n}s"),
