@@ -872,12 +872,23 @@ impl Checker {
         to: u32,
         allowed: bool,
         warnings: &[String],
+        read_failed: bool,
     ) {
         match allowed {
             true => self.no_downscale_admissions.1 += 1,
             false => self.no_downscale_admissions.0 += 1,
         }
+        // The fail-open answer is the reference's policy for a parent it could not read, and only for that: the
+        // world knows whether the webhook asked for the parent without getting it (a fault), and every object and
+        // resource it sends is well formed and supported.
         let lookup_failed = warnings.iter().any(|w| w.starts_with("can't get"));
+        if lookup_failed && !read_failed {
+            let detail = format!(
+                "{what} {from} -> {to} answered as a failed read ({}), but no read failed",
+                warnings.join("; ")
+            );
+            self.violate(at, NO_DOWNSCALE_LABEL, detail);
+        }
         if allowed && labelled && to < from && !lookup_failed {
             let why = if warnings.is_empty() { String::new() } else { format!(" (warnings: {})", warnings.join("; ")) };
             let detail = format!("admitted {what} {from} -> {to}, labelled {}{why}", rollout_core::keys::NO_DOWNSCALE);

@@ -48,6 +48,8 @@ struct Inner {
     log: Arc<ProcessLog>,
     /// How the budget watch learns the ZoneAwarePodDisruptionBudgets.
     budgets: BudgetFeed,
+    /// Reads of one StatefulSet, Deployment or ReplicaSet by name: asked, and answered with the object.
+    parent_reads: Mutex<(u32, u32)>,
 }
 
 /// What a watch loop hands its stream: an event (with the resourceVersion it brings the client to, if any), or the
@@ -145,6 +147,7 @@ impl SimCluster {
             consumed: Mutex::new((0, 0)),
             log: Arc::default(),
             budgets,
+            parent_reads: Mutex::new((0, 0)),
         };
         Ok(SimCluster { inner: Arc::new(inner) })
     }
@@ -241,6 +244,25 @@ impl SimCluster {
                 return Ok(answer.reply);
             }
         }
+    }
+
+    /// This client's reads of one StatefulSet, Deployment or ReplicaSet by name so far: (asked, answered with the
+    /// object). A webhook that says it could not read a parent must have asked for it without getting it.
+    pub fn parent_reads(&self) -> (u32, u32) {
+        *self.inner.parent_reads.lock().unwrap()
+    }
+
+    /// Counts one read by name of a parent object, and whether it returned the object.
+    async fn read_parent<T>(
+        &self,
+        read: impl Future<Output = Result<Option<T>, ApiError>>,
+    ) -> Result<Option<T>, ApiError> {
+        self.inner.parent_reads.lock().unwrap().0 += 1;
+        let result = read.await;
+        if matches!(result, Ok(Some(_))) {
+            self.inner.parent_reads.lock().unwrap().1 += 1;
+        }
+        result
     }
 
     /// The address this client sends from (a restarted process binds the same one again).
@@ -389,24 +411,33 @@ impl RolloutApi for SimCluster {
 
 impl LiveReads for SimCluster {
     async fn get_statefulset(&self, name: &str) -> Result<Option<StatefulSet>, ApiError> {
-        match self.call(Op::GetStatefulSet { name: name.to_string() }).await? {
-            Reply::StatefulSet(r) => r.map(|s| s.map(|s| *s)),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
+        self.read_parent(async {
+            match self.call(Op::GetStatefulSet { name: name.to_string() }).await? {
+                Reply::StatefulSet(r) => r.map(|s| s.map(|s| *s)),
+                _ => Err(ApiError::Unavailable("mismatched reply".into())),
+            }
+        })
+        .await
     }
 
     async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
-        match self.call(Op::GetDeployment { name: name.to_string() }).await? {
-            Reply::Deployment(r) => r.map(|d| d.map(|d| *d)),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
+        self.read_parent(async {
+            match self.call(Op::GetDeployment { name: name.to_string() }).await? {
+                Reply::Deployment(r) => r.map(|d| d.map(|d| *d)),
+                _ => Err(ApiError::Unavailable("mismatched reply".into())),
+            }
+        })
+        .await
     }
 
     async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
-        match self.call(Op::GetReplicaSet { name: name.to_string() }).await? {
-            Reply::ReplicaSet(r) => r.map(|d| d.map(|d| *d)),
-            _ => Err(ApiError::Unavailable("mismatched reply".into())),
-        }
+        self.read_parent(async {
+            match self.call(Op::GetReplicaSet { name: name.to_string() }).await? {
+                Reply::ReplicaSet(r) => r.map(|d| d.map(|d| *d)),
+                _ => Err(ApiError::Unavailable("mismatched reply".into())),
+            }
+        })
+        .await
     }
 
     async fn list_statefulsets(&self, label_selector: &str) -> Result<Vec<StatefulSet>, ApiError> {

@@ -2946,6 +2946,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + n as u64;
         let answer = async {
             let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+            let reads = api.clone();
             let app = router(Webhooks {
                 api,
                 pods: NoPodClient,
@@ -2958,12 +2959,12 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 .map_err(|e| e.to_string())?;
             let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
             let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-            objects::admission_response(&review, &body)
+            objects::admission_response(&review, &body).map(|response| (response, reads.parent_reads()))
         }
         .await;
         let mut st = store.lock().unwrap();
-        let response = match answer {
-            Ok(response) => response,
+        let (response, (asked, found)) = match answer {
+            Ok(answer) => answer,
             Err(e) => {
                 st.trace("no-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
                 continue;
@@ -2979,7 +2980,17 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let verdict = if allowed { "admitted" } else { "denied" };
         st.trace("no-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
         let at = st.elapsed();
-        st.checker.judge_no_downscale(at, &format!("{kind} {name}"), labelled, from, to, allowed, &warnings);
+        let read_failed = asked > found;
+        st.checker.judge_no_downscale(
+            at,
+            &format!("{kind} {name}"),
+            labelled,
+            from,
+            to,
+            allowed,
+            &warnings,
+            read_failed,
+        );
         if allowed {
             match kind {
                 "Deployment" => {
