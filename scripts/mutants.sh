@@ -24,7 +24,9 @@
 #   scripts/mutants.sh --list [--crate core|shell|all]      list the mutants, counts per file and per crate
 #   scripts/mutants.sh --shard K/N [--crate ...] [--timeout S] [--full-suite]   run shard K (0-based) of N
 #   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
-#   scripts/mutants.sh --recheck                            judge every mutant missed so far again, on this tree
+#   scripts/mutants.sh --recheck [--class C]                judge every mutant missed so far again, on this tree
+#                                                           (with --class, only those survivors.tsv puts in class C,
+#                                                           e.g. closed; "unclassified" for those it does not list)
 #                                                           (after the suites gained what catches them)
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
@@ -64,6 +66,8 @@ while [[ $# -gt 0 ]]; do
     --list) mode=list; shift ;;
     --summary) mode=summary; shift ;;
     --recheck) mode=recheck; shift ;;
+    --class) recheck_class="$2"; shift 2 ;;
+    --class=*) recheck_class="${1#*=}"; shift ;;
     -h|--help) usage 0 ;;
     *) echo "unknown argument: $1" >&2; usage 2 ;;
   esac
@@ -172,7 +176,7 @@ summary() {
   shopt -s nullglob
   local dirs=("$repo"/mutants/results/shard-*)
   # A new recheck's list comes from the shards alone (it judges them all again, on this tree).
-  [[ -n ${summary_without_recheck:-} ]] || dirs+=("$repo"/mutants/results/recheck)
+  [[ -n ${summary_without_recheck:-} ]] || dirs+=("$repo"/mutants/results/recheck "$repo"/mutants/results/recheck-*)
   local present=()
   for d in "${dirs[@]}"; do [[ -d $d ]] && present+=("$d"); done
   dirs=("${present[@]}")
@@ -294,9 +298,19 @@ only=()
 if [[ $mode == recheck ]]; then
   # Every mutant missed so far (on whatever code its shard ran), judged again on this tree, as one shard.
   summary_without_recheck=1 summary > /dev/null
-  cp "$repo/mutants/out/missed.txt" "$repo/mutants/out/recheck.txt"
+  if [[ -n ${recheck_class:-} ]]; then
+    # Only the survivors of one class (say, the gaps closed since their shard ran).
+    awk -F'\t' -v c="$recheck_class" 'NR == FNR { class[$1] = $2; next }
+      (($0 in class) ? class[$0] : "unclassified") == c' "$repo/mutants/survivors.tsv" "$repo/mutants/out/missed.txt" \
+      > "$repo/mutants/out/recheck.txt"
+    echo "recheck of the $(wc -l < "$repo/mutants/out/recheck.txt") missed mutants of class $recheck_class"
+  else
+    cp "$repo/mutants/out/missed.txt" "$repo/mutants/out/recheck.txt"
+  fi
   only=("$repo/mutants/out/recheck.txt")
   shard="0/1"
+elif [[ -n ${recheck_class:-} ]]; then
+  echo "--class goes with --recheck" >&2; exit 2
 fi
 [[ -n $shard ]] || shard="0/$default_shards"
 if ! [[ $shard =~ ^([0-9]+)/([0-9]+)$ ]] || (( BASH_REMATCH[1] >= BASH_REMATCH[2] )); then
@@ -323,7 +337,9 @@ export RUSTFLAGS="--cfg madsim$link_with"
 export CARGO_PROFILE_DEV_DEBUG=0
 
 name="shard-$k-of-$n"
-[[ $mode == recheck ]] && name=recheck
+[[ $mode == recheck ]] && name=recheck${recheck_class:+-$recheck_class}
+# A whole recheck supersedes the rechecks of one class.
+if [[ $mode == recheck && -z ${recheck_class:-} ]]; then rm -rf "$repo"/mutants/results/recheck-*; fi
 out="$repo/mutants/out/$name"
 rm -rf "$out"
 mkdir -p "$out"
