@@ -87,6 +87,9 @@ impl Changes {
 pub struct Store {
     /// The controller's reaction times and request counts (issue 15).
     pub reactions: crate::reaction::Reactions,
+    /// The readiness (`/ready`) of the latest single controller process: it must say it is ready once its caches
+    /// have synced, or a real deployment's webhook Service never sends it a request.
+    pub controller_ready: Option<rollout_operator::ops::health::ReadyFlag>,
     /// Per StatefulSet: when its `spec.replicas` last changed (for the interleaving statistics).
     replicas_changed: BTreeMap<String, Instant>,
     pub rv: u64,
@@ -208,6 +211,7 @@ fn rv_string(rv: u64) -> Option<String> {
 impl Store {
     pub fn new(trace: Trace, log_capacity: usize) -> Self {
         Store {
+            controller_ready: None,
             rv: 0,
             statefulsets: BTreeMap::new(),
             pods: BTreeMap::new(),

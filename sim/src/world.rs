@@ -1010,6 +1010,8 @@ struct ControllerSetup {
     /// budget cache of its own fed by the real watch task (as `main` runs it). Other worlds leave it out, so their
     /// controller runs no extra task and their pinned seeds replay the same interleaving.
     budgets: BudgetFeed,
+    /// This process's readiness (`/ready`), which the world keeps to judge (each process starts unready).
+    ready: ReadyFlag,
 }
 
 /// The controller process's controller, as `main` builds it (its scaling, reporting and, in the drains worlds,
@@ -1046,7 +1048,8 @@ fn build_controller<P: Planner + Send + 'static>(
 }
 
 async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
-    build_controller(api, setup, planner).run(ReadyFlag::new(), std::future::pending()).await
+    let ready = setup.ready.clone();
+    build_controller(api, setup, planner).run(ready, std::future::pending()).await
 }
 
 /// One HA replica node (issue 16): every start of it is a new process running the production leader-elected
@@ -1181,6 +1184,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             rng: Arc::new(Mutex::new(SimRng::new(seed ^ DELAYED_PODS_STREAM))),
             failing_until: Instant::now() + sc.fault_phase,
         },
+        ready: ReadyFlag::new(),
     };
     let mut ha_rng = SimRng::new(seed ^ crate::ha::HA_STREAM);
     let controllers: Vec<madsim::task::NodeId> = match sc.ha {
@@ -1199,7 +1203,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 .init(move || {
                     let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
                     let store = s.clone();
-                    let setup = setup.clone();
+                    let setup = ControllerSetup { ready: ReadyFlag::new(), ..setup.clone() };
+                    store.lock().unwrap().controller_ready = Some(setup.ready.clone());
                     async move {
                         store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
                         let api = match setup.budgets {
@@ -1687,6 +1692,11 @@ async fn await_convergence(store: &SharedStore, start: Instant, deadline: Instan
             let at = st.elapsed();
             let detail = format!("the controller kept writing after convergence: {}", st.describe());
             st.checker.record_liveness_failure(at, detail);
+        }
+        if st.controller_ready.as_ref().is_some_and(|ready| !ready.is_ready()) {
+            let at = st.elapsed();
+            st.checker
+                .record_liveness_failure(at, "the controller converged the group but never reported ready".into());
         }
     }
     converged_at
