@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The closing summary line (scripts/tools.sh).
+source scripts/tools.sh
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -14,5 +17,4 @@ trap 'rm -f "$log"' EXIT
 cargo test -p rollout-model -- --ignored 2>&1 | tee -a "$log"
 RUSTFLAGS="--cfg madsim" cargo test -p rollout-sim -- --ignored 2>&1 | tee -a "$log"
 
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
-     END { printf "%d passed, %d failed\n", p, f; exit (f > 0) }' "$log"
+summarise_test_log "$log"

@@ -15,5 +15,4 @@ cargo test --workspace 2>&1 | tee -a "$log"
 # The simulator's own profile settings (Cargo.toml) optimise it and the code it runs; RUSTFLAGS selects madsim.
 RUSTFLAGS="--cfg madsim" cargo test -p rollout-sim 2>&1 | tee -a "$log"
 
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
-     END { printf "%d passed, %d failed\n", p, f }' "$log"
+summarise_test_log "$log"

@@ -5,6 +5,12 @@
 # Sourced by scripts/test.sh and .ci/run; safe to run again (does nothing when everything is there).
 set -euo pipefail
 
+# One line over a whole run's cargo test output: "N passed, M failed" (the suites' own closing line).
+summarise_test_log() {
+  awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
+       END { printf "%d passed, %d failed\n", p, f }' "$1"
+}
+
 ensure_tools() {
   local missing=()
   command -v kubectl >/dev/null || missing+=(kubernetes-client)

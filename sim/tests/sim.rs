@@ -725,7 +725,7 @@ fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
 #[test]
 fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no_configmap() {
     use rollout_sim::world::ReferenceDeployment::HelmChart;
-    for (name, sc, seeds) in helm_chart_worlds(0..12, 0..10) {
+    for (name, sc, seeds) in rbac_worlds(0..12, 0..10) {
         let outcomes = all_pass(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
         assert!(count_lines(&outcomes, "RBAC of the helm deployment") > 0, "{name}");
@@ -733,7 +733,7 @@ fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no
 }
 
 /// Each scenario under a deployment's RBAC, the first two (cheaper) over `short` seeds, the webhook's over `long`.
-fn helm_chart_worlds(
+fn rbac_worlds(
     short: std::ops::Range<u64>,
     long: std::ops::Range<u64>,
 ) -> [(&'static str, Scenario, std::ops::Range<u64>); 4] {
@@ -749,7 +749,7 @@ fn helm_chart_worlds(
 fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
     use rollout_sim::world::ReferenceDeployment::Jsonnet;
     let mut used = 0;
-    for (_, sc, seeds) in helm_chart_worlds(0..10, 0..10) {
+    for (_, sc, seeds) in rbac_worlds(0..10, 0..10) {
         let outcomes = all_pass(&under(Jsonnet, sc), seeds);
         used += count_lines(&outcomes, "configmap");
     }
@@ -760,11 +760,11 @@ fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_under_the_helm_charts_and_the_jsonnet_rbac_every_scenario_keeps_its_invariants_over_more_seeds() {
     use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
-    for (name, sc, seeds) in helm_chart_worlds(12..40, 10..30) {
+    for (name, sc, seeds) in rbac_worlds(12..40, 10..30) {
         let outcomes = all_pass(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
     }
-    for (_, sc, seeds) in helm_chart_worlds(10..30, 10..30) {
+    for (_, sc, seeds) in rbac_worlds(10..30, 10..30) {
         all_pass(&under(Jsonnet, sc), seeds);
     }
 }
