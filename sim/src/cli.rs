@@ -186,6 +186,10 @@ struct ScenarioArgs {
     /// `0`: off), or malformed (`10s10s`, `5s1m`, a URL with a space in its host) until a user corrects them 20-120 s in.
     #[arg(long = "delay-annotations")]
     delay_annotations: bool,
+    /// With --delayed-downscale: delays longer than the run (`1w`, `1y`, pods preparing for 3 days when it starts) or
+    /// beyond what Prometheus holds (`300y`: malformed until a user corrects it).
+    #[arg(long = "long-delays")]
+    long_delays: bool,
     /// A ZoneAwarePodDisruptionBudget over the group (`zone` mode, the default, or `partition` mode), two operator
     /// replicas serving the real pod-eviction webhook (restarted now and then), and node drains evicting pods
     /// through the API server during the fault phase (retrying 429 with backoff, some dry runs).
@@ -259,6 +263,7 @@ impl ScenarioArgs {
             (self.mirror, " --mirror"),
             (self.delayed_downscale, " --delayed-downscale"),
             (self.delay_annotations, " --delay-annotations"),
+            (self.long_delays, " --long-delays"),
         ] {
             if on {
                 flags.push_str(flag);
@@ -352,6 +357,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     }
     if args.delay_annotations && !args.delayed_downscale {
         return Err("--delay-annotations needs --delayed-downscale".to_string());
+    }
+    if args.long_delays && !args.delayed_downscale {
+        return Err("--long-delays needs --delayed-downscale".to_string());
+    }
+    if args.long_delays && args.delay_annotations {
+        return Err("--long-delays writes the zones' delays its own way: use it or --delay-annotations".to_string());
     }
     if args.mirror && args.scaling {
         return Err("--mirror replaces --scaling's leader and followers: use one of them".to_string());
@@ -464,6 +475,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         mirror: args.mirror,
         delayed_downscale: args.delayed_downscale,
         delay_annotations: args.delay_annotations,
+        long_delays: args.long_delays,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
         defences,

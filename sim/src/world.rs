@@ -411,6 +411,11 @@ pub struct Scenario {
     /// With `delayed_downscale`: each zone's annotations are written one of [`DELAY_TEXTS`]' ways (a valid delay, a
     /// zero that turns the feature off, or a malformed delay or URL that a user corrects 20-120 s in).
     pub delay_annotations: bool,
+    /// With `delayed_downscale`: delays far longer than the run, written in weeks and years (`1w`, `1y`), and a user
+    /// who began the reference's downscale three days before the run, its pods preparing since; or a delay beyond
+    /// what Prometheus can hold (`300y`), which the reference refuses until a user corrects it. Such a delay never
+    /// elapses within the run, so no pod of those zones may go (the unit lengths, read wrong, would let them).
+    pub long_delays: bool,
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
@@ -675,6 +680,7 @@ impl Default for Scenario {
             mirror_write_back: None,
             delayed_downscale: false,
             delay_annotations: false,
+            long_delays: false,
             drains: None,
             ha: None,
         }
@@ -742,6 +748,8 @@ enum DelayText {
     /// Go's `url.Parse` refuses as the reference reads it): the
     /// reference refuses to scale the StatefulSet until a user corrects it to [`DelayText::Valid`].
     Malformed { delay: &'static str, url: &'static str },
+    /// A delay of `days` days, longer than any run.
+    Long { delay: &'static str, days: u64 },
 }
 
 const VALID_DELAY: &str = "15s5000ms";
@@ -757,6 +765,17 @@ const DELAY_TEXTS: [DelayText; 6] = [
     DelayText::Malformed { delay: "5s1m", url: VALID_DELAY_URL },
     DelayText::Malformed { delay: VALID_DELAY, url: "http://pod :8080/ingester/prepare-delayed-downscale" },
 ];
+
+/// The long-delays world's texts (zone `z` of seed `s` gets `(s + z) % 3`): a week, a year, and 300 years, beyond
+/// Prometheus' int64 of nanoseconds (about 292 years), hence malformed.
+const LONG_DELAY_TEXTS: [DelayText; 3] = [
+    DelayText::Long { delay: "1w", days: 7 },
+    DelayText::Long { delay: "1y", days: 365 },
+    DelayText::Malformed { delay: "300y", url: VALID_DELAY_URL },
+];
+
+/// How long the long-delays world's pods above the reference have been preparing when the run starts.
+const PREPARING_BEFORE_THE_RUN: Duration = Duration::from_secs(3 * 24 * 3600);
 
 /// How zone `z` of `seed` writes its delayed-downscale annotations.
 /// `rollout-max-unavailable` as users write it, valid or not, each meaning what the reference's `strconv.Atoi`
@@ -774,7 +793,13 @@ fn max_unavailable_text(value: &str, seed: u64, z: u32) -> &str {
 }
 
 fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
-    if sc.delay_annotations { DELAY_TEXTS[((seed + u64::from(z)) % 6) as usize] } else { DelayText::Valid }
+    if sc.long_delays {
+        LONG_DELAY_TEXTS[((seed + u64::from(z)) % 3) as usize]
+    } else if sc.delay_annotations {
+        DELAY_TEXTS[((seed + u64::from(z)) % 6) as usize]
+    } else {
+        DelayText::Valid
+    }
 }
 
 /// Sets the mirror worlds' reference resource's `spec.replicas` (the user's, or an HPA's, change).
@@ -1484,7 +1509,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             }
         }));
     }
-    if sc.delay_annotations {
+    if sc.delay_annotations || sc.long_delays {
         // A user notices the StatefulSets the operator refuses to scale and corrects their annotations.
         let (store, mut r) = (store.clone(), SimRng::new(seed ^ DELAY_FIX_STREAM));
         let at = r.millis(20_000, 120_000);
@@ -1793,7 +1818,9 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             kind: "ReplicaTemplate".into(),
             plural: "replicatemplates".into(),
         });
-        set_reference(&mut st, sc.replicas);
+        // In the long-delays world the user asked for one replica fewer three days ago (pods prepare below).
+        let reference = if sc.long_delays { sc.replicas - 1 } else { sc.replicas };
+        set_reference(&mut st, reference);
     }
     if let Some(d) = sc.deployment {
         let tracker = if d.zone_tracker() { "with" } else { "without" };
@@ -1837,6 +1864,17 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     DelayText::Malformed { delay, url } => {
                         st.delayed_downscale_malformed.insert(name.clone());
                         (delay, url)
+                    }
+                    DelayText::Long { delay, days } => {
+                        st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(days * 24 * 3600));
+                        // The pod above the reference has been preparing since the user's downscale (whole seconds,
+                        // as a pod answers).
+                        let pod = format!("{name}-{}", sc.replicas - 1);
+                        let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
+                        let since = now - jiff::SignedDuration::try_from(PREPARING_BEFORE_THE_RUN).unwrap_or_default();
+                        st.prepared.insert(pod.clone(), since);
+                        st.trace("sim", format!("{pod} has been preparing for a delayed downscale ({delay}) for 3 days"));
+                        (delay, VALID_DELAY_URL)
                     }
                 };
                 objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE, delay);
@@ -2492,6 +2530,14 @@ fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::v1::Statefu
         .is_none_or(|v| ["1", "t", "T", "TRUE", "true", "True"].contains(&v.as_str()));
     let replicas = sts.spec.as_ref().and_then(|s| s.replicas).map(i64::from);
     let expected_status = if write_back { replicas } else { None };
+    // A delay longer than a day never elapses within a run: such a mirror ends at its reference or above it (a
+    // downscale still waiting), and writes back its own replicas, which other zones' write-backs overwrite.
+    let name = sts.metadata.name.as_deref().unwrap_or_default();
+    let never_elapses = st.delayed_downscale_delays.get(name).is_some_and(|d| *d > Duration::from_secs(24 * 3600));
+    if never_elapses {
+        return reference_replicas(st)
+            .is_some_and(|(spec, status)| spec <= replicas && status.is_some() == expected_status.is_some());
+    }
     reference_replicas(st).is_some_and(|(spec, status)| spec == replicas && status == expected_status)
 }
 
