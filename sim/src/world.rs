@@ -754,6 +754,11 @@ enum DelayText {
 
 const VALID_DELAY: &str = "15s5000ms";
 const VALID_DELAY_URL: &str = "http://pod:8080/ingester/prepare-delayed-downscale";
+/// The same endpoint with an IPv6 literal as host (the operator keeps the port and path and replaces the host with
+/// the pod's DNS name), as the long-delays world's user writes it when correcting a zone.
+const IPV6_DELAY_URL: &str = "http://[fd00::1]:8080/ingester/prepare-delayed-downscale";
+/// Where the simulated pods answer the delayed-downscale calls (port and path of [`VALID_DELAY_URL`]).
+const DELAY_ENDPOINT: &str = ":8080/ingester/prepare-delayed-downscale";
 
 /// The ways a zone's delayed-downscale annotations are written in the delay-annotations world (zone `z` of seed `s`
 /// gets `(s + z) % 6`).
@@ -766,12 +771,14 @@ const DELAY_TEXTS: [DelayText; 6] = [
     DelayText::Malformed { delay: VALID_DELAY, url: "http://pod :8080/ingester/prepare-delayed-downscale" },
 ];
 
-/// The long-delays world's texts (zone `z` of seed `s` gets `(s + z) % 3`): a week, a year, and 300 years, beyond
-/// Prometheus' int64 of nanoseconds (about 292 years), hence malformed.
-const LONG_DELAY_TEXTS: [DelayText; 3] = [
+/// The long-delays world's texts (zone `z` of seed `s` gets `(s + z) % 4`): a week, a year, 300 years (beyond
+/// Prometheus' int64 of nanoseconds, about 292 years, hence malformed), and a URL whose scheme Go's `url.Parse`
+/// refuses (an underscore in it).
+const LONG_DELAY_TEXTS: [DelayText; 4] = [
     DelayText::Long { delay: "1w", days: 7 },
     DelayText::Long { delay: "1y", days: 365 },
     DelayText::Malformed { delay: "300y", url: VALID_DELAY_URL },
+    DelayText::Malformed { delay: "1w", url: "h_ttp://pod:8080/ingester/prepare-delayed-downscale" },
 ];
 
 /// How long the long-delays world's pods above the reference have been preparing when the run starts.
@@ -794,7 +801,7 @@ fn max_unavailable_text(value: &str, seed: u64, z: u32) -> &str {
 
 fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
     if sc.long_delays {
-        LONG_DELAY_TEXTS[((seed + u64::from(z)) % 3) as usize]
+        LONG_DELAY_TEXTS[((seed + u64::from(z)) % 4) as usize]
     } else if sc.delay_annotations {
         DELAY_TEXTS[((seed + u64::from(z)) % 6) as usize]
     } else {
@@ -847,8 +854,18 @@ impl PodHttpClient for DelayedDownscalePods {
             st.checker.record_delayed_violation(at, detail);
         }
         let faulty = Instant::now() < self.failing_until;
-        if (faulty && roll < 2) || !st.pods.contains_key(&pod) {
+        // The pods listen on port 8080 only: another port (or scheme) is refused, another path is not found.
+        let (listens, path_found) = match host.split_once(':') {
+            Some((_, port_path)) => {
+                (request.url.starts_with("http://") && port_path.starts_with("8080/"), host.ends_with(DELAY_ENDPOINT))
+            }
+            None => (false, false),
+        };
+        if (faulty && roll < 2) || !st.pods.contains_key(&pod) || !listens {
             return Err(PodCallError::Transport { method, url: request.url, message: "connection refused".into() });
+        }
+        if !path_found {
+            return Ok(PodResponse { status: 404, body: b"404 page not found".to_vec() });
         }
         if faulty && roll < 5 {
             return Ok(PodResponse { status: 500, body: b"not now".to_vec() });
@@ -1513,16 +1530,14 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         // A user notices the StatefulSets the operator refuses to scale and corrects their annotations.
         let (store, mut r) = (store.clone(), SimRng::new(seed ^ DELAY_FIX_STREAM));
         let at = r.millis(20_000, 120_000);
+        let url = if sc.long_delays { IPV6_DELAY_URL } else { VALID_DELAY_URL };
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start + at).await;
             let mut st = store.lock().unwrap();
             for name in st.delayed_downscale_malformed.clone() {
                 let changes = std::collections::BTreeMap::from([
                     (rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE.to_string(), Some(VALID_DELAY.to_string())),
-                    (
-                        rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL.to_string(),
-                        Some(VALID_DELAY_URL.to_string()),
-                    ),
+                    (rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL.to_string(), Some(url.to_string())),
                 ]);
                 if st.api_merge_statefulset_annotations(&name, &changes).is_ok() {
                     st.delayed_downscale_malformed.remove(&name);
@@ -1870,10 +1885,14 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                         // The pod above the reference has been preparing since the user's downscale (whole seconds,
                         // as a pod answers).
                         let pod = format!("{name}-{}", sc.replicas - 1);
-                        let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
+                        let now =
+                            Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
                         let since = now - jiff::SignedDuration::try_from(PREPARING_BEFORE_THE_RUN).unwrap_or_default();
                         st.prepared.insert(pod.clone(), since);
-                        st.trace("sim", format!("{pod} has been preparing for a delayed downscale ({delay}) for 3 days"));
+                        st.trace(
+                            "sim",
+                            format!("{pod} has been preparing for a delayed downscale ({delay}) for 3 days"),
+                        );
                         (delay, VALID_DELAY_URL)
                     }
                 };
