@@ -371,13 +371,13 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
 /// one sent after means the feature did not turn itself off.
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
     if let Op::MergeStatefulSetAnnotations { changes, .. } = op {
-        let intents = changes.keys().any(|k| rollout_core::keys::is_eviction_intent(k));
+        let intents = changes.keys().any(|k| crate::checker::is_intent_key(k));
         return intents.then_some("eviction intents on statefulsets");
     }
     let Op::PatchPodAnnotations { changes, .. } = op else { return None };
     if changes.keys().any(|k| k == rollout_core::keys::READY_TIME) {
         Some("ready-time stamps")
-    } else if changes.keys().any(|k| rollout_core::keys::is_eviction_intent(k)) {
+    } else if changes.keys().any(|k| crate::checker::is_intent_key(k)) {
         Some("eviction intents")
     } else {
         None
@@ -621,9 +621,21 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::Patched(result)
         }
         Op::MergeStatefulSetAnnotations { name, changes } => {
+            let annotations = |s: &StatefulSet| s.metadata.annotations.clone().unwrap_or_default();
+            let before = store.statefulsets.get(name).map(annotations).unwrap_or_default();
             let result = store.api_merge_statefulset_annotations(name, changes).map(Box::new);
-            if result.is_ok() {
+            if let Ok(after) = &result {
                 store.checker.record_intents_written(changes);
+                let at = store.elapsed();
+                let after = annotations(after);
+                store.checker.judge_statefulset_intent_write(
+                    at,
+                    name,
+                    &before,
+                    changes,
+                    &after,
+                    jiff::Timestamp::now(),
+                );
             }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations {} -> ok", describe_changes(changes)),

@@ -107,6 +107,20 @@ pub const BUDGET_CHANGE_GRACE_CONTROLLER: Duration = Duration::from_secs(120);
 pub const ZPDB_TERMINATING: &str = "an eviction of a terminating pod is not denied by a budget";
 /// The documented eviction intent key of a decision, before the decision's name.
 const EVICTION_INTENT_PREFIX: &str = "grafana.com/eviction-intent.";
+
+/// Whether an annotation is an eviction intent, by the documented key (the world's own reading, not the operator's).
+pub fn is_intent_key(key: &str) -> bool {
+    key.starts_with(EVICTION_INTENT_PREFIX) || key == &EVICTION_INTENT_PREFIX[..EVICTION_INTENT_PREFIX.len() - 1]
+}
+
+/// Where pods may not be patched, the eviction intents live on the StatefulSets, several decisions' in one object:
+/// each write of an intent (which also removes the stale ones there) is judged on its own, not only through the
+/// budget it protects, since the re-reads after it hide a lost intent almost always. It removes no annotation but
+/// intents, no intent still live (another decision relies on it until it expires), and leaves none that expired
+/// [`STALE_INTENT_GRACE`] before it committed (what was stale at the writer's read goes with the write; the grace
+/// covers that read's age at the commit, delays and retries included), nor one it cannot read.
+pub const ZPDB_INTENT_STORE: &str = "an intent write on a StatefulSet removes exactly the stale intents";
+pub const STALE_INTENT_GRACE: Duration = Duration::from_secs(60);
 /// A budget allowing at least one unavailable pod of the evicted pod's StatefulSet (a count, or a percentage of
 /// replicas it has) never denies an eviction as `max unavailable = 0`.
 pub const ZPDB_ZERO_BUDGET: &str = "no eviction is denied for a zero budget while the budget allows one";
@@ -245,6 +259,9 @@ pub struct DrainStats {
     /// Evictions by drains, judged and within the budget, that made a second pod of their scope (the zone, or the
     /// partition) unavailable: only a budget allowing two lets them through.
     pub second_in_scope: u64,
+    /// Intent writes on StatefulSets judged ([`ZPDB_INTENT_STORE`]), and the stale intents they removed.
+    pub statefulset_intent_writes: u64,
+    pub stale_intents_removed: u64,
 }
 
 impl DrainStats {
@@ -261,6 +278,8 @@ impl DrainStats {
         self.second_in_scope += other.second_in_scope;
         self.denied_after_intent += other.denied_after_intent;
         self.denied_intent_left += other.denied_intent_left;
+        self.statefulset_intent_writes += other.statefulset_intent_writes;
+        self.stale_intents_removed += other.stale_intents_removed;
     }
 }
 
@@ -545,6 +564,48 @@ impl Checker {
                 sts.name
             );
             self.violate(at, ZPDB_ZERO_BUDGET, detail);
+        }
+    }
+
+    /// A committed write of annotation `changes` on StatefulSet `sts` (its annotations `before` and `after`), at wall
+    /// time `now`: see [`ZPDB_INTENT_STORE`]. Only writes that set an intent are judged (a decider removing its own
+    /// intent writes nothing else).
+    pub fn judge_statefulset_intent_write(
+        &mut self,
+        at: Duration,
+        sts: &str,
+        before: &BTreeMap<String, String>,
+        changes: &BTreeMap<String, Option<String>>,
+        after: &BTreeMap<String, String>,
+        now: jiff::Timestamp,
+    ) {
+        if !changes.iter().any(|(k, v)| v.is_some() && is_intent_key(k)) {
+            return;
+        }
+        self.drains.statefulset_intent_writes += 1;
+        // `<expiry> <pod> <uid>`, as documented; the expiry in RFC 3339.
+        let expiry = |value: &str| value.split_whitespace().next().and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        for (key, _) in changes.iter().filter(|(_, v)| v.is_none()) {
+            let Some(value) = before.get(key) else { continue };
+            self.drains.stale_intents_removed += u64::from(is_intent_key(key));
+            if !is_intent_key(key) {
+                let detail = format!("an intent write on {sts} removed annotation {key} (\"{value}\"), not an intent");
+                self.violate(at, ZPDB_INTENT_STORE, detail);
+            } else if let Some(until) = expiry(value).filter(|until| *until > now) {
+                let detail = format!("an intent write on {sts} removed {key}, live until {until} (now {now})");
+                self.violate(at, ZPDB_INTENT_STORE, detail);
+            }
+        }
+        let grace = jiff::SignedDuration::try_from(STALE_INTENT_GRACE).unwrap_or_default();
+        for (key, value) in after.iter().filter(|(k, _)| is_intent_key(k)) {
+            let stale = match expiry(value) {
+                Some(until) => until + grace < now,
+                None => true,
+            };
+            if stale {
+                let detail = format!("an intent write on {sts} left {key} (\"{value}\") behind, stale (now {now})");
+                self.violate(at, ZPDB_INTENT_STORE, detail);
+            }
         }
     }
 

@@ -190,6 +190,8 @@ fn without_pod_patch_intents_kept_on_the_statefulsets_serialise_across_replicas(
     let outcomes = run_all(&sc, 0..8);
     let total = totals(&outcomes);
     assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
+    // Each intent write is judged on its own: it removed stale intents and kept the live ones (`ZPDB_INTENT_STORE`).
+    assert!(total.statefulset_intent_writes >= 60 && total.stale_intents_removed >= 20, "{total:?}");
 }
 
 /// Without `patch` on pods or on StatefulSets (`no-patch`, not a reference deployment: a hand-written Role), the
