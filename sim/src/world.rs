@@ -1863,7 +1863,9 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         if sc.mirror && group == GROUP {
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME, GROUP);
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND, "ReplicaTemplate");
-            let api_version = format!("{MIRROR_GROUP}/v1");
+            // Zone-b writes the group without a version, which Go's `schema.ParseGroupVersion` accepts (only the
+            // group is used to find the resource).
+            let api_version = if z == 1 { format!("{MIRROR_GROUP}/") } else { format!("{MIRROR_GROUP}/v1") };
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION, &api_version);
             if let Some(value) = sc.mirror_write_back {
                 objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK, value);

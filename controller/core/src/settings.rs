@@ -293,12 +293,14 @@ fn parse_go_bool(raw: &str) -> Option<bool> {
     }
 }
 
-/// API group of an `apiVersion` (`group/version` or `version`).
+/// API group of an `apiVersion`, as apimachinery's `schema.ParseGroupVersion` (which the reference calls) reads it:
+/// without a `/` it is a version of the core group (`""`); with one, the group is what comes before it, whatever
+/// follows (`group/`, with no version, is accepted: only the group is used); more than one is an error.
 pub fn api_group_of(api_version: &str) -> Result<String, String> {
-    match api_version.split('/').collect::<Vec<_>>()[..] {
-        [""] | [_] => Ok(String::new()),
-        [group, version] if !version.is_empty() => Ok(group.to_string()),
-        _ => Err(format!("unexpected GroupVersion string: {api_version}")),
+    match api_version.split_once('/') {
+        Some((_, version)) if version.contains('/') => Err(format!("unexpected GroupVersion string: {api_version}")),
+        Some((group, _)) => Ok(group.to_string()),
+        None => Ok(String::new()),
     }
 }
 

@@ -117,7 +117,11 @@ fn api_version_gives_the_group_and_bad_ones_are_errors() {
     assert_eq!(api_group_of(""), Ok(String::new()));
     assert_eq!(api_group_of("v1"), Ok(String::new()));
     assert_eq!(api_group_of("apps/v1"), Ok("apps".to_string()));
+    // As Go's schema.ParseGroupVersion: an empty version after the group, or nothing around the `/`, is accepted.
+    assert_eq!(api_group_of("rollout-operator.grafana.com/"), Ok("rollout-operator.grafana.com".to_string()));
+    assert_eq!(api_group_of("/"), Ok(String::new()));
     assert!(api_group_of("a/b/c").is_err());
+    assert!(api_group_of("a//").is_err());
     let s = ScalingSettings::from_annotations(
         "zone-b",
         &annotations(&[
