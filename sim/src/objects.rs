@@ -188,12 +188,13 @@ pub fn add_sidecar(pod: &mut Pod) {
 }
 
 /// Sets the sidecar's readiness alone, leaving the Ready condition as it is (the kubelet's condition lags behind a
-/// container that has just crashed). Whether the pod has a sidecar.
-pub fn set_sidecar_ready(pod: &mut Pod, ready: bool, now: Timestamp) -> bool {
+/// container that has just crashed). Not ready, it has crashed (waiting to restart) or, with `still_running`, it runs
+/// but fails its readiness probe. Whether the pod has a sidecar.
+pub fn set_sidecar_ready(pod: &mut Pod, ready: bool, still_running: bool, now: Timestamp) -> bool {
     let Some(containers) = pod.status.as_mut().and_then(|s| s.container_statuses.as_mut()) else { return false };
     let Some(sidecar) = containers.iter_mut().find(|c| c.name == SIDECAR) else { return false };
     sidecar.ready = ready;
-    sidecar.state = Some(if ready {
+    sidecar.state = Some(if ready || still_running {
         ContainerState { running: Some(ContainerStateRunning { started_at: Some(time(now)) }), ..Default::default() }
     } else {
         ContainerState {

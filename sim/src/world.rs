@@ -992,10 +992,16 @@ fn set_sidecar(st: &mut Store, pod: &str, ready: bool) -> Option<String> {
     if ready_now == ready || p.metadata.deletion_timestamp.is_some() || (!ready && !objects::is_ready(&p)) {
         return None;
     }
-    objects::set_sidecar_ready(&mut p, ready, Timestamp::now());
+    // Pods of odd ordinals keep their sidecar running while its readiness probe fails; the others' crashes.
+    let still_running = pod.rsplit('-').next().and_then(|o| o.parse::<u32>().ok()).is_some_and(|o| o % 2 == 1);
+    objects::set_sidecar_ready(&mut p, ready, still_running, Timestamp::now());
     let uid = p.metadata.uid.clone().unwrap_or_default();
     st.put_pod(p);
-    let what = if ready { "recovered" } else { "crashed (the pod still reports Ready)" };
+    let what = match (ready, still_running) {
+        (true, _) => "recovered",
+        (false, false) => "crashed (the pod still reports Ready)",
+        (false, true) => "fails its readiness probe, running (the pod still reports Ready)",
+    };
     st.trace("kubelet", format!("sidecar of pod {pod} {what}"));
     Some(uid)
 }
