@@ -121,6 +121,10 @@ struct ScenarioArgs {
     /// Two or three times a user relabels a running pod out of its StatefulSet's selector for 10-40 s and back.
     #[arg(long)]
     relabels: bool,
+    /// With --scaling and the zone tracker: twice during a rollout a user edits the zone tracker's record badly (a
+    /// lastDownscaled that is no time) and repairs it 30-60 s later.
+    #[arg(long = "corrupt-record")]
+    corrupt_record: bool,
     /// With --scaling: the last zone carries no min-time-between-zones-downscale (it must not go down once another
     /// zone's downscale is recorded; it still follows the leader up).
     #[arg(long = "follower-without-min-time")]
@@ -249,6 +253,7 @@ impl ScenarioArgs {
             (self.pushes_at_scaling, " --pushes-at-scaling"),
             (self.reverts, " --reverts"),
             (self.relabels, " --relabels"),
+            (self.corrupt_record, " --corrupt-record"),
             (self.follower_without_min_time, " --follower-without-min-time"),
             (self.boundary_probes, " --boundary-probes"),
             (self.evictions, " --evictions"),
@@ -358,6 +363,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     if args.delay_annotations && !args.delayed_downscale {
         return Err("--delay-annotations needs --delayed-downscale".to_string());
     }
+    if args.corrupt_record && !args.scaling {
+        return Err("--corrupt-record needs --scaling (and the zone tracker, on by default)".to_string());
+    }
     if args.long_delays && !args.delayed_downscale {
         return Err("--long-delays needs --delayed-downscale".to_string());
     }
@@ -462,7 +470,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
             Some(Ha { replicas, election })
         }
     };
-    Ok(Scenario {
+    let sc = Scenario {
         ha,
         drains,
         second_group: args.second_group,
@@ -484,6 +492,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         pushes_at_scaling: args.pushes_at_scaling,
         reverts: args.reverts,
         relabels: args.relabels,
+        corrupt_record: args.corrupt_record,
         follower_without_min_time: args.follower_without_min_time,
         planner,
         faults: if args.large && args.faults == "all" { FaultMix::NONE } else { faults },
@@ -500,7 +509,11 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         events: args.events,
         settle_deadline: base.settle_deadline + min_ready_settle_time(args.min_ready_seconds),
         ..base
-    })
+    };
+    if sc.corrupt_record && sc.downscale_record().is_none() {
+        return Err("--corrupt-record edits the zone tracker's record: not with the zone tracker off".to_string());
+    }
+    Ok(sc)
 }
 
 /// Every pod replacement waits out minReadySeconds once more: the liveness deadline grows with it.

@@ -356,6 +356,10 @@ pub struct Scenario {
     /// 10-40 s (to debug it out of service) and back: the StatefulSet controller releases it, cannot recreate its
     /// ordinal while the name is taken, and adopts it again once it matches. Until then it is not the StatefulSet's.
     pub relabels: bool,
+    /// With `scaling` and the zone tracker: twice, while a rollout is under way, a user edits the zone tracker's
+    /// record badly (a `lastDownscaled` that is no time) and repairs it 30-60 s later. The group's rollout does not
+    /// need the record (no prepare-downscale webhook serves it), so it goes on while the record is unreadable.
+    pub corrupt_record: bool,
     /// With followers: the last zone carries no `grafana.com/min-time-between-zones-downscale` (a forgotten
     /// annotation). As the reference, the controller then refuses to scale it down once another zone has a recorded
     /// downscale ("missing label on follower"); it still follows the leader up.
@@ -664,6 +668,7 @@ impl Default for Scenario {
             pushes_at_scaling: false,
             reverts: false,
             relabels: false,
+            corrupt_record: false,
             follower_without_min_time: false,
             events: false,
             defences: Defences::ALL,
@@ -807,6 +812,38 @@ fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
     } else {
         DelayText::Valid
     }
+}
+
+/// The corrupt-record world's edit, made only while a StatefulSet rolls and the record exists: one zone's entry
+/// (or a new one) made unreadable. The record's name, the key and what it held before.
+fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
+    let record = st.downscale_record.clone();
+    let rolling = st.statefulsets.values().any(|s| {
+        let status = s.status.as_ref();
+        status.and_then(|s| s.update_revision.as_ref()) != status.and_then(|s| s.current_revision.as_ref())
+    });
+    let mut cm = st.config_maps.get(&record).cloned().filter(|_| rolling)?;
+    let data = cm.data.get_or_insert_default();
+    let key = data.keys().next().cloned().unwrap_or_else(|| zone_name(0));
+    let original = data.insert(key.clone(), CORRUPT_RECORD_VALUE.to_string());
+    st.api_replace_config_map(&cm).ok()?;
+    st.trace("user", format!("corrupts the zone tracker's record {record}: {key} = {CORRUPT_RECORD_VALUE}"));
+    Some((record, key, original))
+}
+
+/// Puts the corrupted entry back as it was (or removes it); whether that is done (or the record is gone).
+fn repair_record(st: &mut Store, record: &str, key: &str, original: Option<&str>) -> bool {
+    let Some(mut cm) = st.config_maps.get(record).cloned() else { return true };
+    let data = cm.data.get_or_insert_default();
+    match original {
+        Some(value) => data.insert(key.to_string(), value.to_string()),
+        None => data.remove(key),
+    };
+    let repaired = st.api_replace_config_map(&cm).is_ok();
+    if repaired {
+        st.trace("user", format!("repairs the zone tracker's record {record}"));
+    }
+    repaired
 }
 
 /// Sets the mirror worlds' reference resource's `spec.replicas` (the user's, or an HPA's, change).
@@ -956,6 +993,10 @@ const FORCE_PLAIN_STREAM: u64 = 0x666f_7263_6570_6c61;
 
 /// Seeds the sidecar crashes' own generator.
 const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
+/// Seeds the user who corrupts the zone tracker's record.
+const CORRUPT_RECORD_STREAM: u64 = 0x636f_7272_7570_7421;
+/// What the corrupt-record world's user writes for a zone in the record: JSON, but no time.
+const CORRUPT_RECORD_VALUE: &str = r#"{"lastDownscaled":"yesterday"}"#;
 
 /// Seeds the relabelling user's own generator.
 const RELABELS_STREAM: u64 = 0x7265_6c61_6265_6c73;
@@ -1550,6 +1591,24 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
                     st.trace("user", format!("{name}: corrects its delayed-downscale annotations"));
                 }
+            }
+        }));
+    }
+    if sc.corrupt_record {
+        let (store, until) = (store.clone(), start + sc.fault_phase);
+        let mut r = SimRng::new(seed ^ CORRUPT_RECORD_STREAM);
+        tasks.push(tokio::spawn(async move {
+            let mut corruptions = 0;
+            while corruptions < 2 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let Some((record, key, original)) = corrupt_record(&mut store.lock().unwrap()) else { continue };
+                tokio::time::sleep(r.millis(30_000, 60_000)).await;
+                // The operator cannot have written the record while it was unreadable; a conflict is retried.
+                while !repair_record(&mut store.lock().unwrap(), &record, &key, original.as_deref()) {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                corruptions += 1;
+                tokio::time::sleep(r.millis(20_000, 60_000)).await;
             }
         }));
     }

@@ -108,6 +108,32 @@ fn delays_in_weeks_and_years_outlast_the_run_over_8_seeds() {
     assert!(downscales >= 3, "the corrected zones scaled down only {downscales} times");
 }
 
+/// The zone tracker's record made unreadable by hand during a rollout (a `lastDownscaled` that is no time), and
+/// repaired 30-60 s later: the leader/follower group's rollout does not need the record (no prepare-downscale webhook
+/// serves it), so its pods are still replaced meanwhile; the downscales that need the record wait for the repair, and
+/// every invariant holds.
+#[test]
+fn a_corrupt_record_holds_only_what_needs_it_over_12_seeds() {
+    let sc = Scenario { corrupt_record: true, ..Scenario::scaling_during_rollout() };
+    let outcomes = run_all(&sc, 0..12);
+    assert!(count_lines(&outcomes, "corrupts the zone tracker's record") >= 12);
+    let mut replaced_while_corrupt = 0;
+    for o in &outcomes {
+        let mut corrupt = false;
+        for line in &o.trace.lines {
+            if line.contains("corrupts the zone tracker's record") {
+                corrupt = true;
+            } else if line.contains("repairs the zone tracker's record") {
+                corrupt = false;
+            } else if corrupt && line.contains("controller#") && line.contains("DELETE pod") && line.ends_with("-> ok")
+            {
+                replaced_while_corrupt += 1;
+            }
+        }
+    }
+    assert!(replaced_while_corrupt >= 8, "only {replaced_while_corrupt} pods replaced while the record was unreadable");
+}
+
 #[test]
 fn the_no_downscale_webhook_denies_exactly_the_labelled_downscales_over_30_seeds() {
     let sc = Scenario { no_downscale: true, ..Scenario::default() };
