@@ -210,13 +210,29 @@ fn without_any_patch_one_replica_serialises_its_decisions_in_process_and_keeps_t
     let outcomes = run_all(&sc, 0..10);
     let total = totals(&outcomes);
     assert!(total.committed >= 10 && total.denied >= 10, "{total:?}");
+    let refused = |l: &str| l.contains("webhook") && l.contains("patch statefulsets") && l.contains("forbidden (403)");
     assert!(
-        outcomes
-            .iter()
-            .flat_map(|o| o.trace.lines.iter())
-            .any(|l| l.contains("webhook") && l.contains("statefulsets") && l.contains("forbidden (403)")),
+        outcomes.iter().flat_map(|o| o.trace.lines.iter()).any(|l| refused(l)),
         "no replica tried to keep an intent on a StatefulSet"
     );
+    // Drains go on under the in-process lock: evictions committed by decisions that started under it (the replica
+    // had fallen back since its last start, and no refusal came since the previous eviction, so this decision did
+    // not fall back itself).
+    let mut under_lock = 0;
+    for o in &outcomes {
+        let (mut fell_back, mut refused_since_last) = (false, false);
+        for line in &o.trace.lines {
+            if line.contains("operator-0 crashes") {
+                fell_back = false;
+            } else if refused(line) {
+                (fell_back, refused_since_last) = (true, true);
+            } else if line.contains("EVICT pod") && line.contains("-> evicted") {
+                under_lock += u32::from(fell_back && !refused_since_last);
+                refused_since_last = false;
+            }
+        }
+    }
+    assert!(under_lock >= 10, "only {under_lock} evictions decided under the in-process lock committed");
 }
 
 /// The same chart writes no `grafana.com/ready-time` stamps: a partition budget with a `crossZoneEvictionDelay`
