@@ -60,6 +60,12 @@ pub const PAUSED: &str = "paused is left alone";
 pub const LIVENESS: &str = "liveness";
 pub const MIN_TIME: &str = "min time between zone downscales";
 pub const NO_DOWNSCALE_DURING_ROLLOUT: &str = "no downscale during a rollout, no rollout step while preparing one";
+/// Invariant 5's controller side judged on its own (where the prepare-downscale webhook serves the group, the zone
+/// tracker is on and RBAC grants its ConfigMap): every pod deletion of the controller commits while the record holds
+/// a live rollout-step claim of the pod's group (`grafana.com/rollout-steps-in-progress`). The webhook's checks
+/// back the claim up, so invariant 5 alone rarely shows a deletion made without one.
+pub const ROLLOUT_STEP_CLAIMED: &str =
+    "a controller deletion in a webhook-served group commits under a live step claim";
 /// Under a real deployment's RBAC, the operator asks for nothing it is not granted (a feature that needs more is
 /// off for that deployment, not failing on 403s).
 pub const FORBIDDEN: &str = "no request outside the deployment's RBAC";
@@ -665,6 +671,11 @@ impl Checker {
             }
         }
         known
+    }
+
+    /// A violation the store judged itself (it holds what the rule reads).
+    pub fn violate_at(&mut self, at: Duration, invariant: &'static str, detail: String) {
+        self.violate(at, invariant, detail);
     }
 
     fn violate(&mut self, at: Duration, invariant: &'static str, detail: String) {

@@ -127,6 +127,8 @@ pub struct Store {
     pub writer: String,
     /// The group downscale record's ConfigMap name (the controller's `-zone-tracker.config-map-name`).
     pub downscale_record: String,
+    /// Whether the controller's pod deletions must commit under a live rollout-step claim ([`ROLLOUT_STEP_CLAIMED`]).
+    pub step_claims_required: bool,
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
     /// Downscales being prepared (invariant 5): StatefulSet -> (its group, the admission, its marker's `until`),
@@ -235,6 +237,7 @@ impl Store {
             downscale_record: rollout_operator::controller::scaling::ScalingConfig::default()
                 .downscale_record
                 .unwrap_or_default(),
+            step_claims_required: false,
             start_wall: Timestamp::now(),
             preparing: BTreeMap::new(),
             admission_writing: None,
@@ -495,6 +498,28 @@ impl Store {
         pod
     }
 
+    /// [`ROLLOUT_STEP_CLAIMED`]: the record's `{"<group>":{"until":"<RFC 3339>"}}`, read here as documented.
+    fn judge_step_claimed(&mut self, at: Duration, pod: &Pod, k: Knowledge) {
+        let Some(group) = self.group_of_pod(pod) else { return };
+        let now = Timestamp::now();
+        let steps = self.config_maps.get(&self.downscale_record).and_then(|cm| {
+            cm.metadata.annotations.as_ref()?.get(rollout_core::keys::ROLLOUT_STEPS_IN_PROGRESS).cloned()
+        });
+        let until = steps
+            .as_deref()
+            .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
+            .and_then(|v| v.pointer(&format!("/{group}/until"))?.as_str()?.parse::<Timestamp>().ok());
+        if !until.is_some_and(|until| until > now) {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let claim = until.map_or("none".to_string(), |u| format!("expired at {u}"));
+            let detail = format!(
+                "controller#{} deleted {name} of group {group} at {now}; its step claim: {claim}",
+                k.incarnation
+            );
+            self.checker.violate_at(at, crate::checker::ROLLOUT_STEP_CLAIMED, detail);
+        }
+    }
+
     pub fn remove_pod(&mut self, name: &str) {
         self.prepared.remove(name);
         if let Some(mut pod) = self.pods.remove(name) {
@@ -523,6 +548,9 @@ impl Store {
         }
         let at = self.elapsed();
         self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        if self.step_claims_required {
+            self.judge_step_claimed(at, &pod, k);
+        }
         if !self.checker.budgets.is_empty() {
             let by = format!("controller#{} deletion", k.incarnation);
             self.checker.judge_disruption(at, k.pod_rv.min(k.sts_rv), self.rv, &PodSum::of(&pod), &by);

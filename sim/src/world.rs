@@ -1888,6 +1888,11 @@ fn judge(
 fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     let mut st = store.lock().unwrap();
     st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+    // Where the webhook serves the group and the tracker's ConfigMap may be used, every rollout step is claimed.
+    st.step_claims_required = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Webhook)
+        && sc.downscale_record().is_some()
+        && sc.deployment.is_none_or(ReferenceDeployment::zone_tracker)
+        && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
     if sc.no_downscale {
         populate_no_downscale(&mut st);
     }

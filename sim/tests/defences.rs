@@ -173,6 +173,24 @@ fn the_rollout_step_claim_alone_keeps_rollout_steps_off_prepared_downscales() {
     assert_all_pass(&sc, (0..20).chain(MARKER_AFTER_THE_READ));
 }
 
+/// Seeds of `--webhook` at which a rollout-step claim fails (a partition, a lost message) before a step, found over
+/// seeds 0..60 with any failed claim taken for RBAC refusing the zone tracker (which rolls the group unclaimed for
+/// the resync period): every controller deletion is judged to commit under a live step claim of its group
+/// (`ROLLOUT_STEP_CLAIMED`), which the webhook's own checks otherwise hide.
+const FAILED_STEP_CLAIM: [u64; 3] = [31, 44, 50];
+
+/// A failed step claim is retried, and only a 403 switches the zone tracker off.
+#[test]
+fn a_failed_rollout_step_claim_is_retried_not_taken_for_a_refusal() {
+    let sc = Scenario::rollout_with_admitted_downscales();
+    for seed in FAILED_STEP_CLAIM {
+        let o = world::run(seed, &sc, false);
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+        let deletions = o.trace.lines.iter().filter(|l| l.contains("controller#") && l.contains("DELETE pod")).count();
+        assert!(deletions >= 3, "seed {seed}: only {deletions} controller deletions judged");
+    }
+}
+
 /// The record failing closed cannot be shown alone: without the claim, a marker committed between a pass's read
 /// and its deletions is missed whatever the read gave, so the same seeds break with the record failing closed
 /// (and, alike, failing open).
