@@ -60,6 +60,9 @@ pub const PAUSED: &str = "paused is left alone";
 pub const LIVENESS: &str = "liveness";
 pub const MIN_TIME: &str = "min time between zone downscales";
 pub const NO_DOWNSCALE_DURING_ROLLOUT: &str = "no downscale during a rollout, no rollout step while preparing one";
+/// The prepare-downscale webhook reads the downscaled StatefulSet's own rollout group only: no denial names a
+/// StatefulSet of another group.
+pub const PREPARE_SCOPE: &str = "a downscale is judged on its own rollout group only";
 /// Invariant 5's controller side judged on its own (where the prepare-downscale webhook serves the group, the zone
 /// tracker is on and RBAC grants its ConfigMap): every pod deletion of the controller commits while the record holds
 /// a live rollout-step claim of the pod's group (`grafana.com/rollout-steps-in-progress`). The webhook's checks
@@ -97,6 +100,9 @@ pub const ZPDB_CONTROLLER: &str = "controller deletions keep the ZoneAwarePodDis
 /// The budget-edits worlds: an eviction of a pod that no budget has covered for [`BUDGET_CHANGE_GRACE`] is not
 /// denied for a budget (a deleted budget stops holding drains once the operator could have seen the deletion).
 pub const ZPDB_OUT_OF_SCOPE: &str = "an eviction no budget covers is not denied by one";
+/// A budget judges an eviction on the StatefulSets of the pods it selects: no denial names a StatefulSet of another
+/// rollout group (the worlds' second group, which no budget selects).
+pub const ZPDB_SCOPE: &str = "an eviction is judged on its budget's StatefulSets only";
 /// The budget-edits worlds: `/admission/zpdb-validation` admits every valid budget edit and refuses every invalid
 /// one (failure policy Fail: an invalid budget never reaches the operator).
 pub const ZPDB_VALIDATION: &str = "the validation webhook admits exactly the valid budgets";

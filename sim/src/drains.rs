@@ -449,7 +449,17 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     if !allowed {
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
-        st.checker.judge_eviction_denial(at, crate::world::GROUP, pod, code, &message);
+        let owner = st.pods.get(pod).map(objects::owner_of).unwrap_or_default();
+        let group = st.group_of_statefulset(&owner).unwrap_or_default();
+        st.checker.judge_eviction_denial(at, &group, pod, code, &message);
+        let named = crate::world::other_groups_named(&st, &owner, &message);
+        if !named.is_empty() {
+            let detail = format!(
+                "eviction of {pod} denied ({code}) for {} of another rollout group: {message}",
+                named.join(", ")
+            );
+            st.checker.violate_at(at, crate::checker::ZPDB_SCOPE, detail);
+        }
         let intent = format!("grafana.com/eviction-intent.eviction-{n}");
         let carries = |annotations: &Option<std::collections::BTreeMap<String, String>>| {
             annotations.as_ref().is_some_and(|a| a.contains_key(&intent))
@@ -506,6 +516,7 @@ pub async fn drain_nodes(
     store: SharedStore,
     mut r: SimRng,
     drains: Drains,
+    groups: &[&str],
     zones: u32,
     start: Instant,
     phase: Duration,
@@ -521,10 +532,14 @@ pub async fn drain_nodes(
         })
         .collect();
     plan.sort_unstable();
+    // With a second rollout group, a third of the drains are of its nodes (drawn after the plan, so the one-group
+    // worlds draw as before).
+    let of_group: Vec<&str> =
+        plan.iter().map(|_| if groups.len() > 1 && r.chance(0.33) { groups[1] } else { groups[0] }).collect();
     let mut running = Vec::new();
-    for (n, (at, zone, node, dry, seed)) in plan.into_iter().enumerate() {
+    for (n, ((at, zone, node, dry, seed), group)) in plan.into_iter().zip(of_group).enumerate() {
         tokio::time::sleep_until((start + at).max(Instant::now())).await;
-        let sts = format!("{}-zone-{}", crate::world::GROUP, (b'a' + zone as u8) as char);
+        let sts = format!("{group}-zone-{}", (b'a' + zone as u8) as char);
         let pods: Vec<String> = {
             let mut st = store.lock().unwrap();
             let replicas = st.statefulsets.get(&sts).and_then(|s| s.spec.as_ref()?.replicas).unwrap_or(0).max(0) as u32;

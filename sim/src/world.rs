@@ -831,6 +831,28 @@ fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
     Some((record, key, original))
 }
 
+/// The StatefulSets of a rollout group other than `sts`'s that `message` names (read as its words).
+pub(crate) fn other_groups_named(st: &Store, sts: &str, message: &str) -> Vec<String> {
+    let group = st.group_of_statefulset(sts);
+    message
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|word| st.statefulsets.contains_key(*word) && st.group_of_statefulset(word) != group)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The prepare-downscale webhook judges a downscale on its own rollout group: a denial naming a StatefulSet of
+/// another group (the worlds' second group) is wrong (`PREPARE_SCOPE`).
+fn judge_denial_scope(st: &mut Store, sts: &str, message: &str) {
+    let named = other_groups_named(st, sts, message);
+    if !named.is_empty() {
+        let at = st.elapsed();
+        let detail =
+            format!("the downscale of {sts} was denied for {} of another rollout group: {message}", named.join(", "));
+        st.checker.violate_at(at, crate::checker::PREPARE_SCOPE, detail);
+    }
+}
+
 /// Puts the corrupted entry back as it was (or removes it); whether that is done (or the record is gone).
 fn repair_record(st: &mut Store, record: &str, key: &str, original: Option<&str>) -> bool {
     let Some(mut cm) = st.config_maps.get(record).cloned() else { return true };
@@ -971,6 +993,7 @@ fn start_drains(
     }
     let node = handle.create_node().name("drain").ip(IpAddr::from([10, 0, 0, 12])).build();
     let (store, zones, phase) = (store.clone(), sc.zones, sc.fault_phase);
+    let groups: &'static [&'static str] = if sc.second_group { &[GROUP, SECOND_GROUP] } else { &[GROUP] };
     let drainer = SimRng::new(r.next_u64());
     if drains.budget_edits {
         // Drawn after everything the world without edits draws, so those draws stay the same.
@@ -980,7 +1003,7 @@ fn start_drains(
         }));
     }
     tasks.push(tokio::spawn(async move {
-        let _ = node.spawn(drains::drain_nodes(store, drainer, drains, zones, start, phase)).await;
+        let _ = node.spawn(drains::drain_nodes(store, drainer, drains, groups, zones, start, phase)).await;
     }));
 }
 
@@ -2477,6 +2500,7 @@ impl User {
                 Ok(Ok((false, message, _))) => {
                     let retry = message.ends_with("retry");
                     st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"));
+                    judge_denial_scope(&mut st, &sts, &message);
                     !retry
                 }
                 Ok(Err(e)) => {

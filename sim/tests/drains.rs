@@ -179,6 +179,23 @@ const NO_SECOND_READ: [u64; 3] = [10, 21, 44];
 /// Seeds of the zone-mode drains world where [`Evictor::IgnoresBudget`] breaks the budget (every seed of 0..60).
 const IGNORES_BUDGET: [u64; 2] = [0, 1];
 
+/// Drains of both rollout groups, one budget over the first: the budget judges evictions on the StatefulSets of the
+/// pods it selects (no denial names the other group's, `ZPDB_SCOPE`), and the other group's pods, which it does not
+/// select, are never denied for it (`ZPDB_OUT_OF_SCOPE`).
+#[test]
+fn a_budget_beside_a_second_group_judges_only_its_own_pods_over_8_seeds() {
+    let sc = Scenario { second_group: true, ..drains(BudgetMode::Zones, Evictor::Real) };
+    let outcomes = run_all(&sc, 0..8);
+    let total = totals(&outcomes);
+    assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
+    let other = outcomes
+        .iter()
+        .flat_map(|o| o.trace.lines.iter())
+        .filter(|l| l.contains("EVICT pod store-gateway-zone") && l.contains("-> evicted"))
+        .count();
+    assert!(other >= 8, "only {other} pods of the second group evicted");
+}
+
 /// Under the chart mimir-distributed pins (no `patch` on pods, `patch` on StatefulSets), eviction intents go on the
 /// StatefulSets: two operator replicas and the controller, each its own process, keep the budget (about a third of
 /// seeds 0..100 broke it with per-replica serialisation before). (The evictor without second reads cannot be shown

@@ -160,6 +160,17 @@ fn a_second_rollout_group_rolls_independently_over_20_seeds() {
     assert!(count_lines(&outcomes, "PUT store-gateway-zone") >= 20);
 }
 
+/// Admitted downscales beside a second rollout group in the namespace: the prepare-downscale webhook reads the
+/// downscaled StatefulSet's own group only, so no denial names a StatefulSet of the other group (`PREPARE_SCOPE`;
+/// the second group rolls meanwhile, which a selector reaching the whole namespace would count against the first).
+#[test]
+fn admitted_downscales_beside_a_second_group_are_judged_on_their_own_group_over_8_seeds() {
+    let sc = Scenario { second_group: true, ..Scenario::rollout_with_admitted_downscales() };
+    let outcomes = run_all(&sc, 0..8);
+    assert!(count_lines(&outcomes, "denied ingester-zone") >= 40, "the webhook denied too few downscales");
+    assert!(count_lines(&outcomes, "DELETE pod store-gateway-zone") >= 16, "the second group hardly rolled");
+}
+
 #[test]
 fn ready_pods_with_a_crashed_sidecar_are_not_counted_as_serving() {
     let sc = Scenario { sidecars: true, ..Scenario::default() };
