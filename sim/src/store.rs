@@ -509,7 +509,7 @@ impl Store {
             .as_deref()
             .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
             .and_then(|v| v.pointer(&format!("/{group}/until"))?.as_str()?.parse::<Timestamp>().ok());
-        if !until.is_some_and(|until| until > now) {
+        if until.is_none_or(|until| until <= now) {
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             let claim = until.map_or("none".to_string(), |u| format!("expired at {u}"));
             let detail = format!(
