@@ -2473,8 +2473,12 @@ impl User {
             match answer {
                 Ok(Ok((true, _, patch))) => {
                     st.trace(&format!("operator-{operator}"), format!("admitted {sts} {from} -> {to}"));
-                    // The API server applies the mutating webhook's JSONPatch to the object it commits.
-                    if let Some(patch) = patch
+                    // The API server applies the mutating webhook's JSONPatch to the object under admission. For a
+                    // `/scale` update that is the Scale, of which only `spec.replicas` reaches the StatefulSet: the
+                    // annotations such a patch adds are dropped.
+                    if via_scale && patch.is_some() {
+                        st.trace("apiserver", format!("{sts}: the webhook's patch of the Scale changes only replicas"));
+                    } else if let Some(patch) = patch
                         && let Err(e) = apply_annotation_patch(&mut st, &sts, &patch)
                     {
                         let at = st.elapsed();
