@@ -1618,7 +1618,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         }));
     }
     if sc.corrupt_record {
-        let (store, until) = (store.clone(), start + sc.fault_phase);
+        // The world's actors stop when the fault phase ends: a corruption starts no later than its longest hold
+        // (60 s) before that, so its repair always runs.
+        let (store, until) = (store.clone(), start + sc.fault_phase.saturating_sub(Duration::from_secs(60)));
         let mut r = SimRng::new(seed ^ CORRUPT_RECORD_STREAM);
         tasks.push(tokio::spawn(async move {
             let mut corruptions = 0;

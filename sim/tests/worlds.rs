@@ -8,7 +8,7 @@
 #![cfg(madsim)]
 
 use rollout_sim::checker;
-use rollout_sim::world::{self, Outcome, PlannerKind, Scenario};
+use rollout_sim::world::{self, Outcome, PlannerKind, ReferenceDeployment, Scenario};
 
 fn run_all(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
     let outcomes: Vec<Outcome> = seeds.map(|s| world::run(s, sc, false)).collect();
@@ -132,6 +132,23 @@ fn a_corrupt_record_holds_only_what_needs_it_over_12_seeds() {
         }
     }
     assert!(replaced_while_corrupt >= 8, "only {replaced_while_corrupt} pods replaced while the record was unreadable");
+}
+
+/// Seed 13 under the jsonnet deployment corrupted the record a few seconds before the fault phase ended; the
+/// world's actors are stopped then, so the record was never repaired and the rollout's downscales waited for ever
+/// (a liveness failure of the world, not of the operator). A corruption now starts early enough for its repair to
+/// run before the actors stop.
+#[test]
+fn regression_seed_13_a_record_corrupted_late_is_repaired_before_the_actors_stop() {
+    let sc = Scenario {
+        corrupt_record: true,
+        deployment: Some(ReferenceDeployment::Jsonnet),
+        ..Scenario::scaling_during_rollout()
+    };
+    let outcomes = run_all(&sc, 13..14);
+    let corrupted = count_lines(&outcomes, "corrupts the zone tracker's record");
+    assert!(corrupted >= 1);
+    assert_eq!(count_lines(&outcomes, "repairs the zone tracker's record"), corrupted);
 }
 
 #[test]
