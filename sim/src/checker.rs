@@ -679,12 +679,9 @@ impl Checker {
         known
     }
 
-    /// A violation the store judged itself (it holds what the rule reads).
-    pub fn violate_at(&mut self, at: Duration, invariant: &'static str, detail: String) {
-        self.violate(at, invariant, detail);
-    }
-
-    fn violate(&mut self, at: Duration, invariant: &'static str, detail: String) {
+    /// Records a violation of `invariant`; also used by the store and the worlds for the rules whose facts they
+    /// hold.
+    pub fn violate(&mut self, at: Duration, invariant: &'static str, detail: String) {
         self.violations.push(Violation { at, invariant, detail });
     }
 

@@ -452,14 +452,8 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         let owner = st.pods.get(pod).map(objects::owner_of).unwrap_or_default();
         let group = st.group_of_statefulset(&owner).unwrap_or_default();
         st.checker.judge_eviction_denial(at, &group, pod, code, &message);
-        let named = crate::world::other_groups_named(&st, &owner, &message);
-        if !named.is_empty() {
-            let detail = format!(
-                "eviction of {pod} denied ({code}) for {} of another rollout group: {message}",
-                named.join(", ")
-            );
-            st.checker.violate_at(at, crate::checker::ZPDB_SCOPE, detail);
-        }
+        let what = format!("the eviction of {pod} ({code})");
+        crate::world::judge_denial_scope(&mut st, &owner, &message, crate::checker::ZPDB_SCOPE, &what);
         let intent = format!("grafana.com/eviction-intent.eviction-{n}");
         let carries = |annotations: &Option<std::collections::BTreeMap<String, String>>| {
             annotations.as_ref().is_some_and(|a| a.contains_key(&intent))

@@ -516,7 +516,7 @@ impl Store {
                 "controller#{} deleted {name} of group {group} at {now}; its step claim: {claim}",
                 k.incarnation
             );
-            self.checker.violate_at(at, crate::checker::ROLLOUT_STEP_CLAIMED, detail);
+            self.checker.violate(at, crate::checker::ROLLOUT_STEP_CLAIMED, detail);
         }
     }
 

@@ -831,25 +831,19 @@ fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
     Some((record, key, original))
 }
 
-/// The StatefulSets of a rollout group other than `sts`'s that `message` names (read as its words).
-pub(crate) fn other_groups_named(st: &Store, sts: &str, message: &str) -> Vec<String> {
+/// A denial of `what` (a change to `sts`) must name only StatefulSets of `sts`'s own rollout group: one that names
+/// a StatefulSet of another group (the worlds' second group) judged on the wrong group, a violation of `invariant`.
+/// The names are read as the message's words, not through the core.
+pub(crate) fn judge_denial_scope(st: &mut Store, sts: &str, message: &str, invariant: &'static str, what: &str) {
     let group = st.group_of_statefulset(sts);
-    message
+    let named: Vec<&str> = message
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
         .filter(|word| st.statefulsets.contains_key(*word) && st.group_of_statefulset(word) != group)
-        .map(str::to_string)
-        .collect()
-}
-
-/// The prepare-downscale webhook judges a downscale on its own rollout group: a denial naming a StatefulSet of
-/// another group (the worlds' second group) is wrong (`PREPARE_SCOPE`).
-fn judge_denial_scope(st: &mut Store, sts: &str, message: &str) {
-    let named = other_groups_named(st, sts, message);
+        .collect();
     if !named.is_empty() {
         let at = st.elapsed();
-        let detail =
-            format!("the downscale of {sts} was denied for {} of another rollout group: {message}", named.join(", "));
-        st.checker.violate_at(at, crate::checker::PREPARE_SCOPE, detail);
+        let detail = format!("{what} was denied for {} of another rollout group: {message}", named.join(", "));
+        st.checker.violate(at, invariant, detail);
     }
 }
 
@@ -2506,7 +2500,8 @@ impl User {
                 Ok(Ok((false, message, _))) => {
                     let retry = message.ends_with("retry");
                     st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"));
-                    judge_denial_scope(&mut st, &sts, &message);
+                    let what = format!("the downscale of {sts}");
+                    judge_denial_scope(&mut st, &sts, &message, crate::checker::PREPARE_SCOPE, &what);
                     !retry
                 }
                 Ok(Err(e)) => {
