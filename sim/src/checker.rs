@@ -81,16 +81,21 @@ pub const FOLLOWER_WITHOUT_MIN_TIME: &str = "a follower without a min time is no
 /// The controller deletes only pods of its StatefulSets: owned by one and matching its selector, as it knew them
 /// (a pod relabelled out of service for debugging is not the StatefulSet's any more).
 pub const ONLY_MEMBER_PODS: &str = "only pods of a managed StatefulSet are deleted";
-/// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
-/// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
 /// The no-downscale webhook: a decrease of the replicas of an object labelled `grafana.com/no-downscale: "true"`
 /// is denied (unless the webhook could not read the object's parent and says so: the reference's fail-open policy),
 /// and every other change (upscales, unlabelled objects) is allowed.
 pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, others are";
+/// The prepare-downscale webhook sent what is not a StatefulSet (a configuration broader than the shipped rules: a
+/// Deployment, a ReplicaSet, a `deployments/scale`) lets it through with a warning and reads nothing for it
+/// (reference 4.3: an unsupported type or resource fails open); an unlabelled StatefulSet is let through unless
+/// reading it failed.
+pub const PREPARE_FOREIGN: &str = "the prepare-downscale webhook lets through what it does not serve, unread";
 /// Mirror replicas: the controller scales a mirror StatefulSet only to values its reference resource asked for.
 pub const MIRROR: &str = "mirror StatefulSets follow their reference";
 /// Delayed downscale: a pod is removed only after it has been preparing for the delay.
 pub const DELAYED_DOWNSCALE: &str = "delayed downscale removes only pods prepared for the delay";
+/// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
+/// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
 pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
 /// Issue 14: an eviction the pod-eviction webhook allowed keeps every ZoneAwarePodDisruptionBudget, judged on the
 /// committed state at its commit (see [`Checker::judge_disruption`]).
@@ -365,6 +370,8 @@ pub struct Checker {
     pub near_min_time: (u64, u64),
     /// No-downscale admissions judged: (denied, allowed).
     pub no_downscale_admissions: (u64, u64),
+    /// The prepare-downscale webhook's answers judged by [`Checker::judge_prepare_foreign`].
+    pub prepare_foreign_admissions: u64,
     /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,
     /// pods above `spec.replicas` still there, or a replica change in the last 30 s).
     pub rolled_while_scaling: u64,
@@ -971,6 +978,39 @@ impl Checker {
         }
         if !allowed && (!labelled || to > from) {
             self.violate(at, NO_DOWNSCALE_LABEL, format!("denied {what} {from} -> {to}, which must be allowed"));
+        }
+    }
+
+    /// [`PREPARE_FOREIGN`]: the prepare-downscale webhook's answer to a change of `kind` (`reads`: the parent
+    /// objects it read by name meanwhile, as (asked, answered)). Only a downscale needs the webhook to look at the
+    /// object's type; an upscale is let through as it is.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge_prepare_foreign(
+        &mut self,
+        at: Duration,
+        what: &str,
+        kind: &str,
+        downscale: bool,
+        allowed: bool,
+        warnings: &[String],
+        reads: (u32, u32),
+    ) {
+        self.prepare_foreign_admissions += 1;
+        // A `/scale` of a StatefulSet whose read failed (an API error, not "not found") is denied by design: the
+        // StatefulSet may be one the webhook serves.
+        let excused = kind == "StatefulSet" && reads.0 > reads.1;
+        if !allowed && !excused {
+            self.violate(at, PREPARE_FOREIGN, format!("denied {what}, which it does not serve"));
+        }
+        if kind != "StatefulSet" {
+            if reads.0 > 0 {
+                let detail = format!("read {} parent objects for {what}, which is no StatefulSet", reads.0);
+                self.violate(at, PREPARE_FOREIGN, detail);
+            }
+            if allowed && downscale && !warnings.iter().any(|w| w.ends_with("allowing the change")) {
+                let detail = format!("let {what} through without saying it is not served (warnings: {warnings:?})");
+                self.violate(at, PREPARE_FOREIGN, detail);
+            }
         }
     }
 

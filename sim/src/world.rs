@@ -718,6 +718,8 @@ pub struct Outcome {
     pub events: EventStats,
     /// No-downscale webhook answers judged: (denied, allowed).
     pub no_downscale_admissions: (u64, u64),
+    /// The prepare-downscale webhook's answers to the no-downscale world's objects judged.
+    pub prepare_foreign_admissions: u64,
     /// The drains world's evictions.
     pub drains: crate::checker::DrainStats,
     /// The HA world's Lease judgements and failovers.
@@ -1897,6 +1899,7 @@ fn judge(
         reactions: st.reactions.clone(),
         events,
         no_downscale_admissions: st.checker.no_downscale_admissions,
+        prepare_foreign_admissions: st.checker.prepare_foreign_admissions,
         drains: st.checker.drains,
         ha: st.ha.stats.clone(),
     }
@@ -3078,6 +3081,38 @@ fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde
 /// A user (or HPA) changing the no-downscale world's objects through the real no-downscale webhook: 8-20 changes at
 /// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update; an
 /// allowed change is applied. The checker judges every answer.
+/// Sends `review` to the operator's webhook at `path` (its real router, reading through a fresh API client) and
+/// returns the answer's `response` with the parent reads it made: (asked, answered with the object).
+async fn ask_webhook(
+    path: &str,
+    review: &serde_json::Value,
+    incarnation: u64,
+) -> Result<(serde_json::Value, (u32, u32)), String> {
+    let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+    let reads = api.clone();
+    let app = router(Webhooks {
+        api,
+        pods: NoPodClient,
+        settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10)),
+        clock: system_clock(),
+    });
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(serde_json::to_vec(review).map_err(|e| e.to_string())?))
+        .map_err(|e| e.to_string())?;
+    let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+    objects::admission_response(review, &body).map(|response| (response, reads.parent_reads()))
+}
+
+fn answer_warnings(response: &serde_json::Value) -> Vec<String> {
+    response
+        .get("warnings")
+        .and_then(|w| w.as_array())
+        .map(|w| w.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
 async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fault_phase: Duration) {
     let count = r.range(8..21);
     let mut times: Vec<Duration> =
@@ -3115,25 +3150,10 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
                 "oldObject": old, "object": new}})
         };
-        let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + n as u64;
-        let answer = async {
-            let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
-            let reads = api.clone();
-            let app = router(Webhooks {
-                api,
-                pods: NoPodClient,
-                settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10)),
-                clock: system_clock(),
-            });
-            let request = http::Request::post(NO_DOWNSCALE_PATH)
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
-                .map_err(|e| e.to_string())?;
-            let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
-            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-            objects::admission_response(&review, &body).map(|response| (response, reads.parent_reads()))
-        }
-        .await;
+        let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + 2 * n as u64;
+        let answer = ask_webhook(NO_DOWNSCALE_PATH, &review, incarnation).await;
+        let prepare_answer = ask_webhook(PREPARE_DOWNSCALE_PATH, &review, incarnation + 1).await;
+        let how = if via_scale { "/scale" } else { "UPDATE" };
         let mut st = store.lock().unwrap();
         let (response, (asked, found)) = match answer {
             Ok(answer) => answer,
@@ -3143,12 +3163,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
             }
         };
         let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
-        let warnings: Vec<String> = response
-            .get("warnings")
-            .and_then(|w| w.as_array())
-            .map(|w| w.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        let how = if via_scale { "/scale" } else { "UPDATE" };
+        let warnings = answer_warnings(&response);
         let verdict = if allowed { "admitted" } else { "denied" };
         st.trace("no-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
         let at = st.elapsed();
@@ -3163,7 +3178,25 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
             &warnings,
             read_failed,
         );
-        if allowed {
+        // Both webhooks serve these objects (a hand-written configuration broader than the shipped rules); the API
+        // server applies a change only if both allow it.
+        let prepare_allowed = match prepare_answer {
+            Ok((response, reads)) => {
+                let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+                let warnings = answer_warnings(&response);
+                let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default();
+                let verdict = if allowed { "admitted".to_string() } else { format!("denied ({message})") };
+                st.trace("prepare-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
+                let what = format!("{kind} {name} {from} -> {to} ({how})");
+                st.checker.judge_prepare_foreign(at, &what, kind, to < from, allowed, &warnings, reads);
+                allowed
+            }
+            Err(e) => {
+                st.trace("prepare-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
+                false
+            }
+        };
+        if allowed && prepare_allowed {
             match kind {
                 "Deployment" => {
                     if let Some(spec) = st.deployments.get_mut(name).and_then(|d| d.spec.as_mut()) {

@@ -169,6 +169,22 @@ fn the_no_downscale_webhook_denies_exactly_the_labelled_downscales_over_30_seeds
     assert!(fail_open * 4 <= denied + allowed, "{fail_open} fail-open answers of {}", denied + allowed);
 }
 
+/// The no-downscale world's objects also go to the prepare-downscale webhook (a configuration broader than the
+/// shipped rules): a Deployment, a ReplicaSet or a `/scale` of either is let through with the reference's warning
+/// and without reading anything (a `deployments/scale` taken for a StatefulSet's would read the StatefulSet of that
+/// name, and prepare or deny it); the unlabelled StatefulSet is let through.
+#[test]
+fn the_prepare_downscale_webhook_lets_through_what_it_does_not_serve_over_30_seeds() {
+    let sc = Scenario { no_downscale: true, ..Scenario::default() };
+    let outcomes = run_all(&sc, 0..30);
+    let judged: u64 = outcomes.iter().map(|o| o.prepare_foreign_admissions).sum();
+    assert!(judged >= 200, "only {judged} answers judged");
+    for warning in ["unsupported resource deployments", "unsupported resource replicasets", "unsupported type apps/v1"]
+    {
+        assert!(count_lines(&outcomes, warning) > 0, "never warned {warning}");
+    }
+}
+
 #[test]
 fn a_second_rollout_group_rolls_independently_over_20_seeds() {
     let sc = Scenario { second_group: true, ..Scenario::default() };
