@@ -85,6 +85,10 @@ pub const ONLY_MEMBER_PODS: &str = "only pods of a managed StatefulSet are delet
 /// is denied (unless the webhook could not read the object's parent and says so: the reference's fail-open policy),
 /// and every other change (upscales, unlabelled objects) is allowed.
 pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, others are";
+/// The prepare-downscale webhook's purpose (reference 4.3, steps 9-12): every pod an admitted downscale of a labelled
+/// StatefulSet removes was told to prepare for shutdown (its endpoint answered the POST with success) before the
+/// webhook allowed the downscale.
+pub const PREPARED_FOR_SHUTDOWN: &str = "an admitted downscale's removed pods were prepared for shutdown";
 /// The prepare-downscale webhook sent what is not a StatefulSet (a configuration broader than the shipped rules: a
 /// Deployment, a ReplicaSet, a `deployments/scale`) lets it through with a warning and reads nothing for it
 /// (reference 4.3: an unsupported type or resource fails open); an unlabelled StatefulSet is let through unless
@@ -370,6 +374,8 @@ pub struct Checker {
     pub near_min_time: (u64, u64),
     /// No-downscale admissions judged: (denied, allowed).
     pub no_downscale_admissions: (u64, u64),
+    /// Pods removed by admitted downscales of labelled StatefulSets, judged for [`PREPARED_FOR_SHUTDOWN`].
+    pub prepared_pods: u64,
     /// The prepare-downscale webhook's answers judged by [`Checker::judge_prepare_foreign`].
     pub prepare_foreign_admissions: u64,
     /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,

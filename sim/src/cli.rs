@@ -133,6 +133,10 @@ struct ScenarioArgs {
     /// --scaling, 10 with --webhook alone).
     #[arg(long = "min-time")]
     min_time: Option<u64>,
+    /// The rollout group's StatefulSets, one per zone: 1 to 5 (default 3). With 1 the group is a single
+    /// StatefulSet (a single-zone deployment that still carries `rollout-group`).
+    #[arg(long = "zones")]
+    zones: Option<u32>,
     /// With --scaling: after each follower downscale the user also asks for a leader downscale at that commit plus
     /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
@@ -276,6 +280,9 @@ impl ScenarioArgs {
         }
         if let Some(m) = self.min_time {
             flags.push_str(&format!(" --min-time {m}"));
+        }
+        if let Some(z) = self.zones {
+            flags.push_str(&format!(" --zones {z}"));
         }
         if self.min_ready_seconds > 0 {
             flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
@@ -508,8 +515,15 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         scale_requests: args.scale_requests,
         events: args.events,
         settle_deadline: base.settle_deadline + min_ready_settle_time(args.min_ready_seconds),
+        zones: args.zones.unwrap_or(base.zones),
         ..base
     };
+    if !(1..=5).contains(&sc.zones) {
+        return Err(format!("--zones {}: from 1 to 5", sc.zones));
+    }
+    if sc.zones < 2 && sc.scaling.as_ref().is_some_and(|s| s.followers) {
+        return Err("--scaling scales followers after a leader: it needs --zones 2 or more".to_string());
+    }
     if sc.corrupt_record && sc.downscale_record().is_none() {
         return Err("--corrupt-record edits the zone tracker's record: not with the zone tracker off".to_string());
     }

@@ -720,6 +720,8 @@ pub struct Outcome {
     pub no_downscale_admissions: (u64, u64),
     /// The prepare-downscale webhook's answers to the no-downscale world's objects judged.
     pub prepare_foreign_admissions: u64,
+    /// Pods removed by admitted downscales that the webhook must have prepared for shutdown, judged.
+    pub prepared_pods: u64,
     /// The drains world's evictions.
     pub drains: crate::checker::DrainStats,
     /// The HA world's Lease judgements and failovers.
@@ -1476,7 +1478,10 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         })
                         .collect(),
                 );
-                let pods = SimPods { rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))) };
+                let pods = SimPods {
+                    rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
+                    calls: Arc::default(),
+                };
                 let next = Arc::new(AtomicU64::new(apiserver::ADMISSION_INCARNATION_BASE));
                 // One user per scaled StatefulSet: the leader's (its changes as drawn above), or one per zone.
                 let mut per_sts: Vec<(String, Vec<(Duration, u32)>)> = Vec::new();
@@ -1900,6 +1905,7 @@ fn judge(
         events,
         no_downscale_admissions: st.checker.no_downscale_admissions,
         prepare_foreign_admissions: st.checker.prepare_foreign_admissions,
+        prepared_pods: st.checker.prepared_pods,
         drains: st.checker.drains,
         ha: st.ha.stats.clone(),
     }
@@ -2323,6 +2329,30 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
 #[derive(Clone)]
 struct SimPods {
     rng: Arc<Mutex<SimRng>>,
+    /// Every call that was answered, in the order of the answers.
+    calls: Arc<Mutex<Vec<PodCall>>>,
+}
+
+/// A call to a pod's endpoint that got an answer (a call the webhook abandoned has none).
+struct PodCall {
+    pod: String,
+    post: bool,
+    /// A 2xx answer.
+    ok: bool,
+    at: Instant,
+}
+
+impl SimPods {
+    /// Whether `pod` answered a POST with success since `since` (told to prepare for shutdown).
+    fn prepared_since(&self, pod: &str, since: Instant) -> bool {
+        self.calls.lock().unwrap().iter().any(|c| c.post && c.ok && c.at >= since && c.pod == pod)
+    }
+}
+
+/// The pod a URL built as `<pod>.<service>.<namespace>.svc.<domain>` addresses.
+fn pod_of_url(url: &str) -> &str {
+    let host = url.split_once("://").map_or(url, |(_, rest)| rest);
+    host.split(['.', ':', '/']).next().unwrap_or_default()
 }
 
 impl PodHttpClient for SimPods {
@@ -2333,6 +2363,12 @@ impl PodHttpClient for SimPods {
             (if slow { r.millis(1_000, 6_000) } else { r.millis(1, 40) }, r.range(0..100))
         };
         tokio::time::sleep(delay).await;
+        self.calls.lock().unwrap().push(PodCall {
+            pod: pod_of_url(&request.url).to_string(),
+            post: request.method == PodMethod::Post,
+            ok: roll >= 5,
+            at: Instant::now(),
+        });
         match roll {
             0..3 => Ok(PodResponse { status: 500, body: b"not now".to_vec() }),
             3..5 => Err(PodCallError::Transport {
@@ -2377,6 +2413,47 @@ impl User {
                 }
                 tokio::time::sleep(Duration::from_secs(15)).await;
             }
+        }
+    }
+
+    /// [`crate::checker::PREPARED_FOR_SHUTDOWN`]: a downscale of a StatefulSet labelled `grafana.com/prepare-downscale`
+    /// admitted from `from` to `to` replicas: every pod it removes that is the one (same uid) that existed, not
+    /// terminating, when the review was sent (at `sent_at`) answered the webhook's POST with success during this
+    /// admission. A pod created later may be one the webhook's list did not see yet, which it skips by design (a
+    /// StatefulSet still scaling up, a pod being replaced).
+    fn judge_prepared(
+        &self,
+        st: &mut Store,
+        sts: &str,
+        (from, to): (u32, u32),
+        existing: &std::collections::BTreeMap<String, String>,
+        sent_at: Instant,
+    ) {
+        let labelled = st
+            .statefulsets
+            .get(sts)
+            .and_then(|s| s.metadata.labels.as_ref())
+            .is_some_and(|l| l.get(rollout_core::keys::PREPARE_DOWNSCALE).map(String::as_str) == Some("true"));
+        if !labelled {
+            return;
+        }
+        let listed: Vec<String> = (to..from)
+            .map(|o| format!("{sts}-{o}"))
+            .filter(|pod| {
+                let now_uid = st.pods.get(pod).and_then(|p| p.metadata.uid.as_ref());
+                now_uid.is_some() && now_uid == existing.get(pod)
+            })
+            .collect();
+        st.checker.prepared_pods += listed.len() as u64;
+        let unprepared: Vec<String> =
+            listed.into_iter().filter(|pod| !self.pods.prepared_since(pod, sent_at)).collect();
+        if !unprepared.is_empty() {
+            let at = st.elapsed();
+            let detail = format!(
+                "admitted {sts} {from} -> {to}, but {} never answered a prepare-shutdown POST with success",
+                unprepared.join(", ")
+            );
+            st.checker.violate(at, crate::checker::PREPARED_FOR_SHUTDOWN, detail);
         }
     }
 
@@ -2427,6 +2504,17 @@ impl User {
                     "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}})
             };
             let pods = self.pods.clone();
+            // The pods that exist, not terminating, as the review is sent (by uid): the webhook lists pods after this,
+            // so each one still there at the commit was listed, and must have been called.
+            let sent_at = Instant::now();
+            let existing: std::collections::BTreeMap<String, String> = {
+                let st = self.store.lock().unwrap();
+                st.pods
+                    .values()
+                    .filter(|p| objects::owner_of(p) == sts && p.metadata.deletion_timestamp.is_none())
+                    .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
+                    .collect()
+            };
             let (record, defences, events) = (self.record.clone(), self.defences, self.events);
             let answer = self.operators[operator]
                 .spawn(async move {
@@ -2490,6 +2578,9 @@ impl User {
                     if with_version && current.as_deref() != Some(read_version.as_str()) {
                         st.trace("user", format!("{sts} {from} -> {to}: conflict (the object has been modified)"));
                         return false;
+                    }
+                    if to < from {
+                        self.judge_prepared(&mut st, &sts, (from, to), &existing, sent_at);
                     }
                     st.writer_basis = Some(arrival_rv);
                     kube::set_replicas(&mut st, &sts, to, "webhook");

@@ -185,6 +185,24 @@ fn the_prepare_downscale_webhook_lets_through_what_it_does_not_serve_over_30_see
     }
 }
 
+/// Every pod an admitted downscale removes was told to prepare for shutdown (checker `PREPARED_FOR_SHUTDOWN`), in a
+/// group of three StatefulSets and in a group of one (a single-zone deployment that still carries
+/// `rollout-group`, whose listed group is the StatefulSet itself: a webhook that counts it twice calls none of its
+/// pods, which no rule saw before this one).
+#[test]
+fn admitted_downscales_prepare_every_pod_they_remove_in_groups_of_one_and_three_over_20_seeds() {
+    let mut failed_prepares = 0;
+    for zones in [1, 3] {
+        let sc = Scenario { zones, ..Scenario::rollout_with_admitted_downscales() };
+        let outcomes = run_all(&sc, 0..20);
+        let judged: u64 = outcomes.iter().map(|o| o.prepared_pods).sum();
+        assert!(judged >= 30, "{zones} zones: only {judged} removed pods judged");
+        failed_prepares += count_lines(&outcomes, "one or more pods failed to prepare for shutdown");
+    }
+    // The pods' endpoints fail now and then: the webhook's calls are real calls, not assumed.
+    assert!(failed_prepares >= 5, "only {failed_prepares} downscales denied for a failed prepare call");
+}
+
 #[test]
 fn a_second_rollout_group_rolls_independently_over_20_seeds() {
     let sc = Scenario { second_group: true, ..Scenario::default() };
