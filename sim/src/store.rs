@@ -643,6 +643,14 @@ impl Store {
         let Some(admission) = self.admission_writing else { return };
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
         let markers = markers_in(raw.map(String::as_str));
+        let now = Timestamp::now();
+        let mut live_groups: Vec<&str> = markers.iter().filter(|m| now < m.until).map(|m| m.group.as_str()).collect();
+        live_groups.sort_unstable();
+        live_groups.dedup();
+        if live_groups.len() > 1 {
+            let line = format!("the record holds live downscale markers of {} groups", live_groups.len());
+            self.trace("checker", line);
+        }
         // This admission's own write without its marker (an undo), or with it re-dated (the downscale dated).
         let own: Vec<String> =
             self.preparing.iter().filter(|(_, (_, a, _))| *a == admission).map(|(s, _)| s.clone()).collect();

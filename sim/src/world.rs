@@ -1019,6 +1019,9 @@ const CORRUPT_RECORD_STREAM: u64 = 0x636f_7272_7570_7421;
 /// What the corrupt-record world's user writes for a zone in the record: JSON, but no time.
 const CORRUPT_RECORD_VALUE: &str = r#"{"lastDownscaled":"yesterday"}"#;
 
+/// Seeds the second group's HPA users in the webhook world.
+const SECOND_GROUP_USERS_STREAM: u64 = 0x7365_636f_6e64_6870;
+
 /// Seeds the relabelling user's own generator.
 const RELABELS_STREAM: u64 = 0x7265_6c61_6265_6c73;
 
@@ -1504,6 +1507,25 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         }
                         zone_changes.sort_unstable();
                         per_sts.push((zone_name(z), zone_changes));
+                    }
+                    if sc.second_group {
+                        // The second group's zones scaled too, from a generator of their own (the first group's
+                        // draws stay as they were): its downscales are prepared while the first group's are, so
+                        // the record holds both groups' markers at once.
+                        let mut r = SimRng::new(seed ^ SECOND_GROUP_USERS_STREAM);
+                        for z in 0..sc.zones {
+                            let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
+                            let mut zone_changes: Vec<(Duration, u32)> = (0..count)
+                                .map(|_| {
+                                    let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
+                                    let to = r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1)
+                                        as u32;
+                                    (at, to)
+                                })
+                                .collect();
+                            zone_changes.sort_unstable();
+                            per_sts.push((group_zone_name(SECOND_GROUP, z), zone_changes));
+                        }
                     }
                 }
                 for (sts, changes) in per_sts {
@@ -2587,7 +2609,8 @@ impl User {
                     st.writer_basis = None;
                     if to < from {
                         let (at, commit_rv) = (st.elapsed(), st.rv);
-                        st.checker.judge_admitted(at, arrival_rv, commit_rv, &sts, GROUP);
+                        let group = st.group_of_statefulset(&sts).unwrap_or_default();
+                        st.checker.judge_admitted(at, arrival_rv, commit_rv, &sts, &group);
                     }
                     true
                 }

@@ -222,6 +222,18 @@ fn admitted_downscales_beside_a_second_group_are_judged_on_their_own_group_over_
     assert!(count_lines(&outcomes, "DELETE pod store-gateway-zone") >= 16, "the second group hardly rolled");
 }
 
+/// Both groups' zones scaled through the webhook while it is slow (every API request of an admission waits
+/// 0.2-0.8 s): one record holds both groups' downscale markers at once, and a claim must keep the other group's
+/// markers (dropping them let that group's rollout step start beside its own downscale: seeds 1 and 2).
+#[test]
+fn downscales_of_two_groups_prepared_at_once_keep_each_others_markers_over_12_seeds() {
+    let sc = Scenario { second_group: true, slow_admissions: true, ..Scenario::rollout_with_admitted_downscales() };
+    let outcomes = run_all(&sc, 0..12);
+    let both = count_lines(&outcomes, "the record holds live downscale markers of 2 groups");
+    assert!(both >= 6, "only {both} record writes held both groups' markers");
+    assert!(count_lines(&outcomes, "admitted store-gateway-zone") >= 30, "the second group hardly scaled");
+}
+
 #[test]
 fn ready_pods_with_a_crashed_sidecar_are_not_counted_as_serving() {
     let sc = Scenario { sidecars: true, ..Scenario::default() };
