@@ -369,7 +369,19 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
 /// refused request of a feature that left its process before the process received a refusal of that feature is the
 /// probe the design allows (the process could not know yet: an earlier refusal may have been lost on the way back);
 /// one sent after means the feature did not turn itself off.
+/// The controller's replica changes (leader/follower and mirror scaling, opt-in by annotations): refused, the
+/// controller goes on rolling without them and asks again once a resync period later, in case the permission was
+/// granted meanwhile.
+pub(crate) const COORDINATED_SCALING: &str = "coordinated scaling";
+
+/// How long after its last refusal a process may ask for [`COORDINATED_SCALING`] again: the controller's resync
+/// period (300 s), less a second for the timers' rounding.
+const SCALING_REPROBE: Duration = Duration::from_secs(299);
+
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
+    if let Op::PatchReplicas { .. } = op {
+        return Some(COORDINATED_SCALING);
+    }
     if let Op::MergeStatefulSetAnnotations { changes, .. } = op {
         let intents = changes.keys().any(|k| crate::checker::is_intent_key(k));
         return intents.then_some("eviction intents on statefulsets");
@@ -517,8 +529,12 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         && !grants.allows(&access, cluster_scoped)
     {
         store.trace(&who, format!("{access} -> forbidden (403)"));
-        let probe = optional_probe(&req.op)
-            .is_some_and(|feature| req.log.refusal_received(feature).is_none_or(|told| req.handed_at <= told));
+        let probe = optional_probe(&req.op).is_some_and(|feature| {
+            let told = req.log.refusal_received(feature);
+            let reprobe = feature == COORDINATED_SCALING
+                && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + SCALING_REPROBE);
+            told.is_none_or(|told| req.handed_at <= told) || reprobe
+        });
         if !probe {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
             store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));

@@ -77,7 +77,8 @@ pub enum BudgetFeed {
 #[derive(Debug, Default)]
 pub struct ProcessLog {
     consumed: Mutex<[VecDeque<(u64, tokio::time::Instant)>; 3]>,
-    refusals: Mutex<std::collections::BTreeMap<&'static str, tokio::time::Instant>>,
+    /// Per feature: when the process first and last received a refusal of it.
+    refusals: Mutex<std::collections::BTreeMap<&'static str, (tokio::time::Instant, tokio::time::Instant)>>,
 }
 
 impl ProcessLog {
@@ -111,12 +112,17 @@ impl ProcessLog {
     }
 
     fn refused(&self, feature: &'static str, at: tokio::time::Instant) {
-        self.refusals.lock().unwrap().entry(feature).or_insert(at);
+        self.refusals.lock().unwrap().entry(feature).and_modify(|(_, last)| *last = at).or_insert((at, at));
     }
 
     /// When the process first received a refusal (403) of `feature`.
     pub fn refusal_received(&self, feature: &'static str) -> Option<tokio::time::Instant> {
-        self.refusals.lock().unwrap().get(feature).copied()
+        self.refusals.lock().unwrap().get(feature).map(|(first, _)| *first)
+    }
+
+    /// When the process last received a refusal (403) of `feature`.
+    pub fn last_refusal_received(&self, feature: &'static str) -> Option<tokio::time::Instant> {
+        self.refusals.lock().unwrap().get(feature).map(|(_, last)| *last)
     }
 }
 

@@ -129,6 +129,9 @@ pub struct Store {
     pub downscale_record: String,
     /// Whether the controller's pod deletions must commit under a live rollout-step claim ([`ROLLOUT_STEP_CLAIMED`]).
     pub step_claims_required: bool,
+    /// Whether the deployment's RBAC refuses the controller's replica changes (no `patch` on StatefulSets):
+    /// followers and mirrors then keep their replicas, and only the rollout must converge.
+    pub replica_changes_refused: bool,
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
     /// Downscales being prepared (invariant 5): StatefulSet -> (its group, the admission, its marker's `until`),
@@ -238,6 +241,7 @@ impl Store {
                 .downscale_record
                 .unwrap_or_default(),
             step_claims_required: false,
+            replica_changes_refused: false,
             start_wall: Timestamp::now(),
             preparing: BTreeMap::new(),
             admission_writing: None,

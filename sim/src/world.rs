@@ -1943,6 +1943,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         && sc.downscale_record().is_some()
         && sc.deployment.is_none_or(ReferenceDeployment::zone_tracker)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
+    st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
     if sc.no_downscale {
         populate_no_downscale(&mut st);
     }
@@ -2718,8 +2719,7 @@ pub fn converged(st: &Store) -> bool {
                     objects::is_ready(p) && p.metadata.deletion_timestamp.is_none() && objects::pod_revision(p) == want
                 })
             })
-            && followers_match_leader(st, sts)
-            && mirrors_match_reference(st, sts)
+            && (st.replica_changes_refused || (followers_match_leader(st, sts) && mirrors_match_reference(st, sts)))
             && !st.pods.values().any(|p| {
                 objects::owner_of(p) == *name
                     && p.metadata

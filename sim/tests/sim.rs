@@ -815,6 +815,22 @@ fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas
     assert!(forced_down >= 2 && upscales >= 8, "forced downscales {forced_down}, follower upscales {upscales}");
 }
 
+/// Without `patch` on StatefulSets (the `no-patch` profile) the controller's replica changes are refused: it takes
+/// the first refusal as coordinated scaling being off, goes on rolling (the followers keep their replicas, so only
+/// the rollout must converge), and asks again a resync period (300 s) after its last refusal, not at every pass
+/// (each refusal before that is a violation of the deployment's RBAC). Re-planning the refused scaling at every pass
+/// stalled the rollout, since a pass that scales does nothing else.
+#[test]
+fn without_patch_on_statefulsets_scaling_is_refused_and_rollouts_still_converge_over_20_seeds() {
+    use rollout_sim::world::ReferenceDeployment::NoPatch;
+    let sc = under(NoPatch, Scenario { revisions: 1, ..Scenario::scaling() });
+    let outcomes = all_pass(&sc, 0..20);
+    let refused = count_lines(&outcomes, "patch statefulsets");
+    let deleted = count_lines(&outcomes, "DELETE pod ingester-zone");
+    assert!(refused >= 20, "only {refused} replica changes refused");
+    assert!(deleted >= 100, "only {deleted} pods rolled");
+}
+
 /// Without the zone tracker two zones' downscales admitted concurrently are not serialised (the promise holds for
 /// downscales that do not overlap); with it, every pair is judged. A pair whose later downscale was decided before
 /// the earlier one committed is left unjudged only in that mode.
