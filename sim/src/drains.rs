@@ -732,9 +732,14 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                         }),
                         "no selector",
                     ),
-                    _ if drains.mode == BudgetMode::Partitions => (
+                    _ if drains.mode == BudgetMode::Partitions && r.chance(0.5) => (
                         edited(&|b| b["spec"]["podNamePartitionRegex"] = serde_json::json!("[a-z\\-]+")),
                         "a partition regex without a group",
+                    ),
+                    // Go parses a negative duration; the reference refuses it with a message of its own.
+                    _ if drains.mode == BudgetMode::Partitions => (
+                        edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!("-10s")),
+                        "a negative crossZoneEvictionDelay",
                     ),
                     _ => (
                         edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!("10s")),

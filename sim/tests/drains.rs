@@ -314,7 +314,8 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
 /// invalid edits. Each of these core mutants fails some of these seeds (zone mode): re-creations told apart by
 /// generation only (`same_object` always true: 35, 43), a newer generation ignored (26, 37, 43), deletions ignored
 /// (`delete` with its uid test inverted: 0, 1), a relist keeping budgets it did not list (0, 1), a validation
-/// that admits what does not parse (1, 2), and an empty partition regex read as a regex (0).
+/// that admits what does not parse (1, 2), and an empty partition regex read as a regex (0); in partition mode, a
+/// negative `crossZoneEvictionDelay` read as positive (1).
 #[test]
 fn budgets_edited_during_the_drains_are_followed_and_validated() {
     for (mode, seeds) in [(BudgetMode::Zones, 0..24), (BudgetMode::Partitions, 0..8)] {
@@ -326,6 +327,11 @@ fn budgets_edited_during_the_drains_are_followed_and_validated() {
         assert!(count(&["created again", "stored, generation 1"]) >= 3, "{mode:?}: no budget created again");
         assert!(count(&["refused (400)"]) >= 2, "{mode:?}: no invalid edit refused");
         assert!(count(&["the budget watches are cut"]) >= 2, "{mode:?}: no deletion hidden from the watches");
+        if mode == BudgetMode::Partitions {
+            // Go parses "-10s"; the reference refuses a negative delay with its own message.
+            let negative = count(&["negative crossZoneEvictionDelay", "refused (400)", "must be >= 0"]);
+            assert!(negative >= 1, "no negative delay refused");
+        }
         let total = totals(&outcomes);
         assert!(total.committed >= 20 && total.denied >= 20 && total.judged >= 20, "{mode:?}: {total:?}");
     }
