@@ -397,16 +397,17 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     let terminating_uid = |st: &Store| {
         st.pods.get(pod).filter(|p| p.metadata.deletion_timestamp.is_some()).and_then(|p| p.metadata.uid.clone())
     };
-    let (arrival_rv, n, terminating) = {
+    // The pod's owner as the eviction arrives: the pod may be gone by the answer (a scale-down removed it).
+    let (arrival_rv, n, terminating, owner) = {
         let mut st = env.store.lock().unwrap();
-        if !st.pods.contains_key(pod) {
+        let Some(owner) = st.pods.get(pod).map(objects::owner_of) else {
             st.trace("drain", format!("{what} -> not_found"));
             return Reply::Done(Err(ApiError::NotFound(format!("pods \"{pod}\" not found"))));
-        }
+        };
         st.checker.drains.asked += 1;
         let terminating = terminating_uid(&st);
         st.checker.drains.of_terminating += u64::from(terminating.is_some());
-        (st.rv, st.checker.drains.asked, terminating)
+        (st.rv, st.checker.drains.asked, terminating, owner)
     };
     if env.eviction_webhooks.is_empty() {
         return Reply::Done(Err(ApiError::Unavailable("no eviction webhook configured".into())));
@@ -449,7 +450,6 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     if !allowed {
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
-        let owner = st.pods.get(pod).map(objects::owner_of).unwrap_or_default();
         let group = st.group_of_statefulset(&owner).unwrap_or_default();
         st.checker.judge_eviction_denial(at, &group, pod, code, &message);
         let what = format!("the eviction of {pod} ({code})");

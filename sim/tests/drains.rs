@@ -362,3 +362,22 @@ fn drains_while_the_zones_are_scaled_keep_the_budget_over_12_seeds() {
     let scaled_down = outcomes.iter().flat_map(|o| &o.trace.lines).filter(|l| l.contains("scale down ingester-zone"));
     assert!(scaled_down.count() >= 24, "the zones were hardly scaled down");
 }
+
+/// Seed 67 of drains while the zones are scaled, without `patch` on StatefulSets: an eviction denied because its
+/// StatefulSet could not be read was judged, once answered, on the owner of a pod the scale-down had removed
+/// meanwhile (none), so its own StatefulSet passed for another group's (`ZPDB_SCOPE`, a checker bug). The owner is
+/// now taken at the eviction's arrival. Only that rule is asserted: with a template pushed, this profile's budget
+/// is not kept (the simulated controller is a process apart from the webhook's replica, whose in-process
+/// serialisation the real one shares), which is why its drains worlds push none by default.
+#[test]
+fn regression_seed_67_a_denial_for_a_pod_removed_meanwhile_is_judged_on_its_owner_at_arrival() {
+    let sc = Scenario {
+        drains: Some(Drains { replicas: 1, ..Drains::default() }),
+        deployment: Some(ReferenceDeployment::NoPatch),
+        ..Scenario { revisions: 1, ..Scenario::scaling() }
+    };
+    let o = world::run(67, &sc, false);
+    assert!(o.trace.lines.iter().any(|l| l.contains("unable to find StatefulSet ingester-zone-a by name")));
+    let scope: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_SCOPE).collect();
+    assert!(scope.is_empty(), "{scope:#?}");
+}
