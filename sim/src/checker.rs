@@ -89,6 +89,9 @@ pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, 
 /// StatefulSet removes was told to prepare for shutdown (its endpoint answered the POST with success) before the
 /// webhook allowed the downscale.
 pub const PREPARED_FOR_SHUTDOWN: &str = "an admitted downscale's removed pods were prepared for shutdown";
+/// A downscale the webhook denied after preparing pods cancels them: each prepared pod is sent a DELETE after its
+/// POST (reference 4.3, steps 10-11: the undo).
+pub const PREPARE_UNDONE: &str = "a denied downscale cancels the pods it prepared";
 /// The prepare-downscale webhook sent what is not a StatefulSet (a configuration broader than the shipped rules: a
 /// Deployment, a ReplicaSet, a `deployments/scale`) lets it through with a warning and reads nothing for it
 /// (reference 4.3: an unsupported type or resource fails open); an unlabelled StatefulSet is let through unless
@@ -374,6 +377,8 @@ pub struct Checker {
     pub near_min_time: (u64, u64),
     /// No-downscale admissions judged: (denied, allowed).
     pub no_downscale_admissions: (u64, u64),
+    /// Denied downscales that had prepared pods, judged for [`PREPARE_UNDONE`].
+    pub undos_judged: u64,
     /// Pods removed by admitted downscales of labelled StatefulSets, judged for [`PREPARED_FOR_SHUTDOWN`].
     pub prepared_pods: u64,
     /// The prepare-downscale webhook's answers judged by [`Checker::judge_prepare_foreign`].

@@ -84,6 +84,32 @@ impl Changes {
     }
 }
 
+/// A call to a pod's prepare-shutdown endpoint that got an answer (a call the webhook abandoned has none).
+#[derive(Debug, Clone)]
+pub struct PodCall {
+    pub pod: String,
+    /// POST (prepare); otherwise DELETE (cancel).
+    pub post: bool,
+    /// A 2xx answer.
+    pub ok: bool,
+    pub at: Instant,
+}
+
+/// The pods a denied downscale had prepared (each with when its POST succeeded), owed a DELETE after that.
+#[derive(Debug, Clone)]
+pub struct UndoOwed {
+    pub what: String,
+    pub pods: Vec<(String, Instant)>,
+    pub denied_at: Instant,
+}
+
+impl Store {
+    /// Whether `pod` answered a POST with success since `since` (told to prepare for shutdown).
+    pub fn prepared_since(&self, pod: &str, since: Instant) -> bool {
+        self.pod_calls.iter().any(|c| c.post && c.ok && c.at >= since && c.pod == pod)
+    }
+}
+
 pub struct Store {
     /// The controller's reaction times and request counts (issue 15).
     pub reactions: crate::reaction::Reactions,
@@ -132,6 +158,10 @@ pub struct Store {
     /// Whether the deployment's RBAC refuses the controller's replica changes (no `patch` on StatefulSets):
     /// followers and mirrors then keep their replicas, and only the rollout must converge.
     pub replica_changes_refused: bool,
+    /// The webhook worlds' calls to the pods' prepare-shutdown endpoints that got an answer, in answer order.
+    pub pod_calls: Vec<PodCall>,
+    /// Denied downscales that had prepared pods: each pod is owed a DELETE (the undo), judged at the end of the run.
+    pub undos_owed: Vec<UndoOwed>,
     /// Wall-clock time at the start of the run, to place the record's timestamps on the simulated timeline.
     start_wall: Timestamp,
     /// Downscales being prepared (invariant 5): StatefulSet -> (its group, the admission, its marker's `until`),
@@ -242,6 +272,8 @@ impl Store {
                 .unwrap_or_default(),
             step_claims_required: false,
             replica_changes_refused: false,
+            pod_calls: Vec::new(),
+            undos_owed: Vec::new(),
             start_wall: Timestamp::now(),
             preparing: BTreeMap::new(),
             admission_writing: None,

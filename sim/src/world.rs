@@ -722,6 +722,8 @@ pub struct Outcome {
     pub prepare_foreign_admissions: u64,
     /// Pods removed by admitted downscales that the webhook must have prepared for shutdown, judged.
     pub prepared_pods: u64,
+    /// Denied downscales that had prepared pods, judged for their cancels.
+    pub undos_judged: u64,
     /// The drains world's evictions.
     pub drains: crate::checker::DrainStats,
     /// The HA world's Lease judgements and failovers.
@@ -1483,7 +1485,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 );
                 let pods = SimPods {
                     rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
-                    calls: Arc::default(),
+                    store: store.clone(),
                 };
                 let next = Arc::new(AtomicU64::new(apiserver::ADMISSION_INCARNATION_BASE));
                 // One user per scaled StatefulSet: the leader's (its changes as drawn above), or one per zone.
@@ -1888,6 +1890,7 @@ fn judge(
         let at = st.elapsed();
         st.checker.record_forbidden(at, format!("refused with 403: {request}"));
     }
+    judge_undos(&mut st);
     let violations = st.checker.violations.clone();
     for v in &violations {
         let line = format!("VIOLATION {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
@@ -1928,6 +1931,7 @@ fn judge(
         no_downscale_admissions: st.checker.no_downscale_admissions,
         prepare_foreign_admissions: st.checker.prepare_foreign_admissions,
         prepared_pods: st.checker.prepared_pods,
+        undos_judged: st.checker.undos_judged,
         drains: st.checker.drains,
         ha: st.ha.stats.clone(),
     }
@@ -2352,23 +2356,30 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
 #[derive(Clone)]
 struct SimPods {
     rng: Arc<Mutex<SimRng>>,
-    /// Every call that was answered, in the order of the answers.
-    calls: Arc<Mutex<Vec<PodCall>>>,
+    /// Where the answered calls are logged ([`Store::pod_calls`]).
+    store: SharedStore,
 }
 
-/// A call to a pod's endpoint that got an answer (a call the webhook abandoned has none).
-struct PodCall {
-    pod: String,
-    post: bool,
-    /// A 2xx answer.
-    ok: bool,
-    at: Instant,
-}
-
-impl SimPods {
-    /// Whether `pod` answered a POST with success since `since` (told to prepare for shutdown).
-    fn prepared_since(&self, pod: &str, since: Instant) -> bool {
-        self.calls.lock().unwrap().iter().any(|c| c.post && c.ok && c.at >= since && c.pod == pod)
+/// [`crate::checker::PREPARE_UNDONE`], at the end of the run: each pod a denied downscale had prepared was sent a
+/// DELETE after its POST (the undo runs on a task of its own, so it may end after the answer; a denial in the last
+/// minute is not judged).
+fn judge_undos(st: &mut Store) {
+    let now = Instant::now();
+    let mut missing = Vec::new();
+    for owed in &st.undos_owed {
+        if owed.denied_at + Duration::from_secs(60) > now {
+            continue;
+        }
+        for (pod, prepared_at) in &owed.pods {
+            if !st.pod_calls.iter().any(|c| !c.post && c.pod == *pod && c.at >= *prepared_at) {
+                missing.push(format!("{}: {pod} was prepared and never cancelled", owed.what));
+            }
+        }
+    }
+    st.checker.undos_judged += st.undos_owed.len() as u64;
+    let at = st.elapsed();
+    for detail in missing {
+        st.checker.violate(at, crate::checker::PREPARE_UNDONE, detail);
     }
 }
 
@@ -2386,7 +2397,7 @@ impl PodHttpClient for SimPods {
             (if slow { r.millis(1_000, 6_000) } else { r.millis(1, 40) }, r.range(0..100))
         };
         tokio::time::sleep(delay).await;
-        self.calls.lock().unwrap().push(PodCall {
+        self.store.lock().unwrap().pod_calls.push(crate::store::PodCall {
             pod: pod_of_url(&request.url).to_string(),
             post: request.method == PodMethod::Post,
             ok: roll >= 5,
@@ -2468,8 +2479,7 @@ impl User {
             })
             .collect();
         st.checker.prepared_pods += listed.len() as u64;
-        let unprepared: Vec<String> =
-            listed.into_iter().filter(|pod| !self.pods.prepared_since(pod, sent_at)).collect();
+        let unprepared: Vec<String> = listed.into_iter().filter(|pod| !st.prepared_since(pod, sent_at)).collect();
         if !unprepared.is_empty() {
             let at = st.elapsed();
             let detail = format!(
@@ -2618,6 +2628,18 @@ impl User {
                 Ok(Ok((false, message, _))) => {
                     let retry = message.ends_with("retry");
                     st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"));
+                    // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
+                    let prepared: Vec<(String, Instant)> = st
+                        .pod_calls
+                        .iter()
+                        .filter(|c| c.post && c.ok && c.at >= sent_at)
+                        .filter(|c| c.pod.strip_prefix(&format!("{sts}-")).is_some_and(|o| o.parse::<u32>().is_ok()))
+                        .map(|c| (c.pod.clone(), c.at))
+                        .collect();
+                    if !prepared.is_empty() {
+                        let what = format!("the denied downscale of {sts} {from} -> {to}");
+                        st.undos_owed.push(crate::store::UndoOwed { what, pods: prepared, denied_at: Instant::now() });
+                    }
                     let what = format!("the downscale of {sts}");
                     judge_denial_scope(&mut st, &sts, &message, crate::checker::PREPARE_SCOPE, &what);
                     !retry

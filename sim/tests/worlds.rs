@@ -203,6 +203,18 @@ fn admitted_downscales_prepare_every_pod_they_remove_in_groups_of_one_and_three_
     assert!(failed_prepares >= 5, "only {failed_prepares} downscales denied for a failed prepare call");
 }
 
+/// A downscale the webhook denies after preparing some pods (one of its calls failed, or a later step) cancels
+/// each of them: a DELETE after its POST (checker `PREPARE_UNDONE`, judged at the end of the run).
+#[test]
+fn denied_downscales_cancel_the_pods_they_prepared_over_20_seeds() {
+    let mut judged = 0;
+    for zones in [1, 3] {
+        let sc = Scenario { zones, ..Scenario::rollout_with_admitted_downscales() };
+        judged += run_all(&sc, 0..20).iter().map(|o| o.undos_judged).sum::<u64>();
+    }
+    assert!(judged >= 4, "only {judged} denials after a prepare judged");
+}
+
 #[test]
 fn a_second_rollout_group_rolls_independently_over_20_seeds() {
     let sc = Scenario { second_group: true, ..Scenario::default() };
