@@ -89,6 +89,9 @@ pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, 
 /// StatefulSet removes was told to prepare for shutdown (its endpoint answered the POST with success) before the
 /// webhook allowed the downscale.
 pub const PREPARED_FOR_SHUTDOWN: &str = "an admitted downscale's removed pods were prepared for shutdown";
+/// The prepare-downscale webhook denies a downscale for the resourceVersion its own annotation write moved only if
+/// the request carries a resourceVersion (only then would the API server refuse it with a conflict).
+pub const PREPARE_VERSION_DENIAL: &str = "a downscale is denied for a moved resourceVersion only if it carries one";
 /// A downscale the webhook denied after preparing pods cancels them: each prepared pod is sent a DELETE after its
 /// POST (reference 4.3, steps 10-11: the undo).
 pub const PREPARE_UNDONE: &str = "a denied downscale cancels the pods it prepared";

@@ -2628,6 +2628,11 @@ impl User {
                 Ok(Ok((false, message, _))) => {
                     let retry = message.ends_with("retry");
                     st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"));
+                    if message.contains("which changed its resourceVersion") && !with_version {
+                        let at = st.elapsed();
+                        let detail = format!("{sts} {from} -> {to}, a request without a resourceVersion: {message}");
+                        st.checker.violate(at, crate::checker::PREPARE_VERSION_DENIAL, detail);
+                    }
                     // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
                     let prepared: Vec<(String, Instant)> = st
                         .pod_calls
