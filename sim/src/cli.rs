@@ -218,6 +218,10 @@ struct ScenarioArgs {
     /// deleted and created again, invalid updates the validation webhook must refuse), and the operator watches it.
     #[arg(long = "budget-edits")]
     budget_edits: bool,
+    /// With --drains: a user re-applies the StatefulSets from their manifests every 2-10 s (kubectl replace),
+    /// dropping the eviction intents kept on them (where pods cannot be patched).
+    #[arg(long = "intent-wipes")]
+    intent_wipes: bool,
     /// High availability: this many operator replicas (2 or 3) on nodes of their own, each running the real leader
     /// election and one controller per term against the simulated Lease; the faults hit the replicas, which are
     /// also frozen longer than the lease, killed while leading, and run clocks with offsets and rates of their own.
@@ -306,6 +310,9 @@ impl ScenarioArgs {
             }
             if let Some(p) = self.budget_percentage {
                 flags.push_str(&format!(" --budget-percentage {p}"));
+            }
+            if self.intent_wipes {
+                flags.push_str(" --intent-wipes");
             }
             if self.budget_edits {
                 flags.push_str(" --budget-edits");
@@ -440,6 +447,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
                 max_unavailable: args.budget_max_unavailable,
                 percentage: args.budget_percentage,
                 budget_edits: args.budget_edits,
+                intent_wipes: args.intent_wipes,
                 ..Drains::default()
             })
         }
@@ -448,10 +456,12 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         && (args.evictor != "real"
             || args.budget_max_unavailable != 1
             || args.budget_edits
+            || args.intent_wipes
             || args.budget_percentage.is_some())
     {
         return Err(
-            "--evictor, --budget-max-unavailable, --budget-percentage and --budget-edits need --drains".to_string()
+            "--evictor, --budget-max-unavailable, --budget-percentage, --budget-edits and --intent-wipes need --drains"
+                .to_string(),
         );
     }
     // A percentage of five pods a zone: 40 % is two, or one while a pod is missing from the status.

@@ -85,6 +85,9 @@ pub struct Drains {
     pub drains: (u64, u64),
     /// The budget is edited during the run ([`edit_budgets`]), and the operator watches it.
     pub budget_edits: bool,
+    /// A user re-applies the StatefulSets from their manifests (`kubectl replace`) every 2-10 s of the fault phase,
+    /// which drops any eviction intent kept on them.
+    pub intent_wipes: bool,
 }
 
 impl Default for Drains {
@@ -97,6 +100,7 @@ impl Default for Drains {
             replicas: 2,
             drains: (4, 8),
             budget_edits: false,
+            intent_wipes: false,
         }
     }
 }

@@ -995,6 +995,34 @@ fn start_drains(
     let (store, zones, phase) = (store.clone(), sc.zones, sc.fault_phase);
     let groups: &'static [&'static str] = if sc.second_group { &[GROUP, SECOND_GROUP] } else { &[GROUP] };
     let drainer = SimRng::new(r.next_u64());
+    if drains.intent_wipes {
+        let (store, mut wiper, phase) = (store.clone(), SimRng::new(seed ^ INTENT_WIPES_STREAM), sc.fault_phase);
+        tasks.push(tokio::spawn(async move {
+            while start.elapsed() < phase {
+                tokio::time::sleep(wiper.millis(2_000, 10_000)).await;
+                let mut st = store.lock().unwrap();
+                let carrying: Vec<k8s_openapi::api::apps::v1::StatefulSet> = st
+                    .statefulsets
+                    .values()
+                    .filter(|s| {
+                        s.metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.keys().any(|k| crate::checker::is_intent_key(k)))
+                    })
+                    .cloned()
+                    .collect();
+                for mut sts in carrying {
+                    if let Some(a) = sts.metadata.annotations.as_mut() {
+                        a.retain(|k, _| !crate::checker::is_intent_key(k));
+                    }
+                    let name = sts.metadata.name.clone().unwrap_or_default();
+                    st.put_statefulset(sts);
+                    st.trace("user", format!("re-applied {name} from its manifest (its eviction intents dropped)"));
+                }
+            }
+        }));
+    }
     if drains.budget_edits {
         // Drawn after everything the world without edits draws, so those draws stay the same.
         let (editor, store, drains, node) = (SimRng::new(r.next_u64()), store.clone(), drains.clone(), node.clone());
@@ -1020,6 +1048,9 @@ const SIDECARS_STREAM: u64 = 0x7369_6465_6361_7273;
 const CORRUPT_RECORD_STREAM: u64 = 0x636f_7272_7570_7421;
 /// What the corrupt-record world's user writes for a zone in the record: JSON, but no time.
 const CORRUPT_RECORD_VALUE: &str = r#"{"lastDownscaled":"yesterday"}"#;
+
+/// Seeds the user who re-applies the StatefulSets during drains.
+const INTENT_WIPES_STREAM: u64 = 0x7769_7065_696e_7473;
 
 /// Seeds the second group's HPA users in the webhook world.
 const SECOND_GROUP_USERS_STREAM: u64 = 0x7365_636f_6e64_6870;

@@ -381,3 +381,26 @@ fn regression_seed_67_a_denial_for_a_pod_removed_meanwhile_is_judged_on_its_owne
     let scope: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_SCOPE).collect();
     assert!(scope.is_empty(), "{scope:#?}");
 }
+
+/// A known limit, pinned (it passes while the limit holds): where pods cannot be patched (`helm-old`) the eviction
+/// intents are kept on the StatefulSets, and a user who re-applies a StatefulSet from its manifest (`kubectl
+/// replace`, a GitOps sync that replaces) drops them. Seed 49: decision 9 wrote its intent and read it back, the
+/// re-apply dropped it, and decision 10 on the other replica, reading after that, saw no rival: both evictions were
+/// allowed and the budget broken. No annotation-based scheme survives a third party removing the annotation inside
+/// a decision's window; the in-process lock covers one replica only. What a user can do: grant `patch` on pods
+/// (intents then go on the pods, which no manifest re-apply touches), keep the StatefulSets' annotations out of the
+/// sync (`kubectl apply`, or ignoring them), or run one replica. The re-read of our own intent
+/// (`our_intent_kept`) does not narrow this: made always true, the same 1 of 100 seeds fails.
+#[test]
+fn known_limit_seed_49_statefulset_intents_dropped_by_a_re_apply_can_let_two_evictions_through() {
+    let sc = Scenario {
+        drains: Some(Drains { intent_wipes: true, ..Drains::default() }),
+        deployment: Some(ReferenceDeployment::HelmOld),
+        ..Scenario::default()
+    };
+    let o = world::run(49, &sc, false);
+    assert!(o.trace.lines.iter().any(|l| l.contains("its eviction intents dropped")));
+    let broken: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_EVICTIONS).collect();
+    assert_eq!(broken.len(), 1, "the limit shows as one budget broken: {:#?}", o.violations);
+    assert_eq!(o.violations.len(), 1, "nothing else breaks: {:#?}", o.violations);
+}
