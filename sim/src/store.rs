@@ -104,9 +104,23 @@ pub struct UndoOwed {
 }
 
 impl Store {
-    /// Whether `pod` answered a POST with success since `since` (told to prepare for shutdown).
+    /// The pods' POSTs answered with success since `since` (each told to prepare for shutdown then).
+    fn prepared_calls_since(&self, since: Instant) -> impl Iterator<Item = &PodCall> {
+        self.pod_calls.iter().filter(move |c| c.post && c.ok && c.at >= since)
+    }
+
+    /// Whether `pod` answered a POST with success since `since`.
     pub fn prepared_since(&self, pod: &str, since: Instant) -> bool {
-        self.pod_calls.iter().any(|c| c.post && c.ok && c.at >= since && c.pod == pod)
+        self.prepared_calls_since(since).any(|c| c.pod == pod)
+    }
+
+    /// The pods of `sts` (`<sts>-<ordinal>`) that answered a POST with success since `since`, with when.
+    pub fn prepared_pods_of(&self, sts: &str, since: Instant) -> Vec<(String, Instant)> {
+        let prefix = format!("{sts}-");
+        self.prepared_calls_since(since)
+            .filter(|c| c.pod.strip_prefix(&prefix).is_some_and(|o| o.parse::<u32>().is_ok()))
+            .map(|c| (c.pod.clone(), c.at))
+            .collect()
     }
 }
 

@@ -1526,15 +1526,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 } else {
                     let mut r = rng.lock().unwrap();
                     for z in 0..sc.zones {
-                        let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
-                        let mut zone_changes: Vec<(Duration, u32)> = (0..count)
-                            .map(|_| {
-                                let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
-                                let to =
-                                    r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1) as u32;
-                                (at, to)
-                            })
-                            .collect();
+                        let mut zone_changes = draw_changes(&sc, scaling, &mut r);
                         if z == 0 {
                             zone_changes = with_recent_downscale(&sc, seed, zone_changes);
                         }
@@ -1547,15 +1539,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         // the record holds both groups' markers at once.
                         let mut r = SimRng::new(seed ^ SECOND_GROUP_USERS_STREAM);
                         for z in 0..sc.zones {
-                            let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
-                            let mut zone_changes: Vec<(Duration, u32)> = (0..count)
-                                .map(|_| {
-                                    let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
-                                    let to = r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1)
-                                        as u32;
-                                    (at, to)
-                                })
-                                .collect();
+                            let mut zone_changes = draw_changes(&sc, scaling, &mut r);
                             zone_changes.sort_unstable();
                             per_sts.push((group_zone_name(SECOND_GROUP, z), zone_changes));
                         }
@@ -2204,17 +2188,22 @@ const RECENT_DOWNSCALE_STREAM: u64 = 0x7265_6365_6e74_6473;
 
 fn scaling_changes(sc: &Scenario, rng: &Mutex<SimRng>) -> Vec<(Duration, u32)> {
     let Some(scaling) = &sc.scaling else { return Vec::new() };
-    let mut r = rng.lock().unwrap();
+    let mut changes = draw_changes(sc, scaling, &mut rng.lock().unwrap());
+    changes.sort_unstable();
+    changes
+}
+
+/// One user's replica changes, in the order drawn: how many (within `scaling.changes`), then each one's time in the
+/// fault phase and target (within `scaling.replicas`).
+fn draw_changes(sc: &Scenario, scaling: &ScalingScenario, r: &mut SimRng) -> Vec<(Duration, u32)> {
     let count = r.range(scaling.changes.0..scaling.changes.1 + 1);
-    let mut changes: Vec<(Duration, u32)> = (0..count)
+    (0..count)
         .map(|_| {
             let at = r.millis(5_000, sc.fault_phase.as_millis() as u64 * 9 / 10);
             let to = r.range(u64::from(scaling.replicas.0)..u64::from(scaling.replicas.1) + 1) as u32;
             (at, to)
         })
-        .collect();
-    changes.sort_unstable();
-    changes
+        .collect()
 }
 
 /// Probing the min time's boundary: after each follower downscale the controller commits, the user asks for a
@@ -2397,17 +2386,19 @@ struct SimPods {
 fn judge_undos(st: &mut Store) {
     let now = Instant::now();
     let mut missing = Vec::new();
+    let mut judged = 0;
     for owed in &st.undos_owed {
         if owed.denied_at + Duration::from_secs(60) > now {
             continue;
         }
+        judged += 1;
         for (pod, prepared_at) in &owed.pods {
             if !st.pod_calls.iter().any(|c| !c.post && c.pod == *pod && c.at >= *prepared_at) {
                 missing.push(format!("{}: {pod} was prepared and never cancelled", owed.what));
             }
         }
     }
-    st.checker.undos_judged += st.undos_owed.len() as u64;
+    st.checker.undos_judged += judged;
     let at = st.elapsed();
     for detail in missing {
         st.checker.violate(at, crate::checker::PREPARE_UNDONE, detail);
@@ -2665,13 +2656,7 @@ impl User {
                         st.checker.violate(at, crate::checker::PREPARE_VERSION_DENIAL, detail);
                     }
                     // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
-                    let prepared: Vec<(String, Instant)> = st
-                        .pod_calls
-                        .iter()
-                        .filter(|c| c.post && c.ok && c.at >= sent_at)
-                        .filter(|c| c.pod.strip_prefix(&format!("{sts}-")).is_some_and(|o| o.parse::<u32>().is_ok()))
-                        .map(|c| (c.pod.clone(), c.at))
-                        .collect();
+                    let prepared = st.prepared_pods_of(&sts, sent_at);
                     if !prepared.is_empty() {
                         let what = format!("the denied downscale of {sts} {from} -> {to}");
                         st.undos_owed.push(crate::store::UndoOwed { what, pods: prepared, denied_at: Instant::now() });
@@ -3250,9 +3235,6 @@ fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde
     Some((replicas.max(0) as u32, value))
 }
 
-/// A user (or HPA) changing the no-downscale world's objects through the real no-downscale webhook: 8-20 changes at
-/// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update; an
-/// allowed change is applied. The checker judges every answer.
 /// Sends `review` to the operator's webhook at `path` (its real router, reading through a fresh API client) and
 /// returns the answer's `response` with the parent reads it made: (asked, answered with the object).
 async fn ask_webhook(
@@ -3285,6 +3267,9 @@ fn answer_warnings(response: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A user (or HPA) changing the no-downscale world's objects through the real no-downscale webhook: 8-20 changes at
+/// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update, also
+/// sent to the prepare-downscale webhook; a change both allow is applied. The checker judges every answer.
 async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fault_phase: Duration) {
     let count = r.range(8..21);
     let mut times: Vec<Duration> =
