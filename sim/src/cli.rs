@@ -88,7 +88,9 @@ struct ScenarioArgs {
     /// 0.50.1: no configmaps, no zone tracker), `helm-old` (the chart mimir-distributed pins: also no pod `patch`)
     /// or `jsonnet` (the reference's jsonnet: zone tracker on); or `no-patch`: `helm-old` without `patch` on
     /// StatefulSets either, as Loki's chart 0.24.0 grants pods and StatefulSets (eviction decisions serialised in each replica; with --drains, one
-    /// replica serves the eviction webhook and no template is pushed unless --revisions says so).
+    /// replica serves the eviction webhook and no template is pushed unless --revisions says so); or
+    /// `tracker-read-only`: `jsonnet` with the zone tracker's ConfigMaps granted `get` only (every write of the
+    /// record refused).
     #[arg(long)]
     deployment: Option<String>,
     /// `on` or `off`: overrides the deployment's `-use-zone-tracker` (on where its RBAC grants no configmaps is the
@@ -341,10 +343,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     };
     let deployment = match &args.deployment {
         None => None,
-        Some(d) => Some(
-            ReferenceDeployment::parse(d)
-                .ok_or_else(|| format!("unknown deployment {d:?}; one of: helm, helm-old, jsonnet, no-patch"))?,
-        ),
+        Some(d) => Some(ReferenceDeployment::parse(d).ok_or_else(|| {
+            format!("unknown deployment {d:?}; one of: helm, helm-old, jsonnet, no-patch, tracker-read-only")
+        })?),
     };
     let base = match &args.max_unavailable {
         Some(value) if value.ends_with('%') => {

@@ -450,6 +450,11 @@ pub enum ReferenceDeployment {
     /// own eviction decisions in process and remembers the pods it let go (the degraded mode of the optional
     /// "pod annotations" feature); with one replica serving the webhook that still keeps the budget.
     NoPatch,
+    /// The reference's jsonnet with the zone tracker's ConfigMaps readable only (`get`, as a Role copied from the
+    /// built-in `view` ClusterRole grants): the record is read, every write of it (a claim, a rollout step) is
+    /// refused. No reference deployment; the misconfiguration in which a refused write, not a refused read, must
+    /// switch the tracker's coordination off.
+    TrackerReadOnly,
 }
 
 impl ReferenceDeployment {
@@ -459,6 +464,7 @@ impl ReferenceDeployment {
             "jsonnet" => Some(ReferenceDeployment::Jsonnet),
             "helm-old" => Some(ReferenceDeployment::HelmOld),
             "no-patch" => Some(ReferenceDeployment::NoPatch),
+            "tracker-read-only" => Some(ReferenceDeployment::TrackerReadOnly),
             _ => None,
         }
     }
@@ -469,6 +475,7 @@ impl ReferenceDeployment {
             ReferenceDeployment::Jsonnet => "jsonnet",
             ReferenceDeployment::HelmOld => "helm-old",
             ReferenceDeployment::NoPatch => "no-patch",
+            ReferenceDeployment::TrackerReadOnly => "tracker-read-only",
         }
     }
 
@@ -486,11 +493,20 @@ impl ReferenceDeployment {
                 }
                 grants
             }
+            ReferenceDeployment::TrackerReadOnly => {
+                let mut grants = rollout_operator::kube::reference_deployments::js_v0_38_1();
+                for rule in &mut grants.role {
+                    if rule.resources.as_deref() == Some(&["configmaps".to_string()][..]) {
+                        rule.verbs.retain(|verb| verb == "get");
+                    }
+                }
+                grants
+            }
         }
     }
 
     pub fn zone_tracker(self) -> bool {
-        self == ReferenceDeployment::Jsonnet
+        matches!(self, ReferenceDeployment::Jsonnet | ReferenceDeployment::TrackerReadOnly)
     }
 }
 
@@ -1960,7 +1976,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     // Where the webhook serves the group and the tracker's ConfigMap may be used, every rollout step is claimed.
     st.step_claims_required = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Webhook)
         && sc.downscale_record().is_some()
-        && sc.deployment.is_none_or(ReferenceDeployment::zone_tracker)
+        && sc.deployment.is_none_or(|d| d == ReferenceDeployment::Jsonnet)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
     st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
     if sc.no_downscale {

@@ -814,6 +814,29 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
     assert!(forbidden > 10, "the ConfigMap requests were refused: {forbidden}");
 }
 
+/// The tracker's ConfigMaps readable but not writable (`tracker-read-only`: `get` only, as a Role copied from the
+/// built-in `view` ClusterRole grants): the record reads succeed, so the tracker stays on until a write is refused.
+/// A refused rollout-step claim must switch it off like a refused read (the rollout then goes on unclaimed, the
+/// webhook denying downscales it cannot claim); taken for a passing failure instead, every pass retries the claim and
+/// the rollout stalls (closes a survivor of the mutation run, `reconciler.rs:505:31`: all 10 seeds then never
+/// converge). Only writes are refused, each reported as a violation of the deployment's RBAC.
+#[test]
+fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused_write_and_rollouts_converge() {
+    use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
+    let sc = under(TrackerReadOnly, Scenario::rollout_with_admitted_downscales());
+    let mut forbidden = 0;
+    for seed in 0..10 {
+        let o = world::run(seed, &sc, false);
+        let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
+        assert!(other.is_empty(), "seed {seed}: {other:#?}");
+        let write = |d: &str| d.contains("create configmaps") || d.contains("update configmaps");
+        assert!(refused.iter().all(|v| write(&v.detail)), "seed {seed}: {refused:#?}");
+        forbidden += refused.len();
+        assert!(o.converged_at.is_some(), "seed {seed} did not converge");
+    }
+    assert!(forbidden >= 10, "the record's writes were refused: {forbidden}");
+}
+
 /// The same misconfiguration with leader/follower scaling and `grafana.com/rollout-force-replicas` on a follower:
 /// the leader's downscales cannot be claimed (denied), so the followers only go up with it, uncoordinated; the
 /// forced replicas, up or down, are exempt from the min time and need no claim, so they are applied too. Refusing
