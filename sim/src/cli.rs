@@ -230,7 +230,9 @@ struct ScenarioArgs {
     #[arg(long)]
     ha: Option<u32>,
     /// With --ha: the election the replicas run: real, or (test-only) no-gate (the controller never asks the gate
-    /// before a write) or no-margin (renew deadline equal to the lease duration, no skew margin).
+    /// before a write), no-margin (renew deadline equal to the lease duration, no skew margin), late-stop (each
+    /// term's controller stops 20 s after its term ends, as a pass held up by slow requests; the gate alone keeps it
+    /// from writing) or late-stop-no-gate (the same without the gate).
     #[arg(long, default_value = "real")]
     election: String,
 }

@@ -47,17 +47,46 @@ pub enum ElectionVariant {
     /// Test-only: the renew deadline equal to the lease duration and no skew margin (a config `validate` refuses):
     /// a leader writes until the very moment the others may count its Lease as expired.
     NoMargin,
+    /// Test-only: the real election, but each term's controller stops [`LATE_STOP`] after its term ends, as a pass
+    /// held up by slow requests finishes after the supervisor's stop signal: only the gate asked before each write
+    /// keeps a deposed leader's controller from writing under the next leader.
+    LateStop,
+    /// Test-only: `LateStop` without the gate (a known bug: a deposed leader's controller writes on after its term).
+    LateStopNoGate,
 }
 
+/// How long after its term ends a `LateStop` term's controller stops: longer than the Lease outlives the end of its
+/// holder's write window (the lease duration less the renew deadline, plus the skew margin) and the next leader's
+/// first retry, so that the late controller runs on under the next leader.
+pub const LATE_STOP: Duration = Duration::from_secs(20);
+
 impl ElectionVariant {
-    pub const ALL: [ElectionVariant; 3] = [ElectionVariant::Real, ElectionVariant::NoGate, ElectionVariant::NoMargin];
+    pub const ALL: [ElectionVariant; 5] = [
+        ElectionVariant::Real,
+        ElectionVariant::NoGate,
+        ElectionVariant::NoMargin,
+        ElectionVariant::LateStop,
+        ElectionVariant::LateStopNoGate,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             ElectionVariant::Real => "real",
             ElectionVariant::NoGate => "no-gate",
             ElectionVariant::NoMargin => "no-margin",
+            ElectionVariant::LateStop => "late-stop",
+            ElectionVariant::LateStopNoGate => "late-stop-no-gate",
         }
+    }
+
+    /// Whether each term's controller asks the gate before every write.
+    pub fn gated(self) -> bool {
+        !matches!(self, ElectionVariant::NoGate | ElectionVariant::LateStopNoGate)
+    }
+
+    /// How long after its term ends each term's controller stops (none: at once).
+    pub fn late_stop(self) -> Option<Duration> {
+        matches!(self, ElectionVariant::LateStop | ElectionVariant::LateStopNoGate).then_some(LATE_STOP)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -68,7 +97,10 @@ impl ElectionVariant {
     pub fn config(self, identity: &str) -> ElectionConfig {
         let config = ElectionConfig::new(identity);
         match self {
-            ElectionVariant::Real | ElectionVariant::NoGate => config,
+            ElectionVariant::Real
+            | ElectionVariant::NoGate
+            | ElectionVariant::LateStop
+            | ElectionVariant::LateStopNoGate => config,
             ElectionVariant::NoMargin => {
                 ElectionConfig { renew_deadline: config.lease_duration, clock_skew: Duration::ZERO, ..config }
             }
@@ -143,7 +175,7 @@ where
     let leader_metrics = metrics.register_leader_election();
     // Never set: a replica ends only by being killed, as a crashed pod does (graceful release is tested apart).
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let gated = setup.election != ElectionVariant::NoGate;
+    let gated = setup.election.gated();
     run_elected(
         api,
         LEASE.to_string(),

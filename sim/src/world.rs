@@ -1253,6 +1253,13 @@ fn start_replica(
                         let Ok(api) = SimCluster::connect(term).await else { return };
                         let controller = build_controller(api, setup, RolloutPlanner);
                         let controller = if gated { controller.with_leadership(gate) } else { controller };
+                        let end: futures::future::BoxFuture<'static, ()> = match ha.election.late_stop() {
+                            Some(late) => Box::pin(async move {
+                                end.await;
+                                tokio::time::sleep(late).await;
+                            }),
+                            None => end,
+                        };
                         controller.run(ReadyFlag::new(), end).await;
                         store.lock().unwrap().trace(&format!("controller#{term}"), "term over: controller stopped");
                     }

@@ -94,3 +94,22 @@ fn the_ha_world_is_deterministic() {
         assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
     }
 }
+
+/// The gate alone (closes a survivor of the mutation run, `reconciler.rs:284:27`, the gate never refusing): each
+/// term's controller stops 20 s after its term ends, as a pass held up by slow requests finishes after the
+/// supervisor's stop signal, so a deposed leader's controller runs on under the next leader. Asking the gate before
+/// each write keeps it from writing; without the gate, 10 of these 40 seeds have a deposed leader's write commit under
+/// the next leader's Lease (`one leader writes`). With a prompt stop (the production supervisor, `no-gate`) the
+/// same seeds pass without the gate, which is why the gate needed a world of its own.
+#[test]
+fn a_controller_stopping_late_after_its_term_is_kept_from_writing_by_the_gate_over_40_seeds() {
+    let total = totals(&run_all(&ha(2, ElectionVariant::LateStop), 0..40));
+    assert!(total.writes_judged >= 400 && total.takeovers >= 80, "the world did too little: {total:?}");
+    let sc = ha(2, ElectionVariant::LateStopNoGate);
+    let caught: Vec<u64> = (0..40)
+        .map(|s| world::run(s, &sc, false))
+        .filter(|o| o.violations.iter().any(|v| v.invariant == ONE_LEADER))
+        .map(|o| o.seed)
+        .collect();
+    assert!(caught.len() >= 5, "without the gate a late stop should let deposed leaders write: caught {caught:?}");
+}
