@@ -374,13 +374,24 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
 /// granted meanwhile.
 pub(crate) const COORDINATED_SCALING: &str = "coordinated scaling";
 
-/// How long after its last refusal a process may ask for [`COORDINATED_SCALING`] again: the controller's resync
-/// period (300 s), less a second for the timers' rounding.
+/// Writes of the zone tracker's record (`-use-zone-tracker`, opt-in): refused (where RBAC grants only reads), the
+/// controller stops claiming in it, rolls on without claims and claims again a resync period after its last refusal.
+/// Only the controller's writes are probes: the prepare-downscale webhook asks at every admission it must claim,
+/// and each refusal it meets is reported. Refused reads are reported too: the controller reads the record at every
+/// pass even while its writes are refused, so as to see a downscale in progress the moment RBAC lets the webhook
+/// claim one.
+pub(crate) const ZONE_TRACKER: &str = "zone tracker";
+
+/// How long after its last refusal a process may ask for [`COORDINATED_SCALING`] or the [`ZONE_TRACKER`] again: the
+/// controller's resync period (300 s), less a second for the timers' rounding.
 const SCALING_REPROBE: Duration = Duration::from_secs(299);
 
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
     if let Op::PatchReplicas { .. } = op {
         return Some(COORDINATED_SCALING);
+    }
+    if let Op::CreateConfigMap { .. } | Op::ReplaceConfigMap { .. } = op {
+        return Some(ZONE_TRACKER);
     }
     if let Op::MergeStatefulSetAnnotations { changes, .. } = op {
         let intents = changes.keys().any(|k| crate::checker::is_intent_key(k));
@@ -529,12 +540,16 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         && !grants.allows(&access, cluster_scoped)
     {
         store.trace(&who, format!("{access} -> forbidden (403)"));
-        let probe = optional_probe(&req.op).is_some_and(|feature| {
-            let told = req.log.refusal_received(feature);
-            let reprobe = feature == COORDINATED_SCALING
-                && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + SCALING_REPROBE);
-            told.is_none_or(|told| req.handed_at <= told) || reprobe
-        });
+        let probe =
+            optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller).is_some_and(|feature| {
+                let told = req.log.refusal_received(feature);
+                let reprobe = (feature == COORDINATED_SCALING || feature == ZONE_TRACKER)
+                    && req
+                        .log
+                        .last_refusal_received(feature)
+                        .is_some_and(|last| req.handed_at >= last + SCALING_REPROBE);
+                told.is_none_or(|told| req.handed_at <= told) || reprobe
+            });
         if !probe {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
             store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));

@@ -5,7 +5,9 @@ use clap::{Parser, Subcommand};
 use rollout_core::Defences;
 use rollout_sim::drains::{BudgetMode, Drains, Evictor};
 use rollout_sim::ha::{ElectionVariant, Ha};
-use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario};
+use rollout_sim::world::{
+    self, Admission, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario,
+};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -143,6 +145,12 @@ struct ScenarioArgs {
     /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
     boundary_probes: bool,
+    /// With --scaling and --deployment tracker-read-only: the user's changes of the leader are applied as asked, with
+    /// no claim (the leader not served by the prepare-downscale webhook); its followers' downscales are still the
+    /// controller's to claim, which the RBAC refuses. (Where claims are granted, nothing records the leader's own
+    /// downscales, so no min time between them and the followers' is promised.)
+    #[arg(long = "direct-leader")]
+    direct_leader: bool,
     /// The controller records Kubernetes Events (-events.enabled), and batch reports them per rollout step. Off by
     /// default, so seeds found without it replay the same world.
     #[arg(long)]
@@ -268,6 +276,7 @@ impl ScenarioArgs {
             (self.corrupt_record, " --corrupt-record"),
             (self.follower_without_min_time, " --follower-without-min-time"),
             (self.boundary_probes, " --boundary-probes"),
+            (self.direct_leader, " --direct-leader"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
             (self.second_group, " --second-group"),
@@ -363,6 +372,21 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         (Some(s), Some(secs)) => Some(ScalingScenario { min_time: Duration::from_secs(secs), ..s }),
         (None, Some(_)) => return Err("--min-time needs --scaling or --webhook".to_string()),
         (s, None) => s,
+    };
+    if args.direct_leader
+        && (!args.scaling
+            || args.webhook
+            || args.boundary_probes
+            || deployment != Some(ReferenceDeployment::TrackerReadOnly))
+    {
+        return Err(
+            "--direct-leader needs --scaling and --deployment tracker-read-only (without --webhook or --boundary-probes)"
+                .to_string(),
+        );
+    }
+    let scaling = match scaling {
+        Some(s) if args.direct_leader => Some(ScalingScenario { admission: Admission::Direct, ..s }),
+        s => s,
     };
     if args.boundary_probes && (!args.scaling || args.webhook) {
         return Err("--boundary-probes needs --scaling (without --webhook)".to_string());

@@ -210,6 +210,7 @@ impl SimCluster {
             &reply,
             Reply::Pod(Err(ApiError::Rejected { code: 403, .. }))
                 | Reply::Patched(Err(ApiError::Rejected { code: 403, .. }))
+                | Reply::ConfigMap(Err(ApiError::Rejected { code: 403, .. }))
         );
         if let (Some(feature), true) = (feature, refused) {
             self.inner.log.refused(feature, tokio::time::Instant::now());
@@ -536,14 +537,14 @@ impl RecordStore for SimCluster {
     }
 
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
-        match self.call(Op::GetConfigMap { name: name.to_string() }).await? {
+        match self.call_optional(Op::GetConfigMap { name: name.to_string() }).await? {
             Reply::ConfigMap(r) => r.map(|cm| cm.map(|cm| *cm)),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        match self.call(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+        match self.call_optional(Op::CreateConfigMap { config_map: Box::new(config_map.clone()) }).await? {
             Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
             Reply::ConfigMap(Err(e)) => Err(e),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
@@ -551,7 +552,7 @@ impl RecordStore for SimCluster {
     }
 
     async fn replace_config_map(&self, config_map: &ConfigMap) -> Result<ConfigMap, ApiError> {
-        match self.call(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
+        match self.call_optional(Op::ReplaceConfigMap { config_map: Box::new(config_map.clone()) }).await? {
             Reply::ConfigMap(Ok(Some(cm))) => Ok(*cm),
             Reply::ConfigMap(Err(e)) => Err(e),
             _ => Err(ApiError::Unavailable("mismatched reply".into())),

@@ -172,6 +172,9 @@ pub struct Store {
     /// Whether the deployment's RBAC refuses the controller's replica changes (no `patch` on StatefulSets):
     /// followers and mirrors then keep their replicas, and only the rollout must converge.
     pub replica_changes_refused: bool,
+    /// Whether the zone tracker is on but its record may not be written (RBAC): the followers' downscales, which
+    /// must be claimed there, cannot happen, so a follower may end above its leader.
+    pub follower_downscales_refused: bool,
     /// The webhook worlds' calls to the pods' prepare-shutdown endpoints that got an answer, in answer order.
     pub pod_calls: Vec<PodCall>,
     /// Denied downscales that had prepared pods: each pod is owed a DELETE (the undo), judged at the end of the run.
@@ -286,6 +289,7 @@ impl Store {
                 .unwrap_or_default(),
             step_claims_required: false,
             replica_changes_refused: false,
+            follower_downscales_refused: false,
             pod_calls: Vec::new(),
             undos_owed: Vec::new(),
             start_wall: Timestamp::now(),

@@ -552,6 +552,11 @@ pub enum Admission {
     /// annotations, so a downscale prepares pods (simulated, sometimes slow, sometimes failing) and writes its
     /// in-progress marker into the record. The change is applied only if allowed.
     Webhook,
+    /// Every change is applied as asked, with no claim and no min-time check: the leader is not served by the
+    /// prepare-downscale webhook (not labelled for it, or the webhook not installed). Its followers' downscales are
+    /// still the controller's to coordinate. Nothing records the leader's own downscales then, so no min time between
+    /// them and the followers' is promised: the worlds use it only where the followers' claims are refused.
+    Direct,
 }
 
 impl Default for ScalingScenario {
@@ -1507,8 +1512,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     if let Some(scaling) = &sc.scaling {
         let changes = leader_changes;
         match scaling.admission {
-            Admission::RecordClaim => {
+            Admission::RecordClaim | Admission::Direct => {
                 let (s, tracker) = (store.clone(), sc.downscale_record().is_some());
+                let direct = scaling.admission == Admission::Direct;
                 let probes = scaling.boundary_probes.then(|| Probes {
                     min_time: scaling.min_time,
                     until: start + sc.fault_phase * 9 / 10,
@@ -1520,7 +1526,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     .name("webhook")
                     .ip(IpAddr::from([10, 0, 0, 4]))
                     .init(move || {
-                        let stand_in = StandIn { tracker, second_early, defences };
+                        let stand_in = StandIn { direct, tracker, second_early, defences };
                         scale_leader(s.clone(), changes.clone(), start, stand_in, probes.clone())
                     })
                     .build();
@@ -1986,6 +1992,8 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         && sc.deployment.is_none_or(|d| d == ReferenceDeployment::Jsonnet)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
     st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
+    st.follower_downscales_refused =
+        sc.downscale_record().is_some() && sc.deployment.is_some_and(|d| d != ReferenceDeployment::Jsonnet);
     if sc.no_downscale {
         populate_no_downscale(&mut st);
     }
@@ -2244,6 +2252,8 @@ struct Probes {
 /// second late (`min-time-second-early`), and the defences of the record store in force.
 #[derive(Debug, Clone, Copy)]
 struct StandIn {
+    /// The leader's changes are applied as asked ([`Admission::Direct`]).
+    direct: bool,
     tracker: bool,
     second_early: bool,
     defences: Defences,
@@ -2320,7 +2330,7 @@ async fn scale_leader(
 
 /// One change of the leader's replicas to `to`, as [`scale_leader`] describes.
 async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: u32, stand_in: StandIn) {
-    let StandIn { tracker, second_early, defences } = stand_in;
+    let StandIn { direct, tracker, second_early, defences } = stand_in;
     let leader = leader.to_string();
     // The time the min-time check is asked at.
     let checked = |now: Timestamp| if second_early { now + jiff::SignedDuration::from_secs(1) } else { now };
@@ -2331,8 +2341,8 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
             let views = st.statefulsets.values().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
             (from, GroupSnapshot::assemble(GROUP, views, &[]), st.downscale_record.clone(), st.rv)
         };
-        if to >= from {
-            if to > from {
+        if to >= from || direct {
+            if to != from {
                 kube::set_replicas(&mut store.lock().unwrap(), &leader, to, "user");
             }
             return;
@@ -2853,8 +2863,10 @@ fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::Stateful
     // at its leader's replicas or above.
     let no_min_time =
         !annotations.is_some_and(|a| a.contains_key(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE));
+    // Where the record's writes are refused, its followers' downscales (claimed there) cannot happen: they end at
+    // their leader's replicas or above too.
     leader.is_none_or(|l| {
-        st.statefulsets.get(l).is_some_and(|l| match no_min_time {
+        st.statefulsets.get(l).is_some_and(|l| match no_min_time || st.follower_downscales_refused {
             true => replicas(l) <= replicas(sts),
             false => replicas(l) == replicas(sts),
         })

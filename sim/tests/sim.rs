@@ -819,7 +819,9 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
 /// A refused rollout-step claim must switch it off like a refused read (the rollout then goes on unclaimed, the
 /// webhook denying downscales it cannot claim); taken for a passing failure instead, every pass retries the claim and
 /// the rollout stalls (closes a survivor of the mutation run, `reconciler.rs:505:31`: all 10 seeds then never
-/// converge). Only writes are refused, each reported as a violation of the deployment's RBAC.
+/// converge). Only writes are refused: the controller's first in a resync period is the probe the design allows
+/// (the checker reports any other), and the webhook's, one per admission it must claim, are each reported as a
+/// violation of the deployment's RBAC.
 #[test]
 fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused_write_and_rollouts_converge() {
     use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
@@ -829,12 +831,34 @@ fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused
         let o = world::run(seed, &sc, false);
         let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
         assert!(other.is_empty(), "seed {seed}: {other:#?}");
-        let write = |d: &str| d.contains("create configmaps") || d.contains("update configmaps");
-        assert!(refused.iter().all(|v| write(&v.detail)), "seed {seed}: {refused:#?}");
+        let webhook_write = |d: &str| d.contains("webhook") && d.contains("create configmaps");
+        assert!(refused.iter().all(|v| webhook_write(&v.detail)), "seed {seed}: {refused:#?}");
         forbidden += refused.len();
         assert!(o.converged_at.is_some(), "seed {seed} did not converge");
     }
     assert!(forbidden >= 10, "the record's writes were refused: {forbidden}");
+}
+
+/// The same RBAC with leader/follower scaling, the leader scaled directly (not served by the prepare-downscale
+/// webhook): the followers' downscales must be claimed in the record, which cannot be written, so they do not
+/// happen and the followers stay at or above the leader, the controller asking again only once a resync period
+/// after its last refusal. Letting a coordinated downscale through where claims are refused (closes survivors of
+/// the mutation run, `scaling.rs:145:55`, the downscale test inverted) makes the controller try to claim at every
+/// pass, each refusal after the first reported.
+#[test]
+fn followers_are_not_scaled_down_while_the_zone_trackers_record_is_read_only_over_20_seeds() {
+    use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
+    use rollout_sim::world::{Admission, ScalingScenario};
+    let direct = ScalingScenario { admission: Admission::Direct, ..ScalingScenario::default() };
+    let sc = under(TrackerReadOnly, Scenario { scaling: Some(direct), ..Scenario::scaling() });
+    let outcomes = all_pass(&sc, 0..20);
+    let leader_downscales = count_lines(&outcomes, "downscale ingester-zone-a");
+    let refused_claims = count_lines(&outcomes, "configmaps (apiGroup \"\") -> forbidden (403)");
+    let follower_downscales =
+        count_lines(&outcomes, "downscale ingester-zone-b") + count_lines(&outcomes, "downscale ingester-zone-c");
+    assert!(leader_downscales >= 40, "only {leader_downscales} leader downscales");
+    assert!(refused_claims >= 10, "only {refused_claims} follower downscales tried to claim");
+    assert_eq!(follower_downscales, 0, "followers went down without a claim");
 }
 
 /// The same misconfiguration with leader/follower scaling and `grafana.com/rollout-force-replicas` on a follower:
