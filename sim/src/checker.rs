@@ -384,6 +384,9 @@ pub struct Checker {
     pub undos_judged: u64,
     /// Pods removed by admitted downscales of labelled StatefulSets, judged for [`PREPARED_FOR_SHUTDOWN`].
     pub prepared_pods: u64,
+    /// Of each delayed downscale the controller committed, how long after the last of its pods had been preparing
+    /// for the delay (how late the downscale came once it was due by its pods).
+    pub delayed_downscale_lateness: Vec<Duration>,
     /// The prepare-downscale webhook's answers judged by [`Checker::judge_prepare_foreign`].
     pub prepare_foreign_admissions: u64,
     /// Controller pod deletions committed in a StatefulSet that was being scaled (replicas unlike its leader's,

@@ -851,6 +851,9 @@ impl Store {
         }
         let Some(delay) = delay else { return };
         let now = Timestamp::now();
+        let delay_signed = jiff::SignedDuration::try_from(delay).unwrap_or_default();
+        // When the last of the removed pods had been preparing for the delay (`None`: one was not preparing).
+        let mut due_since = Some(None::<Timestamp>);
         for ordinal in to..from {
             let pod = format!("{name}-{ordinal}");
             // A pod already gone or on its way out loses nothing to the downscale.
@@ -858,6 +861,12 @@ impl Store {
                 continue;
             }
             let prepared = self.prepared.get(&pod).copied();
+            due_since = match (due_since, prepared) {
+                (Some(latest), Some(since)) => {
+                    Some(Some(latest.map_or(since + delay_signed, |l| l.max(since + delay_signed))))
+                }
+                _ => None,
+            };
             let long_enough = prepared.is_some_and(|since| {
                 now.duration_since(since) >= jiff::SignedDuration::try_from(delay).unwrap_or_default()
             });
@@ -873,6 +882,12 @@ impl Store {
                 );
                 self.checker.record_delayed_violation(at, detail);
             }
+        }
+        if let Some(Some(due)) = due_since
+            && now > due
+        {
+            let late = Duration::try_from(now.duration_since(due)).unwrap_or_default();
+            self.checker.delayed_downscale_lateness.push(late);
         }
     }
 

@@ -743,6 +743,8 @@ pub struct Outcome {
     pub prepare_foreign_admissions: u64,
     /// Pods removed by admitted downscales that the webhook must have prepared for shutdown, judged.
     pub prepared_pods: u64,
+    /// How late each delayed downscale of the controller came once its pods had been preparing for the delay.
+    pub delayed_downscale_lateness: Vec<Duration>,
     /// Denied downscales that had prepared pods, judged for their cancels.
     pub undos_judged: u64,
     /// The drains world's evictions.
@@ -1975,6 +1977,7 @@ fn judge(
         no_downscale_admissions: st.checker.no_downscale_admissions,
         prepare_foreign_admissions: st.checker.prepare_foreign_admissions,
         prepared_pods: st.checker.prepared_pods,
+        delayed_downscale_lateness: st.checker.delayed_downscale_lateness.clone(),
         undos_judged: st.checker.undos_judged,
         drains: st.checker.drains,
         ha: st.ha.stats.clone(),
