@@ -741,9 +741,18 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                         "a partition regex without a group",
                     ),
                     // Go parses a negative duration; the reference refuses it with a message of its own.
-                    _ if drains.mode == BudgetMode::Partitions => (
+                    _ if drains.mode == BudgetMode::Partitions && r.chance(0.5) => (
                         edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!("-10s")),
                         "a negative crossZoneEvictionDelay",
+                    ),
+                    // A percentage counts the pods of a zone; partition mode counts one pod per zone, so the
+                    // reference refuses the two together.
+                    _ if drains.mode == BudgetMode::Partitions => (
+                        edited(&|b| {
+                            b["spec"].as_object_mut().map(|s| s.remove("maxUnavailable"));
+                            b["spec"]["maxUnavailablePercentage"] = serde_json::json!(50);
+                        }),
+                        "a percentage in partition mode",
                     ),
                     _ => (
                         edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!("10s")),
