@@ -362,13 +362,6 @@ fn access_of(op: &Op) -> Option<(Access, bool)> {
     }
 }
 
-/// The real API server's answer to a request RBAC does not allow, in the variant `op` expects.
-/// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
-/// feature off for the rest of the process with one log line (README, the RBAC table): pod annotations, which the
-/// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents. A
-/// refused request of a feature that left its process before the process received a refusal of that feature is the
-/// probe the design allows (the process could not know yet: an earlier refusal may have been lost on the way back);
-/// one sent after means the feature did not turn itself off.
 /// The controller's replica changes (leader/follower and mirror scaling, opt-in by annotations): refused, the
 /// controller goes on rolling without them and asks again once a resync period later, in case the permission was
 /// granted meanwhile.
@@ -379,13 +372,20 @@ pub(crate) const COORDINATED_SCALING: &str = "coordinated scaling";
 /// Only the controller's writes are probes: the prepare-downscale webhook asks at every admission it must claim,
 /// and each refusal it meets is reported. Refused reads are reported too: the controller reads the record at every
 /// pass even while its writes are refused, so as to see a downscale in progress the moment RBAC lets the webhook
-/// claim one.
+/// claim one (a refused read still tells the process, see [`told_by_refusal`]).
 pub(crate) const ZONE_TRACKER: &str = "zone tracker";
 
 /// How long after its last refusal a process may ask for [`COORDINATED_SCALING`] or the [`ZONE_TRACKER`] again: the
 /// controller's resync period (300 s), less a second for the timers' rounding.
-const SCALING_REPROBE: Duration = Duration::from_secs(299);
+const REPROBE_AFTER: Duration = Duration::from_secs(299);
 
+/// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
+/// feature off for the rest of the process with one log line (README, the RBAC table): pod annotations, which the
+/// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents; the
+/// controller's replica changes; the zone tracker's record writes. A refused request of a feature that left its
+/// process before the process received a refusal of that feature is the probe the design allows (the process could
+/// not know yet: an earlier refusal may have been lost on the way back); one sent after means the feature did not
+/// turn itself off.
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
     if let Op::PatchReplicas { .. } = op {
         return Some(COORDINATED_SCALING);
@@ -407,6 +407,13 @@ pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
     }
 }
 
+/// The feature whose refusal `op`'s process is told when `op` is refused: its optional feature, or, for a read of
+/// the zone tracker's record, the tracker (a refused read tells the controller to stop writing the record too).
+pub(crate) fn told_by_refusal(op: &Op) -> Option<&'static str> {
+    optional_probe(op).or_else(|| matches!(op, Op::GetConfigMap { .. }).then_some(ZONE_TRACKER))
+}
+
+/// The real API server's answer to a request RBAC does not allow, in the variant `op` expects.
 fn forbidden_reply(op: &Op, access: &Access) -> Reply {
     let on = access.resource_name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
     let err = ApiError::Rejected {
@@ -544,10 +551,7 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller).is_some_and(|feature| {
                 let told = req.log.refusal_received(feature);
                 let reprobe = (feature == COORDINATED_SCALING || feature == ZONE_TRACKER)
-                    && req
-                        .log
-                        .last_refusal_received(feature)
-                        .is_some_and(|last| req.handed_at >= last + SCALING_REPROBE);
+                    && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
                 told.is_none_or(|told| req.handed_at <= told) || reprobe
             });
         if !probe {

@@ -201,10 +201,10 @@ impl SimCluster {
         Knowledge { incarnation: self.inner.incarnation, sts_rv, pod_rv }
     }
 
-    /// A request of an optional feature ([`apiserver::optional_probe`]): a refusal (403) it receives is recorded as
+    /// A request of an optional feature ([`apiserver::told_by_refusal`]): a refusal (403) it receives is recorded as
     /// the one this process received, for the server's judgement of its later requests.
     async fn call_optional(&self, op: Op) -> Result<Reply, ApiError> {
-        let feature = apiserver::optional_probe(&op);
+        let feature = apiserver::told_by_refusal(&op);
         let reply = self.call(op).await?;
         let refused = matches!(
             &reply,

@@ -740,8 +740,10 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                         edited(&|b| b["spec"]["podNamePartitionRegex"] = serde_json::json!("[a-z\\-]+")),
                         "a partition regex without a group",
                     ),
-                    // Go parses a negative duration; the reference refuses it with a message of its own.
-                    _ if drains.mode == BudgetMode::Partitions && r.chance(0.5) => (
+                    // Go parses a negative duration; the reference refuses it with a message of its own. Which of
+                    // this and the next by the edit's place in the plan, not by a draw: the world's draws stay as
+                    // they were before the next was added.
+                    _ if drains.mode == BudgetMode::Partitions && n % 2 == 0 => (
                         edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!("-10s")),
                         "a negative crossZoneEvictionDelay",
                     ),

@@ -56,8 +56,8 @@ pub enum ElectionVariant {
 }
 
 /// How long after its term ends a `LateStop` term's controller stops: longer than the Lease outlives the end of its
-/// holder's write window (the lease duration less the renew deadline, plus the skew margin) and the next leader's
-/// first retry, so that the late controller runs on under the next leader.
+/// holder's write window (the lease duration less the window, `min(renew deadline, lease - skew)`: 5 s with the
+/// defaults) and the next leader's first retry, so that the late controller runs on under the next leader.
 pub const LATE_STOP: Duration = Duration::from_secs(20);
 
 impl ElectionVariant {

@@ -450,9 +450,9 @@ pub enum ReferenceDeployment {
     /// own eviction decisions in process and remembers the pods it let go (the degraded mode of the optional
     /// "pod annotations" feature); with one replica serving the webhook that still keeps the budget.
     NoPatch,
-    /// The reference's jsonnet with the zone tracker's ConfigMaps readable only (`get`, as a Role copied from the
-    /// built-in `view` ClusterRole grants): the record is read, every write of it (a claim, a rollout step) is
-    /// refused. No reference deployment; the misconfiguration in which a refused write, not a refused read, must
+    /// The reference's jsonnet with the zone tracker's ConfigMaps readable only (`get`, the one read the tracker
+    /// makes; a read-only grant such as the built-in `view` ClusterRole's, which adds list and watch): the record is
+    /// read, every write of it (a claim, a rollout step) is refused. No reference deployment; the misconfiguration in which a refused write, not a refused read, must
     /// switch the tracker's coordination off.
     TrackerReadOnly,
 }
@@ -1510,7 +1510,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         }));
     }
 
-    // The user (or HPA) scaling the leader, through the prepare-downscale webhook's record claim.
+    // The user (or HPA) scaling the leader: through the prepare-downscale webhook's record claim, through the real
+    // webhook, or (`Admission::Direct`) as asked.
     if let Some(scaling) = &sc.scaling {
         let changes = leader_changes;
         match scaling.admission {
@@ -1995,8 +1996,11 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         && sc.deployment.is_none_or(|d| d == ReferenceDeployment::Jsonnet)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
     st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
-    st.follower_downscales_refused =
-        sc.downscale_record().is_some() && sc.deployment.is_some_and(|d| d != ReferenceDeployment::Jsonnet);
+    // Only where the leader goes down unclaimed: elsewhere its downscales are denied with the followers' (the same
+    // claim is refused), so the followers must still match it.
+    st.follower_downscales_refused = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Direct)
+        && sc.downscale_record().is_some()
+        && sc.deployment.is_some_and(|d| d != ReferenceDeployment::Jsonnet);
     if sc.no_downscale {
         populate_no_downscale(&mut st);
     }
@@ -2264,7 +2268,8 @@ struct StandIn {
 
 /// The user's replica changes of the leader, at their times (and, with `probes`, the boundary probes): upscales are
 /// applied; a downscale is first claimed in the group downscale record, as the prepare-downscale webhook does on
-/// admission, and denied when the claim is refused or fails (the webhook's failure policy is Fail).
+/// admission, and denied when the claim is refused or fails (the webhook's failure policy is Fail); with
+/// [`Admission::Direct`] every change is applied as asked.
 /// `second_early`: the min-time check is asked a second late (as an off-by-one of a second in the check would).
 async fn scale_leader(
     store: SharedStore,

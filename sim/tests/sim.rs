@@ -814,8 +814,8 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
     assert!(forbidden > 10, "the ConfigMap requests were refused: {forbidden}");
 }
 
-/// The tracker's ConfigMaps readable but not writable (`tracker-read-only`: `get` only, as a Role copied from the
-/// built-in `view` ClusterRole grants): the record reads succeed, so the tracker stays on until a write is refused.
+/// The tracker's ConfigMaps readable but not writable (`tracker-read-only`: `get` only, the one read the tracker
+/// makes, as a read-only grant such as the built-in `view` ClusterRole's gives it): the record reads succeed, so the tracker stays on until a write is refused.
 /// A refused rollout-step claim must switch it off like a refused read (the rollout then goes on unclaimed, the
 /// webhook denying downscales it cannot claim); taken for a passing failure instead, every pass retries the claim and
 /// the rollout stalls (closes a survivor of the mutation run, `reconciler.rs:505:31`: all 10 seeds then never
@@ -834,6 +834,10 @@ fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused
         let webhook_write = |d: &str| d.contains("webhook") && d.contains("create configmaps");
         assert!(refused.iter().all(|v| webhook_write(&v.detail)), "seed {seed}: {refused:#?}");
         forbidden += refused.len();
+        // The mechanism under test: the controller's own write of the record was refused (and excused as its probe).
+        let probed =
+            |l: &String| l.contains("controller#") && l.contains("configmaps") && l.contains("forbidden (403)");
+        assert!(o.trace.lines.iter().any(probed), "seed {seed}: the controller never met a refused write");
         assert!(o.converged_at.is_some(), "seed {seed} did not converge");
     }
     assert!(forbidden >= 10, "the record's writes were refused: {forbidden}");
