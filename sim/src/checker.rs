@@ -1031,6 +1031,31 @@ impl Checker {
         }
     }
 
+    /// [`PREPARE_FOREIGN`] for a change in a namespace the operator does not manage: the prepare-downscale webhook
+    /// lets it through, says so, and reads nothing (deciding it on the object of that name in its own namespace
+    /// would decide about the wrong object).
+    pub fn judge_foreign_namespace(
+        &mut self,
+        at: Duration,
+        what: &str,
+        allowed: bool,
+        warnings: &[String],
+        reads: (u32, u32),
+    ) {
+        self.prepare_foreign_admissions += 1;
+        if !allowed {
+            self.violate(at, PREPARE_FOREIGN, format!("denied {what}, in a namespace it does not manage"));
+        }
+        if reads.0 > 0 {
+            let detail = format!("read {} objects for {what}, in a namespace it does not manage", reads.0);
+            self.violate(at, PREPARE_FOREIGN, detail);
+        }
+        if allowed && !warnings.iter().any(|w| w.contains("is not managed by this rollout-operator")) {
+            let detail = format!("let {what} through without saying its namespace is not managed ({warnings:?})");
+            self.violate(at, PREPARE_FOREIGN, detail);
+        }
+    }
+
     /// Issue 14: a voluntary disruption of `target` (an eviction the webhook allowed, or a controller deletion),
     /// about to commit on top of the committed state at `before_rv`, judged against every budget that covers its
     /// pod, on the committed history: a target that was not available throughout the decision's window may have

@@ -3209,6 +3209,9 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
 const NO_DOWNSCALE_STREAM: u64 = 0x6e6f_2d64_6f77_6e73;
 
 /// The no-downscale world's objects: (kind, name, labelled `grafana.com/no-downscale: "true"`).
+/// Another team's namespace, which the operator does not manage.
+const FOREIGN_NAMESPACE: &str = "team-b";
+
 const NO_DOWNSCALE_OBJECTS: [(&str, &str, bool); 3] = [
     ("Deployment", "distributor", true),
     ("ReplicaSet", "query-frontend-7c9d", false),
@@ -3328,17 +3331,32 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
             continue;
         }
         let resource = format!("{}s", kind.to_lowercase());
+        // Every fourth change is of the object of the same name in another team's namespace, unlabelled there
+        // (chosen by place, not by a draw: the world's draws stay as they were). A configuration without the
+        // shipped `namespaceSelector` sends it; both webhooks must let it through unread, never decide it on the
+        // object of that name in the operator's own namespace.
+        let foreign = n % 4 == 3;
+        let namespace = if foreign { FOREIGN_NAMESPACE } else { objects::NAMESPACE };
+        let (labelled, old) = match foreign {
+            true => {
+                let mut old = old;
+                old["metadata"]["namespace"] = serde_json::json!(FOREIGN_NAMESPACE);
+                old["metadata"]["labels"] = serde_json::json!({"name": "other"});
+                (false, old)
+            }
+            false => (labelled, old),
+        };
         let review = if via_scale {
             let scale = |replicas: u32| {
                 serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
-                    "metadata": {"name": name, "namespace": objects::NAMESPACE}, "spec": {"replicas": replicas}})
+                    "metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": replicas}})
             };
             serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
                 "uid": format!("no-downscale-{n}"),
                 "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
                 "resource": {"group": "apps", "version": "v1", "resource": resource},
                 "subResource": "scale",
-                "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "name": name, "namespace": namespace, "operation": "UPDATE",
                 "oldObject": scale(from), "object": scale(to)}})
         } else {
             let mut new = old.clone();
@@ -3347,7 +3365,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 "uid": format!("no-downscale-{n}"),
                 "kind": {"group": "apps", "version": "v1", "kind": kind},
                 "resource": {"group": "apps", "version": "v1", "resource": resource},
-                "name": name, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+                "name": name, "namespace": namespace, "operation": "UPDATE",
                 "oldObject": old, "object": new}})
         };
         let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + 2 * n as u64;
@@ -3365,6 +3383,8 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
         let warnings = answer_warnings(&response);
         let verdict = if allowed { "admitted" } else { "denied" };
+        let name = if foreign { format!("{FOREIGN_NAMESPACE}/{name}") } else { name.to_string() };
+        let name = name.as_str();
         st.trace("no-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
         let at = st.elapsed();
         let read_failed = asked > found;
@@ -3388,7 +3408,10 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 let verdict = if allowed { "admitted".to_string() } else { format!("denied ({message})") };
                 st.trace("prepare-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
                 let what = format!("{kind} {name} {from} -> {to} ({how})");
-                st.checker.judge_prepare_foreign(at, &what, kind, to < from, allowed, &warnings, reads);
+                match foreign {
+                    true => st.checker.judge_foreign_namespace(at, &what, allowed, &warnings, reads),
+                    false => st.checker.judge_prepare_foreign(at, &what, kind, to < from, allowed, &warnings, reads),
+                }
                 allowed
             }
             Err(e) => {
@@ -3396,7 +3419,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 false
             }
         };
-        if allowed && prepare_allowed {
+        if allowed && prepare_allowed && !foreign {
             match kind {
                 "Deployment" => {
                     if let Some(spec) = st.deployments.get_mut(name).and_then(|d| d.spec.as_mut()) {
