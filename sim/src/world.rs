@@ -805,12 +805,13 @@ const DELAY_TEXTS: [DelayText; 6] = [
     DelayText::Malformed { delay: VALID_DELAY, url: "http://pod :8080/ingester/prepare-delayed-downscale" },
 ];
 
-/// The long-delays world's texts (zone `z` of seed `s` gets `(s + z) % 4`): a week, a year, 300 years (beyond
-/// Prometheus' int64 of nanoseconds, about 292 years, hence malformed), and a URL whose scheme Go's `url.Parse`
-/// refuses (an underscore in it).
-const LONG_DELAY_TEXTS: [DelayText; 4] = [
+/// The long-delays world's texts (zone `z` of seed `s` gets `(s + z) % 5`): a week, a year, four days, 300 years
+/// (beyond Prometheus' int64 of nanoseconds, about 292 years, hence malformed), and a URL whose scheme Go's
+/// `url.Parse` refuses (an underscore in it).
+const LONG_DELAY_TEXTS: [DelayText; 5] = [
     DelayText::Long { delay: "1w", days: 7 },
     DelayText::Long { delay: "1y", days: 365 },
+    DelayText::Long { delay: "4d", days: 4 },
     DelayText::Malformed { delay: "300y", url: VALID_DELAY_URL },
     DelayText::Malformed { delay: "1w", url: "h_ttp://pod:8080/ingester/prepare-delayed-downscale" },
 ];
@@ -835,7 +836,7 @@ fn max_unavailable_text(value: &str, seed: u64, z: u32) -> &str {
 
 fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
     if sc.long_delays {
-        LONG_DELAY_TEXTS[((seed + u64::from(z)) % 4) as usize]
+        LONG_DELAY_TEXTS[((seed + u64::from(z)) % LONG_DELAY_TEXTS.len() as u64) as usize]
     } else if sc.delay_annotations {
         DELAY_TEXTS[((seed + u64::from(z)) % 6) as usize]
     } else {
