@@ -395,6 +395,9 @@ pub struct Checker {
     /// Controller replica changes committed on a StatefulSet that was being rolled (a pod not on its update or
     /// template revision, or currentRevision behind).
     pub scaled_while_rolling: u64,
+    /// Of those, decreases: a StatefulSet scaled down during its own rollout (which only another StatefulSet's
+    /// rollout holds back, as in the reference).
+    pub downscaled_while_rolling: u64,
     /// The ZoneAwarePodDisruptionBudgets of the world (none but in the drains worlds), every version of each: one
     /// in force has no `until`.
     pub budgets: Vec<BudgetRule>,

@@ -788,6 +788,7 @@ impl Store {
         }
         if controller.is_some() && self.being_rolled(name) {
             self.checker.scaled_while_rolling += 1;
+            self.checker.downscaled_while_rolling += u64::from(decrease);
         }
         if let Some(k) = controller.filter(|_| increase || decrease) {
             self.judge_mirror_scale(&sts, replicas.max(0) as u32, k);

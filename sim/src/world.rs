@@ -731,6 +731,8 @@ pub struct Outcome {
     /// Controller deletions in a StatefulSet being scaled, controller replica changes of one being rolled.
     pub rolled_while_scaling: u64,
     pub scaled_while_rolling: u64,
+    /// Of those, decreases (a StatefulSet scaled down during its own rollout).
+    pub downscaled_while_rolling: u64,
     /// Generations the StatefulSet controller took 5-60 s to observe.
     pub slow_observations: u64,
     /// The controller's reaction times and request counts.
@@ -1973,6 +1975,7 @@ fn judge(
         near_min_time: st.checker.near_min_time,
         rolled_while_scaling: st.checker.rolled_while_scaling,
         scaled_while_rolling: st.checker.scaled_while_rolling,
+        downscaled_while_rolling: st.checker.downscaled_while_rolling,
         slow_observations,
         reactions: st.reactions.clone(),
         events,

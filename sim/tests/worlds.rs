@@ -36,6 +36,11 @@ fn mirror_statefulsets_follow_their_reference_and_write_it_back_over_15_seeds() 
     let scaled = count_lines(&outcomes, "PATCH ingester-zone");
     assert!(scaled >= 15, "the mirror scaled too rarely: {scaled} replica patches");
     assert!(count_lines(&outcomes, "PATCH replicatemplates/ingester/status -> ok") >= 15);
+    // As the reference: only another StatefulSet's rollout holds a mirror's downscale back, not its own (the
+    // StatefulSet controller rolls what remains). Asking about no StatefulSet in particular
+    // (`mirror_flow.rs:187:9`, the candidate's name empty) held every one of them: none then.
+    let own_rollout: u64 = outcomes.iter().map(|o| o.downscaled_while_rolling).sum();
+    assert!(own_rollout >= 5, "only {own_rollout} mirror downscales during their own StatefulSet's rollout");
 }
 
 /// `grafana.com/rollout-mirror-replicas-from-resource-write-back` as written by hand: Go's spellings of true
