@@ -141,6 +141,18 @@ fn a_release_after_its_own_write_timed_out_hands_over_at_once() {
     assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
 }
 
+/// A release whose read of the Lease is lost reads again (up to `RELEASE_TRIES` times) and still hands the Lease
+/// over at once: two lost messages within 2 s, one of them the release's read. Giving up at the first failed read
+/// (`election.rs:414:27` and `414:33`, survivors of the mutation run) leaves the Lease naming the stopped replica
+/// until it expires: `RELEASE_HANDS_OVER` at about 5,400 states.
+#[test]
+fn a_release_whose_read_is_lost_reads_again_and_hands_over() {
+    let config = ElectionModelConfig { releases: 1, writes: false, losses: 2, horizon: 4, message_delay: 0, ..base() };
+    let c = check(config, false);
+    assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
+    assert!(c.seen.contains(&TAKEOVER), "vacuous: {:?}", c.seen);
+}
+
 /// Replicas with different lease durations (a rolling update that changed the flags): replica 0 runs with a 4 s
 /// lease and a 3 s renew deadline, replica 1 with the defaults (2 s), and a Lease left by replica 0's previous
 /// incarnation declares 2 s. Replica 0 renews it as its own, and its renewal must declare its own duration; a
