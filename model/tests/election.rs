@@ -210,7 +210,8 @@ fn a_lease_with_a_fraction_of_a_second_is_refused_at_start_since_the_lease_decla
     let c = check(ElectionModelConfig { bug: Some(ElectionBug::Unvalidated), ..config.clone() }, true);
     assert!(c.violated.contains(&WRITE_UNDER_LEASE), "not caught in {} states: {:?}", c.states, c.violated);
     eprintln!("{}", c.timeline);
-    // Long enough for the whole lease to expire and be taken over (4 s), so its check can fail.
+    // Past the whole lease's first expiry (3 s; the run goes to 4 s), so writes after it are judged and the check can
+    // fail.
     let whole = ElectionModelConfig { lease_duration: std::time::Duration::from_secs(3), horizon: 8, ..config.clone() };
     let c = check(whole, true);
     assert!(c.violated.is_empty(), "a whole 3 s lease: {:?}\n{}", c.violated, c.timeline);

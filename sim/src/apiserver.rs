@@ -547,13 +547,14 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         && !grants.allows(&access, cluster_scoped)
     {
         store.trace(&who, format!("{access} -> forbidden (403)"));
-        let probe =
-            optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller).is_some_and(|feature| {
-                let told = req.log.refusal_received(feature);
-                let reprobe = (feature == COORDINATED_SCALING || feature == ZONE_TRACKER)
-                    && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
-                told.is_none_or(|told| req.handed_at <= told) || reprobe
-            });
+        // The tracker's probes are the controller's alone: the webhook asks at every admission it must claim.
+        let feature = optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller);
+        let probe = feature.is_some_and(|feature| {
+            let told = req.log.refusal_received(feature);
+            let reprobe = [COORDINATED_SCALING, ZONE_TRACKER].contains(&feature)
+                && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
+            told.is_none_or(|told| req.handed_at <= told) || reprobe
+        });
         if !probe {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
             store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));

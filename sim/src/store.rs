@@ -852,9 +852,9 @@ impl Store {
         }
         let Some(delay) = delay else { return };
         let now = Timestamp::now();
-        let delay_signed = jiff::SignedDuration::try_from(delay).unwrap_or_default();
-        // When the last of the removed pods had been preparing for the delay (`None`: one was not preparing).
-        let mut due_since = Some(None::<Timestamp>);
+        let delay = jiff::SignedDuration::try_from(delay).unwrap_or_default();
+        // When the last of the removed pods had been preparing for the delay, and whether every one was preparing.
+        let (mut due, mut all_preparing) = (None::<Timestamp>, true);
         for ordinal in to..from {
             let pod = format!("{name}-{ordinal}");
             // A pod already gone or on its way out loses nothing to the downscale.
@@ -862,15 +862,11 @@ impl Store {
                 continue;
             }
             let prepared = self.prepared.get(&pod).copied();
-            due_since = match (due_since, prepared) {
-                (Some(latest), Some(since)) => {
-                    Some(Some(latest.map_or(since + delay_signed, |l| l.max(since + delay_signed))))
-                }
-                _ => None,
-            };
-            let long_enough = prepared.is_some_and(|since| {
-                now.duration_since(since) >= jiff::SignedDuration::try_from(delay).unwrap_or_default()
-            });
+            match prepared {
+                Some(since) => due = due.max(Some(since + delay)),
+                None => all_preparing = false,
+            }
+            let long_enough = prepared.is_some_and(|since| now.duration_since(since) >= delay);
             if !long_enough {
                 let how = match prepared {
                     Some(since) => format!("preparing only since {:.1}s ago", now.duration_since(since).as_secs_f64()),
@@ -884,7 +880,7 @@ impl Store {
                 self.checker.record_delayed_violation(at, detail);
             }
         }
-        if let Some(Some(due)) = due_since
+        if let (Some(due), true) = (due, all_preparing)
             && now > due
         {
             let late = Duration::try_from(now.duration_since(due)).unwrap_or_default();

@@ -452,8 +452,8 @@ pub enum ReferenceDeployment {
     NoPatch,
     /// The reference's jsonnet with the zone tracker's ConfigMaps readable only (`get`, the one read the tracker
     /// makes; a read-only grant such as the built-in `view` ClusterRole's, which adds list and watch): the record is
-    /// read, every write of it (a claim, a rollout step) is refused. No reference deployment; the misconfiguration in which a refused write, not a refused read, must
-    /// switch the tracker's coordination off.
+    /// read, every write of it (a claim, a rollout step) is refused. No reference deployment; the misconfiguration in
+    /// which a refused write, not a refused read, must switch the tracker's coordination off.
     TrackerReadOnly,
 }
 
@@ -485,22 +485,14 @@ impl ReferenceDeployment {
             ReferenceDeployment::Jsonnet => rollout_operator::kube::reference_deployments::js_v0_38_1(),
             ReferenceDeployment::HelmOld => rollout_operator::kube::reference_deployments::hc_old_mh(),
             ReferenceDeployment::NoPatch => {
-                let mut grants = rollout_operator::kube::reference_deployments::hc_old_mh();
-                for rule in &mut grants.role {
-                    if rule.resources.as_deref() == Some(&["statefulsets".to_string()][..]) {
-                        rule.verbs.retain(|verb| verb != "patch");
-                    }
-                }
-                grants
+                with_verbs(rollout_operator::kube::reference_deployments::hc_old_mh(), "statefulsets", |verb| {
+                    verb != "patch"
+                })
             }
             ReferenceDeployment::TrackerReadOnly => {
-                let mut grants = rollout_operator::kube::reference_deployments::js_v0_38_1();
-                for rule in &mut grants.role {
-                    if rule.resources.as_deref() == Some(&["configmaps".to_string()][..]) {
-                        rule.verbs.retain(|verb| verb == "get");
-                    }
-                }
-                grants
+                with_verbs(rollout_operator::kube::reference_deployments::js_v0_38_1(), "configmaps", |verb| {
+                    verb == "get"
+                })
             }
         }
     }
@@ -508,6 +500,20 @@ impl ReferenceDeployment {
     pub fn zone_tracker(self) -> bool {
         matches!(self, ReferenceDeployment::Jsonnet | ReferenceDeployment::TrackerReadOnly)
     }
+}
+
+/// `grants` with the Role's rule for `resource` alone keeping only the verbs `keep` accepts.
+fn with_verbs(
+    mut grants: rollout_operator::kube::reference_deployments::Grants,
+    resource: &str,
+    keep: impl Fn(&str) -> bool,
+) -> rollout_operator::kube::reference_deployments::Grants {
+    for rule in &mut grants.role {
+        if rule.resources.as_deref() == Some(&[resource.to_string()][..]) {
+            rule.verbs.retain(|verb| keep(verb));
+        }
+    }
+    grants
 }
 
 impl Scenario {
@@ -3212,10 +3218,10 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
 /// Seeds the no-downscale user's own generator.
 const NO_DOWNSCALE_STREAM: u64 = 0x6e6f_2d64_6f77_6e73;
 
-/// The no-downscale world's objects: (kind, name, labelled `grafana.com/no-downscale: "true"`).
 /// Another team's namespace, which the operator does not manage.
 const FOREIGN_NAMESPACE: &str = "team-b";
 
+/// The no-downscale world's objects: (kind, name, labelled `grafana.com/no-downscale: "true"`).
 const NO_DOWNSCALE_OBJECTS: [(&str, &str, bool); 3] = [
     ("Deployment", "distributor", true),
     ("ReplicaSet", "query-frontend-7c9d", false),
@@ -3341,15 +3347,11 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         // object of that name in the operator's own namespace.
         let foreign = n % 4 == 3;
         let namespace = if foreign { FOREIGN_NAMESPACE } else { objects::NAMESPACE };
-        let (labelled, old) = match foreign {
-            true => {
-                let mut old = old;
-                old["metadata"]["namespace"] = serde_json::json!(FOREIGN_NAMESPACE);
-                old["metadata"]["labels"] = serde_json::json!({"name": "other"});
-                (false, old)
-            }
-            false => (labelled, old),
-        };
+        let (labelled, mut old) = (labelled && !foreign, old);
+        if foreign {
+            old["metadata"]["namespace"] = serde_json::json!(FOREIGN_NAMESPACE);
+            old["metadata"]["labels"] = serde_json::json!({"name": "other"});
+        }
         let review = if via_scale {
             let scale = |replicas: u32| {
                 serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
@@ -3387,14 +3389,14 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
         let warnings = answer_warnings(&response);
         let verdict = if allowed { "admitted" } else { "denied" };
-        let name = if foreign { format!("{FOREIGN_NAMESPACE}/{name}") } else { name.to_string() };
-        let name = name.as_str();
-        st.trace("no-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
+        // The object as traced and judged: named with its namespace when it is another team's.
+        let shown = if foreign { format!("{FOREIGN_NAMESPACE}/{name}") } else { name.to_string() };
+        st.trace("no-downscale", format!("{verdict} {kind} {shown} {from} -> {to} ({how}) {warnings:?}"));
         let at = st.elapsed();
         let read_failed = asked > found;
         st.checker.judge_no_downscale(
             at,
-            &format!("{kind} {name}"),
+            &format!("{kind} {shown}"),
             labelled,
             from,
             to,
@@ -3410,8 +3412,8 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 let warnings = answer_warnings(&response);
                 let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default();
                 let verdict = if allowed { "admitted".to_string() } else { format!("denied ({message})") };
-                st.trace("prepare-downscale", format!("{verdict} {kind} {name} {from} -> {to} ({how}) {warnings:?}"));
-                let what = format!("{kind} {name} {from} -> {to} ({how})");
+                st.trace("prepare-downscale", format!("{verdict} {kind} {shown} {from} -> {to} ({how}) {warnings:?}"));
+                let what = format!("{kind} {shown} {from} -> {to} ({how})");
                 match foreign {
                     true => st.checker.judge_foreign_namespace(at, &what, allowed, &warnings, reads),
                     false => st.checker.judge_prepare_foreign(at, &what, kind, to < from, allowed, &warnings, reads),
@@ -3419,7 +3421,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 allowed
             }
             Err(e) => {
-                st.trace("prepare-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
+                st.trace("prepare-downscale", format!("{kind} {shown} {from} -> {to}: no answer: {e}"));
                 false
             }
         };

@@ -815,7 +815,8 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
 }
 
 /// The tracker's ConfigMaps readable but not writable (`tracker-read-only`: `get` only, the one read the tracker
-/// makes, as a read-only grant such as the built-in `view` ClusterRole's gives it): the record reads succeed, so the tracker stays on until a write is refused.
+/// makes, as a read-only grant such as the built-in `view` ClusterRole's gives it): the record reads succeed, so the
+/// tracker stays on until a write is refused.
 /// A refused rollout-step claim must switch it off like a refused read (the rollout then goes on unclaimed, the
 /// webhook denying downscales it cannot claim); taken for a passing failure instead, every pass retries the claim and
 /// the rollout stalls (closes a survivor of the mutation run, `reconciler.rs:505:31`: all 10 seeds then never
