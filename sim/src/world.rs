@@ -3293,12 +3293,18 @@ fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde
 
 /// Sends `review` to the operator's webhook at `path` (its real router, reading through a fresh API client) and
 /// returns the answer's `response` with the parent reads it made: (asked, answered with the object).
+/// Sends `review` to the webhook at `path` as the API server does: the answer's `response` once it passes
+/// kube-apiserver's checks (an error otherwise: the failure policy applies), and the parent objects the webhook read
+/// by name meanwhile, as (asked, answered).
 async fn ask_webhook(
     path: &str,
     review: &serde_json::Value,
     incarnation: u64,
-) -> Result<(serde_json::Value, (u32, u32)), String> {
-    let api = SimCluster::connect(incarnation).await.map_err(|e| e.to_string())?;
+) -> (Result<serde_json::Value, String>, (u32, u32)) {
+    let api = match SimCluster::connect(incarnation).await {
+        Ok(api) => api,
+        Err(e) => return (Err(e.to_string()), (0, 0)),
+    };
     let reads = api.clone();
     let app = router(Webhooks {
         api,
@@ -3306,13 +3312,23 @@ async fn ask_webhook(
         settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10)),
         clock: system_clock(),
     });
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(serde_json::to_vec(review).map_err(|e| e.to_string())?))
-        .map_err(|e| e.to_string())?;
-    let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-    objects::admission_response(review, &body).map(|response| (response, reads.parent_reads()))
+    let answer = async {
+        let request = http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(serde_json::to_vec(review).map_err(|e| e.to_string())?))
+            .map_err(|e| e.to_string())?;
+        let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+        objects::admission_response(review, &body)
+    }
+    .await;
+    (answer, reads.parent_reads())
+}
+
+/// What the API server makes of an answer that failed its checks, under the failure policy Fail: a denial.
+fn denied_for_no_usable_answer(st: &mut Store, webhook: &str, what: &str, error: &str) -> serde_json::Value {
+    st.trace(webhook, format!("{what}: no usable answer ({error}): denied by the failure policy"));
+    serde_json::json!({"allowed": false})
 }
 
 fn answer_warnings(response: &serde_json::Value) -> Vec<String> {
@@ -3352,12 +3368,15 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
             old["metadata"]["namespace"] = serde_json::json!(FOREIGN_NAMESPACE);
             old["metadata"]["labels"] = serde_json::json!({"name": "other"});
         }
+        // Every third change (by place) comes as an `admission.k8s.io/v1beta1` review, as an API server sends it to
+        // a configuration that lists v1beta1 first: the answer must be of the same version, or it fails the call.
+        let review_version = if n % 3 == 1 { "admission.k8s.io/v1beta1" } else { "admission.k8s.io/v1" };
         let review = if via_scale {
             let scale = |replicas: u32| {
                 serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
                     "metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": replicas}})
             };
-            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            serde_json::json!({"apiVersion": review_version, "kind": "AdmissionReview", "request": {
                 "uid": format!("no-downscale-{n}"),
                 "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
                 "resource": {"group": "apps", "version": "v1", "resource": resource},
@@ -3367,7 +3386,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         } else {
             let mut new = old.clone();
             new["spec"]["replicas"] = serde_json::json!(to);
-            serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            serde_json::json!({"apiVersion": review_version, "kind": "AdmissionReview", "request": {
                 "uid": format!("no-downscale-{n}"),
                 "kind": {"group": "apps", "version": "v1", "kind": kind},
                 "resource": {"group": "apps", "version": "v1", "resource": resource},
@@ -3375,23 +3394,19 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 "oldObject": old, "object": new}})
         };
         let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + 2 * n as u64;
-        let answer = ask_webhook(NO_DOWNSCALE_PATH, &review, incarnation).await;
-        let prepare_answer = ask_webhook(PREPARE_DOWNSCALE_PATH, &review, incarnation + 1).await;
+        let (answer, (asked, found)) = ask_webhook(NO_DOWNSCALE_PATH, &review, incarnation).await;
+        let (prepare_answer, prepare_reads) = ask_webhook(PREPARE_DOWNSCALE_PATH, &review, incarnation + 1).await;
         let how = if via_scale { "/scale" } else { "UPDATE" };
         let mut st = store.lock().unwrap();
-        let (response, (asked, found)) = match answer {
-            Ok(answer) => answer,
-            Err(e) => {
-                st.trace("no-downscale", format!("{kind} {name} {from} -> {to}: no answer: {e}"));
-                continue;
-            }
-        };
+        // The object as traced and judged: named with its namespace when it is another team's.
+        let shown = if foreign { format!("{FOREIGN_NAMESPACE}/{name}") } else { name.to_string() };
+        let beta = if review_version.ends_with("v1beta1") { " [v1beta1]" } else { "" };
+        let what = format!("{kind} {shown} {from} -> {to} ({how}){beta}");
+        let response = answer.unwrap_or_else(|e| denied_for_no_usable_answer(&mut st, "no-downscale", &what, &e));
         let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
         let warnings = answer_warnings(&response);
         let verdict = if allowed { "admitted" } else { "denied" };
-        // The object as traced and judged: named with its namespace when it is another team's.
-        let shown = if foreign { format!("{FOREIGN_NAMESPACE}/{name}") } else { name.to_string() };
-        st.trace("no-downscale", format!("{verdict} {kind} {shown} {from} -> {to} ({how}) {warnings:?}"));
+        st.trace("no-downscale", format!("{verdict} {what} {warnings:?}"));
         let at = st.elapsed();
         let read_failed = asked > found;
         st.checker.judge_no_downscale(
@@ -3406,25 +3421,19 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         );
         // Both webhooks serve these objects (a hand-written configuration broader than the shipped rules); the API
         // server applies a change only if both allow it.
-        let prepare_allowed = match prepare_answer {
-            Ok((response, reads)) => {
-                let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
-                let warnings = answer_warnings(&response);
-                let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default();
-                let verdict = if allowed { "admitted".to_string() } else { format!("denied ({message})") };
-                st.trace("prepare-downscale", format!("{verdict} {kind} {shown} {from} -> {to} ({how}) {warnings:?}"));
-                let what = format!("{kind} {shown} {from} -> {to} ({how})");
-                match foreign {
-                    true => st.checker.judge_foreign_namespace(at, &what, allowed, &warnings, reads),
-                    false => st.checker.judge_prepare_foreign(at, &what, kind, to < from, allowed, &warnings, reads),
-                }
-                allowed
+        let response =
+            prepare_answer.unwrap_or_else(|e| denied_for_no_usable_answer(&mut st, "prepare-downscale", &what, &e));
+        let prepare_allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+        let warnings = answer_warnings(&response);
+        let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default();
+        let verdict = if prepare_allowed { "admitted".to_string() } else { format!("denied ({message})") };
+        st.trace("prepare-downscale", format!("{verdict} {what} {warnings:?}"));
+        match foreign {
+            true => st.checker.judge_foreign_namespace(at, &what, prepare_allowed, &warnings, prepare_reads),
+            false => {
+                st.checker.judge_prepare_foreign(at, &what, kind, to < from, prepare_allowed, &warnings, prepare_reads)
             }
-            Err(e) => {
-                st.trace("prepare-downscale", format!("{kind} {shown} {from} -> {to}: no answer: {e}"));
-                false
-            }
-        };
+        }
         if allowed && prepare_allowed && !foreign {
             match kind {
                 "Deployment" => {
