@@ -90,7 +90,7 @@ struct ScenarioArgs {
     /// 0.50.1: no configmaps, no zone tracker), `helm-old` (the chart mimir-distributed pins: also no pod `patch`)
     /// or `jsonnet` (the reference's jsonnet: zone tracker on); or `no-patch`: `helm-old` without `patch` on
     /// StatefulSets either, as Loki's chart 0.24.0 grants pods and StatefulSets (eviction decisions serialised in each replica; with --drains, one
-    /// replica serves the eviction webhook and no template is pushed unless --revisions says so); or
+    /// replica serves the eviction webhook, in the controller's process); or
     /// `tracker-read-only`: `jsonnet` with the zone tracker's ConfigMaps granted `get` only (every write of the
     /// record refused).
     #[arg(long)]
@@ -494,11 +494,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     // A percentage of five pods a zone: 40 % is two, or one while a pod is missing from the status.
     let base = if args.budget_percentage.is_some() { Scenario { replicas: 5, ..base } } else { base };
     // Without `patch` on pods or StatefulSets no process can see another's decisions: one replica serves the
-    // eviction webhook, and by default no template is pushed (the simulated controller is a process of its own,
-    // where the real one shares its replica's in-process serialisation), as the degraded mode requires.
+    // eviction webhook, as the degraded mode requires, and it is the controller's process (as `main` runs them).
     let no_patch_drains = drains.is_some() && deployment == Some(ReferenceDeployment::NoPatch);
     let drains = drains.map(|d| if no_patch_drains { Drains { replicas: 1, ..d } } else { d });
-    let base = if no_patch_drains && args.revisions.is_none() { Scenario { revisions: 0, ..base } } else { base };
     let ha = match args.ha {
         None if args.election != "real" => return Err("--election needs --ha".to_string()),
         None => None,

@@ -284,10 +284,21 @@ impl RecordStore for AdmissionClient {
 /// operator always runs it), and the webhook router serving each admission the API server sends. Its in-process
 /// serialisation state lives as long as the process.
 pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64, evictor: Evictor, feed: BudgetFeed) {
-    let who = format!("operator-{replica}#{}", incarnation - REPLICA_INCARNATION_BASE);
-    store.lock().unwrap().trace(&who, "process started");
+    store.lock().unwrap().trace(&replica_process(replica, incarnation), "process started");
     let api = SimCluster::connect_operator(incarnation, feed).await.expect("bind operator replica endpoint");
-    let zpdb = match evictor {
+    let zpdb = operator_zpdb(&api, evictor);
+    serve_admissions(replica, api, zpdb, evictor).await
+}
+
+/// How the trace names process `incarnation` of replica `replica`.
+pub fn replica_process(replica: usize, incarnation: u64) -> String {
+    format!("operator-{replica}#{}", incarnation - REPLICA_INCARNATION_BASE)
+}
+
+/// A replica process's ZPDB state over `api`: the budget cache and its watch, and the ready-time tracker (both
+/// tasks of the calling process).
+pub fn operator_zpdb(api: &SimCluster, evictor: Evictor) -> Zpdb {
+    match evictor {
         Evictor::IgnoresBudget => Zpdb::with_budgets(rollout_core::zpdb::Budgets::default()),
         Evictor::Real | Evictor::NoSecondRead => {
             let metrics = ZpdbMetrics::default();
@@ -309,7 +320,11 @@ pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64,
             tokio::spawn(tracker.run(std::future::pending()));
             zpdb
         }
-    };
+    }
+}
+
+/// Serves the eviction webhook of replica `replica` with `zpdb`, until the process ends.
+pub async fn serve_admissions(replica: usize, api: SimCluster, zpdb: Zpdb, evictor: Evictor) {
     let ep = Endpoint::bind(replica_address(replica)).await.expect("bind operator replica webhook address");
     while let Ok((payload, from)) = ep.recv_from_raw(TAG_ADMIT).await {
         let Ok(request) = payload.downcast::<AdmitRequest>() else { continue };

@@ -982,14 +982,16 @@ impl PodHttpClient for DelayedDownscalePods {
 }
 
 /// The drains world's actors (issue 14): the operator replicas serving the pod-eviction webhook (restarted now and
-/// then during the fault phase), and the node-drain actor on a node of its own. Everything is drawn from the
-/// drains' own generator.
+/// then during the fault phase; replica 0 is the controller's node when `hosted` names it), and the node-drain actor
+/// on a node of its own. Everything is drawn from the drains' own generator.
+#[allow(clippy::too_many_arguments)]
 fn start_drains(
     handle: &Handle,
     store: &SharedStore,
     seed: u64,
     sc: &Scenario,
     drains: crate::drains::Drains,
+    hosted: Option<madsim::task::NodeId>,
     start: Instant,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) {
@@ -998,6 +1000,11 @@ fn start_drains(
     let incarnations = Arc::new(AtomicU64::new(drains::REPLICA_INCARNATION_BASE));
     let mut replicas = Vec::new();
     for i in 0..drains.replicas {
+        // Replica 0 may be the controller's process (`hosted`): its crashes are that node's.
+        if let (0, Some(node)) = (i, hosted) {
+            replicas.push(node);
+            continue;
+        }
         let (store, incarnations, evictor, feed) = (store.clone(), incarnations.clone(), drains.evictor, drains.feed());
         let node = handle
             .create_node()
@@ -1190,6 +1197,10 @@ struct ControllerSetup {
     budgets: BudgetFeed,
     /// This process's readiness (`/ready`), which the world keeps to judge (each process starts unready).
     ready: ReadyFlag,
+    /// The ZPDB state of the eviction webhook this process also serves (the `no-patch` drains world: one operator
+    /// process, as `main` runs it, whose in-process serialisation covers its controller's deletions and its
+    /// evictions alike). `None`: a controller process of its own.
+    zpdb: Option<Zpdb>,
 }
 
 /// The controller process's controller, as `main` builds it (its scaling, reporting and, in the drains worlds,
@@ -1206,7 +1217,22 @@ fn build_controller<P: Planner + Send + 'static>(
     };
     let metrics = Arc::new(Metrics::new());
     let events = setup.operator.recorder(&api, metrics.clone());
-    let budgets = (setup.budgets != BudgetFeed::None).then(|| {
+    let budgets = match setup.zpdb {
+        Some(zpdb) => Some(DeletionBudgets::new(zpdb, objects::NAMESPACE)),
+        None => own_budgets(&api, setup.budgets, &metrics),
+    };
+    let controller = Controller::new(api, planner, sim_config(setup.defences), metrics)
+        .with_scaling(setup.pods, scaling)
+        .with_reporting(events, crate::events::PROGRESS_DEADLINE);
+    match budgets {
+        Some(budgets) => controller.with_budgets(budgets),
+        None => controller,
+    }
+}
+
+/// A controller process's own budget cache fed by the real watch task, in the drains worlds.
+fn own_budgets(api: &SimCluster, feed: BudgetFeed, metrics: &Metrics) -> Option<DeletionBudgets> {
+    (feed != BudgetFeed::None).then(|| {
         let zpdb = Zpdb::new(metrics.zpdb.clone());
         tokio::spawn(rollout_operator::zpdb::budgets::run(
             api.clone(),
@@ -1215,14 +1241,7 @@ fn build_controller<P: Planner + Send + 'static>(
             std::future::pending(),
         ));
         DeletionBudgets::new(zpdb, objects::NAMESPACE)
-    });
-    let controller = Controller::new(api, planner, sim_config(setup.defences), metrics)
-        .with_scaling(setup.pods, scaling)
-        .with_reporting(events, crate::events::PROGRESS_DEADLINE);
-    match budgets {
-        Some(budgets) => controller.with_budgets(budgets),
-        None => controller,
-    }
+    })
 }
 
 async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
@@ -1370,7 +1389,12 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             failing_until: Instant::now() + sc.fault_phase,
         },
         ready: ReadyFlag::new(),
+        zpdb: None,
     };
+    // Without `patch` on pods or StatefulSets the operator serialises in process: its one process runs the
+    // controller and serves the eviction webhook (replica 0), as `main` runs them, sharing that serialisation.
+    let one_operator_process =
+        sc.ha.is_none() && sc.drains.is_some() && sc.deployment == Some(ReferenceDeployment::NoPatch);
     let mut ha_rng = SimRng::new(seed ^ crate::ha::HA_STREAM);
     let controllers: Vec<madsim::task::NodeId> = match sc.ha {
         Some(ha) => (0..ha.replicas)
@@ -1381,17 +1405,31 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             .collect(),
         None => {
             let (s, planner) = (store.clone(), sc.planner);
+            let evictor = sc.drains.as_ref().map_or(crate::drains::Evictor::Real, |d| d.evictor);
+            let replica_incarnations = Arc::new(AtomicU64::new(crate::drains::REPLICA_INCARNATION_BASE));
+            let ip = if one_operator_process { crate::drains::replica_ip(0) } else { IpAddr::from([10, 0, 0, 3]) };
             let controller = handle
                 .create_node()
                 .name("controller")
-                .ip(IpAddr::from([10, 0, 0, 3]))
+                .ip(ip)
                 .init(move || {
                     let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+                    let replica = one_operator_process.then(|| replica_incarnations.fetch_add(1, Ordering::Relaxed));
                     let store = s.clone();
-                    let setup = ControllerSetup { ready: ReadyFlag::new(), ..setup.clone() };
+                    let mut setup = ControllerSetup { ready: ReadyFlag::new(), ..setup.clone() };
                     store.lock().unwrap().controller_ready = Some(setup.ready.clone());
                     async move {
                         store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
+                        if let Some(replica) = replica {
+                            let process = crate::drains::replica_process(0, replica);
+                            store.lock().unwrap().trace(&process, "process started (it also runs the controller)");
+                            let api = SimCluster::connect_operator(replica, setup.budgets)
+                                .await
+                                .expect("bind operator replica endpoint");
+                            let zpdb = crate::drains::operator_zpdb(&api, evictor);
+                            setup.zpdb = Some(zpdb.clone());
+                            tokio::spawn(crate::drains::serve_admissions(0, api, zpdb, evictor));
+                        }
                         let api = match setup.budgets {
                             BudgetFeed::None => SimCluster::connect(incarnation).await,
                             feed => SimCluster::connect_operator(incarnation, feed).await,
@@ -1811,7 +1849,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         }));
     }
     if let Some(drains) = sc.drains.clone() {
-        start_drains(&handle, &store, seed, &sc, drains, start, &mut tasks);
+        let hosted = one_operator_process.then(|| nodes.controllers[0]);
+        start_drains(&handle, &store, seed, &sc, drains, hosted, start, &mut tasks);
     }
     if sc.faults.never_ready {
         kube_state.lock().unwrap().never_ready_chance = 0.1;
