@@ -670,9 +670,16 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
             budget
         };
         let seed = r.next_u64();
-        let admit = |object: serde_json::Value, operation: &'static str, valid: bool, what: String| {
+        let admit_as = |object: serde_json::Value, operation: &'static str, valid: bool, what: String, dry: bool| {
             let (store, old) = (store.clone(), (operation == "UPDATE").then(|| current.clone()));
-            admit_budget(store, SimRng::new(seed), drains.replicas, n, object, old, operation, valid, what, until)
+            // A dry run numbered apart, so that its calls and uids are its own.
+            let number = if dry { n + (1 << 20) + usize::from(valid) * (1 << 21) } else { n };
+            let what = if dry { format!("{what}, dry run") } else { what };
+            let edit = BudgetAdmission { edit: number, object, old, operation, valid, what, dry_run: dry };
+            admit_budget(store, SimRng::new(seed), drains.replicas, edit, until)
+        };
+        let admit = |object: serde_json::Value, operation: &'static str, valid: bool, what: String| {
+            admit_as(object, operation, valid, what, false)
         };
         match edit {
             BudgetEdit::Resize => {
@@ -777,26 +784,44 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                     ),
                 };
                 admit(object, "UPDATE", false, what.to_string()).await;
+                // In partition mode the user also tries the longest delays as server-side dry runs (a budget that
+                // long would hold every eviction): Go's largest duration, 2^63-1 ns, which Go accepts, and one
+                // nanosecond more, which it refuses. Sent after the edit, with no draw: the world's draws stay.
+                if drains.mode == BudgetMode::Partitions {
+                    for (delay, valid, what) in [
+                        (LONGEST_GO_DURATION, true, "crossZoneEvictionDelay at Go's longest"),
+                        (BEYOND_GO_DURATION, false, "crossZoneEvictionDelay beyond Go's range"),
+                    ] {
+                        let object = edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!(delay));
+                        admit_as(object, "UPDATE", valid, what.to_string(), true).await;
+                    }
+                }
             }
         }
     }
 }
 
-/// One budget create or update through the validation webhook, retried (on another replica, after 1-2 s) while its
-/// admission fails, until `until`; committed if admitted. The checker judges the answer against `valid`.
-#[allow(clippy::too_many_arguments)]
-async fn admit_budget(
-    store: SharedStore,
-    mut r: SimRng,
-    replicas: usize,
+/// Go's largest duration, 2^63-1 ns (`time.ParseDuration` accepts it), and one nanosecond more (refused).
+const LONGEST_GO_DURATION: &str = "2562047h47m16.854775807s";
+const BEYOND_GO_DURATION: &str = "2562047h47m16.854775808s";
+
+/// One budget create or update sent to the validation webhook: edit number `edit` of the run, `valid` or not.
+struct BudgetAdmission {
     edit: usize,
     object: serde_json::Value,
     old: Option<serde_json::Value>,
     operation: &'static str,
     valid: bool,
     what: String,
-    until: Instant,
-) {
+    /// A server-side dry run (`kubectl apply --dry-run=server`): admitted, nothing is stored.
+    dry_run: bool,
+}
+
+/// One budget create or update through the validation webhook, retried (on another replica, after 1-2 s) while its
+/// admission fails, until `until`; committed if admitted and not a dry run. The checker judges the answer against
+/// `valid`.
+async fn admit_budget(store: SharedStore, mut r: SimRng, replicas: usize, edit: BudgetAdmission, until: Instant) {
+    let BudgetAdmission { edit, object, old, operation, valid, what, dry_run } = edit;
     const CALLS: u64 = 1 << 32;
     let mut attempt = 0;
     while Instant::now() < until {
@@ -812,6 +837,9 @@ async fn admit_budget(
         });
         if let Some(old) = &old {
             request["oldObject"] = old.clone();
+        }
+        if dry_run {
+            request["dryRun"] = serde_json::json!(true);
         }
         let review =
             serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
@@ -831,7 +859,9 @@ async fn admit_budget(
                 Ok((allowed, code, message)) => {
                     let at = st.elapsed();
                     st.checker.judge_budget_admission(at, &what, valid, allowed, &message);
-                    if allowed {
+                    if allowed && dry_run {
+                        st.trace("user", format!("{operation} budget ({what}) via operator-{replica} -> admitted"));
+                    } else if allowed {
                         let stored = st.put_budget(object);
                         let generation = stored.pointer("/metadata/generation").cloned().unwrap_or_default();
                         st.trace(

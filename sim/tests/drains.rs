@@ -314,7 +314,8 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
 /// generation only (`same_object` always true: 35, 43), a newer generation ignored (26, 37, 43), deletions ignored
 /// (`delete` with its uid test inverted: 0, 1), a relist keeping budgets it did not list (0, 1), a validation
 /// that admits what does not parse (1, 2), and an empty partition regex read as a regex (0); in partition mode, a
-/// negative `crossZoneEvictionDelay` read as positive (1).
+/// negative `crossZoneEvictionDelay` read as positive (1), and Go's longest duration refused or one beyond it
+/// admitted (6 of the 8).
 #[test]
 fn budgets_edited_during_the_drains_are_followed_and_validated() {
     for (mode, seeds) in [(BudgetMode::Zones, 0..24), (BudgetMode::Partitions, 0..8)] {
@@ -330,6 +331,11 @@ fn budgets_edited_during_the_drains_are_followed_and_validated() {
             // Go parses "-10s"; the reference refuses a negative delay with its own message.
             let negative = count(&["negative crossZoneEvictionDelay", "refused (400)", "must be >= 0"]);
             assert!(negative >= 1, "no negative delay refused");
+            // Go's longest duration (2^63-1 ns) is valid, one nanosecond more is not (server-side dry runs). Taken
+            // the other way at the limit (`duration.rs:102:20`, two survivors of the mutation run: `>` made `==` or
+            // `>=`), the checker's `ZPDB_VALIDATION` reports it.
+            assert!(count(&["at Go's longest, dry run", "admitted"]) >= 4, "the longest delay never admitted");
+            assert!(count(&["beyond Go's range, dry run", "refused (400)"]) >= 4, "one beyond it never refused");
         }
         let total = totals(&outcomes);
         assert!(total.committed >= 20 && total.denied >= 20 && total.judged >= 20, "{mode:?}: {total:?}");
