@@ -845,7 +845,7 @@ async fn admit_budget(store: SharedStore, mut r: SimRng, replicas: usize, edit: 
             serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
         let body = serde_json::to_vec(&review).unwrap_or_default();
         let answer =
-            call_webhook(replica_address(replica), CALLS + edit as u64 * 64 + attempt, ZPDB_VALIDATION_PATH, body)
+            call_webhook(replica_address(replica), CALLS + ((edit as u64) << 16) + attempt, ZPDB_VALIDATION_PATH, body)
                 .await;
         {
             let mut st = store.lock().unwrap();

@@ -991,7 +991,7 @@ fn start_drains(
     seed: u64,
     sc: &Scenario,
     drains: crate::drains::Drains,
-    hosted: Option<madsim::task::NodeId>,
+    hosted: Option<Arc<Nodes>>,
     start: Instant,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) {
@@ -1001,8 +1001,8 @@ fn start_drains(
     let mut replicas = Vec::new();
     for i in 0..drains.replicas {
         // Replica 0 may be the controller's process (`hosted`): its crashes are that node's.
-        if let (0, Some(node)) = (i, hosted) {
-            replicas.push(node);
+        if let (0, Some(nodes)) = (i, &hosted) {
+            replicas.push(nodes.controllers[0]);
             continue;
         }
         let (store, incarnations, evictor, feed) = (store.clone(), incarnations.clone(), drains.evictor, drains.feed());
@@ -1019,15 +1019,24 @@ fn start_drains(
     }
     for (at, replica, down) in drains::replica_restarts(&mut r, drains.replicas, sc.fault_phase) {
         let (store, id) = (store.clone(), replicas[replica]);
+        // The controller's node too: flagged down as its own crashes are, so that the end of the fault phase brings
+        // it back if this restart is cut short.
+        let controller = hosted.clone().filter(|_| replica == 0);
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start + at).await;
             store
                 .lock()
                 .unwrap()
                 .trace("fault", format!("operator-{replica} crashes, restarted in {:.1}s", down.as_secs_f64()));
+            if let Some(nodes) = &controller {
+                nodes.set_controller_killed(0, true);
+            }
             Handle::current().kill(id);
             tokio::time::sleep(down).await;
             restart(id);
+            if let Some(nodes) = &controller {
+                nodes.set_controller_killed(0, false);
+            }
         }));
     }
     let node = handle.create_node().name("drain").ip(IpAddr::from([10, 0, 0, 12])).build();
@@ -1393,8 +1402,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     };
     // Without `patch` on pods or StatefulSets the operator serialises in process: its one process runs the
     // controller and serves the eviction webhook (replica 0), as `main` runs them, sharing that serialisation.
-    let one_operator_process =
-        sc.ha.is_none() && sc.drains.is_some() && sc.deployment == Some(ReferenceDeployment::NoPatch);
+    let one_operator_process = sc.ha.is_none()
+        && sc.drains.as_ref().is_some_and(|d| d.replicas == 1)
+        && sc.deployment == Some(ReferenceDeployment::NoPatch);
     let mut ha_rng = SimRng::new(seed ^ crate::ha::HA_STREAM);
     let controllers: Vec<madsim::task::NodeId> = match sc.ha {
         Some(ha) => (0..ha.replicas)
@@ -1427,7 +1437,10 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                                 .await
                                 .expect("bind operator replica endpoint");
                             let zpdb = crate::drains::operator_zpdb(&api, evictor);
-                            setup.zpdb = Some(zpdb.clone());
+                            // The test-only evictor that knows no budget blinds only the webhook.
+                            if evictor != crate::drains::Evictor::IgnoresBudget {
+                                setup.zpdb = Some(zpdb.clone());
+                            }
                             tokio::spawn(crate::drains::serve_admissions(0, api, zpdb, evictor));
                         }
                         let api = match setup.budgets {
@@ -1849,7 +1862,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         }));
     }
     if let Some(drains) = sc.drains.clone() {
-        let hosted = one_operator_process.then(|| nodes.controllers[0]);
+        let hosted = one_operator_process.then(|| nodes.clone());
         start_drains(&handle, &store, seed, &sc, drains, hosted, start, &mut tasks);
     }
     if sc.faults.never_ready {
@@ -3330,11 +3343,9 @@ fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde
     Some((replicas.max(0) as u32, value))
 }
 
-/// Sends `review` to the operator's webhook at `path` (its real router, reading through a fresh API client) and
-/// returns the answer's `response` with the parent reads it made: (asked, answered with the object).
-/// Sends `review` to the webhook at `path` as the API server does: the answer's `response` once it passes
-/// kube-apiserver's checks (an error otherwise: the failure policy applies), and the parent objects the webhook read
-/// by name meanwhile, as (asked, answered).
+/// Sends `review` to the operator's webhook at `path` (its real router, reading through a fresh API client) as the
+/// API server does: the answer's `response` once it passes kube-apiserver's checks (an error otherwise: the failure
+/// policy applies), and the parent objects the webhook read by name meanwhile, as (asked, answered).
 async fn ask_webhook(
     path: &str,
     review: &serde_json::Value,
