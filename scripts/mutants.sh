@@ -26,7 +26,8 @@
 #   scripts/mutants.sh --summary                            combine every shard run so far (also printed after a run)
 #   scripts/mutants.sh --recheck [--class C]                judge every mutant missed so far again, on this tree
 #                                                           (with --class, only those survivors.tsv puts in class C,
-#                                                           e.g. closed; "unclassified" for those it does not list)
+#                                                           e.g. closed; "unclassified" for those it does not list;
+#                                                           it resumes, keeping what it caught before)
 #                                                           (after the suites gained what catches them)
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
@@ -351,9 +352,13 @@ start=$(date +%s)
 # stamp and commit files.
 kept="$repo/mutants/results/$name"
 run_stamp="$stamp_at_sync select=$select crate=$crate"
-# A shard judged another way (--full-suite, another --crate) is not resumed: it starts over; so does a recheck (it
-# judges the missed mutants on this tree).
-if [[ $mode == recheck ]] || [[ -f $kept/stamp && "$(tail -n 1 "$kept/stamp" | sed 's/.* select=/select=/')" != "select=$select crate=$crate" ]]; then
+# A shard judged another way (--full-suite, another --crate) is not resumed: it starts over; so does a whole recheck
+# (it judges every missed mutant on this tree). A recheck of one class resumes (one interrupted, or the class
+# rechecked again once more survivors joined it): what it caught stays caught, as in a shard, and what it missed is
+# judged again on this tree.
+if [[ $mode == recheck && -n ${recheck_class:-} && -d $kept ]]; then
+  rm -f "$kept/missed.txt" "$kept/unexecuted.txt"
+elif [[ $mode == recheck ]] || [[ -f $kept/stamp && "$(tail -n 1 "$kept/stamp" | sed 's/.* select=/select=/')" != "select=$select crate=$crate" ]]; then
   rm -rf "$kept"
 fi
 mkdir -p "$kept"
