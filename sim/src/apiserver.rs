@@ -704,7 +704,7 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             }
             // A refused patch (the pod gone, another uid) wrote nothing.
             if let (Ok(Some(pod)), true) = (&result, changes.contains_key(rollout_core::keys::READY_TIME)) {
-                let group = store.group_of_pod(pod);
+                let group = crate::objects::budget_group_of(pod);
                 let at = store.elapsed();
                 store.checker.judge_ready_time_write(at, name, group.as_deref());
             }

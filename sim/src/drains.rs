@@ -416,17 +416,18 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     let terminating_uid = |st: &Store| {
         st.pods.get(pod).filter(|p| p.metadata.deletion_timestamp.is_some()).and_then(|p| p.metadata.uid.clone())
     };
-    // The pod's owner as the eviction arrives: the pod may be gone by the answer (a scale-down removed it).
-    let (arrival_rv, n, terminating, owner) = {
+    // The group whose budget covers the pod as the eviction arrives (by its labels, as the budget selects pods):
+    // the pod may be gone by the answer (a scale-down removed it).
+    let (arrival_rv, n, terminating, group) = {
         let mut st = env.store.lock().unwrap();
-        let Some(owner) = st.pods.get(pod).map(objects::owner_of) else {
+        let Some(group) = st.pods.get(pod).map(objects::budget_group_of) else {
             st.trace("drain", format!("{what} -> not_found"));
             return Reply::Done(Err(ApiError::NotFound(format!("pods \"{pod}\" not found"))));
         };
         st.checker.drains.asked += 1;
         let terminating = terminating_uid(&st);
         st.checker.drains.of_terminating += u64::from(terminating.is_some());
-        (st.rv, st.checker.drains.asked, terminating, owner)
+        (st.rv, st.checker.drains.asked, terminating, group)
     };
     if env.eviction_webhooks.is_empty() {
         return Reply::Done(Err(ApiError::Unavailable("no eviction webhook configured".into())));
@@ -469,10 +470,9 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     if !allowed {
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
-        let group = st.group_of_statefulset(&owner).unwrap_or_default();
-        st.checker.judge_eviction_denial(at, &group, pod, code, &message);
+        st.checker.judge_eviction_denial(at, group.as_deref().unwrap_or_default(), pod, code, &message);
         let what = format!("the eviction of {pod} ({code})");
-        crate::world::judge_denial_scope(&mut st, &owner, &message, crate::checker::ZPDB_SCOPE, &what);
+        crate::world::judge_denial_scope_of(&mut st, group.clone(), &message, crate::checker::ZPDB_SCOPE, &what);
         let intent = format!("grafana.com/eviction-intent.eviction-{n}");
         let carries = |annotations: &Option<std::collections::BTreeMap<String, String>>| {
             annotations.as_ref().is_some_and(|a| a.contains_key(&intent))

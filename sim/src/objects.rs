@@ -141,6 +141,13 @@ pub fn statefulset_owner(sts: &str) -> OwnerReference {
 /// service for debugging (`Scenario::relabels`).
 pub const DEBUG_LABEL: &str = "track";
 
+/// The rollout group whose budget covers `pod`: the worlds' budgets select pods by the group's label (which the
+/// pods' template carries), so a pod relabelled out of its StatefulSet's selector, even released by it, is still
+/// covered.
+pub fn budget_group_of(pod: &Pod) -> Option<String> {
+    pod.metadata.labels.as_ref()?.get(keys::ROLLOUT_GROUP).cloned()
+}
+
 /// Whether the pod's labels match its StatefulSet's selector (as the worlds write them: everything but the debug
 /// label is kept).
 pub fn in_selector(pod: &Pod) -> bool {

@@ -874,6 +874,17 @@ fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
 /// The names are read as the message's words, not through the core.
 pub(crate) fn judge_denial_scope(st: &mut Store, sts: &str, message: &str, invariant: &'static str, what: &str) {
     let group = st.group_of_statefulset(sts);
+    judge_denial_scope_of(st, group, message, invariant, what);
+}
+
+/// [`judge_denial_scope`] for a denial of an object of `group`.
+pub(crate) fn judge_denial_scope_of(
+    st: &mut Store,
+    group: Option<String>,
+    message: &str,
+    invariant: &'static str,
+    what: &str,
+) {
     let named: Vec<&str> = message
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
         .filter(|word| st.statefulsets.contains_key(*word) && st.group_of_statefulset(word) != group)

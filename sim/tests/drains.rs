@@ -450,3 +450,19 @@ fn known_limit_seed_49_statefulset_intents_dropped_by_a_re_apply_can_let_two_evi
     assert_eq!(broken.len(), 1, "the limit shows as one budget broken: {:#?}", o.violations);
     assert_eq!(o.violations.len(), 1, "nothing else breaks: {:#?}", o.violations);
 }
+
+/// Seeds 15 and 22 of drains with relabels (a combination no test ran): a user relabels a running pod out of its
+/// StatefulSet's selector, which releases it, while it still carries the group's label the budget selects. The
+/// operator tracks its ready-time and judges its evictions under the budget (as the reference does: a budget selects
+/// pods by label), and the checker took the pod's group from its owner, so a released pod was "in no group a budget
+/// covers" (seed 15: `ZPDB_READY_TIME_SCOPE`; seed 22: `ZPDB_OUT_OF_SCOPE` and `ZPDB_SCOPE`). A checker bug: the
+/// budget scope is now read from the pod's labels, as the budget's selector reads it.
+#[test]
+fn regression_seeds_15_22_a_pod_relabelled_out_of_its_statefulset_is_still_in_its_budget() {
+    let sc = Scenario { relabels: true, ..drains(BudgetMode::Zones, Evictor::Real) };
+    for seed in [15, 22] {
+        let o = world::run(seed, &sc, false);
+        assert!(o.trace.lines.iter().any(|l| l.contains("released pod")), "seed {seed}: no pod released");
+        assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+    }
+}
