@@ -948,9 +948,13 @@ impl PodHttpClient for DelayedDownscalePods {
         let host = request.url.split("://").nth(1).unwrap_or_default();
         let pod = host.split(['.', ':', '/']).next().unwrap_or_default().to_string();
         let mut st = self.store.lock().unwrap();
-        // Only a StatefulSet whose delayed downscale is on (as the world meant its annotations) is ever called.
-        let owner = st.pods.get(&pod).map(objects::owner_of);
-        if let Some(sts) = owner.filter(|sts| !st.delayed_downscale_delays.contains_key(sts)) {
+        // Only a StatefulSet whose delayed downscale is on (as the world meant its annotations) is ever called. The
+        // StatefulSet addressed is the governing Service in the host (`<pod>.<service>.<namespace>.svc...`; each
+        // world's Service is named after its StatefulSet), not the pod's owner: a pod relabelled out of its
+        // StatefulSet's selector is released, and is still that StatefulSet's ordinal.
+        let service = host.split(['.', ':', '/']).nth(1).unwrap_or_default().to_string();
+        let addressed = st.pods.contains_key(&pod).then_some(service);
+        if let Some(sts) = addressed.filter(|sts| !st.delayed_downscale_delays.contains_key(sts)) {
             let at = st.elapsed();
             let detail = format!("{method} {} to {pod}, whose StatefulSet {sts} has no delayed downscale", request.url);
             st.checker.record_delayed_violation(at, detail);
