@@ -512,6 +512,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
             Some(Ha { replicas, election })
         }
     };
+    let zones = args.zones.unwrap_or(base.zones);
     let sc = Scenario {
         ha,
         drains,
@@ -551,10 +552,9 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         events: args.events,
         // Zones roll one at a time, so more zones than the default three take longer to converge (seed 7 of
         // `--mirror --delayed-downscale --zones 5`, 25 pods replaced one by one, was still rolling at 900 s).
-        settle_deadline: (base.settle_deadline + min_ready_settle_time(args.min_ready_seconds))
-            * args.zones.unwrap_or(base.zones).max(base.zones)
+        settle_deadline: (base.settle_deadline + min_ready_settle_time(args.min_ready_seconds)) * zones.max(base.zones)
             / base.zones.max(1),
-        zones: args.zones.unwrap_or(base.zones),
+        zones,
         ..base
     };
     if !(1..=5).contains(&sc.zones) {

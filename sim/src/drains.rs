@@ -400,7 +400,7 @@ fn admission_verdict(
     let answer = answer.as_ref().map_err(String::clone)?;
     let body = answer.body.as_ref().map_err(String::clone)?;
     let response = objects::admission_response(review, body)?;
-    let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+    let allowed = objects::admitted(&response);
     let code = response.pointer("/status/code").and_then(|c| c.as_u64()).unwrap_or(403) as u16;
     let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
     Ok((allowed, code, message))

@@ -343,6 +343,11 @@ impl StsSum {
     }
 }
 
+/// Whether an AdmissionReview `response` allows the request (`allowed: true`; anything else denies).
+pub fn admitted(response: &serde_json::Value) -> bool {
+    response.get("allowed") == Some(&serde_json::Value::Bool(true))
+}
+
 /// The `response` of a webhook's answer to `review`, checked as kube-apiserver checks it before reading it: an
 /// `AdmissionReview` of the request's apiVersion, answering the request's uid. Anything else fails the call (the
 /// webhook's failure policy then applies), with kube-apiserver's wording.

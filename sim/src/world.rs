@@ -2708,7 +2708,7 @@ impl User {
                     let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
                     let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
                     let response = objects::admission_response(&review, &body)?;
-                    let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+                    let allowed = objects::admitted(&response);
                     let message =
                         response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
                     let patch = match response.get("patch") {
@@ -3468,7 +3468,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let beta = if review_version.ends_with("v1beta1") { " [v1beta1]" } else { "" };
         let what = format!("{kind} {shown} {from} -> {to} ({how}){beta}");
         let response = answer.unwrap_or_else(|e| denied_for_no_usable_answer(&mut st, "no-downscale", &what, &e));
-        let allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+        let allowed = objects::admitted(&response);
         let warnings = answer_warnings(&response);
         let verdict = if allowed { "admitted" } else { "denied" };
         st.trace("no-downscale", format!("{verdict} {what} {warnings:?}"));
@@ -3488,7 +3488,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         // server applies a change only if both allow it.
         let response =
             prepare_answer.unwrap_or_else(|e| denied_for_no_usable_answer(&mut st, "prepare-downscale", &what, &e));
-        let prepare_allowed = response.get("allowed") == Some(&serde_json::Value::Bool(true));
+        let prepare_allowed = objects::admitted(&response);
         let warnings = answer_warnings(&response);
         let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default();
         let verdict = if prepare_allowed { "admitted".to_string() } else { format!("denied ({message})") };
