@@ -11,7 +11,9 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use proptest::prelude::*;
 use rollout_core::downscale::DownscaleRecord;
 use rollout_core::keys;
-use rollout_operator::admission::webhooks::{COMMIT_MARGIN, WebhookSettings, Webhooks, router};
+use rollout_operator::admission::webhooks::{
+    COMMIT_MARGIN, PARENT_LOOKUP_RETRY, PARENT_LOOKUPS_FEATURE, ParentLookups, WebhookSettings, Webhooks, router,
+};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use serde_json::{Value, json};
@@ -228,6 +230,48 @@ async fn no_downscale_fails_open_when_the_parent_cannot_be_read() {
     assert!(
         response["warnings"][0].as_str().unwrap().ends_with("allowing the change: API unavailable: connection refused")
     );
+}
+
+/// None of the reference's deployments grants `get` on Deployments: a refused parent kind is said once (the metric),
+/// not asked for again until the retry period has passed (a grant added meanwhile is not seen yet), and read again
+/// after it; other kinds are read meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_refused_parent_kind_is_said_once_and_asked_again_after_the_retry_period() {
+    let cluster = FakeCluster::new(vec![no_downscale_sts(3)], vec![]);
+    let mut deployment = k8s_openapi::api::apps::v1::Deployment::default();
+    deployment.metadata.name = Some("ingester-zone-a".into());
+    deployment.metadata.labels = Some([(keys::NO_DOWNSCALE.to_string(), "true".to_string())].into());
+    cluster.put_deployment(deployment);
+    let metrics = Arc::new(rollout_operator::ops::metrics::Metrics::new());
+    let app = router(Webhooks {
+        api: cluster.clone(),
+        pods: FakePods::default(),
+        settings: WebhookSettings::new("ns", "cluster.local.", Some(CM), Duration::from_secs(10))
+            .with_parent_lookups(ParentLookups::reporting_to(metrics.clone())),
+        clock: Arc::new(|| NOW.parse().unwrap()),
+    });
+    let deployment_scale = review("deployments", "ingester-zone-a", scale(3), scale(2), false);
+    let forbidden = "deployments.apps \"ingester-zone-a\" is forbidden: cannot get resource \"deployments\"";
+    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: forbidden.into() }));
+    let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response["warnings"][0].as_str().unwrap().ends_with(forbidden), "{response}");
+    assert!(metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
+    // Granted now, but not asked: the labelled Deployment is let through with the reason.
+    cluster.fail_reads(None);
+    tokio::time::sleep(PARENT_LOOKUP_RETRY - Duration::from_secs(1)).await;
+    let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
+    assert_eq!(response["allowed"], true);
+    let warning = response["warnings"][0].as_str().unwrap();
+    assert!(warning.contains("not asked: reading apps deployments was refused 299 s ago"), "{warning}");
+    // Another kind is read meanwhile.
+    let statefulset_scale = review("statefulsets", "ingester-zone-a", scale(3), scale(2), false);
+    assert_eq!(admit(&app, "/admission/no-downscale", &statefulset_scale).await["allowed"], false);
+    // After the retry period the read is tried again, answered, and the feature is back.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(!metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
 }
 
 // ---- prepare-downscale ------------------------------------------------------------------------------------------

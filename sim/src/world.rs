@@ -21,7 +21,7 @@ use madsim::runtime::{Handle, Runtime};
 use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{
-    NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock,
+    NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
 };
 use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
@@ -3358,23 +3358,22 @@ fn no_downscale_object(st: &Store, kind: &str, name: &str) -> Option<(u32, serde
     Some((replicas.max(0) as u32, value))
 }
 
-/// Sends `review` to the operator's webhook at `path` (its real router, reading through a fresh API client) as the
-/// API server does: the answer's `response` once it passes kube-apiserver's checks (an error otherwise: the failure
-/// policy applies), and the parent objects the webhook read by name meanwhile, as (asked, answered).
+/// Sends `review` to the operator's webhook at `path` (its real router, reading through `api`, with the process's
+/// memory of refused parent kinds `lookups`) as the API server does: the answer's `response` once it passes
+/// kube-apiserver's checks (an error otherwise: the failure policy applies), and the parent objects the webhook read
+/// by name meanwhile, as (asked, answered).
 async fn ask_webhook(
     path: &str,
     review: &serde_json::Value,
-    incarnation: u64,
+    api: &SimCluster,
+    lookups: ParentLookups,
 ) -> (Result<serde_json::Value, String>, (u32, u32)) {
-    let api = match SimCluster::connect(incarnation).await {
-        Ok(api) => api,
-        Err(e) => return (Err(e.to_string()), (0, 0)),
-    };
-    let reads = api.clone();
+    let before = api.parent_reads();
     let app = router(Webhooks {
-        api,
+        api: api.clone(),
         pods: NoPodClient,
-        settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10)),
+        settings: WebhookSettings::new(objects::NAMESPACE, "cluster.local.", None, Duration::from_secs(10))
+            .with_parent_lookups(lookups),
         clock: system_clock(),
     });
     let answer = async {
@@ -3387,7 +3386,8 @@ async fn ask_webhook(
         objects::admission_response(review, &body)
     }
     .await;
-    (answer, reads.parent_reads())
+    let after = api.parent_reads();
+    (answer, (after.0 - before.0, after.1 - before.1))
 }
 
 /// What the API server makes of an answer that failed its checks, under the failure policy Fail: a denial.
@@ -3408,6 +3408,16 @@ fn answer_warnings(response: &serde_json::Value) -> Vec<String> {
 /// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update, also
 /// sent to the prepare-downscale webhook; a change both allow is applied. The checker judges every answer.
 async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fault_phase: Duration) {
+    // The no-downscale webhook runs in one operator process, which remembers a parent kind refused by RBAC (none of
+    // the real deployments grants `get` on Deployments or ReplicaSets) and does not ask for it again for a while.
+    let webhook = match SimCluster::connect(apiserver::ADMISSION_INCARNATION_BASE + (1 << 20)).await {
+        Ok(api) => api,
+        Err(e) => {
+            store.lock().unwrap().trace("no-downscale", format!("no webhook process: {e}"));
+            return;
+        }
+    };
+    let lookups = ParentLookups::default();
     let count = r.range(8..21);
     let mut times: Vec<Duration> =
         (0..count).map(|_| r.millis(5_000, fault_phase.as_millis() as u64 * 9 / 10)).collect();
@@ -3458,9 +3468,14 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
                 "name": name, "namespace": namespace, "operation": "UPDATE",
                 "oldObject": old, "object": new}})
         };
-        let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + 2 * n as u64;
-        let (answer, (asked, found)) = ask_webhook(NO_DOWNSCALE_PATH, &review, incarnation).await;
-        let (prepare_answer, prepare_reads) = ask_webhook(PREPARE_DOWNSCALE_PATH, &review, incarnation + 1).await;
+        let (answer, (asked, found)) = ask_webhook(NO_DOWNSCALE_PATH, &review, &webhook, lookups.clone()).await;
+        // The prepare-downscale webhook reads no parent but a StatefulSet's, which every deployment grants: a process
+        // of its own per request, as before.
+        let incarnation = apiserver::ADMISSION_INCARNATION_BASE + (1 << 20) + 2 * n as u64 + 1;
+        let (prepare_answer, prepare_reads) = match SimCluster::connect(incarnation).await {
+            Ok(api) => ask_webhook(PREPARE_DOWNSCALE_PATH, &review, &api, ParentLookups::default()).await,
+            Err(e) => (Err(e.to_string()), (0, 0)),
+        };
         let how = if via_scale { "/scale" } else { "UPDATE" };
         let mut st = store.lock().unwrap();
         // The object as traced and judged: named with its namespace when it is another team's.
@@ -3473,7 +3488,13 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let verdict = if allowed { "admitted" } else { "denied" };
         st.trace("no-downscale", format!("{verdict} {what} {warnings:?}"));
         let at = st.elapsed();
-        let read_failed = asked > found;
+        // A read refused earlier is not asked again for a while: the answer says so, and nothing was read.
+        let refused_earlier = match kind {
+            "Deployment" => webhook.was_refused(apiserver::DEPLOYMENT_LOOKUPS),
+            "ReplicaSet" => webhook.was_refused(apiserver::REPLICASET_LOOKUPS),
+            _ => false,
+        };
+        let read_failed = asked > found || (via_scale && !foreign && asked == 0 && refused_earlier);
         st.checker.judge_no_downscale(
             at,
             &format!("{kind} {shown}"),

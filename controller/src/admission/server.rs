@@ -151,7 +151,8 @@ pub async fn start<C: ClusterApi>(
                 flags.downscale_record(),
                 flags.server_tls_request_timeout,
             )
-            .with_events(events),
+            .with_events(events)
+            .with_parent_lookups(webhooks::ParentLookups::reporting_to(metrics.clone())),
             clock: webhooks::system_clock(),
         },
         zpdb,

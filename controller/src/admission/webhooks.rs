@@ -16,6 +16,7 @@ use crate::cluster::downscale_record::{
 };
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
+use crate::ops::metrics::Metrics;
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
 use axum::body::Bytes;
@@ -68,6 +69,8 @@ pub struct WebhookSettings {
     pub events: EventRecorder,
     /// The defences in depth in force: all of them, but in the harness's tests of each layer alone.
     pub defences: Defences,
+    /// The parent kinds this process may not read (shared by its requests), for the no-downscale webhook.
+    pub parent_lookups: ParentLookups,
 }
 
 impl WebhookSettings {
@@ -86,12 +89,100 @@ impl WebhookSettings {
             commit_margin: COMMIT_MARGIN,
             events: EventRecorder::disabled(),
             defences: Defences::ALL,
+            parent_lookups: ParentLookups::default(),
         }
     }
 
     /// The same settings telling denied and prepared downscales to `events`.
     pub fn with_events(self, events: EventRecorder) -> Self {
         WebhookSettings { events, ..self }
+    }
+
+    /// The same settings keeping the refused parent kinds in `parent_lookups` (one per process, so every request
+    /// shares what the first refusal taught).
+    pub fn with_parent_lookups(self, parent_lookups: ParentLookups) -> Self {
+        WebhookSettings { parent_lookups, ..self }
+    }
+}
+
+/// How long the no-downscale webhook goes without asking again for a parent kind the API server refused (403): as
+/// long as the controller waits before trying refused scaling again (the default resync), so a grant added later
+/// takes effect within it, without a restart.
+pub const PARENT_LOOKUP_RETRY: Duration = Duration::from_secs(300);
+
+/// The feature named in `rollout_operator_feature_disabled` when the parent lookups of `/scale` requests are refused.
+pub const PARENT_LOOKUPS_FEATURE: &str = "no-downscale-parent-lookups";
+
+/// The parent kinds of `/scale` requests this process may not read. None of the reference's deployments grants `get`
+/// on Deployments or ReplicaSets, though they send those kinds' `/scale` requests to the no-downscale webhook: every
+/// such request would be refused and logged. The first refusal of a kind is said once (an error naming the grant, and
+/// `rollout_operator_feature_disabled`); requests of that kind are then allowed with the reference's warning without
+/// asking, for [`PARENT_LOOKUP_RETRY`], when the next request asks again. A read that succeeds ends it.
+#[derive(Clone, Default)]
+pub struct ParentLookups {
+    /// Per kind: when it was last refused, and the API server's message.
+    refused: Arc<std::sync::Mutex<std::collections::BTreeMap<ParentResource, (Instant, String)>>>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl std::fmt::Debug for ParentLookups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("ParentLookups").field("refused", &refused.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl ParentLookups {
+    /// A memory that also sets `rollout_operator_feature_disabled` in `metrics`.
+    pub fn reporting_to(metrics: Arc<Metrics>) -> Self {
+        ParentLookups { metrics: Some(metrics), ..ParentLookups::default() }
+    }
+
+    fn missing_permission(resource: ParentResource) -> String {
+        format!("{} get", resource.as_str())
+    }
+
+    /// Why `resource` is not asked for at `now`: refused less than [`PARENT_LOOKUP_RETRY`] ago.
+    fn not_asked(&self, resource: ParentResource, now: Instant) -> Option<String> {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, message) = refused.get(&resource)?;
+        let ago = now.saturating_duration_since(*at);
+        (ago < PARENT_LOOKUP_RETRY).then(|| {
+            format!(
+                "not asked: reading apps {} was refused {} s ago ({message}); grant the operator get on them",
+                resource.as_str(),
+                ago.as_secs()
+            )
+        })
+    }
+
+    fn refused(&self, resource: ParentResource, message: &str, now: Instant) {
+        let first = self
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(resource, (now, message.to_string()))
+            .is_none();
+        if first {
+            let kind = resource.as_str();
+            tracing::error!(%message,
+                "the no-downscale webhook may not read apps {kind}: grant the operator get on them; until then \
+                 /scale downscales of {kind} are allowed with a warning, their no-downscale label unread, and \
+                 the read is tried again every {} s", PARENT_LOOKUP_RETRY.as_secs());
+            if let Some(metrics) = &self.metrics {
+                metrics.feature_disabled(PARENT_LOOKUPS_FEATURE, &Self::missing_permission(resource));
+            }
+        }
+    }
+
+    fn answered(&self, resource: ParentResource) {
+        let was_refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(&resource).is_some();
+        if was_refused {
+            tracing::info!("the no-downscale webhook may read apps {} again", resource.as_str());
+            if let Some(metrics) = &self.metrics {
+                metrics.feature_enabled_again(PARENT_LOOKUPS_FEATURE, &Self::missing_permission(resource));
+            }
+        }
     }
 }
 
@@ -253,7 +344,11 @@ pub async fn decide_no_downscale<C: AdmissionApi, P: PodHttpClient>(
     let verdict = match no_downscale::evaluate(request) {
         Step::Decided(verdict) => verdict,
         Step::LookupParent { resource, name, old, new } => {
-            let labels = parent_labels(&webhooks.api, resource, &name, deadline).await;
+            let lookups = &webhooks.settings.parent_lookups;
+            let labels = match lookups.not_asked(resource, Instant::now()) {
+                Some(why) => Err(why),
+                None => parent_labels(&webhooks.api, lookups, resource, &name, deadline).await,
+            };
             no_downscale::decide_with_parent(request, old, new, labels.as_ref().map_err(Clone::clone))
         }
     };
@@ -261,8 +356,11 @@ pub async fn decide_no_downscale<C: AdmissionApi, P: PodHttpClient>(
     verdict
 }
 
+/// The labels of the parent `resource`/`name`, or why they could not be read; a refusal (403) or a read answered
+/// goes to `lookups`.
 async fn parent_labels<C: LiveReads>(
     api: &C,
+    lookups: &ParentLookups,
     resource: ParentResource,
     name: &str,
     deadline: Instant,
@@ -279,6 +377,11 @@ async fn parent_labels<C: LiveReads>(
             before(deadline, &what, api.get_replicaset(name)).await.map(|o| o.map(|o| o.metadata))
         }
     };
+    if let Err(Late::Failed(ApiError::Rejected { code: 403, message })) = &metadata {
+        lookups.refused(resource, message, Instant::now());
+    } else if metadata.is_ok() {
+        lookups.answered(resource);
+    }
     match metadata {
         Ok(Some(meta)) => Ok(meta.labels.unwrap_or_default()),
         Ok(None) => Err(format!("{}.apps \"{name}\" not found", resource.as_str())),

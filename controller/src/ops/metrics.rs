@@ -549,6 +549,18 @@ impl Metrics {
         self.features_disabled.get_or_create(&labels).set(1);
     }
 
+    /// Marks `feature` enabled again: `missing_permission` was granted since [`Metrics::feature_disabled`].
+    pub fn feature_enabled_again(&self, feature: &str, missing_permission: &str) {
+        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
+        self.features_disabled.get_or_create(&labels).set(0);
+    }
+
+    /// For tests: whether `feature` is marked disabled for lack of `missing_permission`.
+    pub fn is_feature_disabled(&self, feature: &str, missing_permission: &str) -> bool {
+        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
+        self.features_disabled.get_or_create(&labels).get() == 1
+    }
+
     /// Counts a reconcile in which `statefulset` of `group` had a scaling error.
     pub fn scaling_error(&self, group: &str, statefulset: &str) {
         let labels = ScalingErrorLabels { rollout_group: group.to_string(), statefulset: statefulset.to_string() };

@@ -21,7 +21,7 @@ pub enum Step {
 }
 
 /// The parent kinds a `/scale` request can be about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ParentResource {
     StatefulSets,
     Deployments,
