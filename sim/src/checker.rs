@@ -100,6 +100,11 @@ pub const PREPARE_UNDONE: &str = "a denied downscale cancels the pods it prepare
 /// (reference 4.3: an unsupported type or resource fails open); an unlabelled StatefulSet is let through unless
 /// reading it failed.
 pub const PREPARE_FOREIGN: &str = "the prepare-downscale webhook lets through what it does not serve, unread";
+/// The zone tracker's in-progress markers (DESIGN.md: `{"<statefulset>": {"group": "<group>", "until": "<RFC
+/// 3339>"}}` in the record's annotation) are written only by the operator, and every one committed reads in that
+/// format, by the checker's own reader: a marker it could not read would drop out of every judgement of preparation
+/// (and, read by as lenient a parser, out of the operator's own coordination).
+pub const RECORD_MARKERS_READABLE: &str = "every downscale marker committed to the record is readable";
 /// Mirror replicas: the controller scales a mirror StatefulSet only to values its reference resource asked for.
 pub const MIRROR: &str = "mirror StatefulSets follow their reference";
 /// Delayed downscale: a pod is removed only after it has been preparing for the delay.
@@ -1255,6 +1260,12 @@ impl Checker {
 
     pub fn record_delayed_violation(&mut self, at: Duration, detail: String) {
         self.violate(at, DELAYED_DOWNSCALE, detail);
+    }
+
+    /// [`RECORD_MARKERS_READABLE`]: a committed write of `record` carries the `unreadable` markers.
+    pub fn judge_record_markers(&mut self, at: Duration, record: &str, unreadable: &[String]) {
+        let detail = format!("the record {record} was committed with unreadable markers: {}", unreadable.join("; "));
+        self.violate(at, RECORD_MARKERS_READABLE, detail);
     }
 
     pub fn record_forbidden(&mut self, at: Duration, detail: String) {

@@ -241,19 +241,32 @@ struct Marker {
 
 /// The in-progress markers of the record's annotation, read by the checker itself (a JSON object of
 /// `{"<statefulset>": {"group": "<group>", "until": "<RFC 3339>"}}`, DESIGN.md), not by the operator's parser: a
-/// parser that lost markers would otherwise hide them from the operator and the checker alike. An entry it cannot
-/// read is left out.
-fn markers_in(raw: Option<&str>) -> Vec<Marker> {
-    let Some(serde_json::Value::Object(map)) = raw.and_then(|r| serde_json::from_str(r).ok()) else {
-        return Vec::new();
+/// parser that lost markers would otherwise hide them from the operator and the checker alike. The entries it cannot
+/// read come second (the whole annotation, when it is not such an object), for `RECORD_MARKERS_READABLE`.
+fn markers_in(raw: Option<&str>) -> (Vec<Marker>, Vec<String>) {
+    let Some(raw) = raw else { return (Vec::new(), Vec::new()) };
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str(raw) else {
+        return (Vec::new(), vec![format!("the annotation {raw:?}")]);
     };
-    map.into_iter()
+    let mut unreadable = Vec::new();
+    let markers = map
+        .into_iter()
         .filter_map(|(statefulset, marker)| {
-            let group = marker.get("group")?.as_str()?.to_string();
-            let until = marker.get("until")?.as_str()?.parse::<Timestamp>().ok()?;
-            Some(Marker { statefulset, group, until })
+            let read = || {
+                let group = marker.get("group")?.as_str()?.to_string();
+                let until = marker.get("until")?.as_str()?.parse::<Timestamp>().ok()?;
+                Some((group, until))
+            };
+            match read() {
+                Some((group, until)) => Some(Marker { statefulset, group, until }),
+                None => {
+                    unreadable.push(format!("{statefulset}: {marker}"));
+                    None
+                }
+            }
         })
-        .collect()
+        .collect();
+    (markers, unreadable)
 }
 
 fn rv_string(rv: u64) -> Option<String> {
@@ -690,13 +703,19 @@ impl Store {
     }
 
     /// A committed record write: every StatefulSet with an in-progress marker in it is being prepared from now on.
+    /// Every marker it carries must be readable, whoever wrote it (only the operator writes markers).
     fn note_markers(&mut self, cm: &ConfigMap) {
         if cm.metadata.name.as_deref() != Some(self.downscale_record.as_str()) {
             return;
         }
-        let Some(admission) = self.admission_writing else { return };
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
-        let markers = markers_in(raw.map(String::as_str));
+        let (markers, unreadable) = markers_in(raw.map(String::as_str));
+        if !unreadable.is_empty() {
+            let at = self.elapsed();
+            let record = self.downscale_record.clone();
+            self.checker.judge_record_markers(at, &record, &unreadable);
+        }
+        let Some(admission) = self.admission_writing else { return };
         let now = Timestamp::now();
         let mut live_groups: Vec<&str> = markers.iter().filter(|m| now < m.until).map(|m| m.group.as_str()).collect();
         live_groups.sort_unstable();
