@@ -213,6 +213,9 @@ pub struct Store {
     pub min_times: BTreeMap<String, Duration>,
     /// `grafana.com/rollout-delayed-downscale` of each StatefulSet, as the world meant the text it wrote.
     pub delayed_downscale_delays: BTreeMap<String, Duration>,
+    /// The StatefulSets the world made mirrors of its reference resource (by the annotations it wrote, not as the
+    /// operator's parser reads them: a parser that lost a mirror would otherwise hide it from the checker too).
+    pub mirrors: std::collections::BTreeSet<String>,
     /// StatefulSets whose delayed-downscale annotations are malformed as the world wrote them (until a user corrects
     /// them): the reference scales such a StatefulSet in neither direction.
     pub delayed_downscale_malformed: std::collections::BTreeSet<String>,
@@ -319,6 +322,7 @@ impl Store {
             budgets: Vec::new(),
             min_times: BTreeMap::new(),
             delayed_downscale_delays: BTreeMap::new(),
+            mirrors: std::collections::BTreeSet::new(),
             delayed_downscale_malformed: Default::default(),
             budgets_created: 0,
             budget_watches_down: false,
@@ -842,11 +846,11 @@ impl Store {
             let at = self.elapsed();
             self.checker.record_delayed_violation(at, detail);
         }
-        let Ok(view) = rollout_core::StatefulSetView::from_k8s(sts) else { return };
-        if !matches!(view.scaling.mirror, Some(Ok(_))) {
+        if !self.mirrors.contains(&name) {
             return;
         }
-        let (at, from, name) = (self.elapsed(), view.replicas, view.name.clone());
+        let from = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        let at = self.elapsed();
         let since = at.saturating_sub(Duration::from_secs(30));
         let held_before = self.reference_history.iter().rev().find(|(t, _)| *t <= since).map(|(_, n)| *n);
         let recent: Vec<u32> = held_before

@@ -2116,6 +2116,7 @@ fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
         }
         if sc.mirror && group == GROUP {
+            st.mirrors.insert(name.clone());
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME, GROUP);
             objects::annotate(&mut sts, rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_KIND, "ReplicaTemplate");
             // Zone-b writes the group without a version, which Go's `schema.ParseGroupVersion` accepts (only the
