@@ -8,7 +8,8 @@
 #
 # Known to fail by design (see mutants/REPORT.md, "What remains"): `tracker-read-only` with the prepare-downscale
 # webhook (its refused claims are reported). (`--no-downscale` under a deployment's RBAC failed too until the
-# thirteenth session: the webhook asked at every request for the parents no deployment lets it read.)
+# thirteenth session: the webhook's refused reads of parents no deployment lets it read were taken for requests
+# outside the RBAC; they are its fail-open path, as the reference's.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use rollout_core::downscale::DownscaleRecord;
 use rollout_core::keys;
 use rollout_operator::admission::webhooks::{
-    COMMIT_MARGIN, PARENT_LOOKUP_RETRY, PARENT_LOOKUPS_FEATURE, ParentLookups, WebhookSettings, Webhooks, router,
+    COMMIT_MARGIN, PARENT_LOOKUPS_FEATURE, ParentLookups, WebhookSettings, Webhooks, router,
 };
 use rollout_operator::cluster::ApiError;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
@@ -232,11 +232,36 @@ async fn no_downscale_fails_open_when_the_parent_cannot_be_read() {
     );
 }
 
-/// None of the reference's deployments grants `get` on Deployments: a refused parent kind is said once (the metric),
-/// not asked for again until the retry period has passed (a grant added meanwhile is not seen yet), and read again
-/// after it; other kinds are read meanwhile.
-#[tokio::test(start_paused = true)]
-async fn a_refused_parent_kind_is_said_once_and_asked_again_after_the_retry_period() {
+/// The log lines written while the guard lives, for tests of what is said (on this thread).
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLog {
+    fn count(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).lines().filter(|l| l.contains(needle)).count()
+    }
+}
+
+/// None of the reference's deployments grants `get` on Deployments: every `/scale` of one reads its parent, is
+/// refused and let through with the reference's warning, but the refusal is said once (one error, the metric) and
+/// not at every request; a read answered after a grant decides at once and clears the metric, and a refusal after
+/// that is said again.
+#[tokio::test]
+async fn a_refused_parent_kind_is_said_once_and_read_at_every_request() {
+    let log = CapturedLog::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
     let cluster = FakeCluster::new(vec![no_downscale_sts(3)], vec![]);
     let mut deployment = k8s_openapi::api::apps::v1::Deployment::default();
     deployment.metadata.name = Some("ingester-zone-a".into());
@@ -252,26 +277,24 @@ async fn a_refused_parent_kind_is_said_once_and_asked_again_after_the_retry_peri
     });
     let deployment_scale = review("deployments", "ingester-zone-a", scale(3), scale(2), false);
     let forbidden = "deployments.apps \"ingester-zone-a\" is forbidden: cannot get resource \"deployments\"";
+    let said = "the no-downscale webhook may not read apps deployments: /scale downscales";
     cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: forbidden.into() }));
-    let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
-    assert_eq!(response["allowed"], true);
-    assert!(response["warnings"][0].as_str().unwrap().ends_with(forbidden), "{response}");
+    for _ in 0..3 {
+        let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
+        assert_eq!(response["allowed"], true);
+        assert!(response["warnings"][0].as_str().unwrap().ends_with(forbidden), "{response}");
+    }
+    assert_eq!(log.count(said), 1);
     assert!(metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
-    // Granted now, but not asked: the labelled Deployment is let through with the reason.
+    // Granted: the next request reads the labelled Deployment and is denied.
     cluster.fail_reads(None);
-    tokio::time::sleep(PARENT_LOOKUP_RETRY - Duration::from_secs(1)).await;
-    let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
-    assert_eq!(response["allowed"], true);
-    let warning = response["warnings"][0].as_str().unwrap();
-    assert!(warning.contains("not asked: reading apps deployments was refused 299 s ago"), "{warning}");
-    // Another kind is read meanwhile.
-    let statefulset_scale = review("statefulsets", "ingester-zone-a", scale(3), scale(2), false);
-    assert_eq!(admit(&app, "/admission/no-downscale", &statefulset_scale).await["allowed"], false);
-    // After the retry period the read is tried again, answered, and the feature is back.
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
     assert_eq!(response["allowed"], false, "{response}");
     assert!(!metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
+    // Refused again (the grant taken back): said again.
+    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: forbidden.into() }));
+    assert_eq!(admit(&app, "/admission/no-downscale", &deployment_scale).await["allowed"], true);
+    assert_eq!(log.count(said), 2);
 }
 
 // ---- prepare-downscale ------------------------------------------------------------------------------------------

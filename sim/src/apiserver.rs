@@ -375,32 +375,20 @@ pub(crate) const COORDINATED_SCALING: &str = "coordinated scaling";
 /// claim one (a refused read still tells the process, see [`told_by_refusal`]).
 pub(crate) const ZONE_TRACKER: &str = "zone tracker";
 
-/// The no-downscale webhook's reads of the Deployment or ReplicaSet behind a `/scale` request: no real deployment
-/// grants them, so a refusal is said once per kind and the webhook lets that kind's `/scale` downscales through with
-/// the reference's warning, unread, until it asks again after its retry period (300 s).
-pub(crate) const DEPLOYMENT_LOOKUPS: &str = "parent lookups of deployments";
-/// [`DEPLOYMENT_LOOKUPS`] for ReplicaSets.
-pub(crate) const REPLICASET_LOOKUPS: &str = "parent lookups of replicasets";
-
-/// How long after its last refusal a process may ask for [`COORDINATED_SCALING`], the [`ZONE_TRACKER`] or a parent
-/// lookup ([`DEPLOYMENT_LOOKUPS`]) again: the controller's resync period and the webhook's retry period (300 s), less
-/// a second for the timers' rounding.
+/// How long after its last refusal a process may ask for [`COORDINATED_SCALING`] or the [`ZONE_TRACKER`] again: the
+/// controller's resync period (300 s), less a second for the timers' rounding.
 const REPROBE_AFTER: Duration = Duration::from_secs(299);
 
 /// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
 /// feature off for the rest of the process with one log line (README, the RBAC table): pod annotations, which the
 /// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents; the
-/// controller's replica changes; the zone tracker's record writes; the no-downscale webhook's parent lookups of
-/// Deployments and ReplicaSets, which no real deployment grants (those three asked again after a while). A refused request of a feature that left its
+/// controller's replica changes; the zone tracker's record writes. A refused request of a feature that left its
 /// process before the process received a refusal of that feature is the probe the design allows (the process could
 /// not know yet: an earlier refusal may have been lost on the way back); one sent after means the feature did not
 /// turn itself off.
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
-    match op {
-        Op::PatchReplicas { .. } => return Some(COORDINATED_SCALING),
-        Op::GetDeployment { .. } => return Some(DEPLOYMENT_LOOKUPS),
-        Op::GetReplicaSet { .. } => return Some(REPLICASET_LOOKUPS),
-        _ => {}
+    if let Op::PatchReplicas { .. } = op {
+        return Some(COORDINATED_SCALING);
     }
     if let Op::CreateConfigMap { .. } | Op::ReplaceConfigMap { .. } = op {
         return Some(ZONE_TRACKER);
@@ -563,12 +551,15 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         let feature = optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller);
         let probe = feature.is_some_and(|feature| {
             let told = req.log.refusal_received(feature);
-            let reprobe = [COORDINATED_SCALING, ZONE_TRACKER, DEPLOYMENT_LOOKUPS, REPLICASET_LOOKUPS]
-                .contains(&feature)
+            let reprobe = [COORDINATED_SCALING, ZONE_TRACKER].contains(&feature)
                 && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
             told.is_none_or(|told| req.handed_at <= told) || reprobe
         });
-        if !probe {
+        // The no-downscale webhook reads the parent of every `/scale` request, as the reference does, and no real
+        // deployment grants those reads of Deployments and ReplicaSets: a refusal is its fail-open path (the
+        // reference's warning), said once in its log; the checker judges the answer (`NO_DOWNSCALE_LABEL`).
+        let parent_lookup = matches!(req.op, Op::GetDeployment { .. } | Op::GetReplicaSet { .. }) && !controller;
+        if !probe && !parent_lookup {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
             store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
         }

@@ -211,8 +211,6 @@ impl SimCluster {
             Reply::Pod(Err(ApiError::Rejected { code: 403, .. }))
                 | Reply::Patched(Err(ApiError::Rejected { code: 403, .. }))
                 | Reply::ConfigMap(Err(ApiError::Rejected { code: 403, .. }))
-                | Reply::Deployment(Err(ApiError::Rejected { code: 403, .. }))
-                | Reply::ReplicaSet(Err(ApiError::Rejected { code: 403, .. }))
         );
         if let (Some(feature), true) = (feature, refused) {
             self.inner.log.refused(feature, tokio::time::Instant::now());
@@ -253,11 +251,6 @@ impl SimCluster {
                 return Ok(answer.reply);
             }
         }
-    }
-
-    /// Whether this process has received a refusal (403) of `feature` ([`apiserver::told_by_refusal`]).
-    pub fn was_refused(&self, feature: &'static str) -> bool {
-        self.inner.log.refusal_received(feature).is_some()
     }
 
     /// This client's reads of one StatefulSet, Deployment or ReplicaSet by name so far: (asked, answered with the
@@ -436,7 +429,7 @@ impl LiveReads for SimCluster {
 
     async fn get_deployment(&self, name: &str) -> Result<Option<Deployment>, ApiError> {
         self.read_parent(async {
-            match self.call_optional(Op::GetDeployment { name: name.to_string() }).await? {
+            match self.call(Op::GetDeployment { name: name.to_string() }).await? {
                 Reply::Deployment(r) => r.map(|d| d.map(|d| *d)),
                 _ => Err(ApiError::Unavailable("mismatched reply".into())),
             }
@@ -446,7 +439,7 @@ impl LiveReads for SimCluster {
 
     async fn get_replicaset(&self, name: &str) -> Result<Option<ReplicaSet>, ApiError> {
         self.read_parent(async {
-            match self.call_optional(Op::GetReplicaSet { name: name.to_string() }).await? {
+            match self.call(Op::GetReplicaSet { name: name.to_string() }).await? {
                 Reply::ReplicaSet(r) => r.map(|d| d.map(|d| *d)),
                 _ => Err(ApiError::Unavailable("mismatched reply".into())),
             }

@@ -244,8 +244,9 @@ struct Marker {
 
 /// The in-progress markers of the record's annotation, read by the checker itself (a JSON object of
 /// `{"<statefulset>": {"group": "<group>", "until": "<RFC 3339>"}}`, DESIGN.md), not by the operator's parser: a
-/// parser that lost markers would otherwise hide them from the operator and the checker alike. The entries it cannot
-/// read come second (the whole annotation, when it is not such an object), for `RECORD_MARKERS_READABLE`.
+/// parser that lost markers would otherwise hide them from the operator and the checker alike (`until` is read by
+/// jiff's timestamp parser, a little broader than RFC 3339). The entries it cannot read come second (the whole
+/// annotation, when it is not such an object), for `RECORD_MARKERS_READABLE`.
 fn markers_in(raw: Option<&str>) -> (Vec<Marker>, Vec<String>) {
     let Some(raw) = raw else { return (Vec::new(), Vec::new()) };
     let Ok(serde_json::Value::Object(map)) = serde_json::from_str(raw) else {
@@ -849,7 +850,8 @@ impl Store {
         if !self.mirrors.contains(&name) {
             return;
         }
-        let from = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;
+        // An unset `spec.replicas` is Kubernetes' default of 1, as `StsSum` reads it.
+        let from = sts.spec.as_ref().and_then(|s| s.replicas).map_or(1, |r| r.max(0) as u32);
         let at = self.elapsed();
         let since = at.saturating_sub(Duration::from_secs(30));
         let held_before = self.reference_history.iter().rev().find(|(t, _)| *t <= since).map(|(_, n)| *n);

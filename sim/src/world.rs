@@ -3409,8 +3409,10 @@ fn answer_warnings(response: &serde_json::Value) -> Vec<String> {
 /// random times of the fault phase, each an UPDATE of the whole object or (half of them) a `/scale` update, also
 /// sent to the prepare-downscale webhook; a change both allow is applied. The checker judges every answer.
 async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fault_phase: Duration) {
-    // The no-downscale webhook runs in one operator process, which remembers a parent kind refused by RBAC (none of
-    // the real deployments grants `get` on Deployments or ReplicaSets) and does not ask for it again for a while.
+    // The no-downscale webhook runs in one operator process, as in a real deployment: it remembers a parent kind
+    // refused by RBAC (none of the real deployments grants `get` on Deployments or ReplicaSets) only to say so once,
+    // and still reads every parent (a webhook that stopped asking would answer "can't get" without a failed read,
+    // which `NO_DOWNSCALE_LABEL` refuses).
     let webhook = match SimCluster::connect(apiserver::ADMISSION_INCARNATION_BASE + (1 << 20)).await {
         Ok(api) => api,
         Err(e) => {
@@ -3489,13 +3491,7 @@ async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: Instant, fa
         let verdict = if allowed { "admitted" } else { "denied" };
         st.trace("no-downscale", format!("{verdict} {what} {warnings:?}"));
         let at = st.elapsed();
-        // A read refused earlier is not asked again for a while: the answer says so, and nothing was read.
-        let refused_earlier = match kind {
-            "Deployment" => webhook.was_refused(apiserver::DEPLOYMENT_LOOKUPS),
-            "ReplicaSet" => webhook.was_refused(apiserver::REPLICASET_LOOKUPS),
-            _ => false,
-        };
-        let read_failed = asked > found || (via_scale && !foreign && asked == 0 && refused_earlier);
+        let read_failed = asked > found;
         st.checker.judge_no_downscale(
             at,
             &format!("{kind} {shown}"),

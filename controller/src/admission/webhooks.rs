@@ -69,7 +69,7 @@ pub struct WebhookSettings {
     pub events: EventRecorder,
     /// The defences in depth in force: all of them, but in the harness's tests of each layer alone.
     pub defences: Defences,
-    /// The parent kinds this process may not read (shared by its requests), for the no-downscale webhook.
+    /// The parent kinds this process was refused (shared by its requests), for the no-downscale webhook.
     pub parent_lookups: ParentLookups,
 }
 
@@ -98,37 +98,33 @@ impl WebhookSettings {
         WebhookSettings { events, ..self }
     }
 
-    /// The same settings keeping the refused parent kinds in `parent_lookups` (one per process, so every request
-    /// shares what the first refusal taught).
+    /// The same settings keeping the refused parent kinds in `parent_lookups` (one per process, so a refusal is
+    /// said once, not at every request).
     pub fn with_parent_lookups(self, parent_lookups: ParentLookups) -> Self {
         WebhookSettings { parent_lookups, ..self }
     }
 }
 
-/// How long the no-downscale webhook goes without asking again for a parent kind the API server refused (403): as
-/// long as the controller waits before trying refused scaling again (the default resync), so a grant added later
-/// takes effect within it, without a restart.
-pub const PARENT_LOOKUP_RETRY: Duration = Duration::from_secs(300);
-
 /// The feature named in `rollout_operator_feature_disabled` when the parent lookups of `/scale` requests are refused.
 pub const PARENT_LOOKUPS_FEATURE: &str = "no-downscale-parent-lookups";
 
-/// The parent kinds of `/scale` requests this process may not read. None of the reference's deployments grants `get`
-/// on Deployments or ReplicaSets, though they send those kinds' `/scale` requests to the no-downscale webhook: every
-/// such request would be refused and logged. The first refusal of a kind is said once (an error naming the grant, and
-/// `rollout_operator_feature_disabled`); requests of that kind are then allowed with the reference's warning without
-/// asking, for [`PARENT_LOOKUP_RETRY`], when the next request asks again. A read that succeeds ends it.
+/// The parent kinds of `/scale` requests this process was refused (403) on its last read of them. None of the
+/// reference's deployments grants `get` on Deployments or ReplicaSets, though they send those kinds' `/scale`
+/// requests to the no-downscale webhook, so each such request is refused and let through with the reference's
+/// warning. Every request still reads its parent (a grant, or a Role restricted by name, takes effect at once, and
+/// a refused kind is never taken for one that can be read); only the saying is once: a kind's first refusal (and the
+/// first after a read of it succeeded) is an error naming the grant and sets `rollout_operator_feature_disabled`
+/// until a read succeeds, the others are logged at debug level.
 #[derive(Clone, Default)]
 pub struct ParentLookups {
-    /// Per kind: when it was last refused, and the API server's message.
-    refused: Arc<std::sync::Mutex<std::collections::BTreeMap<ParentResource, (Instant, String)>>>,
+    refused: Arc<std::sync::Mutex<std::collections::BTreeSet<ParentResource>>>,
     metrics: Option<Arc<Metrics>>,
 }
 
 impl std::fmt::Debug for ParentLookups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        f.debug_struct("ParentLookups").field("refused", &refused.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("ParentLookups").field("refused", &*refused).finish()
     }
 }
 
@@ -142,41 +138,23 @@ impl ParentLookups {
         format!("{} get", resource.as_str())
     }
 
-    /// Why `resource` is not asked for at `now`: refused less than [`PARENT_LOOKUP_RETRY`] ago.
-    fn not_asked(&self, resource: ParentResource, now: Instant) -> Option<String> {
-        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        let (at, message) = refused.get(&resource)?;
-        let ago = now.saturating_duration_since(*at);
-        (ago < PARENT_LOOKUP_RETRY).then(|| {
-            format!(
-                "not asked: reading apps {} was refused {} s ago ({message}); grant the operator get on them",
-                resource.as_str(),
-                ago.as_secs()
-            )
-        })
-    }
-
-    fn refused(&self, resource: ParentResource, message: &str, now: Instant) {
-        let first = self
-            .refused
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(resource, (now, message.to_string()))
-            .is_none();
-        if first {
-            let kind = resource.as_str();
-            tracing::error!(%message,
-                "the no-downscale webhook may not read apps {kind}: grant the operator get on them; until then \
-                 /scale downscales of {kind} are allowed with a warning, their no-downscale label unread, and \
-                 the read is tried again every {} s", PARENT_LOOKUP_RETRY.as_secs());
-            if let Some(metrics) = &self.metrics {
-                metrics.feature_disabled(PARENT_LOOKUPS_FEATURE, &Self::missing_permission(resource));
-            }
+    fn refused(&self, resource: ParentResource, message: &str) {
+        let kind = resource.as_str();
+        let first = self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(resource);
+        if !first {
+            tracing::debug!(%message, "the no-downscale webhook may not read apps {kind} (said before)");
+            return;
+        }
+        tracing::error!(%message,
+            "the no-downscale webhook may not read apps {kind}: /scale downscales of {kind} are allowed with a \
+             warning, their no-downscale label unread, until the operator is granted get on them (said once)");
+        if let Some(metrics) = &self.metrics {
+            metrics.feature_disabled(PARENT_LOOKUPS_FEATURE, &Self::missing_permission(resource));
         }
     }
 
     fn answered(&self, resource: ParentResource) {
-        let was_refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(&resource).is_some();
+        let was_refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(&resource);
         if was_refused {
             tracing::info!("the no-downscale webhook may read apps {} again", resource.as_str());
             if let Some(metrics) = &self.metrics {
@@ -344,11 +322,8 @@ pub async fn decide_no_downscale<C: AdmissionApi, P: PodHttpClient>(
     let verdict = match no_downscale::evaluate(request) {
         Step::Decided(verdict) => verdict,
         Step::LookupParent { resource, name, old, new } => {
-            let lookups = &webhooks.settings.parent_lookups;
-            let labels = match lookups.not_asked(resource, Instant::now()) {
-                Some(why) => Err(why),
-                None => parent_labels(&webhooks.api, lookups, resource, &name, deadline).await,
-            };
+            let labels =
+                parent_labels(&webhooks.api, &webhooks.settings.parent_lookups, resource, &name, deadline).await;
             no_downscale::decide_with_parent(request, old, new, labels.as_ref().map_err(Clone::clone))
         }
     };
@@ -378,7 +353,7 @@ async fn parent_labels<C: LiveReads>(
         }
     };
     if let Err(Late::Failed(ApiError::Rejected { code: 403, message })) = &metadata {
-        lookups.refused(resource, message, Instant::now());
+        lookups.refused(resource, message);
     } else if metadata.is_ok() {
         lookups.answered(resource);
     }

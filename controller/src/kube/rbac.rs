@@ -32,8 +32,8 @@ pub enum Feature {
     /// StatefulSet, or, for a `/scale` downscale the webhook cannot record, a denial naming the verb to grant.
     Scaling,
     /// The no-downscale webhook's parent lookups of `/scale` requests for Deployments and ReplicaSets (with TLS).
-    /// Optional: a refused lookup allows the request with a warning, as the reference does; said once per kind
-    /// (`rollout_operator_feature_disabled`), and that kind is not asked for again for 5 minutes.
+    /// Optional: a refused lookup allows the request with a warning, as the reference does; every request still
+    /// reads, and the refusal is logged once per kind (and `rollout_operator_feature_disabled`).
     ParentLookups,
     /// The admission webhooks (`-server-tls.enabled`): parent lookups of `/scale` requests and live reads of the
     /// rollout group.
