@@ -29,6 +29,9 @@
 #                                                           e.g. closed; "unclassified" for those it does not list;
 #                                                           it resumes, keeping what it caught before)
 #                                                           (after the suites gained what catches them)
+#   scripts/mutants.sh --unjudged                           judge, on this tree, the mutants of its list no run has
+#                                                           judged (mostly renamed by lines moved since their shard
+#                                                           ran; mutants/out/unjudged.txt), as one resumable run
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
 # scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
@@ -67,6 +70,7 @@ while [[ $# -gt 0 ]]; do
     --list) mode=list; shift ;;
     --summary) mode=summary; shift ;;
     --recheck) mode=recheck; shift ;;
+    --unjudged) mode=recheck; recheck_class=unjudged; shift ;;
     --class) recheck_class="$2"; shift 2 ;;
     --class=*) recheck_class="${1#*=}"; shift ;;
     -h|--help) usage 0 ;;
@@ -299,7 +303,12 @@ only=()
 if [[ $mode == recheck ]]; then
   # Every mutant missed so far (on whatever code its shard ran), judged again on this tree, as one shard.
   summary_without_recheck=1 summary > /dev/null
-  if [[ -n ${recheck_class:-} ]]; then
+  if [[ ${recheck_class:-} == unjudged ]]; then
+    # Not a class of survivors: the mutants of this tree's list that no shard or recheck has judged.
+    summary > /dev/null
+    cp "$repo/mutants/out/unjudged.txt" "$repo/mutants/out/recheck.txt"
+    echo "judging the $(wc -l < "$repo/mutants/out/recheck.txt") mutants of this tree no run has judged"
+  elif [[ -n ${recheck_class:-} ]]; then
     # Only the survivors of one class (say, the gaps closed since their shard ran).
     awk -F'\t' -v c="$recheck_class" 'NR == FNR { class[$1] = $2; next }
       (($0 in class) ? class[$0] : "unclassified") == c' "$repo/mutants/survivors.tsv" "$repo/mutants/out/missed.txt" \
@@ -356,7 +365,9 @@ run_stamp="$stamp_at_sync select=$select crate=$crate"
 # (it judges every missed mutant on this tree). A recheck of one class resumes (one interrupted, or the class
 # rechecked again once more survivors joined it): what it caught stays caught, as in a shard, and what it missed is
 # judged again on this tree.
-if [[ $mode == recheck && -n ${recheck_class:-} && -d $kept ]]; then
+if [[ ${recheck_class:-} == unjudged && -d $kept ]]; then
+  : # Resumed as it stands: its list holds only what no run has judged yet.
+elif [[ $mode == recheck && -n ${recheck_class:-} && -d $kept ]]; then
   rm -f "$kept/missed.txt" "$kept/unexecuted.txt"
 elif [[ $mode == recheck ]] || [[ -f $kept/stamp && "$(tail -n 1 "$kept/stamp" | sed 's/.* select=/select=/')" != "select=$select crate=$crate" ]]; then
   rm -rf "$kept"
