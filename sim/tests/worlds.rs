@@ -217,7 +217,11 @@ fn the_no_downscale_webhook_denies_exactly_the_labelled_downscales_in_either_rev
 /// the reference's warning quoting the 403; an answer saying it could not read a parent it did not ask for breaks
 /// `NO_DOWNSCALE_LABEL`, so a webhook that stopped asking after a refusal fails (the sweep of world combinations
 /// found this world failing `FORBIDDEN` under every deployment before such reads were the fail-open path the
-/// reference takes). StatefulSets, which every deployment grants, are judged on their labels as ever.
+/// reference takes). StatefulSets, which every deployment grants, are judged on their labels as ever. An object's
+/// UPDATE carries its labels, so a "can't get" answer to one is wrong whatever was read: with
+/// `AdmittedObject::labels` made `None` (a survivor of the mutation run), every UPDATE went to the refused parent
+/// read and let labelled Deployments and ReplicaSets through, which the checker excused until it judged that only
+/// for `/scale` requests (shown by hand).
 #[test]
 fn under_the_real_deployments_rbac_every_parent_is_read_and_a_refused_one_fails_open_over_3_by_30_seeds() {
     for deployment in [ReferenceDeployment::HelmChart, ReferenceDeployment::Jsonnet, ReferenceDeployment::HelmOld] {
