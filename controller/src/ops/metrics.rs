@@ -545,8 +545,7 @@ impl Metrics {
 
     /// Marks `feature` disabled for lack of `missing_permission`.
     pub fn feature_disabled(&self, feature: &str, missing_permission: &str) {
-        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
-        self.features_disabled.get_or_create(&labels).set(1);
+        self.zpdb.feature_disabled(feature, missing_permission);
     }
 
     /// Marks `feature` enabled again: `missing_permission` was granted since [`Metrics::feature_disabled`].
@@ -555,10 +554,10 @@ impl Metrics {
         self.features_disabled.get_or_create(&labels).set(0);
     }
 
-    /// For tests: whether `feature` is marked disabled for lack of `missing_permission`.
+    /// For tests: whether `feature` is marked disabled for lack of `missing_permission` (one series, shared with
+    /// the budgets' metrics).
     pub fn is_feature_disabled(&self, feature: &str, missing_permission: &str) -> bool {
-        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
-        self.features_disabled.get_or_create(&labels).get() == 1
+        self.zpdb.is_feature_disabled(feature, missing_permission)
     }
 
     /// Counts a reconcile in which `statefulset` of `group` had a scaling error.
