@@ -7,8 +7,11 @@
 //! deployment and exactly what it does not grant: the operator would get 403 on it there. Fix the operator (or
 //! its flags' features in `rbac.rs`) rather than the data.
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use rollout_operator::cli::rbac::RULES_ANNOTATION;
 use rollout_operator::cli::{self, Command, OperatorFlags};
 use rollout_operator::kube::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
+use serde_json::Value;
 
 use rollout_operator::kube::reference_deployments::{
     Grants, by_name, hc_0_50_1, hc_old_mh, js_v0_38_1, lj_grants, loki_helm_0_24_0, rule,
@@ -125,6 +128,103 @@ fn lj() {
 #[test]
 fn loki_helm() {
     assert_covered("Loki Helm (0.24.0)", LJ, "Loki Helm 0.24.0", loki_helm_0_24_0());
+}
+
+/// A deployment: its name, its args, the column of section 2 it is judged against, and that column.
+type Deployment = (&'static str, &'static str, &'static str, fn() -> Grants);
+
+/// Every deployment above.
+const DEPLOYMENTS: [Deployment; 9] = [
+    ("HC (webhooks on, default)", HC_WEBHOOKS_ON, "HC 0.50.1", hc_0_50_1),
+    ("HC (webhooks off)", HC_WEBHOOKS_OFF, "HC 0.50.1", hc_0_50_1),
+    ("MH", MH, "HC-old 0.37.1 / 0.40.0 (MH)", hc_old_mh),
+    ("JS (webhooks on, default)", JS, "JS v0.38.1", js_v0_38_1),
+    ("JS + runbook rate limits", JS_RATE_LIMITS, "JS v0.38.1", js_v0_38_1),
+    ("JS, rate limit disabled", JS_NO_RATE_LIMIT, "JS v0.38.1", js_v0_38_1),
+    ("older Mimir jsonnet", OLDER_MIMIR_JSONNET, "JS v0.38.1", js_v0_38_1),
+    ("LJ", LJ, "LJ", lj_grants),
+    ("Loki Helm (0.24.0)", LJ, "Loki Helm 0.24.0", loki_helm_0_24_0),
+];
+
+/// One object `rbac` printed: its kind, its rules, and its rules annotation's lines.
+struct Printed {
+    kind: String,
+    rules: Vec<PolicyRule>,
+    marks: Vec<String>,
+}
+
+/// What `rollout-operator rbac <args> <extra> -o json` prints, object by object.
+fn printed(deployment: &str, args: &str, extra: &[&str]) -> Vec<Printed> {
+    let argv = argv(&["rollout-operator", "rbac"], args).into_iter().chain(extra.iter().copied()).chain(["-o", "json"]);
+    let rbac = match cli::parse(argv) {
+        Ok(Command::Rbac(rbac)) => rbac,
+        other => panic!("{deployment}: expected rbac, got {other:?}"),
+    };
+    let text = cli::rbac::execute(&rbac).unwrap_or_else(|e| panic!("{deployment}: {e}"));
+    let list: Value = serde_json::from_str(&text).expect("JSON");
+    let items = list["items"].as_array().expect("items");
+    items
+        .iter()
+        .map(|item| Printed {
+            kind: item["kind"].as_str().expect("kind").to_string(),
+            rules: serde_json::from_value(item["rules"].clone()).expect("rules"),
+            marks: item["metadata"]["annotations"][RULES_ANNOTATION]
+                .as_str()
+                .unwrap_or_else(|| panic!("{deployment}: no {RULES_ANNOTATION} annotation in {item:#}"))
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        })
+        .collect()
+}
+
+/// The Role's and the ClusterRole's rules of a printed List.
+fn role_and_cluster_role(objects: &[Printed]) -> (Vec<PolicyRule>, Vec<PolicyRule>) {
+    let of = |kind: &str| objects.iter().filter(|o| o.kind == kind).flat_map(|o| o.rules.clone()).collect();
+    (of("Role"), of("ClusterRole"))
+}
+
+#[test]
+fn required_only_output_needs_nothing_a_deployment_does_not_grant() {
+    for (deployment, args, column, grants) in DEPLOYMENTS {
+        let grants = grants();
+        let objects = printed(deployment, args, &["--required-only"]);
+        for object in &objects {
+            assert_eq!(object.marks.len(), object.rules.len(), "{deployment}: one mark per rule");
+            assert!(object.marks.iter().all(|m| m.contains("] required: ")), "{deployment}: {:#?}", object.marks);
+        }
+        let (role, cluster_role) = role_and_cluster_role(&objects);
+        let (missing_role, missing_cluster) =
+            (not_granted(&role, &grants.role), not_granted(&cluster_role, &grants.cluster_role));
+        assert!(
+            missing_role.is_empty() && missing_cluster.is_empty(),
+            "{deployment} ({column} RBAC) does not grant what `rbac --required-only` prints for its args [{args}]:\n  \
+             Role:\n{}\n  ClusterRole:\n{}",
+            show(&missing_role),
+            show(&missing_cluster)
+        );
+    }
+}
+
+#[test]
+fn what_a_deployment_does_not_grant_of_the_full_output_is_all_marked_optional() {
+    let mut some_missing = false;
+    for (deployment, args, column, grants) in DEPLOYMENTS {
+        let grants = grants();
+        let objects = printed(deployment, args, &[]);
+        for object in &objects {
+            let granted = if object.kind == "Role" { &grants.role } else { &grants.cluster_role };
+            for (rule, mark) in object.rules.iter().zip(&object.marks) {
+                let missing = not_granted(std::slice::from_ref(rule), granted);
+                some_missing |= !missing.is_empty();
+                assert!(
+                    missing.is_empty() || mark.contains("] optional: "),
+                    "{deployment} ({column}): {rule:?} is not granted but marked `{mark}`"
+                );
+            }
+        }
+    }
+    assert!(some_missing, "no deployment lacks an optional rule: this test would show nothing");
 }
 
 #[test]
@@ -283,6 +383,59 @@ mod binary {
         assert_eq!(items.len(), 2);
         let cluster_role: ClusterRole = serde_json::from_value(items[1].clone()).expect("a ClusterRole");
         assert_eq!(cluster_role.metadata.name.as_deref(), Some("rollout-operator"));
+    }
+
+    /// Each printed rule is marked required or optional, with the features that use it, in a comment in YAML and
+    /// in the objects' annotation in both formats; `--required-only` prints the required rules alone.
+    #[test]
+    fn rbac_marks_each_rule_required_or_optional_and_prints_the_required_alone() {
+        let args = ["rbac", "-kubernetes.namespace=mimir", "-server-tls.enabled=true", "-events.enabled"];
+        let yaml = operator(&args);
+        assert!(yaml.status.success(), "{}", String::from_utf8_lossy(&yaml.stderr));
+        let text = String::from_utf8_lossy(&yaml.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        let rule_starts: Vec<usize> =
+            (0..lines.len()).filter(|&i| lines[i].trim_start().starts_with("- apiGroups:")).collect();
+        assert!(!rule_starts.is_empty(), "{text}");
+        for i in rule_starts {
+            let comment = lines[i - 1].trim_start();
+            assert!(
+                comment.starts_with("# rules[")
+                    && (comment.contains("] required: ") || comment.contains("] optional: ")),
+                "no mark above line {i}:\n{text}"
+            );
+        }
+        assert!(text.contains("required: rollouts (always on)"), "{text}");
+        assert!(text.contains("optional: events (-events.enabled)"), "{text}");
+        assert!(text.contains("optional: no-downscale-parent-lookups (-server-tls.enabled)"), "{text}");
+
+        let json = operator(&[&args[..], &["-o", "json"]].concat());
+        let list: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+        let from_yaml: Value = serde_saphyr::from_slice(&yaml.stdout).expect("YAML");
+        assert_eq!(from_yaml, list, "the comments change nothing of the objects");
+        let mut all = 0;
+        for item in list["items"].as_array().expect("items") {
+            let marks = item["metadata"]["annotations"][super::RULES_ANNOTATION].as_str().expect("annotation");
+            let rules = item["rules"].as_array().expect("rules");
+            assert_eq!(marks.lines().count(), rules.len(), "{item:#}");
+            all += rules.len();
+        }
+
+        let required = operator(&[&args[..], &["--required-only", "-o", "json"]].concat());
+        assert!(required.status.success(), "{}", String::from_utf8_lossy(&required.stderr));
+        let required: Value = serde_json::from_slice(&required.stdout).expect("JSON");
+        let mut fewer = 0;
+        for (item, full) in required["items"].as_array().expect("items").iter().zip(list["items"].as_array().unwrap()) {
+            let marks = item["metadata"]["annotations"][super::RULES_ANNOTATION].as_str().expect("annotation");
+            assert!(!marks.contains("optional:"), "{marks}");
+            let rules = item["rules"].as_array().expect("rules");
+            assert_eq!(rules[..], full["rules"].as_array().unwrap()[..rules.len()], "the required rules come first");
+            fewer += rules.len();
+        }
+        assert!(fewer < all, "optional rules left out");
+        // Go's syntax, like every flag.
+        assert!(operator(&["rbac", "-kubernetes.namespace=ns", "-required-only=true"]).status.success());
+        assert_eq!(operator(&["rbac", "-kubernetes.namespace=ns", "-required-only=maybe"]).status.code(), Some(2));
     }
 
     #[test]

@@ -98,6 +98,44 @@ impl Feature {
         )
     }
 
+    /// The feature's name, as `rollout-operator rbac` marks the rules with it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Rollout => "rollouts",
+            Feature::MirrorTargets => "mirror-targets",
+            Feature::Scaling => "scaling",
+            Feature::ParentLookups => "no-downscale-parent-lookups",
+            Feature::Webhooks => "webhooks",
+            Feature::ZoneTracker => "zone-tracker",
+            Feature::Certificate => "self-signed-certificate",
+            Feature::CaInjection => "ca-injection",
+            Feature::FailurePolicyMetric => "failure-policy-metric",
+            Feature::DisruptionBudgets => "zpdb",
+            Feature::PodAnnotations => "pod-annotations",
+            Feature::Events => "events",
+            Feature::LeaderElection => "leader-election",
+        }
+    }
+
+    /// The flags that switch the feature on (see [`Feature::enabled`]), in words.
+    pub fn switched_on_by(self) -> &'static str {
+        match self {
+            Feature::Rollout
+            | Feature::MirrorTargets
+            | Feature::Scaling
+            | Feature::DisruptionBudgets
+            | Feature::PodAnnotations => "always on",
+            Feature::Webhooks | Feature::FailurePolicyMetric | Feature::ParentLookups => "-server-tls.enabled",
+            Feature::ZoneTracker => "-use-zone-tracker",
+            Feature::Certificate => "-server-tls.enabled, -server-tls.self-signed-cert.enabled",
+            Feature::CaInjection => {
+                "-server-tls.enabled, -server-tls.self-signed-cert.enabled, -webhooks.update-ca-bundle"
+            }
+            Feature::Events => "-events.enabled",
+            Feature::LeaderElection => "-leader-election.enabled",
+        }
+    }
+
     /// Whether these flags switch the feature on, exactly as the binary's startup decides it (`main.rs`,
     /// `admission::server::start`).
     pub fn enabled(self, flags: &OperatorFlags) -> bool {
@@ -212,6 +250,20 @@ impl ApiPermission {
     /// Whether these flags switch on a feature that uses this permission.
     pub fn needed(&self, flags: &OperatorFlags) -> bool {
         self.features.iter().any(|feature| feature.enabled(flags))
+    }
+
+    /// Whether these flags switch on a feature that uses this permission and is not optional: without the
+    /// permission the operator cannot do its job.
+    pub fn required(&self, flags: &OperatorFlags) -> bool {
+        self.features.iter().any(|feature| !feature.is_optional() && feature.enabled(flags))
+    }
+
+    /// The features using this permission that these flags switch on.
+    pub fn enabled_features(&self, flags: &OperatorFlags) -> Vec<Feature> {
+        let mut features: Vec<Feature> = self.features.iter().copied().filter(|f| f.enabled(flags)).collect();
+        features.sort();
+        features.dedup();
+        features
     }
 }
 
@@ -361,14 +413,112 @@ pub fn rules_for(flags: &OperatorFlags) -> Result<Rules, RbacError> {
 /// [`rules_for`] without the optional features' permissions ([`Feature::is_optional`]): what a deployment must
 /// grant for these flags (the rest degrades with a clear message when refused).
 pub fn required_rules_for(flags: &OperatorFlags) -> Result<Rules, RbacError> {
-    rules_where(flags, |p| p.features.iter().any(|f| !f.is_optional() && f.enabled(flags)))
+    rules_where(flags, |p| p.required(flags))
+}
+
+/// A rule of [`marked_rules_for`]: whether a deployment must grant it, and the features these flags switch on that
+/// use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkedRule {
+    pub rule: PolicyRule,
+    /// Needed by a feature that is not optional ([`Feature::is_optional`]).
+    pub required: bool,
+    /// Every feature switched on that uses the rule (some may be optional in a required rule), in table order.
+    pub features: Vec<Feature>,
+}
+
+/// The Role's and the ClusterRole's rules, each marked required or optional.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MarkedRules {
+    pub role: Vec<MarkedRule>,
+    pub cluster_role: Vec<MarkedRule>,
+}
+
+/// [`rules_for`] with each rule marked: first exactly the rules of [`required_rules_for`], then the optional rest,
+/// split so that each optional rule serves one set of optional features (what is left out without them is then
+/// plain). Together they grant what [`rules_for`] grants.
+pub fn marked_rules_for(flags: &OperatorFlags) -> Result<MarkedRules, RbacError> {
+    let required = required_rules_for(flags)?;
+    let mut optional_sets: Vec<Vec<Feature>> =
+        table().filter(|p| p.needed(flags) && !p.required(flags)).map(|p| p.enabled_features(flags)).collect();
+    optional_sets.sort();
+    optional_sets.dedup();
+    let (mut optional_role, mut optional_cluster_role) = (Vec::new(), Vec::new());
+    for set in &optional_sets {
+        let rules = rules_where(flags, |p| !p.required(flags) && p.enabled_features(flags) == *set)?;
+        optional_role.extend(rules.role.into_iter().map(|rule| (rule, set.clone())));
+        optional_cluster_role.extend(rules.cluster_role.into_iter().map(|rule| (rule, set.clone())));
+    }
+    let mark = |required_rules: Vec<PolicyRule>, optional_rules: Vec<(PolicyRule, Vec<Feature>)>, scope| {
+        let mut marked: Vec<MarkedRule> = required_rules
+            .iter()
+            .map(|rule| MarkedRule { rule: rule.clone(), required: true, features: features_of(rule, flags, scope) })
+            .collect();
+        let mut rest: Vec<MarkedRule> = optional_rules
+            .into_iter()
+            .filter_map(|(rule, features)| {
+                let rule = without_granted(rule, &required_rules)?;
+                Some(MarkedRule { rule, required: false, features })
+            })
+            .collect();
+        rest.sort_by(|a, b| {
+            let key =
+                |m: &MarkedRule| (m.rule.api_groups.clone(), m.rule.resources.clone(), m.rule.resource_names.clone());
+            key(a).cmp(&key(b)).then_with(|| a.features.cmp(&b.features))
+        });
+        marked.extend(rest);
+        marked
+    };
+    Ok(MarkedRules {
+        role: mark(required.role, optional_role, Scope::Namespaced),
+        cluster_role: mark(required.cluster_role, optional_cluster_role, Scope::Cluster),
+    })
+}
+
+/// Every row [`rules_for`] draws from.
+fn table() -> impl Iterator<Item = &'static ApiPermission> {
+    RBAC_REQUIREMENTS.iter().chain(REPLICA_TEMPLATE_PERMISSIONS)
+}
+
+/// The enabled features of the rows behind a rule of [`required_rules_for`]: those of the required rows of its
+/// group and resource with one of its verbs, on its object (or on any, for a rule on any object, which also grants
+/// the verbs named rows need).
+fn features_of(rule: &PolicyRule, flags: &OperatorFlags, scope: Scope) -> Vec<Feature> {
+    let has = |list: &Option<Vec<String>>, value: &str| list.as_deref().is_some_and(|l| l.iter().any(|v| v == value));
+    let mut features: Vec<Feature> = table()
+        .filter(|p| p.scope == scope && p.required(flags))
+        .filter(|p| has(&rule.api_groups, p.group) && has(&rule.resources, p.resource))
+        .filter(|p| rule.verbs.iter().any(|v| v == p.verb))
+        .filter(|p| match &rule.resource_names {
+            None => true,
+            Some(names) => {
+                p.resource_name.and_then(|name| name.resolve(flags).ok()).is_some_and(|n| names.iter().any(|x| x == n))
+            }
+        })
+        .flat_map(|p| p.enabled_features(flags))
+        .collect();
+    features.sort();
+    features.dedup();
+    features
+}
+
+/// `rule` without the verbs `granted` already allows; `None` when nothing is left.
+fn without_granted(rule: PolicyRule, granted: &[PolicyRule]) -> Option<PolicyRule> {
+    let verbs: Vec<String> = rule
+        .verbs
+        .iter()
+        .filter(|verb| {
+            !not_granted(&[PolicyRule { verbs: vec![verb.to_string()], ..rule.clone() }], granted).is_empty()
+        })
+        .cloned()
+        .collect();
+    (!verbs.is_empty()).then_some(PolicyRule { verbs, ..rule })
 }
 
 fn rules_where(flags: &OperatorFlags, keep: impl Fn(&ApiPermission) -> bool) -> Result<Rules, RbacError> {
     let mut namespaced = Merged::new();
     let mut cluster = Merged::new();
-    let permissions = RBAC_REQUIREMENTS.iter().chain(REPLICA_TEMPLATE_PERMISSIONS);
-    for permission in permissions.filter(|p| p.needed(flags) && keep(p)) {
+    for permission in table().filter(|p| p.needed(flags) && keep(p)) {
         let name = permission.resource_name.map(|name| name.resolve(flags)).transpose()?;
         let merged = match permission.scope {
             Scope::Namespaced => &mut namespaced,
@@ -478,314 +628,5 @@ pub fn covers(grant: &Access, need: &Access) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::{self, Command};
-
-    fn flags(args: &[&str]) -> OperatorFlags {
-        let argv = ["rollout-operator", "rbac", "-kubernetes.namespace=ns"].into_iter().chain(args.iter().copied());
-        match cli::parse(argv) {
-            Ok(Command::Rbac(args)) => args.flags,
-            other => panic!("{args:?}: expected the rbac subcommand, got {other:?}"),
-        }
-    }
-
-    fn rules(args: &[&str]) -> Rules {
-        rules_for(&flags(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-    }
-
-    fn rule(group: &str, resource: &str, names: Option<&[&str]>, verbs: &[&str]) -> PolicyRule {
-        PolicyRule {
-            api_groups: Some(vec![group.to_string()]),
-            resources: Some(vec![resource.to_string()]),
-            resource_names: names.map(|names| names.iter().map(|n| n.to_string()).collect()),
-            verbs: verbs.iter().map(|v| v.to_string()).collect(),
-            non_resource_urls: None,
-        }
-    }
-
-    /// The resources a list of rules mentions.
-    fn resources(rules: &[PolicyRule]) -> BTreeSet<String> {
-        rules.iter().flat_map(|r| r.resources.iter().flatten().cloned()).collect()
-    }
-
-    #[test]
-    fn default_flags_need_rollouts_mirroring_and_budgets_only() {
-        let rules = rules(&[]);
-        assert_eq!(
-            rules.role,
-            [
-                rule("", "pods", None, &["get", "list", "watch", "patch", "delete"]),
-                rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),
-                rule("apps", "statefulsets/status", None, &["update"]),
-                rule("rollout-operator.grafana.com", "replicatemplates/scale", None, &["get"]),
-                rule("rollout-operator.grafana.com", "replicatemplates/status", None, &["patch"]),
-                rule("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", None, &["list", "watch"]),
-            ]
-        );
-        // Budgets and pod annotations are optional: a deployment that grants neither (Loki's) loses only them.
-        let required = required_rules_for(&flags(&[])).expect("rules");
-        assert_eq!(required.role[0], rule("", "pods", None, &["list", "watch", "delete"]));
-        assert!(!resources(&required.role).contains("zoneawarepoddisruptionbudgets"), "{:?}", required.role);
-        assert!(rules.cluster_role.is_empty(), "{:?}", rules.cluster_role);
-    }
-
-    #[test]
-    fn events_only_when_enabled_and_then_optional() {
-        let events = |rules: &Rules| -> Vec<PolicyRule> {
-            rules.role.iter().filter(|r| r.resources == Some(vec!["events".into()])).cloned().collect()
-        };
-        assert!(events(&rules(&[])).is_empty());
-        assert!(events(&rules(&["-events.enabled=false", "-server-tls.enabled"])).is_empty());
-        assert_eq!(events(&rules(&["-events.enabled"])), [rule("events.k8s.io", "events", None, &["create", "patch"])]);
-        // A deployment may leave them out: what it must grant is unchanged.
-        let on = flags(&["-events.enabled"]);
-        assert_eq!(required_rules_for(&on), required_rules_for(&flags(&[])));
-    }
-
-    #[test]
-    fn leases_only_with_leader_election_named_where_rbac_allows_and_required() {
-        let leases = |rules: &Rules| -> Vec<PolicyRule> {
-            rules.role.iter().filter(|r| r.resources == Some(vec!["leases".into()])).cloned().collect()
-        };
-        assert!(leases(&rules(&[])).is_empty(), "election off (the default) needs no Lease");
-        assert!(leases(&rules(&["-leader-election.enabled=false", "-server-tls.enabled"])).is_empty());
-        let on = ["-leader-election.enabled", "-leader-election.lease-name=ops-leader"];
-        assert_eq!(
-            leases(&rules(&on)),
-            [
-                rule("coordination.k8s.io", "leases", None, &["create"]),
-                rule("coordination.k8s.io", "leases", Some(&["ops-leader"]), &["get", "update"]),
-            ]
-        );
-        // Not optional: without the Lease no replica leads.
-        assert_eq!(leases(&required_rules_for(&flags(&on)).expect("rules")), leases(&rules(&on)));
-        // Nothing else changes.
-        let mut without = rules(&on);
-        without.role.retain(|r| r.resources != Some(vec!["leases".into()]));
-        assert_eq!(without, rules(&[]));
-    }
-
-    #[test]
-    fn no_configmaps_without_the_zone_tracker() {
-        for args in [&[][..], &["-server-tls.enabled=true"], &["-use-zone-tracker=false", "-server-tls.enabled"]] {
-            let rules = rules(args);
-            assert!(!resources(&rules.role).contains("configmaps"), "{args:?}: {:?}", rules.role);
-        }
-    }
-
-    #[test]
-    fn the_zone_tracker_needs_its_configmap_by_name_and_create() {
-        let rules = rules(&["-use-zone-tracker=true", "-zone-tracker.config-map-name=record"]);
-        let configmaps: Vec<_> = rules.role.iter().filter(|r| r.resources == Some(vec!["configmaps".into()])).collect();
-        assert_eq!(
-            configmaps,
-            [
-                &rule("", "configmaps", None, &["create"]),
-                &rule("", "configmaps", Some(&["record"]), &["get", "update"])
-            ]
-        );
-        // The default name, as the controller resolves it.
-        let rules = rules_for(&flags(&["-use-zone-tracker"])).expect("rules");
-        assert!(rules.role.contains(&rule(
-            "",
-            "configmaps",
-            Some(&["rollout-operator-zone-tracker"]),
-            &["get", "update"]
-        )));
-    }
-
-    #[test]
-    fn nothing_of_tls_without_tls() {
-        for args in [&[][..], &["-use-zone-tracker=true"], &["-webhooks.update-ca-bundle=true"]] {
-            let rules = rules(args);
-            let role = resources(&rules.role);
-            for resource in ["secrets", "deployments", "replicasets"] {
-                assert!(!role.contains(resource), "{args:?}: {resource} in {:?}", rules.role);
-            }
-            assert!(rules.cluster_role.is_empty(), "{args:?}: {:?}", rules.cluster_role);
-        }
-    }
-
-    #[test]
-    fn tls_needs_the_webhooks_reads_the_certificate_secret_by_name_and_ca_injection() {
-        let rules = rules(&["-server-tls.enabled=true", "-server-tls.self-signed-cert.secret-name=certificate"]);
-        for expected in [
-            rule("", "pods", None, &["get", "list", "watch", "patch", "delete"]),
-            rule("apps", "deployments", None, &["get"]),
-            rule("apps", "replicasets", None, &["get"]),
-            rule("apps", "statefulsets", None, &["get", "list", "watch", "patch"]),
-            rule("", "secrets", None, &["create"]),
-            rule("", "secrets", Some(&["certificate"]), &["get", "update"]),
-        ] {
-            assert!(rules.role.contains(&expected), "{expected:?} not in {:?}", rules.role);
-        }
-        assert_eq!(
-            rules.cluster_role,
-            [
-                rule(
-                    "admissionregistration.k8s.io",
-                    "mutatingwebhookconfigurations",
-                    None,
-                    &["list", "watch", "patch"]
-                ),
-                rule(
-                    "admissionregistration.k8s.io",
-                    "validatingwebhookconfigurations",
-                    None,
-                    &["list", "watch", "patch"]
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn ca_injection_off_drops_the_patch_of_webhook_configurations() {
-        // The failure-policy gauge still watches them whenever the TLS server runs.
-        for args in [
-            &["-server-tls.enabled", "-webhooks.update-ca-bundle=false"][..],
-            &[
-                "-server-tls.enabled",
-                "-server-tls.self-signed-cert.enabled=false",
-                "-server-tls.cert-file=c",
-                "-server-tls.key-file=k",
-                "-webhooks.update-ca-bundle=false",
-            ],
-        ] {
-            let rules = rules(args);
-            assert_eq!(
-                rules.cluster_role,
-                [
-                    rule("admissionregistration.k8s.io", "mutatingwebhookconfigurations", None, &["list", "watch"]),
-                    rule("admissionregistration.k8s.io", "validatingwebhookconfigurations", None, &["list", "watch"]),
-                ],
-                "{args:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn certificate_files_need_no_secret() {
-        let rules = rules(&[
-            "-server-tls.enabled",
-            "-server-tls.self-signed-cert.enabled=false",
-            "-server-tls.cert-file=c",
-            "-server-tls.key-file=k",
-            "-webhooks.update-ca-bundle=false",
-        ]);
-        assert!(!resources(&rules.role).contains("secrets"), "{:?}", rules.role);
-        assert!(resources(&rules.role).contains("deployments"), "the webhooks still run: {:?}", rules.role);
-    }
-
-    #[test]
-    fn an_empty_secret_name_is_an_error_naming_the_flag() {
-        let err = rules_for(&flags(&["-server-tls.enabled", "-server-tls.self-signed-cert.secret-name="]))
-            .expect_err("no rule can name an empty object");
-        assert_eq!(err, RbacError::EmptyResourceName { flag: "-server-tls.self-signed-cert.secret-name" });
-        assert!(err.to_string().contains("-server-tls.self-signed-cert.secret-name"), "{err}");
-        // Without TLS the Secret is not used, so its name does not matter.
-        assert!(rules_for(&flags(&["-server-tls.self-signed-cert.secret-name="])).is_ok());
-    }
-
-    #[test]
-    fn the_same_flags_give_the_same_rules_and_every_rule_is_well_formed() {
-        let all = ["-server-tls.enabled", "-use-zone-tracker"];
-        assert_eq!(rules(&all), rules(&all));
-        let rules = rules(&all);
-        for rule in rules.role.iter().chain(&rules.cluster_role) {
-            assert!(!rule.verbs.is_empty(), "{rule:?}");
-            let mut sorted = rule.verbs.clone();
-            sorted.sort_by_key(|v| verb_rank(v).0);
-            sorted.dedup();
-            assert_eq!(sorted, rule.verbs, "verbs once each, in Kubernetes' order");
-            if rule.resource_names.is_some() {
-                assert!(!rule.verbs.iter().any(|v| ["create", "list", "watch"].contains(&v.as_str())), "{rule:?}");
-            }
-        }
-        let keys: Vec<_> = rules.role.iter().map(|r| (&r.api_groups, &r.resources, &r.resource_names)).collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(keys, sorted, "one rule per (group, resource, names), sorted");
-    }
-
-    #[test]
-    fn every_feature_is_used_by_the_table_and_every_row_by_a_feature() {
-        let table: Vec<&ApiPermission> =
-            RBAC_REQUIREMENTS.iter().chain(REPLICA_TEMPLATE_PERMISSIONS).chain(MIRROR_TARGET_PERMISSIONS).collect();
-        for feature in Feature::ALL {
-            assert!(table.iter().any(|p| p.features.contains(&feature)), "{feature:?} uses nothing");
-        }
-        for p in &table {
-            assert!(!p.features.is_empty(), "{p:?} is used by no feature");
-            if p.resource_name.is_some() {
-                assert!(!["create", "list", "watch", "deletecollection"].contains(&p.verb), "{p:?}: RBAC cannot");
-            }
-        }
-        // All on: every row is needed.
-        let all = flags(&["-server-tls.enabled", "-use-zone-tracker", "-events.enabled", "-leader-election.enabled"]);
-        assert!(table.iter().all(|p| p.needed(&all)));
-    }
-
-    #[test]
-    fn a_verb_granted_everywhere_is_not_repeated_by_name() {
-        let merged = Merged::from([
-            (("", "configmaps", None), BTreeSet::from([verb_rank("get")])),
-            (("", "configmaps", Some("x")), BTreeSet::from([verb_rank("get"), verb_rank("update")])),
-            (("", "secrets", Some("y")), BTreeSet::from([verb_rank("get")])),
-            (("", "secrets", None), BTreeSet::from([verb_rank("get")])),
-        ]);
-        assert_eq!(
-            to_rules(merged),
-            [
-                rule("", "configmaps", None, &["get"]),
-                rule("", "configmaps", Some(&["x"]), &["update"]),
-                rule("", "secrets", None, &["get"]),
-            ]
-        );
-    }
-
-    #[test]
-    fn grants_by_name_cover_only_that_name_and_unrestricted_grants_cover_any() {
-        let needed = [rule("", "secrets", Some(&["cert"]), &["get", "update"]), rule("", "secrets", None, &["create"])];
-        assert!(not_granted(&needed, &[rule("", "secrets", None, &["get", "update", "create"])]).is_empty());
-        assert!(
-            not_granted(
-                &needed,
-                &[
-                    rule("", "secrets", None, &["create"]),
-                    rule("", "secrets", Some(&["other", "cert"]), &["get", "update"])
-                ]
-            )
-            .is_empty()
-        );
-        let missing = not_granted(
-            &needed,
-            &[
-                rule("", "secrets", Some(&["certificate"]), &["get", "update"]),
-                rule("", "secrets", Some(&["cert"]), &["create"]),
-            ],
-        );
-        let shown: Vec<String> = missing.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            shown,
-            [
-                "create secrets (apiGroup \"\")",
-                "get secrets (apiGroup \"\") resourceNames [cert]",
-                "update secrets (apiGroup \"\") resourceNames [cert]",
-            ]
-        );
-    }
-
-    #[test]
-    fn wildcard_grants_cover_what_they_match() {
-        let needed =
-            [rule("example.com", "widgets/scale", None, &["get"]), rule("apps", "statefulsets", None, &["patch"])];
-        assert!(not_granted(&needed, &[rule("*", "*", None, &["*"])]).is_empty());
-        assert!(
-            not_granted(&needed, &[rule("*", "*/scale", None, &["get"]), rule("apps", "statefulsets", None, &["*"])])
-                .is_empty()
-        );
-        assert_eq!(not_granted(&needed, &[rule("*", "*/status", None, &["get"])]).len(), 2);
-    }
-}
+#[path = "rbac_tests.rs"]
+mod tests;
