@@ -24,6 +24,9 @@ COPY . .
 # The build refuses to ship a dynamically linked binary: the static base image has no libc.
 ENV CARGO_PROFILE_RELEASE_DEBUG=false \
     CARGO_PROFILE_RELEASE_STRIP=debuginfo
+# The git revision `--version` and rollout_operator_build_info report: .git is not in the build context, so it is
+# passed in (`--build-arg ROLLOUT_OPERATOR_REVISION=$(git rev-parse --short HEAD)`); without it, "unknown".
+ARG ROLLOUT_OPERATOR_REVISION=""
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p rollout-operator --bin rollout-operator -p rollout-e2e --bin mock-pod \

@@ -79,6 +79,7 @@ mod app {
             }
             // Prints and exits; nothing to log.
             Command::Rbac(args) => rbac_cmd::run(&args),
+            Command::Version => cli::run_version(),
             Command::Status { args, log } => {
                 if let Err(e) = logging::init(log) {
                     eprintln!("{e}");

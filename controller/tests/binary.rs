@@ -65,3 +65,17 @@ fn unreachable_cluster_config_fails_fast_with_a_clear_message() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
 }
+
+#[test]
+fn version_flag_and_subcommand_print_the_version_revision_and_rust_version() {
+    let expected = rollout_operator::ops::build_info::version_text();
+    assert!(expected.starts_with(&format!("rollout-operator {} (revision: ", env!("CARGO_PKG_VERSION"))), "{expected}");
+    for args in [&["--version"][..], &["-version"], &["version"]] {
+        let out = operator().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}");
+    }
+    let out = operator().args(["version", "extra"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -135,6 +135,24 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn metrics_has_the_build_info_in_both_formats() {
+        use crate::ops::build_info::{REVISION, RUST_VERSION, VERSION};
+        let app = router(Arc::new(Metrics::new()), ReadyFlag::new());
+        let labels = format!("version=\"{VERSION}\",revision=\"{REVISION}\",rustversion=\"{RUST_VERSION}\"");
+        let series = format!("rollout_operator_build_info{{{labels}}} 1");
+        let (_, _, body) = call(app.clone(), "GET", "/metrics").await;
+        assert!(body.contains("# TYPE rollout_operator_build_info gauge"), "{body}");
+        assert!(body.lines().any(|line| line == series), "{series} not in\n{body}");
+        let request = Request::get("/metrics")
+            .header(header::ACCEPT, "application/openmetrics-text;version=1.0.0")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        let body = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        assert!(body.lines().any(|line| line == series), "{series} not in\n{body}");
+    }
+
     /// Prometheus's own linter accepts what `/metrics` serves (scripts/tools.sh installs promtool).
     #[cfg(not(madsim))]
     #[tokio::test]

@@ -5,7 +5,8 @@
 //!
 //! Besides the reference's names, the state of each group for dashboards and alerts ([`GroupReport`]: its state,
 //! what it waits for, whether it is stuck, how long without progress, and per StatefulSet desired, updated and
-//! unavailable pods), the Event recorder's counts, and the serving certificate's expiry.
+//! unavailable pods), the Event recorder's counts, the serving certificate's expiry, and
+//! `rollout_operator_build_info` ([`crate::ops::build_info`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -374,6 +375,7 @@ impl Metrics {
             webhook_failure_policy.clone(),
         );
         let registry = root.sub_registry_with_prefix("rollout_operator");
+        crate::ops::build_info::register(registry);
         let group_reconciles = Family::<GroupLabels, Counter>::default();
         let group_reconciles_failed = Family::<GroupLabels, Counter>::default();
         let group_reconcile_duration =

@@ -1,10 +1,11 @@
 //! Operating the operator: the plain HTTP server (`/ready`, `/metrics`) with its request metrics, the Prometheus
-//! registry, logging, the readiness flag, server-side cluster validation, the webhook failure-policy metric, and the
-//! Event recorder.
+//! registry and the build information it exports, logging, the readiness flag, server-side cluster validation, the
+//! webhook failure-policy metric, and the Event recorder.
 //!
 //! Owns what operators of the operator see. Must not touch the cluster except to watch webhook configurations for
 //! the failure-policy metric and to write Events.
 
+pub mod build_info;
 pub mod cluster_validation;
 pub mod events;
 pub mod failure_policy;
