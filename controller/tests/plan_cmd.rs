@@ -839,12 +839,39 @@ fn follower_scaling_is_planned_as_a_scale_action() {
 fn force_replicas_is_planned_in_text_output() {
     let mut objects = zones("", [3, 3, 3]);
     let c = find(&mut objects, "ingester-zone-c");
-    set(c, &["metadata", "annotations"], json!({"grafana.com/rollout-force-replicas": "1"}));
+    set(
+        c,
+        &["metadata", "annotations"],
+        json!({"grafana.com/rollout-downscale-leader": "ingester-zone-a", "grafana.com/rollout-force-replicas": "1"}),
+    );
     let out = plan("force-text", &objects, &[("output", "text")]);
     assert_eq!(out.code, 0, "{}", out.err);
     assert!(
+        out.out.contains(
+            "  scale StatefulSet ingester-zone-c from 3 to 1 replicas: grafana.com/rollout-force-replicas=1 (applied immediately)"
+        ),
+        "{}",
         out.out
-            .contains("  scale StatefulSet ingester-zone-c from 3 to 1 replicas: grafana.com/rollout-force-replicas=1"),
+    );
+}
+
+/// As in the reference, force replicas on a StatefulSet that is neither follower nor mirror is ignored: nothing is
+/// scaled, the group is done, and the warning names the StatefulSet and what the annotation needs.
+#[test]
+fn force_replicas_without_leader_or_mirror_is_a_warning_in_text_output() {
+    let mut objects = zones("", [3, 3, 3]);
+    let c = find(&mut objects, "ingester-zone-c");
+    set(c, &["metadata", "annotations"], json!({"grafana.com/rollout-force-replicas": "1"}));
+    let out = plan("force-plain-text", &objects, &[("output", "text")]);
+    assert_eq!(out.code, 0, "{}", out.err);
+    assert!(!out.out.contains("scale StatefulSet"), "{}", out.out);
+    assert!(out.out.starts_with("ingester: done: "), "{}", out.out);
+    assert!(
+        out.out.contains(
+            "  warning: grafana.com/rollout-force-replicas=1 on StatefulSet ingester-zone-c is ignored: it applies \
+             only to a follower (grafana.com/rollout-downscale-leader) or a mirror \
+             (grafana.com/rollout-mirror-replicas-from-resource-*)"
+        ),
         "{}",
         out.out
     );

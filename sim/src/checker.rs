@@ -17,8 +17,9 @@
 //! `spec.replicas`, whoever made it (the controller's leader/follower scaling, or the user's change admitted by the
 //! prepare-downscale webhook), by commit times alone: two decreases of different StatefulSets of a group subject to
 //! a min time must commit at least that long apart. What the code wrote into the downscale record plays no part
-//! (see [`Checker::record_downscale`]). A decrease of a StatefulSet carrying `grafana.com/rollout-force-replicas` is
-//! exempt by design (force replicas applies at once); only `--force-follower` sets it.
+//! (see [`Checker::record_downscale`]). A decrease of a follower or mirror carrying
+//! `grafana.com/rollout-force-replicas` is exempt by design (force replicas applies at once there); only
+//! `--force-follower` sets it on one. Elsewhere the annotation is ignored ([`FORCE_IGNORED`]).
 //!
 //! Invariant 5 (no downscale during a rollout, no rollout step while one is prepared), judged on the committed
 //! history too: a controller deletion committed while a downscale of its group is being prepared (see
@@ -107,6 +108,9 @@ pub const PREPARE_FOREIGN: &str = "the prepare-downscale webhook lets through wh
 pub const RECORD_MARKERS_READABLE: &str = "every downscale marker committed to the record is readable";
 /// Mirror replicas: the controller scales a mirror StatefulSet only to values its reference resource asked for.
 pub const MIRROR: &str = "mirror StatefulSets follow their reference";
+/// `grafana.com/rollout-force-replicas` on a StatefulSet that is neither follower nor mirror is ignored, as in the
+/// reference: the controller never changes the replicas of one the world annotated so (`--force-plain`).
+pub const FORCE_IGNORED: &str = "force replicas on a StatefulSet that is neither follower nor mirror is ignored";
 /// Delayed downscale: a pod is removed only after it has been preparing for the delay.
 pub const DELAYED_DOWNSCALE: &str = "delayed downscale removes only pods prepared for the delay";
 /// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
@@ -337,7 +341,7 @@ pub struct Downscale {
     /// The StatefulSet's entry in the group downscale record when it committed (simulated time; information for
     /// the trace only: the checker judges by commit times).
     pub recorded_at: Option<Duration>,
-    /// Carries `grafana.com/rollout-force-replicas`: exempt from the min time by design.
+    /// A follower or mirror carrying `grafana.com/rollout-force-replicas`: exempt from the min time by design.
     pub exempt: bool,
     /// A follower (`grafana.com/rollout-downscale-leader`).
     pub follower: bool,

@@ -182,7 +182,8 @@ struct ScenarioArgs {
     #[arg(long = "force-follower")]
     force_follower: bool,
     /// Without --scaling or --mirror: the user sets grafana.com/rollout-force-replicas on the last zone (neither
-    /// leader nor follower) during the fault phase; it must end at that count.
+    /// follower nor mirror) during the fault phase; as in the reference it is ignored there: the zone keeps its
+    /// replicas.
     #[arg(long = "force-plain")]
     force_plain: bool,
     /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is

@@ -216,6 +216,10 @@ pub struct Store {
     /// The StatefulSets the world made mirrors of its reference resource (by the annotations it wrote, not as the
     /// operator's parser reads them: a parser that lost a mirror would otherwise hide it from the checker too).
     pub mirrors: std::collections::BTreeSet<String>,
+    /// StatefulSets the world gave `grafana.com/rollout-force-replicas` while neither follower nor mirror
+    /// (`--force-plain`), with the replicas they had then: the annotation is ignored there, as in the reference, so
+    /// the controller never changes their replicas ([`crate::checker::FORCE_IGNORED`]).
+    pub force_ignored: BTreeMap<String, i32>,
     /// StatefulSets whose delayed-downscale annotations are malformed as the world wrote them (until a user corrects
     /// them): the reference scales such a StatefulSet in neither direction.
     pub delayed_downscale_malformed: std::collections::BTreeSet<String>,
@@ -324,6 +328,7 @@ impl Store {
             min_times: BTreeMap::new(),
             delayed_downscale_delays: BTreeMap::new(),
             mirrors: std::collections::BTreeSet::new(),
+            force_ignored: BTreeMap::new(),
             delayed_downscale_malformed: Default::default(),
             budgets_created: 0,
             budget_watches_down: false,
@@ -487,16 +492,18 @@ impl Store {
             .as_ref()
             .and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned())
             .unwrap_or_default();
-        let exempt = sts
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         let follower = sts
             .metadata
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
+        // Force replicas is read on followers and mirrors only (elsewhere it is ignored, and so not exempt).
+        let exempt = (follower || self.mirrors.contains(&name))
+            && sts
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         let entry = self
             .config_maps
             .get(&self.downscale_record)
@@ -809,6 +816,16 @@ impl Store {
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
         if controller.is_some() {
             self.controller_replica_changes += 1;
+        }
+        if let (Some(k), Some(had)) = (controller, self.force_ignored.get(name)) {
+            let from = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let detail = format!(
+                "scaled {name} {from} -> {replicas}; it had {had} when given an ignored {} (process #{})",
+                rollout_core::keys::ROLLOUT_FORCE_REPLICAS,
+                k.incarnation
+            );
+            let at = self.elapsed();
+            self.checker.violate(at, crate::checker::FORCE_IGNORED, detail);
         }
         if controller.is_some() && self.being_rolled(name) {
             self.checker.scaled_while_rolling += 1;

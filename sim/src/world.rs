@@ -389,9 +389,10 @@ pub struct Scenario {
     /// reference applies it at once, without the min time). Drawn from a generator of its own.
     pub force_follower: bool,
     /// Without scaling annotations: at a random time of the fault phase the user sets
-    /// `grafana.com/rollout-force-replicas` on the last zone to one more or one less than it has; it must end at that
-    /// count (on purpose unlike the reference, which ignores the annotation on a StatefulSet that is neither follower
-    /// nor mirror). Drawn from a generator of its own.
+    /// `grafana.com/rollout-force-replicas` on the last zone to one more or one less than it has (a stale annotation,
+    /// say, left from an earlier setup); as in the reference, it is ignored on a StatefulSet that is neither follower
+    /// nor mirror, so the zone keeps its replicas ([`crate::checker::FORCE_IGNORED`]). Drawn from a generator of its
+    /// own.
     pub force_plain: bool,
     /// With scaling: zone-b carries `grafana.com/last-downscale` dated at the start (a downscale just before the
     /// operator started, or before the zone tracker was switched on), and zone-a's user asks for a downscale within
@@ -1580,6 +1581,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             let current = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
             let force = if up || current <= 1 { current + 1 } else { current - 1 };
             objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
+            st.force_ignored.insert(name.clone(), current);
             st.put_statefulset(sts);
             st.trace("user", format!("annotated {name} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         }));
@@ -2867,7 +2869,8 @@ fn held_by_a_partitions_last_pod(st: &Store) -> Option<String> {
 }
 
 /// Every StatefulSet on its template's revision (the user's last word), status current, every pod there, Ready and
-/// not terminating.
+/// not terminating; followers and mirrors at their replicas, and a StatefulSet whose force replicas is ignored at
+/// the replicas it had.
 pub fn converged(st: &Store) -> bool {
     st.statefulsets.iter().all(|(name, sts)| {
         let want = objects::template_revision(sts);
@@ -2882,6 +2885,7 @@ pub fn converged(st: &Store) -> bool {
                 })
             })
             && (st.replica_changes_refused || (followers_match_leader(st, sts) && mirrors_match_reference(st, sts)))
+            && st.force_ignored.get(name).is_none_or(|had| sts.spec.as_ref().and_then(|s| s.replicas) == Some(*had))
             && !st.pods.values().any(|p| {
                 objects::owner_of(p) == *name
                     && p.metadata
@@ -2937,14 +2941,17 @@ fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::v1::Statefu
 }
 
 /// A follower (`grafana.com/rollout-downscale-leader`) has its leader's replicas, or, while it carries
-/// `grafana.com/rollout-force-replicas`, that many (read here as the user wrote it: a plain integer).
+/// `grafana.com/rollout-force-replicas`, that many (read here as the user wrote it: a plain integer). Not a
+/// follower: nothing to match (a force replicas there is ignored).
 fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
     let replicas = |s: &k8s_openapi::api::apps::v1::StatefulSet| s.spec.as_ref().and_then(|s| s.replicas);
     let annotations = sts.metadata.annotations.as_ref();
-    if let Some(force) = annotations.and_then(|a| a.get(rollout_core::keys::ROLLOUT_FORCE_REPLICAS)) {
+    let leader = annotations.and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
+    if let (Some(_), Some(force)) =
+        (leader, annotations.and_then(|a| a.get(rollout_core::keys::ROLLOUT_FORCE_REPLICAS)))
+    {
         return force.parse::<i32>().ok() == replicas(sts);
     }
-    let leader = sts.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::ROLLOUT_DOWNSCALE_LEADER));
     // A follower without a min time follows its leader up only, once another zone's downscale is recorded: it ends
     // at its leader's replicas or above.
     let no_min_time =

@@ -420,18 +420,23 @@ fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
     assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
 }
 
-/// `grafana.com/rollout-force-replicas` set during the fault phase on a StatefulSet that is neither leader nor
-/// follower (one more or one less than it has): it ends at that count, a deliberate difference from the reference
-/// (which ignores it there). With the core's comparison inverted it is never applied (every seed of 0..20 fails to
-/// converge).
+/// `grafana.com/rollout-force-replicas` set during the fault phase on a StatefulSet that is neither follower nor
+/// mirror (one more or one less than it has, as a stale annotation would be): ignored there, as in the reference,
+/// so the zone keeps its replicas. The checker flags any replica change of it by the controller
+/// (`checker::FORCE_IGNORED`), and convergence wants it at the replicas it had; a core that applies the annotation
+/// there fails every seed.
 #[test]
-fn a_statefulset_without_scaling_annotations_is_held_at_its_forced_replicas_over_20_seeds() {
+fn a_stale_rollout_force_replicas_never_resizes_a_statefulset_without_scaling_annotations_over_20_seeds() {
     let sc = Scenario { force_plain: true, ..Scenario::default() };
     let outcomes = run_all(&sc, 0..20);
     assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
-    for to in ["replicas=2 -> ok", "replicas=4 -> ok"] {
-        assert!(count_lines(&outcomes, &format!("PATCH ingester-zone-c {to}")) > 0, "never forced to {to}");
+    for up in [true, false] {
+        let forced = |o: &Outcome| {
+            o.trace.lines.iter().any(|l| l.contains("annotated ingester-zone-c grafana.com/rollout-force-replicas=4"))
+        };
+        assert!(outcomes.iter().any(|o| forced(o) == up), "both directions set (upward: {up})");
     }
+    assert_eq!(count_lines(&outcomes, "PATCH ingester-zone-c replicas="), 0, "zone-c was never scaled");
 }
 
 /// A user reverting a deploy (issue 13: `updateRevision` going back to `currentRevision` was never simulated): half

@@ -121,6 +121,7 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
     let mut warnings = group.warnings.clone();
     for m in &group.members {
         warnings.extend(m.sts.settings.errors.iter().map(ToString::to_string));
+        warnings.extend(crate::scaling::ignored_force_replicas(&m.sts));
     }
     let mut scaling_errors: Vec<ScalingError> = Vec::new();
     let finish = |state, reason: String, wait, actions, warnings, scaling_errors: &Vec<ScalingError>| GroupPlan {

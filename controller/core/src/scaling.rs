@@ -10,7 +10,8 @@
 //! - one StatefulSet's scaling error (missing leader, bad annotation) is reported for that StatefulSet and does not
 //!   stop the others (the reference aborted all scaling of the group);
 //! - a mirror reference whose `scale` has no `spec.replicas` is never read as 1: the StatefulSet is not scaled;
-//! - `grafana.com/rollout-force-replicas` applies to any StatefulSet of a group, not only followers and mirrors;
+//! - `grafana.com/rollout-force-replicas` on a StatefulSet that is neither follower nor mirror is ignored, as by the
+//!   reference, but reported as a plan warning ([`ignored_force_replicas`]; the reference said nothing);
 //! - a StatefulSet with both leader and mirror annotations is driven by the mirror only (the reference ran both,
 //!   which could flap); the leader annotation is then reported as ignored;
 //! - the controller downscales nothing while a rollout of the same group is in progress (DESIGN.md invariant 5);
@@ -96,6 +97,21 @@ pub struct ScalingPass {
     pub errors: Vec<ScalingError>,
     /// StatefulSets whose replicas come from a reference resource (the shell's mirror step handles them).
     pub mirrors: Vec<String>,
+}
+
+/// The warning for a `grafana.com/rollout-force-replicas` that nothing reads: on a StatefulSet that is neither a
+/// follower nor a mirror, the reference ignores it, and so does [`plan_scaling`]. Reported so that a stale
+/// annotation is seen; it does not hold the group.
+pub fn ignored_force_replicas(sts: &StatefulSetView) -> Option<String> {
+    let settings = &sts.scaling;
+    let force = settings.force_replicas.filter(|_| settings.leader.is_none() && settings.mirror.is_none())?;
+    Some(format!(
+        "{}={force} on StatefulSet {} is ignored: it applies only to a follower ({}) or a mirror \
+         (grafana.com/rollout-mirror-replicas-from-resource-*)",
+        keys::ROLLOUT_FORCE_REPLICAS,
+        sts.name,
+        keys::ROLLOUT_DOWNSCALE_LEADER
+    ))
 }
 
 /// The leader/follower and force-replicas pass over a group, in name order.
@@ -191,15 +207,10 @@ fn decide_replicas(
     settings: &ScalingSettings,
 ) -> Result<Decision, String> {
     let current = sts.replicas;
+    // Neither follower nor mirror (mirrors do not get here): nothing scales it, force replicas included, as in the
+    // reference; [`ignored_force_replicas`] reports the annotation.
     let Some(leader_name) = &settings.leader else {
-        return Ok(match settings.force_replicas {
-            Some(force) if force != current => Decision::Scale {
-                to: force,
-                reason: format!("{}={force}", keys::ROLLOUT_FORCE_REPLICAS),
-                coordinated: false,
-            },
-            _ => Decision::Keep,
-        });
+        return Ok(Decision::Keep);
     };
     let leader = group
         .member(leader_name)

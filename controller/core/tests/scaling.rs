@@ -236,10 +236,29 @@ fn force_replicas_scales_a_follower_immediately_even_within_the_min_time() {
     assert!(matches!(&p.actions[0], Action::Scale { coordinated_downscale: false, .. }));
 }
 
+/// As in the reference, force replicas is read on followers and mirrors only: a stale annotation on a plain zone
+/// (left over from an earlier setup) must not resize it when the operator takes over. It is reported as a warning,
+/// which neither holds the group nor counts as a scaling error.
 #[test]
-fn force_replicas_applies_to_any_statefulset_of_a_group() {
+fn force_replicas_without_leader_or_mirror_is_ignored_as_in_the_reference() {
     let p = plan(&group(vec![annotate(zone("zone-a", 3), keys::ROLLOUT_FORCE_REPLICAS, "4"), zone("zone-b", 3)]));
-    assert_eq!(scales(&p), [("zone-a", 3, 4)]);
+    assert_eq!(scales(&p), [], "{p:?}");
+    assert_eq!((p.state, &p.scaling_errors), (GroupState::Done, &Vec::new()), "{p:?}");
+    assert_eq!(
+        p.warnings,
+        [format!(
+            "{}=4 on StatefulSet zone-a is ignored: it applies only to a follower ({}) or a mirror \
+             (grafana.com/rollout-mirror-replicas-from-resource-*)",
+            keys::ROLLOUT_FORCE_REPLICAS,
+            keys::ROLLOUT_DOWNSCALE_LEADER
+        )]
+    );
+    // A follower's and a mirror's are not ignored, so not reported.
+    let b = annotate(follower("zone-b", 3, "zone-a"), keys::ROLLOUT_FORCE_REPLICAS, "4");
+    let p = plan(&group(vec![zone("zone-a", 3), b]));
+    assert_eq!((scales(&p), p.warnings.len()), (vec![("zone-b", 3, 4)], 0), "{p:?}");
+    let p = plan(&group(vec![annotate(mirror_sts(3, false), keys::ROLLOUT_FORCE_REPLICAS, "4")]));
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -261,7 +280,7 @@ fn one_bad_statefulset_does_not_stop_the_others() {
 fn unparsable_min_time_is_an_error_for_that_follower_only() {
     let a = annotate(zone("zone-a", 3), keys::LAST_DOWNSCALE, &ago(600).to_string());
     let b = label(follower("zone-b", 5, "zone-a"), keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, "1d");
-    let c = annotate(zone("zone-c", 3), keys::ROLLOUT_FORCE_REPLICAS, "2");
+    let c = annotate(follower("zone-c", 3, "zone-a"), keys::ROLLOUT_FORCE_REPLICAS, "2");
     let p = plan(&group(vec![a, b, c]));
     assert_eq!(scales(&p), [("zone-c", 3, 2)]);
     assert!(p.scaling_errors.iter().any(|e| e.statefulset == "zone-b" && e.message.contains("min time")), "{p:?}");

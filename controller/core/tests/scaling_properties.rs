@@ -105,6 +105,8 @@ proptest! {
             prop_assert_eq!(*from, member.sts.replicas);
             prop_assert_ne!(from, to);
             let settings = &member.sts.scaling;
+            // Only followers are scaled here (mirrors are the shell's); force replicas elsewhere is ignored.
+            prop_assert!(settings.leader.is_some(), "a StatefulSet without a leader scaled: {:?}", plan);
             if to < from {
                 prop_assert!(
                     downscale_held(&g, statefulset, now()).is_none(),
@@ -134,6 +136,14 @@ proptest! {
             if z.leader.is_some_and(|l| l >= zones.len()) {
                 let name = format!("zone-{}", (b'a' + i as u8) as char);
                 prop_assert!(plan.scaling_errors.iter().any(|e| e.statefulset == name), "{plan:?}");
+            }
+        }
+        // Every valid force replicas without a leader is reported as ignored, by name.
+        for (i, z) in zones.iter().enumerate() {
+            if z.leader.is_none() && z.force.is_some_and(|f| f >= 0) {
+                let name = format!("zone-{}", (b'a' + i as u8) as char);
+                let ignored = format!("on StatefulSet {name} is ignored");
+                prop_assert!(plan.warnings.iter().any(|w| w.contains(&ignored)), "{plan:?}");
             }
         }
     }

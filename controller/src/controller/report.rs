@@ -15,7 +15,7 @@ use rollout_core::duration::format_go_duration;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::progress::{ProgressClock, judge};
-use rollout_core::scaling::rollout_in_progress;
+use rollout_core::scaling::{ignored_force_replicas, rollout_in_progress};
 use rollout_core::{Action, GroupPlan, GroupState, Readiness, Wait, WaitReason};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -136,12 +136,13 @@ impl Reports {
             _ => {}
         }
 
-        // Settings people wrote that cannot be used (naming the key and value), and pods that claim a StatefulSet
-        // without matching it; not the pass's passing troubles (an unreadable record), which the log tells.
+        // Settings people wrote that cannot be used or are ignored (naming the key and value), and pods that claim a
+        // StatefulSet without matching it; not the pass's passing troubles (an unreadable record), which the log tells.
         let mut warnings: BTreeMap<String, Option<&str>> =
             snapshot.warnings.iter().map(|w| (w.clone(), None)).collect();
         for m in &snapshot.members {
             warnings.extend(m.sts.settings.errors.iter().map(|e| (e.to_string(), Some(m.sts.name.as_str()))));
+            warnings.extend(ignored_force_replicas(&m.sts).map(|w| (w, Some(m.sts.name.as_str()))));
         }
         for (warning, sts) in &warnings {
             if !memory.warnings.contains(warning) {
@@ -404,6 +405,23 @@ mod tests {
         assert_eq!(reasons(&told), [("InvalidSetting", "a"), ("ScalingFailed", "b")], "once each: {told:?}");
         assert!(told[0].note.contains("rollout-max-unavailable value \"lots\""), "{}", told[0].note);
         assert!(told[1].note.contains("could not find leader"), "{}", told[1].note);
+    }
+
+    /// A force-replicas annotation nothing reads (neither follower nor mirror) is told once on its StatefulSet,
+    /// and the group is still done.
+    #[test]
+    fn an_ignored_force_replicas_is_told_once_as_an_invalid_setting() {
+        let (mut reports, mut queue, _) = reporter();
+        let a = annotate(zone("a", "r0", "r0"), keys::ROLLOUT_FORCE_REPLICAS, "5");
+        let g = snapshot(vec![a.clone()], vec![pod(&a, 0, "r0"), pod(&a, 1, "r0")]);
+        assert_eq!(pass(&mut reports, &g, at(0)).state, GroupState::Done);
+        pass(&mut reports, &g, at(1));
+        let told = drain(&mut queue);
+        assert_eq!(reasons(&told), [("InvalidSetting", "a")], "once: {told:?}");
+        assert!(
+            told[0].note.starts_with("grafana.com/rollout-force-replicas=5 on StatefulSet a is ignored"),
+            "{told:?}"
+        );
     }
 
     #[test]
