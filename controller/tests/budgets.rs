@@ -28,7 +28,10 @@ fn zone_budget(max: i64) -> Zpdb {
 
 /// One pass of a controller over `cluster`, honouring `zpdb` when given; the calls it made.
 async fn pass(cluster: &FakeCluster, zpdb: Option<Zpdb>) -> Vec<Call> {
-    let metrics = Arc::new(Metrics::new());
+    pass_with_metrics(cluster, zpdb, Arc::new(Metrics::new())).await
+}
+
+async fn pass_with_metrics(cluster: &FakeCluster, zpdb: Option<Zpdb>, metrics: Arc<Metrics>) -> Vec<Call> {
     let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics);
     if let Some(zpdb) = zpdb {
         ctrl = ctrl.with_budgets(DeletionBudgets::new(zpdb, "ns"));
@@ -88,6 +91,36 @@ async fn an_eviction_in_flight_in_another_zone_holds_the_controllers_deletion() 
     let intent_at = calls.iter().position(|c| matches!(c, Call::PatchPodAnnotations { .. }));
     let delete_at = calls.iter().position(|c| matches!(c, Call::DeletePod { .. }));
     assert!(intent_at < delete_at, "the intent is written before the deletion: {calls:?}");
+}
+
+/// A rollout the budget holds is reported as waiting on the budget, not as progressing: the state metrics say
+/// `held-by-budget`, as `plan` and `status` do, whether the pass's judgement or the live one holds it.
+#[tokio::test]
+async fn a_rollout_held_by_a_budget_is_reported_as_waiting_on_it() {
+    let state = |metrics: &Metrics, state: &str| {
+        let line = format!("rollout_operator_group_state{{rollout_group=\"{GROUP}\",state=\"{state}\"}} 1");
+        metrics.encode().lines().any(|l| l == line)
+    };
+    let waiting_on = |metrics: &Metrics| {
+        let prefix = format!("rollout_operator_group_waiting{{rollout_group=\"{GROUP}\",reason=\"");
+        metrics
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(|rest| rest.split('"').next().unwrap_or("").to_string()))
+    };
+    let cluster = three_zones("1");
+    set_intent(&cluster, "ingester-zone-c-2", Some(Timestamp::now() + SignedDuration::from_secs(60)));
+    let metrics = Arc::new(Metrics::new());
+    let calls = pass_with_metrics(&cluster, Some(zone_budget(1)), metrics.clone()).await;
+    assert_eq!(deletions(&calls), Vec::<String>::new());
+    assert!(state(&metrics, "waiting"), "{}", metrics.encode());
+    assert!(!state(&metrics, "progressing"), "{}", metrics.encode());
+    assert_eq!(waiting_on(&metrics).as_deref(), Some("held-by-budget"), "{}", metrics.encode());
+    // Once nothing holds it, the same controller reports the rollout progressing again.
+    set_intent(&cluster, "ingester-zone-c-2", None);
+    let calls = pass_with_metrics(&cluster, Some(zone_budget(1)), metrics.clone()).await;
+    assert_eq!(deletions(&calls), ["ingester-zone-b-0"]);
+    assert!(state(&metrics, "progressing"), "{}", metrics.encode());
 }
 
 #[tokio::test]

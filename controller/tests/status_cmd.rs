@@ -168,7 +168,7 @@ async fn watching_keeps_the_progress_clock_and_reports_a_stuck_group() {
     });
     let mut last = None;
     for (at, _) in views {
-        let planned = status::read(&cluster, None, at).await.unwrap();
+        let planned = status::read(&cluster, None, None, at).await.unwrap();
         let mut g = summarize(&planned[0], at);
         watcher.observe(&planned[0].group, &planned[0].plan, &mut g, at, deadline);
         last = Some((g, at));

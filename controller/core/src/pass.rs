@@ -9,7 +9,8 @@
 //!
 //! The protocol, as the shell drives it:
 //! 1. [`record_need`]: read the record or not;
-//! 2. [`plan_pass`] with what the read gave ([`RecordRead`]);
+//! 2. [`plan_pass`] with what the read gave ([`RecordRead`]) and the budgets known ([`BudgetScope`]): a deletion the
+//!    budgets would refuse is held back in the plan, with its wait;
 //! 3. if [`Pass::mirror_due`], run the mirror step (reference resources, delayed-downscale pod calls) and hand its
 //!    findings to [`Pass::with_mirror`];
 //! 4. if [`Pass::claims_rollout_step`], claim the step (conditional on the record version read in 1);
@@ -22,7 +23,9 @@ use crate::group::GroupSnapshot;
 use crate::plan::{Action, GroupPlan, GroupState, PlanContext, Planner};
 use crate::scaling::ScalingError;
 use crate::wait::{Wait, WaitReason};
+use crate::zpdb::{BudgetScope, hold_of_deletion};
 use jiff::Timestamp;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// How a pass needs the group downscale record (the zone tracker's ConfigMap).
@@ -96,6 +99,9 @@ pub struct PassInput<'a> {
     pub scaling_forbidden: Option<&'a str>,
     /// The defences in depth in force (all of them but in the harness's tests of each layer alone).
     pub defences: Defences,
+    /// The ZoneAwarePodDisruptionBudgets and what they select, when the controller honours them: each deletion
+    /// the pass plans is judged by them as the controller judges it before deleting.
+    pub budgets: Option<BudgetScope<'a>>,
 }
 
 impl<'a> PassInput<'a> {
@@ -108,6 +114,7 @@ impl<'a> PassInput<'a> {
             record: RecordRead::NotRead,
             scaling_forbidden: None,
             defences: Defences::ALL,
+            budgets: None,
         }
     }
 }
@@ -167,6 +174,9 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         .with_scaling_forbidden(input.scaling_forbidden)
         .with_coordinated_downscales_forbidden(tracker_forbidden.then_some(TRACKER_FORBIDDEN));
     let mut plan = planner.plan(group, &ctx);
+    if let Some(scope) = &input.budgets {
+        hold_by_budgets(&mut plan, group, scope, input.now);
+    }
     if let (RecordRead::Unreadable { error }, RecordNeed::Advisory) = (input.record, need) {
         plan.warnings.push(format!("cannot read the group downscale record: {error}"));
     }
@@ -188,6 +198,29 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         && served_by_prepare_downscale(group)
         && defences.has(Layer::RolloutStepClaims);
     Pass { plan, failed_closed: None, mirror_due, claims_rollout_step }
+}
+
+/// The plan's deletions judged by the budgets in order, as the controller carries them out: the first one held back
+/// holds the rest (see [`GroupPlan::held_by_budget`]); the ones before it count as going for the later ones.
+fn hold_by_budgets(plan: &mut GroupPlan, group: &GroupSnapshot, scope: &BudgetScope<'_>, now: Timestamp) {
+    let mut going = BTreeSet::new();
+    let deletions: Vec<(String, String, String)> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeletePod { statefulset, pod, uid, .. } => Some((statefulset.clone(), pod.clone(), uid.clone())),
+            _ => None,
+        })
+        .collect();
+    for (statefulset, pod, uid) in deletions {
+        let rollout_max_unavailable =
+            group.member(&statefulset).map_or(1, |m| m.sts.settings.max_unavailable.resolve(m.sts.replicas));
+        if let Some(hold) = hold_of_deletion(scope, &statefulset, &pod, rollout_max_unavailable, &going, now) {
+            plan.held_by_budget(&hold);
+            return;
+        }
+        going.insert(uid);
+    }
 }
 
 /// A replica change the mirror step decided (from the reference resource's `scale`).

@@ -80,6 +80,30 @@ impl GroupPlan {
         self.scaling_errors.extend(errors);
     }
 
+    /// The plan once the budgets hold back the deletion of `hold.pod`: that deletion and every later one wait for
+    /// the next pass (the pods the budget counts must come back first, and deleting others meanwhile could only
+    /// spend what the held one waits for); the deletions before it and the other writes stay. The group then waits
+    /// on the budget, or acts and then waits on it.
+    pub fn held_by_budget(&mut self, hold: &crate::zpdb::BudgetHold) {
+        let is_held = |a: &Action| matches!(a, Action::DeletePod { pod, .. } if *pod == hold.pod);
+        let Some(at) = self.actions.iter().position(is_held) else { return };
+        let mut index = 0;
+        self.actions.retain(|a| {
+            index += 1;
+            index <= at || !matches!(a, Action::DeletePod { .. })
+        });
+        let held = hold.describe();
+        let reason = if self.actions.is_empty() {
+            self.state = GroupState::Waiting;
+            held
+        } else {
+            self.state = GroupState::Progressing;
+            format!("{}; then {held}", summarize(&self.actions))
+        };
+        self.reason = with_scaling_errors(reason, &self.scaling_errors);
+        self.wait = Some(Wait::on(WaitReason::HeldByBudget, &hold.statefulset));
+    }
+
     /// Adds scaling that is due but waits (found by the shell); a group that was done is then waiting.
     pub fn add_scaling_waits(&mut self, waits: &[String]) {
         for wait in waits {

@@ -26,6 +26,9 @@ pub enum WaitReason {
     PodsMissing,
     /// Pods are terminating and must go away first.
     PodsTerminating,
+    /// A ZoneAwarePodDisruptionBudget holds the replacement of a pod back (its zone or partition has as many pods
+    /// unavailable as it allows).
+    HeldByBudget,
     /// More than one StatefulSet of the group has unavailable pods: no zone may be rolled.
     SeveralNotReady,
     /// A paused StatefulSet (`grafana.com/rollout-paused`) holds the group.
@@ -38,7 +41,7 @@ pub enum WaitReason {
 }
 
 impl WaitReason {
-    pub const ALL: [WaitReason; 11] = [
+    pub const ALL: [WaitReason; 12] = [
         WaitReason::OwnWrites,
         WaitReason::DownscaleInProgress,
         WaitReason::DownscaleRecordUnreadable,
@@ -46,6 +49,7 @@ impl WaitReason {
         WaitReason::PodsNotReady,
         WaitReason::PodsMissing,
         WaitReason::PodsTerminating,
+        WaitReason::HeldByBudget,
         WaitReason::SeveralNotReady,
         WaitReason::Paused,
         WaitReason::UpdateStrategy,
@@ -62,6 +66,7 @@ impl WaitReason {
             WaitReason::PodsNotReady => "pods-not-ready",
             WaitReason::PodsMissing => "pods-missing",
             WaitReason::PodsTerminating => "pods-terminating",
+            WaitReason::HeldByBudget => "held-by-budget",
             WaitReason::SeveralNotReady => "several-not-ready",
             WaitReason::Paused => "paused",
             WaitReason::UpdateStrategy => "update-strategy",

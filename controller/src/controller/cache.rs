@@ -8,6 +8,7 @@
 use crate::cluster::WatchEvent;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
+use rollout_core::zpdb::BudgetPod;
 use rollout_core::{GroupSnapshot, PodView, StatefulSetView};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -46,6 +47,9 @@ pub struct ClusterCache {
     /// resourceVersion instead of reading it again (a few hundred objects at most; pods keep only their views).
     statefulset_objects: HashMap<String, StatefulSet>,
     pods: HashMap<String, PodView>,
+    /// The two annotations budgets read on each pod (`grafana.com/ready-time`, the eviction intents), so a pass
+    /// judges its deletions by the budgets on what the eviction webhook would read.
+    budget_marks: HashMap<String, (Option<String>, Option<jiff::Timestamp>)>,
     /// StatefulSet name (from the pod's controller reference) -> names of pods claiming it.
     pods_by_owner: HashMap<String, BTreeSet<String>>,
     sts_relist: Relist,
@@ -82,6 +86,20 @@ impl ClusterCache {
             .filter_map(|name| self.pods.get(name))
             .collect();
         Some(GroupSnapshot::assemble(group, members, pods))
+    }
+
+    /// Every StatefulSet and every pod of the namespace as budgets read them (for [`rollout_core::zpdb::BudgetScope`]).
+    pub fn budget_view(&self) -> (Vec<StatefulSetView>, Vec<BudgetPod>) {
+        let statefulsets = self.statefulsets.values().cloned().collect();
+        let pods = self
+            .pods
+            .values()
+            .map(|view| {
+                let (ready_time, intent_until) = self.budget_marks.get(&view.name).cloned().unwrap_or_default();
+                BudgetPod { pod: view.clone(), ready_time, intent_until }
+            })
+            .collect();
+        (statefulsets, pods)
     }
 
     /// The StatefulSet `name` as last watched, if the cache holds it at `resource_version`.
@@ -134,7 +152,9 @@ impl ClusterCache {
         match event {
             WatchEvent::Init => self.pod_relist.begin(),
             WatchEvent::InitApply(pod) | WatchEvent::Apply(pod) => {
-                if let Ok(view) = PodView::from_k8s(&pod) {
+                if let Ok(marked) = BudgetPod::from_k8s(&pod) {
+                    let view = marked.pod;
+                    self.budget_marks.insert(view.name.clone(), (marked.ready_time, marked.intent_until));
                     self.pod_relist.seen(&view.name);
                     touched.extend(self.group_of_pod(&view));
                     self.insert_pod(view, &mut touched);
@@ -179,6 +199,7 @@ impl ClusterCache {
     }
 
     fn remove_pod(&mut self, name: &str, touched: &mut TouchedGroups) {
+        self.budget_marks.remove(name);
         if let Some(old) = self.pods.remove(name) {
             touched.extend(self.group_of_pod(&old));
             if let Some(o) = &old.owner {

@@ -29,7 +29,7 @@ use jiff::Timestamp;
 use rollout_core::downscale::{DownscaleInProgress, round_up_to_second, time_after};
 use rollout_core::group::GroupSnapshot;
 use rollout_core::pass::may_send_step_deletion;
-use rollout_core::zpdb::{EvictPod, EvictionRequest, EvictionSettings};
+use rollout_core::zpdb::{BudgetHold, BudgetScope, EvictPod, EvictionRequest, EvictionSettings, KnownBudgets};
 use rollout_core::{
     Action, Defences, Expectation, ExpectationLifetimes, GroupPlan, GroupState, Layer, LiveCheck, PassInput,
     PendingExpectation, Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
@@ -440,6 +440,19 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         {
             self.zone_tracker_refused(error);
         }
+        // The budgets judge the pass's deletions as they will judge them live (none known: nothing to judge).
+        let known = self.budgets.as_ref().map(|b| b.zpdb.budgets.snapshot());
+        let budget_view = match &known {
+            Some(KnownBudgets::Known(budgets)) if budgets.is_empty() => None,
+            Some(_) => Some(self.cache.budget_view()),
+            None => None,
+        };
+        let budgets = match (&known, &budget_view, &self.budgets) {
+            (Some(known), Some((statefulsets, pods)), Some(b)) => {
+                Some(BudgetScope { known, namespace: &b.namespace, statefulsets, pods })
+            }
+            _ => None,
+        };
         let pending = self.expectations.entry(group.to_string()).or_default();
         let input = PassInput {
             now,
@@ -448,6 +461,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             record,
             scaling_forbidden: self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()),
             defences: self.config.defences,
+            budgets,
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
         if let Some(reason) = pass.failed_closed.take() {
@@ -474,7 +488,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             pass = pass.with_mirror(mirror.findings);
         }
-        let plan = pass.plan;
+        let mut plan = pass.plan;
         for error in &plan.scaling_errors {
             self.metrics.scaling_error(group, &error.statefulset);
         }
@@ -513,6 +527,13 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         }
         let result = self.execute(group, &plan, &snapshot, now, step).await;
         self.reports.executed(&snapshot);
+        // Held back live although the pass's judgement allowed it (the budgets' pods changed meanwhile): said as
+        // the pass would have said it.
+        if let Ok(Some(hold)) = &result {
+            plan.held_by_budget(hold);
+            self.reports.planned(&snapshot, &plan, now);
+        }
+        let result = result.map(|_| ());
         // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
         // so its step is left to expire.
         let unknown_outcome = matches!(&result, Err(e) if e.outcome_unknown());
@@ -566,12 +587,12 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         snapshot: &GroupSnapshot,
         now: Timestamp,
         step_until: Option<Timestamp>,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Option<BudgetHold>, ReconcileError> {
         // Once a budget holds a deletion back, the pass's other deletions wait for the next pass too.
-        let mut held_by_budget = false;
+        let mut held: Option<BudgetHold> = None;
         for action in &plan.actions {
             if let Action::DeletePod { .. } = action
-                && held_by_budget
+                && held.is_some()
             {
                 continue;
             }
@@ -583,18 +604,18 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             {
                 tracing::warn!(rollout_group = group, pod = %pod,
                     "the rollout step's claim is about to expire; remaining deletions wait for the next pass");
-                return Ok(());
+                return Ok(held);
             }
             if let Action::DeletePod { pod, .. } = action {
                 // Before the budgets' decision (which may write an eviction intent on the pod).
                 self.may_write(&|| format!("the deletion of pod {pod}"))?;
             }
             if let Action::DeletePod { statefulset, pod, .. } = action
-                && let Some(denial) = self.budget_denies(snapshot, statefulset, pod).await
+                && let Some(hold) = self.budget_denies(snapshot, statefulset, pod).await
             {
-                tracing::info!(rollout_group = group, pod = %pod, reason = %denial,
+                tracing::info!(rollout_group = group, pod = %pod, reason = %hold.describe(),
                     "ZoneAwarePodDisruptionBudget holds the pod's replacement back; waiting");
-                held_by_budget = true;
+                held = Some(hold);
                 continue;
             }
             let outcome = match action {
@@ -718,12 +739,12 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             outcome?;
         }
-        Ok(())
+        Ok(held)
     }
 
     /// Judges the deletion of `pod` as an eviction under the budgets (when the controller honours them): `Some` with
     /// the reason when it must wait. An allowed deletion leaves its intent on the pod, which goes with the pod.
-    async fn budget_denies(&self, snapshot: &GroupSnapshot, statefulset: &str, pod: &str) -> Option<String> {
+    async fn budget_denies(&self, snapshot: &GroupSnapshot, statefulset: &str, pod: &str) -> Option<BudgetHold> {
         let budgets = self.budgets.as_ref()?;
         let member = snapshot.member(statefulset)?;
         let sts = &member.sts;
@@ -744,7 +765,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         {
             tracing::debug!(pod = %pod, %warning, "deletion allowed by the budgets");
         }
-        (!answer.allowed()).then(|| answer.message().to_string())
+        (!answer.allowed()).then(|| BudgetHold::from_denial(statefulset, pod, &answer))
     }
 
     fn lifetimes(&self) -> ExpectationLifetimes {

@@ -13,6 +13,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
+use rollout_core::zpdb::{self, BudgetPod, BudgetScope, Budgets, KnownBudgets};
 use rollout_core::{Action, GroupPlan, MirrorFindings, PassInput, PodView, StatefulSetView, build_groups, plan_pass};
 use serde::Serialize;
 use serde_json::Value;
@@ -467,25 +468,36 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
         (Some(wanted), Some(ns)) => ns == wanted,
         _ => true,
     };
-    let mut by_namespace: BTreeMap<&str, (Vec<StatefulSetView>, Vec<PodView>)> = BTreeMap::new();
+    let mut by_namespace: BTreeMap<&str, Namespace> = BTreeMap::new();
     for sts in &objects.statefulsets {
         let ns = sts.metadata.namespace.as_deref();
         // Loading already rejected nameless objects; a hand-built `Objects` with one just loses it.
         if let (true, Ok(view)) = (keep(ns), StatefulSetView::from_k8s(sts)) {
-            by_namespace.entry(ns.unwrap_or(implied)).or_default().0.push(view);
+            by_namespace.entry(ns.unwrap_or(implied)).or_default().statefulsets.push(view);
         }
     }
     for pod in &objects.pods {
         let ns = pod.metadata.namespace.as_deref();
-        if let (true, Ok(view)) = (keep(ns), PodView::from_k8s(pod)) {
-            by_namespace.entry(ns.unwrap_or(implied)).or_default().1.push(view);
+        if let (true, Ok(pod)) = (keep(ns), BudgetPod::from_k8s(pod)) {
+            by_namespace.entry(ns.unwrap_or(implied)).or_default().pods.push(pod);
+        }
+    }
+    for budget in objects.others.iter().filter(|o| o.get("kind").and_then(Value::as_str) == Some(zpdb::config::KIND)) {
+        let ns = budget.pointer("/metadata/namespace").and_then(Value::as_str);
+        if keep(ns) {
+            by_namespace.entry(ns.unwrap_or(implied)).or_default().budgets.push(budget);
         }
     }
     let qualify = by_namespace.len() > 1;
-    let input = PassInput::new(now, &[]);
     let mut plans = Vec::new();
-    for (ns, (statefulsets, pods)) in by_namespace {
-        for group in build_groups(statefulsets, &pods) {
+    for (ns, objects) in by_namespace {
+        // The budgets of the dump, as the controller's watch would know them (invalid ones left out, as there).
+        let known = KnownBudgets::Known(Budgets::from_objects(objects.budgets.iter().copied()).0.all());
+        let budgets =
+            BudgetScope { known: &known, namespace: ns, statefulsets: &objects.statefulsets, pods: &objects.pods };
+        let input = PassInput { budgets: Some(budgets), ..PassInput::new(now, &[]) };
+        let pods: Vec<PodView> = objects.pods.iter().map(|p| p.pod.clone()).collect();
+        for group in build_groups(objects.statefulsets.clone(), &pods) {
             // The controller's pass, as it would run without a zone tracker; the mirror step needs a live cluster.
             let mut pass = plan_pass(&group, &input);
             if pass.mirror_due {
@@ -500,6 +512,14 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
     }
     plans.sort_by(|a, b| a.group.cmp(&b.group));
     plans
+}
+
+/// One namespace of a dump, as the controller's cache and budget watch would hold it.
+#[derive(Default)]
+struct Namespace<'a> {
+    statefulsets: Vec<StatefulSetView>,
+    pods: Vec<BudgetPod>,
+    budgets: Vec<&'a Value>,
 }
 
 /// Mirror and delayed downscale read the reference resource's `scale` subresource and call pods: a dump has

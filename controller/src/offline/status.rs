@@ -22,7 +22,7 @@ use jiff::Timestamp;
 use rollout_core::downscale::format_timestamp;
 use rollout_core::duration::format_go_duration;
 use rollout_core::progress::{ProgressClock, judge};
-use rollout_core::zpdb::{BudgetPod, KnownBudgets, ZpdbConfig};
+use rollout_core::zpdb::{BudgetPod, BudgetScope, KnownBudgets, ZpdbConfig};
 use rollout_core::{
     Action, DownscaleRecord, GroupPlan, GroupSnapshot, GroupState, MinTimeVerdict, MirrorFindings, PassInput, PodView,
     RecordNeed, RecordRead, ScalingError, StatefulSetView, Wait, ZoneTracker, build_groups, check_min_time, keys,
@@ -201,23 +201,28 @@ pub struct Planned {
 }
 
 /// Reads the namespace through `api` and runs the controller's pass on every rollout group, as of `now`.
-/// `record_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it.
+/// `record_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it;
+/// `budgets`: the ZoneAwarePodDisruptionBudgets as the operator knows them (`None`: not known here), which judge the
+/// pass's deletions as the controller's budgets judge them.
 pub async fn read<C: LiveReads + RecordStore>(
     api: &C,
     record_config_map: Option<&str>,
+    budgets: Option<(&KnownBudgets, &str)>,
     now: Timestamp,
 ) -> Result<Vec<Planned>, StatusError> {
     let statefulsets = api.list_statefulsets(keys::ROLLOUT_GROUP).await.map_err(StatusError::StatefulSets)?;
     let pods = api.list_pods("").await.map_err(StatusError::Pods)?;
-    let intents: BTreeMap<String, Timestamp> = pods
+    let budget_pods: Vec<BudgetPod> = pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect();
+    let intents: BTreeMap<String, Timestamp> = budget_pods
         .iter()
-        .filter_map(|p| BudgetPod::from_k8s(p).ok())
         .filter(|p| p.has_live_intent(now))
         .filter_map(|p| p.intent_until.map(|until| (p.name().to_string(), until)))
         .collect();
     let views: Vec<StatefulSetView> = statefulsets.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
-    let pods: Vec<PodView> = pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect();
-    let groups = build_groups(views, &pods);
+    let pods: Vec<PodView> = budget_pods.iter().map(|p| p.pod.clone()).collect();
+    let groups = build_groups(views.clone(), &pods);
+    let scope =
+        budgets.map(|(known, namespace)| BudgetScope { known, namespace, statefulsets: &views, pods: &budget_pods });
     let zone_tracker = if record_config_map.is_some() { ZoneTracker::On } else { ZoneTracker::Off };
     let wanted = groups.iter().any(|g| record_need(g, zone_tracker) != RecordNeed::NotNeeded);
     // One record serves the namespace: read it once, as of this view.
@@ -241,7 +246,7 @@ pub async fn read<C: LiveReads + RecordStore>(
             (Some(Err(e)), _) if e.is_forbidden() => RecordRead::Forbidden,
             (Some(Err(_)), _) => RecordRead::Unreadable { error: error.as_deref().unwrap_or_default() },
         };
-        let input = PassInput { zone_tracker, record, ..PassInput::new(now, &[]) };
+        let input = PassInput { zone_tracker, record, budgets: scope, ..PassInput::new(now, &[]) };
         let mut pass = plan_pass(&group, &input);
         if pass.mirror_due {
             pass = pass.with_mirror(MirrorFindings { waits: mirror_waits(&group), ..Default::default() });
@@ -547,8 +552,11 @@ pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
     out: &mut dyn Write,
 ) -> Result<(), ShowError> {
     let json = check_args(args).map_err(ShowError::Args)?;
-    let planned = read(api, args.flags.downscale_record(), now).await.map_err(ShowError::Read)?;
     let budgets = read_budgets(api).await;
+    // Budgets that could not be listed here are shown as unknown, and judge nothing.
+    let known = budgets.as_ref().ok().map(|b| KnownBudgets::Known(b.clone()));
+    let scope = known.as_ref().map(|known| (known, namespace));
+    let planned = read(api, args.flags.downscale_record(), scope, now).await.map_err(ShowError::Read)?;
     let deadline = args.flags.rollout_progress_deadline;
     let mut groups = Vec::new();
     let mut watcher = watcher;

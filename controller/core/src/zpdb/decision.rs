@@ -79,24 +79,36 @@ impl Outcome {
 pub struct EvictionVerdict {
     pub verdict: Verdict,
     pub outcome: Outcome,
+    /// A denial of the rollout controller's deletion: what holds it back, for people (`None` otherwise; boxed, as
+    /// it is rare and the verdict travels in `Result`s).
+    pub holder: Option<Box<Holder>>,
+}
+
+/// What holds back a deletion of the rollout controller's that the budgets denied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// The budget that denied it, once found.
+    pub budget: Option<String>,
+    /// Denied by an exceeded budget: the pods it counted as unavailable.
+    pub unavailable: Vec<String>,
 }
 
 impl EvictionVerdict {
     /// A denial: `message` in `status.message`, the outcome's status in `status.code`.
     pub fn deny(outcome: Outcome, message: impl Into<String>) -> Self {
-        EvictionVerdict { verdict: Verdict::deny(message).with_code(outcome.status), outcome }
+        EvictionVerdict { verdict: Verdict::deny(message).with_code(outcome.status), outcome, holder: None }
     }
 
     pub fn allow(outcome: Outcome) -> Self {
-        EvictionVerdict { verdict: Verdict::allow(), outcome }
+        EvictionVerdict { verdict: Verdict::allow(), outcome, holder: None }
     }
 
     pub fn allow_with_message(outcome: Outcome, message: impl Into<String>) -> Self {
-        EvictionVerdict { verdict: Verdict::allow_with_message(message), outcome }
+        EvictionVerdict { verdict: Verdict::allow_with_message(message), outcome, holder: None }
     }
 
     pub fn allow_with_warning(outcome: Outcome, warning: impl Into<String>) -> Self {
-        EvictionVerdict { verdict: Verdict::allow_with_warning(warning), outcome }
+        EvictionVerdict { verdict: Verdict::allow_with_warning(warning), outcome, holder: None }
     }
 
     pub fn allowed(&self) -> bool {
@@ -197,11 +209,18 @@ pub struct Judged<'a> {
     pub now: Timestamp,
 }
 
+/// Where a budget is exceeded: the zone (StatefulSet) or the partition whose pods it counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Span {
+    Zone(String),
+    Partition(String),
+}
+
 /// Why the budget does not allow the eviction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Breach {
     /// The budget would be exceeded: the message is the reference's (`1 pod not ready in ingester-zone-b`).
-    Exceeded(String),
+    Exceeded { message: String, span: Span },
     /// Zone mode, the pod's StatefulSet is not among those the budget selects (the reference crashes here).
     OwnerNotSelected(String),
 }
@@ -209,7 +228,7 @@ pub enum Breach {
 impl Breach {
     pub fn verdict(self) -> EvictionVerdict {
         match self {
-            Breach::Exceeded(message) => EvictionVerdict::deny(Outcome::DENIED, message),
+            Breach::Exceeded { message, .. } => EvictionVerdict::deny(Outcome::DENIED, message),
             Breach::OwnerNotSelected(message) => EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message),
         }
     }
@@ -236,6 +255,18 @@ fn tally(
     counted: impl Fn(&BudgetPod) -> bool,
     ready: impl Fn(&BudgetPod, &StatefulSetView) -> bool,
 ) -> Tally {
+    tally_naming(input, sts, counted, ready, None)
+}
+
+/// [`tally`], also naming the pods counted (`<pod>`, or `<pod> (missing)` for an expected ordinal without one) when
+/// `names` is given: only when a denial is told to people, never on the hot path of a drain burst.
+fn tally_naming(
+    input: &Judged<'_>,
+    sts: &StatefulSetView,
+    counted: impl Fn(&BudgetPod) -> bool,
+    ready: impl Fn(&BudgetPod, &StatefulSetView) -> bool,
+    mut names: Option<&mut Vec<String>>,
+) -> Tally {
     let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
     // The expected ordinals seen, each once: a bit per ordinal (a drain burst runs this hundreds of times a second).
     let mut seen = vec![0u64; (expected as usize).div_ceil(64)];
@@ -253,29 +284,71 @@ fn tally(
             tally.tested += 1;
             if pod.uid() != input.evicted.uid() && !ready(pod, sts) {
                 tally.not_ready += 1;
+                if let Some(names) = names.as_deref_mut() {
+                    names.push(pod.name().to_string());
+                }
             }
         }
     }
     tally.unknown = expected.saturating_sub(present);
+    if let Some(names) = names.filter(|_| tally.unknown > 0) {
+        let missing = (0..expected).filter(|o| seen[*o as usize / 64] & (1u64 << (o % 64)) == 0);
+        names.extend(missing.map(|o| format!("{}-{o} (missing)", sts.name)));
+    }
     tally
 }
 
 /// Zone mode: any disruption in another zone blocks; in the pod's own zone, the pods already unavailable plus this
 /// one may not exceed `maxUnavailable`.
-fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
-    let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
+/// Zone mode's readiness: available, and not being evicted elsewhere.
+fn zone_ready<'a>(input: &'a Judged<'a>) -> impl Fn(&BudgetPod, &StatefulSetView) -> bool + 'a {
+    move |pod: &BudgetPod, sts: &StatefulSetView| {
         pod.pod.is_available(sts.min_ready_seconds, input.now) && !(input.pending)(pod)
+    }
+}
+
+fn exceeded(counted: Tally, span: Span) -> Breach {
+    let name = match &span {
+        Span::Zone(sts) => sts.clone(),
+        Span::Partition(partition) => format!("partition {partition}"),
     };
+    Breach::Exceeded { message: describe(counted.not_ready, counted.unknown, &name), span }
+}
+
+/// The pods a breach counted as unavailable in its span (other than the evicted pod), for people: each pod's name,
+/// or `<pod> (missing)` for an expected ordinal without a pod. A partition's zones without any pod of it are not
+/// named.
+pub fn unavailable_pods(input: &Judged<'_>, span: &Span) -> Vec<String> {
+    let mut names = Vec::new();
+    match span {
+        Span::Zone(name) => {
+            if let Some(sts) = input.statefulsets.iter().find(|s| &s.name == name) {
+                tally_naming(input, sts, |_| true, zone_ready(input), Some(&mut names));
+            }
+        }
+        Span::Partition(partition) => {
+            let Some(rule) = &input.config.partition else { return names };
+            let same = |pod: &BudgetPod| rule.partition_of(pod.name()).as_deref() == Some(partition.as_str());
+            for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
+                tally_naming(input, sts, same, partition_ready(input), Some(&mut names));
+            }
+        }
+    }
+    names
+}
+
+fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
+    let ready = zone_ready(input);
     // The other zones first, in the list's order, stopping at the first disrupted one (the usual answer during a
     // drain burst); the pod's own zone is counted only when they all are whole.
     for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
-        let counted = tally(input, sts, |_| true, ready);
+        let counted = tally(input, sts, |_| true, &ready);
         if counted.disrupted() > 0 {
-            return Err(Breach::Exceeded(describe(counted.not_ready, counted.unknown, &sts.name)));
+            return Err(exceeded(counted, Span::Zone(sts.name.clone())));
         }
     }
     let own = input.statefulsets.iter().find(|s| same_statefulset(s, input.owner));
-    let Some(own) = own.map(|sts| tally(input, sts, |_| true, ready)) else {
+    let Some(own) = own.map(|sts| tally(input, sts, |_| true, &ready)) else {
         return Err(Breach::OwnerNotSelected(format!(
             "the pod's StatefulSet {} is not selected by ZoneAwarePodDisruptionBudget {} (selector {:?}), so its \
              zone cannot be judged; make the budget's selector match the StatefulSet's labels too",
@@ -285,7 +358,7 @@ fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
         )));
     };
     if own.disrupted() >= input.max_unavailable {
-        return Err(Breach::Exceeded(describe(own.not_ready, own.unknown, &input.owner.name)));
+        return Err(exceeded(own, Span::Zone(input.owner.name.clone())));
     }
     Ok(format!("zpdb met across {} zones", input.statefulsets.len()))
 }
@@ -293,10 +366,10 @@ fn judge_zones(input: &Judged<'_>) -> Result<String, Breach> {
 /// Partition mode: across the other zones, the pods of the same partition that are unavailable (a zone with no
 /// pod of the partition counts one unknown) may not reach `maxUnavailable`. A pod counts as ready only once it has
 /// been ready for `crossZoneEvictionDelay` by its `grafana.com/ready-time`, or without one by its Ready condition.
-fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach> {
-    let Some(rule) = &input.config.partition else { return judge_zones(input) };
+/// Partition mode's readiness: available, not being evicted elsewhere, and ready for `crossZoneEvictionDelay`.
+fn partition_ready<'a>(input: &'a Judged<'a>) -> impl Fn(&BudgetPod, &StatefulSetView) -> bool + 'a {
     let delay = input.config.cross_zone_eviction_delay;
-    let ready = |pod: &BudgetPod, sts: &StatefulSetView| {
+    move |pod: &BudgetPod, sts: &StatefulSetView| {
         if !pod.pod.is_available(sts.min_ready_seconds, input.now) || (input.pending)(pod) {
             return false;
         }
@@ -312,7 +385,12 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
             None => pod.pod.ready_condition.as_ref().filter(|c| c.ready).and_then(|c| c.since),
         };
         since.is_some_and(|since| input.now > time_after(since, delay))
-    };
+    }
+}
+
+fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach> {
+    let Some(rule) = &input.config.partition else { return judge_zones(input) };
+    let ready = partition_ready(input);
     // A partition is a capture of the pod's name, so a name that does not contain it cannot be of it: that test
     // spares most of the regular expression runs (a drain burst judges every pod of the group hundreds of times).
     let same_partition =
@@ -321,7 +399,7 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
     // Zones with no peer of this partition at all (e.g. already scaled down past it).
     let mut absent = 0;
     for sts in input.statefulsets.iter().filter(|s| !same_statefulset(s, input.owner)) {
-        let counted = tally(input, sts, same_partition, ready);
+        let counted = tally(input, sts, same_partition, &ready);
         sum.tested += counted.tested;
         sum.not_ready += counted.not_ready;
         sum.unknown += counted.unknown;
@@ -334,7 +412,7 @@ fn judge_partition(input: &Judged<'_>, partition: &str) -> Result<String, Breach
         sum.unknown += absent;
     }
     if sum.disrupted() >= input.max_unavailable {
-        return Err(Breach::Exceeded(describe(sum.not_ready, sum.unknown, &format!("partition {partition}"))));
+        return Err(exceeded(sum, Span::Partition(partition.to_string())));
     }
     Ok(format!("zpdb met for partition {partition} across {} zones", input.statefulsets.len()))
 }

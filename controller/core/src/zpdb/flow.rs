@@ -23,7 +23,10 @@
 //!    memory.
 
 use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
-use super::decision::{AbsentPeer, EvictionVerdict, Judged, Outcome, judge, max_unavailable, same_statefulset};
+use super::decision::{
+    AbsentPeer, Breach, EvictionVerdict, Holder, Judged, Outcome, judge, max_unavailable, same_statefulset,
+    unavailable_pods,
+};
 use super::pods::{BudgetPod, BudgetPods, StatefulSetIntent, stale_statefulset_intents, statefulset_intents};
 use crate::admission::{AdmissionRequest, foreign_namespace};
 use crate::downscale::{round_up_to_second, time_after};
@@ -319,7 +322,7 @@ impl EvictPod {
         let checked = EvictionRequest::from_admission(request).and_then(|r| {
             match foreign_namespace(request, &settings.namespace) {
                 // Outside the managed namespace: nothing of it can be read; no budget of ours covers it.
-                Some(verdict) => Err(EvictionVerdict { verdict, outcome: Outcome::POD_NOT_IN_SCOPE }),
+                Some(verdict) => Err(EvictionVerdict { verdict, outcome: Outcome::POD_NOT_IN_SCOPE, holder: None }),
                 None => Ok(r),
             }
         });
@@ -912,9 +915,15 @@ impl EvictPod {
             },
             now,
         };
-        judge(&input)
-            .map(|met| EvictionVerdict::allow_with_message(Outcome::ALLOWED, met))
-            .map_err(|breach| breach.verdict())
+        judge(&input).map(|met| EvictionVerdict::allow_with_message(Outcome::ALLOWED, met)).map_err(|breach| {
+            let holder = match &breach {
+                Breach::Exceeded { span, .. } if self.is_rollout_deletion() => {
+                    Some(Box::new(Holder { budget: None, unavailable: unavailable_pods(&input, span) }))
+                }
+                _ => None,
+            };
+            EvictionVerdict { holder, ..breach.verdict() }
+        })
     }
 
     fn selector(&self) -> String {
@@ -929,7 +938,12 @@ impl EvictPod {
         self.answer(EvictionVerdict::deny(Outcome::POD_STATUS_NOT_DETERMINED, format!("internal error: {what}")))
     }
 
-    fn answer(&mut self, verdict: EvictionVerdict) -> Need {
+    fn answer(&mut self, mut verdict: EvictionVerdict) -> Need {
+        // The controller tells people which budget holds its deletion back.
+        if self.is_rollout_deletion() && !verdict.allowed() {
+            let holder = verdict.holder.get_or_insert_default();
+            holder.budget = holder.budget.take().or_else(|| self.config.as_ref().map(|c| c.name.clone()));
+        }
         self.phase = Phase::Answered(verdict.clone());
         Need::Answer(verdict)
     }

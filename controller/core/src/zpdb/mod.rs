@@ -5,7 +5,8 @@
 //! Owns: a budget's configuration parsed and validated from the object as generic JSON ([`config`]), the
 //! validating webhook's verdict ([`validation`]), the pod facts budgets read and the `grafana.com/ready-time` rule
 //! ([`pods`]), whether an eviction keeps its budget ([`decision`]), and the whole eviction decision as a step
-//! machine with its serialisation ([`flow`]). Must not: do I/O, read a clock, keep state between requests (the
+//! machine with its serialisation ([`flow`]), and that machine run as a dry run on a pass's snapshot, for the
+//! controller's deletions ([`rollout`]). Must not: do I/O, read a clock, keep state between requests (the
 //! shell keeps the known budgets, the in-process lock and memory, and feeds them in).
 //!
 //! Where we differ from the reference on purpose: pods belong to a StatefulSet by controller owner reference and
@@ -87,15 +88,17 @@ pub mod config;
 pub mod decision;
 pub mod flow;
 pub mod pods;
+pub mod rollout;
 pub mod validation;
 
 pub use config::{Budgets, ConfigError, Observation, ZpdbConfig, budget_for};
-pub use decision::{EvictionVerdict, Outcome};
+pub use decision::{EvictionVerdict, Holder, Outcome};
 pub use flow::{
     EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Requester,
     Serialisation,
 };
 pub use pods::{BudgetPod, BudgetPods, ReadyTimeChange, StatefulSetIntent, ready_time_change};
+pub use rollout::{BudgetHold, BudgetScope, hold_of_deletion};
 
 #[cfg(test)]
 mod tests;
