@@ -58,6 +58,17 @@ struct Created {
     at: Duration,
     object: String,
     reason: String,
+    /// A wait told (`RolloutWaiting`, `RolloutBlocked`): the class its note names.
+    wait: Option<String>,
+}
+
+/// The wait class a `RolloutWaiting` or `RolloutBlocked` Event's note names (`<state> (<class>): <reason>`).
+fn told_wait(reason: &str, note: &str) -> Option<String> {
+    if !matches!(reason, "RolloutWaiting" | "RolloutBlocked") {
+        return None;
+    }
+    let (_, rest) = note.split_once(" (")?;
+    Some(rest.split_once("):")?.0.to_string())
 }
 
 /// The API server's Events: the objects, and every creation and series update in order.
@@ -99,7 +110,8 @@ impl EventLog {
         }
         let object = event.regarding.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
         let reason = event.reason.clone().unwrap_or_default();
-        self.created.push(Created { at, object, reason });
+        let wait = told_wait(&reason, event.note.as_deref().unwrap_or_default());
+        self.created.push(Created { at, object, reason, wait });
         self.events.insert(name, event.clone());
         Ok(())
     }
@@ -119,9 +131,12 @@ impl EventLog {
     /// What the run's Events amount to, against the `rollout_steps` it made (controller deletions, revision advances
     /// and replica changes).
     pub fn stats(&self, rollout_steps: u64) -> EventStats {
-        let mut by_reason = BTreeMap::new();
+        let (mut by_reason, mut waits) = (BTreeMap::new(), BTreeMap::new());
         for c in &self.created {
             *by_reason.entry(c.reason.clone()).or_insert(0) += 1;
+            if let Some(class) = &c.wait {
+                *waits.entry(class.clone()).or_insert(0) += 1;
+            }
         }
         let occurrences = self.events.values().map(|e| e.series.as_ref().map_or(1, |s| s.count.max(1) as u64)).sum();
         // The most Events created for one object within any STORM_WINDOW.
@@ -143,6 +158,7 @@ impl EventLog {
             occurrences,
             rollout_steps,
             by_reason,
+            waits,
             busiest_window: busiest.0,
             busiest_object: busiest.1,
         }
@@ -162,6 +178,8 @@ pub struct EventStats {
     pub rollout_steps: u64,
     /// Events created, by reason.
     pub by_reason: BTreeMap<String, u64>,
+    /// Waits told (`RolloutWaiting`, `RolloutBlocked`), by the wait class they name (`held-by-budget`, ...).
+    pub waits: BTreeMap<String, u64>,
     /// The most Events created for one object within any [`STORM_WINDOW`], and that object.
     pub busiest_window: u64,
     pub busiest_object: String,
@@ -176,6 +194,9 @@ impl EventStats {
         self.rollout_steps += other.rollout_steps;
         for (reason, n) in &other.by_reason {
             *self.by_reason.entry(reason.clone()).or_insert(0) += n;
+        }
+        for (class, n) in &other.waits {
+            *self.waits.entry(class.clone()).or_insert(0) += n;
         }
         if other.busiest_window > self.busiest_window {
             self.busiest_window = other.busiest_window;

@@ -98,6 +98,19 @@ fn an_evictor_that_ignores_the_budget_is_caught() {
     }
 }
 
+/// A rollout the budget holds back is told as such: with `rollout-max-unavailable` 2 under a budget of 1, the
+/// controller's `RolloutWaiting` Events name the `held-by-budget` wait, and the budget still holds.
+#[test]
+fn a_rollout_held_by_the_budget_is_told_as_waiting_on_it() {
+    let sc = Scenario { events: true, max_unavailable: 2, ..drains(BudgetMode::Zones, Evictor::Real) };
+    let outcomes = run_all(&sc, 0..12);
+    let mut told = rollout_sim::events::EventStats::default();
+    for o in &outcomes {
+        told.add(&o.events);
+    }
+    assert!(told.waits.get("held-by-budget").copied().unwrap_or(0) >= 1, "no held-by-budget wait told: {told:?}");
+}
+
 /// Seed 35 of the first drains batch: the API server's call to the webhook took, on a fresh endpoint that reused
 /// the port of an earlier call, that call's late answer ("zpdb met", judged before a pod of zone-c crashed) and
 /// evicted a pod of zone-a with zone-c down. A simulator bug (over HTTP a late response dies with its connection);
