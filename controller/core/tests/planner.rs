@@ -491,3 +491,25 @@ fn a_pod_within_min_ready_seconds_is_not_replaced_as_already_unavailable() {
     b0.ready_condition = Some(ReadyCondition { ready: false, since: None });
     assert_eq!(deleted(&plan(stss, ps)), vec!["ingester-zone-b-0"]);
 }
+
+/// Deliberate difference: a StatefulSet whose `status.currentRevision` is empty (a fresh StatefulSet whose
+/// controller has not written it, or a status restored without it) is rolled like any other; the reference fails the
+/// whole group on it. Its pods on the old revision are replaced, and once every pod is updated and ready the
+/// revision is written.
+#[test]
+fn an_empty_current_revision_is_rolled_not_failed() {
+    let a = zone("a", 2, "", NEW);
+    let b = zone("b", 2, OLD, OLD);
+    let mut all = pods(&a, &[OLD, NEW]);
+    all.extend(pods(&b, &[OLD, OLD]));
+    let p = plan(vec![a.clone(), b.clone()], all);
+    assert_eq!(p.state, GroupState::Progressing, "{p:?}");
+    assert_eq!(deleted(&p), ["a-0"]);
+    let mut done = pods(&a, &[NEW, NEW]);
+    done.extend(pods(&b, &[OLD, OLD]));
+    let p = plan(vec![a, b], done);
+    assert!(
+        matches!(&p.actions[..], [Action::SetCurrentRevision { statefulset, revision, .. }] if statefulset == "a" && revision == NEW),
+        "{p:?}"
+    );
+}
