@@ -31,23 +31,28 @@
 #                                                           (after the suites gained what catches them)
 #   scripts/mutants.sh --unjudged                           judge, on this tree, the mutants of its list no run has
 #                                                           judged (mostly renamed by lines moved since their shard
-#                                                           ran; mutants/out/unjudged.txt), as one resumable run
+#                                                           ran; target/mutants/out/unjudged.txt), as one
+#                                                           resumable run
 #
 # Mutants are never applied to this tree: the script syncs the tracked and untracked-but-not-ignored files into a
 # scratch copy (MUTANTS_SCRATCH, default target/mutants/src) whose build directory (MUTANTS_TARGET_DIR, default
 # target/mutants/target) persists between shards, and mutates files there (each put back after its mutant; a
-# killed run's leftover is undone by the next sync). Working files go to mutants/out/shard-K-of-N/ (ignored: the
-# plan, outcomes.log with each mutant's build and test times); each shard's outcome lists (caught, missed, timeout,
-# unviable, and unexecuted among the missed) and the commit they were measured on are kept in
-# mutants/results/shard-K-of-N/ (committed), so a whole run can be spread over several sessions. The summary reads
-# those and writes mutants/out/missed.txt and mutants/out/timeout.txt (all shards), and, against the judged
-# survivors in mutants/survivors.tsv, mutants/out/unclassified.txt.
+# killed run's leftover is undone by the next sync). Everything a run writes stays outside the source tree, under
+# target/mutants/: working files in out/shard-K-of-N/ (MUTANTS_OUT, default target/mutants/out: the plan,
+# outcomes.log with each mutant's build and test times), and each shard's outcome lists (caught, missed, timeout,
+# unviable, and unexecuted among the missed) with the commit they were measured on in results/shard-K-of-N/
+# (MUTANTS_RESULTS, default target/mutants/results), so a whole run can be spread over several sittings and resumed.
+# The summary reads those and writes out/missed.txt and out/timeout.txt (all shards), and, against the judged
+# survivors in mutants/survivors.tsv (the one file of the run kept in the repository), out/unclassified.txt.
 set -euo pipefail
 # Everything below is one compound command, read whole before it runs: editing this file while a shard runs does not
 # change (or break) the running shard.
 {
 cd "$(dirname "$0")/.."
 repo=$(pwd)
+# Where runs write (never inside the source tree): working files, and the outcome lists runs resume from.
+out_root=$(realpath -m "${MUTANTS_OUT:-$repo/target/mutants/out}")
+results_root=$(realpath -m "${MUTANTS_RESULTS:-$repo/target/mutants/results}")
 
 default_shards=32
 crate=all
@@ -175,17 +180,17 @@ for line in sys.stdin:
 }
 
 summary() {
-  local out="$repo/mutants/out"
+  local out="$out_root"
   mkdir -p "$out"
   rm -f "$out/list.txt"
   shopt -s nullglob
-  local dirs=("$repo"/mutants/results/shard-*)
+  local dirs=("$results_root"/shard-*)
   # A new recheck's list comes from the shards alone (it judges them all again, on this tree).
-  [[ -n ${summary_without_recheck:-} ]] || dirs+=("$repo"/mutants/results/recheck "$repo"/mutants/results/recheck-*)
+  [[ -n ${summary_without_recheck:-} ]] || dirs+=("$results_root"/recheck "$results_root"/recheck-*)
   local present=()
   for d in "${dirs[@]}"; do [[ -d $d ]] && present+=("$d"); done
   dirs=("${present[@]}")
-  if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet (mutants/results/shard-*/)"; return 0; fi
+  if [[ ${#dirs[@]} -eq 0 ]]; then echo "no shard has run yet ($results_root/shard-*/)"; return 0; fi
   local all
   all=$(mktemp)
   # Every outcome once: "<outcome> <mutant>", from each shard's per-outcome lists. A mutant judged in more than one
@@ -227,15 +232,15 @@ summary() {
   if [[ -f $out/list.txt ]]; then
     cut -f2 "$all" | sort | comm -23 "$out/list.txt" - | sort -V > "$out/unjudged.txt"
     echo "judged: $(( $(wc -l < "$out/list.txt") - $(wc -l < "$out/unjudged.txt") )) of the $(wc -l < "$out/list.txt")" \
-      "mutants of this tree; not yet: mutants/out/unjudged.txt"
+      "mutants of this tree; not yet: $out/unjudged.txt"
   fi
   echo "missed mutants ($(wc -l < "$out/missed.txt"), of which $(wc -l < "$out/unexecuted.txt") in code no model or" \
-    "simulation test executes): mutants/out/missed.txt, mutants/out/unexecuted.txt; timeouts: mutants/out/timeout.txt"
+    "simulation test executes): $out/missed.txt, $out/unexecuted.txt; timeouts: $out/timeout.txt"
   # Survivors already judged (equivalent, text, reporting or a named gap) are in mutants/survivors.tsv.
   if [[ -f $repo/mutants/survivors.tsv ]]; then
     cut -f1 "$repo/mutants/survivors.tsv" | sort > "$all.known"
     sort "$out/missed.txt" | comm -23 - "$all.known" | sort -V > "$out/unclassified.txt"
-    echo "not yet classified in mutants/survivors.tsv: $(wc -l < "$out/unclassified.txt") (mutants/out/unclassified.txt)"
+    echo "not yet classified in mutants/survivors.tsv: $(wc -l < "$out/unclassified.txt") ($out/unclassified.txt)"
     rm -f "$all.known"
     survivor_classes "$all" "$repo/mutants/survivors.tsv"
   fi
@@ -306,18 +311,18 @@ if [[ $mode == recheck ]]; then
   if [[ ${recheck_class:-} == unjudged ]]; then
     # Not a class of survivors: the mutants of this tree's list that no shard or recheck has judged.
     summary > /dev/null
-    cp "$repo/mutants/out/unjudged.txt" "$repo/mutants/out/recheck.txt"
-    echo "judging the $(wc -l < "$repo/mutants/out/recheck.txt") mutants of this tree no run has judged"
+    cp "$out_root/unjudged.txt" "$out_root/recheck.txt"
+    echo "judging the $(wc -l < "$out_root/recheck.txt") mutants of this tree no run has judged"
   elif [[ -n ${recheck_class:-} ]]; then
     # Only the survivors of one class (say, the gaps closed since their shard ran).
     awk -F'\t' -v c="$recheck_class" 'NR == FNR { class[$1] = $2; next }
-      (($0 in class) ? class[$0] : "unclassified") == c' "$repo/mutants/survivors.tsv" "$repo/mutants/out/missed.txt" \
-      > "$repo/mutants/out/recheck.txt"
-    echo "recheck of the $(wc -l < "$repo/mutants/out/recheck.txt") missed mutants of class $recheck_class"
+      (($0 in class) ? class[$0] : "unclassified") == c' "$repo/mutants/survivors.tsv" "$out_root/missed.txt" \
+      > "$out_root/recheck.txt"
+    echo "recheck of the $(wc -l < "$out_root/recheck.txt") missed mutants of class $recheck_class"
   else
-    cp "$repo/mutants/out/missed.txt" "$repo/mutants/out/recheck.txt"
+    cp "$out_root/missed.txt" "$out_root/recheck.txt"
   fi
-  only=("$repo/mutants/out/recheck.txt")
+  only=("$out_root/recheck.txt")
   shard="0/1"
 elif [[ -n ${recheck_class:-} ]]; then
   echo "--class goes with --recheck" >&2; exit 2
@@ -349,17 +354,17 @@ export CARGO_PROFILE_DEV_DEBUG=0
 name="shard-$k-of-$n"
 [[ $mode == recheck ]] && name=recheck${recheck_class:+-$recheck_class}
 # A whole recheck supersedes the rechecks of one class.
-if [[ $mode == recheck && -z ${recheck_class:-} ]]; then rm -rf "$repo"/mutants/results/recheck-*; fi
-out="$repo/mutants/out/$name"
+if [[ $mode == recheck && -z ${recheck_class:-} ]]; then rm -rf "$results_root"/recheck-*; fi
+out="$out_root/$name"
 rm -rf "$out"
 mkdir -p "$out"
 start=$(date +%s)
 # The commit measured: the tree as synced above (later commits made while the shard runs do not count). Outcomes
-# go straight to mutants/results/shard-K-of-N/ (committed), so an interrupted shard keeps what it judged, and a later
-# run of the same shard resumes it, also on other code (the suites only gain: what was caught stays caught, and
-# `--recheck` judges every missed mutant again on the final tree). Each code it ran on is appended to the shard's
-# stamp and commit files.
-kept="$repo/mutants/results/$name"
+# go straight to $results_root/shard-K-of-N/ (kept between runs), so an interrupted shard keeps what it judged, and
+# a later run of the same shard resumes it, also on other code (the suites only gain: what was caught stays caught,
+# and `--recheck` judges every missed mutant again on the final tree). Each code it ran on is appended to the
+# shard's stamp and commit files.
+kept="$results_root/$name"
 run_stamp="$stamp_at_sync select=$select crate=$crate"
 # A shard judged another way (--full-suite, another --crate) is not resumed: it starts over; so does a whole recheck
 # (it judges every missed mutant on this tree). A recheck of one class resumes (one interrupted, or the class
