@@ -211,10 +211,10 @@ fn the_example_dumps_through_dash_f() {
         "{text}"
     );
     assert!(text.contains("    delete pod ingester-zone-b-2 of ingester-zone-b: "), "{text}");
-    // The README shows this output.
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    // docs/operate.md shows this output.
+    let page = std::fs::read_to_string(root.join("docs/operate.md")).unwrap();
     let after =
-        readme.split("On `examples/three-zone-mid-rollout.yaml` (`status -f`):").nth(1).expect("README example");
+        page.split("On `examples/three-zone-mid-rollout.yaml` (`status -f`):").nth(1).expect("the docs' example");
     let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
     assert_eq!(text, block);
     let (code, json, _) = run("crash-loop-on-old-revision.yaml", &["-o", "json"]);
@@ -242,10 +242,10 @@ fn bad_arguments_are_clear_errors() {
     assert!(String::from_utf8(err).unwrap().contains("/nonexistent.yaml"));
 }
 
-/// The README shows what `status --watch` prints on a group half-way through zone b; this is that view, and the
-/// README's text must stay exactly what the command prints.
+/// docs/operate.md shows what `status --watch` prints on a group half-way through zone b; this is that view, and
+/// the page's text must stay exactly what the command prints.
 #[tokio::test]
-async fn the_readme_example_is_what_status_prints() {
+async fn the_documented_example_is_what_status_prints() {
     let cluster = mid_rollout();
     for name in ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"] {
         let mut s = cluster.statefulset(name).unwrap();
@@ -264,8 +264,8 @@ async fn the_readme_example_is_what_status_prints() {
     status::show(&cluster, &args, "mimir", now(), Some(&mut watcher), &mut out).await.unwrap();
     let printed = String::from_utf8(out).unwrap();
 
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let after = readme.split("On a group half-way through zone b").nth(1).expect("the README example");
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operate.md")).unwrap();
+    let after = page.split("On a group half-way through zone b").nth(1).expect("the docs' example");
     let block = after.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("a text block");
     assert_eq!(printed, block);
 }
