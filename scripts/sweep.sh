@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
 # Worlds no test combines: every base world of the simulation with every modifier set below, a few seeds each
 # (default 20; `scripts/sweep.sh 50` for more). A world is built to test one feature, and the tests run it alone;
-# combined, a checker rule or a world can meet a case its author did not (the twelfth session's sweep found two
-# checker bugs for pods relabelled out of their StatefulSet, a world the flags should refuse, and reads the real
-# deployments' RBAC refuses). Prints each combination that fails, with its first failing seeds and their replay
-# commands, then "N combinations, M failing, K refused by the flags". Exits 1 if a combination fails.
+# combined, a checker rule or a world can meet a case its author did not. Prints each combination that fails, with
+# its first failing seeds and their replay commands, then "N combinations, M failing, K refused by the flags".
+# Exits 1 if a combination fails.
 #
-# Known to fail by design (see mutants/REPORT.md, "What remains"): `tracker-read-only` with the prepare-downscale
-# webhook (its refused claims are reported). (`--no-downscale` under a deployment's RBAC failed too until the
-# thirteenth session: the webhook's refused reads of parents no deployment lets it read were taken for requests
-# outside the RBAC; they are its fail-open path, as the reference's.)
+# Known to fail by design (mutants/REPORT.md, "The gaps"): `tracker-read-only` with the prepare-downscale webhook
+# (its refused claims are reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
