@@ -1,6 +1,9 @@
-//! `deploy/monitoring`: the PrometheusRule passes Prometheus's own checker (`promtool check rules`) and its alerts
-//! fire on series named and labelled as the operator exports them (`promtool test rules`); every metric the rules
-//! and the Grafana dashboard query is one the operator registers, and the dashboard shows the group state metrics.
+//! `deploy/monitoring`: the PrometheusRule passes Prometheus's own checker (`promtool check rules`) and each of its
+//! alerts fires on series named and labelled as the operator exports them (`promtool test rules` with
+//! `deploy/monitoring/tests/alerts-test.yaml`, one test per alert); the Go operator's mixin alert names are kept;
+//! every alert links its section of `docs/runbooks.md`; every metric the rules and the Grafana dashboard query is one
+//! the operator registers (the dashboard's resource panels excepted: they read container series); every dashboard
+//! panel has a description and a query promtool parses, filtered by the `cluster` variable.
 //! `scripts/tools.sh` installs promtool.
 #![cfg(not(madsim))]
 
@@ -53,6 +56,8 @@ async fn exported() -> BTreeSet<String> {
     metrics.event_recorded("RolloutWaiting", "Normal");
     metrics.event_dropped("rate_limited");
     metrics.certificate_expires_at(1.0);
+    metrics.zpdb.configuration_observed("invalid");
+    metrics.zpdb.eviction_decided("denied", 429);
     metrics.kube_client.observe_request("core/v1/pods collection", "GET", "200", Duration::from_millis(1));
     metrics.kube_client.rate_limited("core");
     metrics.pod_http_client.observe(
@@ -157,8 +162,28 @@ fn rules() -> Vec<Value> {
         .collect()
 }
 
+/// The Go operator's mixin alerts (v0.38.1, and the rate-limit alert of later versions), whose names routes and
+/// silences written for it match.
+const MIXIN_ALERTS: [&str; 4] = [
+    "rollout-operatorIncorrectWebhookConfigurationFailurePolicy",
+    "rollout-operatorBadZoneAwarePodDisruptionBudgetConfiguration",
+    "rollout-operatorHighNumberInflightZpdbRequests",
+    "rollout-operatorKubernetesAPIClientRateLimited",
+];
+
+/// Series the dashboard's resource panels read from the kubelet (cAdvisor) and kube-state-metrics: the operator
+/// exports no process metrics.
+const CONTAINER_SERIES: [&str; 6] = [
+    "container_cpu_usage_seconds_total",
+    "container_memory_working_set_bytes",
+    "container_spec_cpu_quota",
+    "container_spec_cpu_period",
+    "container_spec_memory_limit_bytes",
+    "kube_pod_container_resource_requests",
+];
+
 #[tokio::test]
-async fn the_rules_cover_what_issue_17_asks_and_query_only_exported_metrics() {
+async fn the_rules_query_only_exported_metrics_and_keep_the_mixins_names() {
     let exported = exported().await;
     let mut alerts = BTreeSet::new();
     for rule in rules() {
@@ -170,10 +195,10 @@ async fn the_rules_cover_what_issue_17_asks_and_query_only_exported_metrics() {
             assert!(exported.contains(metric), "{name} queries {metric}, which the operator does not export");
         }
         assert!(rule["labels"]["severity"].is_string(), "{name} has a severity");
-        for key in ["summary", "description"] {
+        for key in ["summary", "description", "runbook_url"] {
             assert!(rule["annotations"][key].is_string(), "{name} has a {key}");
         }
-        alerts.insert(name);
+        assert!(alerts.insert(name.clone()), "{name} is defined twice");
     }
     for expected in [
         "RolloutOperatorGroupStuck",
@@ -182,9 +207,52 @@ async fn the_rules_cover_what_issue_17_asks_and_query_only_exported_metrics() {
         "RolloutOperatorWebhookLatencyHigh",
         "RolloutOperatorCertificateExpiresSoon",
         "RolloutOperatorIncorrectWebhookFailurePolicy",
-    ] {
+    ]
+    .into_iter()
+    .chain(MIXIN_ALERTS)
+    {
         assert!(alerts.contains(expected), "no {expected} in {alerts:?}");
     }
+}
+
+/// A heading's anchor as GitHub renders it: lowercase; letters, digits, `-` and `_` kept, spaces made `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn every_alert_links_its_own_runbook_section_and_every_section_has_its_alert() {
+    let runbooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/runbooks.md");
+    let text = std::fs::read_to_string(&runbooks).expect("docs/runbooks.md");
+    let sections: BTreeSet<String> =
+        text.lines().filter_map(|l| l.strip_prefix("## ")).map(|h| h.trim().to_string()).collect();
+    let anchors: BTreeSet<String> = sections.iter().map(|h| anchor(h)).collect();
+    let mut alerts = BTreeSet::new();
+    for rule in rules() {
+        let name = rule["alert"].as_str().expect("alert").to_string();
+        let url = rule["annotations"]["runbook_url"].as_str().unwrap_or_else(|| panic!("{name} has no runbook_url"));
+        let expected = format!("docs/runbooks.md#{}", anchor(&name));
+        assert_eq!(url, expected, "{name}'s runbook_url");
+        assert!(anchors.contains(&anchor(&name)), "docs/runbooks.md has no section {name:?} for {url}");
+        alerts.insert(name);
+    }
+    assert_eq!(sections, alerts, "docs/runbooks.md has one section per alert, named after it");
+}
+
+#[test]
+fn anchors_are_githubs() {
+    assert_eq!(anchor("RolloutOperatorGroupStuck"), "rolloutoperatorgroupstuck");
+    assert_eq!(
+        anchor("rollout-operatorBadZoneAwarePodDisruptionBudgetConfiguration"),
+        "rollout-operatorbadzoneawarepoddisruptionbudgetconfiguration"
+    );
+    assert_eq!(anchor("Why was it denied: `review`"), "why-was-it-denied-review");
 }
 
 fn promtool(args: &[&str]) -> (bool, String) {
@@ -225,97 +293,67 @@ fn promtool_accepts_the_rules() {
     assert!(report.contains("SUCCESS"), "{report}");
 }
 
+fn rule_tests() -> Value {
+    let text = std::fs::read_to_string(monitoring().join("tests/alerts-test.yaml")).expect("the rule tests");
+    serde_saphyr::from_str(&text).expect("YAML")
+}
+
+/// `deploy/monitoring/tests/alerts-test.yaml` has one test per alert, named after it, in which that alert fires.
+#[test]
+fn every_alert_has_a_rule_test_in_which_it_fires() {
+    let tests = rule_tests();
+    let mut tested = BTreeSet::new();
+    for test in tests["tests"].as_array().expect("tests") {
+        let name = test["name"].as_str().expect("every test is named after its alert").to_string();
+        let fires = test["alert_rule_test"].as_array().into_iter().flatten().any(|case| {
+            case["alertname"] == name.as_str() && case["exp_alerts"].as_array().is_some_and(|a| !a.is_empty())
+        });
+        assert!(fires, "the test {name:?} never expects {name} to fire");
+        assert!(tested.insert(name.clone()), "two tests named {name}");
+    }
+    let alerts: BTreeSet<String> = rules().iter().map(|r| r["alert"].as_str().unwrap().to_string()).collect();
+    assert_eq!(tested, alerts, "one test per alert");
+}
+
 /// Each alert fires on series named and labelled as the operator exports them, after its `for`, and not before.
 #[test]
 fn the_alerts_fire_on_the_operators_series() {
     let dir = scratch("test");
     rule_file(&dir, true);
-    let ns = r#"namespace="mimir""#;
-    let tests = format!(
-        r#"
-rule_files: [bare-rules.json]
-evaluation_interval: 1m
-tests:
-  - interval: 1m
-    input_series:
-      - series: 'rollout_operator_group_stuck{{{ns},rollout_group="ingester"}}'
-        values: '0 0 1x30'
-      - series: 'rollout_operator_group_reconciles_total{{{ns},rollout_group="ingester"}}'
-        values: '0+10x40'
-      - series: 'rollout_operator_group_reconciles_failed_total{{{ns},rollout_group="ingester"}}'
-        values: '0+8x40'
-      - series: 'rollout_operator_last_successful_group_reconcile_timestamp_seconds{{{ns},rollout_group="ingester"}}'
-        values: '0x100'
-      - series: 'rollout_operator_request_duration_seconds_count{{{ns},method="POST",route="admission_prepare_downscale",status_code="500",ws="false"}}'
-        values: '0+5x40'
-      - series: 'rollout_operator_request_duration_seconds_bucket{{{ns},method="POST",route="admission_no_downscale",status_code="200",ws="false",le="5"}}'
-        values: '0+1x40'
-      - series: 'rollout_operator_request_duration_seconds_bucket{{{ns},method="POST",route="admission_no_downscale",status_code="200",ws="false",le="10"}}'
-        values: '0+10x40'
-      - series: 'rollout_operator_request_duration_seconds_bucket{{{ns},method="POST",route="admission_no_downscale",status_code="200",ws="false",le="+Inf"}}'
-        values: '0+10x40'
-      - series: 'rollout_operator_tls_certificate_expiry_timestamp_seconds{{{ns}}}'
-        values: '86400x100'
-      - series: 'kube_validating_webhook_failure_policy{{{ns},type="ValidatingWebhook",webhook="no-downscale-mimir.grafana.com",policy="Ignore"}}'
-        values: '1x40'
-      - series: 'rollout_operator_feature_disabled{{{ns},feature="events",missing_permission="events.k8s.io events create/patch"}}'
-        values: '1x40'
-    alert_rule_test:
-      - eval_time: 5m
-        alertname: RolloutOperatorGroupStuck
-        exp_alerts: []
-      - eval_time: 10m
-        alertname: RolloutOperatorGroupStuck
-        exp_alerts:
-          - exp_labels: {{severity: warning, namespace: mimir, rollout_group: ingester}}
-      - eval_time: 30m
-        alertname: RolloutOperatorReconcilesFailing
-        exp_alerts:
-          - exp_labels: {{severity: warning, namespace: mimir, rollout_group: ingester}}
-      - eval_time: 30m
-        alertname: RolloutOperatorWebhookErrors
-        exp_alerts:
-          - exp_labels: {{severity: warning, namespace: mimir, route: admission_prepare_downscale}}
-      - eval_time: 30m
-        alertname: RolloutOperatorWebhookLatencyHigh
-        exp_alerts:
-          - exp_labels: {{severity: warning, namespace: mimir, route: admission_no_downscale}}
-      - eval_time: 30m
-        alertname: RolloutOperatorIncorrectWebhookFailurePolicy
-        exp_alerts:
-          - exp_labels: {{severity: warning, namespace: mimir, type: ValidatingWebhook, webhook: no-downscale-mimir.grafana.com}}
-      - eval_time: 30m
-        alertname: RolloutOperatorFeatureDisabled
-        exp_alerts:
-          - exp_labels: {{severity: info, namespace: mimir, feature: events, missing_permission: events.k8s.io events create/patch}}
-      - eval_time: 50m
-        alertname: RolloutOperatorCertificateExpiresSoon
-        exp_alerts: []
-      - eval_time: 70m
-        alertname: RolloutOperatorCertificateExpiresSoon
-        exp_alerts:
-          - exp_labels: {{severity: critical, namespace: mimir}}
-      - eval_time: 80m
-        alertname: RolloutOperatorNoSuccessfulReconcile
-        exp_alerts:
-          - exp_labels: {{severity: warning, namespace: mimir, rollout_group: ingester}}
-"#
-    );
-    let path = dir.join("tests.yaml");
-    std::fs::write(&path, tests).unwrap();
+    let path = dir.join("alerts-test.yaml");
+    std::fs::copy(monitoring().join("tests/alerts-test.yaml"), &path).unwrap();
     let (ok, report) = promtool(&["test", "rules", path.to_str().unwrap()]);
     assert!(ok, "promtool test rules:\n{report}");
+    assert!(report.contains("SUCCESS"), "{report}");
 }
 
-/// Every expression of the dashboard (panels and template variables).
-fn dashboard_queries(d: &Value) -> Vec<(String, String)> {
+/// The panels of the dashboard, rows' panels included, rows left out.
+fn panels(d: &Value) -> Vec<&Value> {
     let mut out = Vec::new();
     for panel in d["panels"].as_array().expect("panels") {
+        if panel["type"] != "row" {
+            out.push(panel);
+        }
+        out.extend(panel["panels"].as_array().into_iter().flatten().filter(|p| p["type"] != "row"));
+    }
+    out
+}
+
+/// Every expression of the dashboard's panels, with the panel's title.
+fn panel_queries(d: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for panel in panels(d) {
         for target in panel["targets"].as_array().into_iter().flatten() {
             let title = panel["title"].as_str().unwrap_or_default().to_string();
             out.push((title, target["expr"].as_str().expect("every target has an expr").to_string()));
         }
     }
+    out
+}
+
+/// Every expression of the dashboard (panels and template variables).
+fn dashboard_queries(d: &Value) -> Vec<(String, String)> {
+    let mut out = panel_queries(d);
     for var in d["templating"]["list"].as_array().into_iter().flatten() {
         if let Some(q) = var["query"]["query"].as_str() {
             // label_values(metric, label): the metric is the first argument.
@@ -337,7 +375,10 @@ async fn the_dashboard_queries_exported_metrics_and_shows_the_group_state() {
         let names = metric_names(expr);
         assert!(!names.is_empty(), "{panel}: {expr}");
         for name in names {
-            assert!(exported.contains(&name), "panel {panel:?} queries {name}, which the operator does not export");
+            assert!(
+                exported.contains(&name) || CONTAINER_SERIES.contains(&name.as_str()),
+                "panel {panel:?} queries {name}, which the operator does not export"
+            );
             used.insert(name);
         }
     }
@@ -352,13 +393,81 @@ async fn the_dashboard_queries_exported_metrics_and_shows_the_group_state() {
         "rollout_operator_group_reconciles_total",
         "rollout_operator_request_duration_seconds_bucket",
         "rollout_operator_events_total",
+        // The budgets, as the Go operator's dashboard shows them.
+        "rollout_operator_zpdb_configurations_observed_total",
+        "rollout_operator_zpdb_eviction_requests_total",
+        "rollout_operator_zpdb_inflight_eviction_requests",
+        // Resources.
+        "container_cpu_usage_seconds_total",
+        "container_memory_working_set_bytes",
     ] {
         assert!(used.contains(state), "the dashboard does not show {state}");
     }
     // Grafana needs unique panel ids, and every panel uses the data source variable.
     let ids: Vec<i64> = d["panels"].as_array().unwrap().iter().map(|p| p["id"].as_i64().expect("id")).collect();
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), ids.len(), "duplicate panel ids");
-    for panel in d["panels"].as_array().unwrap().iter().filter(|p| p["type"] != "row") {
+    for panel in panels(&d) {
         assert_eq!(panel["datasource"]["uid"], "${datasource}", "{}", panel["title"]);
     }
+}
+
+#[test]
+fn every_panel_has_a_description_and_every_query_is_filtered_by_cluster() {
+    let d = dashboard();
+    let variables: Vec<&str> =
+        d["templating"]["list"].as_array().expect("variables").iter().filter_map(|v| v["name"].as_str()).collect();
+    for name in ["datasource", "cluster", "namespace"] {
+        assert!(variables.contains(&name), "no {name} variable in {variables:?}");
+    }
+    let cluster = d["templating"]["list"].as_array().unwrap().iter().find(|v| v["name"] == "cluster").unwrap();
+    // "All" must also match series without a cluster label (a single-cluster Prometheus).
+    assert_eq!(cluster["allValue"], ".*");
+    for panel in panels(&d) {
+        let title = panel["title"].as_str().unwrap_or_default();
+        let description = panel["description"].as_str().unwrap_or_default();
+        assert!(description.len() >= 20, "panel {title:?} has no description");
+    }
+    for (title, expr) in panel_queries(&d) {
+        assert!(expr.contains(r#"cluster=~"$cluster""#), "panel {title:?} ignores the cluster variable: {expr}");
+        assert!(expr.contains(r#"namespace=~"$namespace""#), "panel {title:?} ignores the namespace variable: {expr}");
+    }
+}
+
+/// A dashboard expression as Prometheus would receive it: Grafana's variables replaced by what Grafana substitutes.
+fn as_sent(expr: &str) -> String {
+    expr.replace("$__rate_interval", "5m")
+        .replace("$__interval", "1m")
+        .replace("$cluster", ".*")
+        .replace("$namespace", ".*")
+}
+
+#[test]
+fn every_dashboard_query_parses() {
+    let d = dashboard();
+    let queries = panel_queries(&d);
+    assert!(queries.iter().all(|(_, e)| !as_sent(e).contains('$')), "a variable is left unreplaced");
+    // Each query as a recording rule: `promtool check rules` parses it with Prometheus's own parser.
+    let rules: Vec<Value> = queries
+        .iter()
+        .enumerate()
+        .map(|(i, (_, expr))| serde_json::json!({"record": format!("dashboard:query_{i}"), "expr": as_sent(expr)}))
+        .collect();
+    let file = serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]});
+    let dir = scratch("dashboard");
+    let path = dir.join("dashboard-queries.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    let (ok, report) = promtool(&["check", "rules", path.to_str().unwrap()]);
+    let titled: Vec<String> = queries.iter().enumerate().map(|(i, (t, e))| format!("query_{i} ({t}): {e}")).collect();
+    assert!(ok, "promtool cannot parse a dashboard query:\n{report}\n{}", titled.join("\n"));
+}
+
+#[test]
+fn a_query_that_does_not_parse_is_caught() {
+    let dir = scratch("bad-query");
+    let path = dir.join("bad.json");
+    let file =
+        serde_json::json!({"groups": [{"name": "g", "rules": [{"record": "r", "expr": "sum by (a) (rate(x[5m])"}]}]});
+    std::fs::write(&path, file.to_string()).unwrap();
+    let (ok, _) = promtool(&["check", "rules", path.to_str().unwrap()]);
+    assert!(!ok, "promtool accepted an unbalanced expression");
 }
