@@ -312,7 +312,7 @@ fn crash_loop_example_replaces_the_crashing_old_pod_first() {
         json!({"groups": [{
             "group": "store-gateway",
             "state": "progressing",
-            "reason": "replacing 1 pods of store-gateway-zone-a: store-gateway-zone-a-1; then store-gateway-zone-a \
+            "reason": "replacing 1 pod of store-gateway-zone-a: store-gateway-zone-a-1; then store-gateway-zone-a \
                        has 1 more pods to update but max unavailable (1) has been reached; waiting for pods to become \
                        ready",
             "actions": [delete(
@@ -332,7 +332,7 @@ fn expected_zone_b_first_pod() -> Value {
     json!({
         "group": "ingester",
         "state": "progressing",
-        "reason": "replacing 1 pods of ingester-zone-b: ingester-zone-b-0; then ingester-zone-b has 2 more pods to \
+        "reason": "replacing 1 pod of ingester-zone-b: ingester-zone-b-0; then ingester-zone-b has 2 more pods to \
                    update but max unavailable (1) has been reached; waiting for pods to become ready",
         "actions": [delete("ingester-zone-b", "ingester-zone-b-0", &budget_reason("new", 0, 1))],
     })

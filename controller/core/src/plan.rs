@@ -440,7 +440,8 @@ fn summarize(actions: &[Action]) -> String {
         }
     }
     if let Some(first) = actions.iter().find(|a| matches!(a, Action::DeletePod { .. })) {
-        parts.push(format!("replacing {} pods of {}: {}", deletions.len(), first.statefulset(), deletions.join(", ")));
+        let (n, pods) = (deletions.len(), if deletions.len() == 1 { "pod" } else { "pods" });
+        parts.push(format!("replacing {n} {pods} of {}: {}", first.statefulset(), deletions.join(", ")));
     }
     parts.join("; ")
 }
