@@ -424,7 +424,7 @@ async fn a_live_step_of_another_holder_is_not_taken_over() {
 #[tokio::test]
 async fn a_claim_is_dated_at_its_deadline_and_again_at_the_commit_each_switchable_alone() {
     use rollout_core::Layer;
-    use rollout_operator::cluster::downscale_record::ClaimEnd;
+    use rollout_core::downscale::ClaimEnd;
     let g = zones("g");
     let (claimed_at, until, committed) = (ts(T0), ts("2026-01-01T12:01:30Z"), ts("2026-01-01T12:00:07Z"));
     let cases = [

@@ -18,12 +18,13 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
+use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
 };
-use rollout_operator::cluster::downscale_record::{ClaimEnd, MarkedClaim, claim_downscale_marked, finish_marked_claim};
+use rollout_operator::cluster::downscale_record::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
 use rollout_operator::ops::health::ReadyFlag;

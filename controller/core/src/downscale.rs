@@ -205,6 +205,15 @@ pub fn time_after(at: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d).ok().and_then(|d| at.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }
 
+/// How a downscale's claim in the record ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimEnd {
+    /// The replica change committed, or will before `at`: the entry is dated `at` (rounded up).
+    Committed { at: Timestamp },
+    /// The replica change will not happen: the entry goes back to `previous` (removed when `None`).
+    Undone { previous: Option<Timestamp> },
+}
+
 /// A downscale being prepared by the prepare-downscale webhook: between its claim of the record and the end of its
 /// pod calls. Stored in the record ConfigMap's [`keys::DOWNSCALES_IN_PROGRESS`] annotation, written in the same
 /// compare-and-swap as the claim, removed when the webhook is done; `until` (the webhook's deadline) bounds it if

@@ -18,6 +18,7 @@ pub mod defences;
 pub mod downscale;
 pub mod duration;
 pub mod election;
+pub mod execution;
 pub mod expectations;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;

@@ -11,9 +11,7 @@
 //! under admission, and a dry-run request causes no write and no pod call. Transport (TLS, listener) is
 //! `admission::server`'s business; this router is also what the simulator and the load benchmark drive.
 
-use crate::cluster::downscale_record::{
-    ClaimEnd, claim_downscale_marked, finish_marked_claim, read_markers, read_record,
-};
+use crate::cluster::downscale_record::{claim_downscale_marked, finish_marked_claim, read_markers, read_record};
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::ops::metrics::Metrics;
@@ -31,6 +29,7 @@ use rollout_core::admission::prepare_flow::{
     FlowSettings, Need, Observed, PatchFailure, PrepareDownscale, StatefulSetLookup,
 };
 use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
+use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, PodView, StatefulSetView, keys};
 use std::future::Future;

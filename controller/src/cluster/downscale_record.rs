@@ -15,8 +15,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
-    Claimant, DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress, check_min_time,
-    live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps, render_in_progress,
+    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress,
+    check_min_time, live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps, render_in_progress,
     render_rollout_steps, round_up_to_second,
 };
 use rollout_core::keys;
@@ -329,15 +329,6 @@ pub async fn claim_downscale_marked<C: RecordStore>(
         Ok(Round::Write(write, MarkedClaim::Claimed { previous }))
     })
     .await
-}
-
-/// How a marked claim ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimEnd {
-    /// The replica change committed, or will before `at`: the entry is dated `at` (rounded up).
-    Committed { at: Timestamp },
-    /// The replica change will not happen: the entry goes back to `previous` (removed when `None`).
-    Undone { previous: Option<Timestamp> },
 }
 
 /// Ends a marked claim made until `until`: removes its in-progress marker and, while the StatefulSet's entry is

@@ -6,17 +6,14 @@
 //! controller's own writes, and the group metrics. Every decision comes from `rollout-core`; this module only
 //! executes plans, with preconditions, and stops at the first failed write.
 
-use crate::cluster::downscale_record::{COMMIT_MARGIN, ClaimEnd};
-use crate::cluster::downscale_record::{
-    RecordStoreError, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step, markers_of, read_record,
-};
-use crate::cluster::{ApiError, ClusterApi, Preconditions, RecordStore};
+mod execute;
+
+use crate::cluster::downscale_record::{RecordStoreError, StoredRecord, markers_of, read_record};
+use crate::cluster::{ApiError, ClusterApi, RecordStore};
 use crate::controller::cache::ClusterCache;
 use crate::controller::queue::{PassBudget, WorkQueue};
 use crate::controller::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
-use crate::controller::scaling::{
-    DownscaleClaim, NoPodClient, ScalingConfig, claim, end_claim, mirror_group, write_back,
-};
+use crate::controller::scaling::{NoPodClient, ScalingConfig, mirror_group, write_back};
 use crate::election::LeaderGate;
 use crate::ops::events::EventRecorder;
 use crate::ops::health::ReadyFlag;
@@ -24,16 +21,15 @@ use crate::ops::metrics::Metrics;
 use crate::pods::client::PodHttpClient;
 use crate::zpdb::Zpdb;
 use crate::zpdb::decide::decide;
+use execute::Executed;
 use futures::StreamExt;
 use jiff::Timestamp;
-use rollout_core::downscale::{DownscaleInProgress, round_up_to_second, time_after};
+use rollout_core::downscale::DownscaleInProgress;
 use rollout_core::group::GroupSnapshot;
-use rollout_core::pass::may_send_step_deletion;
 use rollout_core::zpdb::{BudgetHold, BudgetScope, EvictPod, EvictionRequest, EvictionSettings, KnownBudgets};
 use rollout_core::{
-    Action, Defences, Expectation, ExpectationLifetimes, GroupPlan, GroupState, Layer, LiveCheck, PassInput,
-    PendingExpectation, Planner, RecordNeed, RecordRead, RolloutPlanner, WriteOutcome, ZoneTracker, expectation_after,
-    expectation_after_expiry, plan_pass_with, record_need,
+    Defences, Expectation, ExpectationLifetimes, GroupState, LiveCheck, PassInput, PendingExpectation, Planner,
+    RecordNeed, RecordRead, RolloutPlanner, ZoneTracker, expectation_after_expiry, plan_pass_with, record_need,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -495,55 +491,29 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         self.reports.planned(&snapshot, &plan, now);
         // A step that replaces pods of a group the prepare-downscale webhook serves is first claimed in the record,
         // conditional on the version this pass read (see `RolloutStepInProgress`).
-        let mut step = None;
-        if let (true, Some(config_map)) = (pass.claims_rollout_step, self.scaling.downscale_record.clone()) {
-            let claimed_at = wall_clock();
-            let until = time_after(claimed_at, self.config.claim_ttl);
-            let stored_record = read.as_ref().ok().and_then(|r| r.as_ref()).map(|(stored, _)| stored);
-            if let Err(err) = self.may_write(&|| "the rollout step's claim".to_string()) {
-                self.pass_finished(group, started, false, now);
-                self.retry_with_backoff(group, &err);
+        let stored = read.as_ref().ok().and_then(|r| r.as_ref()).map(|(stored, _)| stored);
+        let executed = self.execute(group, &plan, &snapshot, stored, pass.claims_rollout_step).await;
+        self.reports.executed(&snapshot);
+        let result = match executed {
+            Executed::Replan => {
+                tracing::info!(
+                    rollout_group = group,
+                    "the group downscale record changed since this pass read it; planning again before replacing pods"
+                );
+                self.pass_finished(group, started, true, now);
+                self.queue.schedule(group, Instant::now());
                 return;
             }
-            match claim_rollout_step(&self.api, &config_map, stored_record, &snapshot, claimed_at, until).await {
-                Ok(StepClaim::Claimed { until }) => step = Some(until),
-                Ok(StepClaim::Stale) => {
-                    tracing::info!(
-                        rollout_group = group,
-                        "the group downscale record changed since this pass read it; planning again before replacing pods"
-                    );
-                    self.pass_finished(group, started, true, now);
-                    self.queue.schedule(group, Instant::now());
-                    return;
+            Executed::Ended { held, result } => {
+                // Held back live although the pass's judgement allowed it (the budgets' pods changed meanwhile):
+                // said as the pass would have said it.
+                if let Some(hold) = &held {
+                    plan.held_by_budget(hold);
+                    self.reports.planned(&snapshot, &plan, now);
                 }
-                Err(error) if error.is_forbidden() => self.zone_tracker_refused(&error),
-                Err(source) => {
-                    let err = ReconcileError::ClaimRolloutStep { source };
-                    self.pass_finished(group, started, false, now);
-                    self.retry_with_backoff(group, &err);
-                    return;
-                }
+                result
             }
-        }
-        let result = self.execute(group, &plan, &snapshot, now, step).await;
-        self.reports.executed(&snapshot);
-        // Held back live although the pass's judgement allowed it (the budgets' pods changed meanwhile): said as
-        // the pass would have said it.
-        if let Ok(Some(hold)) = &result {
-            plan.held_by_budget(hold);
-            self.reports.planned(&snapshot, &plan, now);
-        }
-        let result = result.map(|_| ());
-        // Every deletion has been answered: the step is over. A deletion whose outcome is unknown may still commit,
-        // so its step is left to expire.
-        let unknown_outcome = matches!(&result, Err(e) if e.outcome_unknown());
-        if let (Some(until), false, Some(config_map)) = (step, unknown_outcome, &self.scaling.downscale_record)
-            && self.may_write(&|| "the end of the rollout step".to_string()).is_ok()
-            && let Err(error) = finish_rollout_step(&self.api, config_map, group, until).await
-        {
-            tracing::warn!(rollout_group = group, %error,
-                "could not end the rollout step in the group downscale record; it expires by itself");
-        }
+        };
         if let (Ok(()), Some((resource, name, value))) = (&result, write_back_after)
             && self.may_write(&|| format!("the mirror write-back to {name}")).is_ok()
         {
@@ -578,168 +548,6 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         tracing::warn!(rollout_group = group, error = %err, kind = err.kind(),
             retry_in = ?backoff, "reconcile failed");
         self.queue.schedule(group, Instant::now() + backoff);
-    }
-
-    async fn execute(
-        &mut self,
-        group: &str,
-        plan: &GroupPlan,
-        snapshot: &GroupSnapshot,
-        now: Timestamp,
-        step_until: Option<Timestamp>,
-    ) -> Result<Option<BudgetHold>, ReconcileError> {
-        // Once a budget holds a deletion back, the pass's other deletions wait for the next pass too.
-        let mut held: Option<BudgetHold> = None;
-        for action in &plan.actions {
-            if let Action::DeletePod { .. } = action
-                && held.is_some()
-            {
-                continue;
-            }
-            // A deletion is sent only while its step's claim outlives the longest the request can take: one still
-            // in flight after the claim expired could commit while a downscale the claim no longer holds off is
-            // being prepared. The rest of the plan waits for the next pass.
-            if let (Action::DeletePod { pod, .. }, Some(until)) = (action, step_until)
-                && !may_send_step_deletion(wall_clock(), until, REQUEST_BOUND)
-            {
-                tracing::warn!(rollout_group = group, pod = %pod,
-                    "the rollout step's claim is about to expire; remaining deletions wait for the next pass");
-                return Ok(held);
-            }
-            if let Action::DeletePod { pod, .. } = action {
-                // Before the budgets' decision (which may write an eviction intent on the pod).
-                self.may_write(&|| format!("the deletion of pod {pod}"))?;
-            }
-            if let Action::DeletePod { statefulset, pod, .. } = action
-                && let Some(hold) = self.budget_denies(snapshot, statefulset, pod).await
-            {
-                tracing::info!(rollout_group = group, pod = %pod, reason = %hold.describe(),
-                    "ZoneAwarePodDisruptionBudget holds the pod's replacement back; waiting");
-                held = Some(hold);
-                continue;
-            }
-            let outcome = match action {
-                Action::DeletePod { pod, uid, reason, .. } => {
-                    let uid = self.config.defences.has(Layer::UidPreconditions).then(|| uid.clone());
-                    let pre = Preconditions { uid, resource_version: None };
-                    self.may_write(&|| format!("the deletion of pod {pod}"))?;
-                    match self.api.delete_pod(pod, &pre).await {
-                        Ok(()) => {
-                            tracing::info!(rollout_group = group, pod = %pod, %reason, "terminating pod");
-                            Ok(())
-                        }
-                        // Already gone: the outcome we wanted.
-                        Err(ApiError::NotFound(_)) => {
-                            tracing::info!(rollout_group = group, pod = %pod, "pod already deleted");
-                            Ok(())
-                        }
-                        Err(source) => Err(ReconcileError::DeletePod { pod: pod.clone(), source }),
-                    }
-                }
-                Action::SetCurrentRevision { statefulset, revision, resource_version, reason } => {
-                    let watched = self.cache.statefulset_at(statefulset, resource_version).cloned();
-                    self.update_current_revision(statefulset, revision, resource_version, watched).await.map(|_| {
-                        tracing::info!(rollout_group = group, statefulset = %statefulset, %revision, %reason,
-                            "advanced StatefulSet currentRevision");
-                    })
-                }
-                Action::Scale { statefulset, from, to, reason, resource_version, coordinated_downscale } => {
-                    let mut claimed = None;
-                    let mut annotations = std::collections::BTreeMap::new();
-                    // Decided when claimed, not when planned: the plan may be seconds old under API latency.
-                    let claimed_at = wall_clock();
-                    if *coordinated_downscale && self.scaling.downscale_record.is_none() {
-                        // No zone tracker: recorded as the reference does without one, in the StatefulSet's own
-                        // annotation, in the same write, dated when it will have committed.
-                        let at = round_up_to_second(time_after(claimed_at, COMMIT_MARGIN));
-                        annotations.insert(
-                            rollout_core::keys::LAST_DOWNSCALE.to_string(),
-                            rollout_core::downscale::format_timestamp(at),
-                        );
-                    }
-                    self.may_write(&|| format!("the replica change of statefulset {statefulset}"))?;
-                    if let (true, Some(config_map)) = (*coordinated_downscale, self.scaling.downscale_record.clone()) {
-                        let until = time_after(claimed_at, self.config.claim_ttl);
-                        let defences = self.config.defences;
-                        match claim(&self.api, &config_map, snapshot, statefulset, claimed_at, until, defences).await {
-                            Ok(DownscaleClaim::Claimed { previous, until }) => {
-                                claimed = Some((config_map.clone(), previous, until))
-                            }
-                            Ok(DownscaleClaim::Refused(why)) => {
-                                tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, reason = %why,
-                                    "downscale refused by the group downscale record; not scaling");
-                                // Nothing was written: nothing to expect.
-                                continue;
-                            }
-                            // Disabled, not failed: the rest of the pass (and later passes) goes on.
-                            Err(error) if error.is_forbidden() => {
-                                self.zone_tracker_refused(&error);
-                                continue;
-                            }
-                            Err(source) => {
-                                return Err(ReconcileError::DownscaleRecord {
-                                    statefulset: statefulset.clone(),
-                                    source,
-                                });
-                            }
-                        }
-                    }
-                    // Not leading any more: a claim just made is left to expire, as after a crash.
-                    self.may_write(&|| format!("the replica change of statefulset {statefulset}"))?;
-                    match self.api.patch_statefulset_replicas(statefulset, *to, resource_version, &annotations).await {
-                        Ok(_) => {
-                            tracing::info!(rollout_group = group, statefulset = %statefulset, from, to, %reason,
-                                "scaled StatefulSet");
-                            // The reply comes after the commit: date the downscale now.
-                            // Recorded even if the term has just ended: it dates a write that happened, under the
-                            // record's compare-and-swap (which every replica's webhooks write under too).
-                            if let Some((config_map, _, until)) = claimed {
-                                let end = ClaimEnd::Committed { at: wall_clock() };
-                                end_claim(&self.api, &config_map, statefulset, until, end, self.config.defences).await;
-                            }
-                            Ok(())
-                        }
-                        Err(source) => {
-                            // Definitely not applied: give the claim back so the next pass can try again at once.
-                            if let (Some((config_map, previous, until)), false) =
-                                (claimed, matches!(source, ApiError::Unavailable(_)))
-                            {
-                                let end = ClaimEnd::Undone { previous };
-                                end_claim(&self.api, &config_map, statefulset, until, end, self.config.defences).await;
-                            }
-                            // A webhook's denial also comes as 403: only RBAC's refusal disables scaling.
-                            if let ApiError::Rejected { code: 403, message } = &source
-                                && !message.contains("admission webhook")
-                                && self.scaling_forbidden.is_none()
-                            {
-                                tracing::error!(statefulset = %statefulset, %message,
-                                    "the operator may not change replicas: grant it patch on apps statefulsets; until \
-                                     then due replica changes are reported as scaling errors and rollouts go on");
-                                self.metrics.feature_disabled("scaling", "statefulsets patch");
-                                self.scaling_forbidden = Some((
-                                    format!("the operator may not patch StatefulSets (403: {message})"),
-                                    Instant::now(),
-                                ));
-                            }
-                            Err(ReconcileError::Scale { statefulset: statefulset.clone(), source })
-                        }
-                    }
-                }
-            };
-            if outcome.is_ok() {
-                self.reports.applied(group, action);
-            }
-            let written = match &outcome {
-                Ok(()) => WriteOutcome::Applied,
-                Err(e) if e.outcome_unknown() => WriteOutcome::Unknown,
-                Err(_) => WriteOutcome::Refused,
-            };
-            if let Some(expectation) = expectation_after(action, written, now, &self.lifetimes()) {
-                self.expectations.entry(group.to_string()).or_default().push(expectation);
-            }
-            outcome?;
-        }
-        Ok(held)
     }
 
     /// Judges the deletion of `pod` as an eviction under the budgets (when the controller honours them): `Some` with

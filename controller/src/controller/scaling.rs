@@ -7,14 +7,13 @@
 //! downscale record before patching. It decides nothing itself: what to scale, to what and whether to wait all come
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
-use crate::cluster::downscale_record::{
-    ClaimEnd, MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim,
-};
+use crate::cluster::downscale_record::{MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim};
 use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::Defences;
 use rollout_core::MirrorFindings;
+use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::mirror_flow::{
