@@ -16,10 +16,11 @@ pub mod mirror;
 pub mod scaling;
 pub mod zpdb;
 
+use rollout_core::execution::{Execution, ExecutionSettings, Failure, Need, Observed, StepClaimed};
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
-    Action, Defences, DownscaleRecord, Expectation, GroupSnapshot, Layer, MaxUnavailable, PassInput,
+    Action, Defences, DownscaleRecord, Expectation, ExpectationLifetimes, GroupSnapshot, MaxUnavailable, PassInput,
     PendingExpectation, Planner, RecordRead, StatefulSetView, ZoneTracker, downscale::DownscaleInProgress, keys,
     plan_pass_with,
 };
@@ -27,6 +28,7 @@ use stateright::{Model, Property};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
 const REVISIONS: [&str; 4] = ["r0", "r1", "r2", "r3"];
@@ -187,10 +189,13 @@ pub struct State {
     /// the controller's.
     pub pending: Vec<(World, Option<Op>)>,
     pub expectations: Vec<Exp>,
-    /// Writes of the current plan not executed yet.
-    pub in_flight: Vec<Op>,
-    /// What the planner decides on the current view (derived; empty while a plan is in flight).
-    pub next_plan: Vec<Op>,
+    /// The execution of the plan in flight: the core's machine, the record version its pass read, and its next
+    /// need as a write of this model (`None`: no plan in flight).
+    pub exec: Option<Box<(Execution, Option<u8>)>>,
+    pub need: Option<Op>,
+    /// The execution of what the planner decides on the current view, not started (derived; `None` while a plan
+    /// is in flight or when there is nothing to do).
+    pub next_plan: Option<Box<Execution>>,
     /// What the controller knew when it made the plan in flight (its cache plus its own unobserved writes), updated
     /// with the plan's writes as they are made. Writes are judged against this.
     pub plan_basis: Option<World>,
@@ -254,7 +259,7 @@ pub struct RolloutModel {
 /// it (marker, unreadable).
 type DecisionKey = (World, Vec<Exp>, bool, (bool, bool));
 /// The expectations it still holds, its plan, and whether the plan's deletions are claimed as a rollout step.
-type Decision = (Vec<Exp>, Vec<Op>, bool);
+type Decision = (Vec<Exp>, Vec<Action>, bool);
 
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
@@ -344,8 +349,10 @@ impl RolloutModel {
                 };
             }
             let pass = plan_pass_with(&*self.planner, &snapshot, &input);
-            let uids = self.config.defences.has(Layer::UidPreconditions);
-            (pass.plan.actions.iter().filter_map(|a| to_op(a, uids)).collect(), pass.claims_rollout_step)
+            // This model's zones carry no scaling annotations, so the planner never scales them; replica changes
+            // are the scaling model's.
+            let actions = pass.plan.actions.into_iter().filter(|a| !matches!(a, Action::Scale { .. })).collect();
+            (actions, pass.claims_rollout_step)
         } else {
             (Vec::new(), false)
         };
@@ -356,16 +363,68 @@ impl RolloutModel {
         decision
     }
 
-    /// The next plan as the controller would execute it: a claimed rollout step is bracketed by its claim,
-    /// conditional on the record version read now, and its end.
-    fn next_plan(&self, s: &State) -> (Vec<Exp>, Vec<Op>) {
-        let (retained, mut plan, claims) = self.decide(&s.view, &s.expectations, s.in_flight.is_empty(), s.record);
-        if claims && !plan.is_empty() {
-            let version = (!s.record.unreadable).then_some(s.record.version);
-            plan.insert(0, Op::ClaimStep { version });
-            plan.push(Op::FinishStep);
+    /// The next plan as the controller would execute it: the core's execution machine over the pass's actions.
+    fn next_plan(&self, s: &State) -> (Vec<Exp>, Option<Box<Execution>>) {
+        let (retained, actions, claims) = self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record);
+        let exec = (!actions.is_empty()).then(|| Box::new(Execution::new(actions, claims, self.execution_settings())));
+        (retained, exec)
+    }
+
+    /// The controller's execution settings (production's durations; this model has no budgets and no replica
+    /// changes, and no clock: every need is answered at the same instant).
+    fn execution_settings(&self) -> ExecutionSettings {
+        ExecutionSettings {
+            defences: self.config.defences,
+            zone_tracker: self.uses_record(),
+            budgets: false,
+            claim_ttl: Duration::from_secs(90),
+            commit_margin: Duration::from_secs(10),
+            request_bound: Duration::from_secs(60),
+            lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
         }
-        (retained, plan)
+    }
+
+    /// Moves the execution on to `need`: the expectations its writes left join the controller's, needs with no
+    /// effect on this model's world are acknowledged at once, and the next write becomes the state's `need`.
+    fn advance(&self, s: &mut State, mut exec: Execution, read_version: Option<u8>, mut need: Need) {
+        loop {
+            s.expectations.extend(exec.take_expectations().into_iter().filter_map(|e| to_model_expectation(&e)));
+            let observed = match &need {
+                Need::Done(_) => {
+                    s.exec = None;
+                    s.need = None;
+                    return;
+                }
+                Need::DeletePod { statefulset, pod, uid } => {
+                    s.need = pod_op(statefulset, pod, uid.as_deref());
+                    break;
+                }
+                Need::SetCurrentRevision { statefulset, revision, resource_version } => {
+                    s.need = revision_op(statefulset, revision, resource_version);
+                    break;
+                }
+                Need::ClaimStep { .. } => {
+                    s.need = Some(Op::ClaimStep { version: read_version });
+                    break;
+                }
+                Need::FinishStep { .. } => {
+                    s.need = Some(Op::FinishStep);
+                    break;
+                }
+                Need::JudgeDeletion { .. } => Observed::Judged(None),
+                Need::EndClaim { .. } | Need::TurnOff { .. } => Observed::Acknowledged,
+                Need::ClaimDownscale { .. } | Need::PatchReplicas { .. } => {
+                    Observed::Written(Err(Failure::Failed("not modelled".to_string())))
+                }
+            };
+            need = exec.step(observed, jiff::Timestamp::UNIX_EPOCH);
+        }
+        if s.need.is_none() {
+            // A write this model cannot express: the execution is abandoned (never reached with this model's plans).
+            s.exec = None;
+            return;
+        }
+        s.exec = Some(Box::new((exec, read_version)));
     }
 
     /// The controller's knowledge: its cache plus its own writes the cache has not shown yet.
@@ -446,7 +505,7 @@ impl RolloutModel {
     /// Every zone is on the latest revision, ready, with currentRevision advanced, and the cache has caught up.
     pub fn is_converged(s: &State) -> bool {
         s.pending.is_empty()
-            && s.in_flight.is_empty()
+            && s.need.is_none()
             && s.truth.zones.iter().all(|z| {
                 z.update == z.target
                     && z.current == z.update
@@ -498,8 +557,11 @@ impl RolloutModel {
         for (i, pair) in path.windows(2).enumerate() {
             let ((state, step), (next, _)) = (&pair[0], &pair[1]);
             let what = match step {
-                Some(Step::ControllerPlans) => format!("controller plans on its cache: {:?}", next.in_flight),
-                Some(Step::ControllerWrites) => match state.in_flight.first() {
+                Some(Step::ControllerPlans) => format!(
+                    "controller plans on its cache: {:?}",
+                    next.exec.as_ref().map(|e| e.0.actions().to_vec()).unwrap_or_default()
+                ),
+                Some(Step::ControllerWrites) => match state.need {
                     Some(op) => format!("controller writes {op:?}"),
                     None => "controller writes".to_string(),
                 },
@@ -577,23 +639,38 @@ fn zone_index(name: &str) -> Option<u8> {
     ZONES.iter().position(|z| *z == name).map(|i| i as u8)
 }
 
-/// The controller's write for a planned action; `uids`: deletions carry the uid precondition (the defence's switch).
-fn to_op(action: &Action, uids: bool) -> Option<Op> {
-    match action {
-        Action::DeletePod { statefulset, pod, uid, .. } => {
-            let zone = zone_index(statefulset)?;
-            let ordinal = pod_ordinal(statefulset, pod)? as u8;
-            let generation = uid.rsplit_once('@').and_then(|(_, g)| g.parse().ok()).filter(|_| uids);
-            Some(Op::DeletePod { zone, pod: ordinal, generation })
+/// The model's write for the execution's deletion of `pod` (with the uid precondition when given).
+fn pod_op(statefulset: &str, pod: &str, uid: Option<&str>) -> Option<Op> {
+    let zone = zone_index(statefulset)?;
+    let ordinal = pod_ordinal(statefulset, pod)? as u8;
+    let generation = uid.and_then(|uid| uid.rsplit_once('@')).and_then(|(_, g)| g.parse().ok());
+    Some(Op::DeletePod { zone, pod: ordinal, generation })
+}
+
+/// The model's write for the execution's status update.
+fn revision_op(statefulset: &str, revision: &str, resource_version: &str) -> Option<Op> {
+    Some(Op::SetCurrentRevision {
+        zone: zone_index(statefulset)?,
+        revision: REVISIONS.iter().position(|r| *r == revision)? as u8,
+        resource_version: resource_version.parse().ok()?,
+    })
+}
+
+/// The model's form of an expectation the execution left (see [`to_core_expectation`]).
+fn to_model_expectation(e: &PendingExpectation) -> Option<Exp> {
+    match &e.expectation {
+        Expectation::PodDeleted { statefulset, pod, uid } => {
+            let (_, generation) = uid.rsplit_once('@')?;
+            Some(Exp::PodDeleted {
+                zone: zone_index(statefulset)?,
+                pod: pod_ordinal(statefulset, pod)? as u8,
+                generation: generation.parse().ok()?,
+            })
         }
-        Action::SetCurrentRevision { statefulset, revision, resource_version, .. } => Some(Op::SetCurrentRevision {
+        Expectation::StatefulSetWritten { statefulset, previous_resource_version } => Some(Exp::ZoneWritten {
             zone: zone_index(statefulset)?,
-            revision: REVISIONS.iter().position(|r| r == revision)? as u8,
-            resource_version: resource_version.parse().ok()?,
+            resource_version: previous_resource_version.parse().ok()?,
         }),
-        // This model's zones carry no scaling annotations, so the planner never scales them; replica changes are
-        // not modelled here (yet).
-        Action::Scale { .. } => None,
     }
 }
 
@@ -621,8 +698,9 @@ impl Model for RolloutModel {
             truth,
             pending: Vec::new(),
             expectations: Vec::new(),
-            in_flight: Vec::new(),
-            next_plan: Vec::new(),
+            exec: None,
+            need: None,
+            next_plan: None,
             plan_basis: None,
             crashes_left: self.config.crashes,
             evictions_left: self.config.evictions,
@@ -644,10 +722,10 @@ impl Model for RolloutModel {
         if s.violations != 0 {
             return;
         }
-        if !s.next_plan.is_empty() {
+        if s.next_plan.is_some() {
             steps.push(Step::ControllerPlans);
         }
-        if !s.in_flight.is_empty() {
+        if s.need.is_some() {
             steps.push(Step::ControllerWrites);
         }
         if !s.pending.is_empty() {
@@ -666,7 +744,8 @@ impl Model for RolloutModel {
         if r.marker && !r.unreadable {
             steps.push(Step::WebhookEndsDownscale);
         }
-        if r.step && !s.in_flight.iter().any(|op| matches!(op, Op::DeletePod { .. })) {
+        // The claim outlives every deletion sent under it (the machine sends none that could outlive it).
+        if r.step && !s.exec.as_ref().is_some_and(|e| e.0.deletions_to_come()) {
             steps.push(Step::RolloutStepExpires);
         }
         if r.unreadable {
@@ -714,26 +793,33 @@ impl Model for RolloutModel {
         match step {
             Step::ControllerPlans => {
                 s.plan_basis = Some(self.believed(&s));
-                s.in_flight = std::mem::take(&mut s.next_plan);
+                let mut exec = *s.next_plan.take()?;
                 let mut deletes_per_zone = [0u8; ZONES.len()];
-                for op in &s.in_flight {
-                    if let Op::DeletePod { zone, .. } = op {
-                        deletes_per_zone[*zone as usize] += 1;
+                for action in exec.actions() {
+                    if let Action::DeletePod { statefulset, .. } = action
+                        && let Some(zone) = zone_index(statefulset)
+                    {
+                        deletes_per_zone[zone as usize] += 1;
                     }
                 }
                 s.parallel_replacement |= deletes_per_zone.iter().any(|n| *n >= 2);
+                // A claimed step is conditional on the record version this pass read.
+                let read_version = (!s.record.unreadable).then_some(s.record.version);
+                let need = exec.step(Observed::Start, jiff::Timestamp::UNIX_EPOCH);
+                self.advance(&mut s, exec, read_version, need);
             }
             Step::ControllerWrites => {
-                let op = s.in_flight.remove(0);
+                let op = s.need.take()?;
+                let (mut exec, read_version) = *s.exec.take()?;
                 // Judged (`check_write`) against the controller's knowledge before this write, which joins it after.
-                match op {
+                let observed = match op {
                     Op::DeletePod { zone, pod, generation } => {
                         let p = s.truth.zones[zone as usize].pods[pod as usize];
-                        if !p.exists || generation.is_some_and(|g| g != p.generation) {
-                            // Precondition failed: the shell stops executing the plan.
-                            s.in_flight.clear();
+                        if !p.exists {
+                            Observed::Written(Err(Failure::NotFound(format!("pod {zone}/{pod}"))))
+                        } else if generation.is_some_and(|g| g != p.generation) {
+                            Observed::Written(Err(Failure::Conflict(format!("pod {zone}/{pod}: uid"))))
                         } else {
-                            s.expectations.push(Exp::PodDeleted { zone, pod, generation: p.generation });
                             // Judged on the truth: no deletion commits while a downscale is being prepared.
                             if s.record.marker {
                                 s.violations |= violation::NO_ROLLOUT_DURING_DOWNSCALE;
@@ -743,15 +829,20 @@ impl Model for RolloutModel {
                                 s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
                                 self.record_write(&mut s, Some(op));
                             }
+                            Observed::Written(Ok(()))
                         }
                     }
                     Op::ClaimStep { version } => {
-                        if s.record.unreadable || version != Some(s.record.version) {
-                            // The record moved since the pass read it (or cannot be written): plan again.
-                            s.in_flight.clear();
+                        if s.record.unreadable {
+                            Observed::StepClaimed(Err(Failure::Unavailable("the record cannot be written".into())))
+                        } else if version != Some(s.record.version) {
+                            // The record moved since the pass read it: plan again.
+                            Observed::StepClaimed(Ok(StepClaimed::Stale))
                         } else {
                             s.record.step = true;
                             s.record.version = s.record.version.wrapping_add(1);
+                            let until = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(90);
+                            Observed::StepClaimed(Ok(StepClaimed::Claimed { until }))
                         }
                     }
                     Op::FinishStep => {
@@ -760,24 +851,27 @@ impl Model for RolloutModel {
                             s.record.step = false;
                             s.record.version = s.record.version.wrapping_add(1);
                         }
+                        Observed::Acknowledged
                     }
                     Op::SetCurrentRevision { zone, revision, resource_version } => {
                         let z = &s.truth.zones[zone as usize];
                         if z.resource_version != resource_version {
-                            s.in_flight.clear();
+                            Observed::Written(Err(Failure::Conflict(format!("zone {zone}: resourceVersion"))))
                         } else {
                             self.check_write(&mut s, op);
-                            s.expectations.push(Exp::ZoneWritten { zone, resource_version });
                             let z = &mut s.truth.zones[zone as usize];
                             z.current = revision;
                             z.resource_version += 1;
                             self.record_write(&mut s, Some(op));
+                            Observed::Written(Ok(()))
                         }
                     }
-                }
+                };
                 if let Some(basis) = s.plan_basis.as_mut() {
                     apply_own_write(basis, op);
                 }
+                let need = exec.step(observed, jiff::Timestamp::UNIX_EPOCH);
+                self.advance(&mut s, exec, read_version, need);
             }
             Step::CacheCatchesUp => {
                 s.view = s.pending.remove(0).0;
@@ -786,7 +880,8 @@ impl Model for RolloutModel {
                 s.restarts_left -= 1;
                 s.plan_basis = None;
                 s.expectations.clear();
-                s.in_flight.clear();
+                s.exec = None;
+                s.need = None;
                 s.pending.clear();
                 s.view = s.truth.clone();
             }
@@ -876,7 +971,7 @@ impl Model for RolloutModel {
                 self.record_write(&mut s, None);
             }
         }
-        if s.in_flight.is_empty() {
+        if s.need.is_none() {
             s.plan_basis = None;
         }
         // Drop expectations the cache now shows (the reconcile loop does the same before planning), then plan.

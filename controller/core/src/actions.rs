@@ -10,7 +10,7 @@ use serde::Serialize;
 
 /// One write the controller should make. Preconditions (`uid`, `resource_version`) are carried so that a decision
 /// taken on stale data fails with a conflict instead of acting on the wrong object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Action {
     DeletePod {

@@ -206,7 +206,7 @@ pub fn time_after(at: Timestamp, d: Duration) -> Timestamp {
 }
 
 /// How a downscale's claim in the record ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClaimEnd {
     /// The replica change committed, or will before `at`: the entry is dated `at` (rounded up).
     Committed { at: Timestamp },

@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use std::time::Duration;
 
 /// How the API answered a write or a claim, classified once where the answer is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Failure {
     /// Refused by RBAC (403): the permission is not granted.
     Forbidden(String),
@@ -55,7 +55,7 @@ impl Failure {
 }
 
 /// The outcome of claiming the rollout step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StepClaimed {
     /// Recorded as in progress until `until` (as stored).
     Claimed { until: Timestamp },
@@ -64,7 +64,7 @@ pub enum StepClaimed {
 }
 
 /// The outcome of claiming a coordinated downscale in the record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DownscaleClaimed {
     /// Recorded with its in-progress marker until `until`; `previous` is the entry before the claim.
     Claimed { previous: Option<Timestamp>, until: Timestamp },
@@ -73,7 +73,7 @@ pub enum DownscaleClaimed {
 }
 
 /// An optional feature whose permission was refused while executing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RefusedFeature {
     /// The zone tracker's ConfigMap.
     ZoneTracker,
@@ -82,7 +82,7 @@ pub enum RefusedFeature {
 }
 
 /// The execution's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ExecutionSettings {
     pub defences: Defences,
     /// The zone tracker's record may be written: coordinated downscales are claimed in it.
@@ -99,7 +99,7 @@ pub struct ExecutionSettings {
 }
 
 /// What the execution needs next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Need {
     /// Claim the rollout step in the record, conditional on the version the pass read, until `until`.
     ClaimStep {
@@ -155,7 +155,7 @@ pub enum Need {
 }
 
 /// What the shell saw when it carried out the last need.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Observed {
     Start,
     StepClaimed(Result<StepClaimed, Failure>),
@@ -169,7 +169,7 @@ pub enum Observed {
 }
 
 /// How the execution ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// Every action was carried out, held back or skipped by design.
     Completed,
@@ -179,7 +179,7 @@ pub enum Outcome {
     Failed(Failure),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Finished {
     pub outcome: Outcome,
     /// The deletion the budgets held back, with the rest of the pass's deletions.
@@ -188,7 +188,7 @@ pub struct Finished {
     pub step_expiring: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
     ClaimingStep,
@@ -209,14 +209,14 @@ enum Phase {
     Stepping,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Then {
     NextAction,
     Fail(Failure),
 }
 
 /// One pass's execution, from its plan to its end.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Execution {
     actions: Vec<Action>,
     settings: ExecutionSettings,
@@ -251,6 +251,19 @@ impl Execution {
     /// The writes the API applied so far.
     pub fn applied(&self) -> &[Action] {
         &self.applied
+    }
+
+    /// The plan being carried out.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// Whether a deletion of the plan may still be sent (the step's claim must then hold).
+    pub fn deletions_to_come(&self) -> bool {
+        let ended = matches!(self.phase, Phase::Done(_) | Phase::FinishingStep(_));
+        !ended
+            && self.held.is_none()
+            && self.actions.iter().skip(self.index).any(|a| matches!(a, Action::DeletePod { .. }))
     }
 
     /// The expectations the writes so far left, to keep until the cache shows them (taken: each is given once).

@@ -49,7 +49,7 @@ impl Expectation {
 }
 
 /// An expectation with the time after which it is given up on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PendingExpectation {
     pub expectation: Expectation,
     pub expires_at: Timestamp,

@@ -285,7 +285,7 @@ pub enum WriteOutcome {
 }
 
 /// How long an unobserved write blocks its group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ExpectationLifetimes {
     /// A write the API confirmed: it will show unless a watch event is lost.
     pub applied: Duration,

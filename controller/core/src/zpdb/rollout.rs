@@ -30,7 +30,7 @@ pub struct BudgetScope<'a> {
 }
 
 /// A deletion the budgets hold back, for people.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BudgetHold {
     pub statefulset: String,
     pub pod: String,
