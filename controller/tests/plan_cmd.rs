@@ -717,6 +717,58 @@ fn unparsable_yaml_and_json() {
     outcome.assert_bad_input(&["<stdin>: invalid YAML"]);
 }
 
+/// A YAML alias bomb or absurd nesting is refused with a message in words: where, which limit, and that kubectl's
+/// dumps never look like that; never the parser's internal names.
+#[test]
+fn alias_bombs_and_deep_nesting_are_refused_in_words() {
+    let dir = Dir::new("bombs");
+    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    for (previous, name) in
+        ["a", "b", "c", "d", "e", "f", "g", "h"].iter().zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+    {
+        bomb.push_str(&format!("{name}: &{name} [{}]\n", vec![format!("*{previous}"); 9].join(",")));
+    }
+    let bomb = dir.file("bomb.yaml", bomb);
+    let outcome = run(&[&bomb], &[]);
+    outcome.assert_bad_input(&["bomb.yaml: invalid YAML: line ", "an alias bomb", "refused as unsafe to load"]);
+    let mut deep = String::from("kind: Pod\nmetadata:\n");
+    for level in 1..100 {
+        deep.push_str(&format!("{}k{level}:\n", "  ".repeat(level)));
+    }
+    let deep = dir.file("deep.yaml", deep);
+    let nested = run(&[&deep], &[]);
+    nested.assert_bad_input(&["deep.yaml: invalid YAML: line ", "nested more than 64 levels deep"]);
+    for outcome in [&outcome, &nested] {
+        for debug_text in ["budget breached", "Nodes {", "Depth {", "{ depth", "BudgetBreach"] {
+            assert!(!outcome.err.contains(debug_text), "debug text {debug_text:?} in: {}", outcome.err);
+        }
+        assert_eq!(outcome.err.lines().count(), 1, "one line: {}", outcome.err);
+    }
+}
+
+/// A dump of the StatefulSets alone is planned (every pod is missing) and said to be one on stderr.
+#[test]
+fn statefulsets_without_pods_are_noted() {
+    let objects: Vec<Value> = zones("prod", [3, 0, 0]).into_iter().filter(|o| o["kind"] == "StatefulSet").collect();
+    let outcome = plan("no-pods", &objects, &[("output", "text")]);
+    assert_eq!(outcome.code, 0, "{}", outcome.err);
+    assert!(
+        outcome.err.contains(
+            "note: the input has 3 StatefulSets but no pods, so every pod counts as missing; dump the pods too \
+             (kubectl get statefulsets,pods -o yaml)"
+        ),
+        "{}",
+        outcome.err
+    );
+    let with_pods = plan("with-pods", &zones("prod", [3, 0, 0]), &[]);
+    assert!(!with_pods.err.contains("no pods"), "{}", with_pods.err);
+    // Pods of another namespace only: still none for the namespace planned.
+    let mut other = objects.clone();
+    other.extend(zones("dev", [3, 0, 0]).into_iter().filter(|o| o["kind"] == "Pod"));
+    let outcome = plan("other-ns-pods", &other, &[("namespace", "prod")]);
+    assert!(outcome.err.contains("3 StatefulSets of namespace prod but no pods"), "{}", outcome.err);
+}
+
 fn bad_object(test: &str, objects: &[Value], needles: &[&str]) {
     let dir = Dir::new(test);
     let file = dir.file("dump.yaml", multi_doc_yaml(objects));
@@ -848,7 +900,7 @@ fn force_replicas_is_planned_in_text_output() {
     assert_eq!(out.code, 0, "{}", out.err);
     assert!(
         out.out.contains(
-            "  scale StatefulSet ingester-zone-c from 3 to 1 replicas: grafana.com/rollout-force-replicas=1 (applied immediately)"
+            "  scale StatefulSet ingester-zone-c from 3 to 1 replica: grafana.com/rollout-force-replicas=1 (applied immediately)"
         ),
         "{}",
         out.out

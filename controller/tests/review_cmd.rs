@@ -5,7 +5,7 @@ mod support;
 
 use jiff::Timestamp;
 use rollout_core::keys;
-use rollout_operator::offline::review::{EXIT_BAD_INPUT, ReviewArgs, execute};
+use rollout_operator::offline::review::{EXIT_BAD_INPUT, EXIT_DENIED, ReviewArgs, execute};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use support::{pod, sts};
@@ -115,7 +115,7 @@ fn prepare_downscale_explains_a_denial_from_the_record_in_the_dump() {
     );
     let d = temp("deny-dump.yaml", &dump(true));
     let (code, out, err) = run("/admission/prepare-downscale", vec![r, d]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, EXIT_DENIED, "a refused downscale: {err}");
     assert_eq!(out["response"]["allowed"], false);
     assert_eq!(
         out["response"]["status"]["message"],
@@ -131,7 +131,7 @@ fn no_downscale_of_a_scale_request_looks_the_parent_up_in_the_dump() {
     let r = temp("scale.json", &review("deployments", "web", scale(4), scale(2)));
     let d = temp("scale-dump.json", &dump(false));
     let (code, out, _) = run("/admission/no-downscale", vec![r.clone(), d]);
-    assert_eq!(code, 0);
+    assert_eq!(code, EXIT_DENIED);
     assert_eq!(
         out["response"]["status"]["message"],
         "downscale of deployments/web in ns from 4 to 2 replicas is not allowed because it has the label 'grafana.com/no-downscale=true'"
@@ -148,7 +148,16 @@ fn bad_input_is_reported_with_exit_status_2() {
     let r = temp("bad.json", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}");
     let (code, _, err) = run("/admission/no-downscale", vec![r.clone()]);
     assert_eq!(code, EXIT_BAD_INPUT);
-    assert!(err.contains("the webhook would answer HTTP 400: Unsupported group version kind: /v1, Kind=Pod"), "{err}");
+    assert!(
+        err.contains("bad.json: the webhook would answer HTTP 400: Unsupported group version kind: /v1, Kind=Pod"),
+        "names the file: {err}"
+    );
+    // Not JSON (a YAML dump given first, say): the file is named, with what to do.
+    let yaml = temp("not-json.yaml", "apiVersion: v1\nkind: List\nitems: []\n");
+    let (code, _, err) = run("/admission/no-downscale", vec![yaml]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.contains("not-json.yaml: not an AdmissionReview: invalid JSON: "), "{err}");
+    assert!(err.contains("the AdmissionReview must be the first -f"), "{err}");
     let (code, _, err) = run("/admission/other", vec![r]);
     assert_eq!(code, EXIT_BAD_INPUT);
     assert!(err.contains("unknown --path"), "{err}");
@@ -195,7 +204,7 @@ fn pod_eviction_is_judged_against_the_budgets_in_the_dump() {
     let d = temp("evict-dump.json", &budget_dump(&[budget, invalid]));
     let r = temp("evict-a.json", &eviction("ingester-zone-a-0"));
     let (code, out, err) = run("/admission/pod-eviction", vec![r, d.clone()]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, EXIT_DENIED, "{err}");
     assert_eq!(out["response"]["allowed"], false, "{out}");
     assert_eq!(out["response"]["status"]["code"], 429);
     assert_eq!(out["response"]["status"]["message"], "1 pod not ready in ingester-zone-b");
@@ -230,7 +239,7 @@ fn zpdb_validation_explains_a_rejected_budget() {
     );
     let r = temp("zpdb-bad.json", &request(bad));
     let (code, out, _) = run("/admission/zpdb-validation", vec![r]);
-    assert_eq!(code, 0);
+    assert_eq!(code, EXIT_DENIED);
     assert_eq!(out["response"]["allowed"], false);
     assert_eq!(out["response"]["status"]["code"], 400);
     assert_eq!(

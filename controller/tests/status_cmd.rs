@@ -229,7 +229,8 @@ fn the_example_dumps_through_dash_f() {
 fn bad_arguments_are_clear_errors() {
     let check = |extra: &[&str]| status::check_args(&args(extra)).err();
     assert_eq!(check(&["-o", "yaml", "-kubernetes.namespace=ns"]), Some(StatusArgError::Output("yaml".into())));
-    assert_eq!(check(&[]), Some(StatusArgError::MissingNamespace));
+    assert_eq!(check(&[]), None, "without a namespace, the kubeconfig context's");
+    assert_eq!(check(&["-f", "x.yaml", "--context", "prod"]), Some(StatusArgError::ContextWithFiles));
     assert_eq!(check(&["-f", "x.yaml", "--watch"]), Some(StatusArgError::WatchWithFiles));
     assert_eq!(check(&["-kubernetes.namespace=ns", "--now", NOW]), Some(StatusArgError::NowWithoutFiles));
     assert_eq!(check(&["-kubernetes.namespace=ns", "--watch", "--interval=0s"]), Some(StatusArgError::ZeroInterval));
@@ -309,4 +310,87 @@ async fn the_view_names_the_budgets_over_each_group_and_the_evictions_they_are_a
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"rollout-group": "store-gateway"}}}}));
     let (text, _) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
     assert!(!text.contains("budget "), "{text}");
+}
+
+/// Without `-n`, `status` shows the namespace of the kubeconfig's context (`--context`, else the current one), as
+/// kubectl does; an unknown context is named, with how to list them.
+#[tokio::test]
+async fn the_namespace_defaults_to_the_kubeconfig_contexts() {
+    let dir = std::env::temp_dir().join(format!("status-context-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: dev\nclusters:\n- name: c\n  cluster: {server: \
+         'https://10.0.0.1:6443'}\nusers:\n- name: u\n  user: {token: t}\ncontexts:\n- name: dev\n  context: \
+         {cluster: c, user: u, namespace: mimir-dev}\n- name: prod\n  context: {cluster: c, user: u, namespace: \
+         mimir}\n- name: bare\n  context: {cluster: c, user: u}\n",
+    )
+    .unwrap();
+    let namespace = async |context: Option<&'static str>| {
+        rollout_operator::kube::adapter::cli_config(Some(&kubeconfig), None, Duration::from_secs(5), context)
+            .await
+            .map(|config| config.default_namespace)
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(namespace(None).await.unwrap(), "mimir-dev");
+    assert_eq!(namespace(Some("prod")).await.unwrap(), "mimir");
+    assert_eq!(namespace(Some("bare")).await.unwrap(), "default");
+    let err = namespace(Some("staging")).await.expect_err("no such context");
+    assert!(err.contains("\"staging\"") && err.contains("kubectl config get-contexts"), "{err}");
+    assert_eq!(status::namespace_to_show("", "mimir-dev"), "mimir-dev");
+    assert_eq!(status::namespace_to_show("loki", "mimir-dev"), "loki", "-n wins");
+}
+
+/// `--watch` clears the screen only on a terminal; into a file or a pipe the views follow one another, each with
+/// its header, and JSON lines get no header at all.
+#[test]
+fn watch_writes_control_codes_only_to_a_terminal() {
+    let interval = Duration::from_secs(2);
+    let on_terminal = status::watch_header(true, true, false, interval, "mimir");
+    assert_eq!(on_terminal, "\x1b[2J\x1b[Hevery 2s: rollout-operator status, namespace mimir\n\n");
+    for first in [true, false] {
+        let piped = status::watch_header(true, false, first, interval, "mimir");
+        assert!(!piped.contains('\x1b'), "{piped:?}");
+        assert!(piped.contains("every 2s: rollout-operator status, namespace mimir\n"), "{piped:?}");
+        assert_eq!(piped.starts_with('\n'), !first, "a blank line between views: {piped:?}");
+        assert_eq!(status::watch_header(false, false, first, interval, "mimir"), "");
+        assert_eq!(status::watch_header(false, true, first, interval, "mimir"), "", "JSON lines stay JSON");
+    }
+}
+
+/// A dump with StatefulSets and no pods is said to be one: every pod would count as missing.
+#[test]
+fn a_dump_without_pods_is_noted_on_stderr() {
+    let dir = std::env::temp_dir().join(format!("status-no-pods-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let full = std::fs::read_to_string(root.join("examples/three-zone-mid-rollout.yaml")).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&full).unwrap();
+    let statefulsets: Vec<Value> = docs
+        .iter()
+        .flat_map(|d| d["items"].as_array().cloned().unwrap_or_else(|| vec![d.clone()]))
+        .filter(|o| o["kind"] == "StatefulSet")
+        .collect();
+    assert!(!statefulsets.is_empty());
+    let path = dir.join("statefulsets-only.json");
+    std::fs::write(&path, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": statefulsets}).to_string())
+        .unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let argv = ["-f", path.to_str().unwrap(), "--now", NOW];
+    let code = status::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
+    let err = String::from_utf8(err).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "note: the input has 3 StatefulSets of namespace mimir but no pods, so every pod counts as missing"
+        ),
+        "{err}"
+    );
+    // With the pods, nothing to note.
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let full_path = root.join("examples/three-zone-mid-rollout.yaml");
+    let argv = ["-f", full_path.to_str().unwrap(), "--now", NOW];
+    status::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
+    assert!(!String::from_utf8(err).unwrap().contains("no pods"));
 }

@@ -20,6 +20,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 use thiserror::Error;
 
+/// The help heading of the controller's flags in the subcommands that take them (`status`, `rbac`), listed after
+/// the subcommand's own options.
+pub const CONTROLLER_FLAGS_HEADING: &str = "Controller flags (as in the Deployment's args)";
+
 /// `-server.cluster-validation.http.excluded-paths` when the flag is empty, as in the reference.
 pub const DEFAULT_CLUSTER_VALIDATION_EXCLUDED_PATHS: [&str; 2] =
     ["admission/no-downscale", "admission/prepare-downscale"];
@@ -368,14 +372,20 @@ pub enum CliError {
     /// The flags parsed but do not make a valid configuration.
     #[error("{0}")]
     Invalid(#[from] ConfigError),
+    /// A subcommand's flags parsed but are not valid: bad input to the command (exit 2, as its other bad input).
+    #[error("{0}")]
+    InvalidInput(ConfigError),
 }
 
 impl CliError {
-    /// The reference's exit codes: 2 for parse errors (Go's `flag` package), 1 for invalid configuration.
+    /// The reference's exit codes for the controller: 2 for parse errors (Go's `flag` package), 1 for an invalid
+    /// configuration (as `rbac` does: the controller refusing its flags is what it checks). The other subcommands
+    /// exit 2 for any bad input.
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Parse(e) => u8::try_from(e.exit_code()).unwrap_or(2),
             CliError::Invalid(_) => 1,
+            CliError::InvalidInput(_) => 2,
         }
     }
 
@@ -386,7 +396,7 @@ impl CliError {
             CliError::Parse(e) => {
                 let _ = e.print();
             }
-            CliError::Invalid(e) => eprintln!("{e}"),
+            CliError::Invalid(e) | CliError::InvalidInput(e) => eprintln!("{e}"),
         }
         ExitCode::from(self.exit_code())
     }
@@ -446,15 +456,41 @@ enum SubCommand {
     #[cfg(not(madsim))]
     Review(crate::offline::review::ReviewArgs),
     /// Print the Role and ClusterRole the controller's flags (given after `rbac`) need, as a v1 List.
-    #[command(args_override_self = true)]
+    #[command(
+        args_override_self = true,
+        mut_arg("kubernetes_namespace", namespace_alias),
+        mut_arg("kubernetes_cluster_domain", cluster_domain_alias)
+    )]
     Rbac(Box<RbacArgs>),
     /// Show each rollout group of the namespace (its zones, what the controller would do next and why it waits,
     /// downscales), read live with the controller's kube config flags (given after `status`), or from dumps (-f).
     #[cfg(not(madsim))]
-    #[command(args_override_self = true)]
+    #[command(
+        args_override_self = true,
+        mut_arg("kubernetes_namespace", status_namespace),
+        mut_arg("kubernetes_cluster_domain", cluster_domain_alias)
+    )]
     Status(Box<crate::offline::status::StatusArgs>),
     /// Print the version, the git revision and the Rust version of the build (as --version does).
     Version,
+}
+
+/// In the subcommands, `-kubernetes.namespace` is also `-n` and `--namespace`, as in `plan` (and kubectl).
+fn namespace_alias(arg: clap::Arg) -> clap::Arg {
+    arg.short('n').visible_alias("namespace")
+}
+
+/// `status` shows the kubeconfig context's namespace when none is given.
+#[cfg(not(madsim))]
+fn status_namespace(arg: clap::Arg) -> clap::Arg {
+    namespace_alias(arg)
+        .help("The namespace to show [default: the kubeconfig context's, as kubectl; with -f, the dump's]")
+        .hide_default_value(true)
+}
+
+/// In the subcommands, `-kubernetes.cluster-domain` is also `--cluster-domain`, as in `review`.
+fn cluster_domain_alias(arg: clap::Arg) -> clap::Arg {
+    arg.visible_alias("cluster-domain")
 }
 
 /// Parses and validates a command line (`args` includes the program name).
@@ -472,12 +508,12 @@ where
         // The plan subcommand reads files, not the cluster: only the log flags matter to it. Its default level is
         // warn so that its report on stdout is not buried in debug logs.
         Some(SubCommand::Plan(args)) => {
-            let log = LogConfig::from_flags(&cli.flags, "warn")?;
+            let log = LogConfig::from_flags(&cli.flags, "warn").map_err(CliError::InvalidInput)?;
             Ok(Command::Plan { args, log })
         }
         #[cfg(not(madsim))]
         Some(SubCommand::Review(args)) => {
-            let log = LogConfig::from_flags(&cli.flags, "warn")?;
+            let log = LogConfig::from_flags(&cli.flags, "warn").map_err(CliError::InvalidInput)?;
             Ok(Command::Review { args, log })
         }
         // The controller's flags go after `rbac` and are checked as the controller checks them, so that what it
@@ -494,7 +530,7 @@ where
         #[cfg(not(madsim))]
         Some(SubCommand::Status(args)) => {
             refuse_flags_before(&mut cmd, &matches, "status")?;
-            let log = LogConfig::from_flags(&args.flags, "warn")?;
+            let log = LogConfig::from_flags(&args.flags, "warn").map_err(CliError::InvalidInput)?;
             Ok(Command::Status { args, log })
         }
         // It takes no flags: one given before it would be silently ignored, so it is refused.

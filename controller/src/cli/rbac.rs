@@ -29,12 +29,10 @@ pub const NAME: &str = "rollout-operator";
 /// `rules[<index>] required: <feature> (<flags>), ...` or `rules[<index>] optional: ...`.
 pub const RULES_ANNOTATION: &str = "rollout-operator.grafana.com/rbac-rules";
 
-/// Arguments of the `rbac` subcommand: the controller's own flags, parsed and validated as the controller does, so
-/// a Deployment's args can be passed unchanged.
+/// Arguments of the `rbac` subcommand: its own options, then the controller's flags, parsed and validated as the
+/// controller does, so a Deployment's args can be passed unchanged.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RbacArgs {
-    #[command(flatten)]
-    pub flags: OperatorFlags,
     /// Print only the required rules: what the operator cannot do its job without, under these flags. The optional
     /// rules left out each disable one feature, which says so in the log and in rollout_operator_feature_disabled.
     #[arg(long = "required-only", value_name = "bool", default_value = "false",
@@ -44,6 +42,8 @@ pub struct RbacArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
+    #[command(flatten, next_help_heading = crate::cli::CONTROLLER_FLAGS_HEADING)]
+    pub flags: OperatorFlags,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -401,11 +401,102 @@ fn plan_subcommand_errors() {
     // -f is required.
     let err = parse(argv(&["plan"])).err().map(|e| e.exit_code());
     assert_eq!(err, Some(2));
-    // Controller flags belong before the subcommand.
-    let err = parse(argv(&["plan", "-f", "x", "-kubernetes.namespace=ns"])).err().map(|e| e.exit_code());
+    // Controller flags belong before the subcommand (the namespace, spelled as everywhere, is plan's own).
+    let err = parse(argv(&["plan", "-f", "x", "-use-zone-tracker=true"])).err().map(|e| e.exit_code());
     assert_eq!(err, Some(2));
-    let err = parse(argv(&["-log.level=verbose", "plan", "-f", "x"])).err().map(|e| e.to_string());
-    assert_eq!(err.as_deref(), Some("unknown log level: verbose"));
+    // A bad log flag is bad input to plan: exit 2, as its other bad input.
+    let err = parse(argv(&["-log.level=verbose", "plan", "-f", "x"])).expect_err("a bad level");
+    assert_eq!(err.to_string(), "unknown log level: verbose");
+    assert_eq!(err.exit_code(), 2);
+}
+
+/// The same spelling for the same thing in every subcommand: the namespace is `-n`, `--namespace` or
+/// `-kubernetes.namespace`; the cluster domain `--cluster-domain` or `-kubernetes.cluster-domain`; the zone tracker's
+/// ConfigMap `-zone-tracker.config-map-name`.
+#[cfg(not(madsim))]
+#[test]
+fn namespace_cluster_domain_and_context_are_spelled_alike_in_every_subcommand() {
+    let argv = |args: &[&str]| -> Vec<String> {
+        std::iter::once("rollout-operator").chain(args.iter().copied()).map(str::to_string).collect()
+    };
+    for spelling in
+        [&["-n", "mimir"][..], &["--namespace=mimir"], &["-namespace", "mimir"], &["-kubernetes.namespace=mimir"]]
+    {
+        let with = |sub: &'static str| [&[sub][..], spelling].concat();
+        match parse(argv(&with("status"))) {
+            Ok(Command::Status { args, .. }) => assert_eq!(args.flags.kubernetes_namespace, "mimir", "{spelling:?}"),
+            other => panic!("{spelling:?}: {other:?}"),
+        }
+        match parse(argv(&[&with("rbac")[..], &["-server-tls.enabled"]].concat())) {
+            Ok(Command::Rbac(args)) => assert_eq!(args.flags.kubernetes_namespace, "mimir", "{spelling:?}"),
+            other => panic!("{spelling:?}: {other:?}"),
+        }
+        match parse(argv(&[&with("plan")[..], &["-f", "x"]].concat())) {
+            Ok(Command::Plan { args, .. }) => assert_eq!(args.namespace.as_deref(), Some("mimir"), "{spelling:?}"),
+            other => panic!("{spelling:?}: {other:?}"),
+        }
+    }
+    for spelling in ["--cluster-domain=example.org", "-kubernetes.cluster-domain=example.org"] {
+        match parse(argv(&["status", spelling])) {
+            Ok(Command::Status { args, .. }) => assert_eq!(args.flags.kubernetes_cluster_domain, "example.org"),
+            other => panic!("{spelling}: {other:?}"),
+        }
+        let review = ["review", "--path", "/admission/no-downscale", "-f", "r.json", spelling];
+        match parse(argv(&review)) {
+            Ok(Command::Review { args, .. }) => assert_eq!(args.cluster_domain, "example.org"),
+            other => panic!("{spelling}: {other:?}"),
+        }
+    }
+    let review =
+        ["review", "--path", "/admission/prepare-downscale", "-f", "r.json", "-zone-tracker.config-map-name=zt"];
+    match parse(argv(&review)) {
+        Ok(Command::Review { args, .. }) => assert_eq!(args.record_config_map.as_deref(), Some("zt")),
+        other => panic!("{other:?}"),
+    }
+    match parse(argv(&["status", "--context", "staging"])) {
+        Ok(Command::Status { args, .. }) => {
+            assert_eq!(args.context.as_deref(), Some("staging"));
+            assert_eq!(args.flags.kubernetes_namespace, "", "left to the context");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `--help` of the subcommands lists their own options first, then the controller's flags under their heading.
+#[cfg(not(madsim))]
+#[test]
+fn subcommand_help_lists_its_own_options_before_the_controllers_flags() {
+    let mut cmd = Cli::command();
+    cmd.build();
+    for (sub, own) in [("status", "--watch"), ("rbac", "--required-only"), ("review", "--path")] {
+        let help = cmd.find_subcommand_mut(sub).expect(sub).render_long_help().to_string();
+        let own_at = help.find(own).unwrap_or_else(|| panic!("{sub}: no {own} in\n{help}"));
+        match help.find(CONTROLLER_FLAGS_HEADING) {
+            Some(heading) => {
+                assert!(own_at < heading, "{sub}: its options come first\n{help}");
+                let first_flag = help.find("--log.format").expect("the controller's flags");
+                assert!(heading < first_flag, "{sub}: the controller's flags are under the heading\n{help}");
+            }
+            None => assert!(!help.contains("--log.format"), "{sub} takes no controller flag\n{help}"),
+        }
+    }
+}
+
+/// Exit codes: the controller keeps the reference's (2 unparsable, 1 an invalid configuration), as does `rbac`,
+/// whose check is the controller's; `plan`, `review` and `status` exit 2 for any bad input.
+#[cfg(not(madsim))]
+#[test]
+fn exit_codes_are_two_for_bad_input_and_one_for_a_refused_configuration() {
+    let code = |args: &[&str]| {
+        parse(std::iter::once("rollout-operator").chain(args.iter().copied())).expect_err("an error").exit_code()
+    };
+    assert_eq!(code(&["-kubernetes.namespace=x", "-log.level=loud"]), 1);
+    assert_eq!(code(&["-kubernetes.namespace=x", "-no-such-flag"]), 2);
+    assert_eq!(code(&["rbac", "-kubernetes.cluster-domain="]), 1, "the controller refuses it");
+    assert_eq!(code(&["rbac", "-no-such-flag"]), 2);
+    assert_eq!(code(&["status", "-log.level=loud"]), 2);
+    assert_eq!(code(&["-log.format=xml", "review", "--path", "/p", "-f", "r.json"]), 2);
+    assert_eq!(code(&["status", "--interval=soon"]), 2);
 }
 
 #[test]

@@ -16,7 +16,8 @@ use crate::cluster::{
     Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
     WebhookKind,
 };
-use crate::kube::layers::{ApiMetricsLayer, RateLimitLayer, RateLimits};
+use crate::kube::layers::{ApiMetricsLayer, ApiServerLayer, RateLimitLayer, RateLimits};
+use crate::kube::repeats;
 use crate::ops::metrics::KubeClientMetrics;
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -87,6 +88,15 @@ pub enum AdapterError {
         source: kube::Error,
     },
     #[error(
+        "cannot use kubeconfig context {context:?}: {source}; `kubectl config get-contexts` lists the contexts of \
+         the kubeconfig (-kubernetes.config-file, else KUBECONFIG or ~/.kube/config)"
+    )]
+    Context {
+        context: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
         "cannot find a Kubernetes configuration ({source}); set -kubernetes.config-file or KUBECONFIG, or run inside \
          a cluster"
     )]
@@ -98,8 +108,9 @@ pub enum AdapterError {
 
 /// Builds the Kubernetes client: from the kubeconfig at `config_file` if given, else from the in-cluster
 /// environment; `api_url` replaces the config's server URL. `client_timeout` becomes the read and write timeout
-/// (see [`apply_client_timeout`]). Layers, innermost first as in the reference: request metrics, the per-API-group
-/// rate limiter (`limits`), `X-Cluster: <namespace>` on every request.
+/// (see [`apply_client_timeout`]). Layers, innermost first: the API server's URL in transport errors; then, as in
+/// the reference, request metrics, the per-API-group rate limiter (`limits`), `X-Cluster: <namespace>` on every
+/// request.
 pub async fn build_client(
     config_file: Option<&Path>,
     api_url: Option<&str>,
@@ -109,39 +120,64 @@ pub async fn build_client(
     metrics: KubeClientMetrics,
 ) -> Result<Client, AdapterError> {
     let config = load_config(config_file, api_url, client_timeout).await?;
-    let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
-    let builder =
-        builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));
-    Ok(with_cluster_header(builder, namespace)?.build())
+    client_from_config(config, namespace, limits, metrics)
 }
 
-/// The client of the command-line tools that read a cluster (`status`): the kubeconfig at `config_file` if given,
-/// else whatever kubectl would use (`KUBECONFIG`, `~/.kube/config`, or the in-cluster environment); `api_url` and
-/// `client_timeout` as for [`build_client`], with the same layers.
-pub async fn build_cli_client(
+/// The Kubernetes configuration of the command-line tools that read a cluster (`status`): the kubeconfig at
+/// `config_file` if given, else whatever kubectl would use (`KUBECONFIG`, `~/.kube/config`, or the in-cluster
+/// environment); `context` picks a context of the kubeconfig instead of its current one. `api_url` and
+/// `client_timeout` as for [`build_client`]. Its `default_namespace` is the context's namespace (`default` when the
+/// context has none).
+pub async fn cli_config(
     config_file: Option<&Path>,
     api_url: Option<&str>,
     client_timeout: Duration,
+    context: Option<&str>,
+) -> Result<Config, AdapterError> {
+    let options = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
+    let context_error = |source| AdapterError::Context { context: context.unwrap_or_default().to_string(), source };
+    let mut config = match (config_file, context) {
+        (Some(_), None) => return load_config(config_file, api_url, client_timeout).await,
+        (Some(path), Some(_)) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|source| AdapterError::Kubeconfig { path: path.to_path_buf(), source })?;
+            Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(context_error)?
+        }
+        (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(context_error)?,
+        (None, None) => Config::infer().await.map_err(|source| AdapterError::Infer { source })?,
+    };
+    if let Some(url) = api_url.filter(|url| !url.is_empty()) {
+        config.cluster_url = url.parse().map_err(|source| AdapterError::ApiUrl { url: url.to_string(), source })?;
+    }
+    apply_client_timeout(&mut config, client_timeout);
+    config.default_retry = false;
+    Ok(config)
+}
+
+/// The client of the command-line tools, over a configuration from [`cli_config`], with [`build_client`]'s layers.
+pub fn cli_client(
+    config: Config,
     namespace: &str,
     limits: RateLimits,
     metrics: KubeClientMetrics,
 ) -> Result<Client, AdapterError> {
-    let mut config = match config_file {
-        Some(_) => load_config(config_file, api_url, client_timeout).await?,
-        None => {
-            let mut config = Config::infer().await.map_err(|source| AdapterError::Infer { source })?;
-            if let Some(url) = api_url.filter(|url| !url.is_empty()) {
-                config.cluster_url =
-                    url.parse().map_err(|source| AdapterError::ApiUrl { url: url.to_string(), source })?;
-            }
-            apply_client_timeout(&mut config, client_timeout);
-            config
-        }
-    };
-    config.default_retry = false;
+    client_from_config(config, namespace, limits, metrics)
+}
+
+/// The client over `config`: the API server's URL in transport errors, request metrics, the per-API-group rate
+/// limiter (`limits`), `X-Cluster: <namespace>` on every request.
+fn client_from_config(
+    config: Config,
+    namespace: &str,
+    limits: RateLimits,
+    metrics: KubeClientMetrics,
+) -> Result<Client, AdapterError> {
+    let server = ApiServerLayer::new(config.cluster_url.to_string());
     let builder = ClientBuilder::try_from(config).map_err(|source| AdapterError::Client { source })?;
-    let builder =
-        builder.with_layer(&ApiMetricsLayer::new(metrics.clone())).with_layer(&RateLimitLayer::new(limits, metrics));
+    let builder = builder
+        .with_layer(&server)
+        .with_layer(&ApiMetricsLayer::new(metrics.clone()))
+        .with_layer(&RateLimitLayer::new(limits, metrics));
     Ok(with_cluster_header(builder, namespace)?.build())
 }
 
@@ -719,15 +755,49 @@ fn to_kube_preconditions(preconditions: &Preconditions) -> Option<kube::api::Pre
 }
 
 /// A kube-runtime watcher (list, then watch from the list's resourceVersion; relist when the watch expires) with
-/// kube's default backoff after errors, so an unreachable or refusing API is not hammered. The list is a quorum read
-/// (kube's default `MostRecent` semantic, not a possibly stale API server cache): the controller decides on it.
+/// kube's default backoff after errors (800 ms doubling to 30 s), so an unreachable or refusing API is not hammered.
+/// The list is a quorum read (kube's default `MostRecent` semantic, not a possibly stale API server cache): the
+/// controller decides on it.
+///
+/// The watcher announces every (re)list with an `Init` before sending it, and kube's backoff starts again from its
+/// shortest pause after any item that is not an error: a list that fails at every attempt would be retried every
+/// second forever. So an `Init` is held back until its list yields something, and dropped when the list fails
+/// (consumers would only start a relist that never comes). An error that repeats at every retry is passed on once
+/// per [`repeats::REPORT_EVERY`], with its count ([`repeats::Repeats`]), so consumers that log errors do not log one
+/// per retry.
 fn watch<K>(api: Api<K>, config: watcher::Config, what: String) -> BoxStream<'static, Result<WatchEvent<K>, ApiError>>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    let mut init_held = false;
+    let mut repeats = repeats::Repeats::default();
     watcher(api, config)
+        .flat_map(move |item| {
+            let items = match item {
+                Ok(watcher::Event::Init) => {
+                    init_held = true;
+                    Vec::new()
+                }
+                Ok(event) if std::mem::take(&mut init_held) => vec![Ok(watcher::Event::Init), Ok(event)],
+                Ok(event) => vec![Ok(event)],
+                Err(err) => {
+                    init_held = false;
+                    vec![Err(err)]
+                }
+            };
+            futures::stream::iter(items)
+        })
         .default_backoff()
-        .map(move |item| item.map(to_watch_event).map_err(|err| classify_watch(&err, &what)))
+        .filter_map(move |item| {
+            let item = match item {
+                Ok(event) => {
+                    repeats.event();
+                    Some(Ok(to_watch_event(event)))
+                }
+                Err(err) => repeats.error(classify_watch(&err, &what), tokio::time::Instant::now()).map(Err),
+            };
+            futures::future::ready(item)
+        })
         .boxed()
 }
 

@@ -1,4 +1,5 @@
-//! Tower layers of the Kubernetes client, innermost first as the reference installs them: request metrics
+//! Tower layers of the Kubernetes client, innermost first: the API server's URL in every transport error; then, as
+//! the reference installs them, request metrics
 //! (`rollout_operator_kubernetes_api_client_request_duration_seconds{path,method,status_code}`, which therefore
 //! exclude the wait for a token) and the per-API-group client-side rate limiter (`-kubernetes.client-qps`,
 //! `-kubernetes.client-burst`, `rollout_operator_kubernetes_api_client_rate_limited_requests_total{api_group}`).
@@ -107,6 +108,71 @@ where
             };
             metrics.observe_request(&path, &method, &status, started.elapsed());
             result
+        })
+    }
+}
+
+/// Names the API server in the error of every request that failed without an answer: a transport error (`client
+/// error (Connect)`, a timeout) does not say where the request went. Installed innermost, so the metrics and the
+/// rate limiter see the same errors as before.
+#[derive(Clone)]
+pub struct ApiServerLayer {
+    server: Arc<str>,
+}
+
+impl ApiServerLayer {
+    /// `server`: the API server's URL as configured.
+    pub fn new(server: impl Into<String>) -> Self {
+        ApiServerLayer { server: Arc::from(server.into()) }
+    }
+}
+
+impl<S> Layer<S> for ApiServerLayer {
+    type Service = ApiServer<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ApiServer { inner, server: self.server.clone() }
+    }
+}
+
+/// The service made by [`ApiServerLayer`].
+#[derive(Clone)]
+pub struct ApiServer<S> {
+    inner: S,
+    server: Arc<str>,
+}
+
+/// A request to the API server at `server` failed without an answer; `source` says how.
+#[derive(Debug, thiserror::Error)]
+#[error("request to the Kubernetes API server at {server} failed")]
+pub struct ApiServerError {
+    pub server: String,
+    #[source]
+    pub source: tower::BoxError,
+}
+
+impl<S, B> Service<Request<B>> for ApiServer<S>
+where
+    S: Service<Request<B>>,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, tower::BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let server = &self.server;
+        self.inner
+            .poll_ready(cx)
+            .map_err(|source| ApiServerError { server: server.to_string(), source: source.into() }.into())
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let server = self.server.clone();
+        let call = self.inner.call(request);
+        Box::pin(async move {
+            call.await.map_err(|source| ApiServerError { server: server.to_string(), source: source.into() }.into())
         })
     }
 }

@@ -1,4 +1,6 @@
-//! Kubernetes through kube-rs: the cluster port's production adapter (`adapter`) and its client layers (`layers`: API metrics, the per-API-group rate limiter), the permission
+//! Kubernetes through kube-rs: the cluster port's production adapter (`adapter`), its client layers (`layers`: the
+//! API server in transport errors, API metrics, the per-API-group rate limiter) and the folding of repeated watch
+//! errors (`repeats`), the permission
 //! requirement table every request is checked against (`rbac`), and the real deployments' RBAC profiles
 //! (`reference_deployments`, which the simulation runs too). The kube-rs parts are not in the `--cfg madsim` build.
 //!
@@ -10,3 +12,5 @@ pub mod adapter;
 pub mod layers;
 pub mod rbac;
 pub mod reference_deployments;
+#[cfg(not(madsim))]
+pub mod repeats;

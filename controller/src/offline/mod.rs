@@ -10,3 +10,19 @@ pub mod plan;
 pub mod review;
 #[cfg(not(madsim))]
 pub mod status;
+
+/// `n` and the noun, singular for 1: `1 replica`, `3 replicas`.
+pub fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
+    let n = n.into();
+    if n == 1 { format!("{n} {singular}") } else { format!("{n} {plural}") }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn count_is_singular_for_one_only() {
+        assert_eq!(super::count(1u32, "pod", "pods"), "1 pod");
+        assert_eq!(super::count(0u32, "pod", "pods"), "0 pods");
+        assert_eq!(super::count(2u32, "replica", "replicas"), "2 replicas");
+    }
+}

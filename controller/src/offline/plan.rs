@@ -37,7 +37,7 @@ pub struct PlanArgs {
     #[arg(short = 'f', long = "filename", required = true)]
     pub files: Vec<PathBuf>,
     /// Only plan objects of this namespace (objects without a namespace are kept).
-    #[arg(long)]
+    #[arg(short = 'n', long, visible_alias = "kubernetes.namespace", value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Plan as of this time (RFC 3339, e.g. 2025-01-31T12:00:00Z) instead of now.
     #[arg(long)]
@@ -416,7 +416,7 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
     // Comments are never read; not capturing their text saves work on large dumps.
     options.emit_comments = false;
     let docs: Vec<serde_saphyr::Spanned<Value>> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| e.to_string())?;
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| yaml_message(&e))?;
     Ok(docs
         .into_iter()
         .map(|d| {
@@ -424,6 +424,68 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
             (d.value, (line > 0).then_some(line))
         })
         .collect())
+}
+
+/// A YAML parser error for people. A breached safety limit (an alias bomb, absurd nesting) says which limit and
+/// where, in words rather than the parser's internal names; other errors keep the parser's message, which points at
+/// the offending text.
+fn yaml_message(err: &serde_saphyr::Error) -> String {
+    use serde_saphyr::Error;
+    use serde_saphyr::budget::BudgetBreach;
+    // The error itself, under the wrappers that add a snippet or the anchor an aliased value comes from.
+    let mut inner = err;
+    while let Error::WithSnippet { error, .. } | Error::AliasError { error, .. } = inner {
+        inner = error;
+    }
+    let alias_bomb = "its aliases expand it to far more than the file holds (an alias bomb?)";
+    let what = match inner {
+        Error::Budget { breach: BudgetBreach::Depth { .. }, .. } => {
+            format!("nested more than {} levels deep", serde_saphyr::Budget::default().max_depth)
+        }
+        Error::Budget {
+            breach:
+                BudgetBreach::Aliases { .. }
+                | BudgetBreach::AliasAnchorRatio { .. }
+                | BudgetBreach::Anchors { .. }
+                | BudgetBreach::MergeKeys { .. },
+            ..
+        } => "too many aliases (*name), anchors (&name) or merge keys (<<)".to_string(),
+        Error::Budget { .. }
+        | Error::AliasReplayCounterOverflow { .. }
+        | Error::AliasReplayLimitExceeded { .. }
+        | Error::AliasExpansionLimitExceeded { .. }
+        | Error::AliasReplayStackDepthExceeded { .. } => alias_bomb.to_string(),
+        _ => return err.to_string(),
+    };
+    let at = match err.location().or_else(|| inner.location()) {
+        Some(location) if location.line() > 0 => format!("line {}: ", location.line()),
+        _ => String::new(),
+    };
+    format!(
+        "{at}{what}; refused as unsafe to load (a dump written by `kubectl get -o yaml` has no aliases and is never \
+         this deep)"
+    )
+}
+
+/// Remarks on a whole input that loaded: StatefulSets of `namespace` (any namespace when `None`) without a single
+/// pod, which makes every pod of theirs count as missing.
+pub fn input_notes(objects: &Objects, namespace: Option<&str>) -> Vec<String> {
+    let in_scope = |ns: Option<&str>| match (namespace, ns) {
+        (Some(wanted), Some(ns)) => ns == wanted,
+        _ => true,
+    };
+    let statefulsets = objects.statefulsets.iter().filter(|s| in_scope(s.metadata.namespace.as_deref())).count();
+    let pods = objects.pods.iter().filter(|p| in_scope(p.metadata.namespace.as_deref())).count();
+    let mut notes = Vec::new();
+    if statefulsets > 0 && pods == 0 {
+        let of = namespace.map(|ns| format!(" of namespace {ns}")).unwrap_or_default();
+        notes.push(format!(
+            "the input has {}{of} but no pods, so every pod counts as missing; dump the pods too (kubectl get \
+             statefulsets,pods -o yaml)",
+            crate::offline::count(statefulsets as u64, "StatefulSet", "StatefulSets")
+        ));
+    }
+    notes
 }
 
 /// UTF-8, or UTF-16 with a byte-order mark (what `kubectl ... > dump.yaml` writes in Windows PowerShell).
@@ -562,7 +624,8 @@ pub fn render_text(plans: &[GroupPlan], out: &mut dyn Write) -> std::io::Result<
                     writeln!(out, "  set currentRevision of StatefulSet {statefulset} to {revision}: {reason}")?
                 }
                 Action::Scale { statefulset, from, to, reason, .. } => {
-                    writeln!(out, "  scale StatefulSet {statefulset} from {from} to {to} replicas: {reason}")?
+                    let to = crate::offline::count(*to, "replica", "replicas");
+                    writeln!(out, "  scale StatefulSet {statefulset} from {from} to {to}: {reason}")?
                 }
             }
         }
@@ -620,7 +683,12 @@ pub fn execute(args: &PlanArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: 
         let _ = writeln!(err, "note: {note}");
     }
     if objects.notes.len() > NOTES_SHOWN {
-        let _ = writeln!(err, "note: ... and {} more objects appear more than once", objects.notes.len() - NOTES_SHOWN);
+        let more = (objects.notes.len() - NOTES_SHOWN) as u64;
+        let more = crate::offline::count(more, "more object appears", "more objects appear");
+        let _ = writeln!(err, "note: ... and {more} more than once");
+    }
+    for note in input_notes(&objects, args.namespace.as_deref()) {
+        let _ = writeln!(err, "note: {note}");
     }
     let plans = plan_objects(&objects, args.namespace.as_deref(), now);
     let written = match format {

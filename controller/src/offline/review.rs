@@ -40,6 +40,9 @@ use tower::ServiceExt;
 
 /// Exit status for bad input (including an AdmissionReview the webhook would answer with HTTP 400).
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status when the webhook would refuse the request (`response.allowed: false`), or the answer could not be
+/// written.
+pub const EXIT_DENIED: u8 = 1;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReviewArgs {
@@ -53,13 +56,13 @@ pub struct ReviewArgs {
     /// Decide as of this time (RFC 3339) instead of now.
     #[arg(long)]
     pub now: Option<String>,
-    /// Cluster domain of pod DNS names (-kubernetes.cluster-domain).
-    #[arg(long = "cluster-domain", default_value = "cluster.local.")]
+    /// Cluster domain of pod DNS names, as the controller's -kubernetes.cluster-domain.
+    #[arg(long = "cluster-domain", visible_alias = "kubernetes.cluster-domain", default_value = "cluster.local.")]
     pub cluster_domain: String,
     /// Judge with the zone tracker, the group downscale record in this ConfigMap of the dump (as the operator with
     /// -use-zone-tracker=true -zone-tracker.config-map-name=NAME). Without it, as the operator's default: the
     /// StatefulSets' grafana.com/last-downscale annotations.
-    #[arg(long = "zone-tracker-config-map-name", value_name = "NAME")]
+    #[arg(long = "zone-tracker-config-map-name", visible_alias = "zone-tracker.config-map-name", value_name = "NAME")]
     pub record_config_map: Option<String>,
 }
 
@@ -279,6 +282,8 @@ pub fn execute(
     let Some((review_file, dumps)) = args.files.split_first() else {
         return report(err, &"no input: give the AdmissionReview with -f FILE");
     };
+    let review_name =
+        if review_file.as_os_str() == "-" { "<stdin>".to_string() } else { review_file.display().to_string() };
     let body = if review_file.as_os_str() == "-" {
         let mut buf = Vec::new();
         match stdin.read_to_end(&mut buf) {
@@ -291,6 +296,10 @@ pub fn execute(
             Err(e) => return report(err, &format_args!("cannot read {}: {e}", review_file.display())),
         }
     };
+    // The webhook would answer HTTP 400 without naming the file.
+    if let Err(e) = check_review(&body) {
+        return report(err, &format_args!("{review_name}: {e}"));
+    }
     let objects = match load_objects(dumps, stdin) {
         Ok(objects) => objects,
         Err(e) => return report(err, &e),
@@ -346,19 +355,31 @@ pub fn execute(
     if status != http::StatusCode::OK {
         return report(
             err,
-            &format_args!("the webhook would answer HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&bytes)),
+            &format_args!(
+                "{review_name}: the webhook would answer HTTP {}: {}",
+                status.as_u16(),
+                String::from_utf8_lossy(&bytes)
+            ),
         );
     }
-    let pretty = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-    match writeln!(out, "{pretty}").and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(e) => {
-            let _ = writeln!(err, "error: cannot write the response: {e}");
-            1
-        }
+    let answer = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+    let allowed = answer.as_ref().and_then(|v| v.pointer("/response/allowed")).and_then(|a| a.as_bool());
+    let pretty = answer
+        .as_ref()
+        .and_then(|v| serde_json::to_string_pretty(v).ok())
+        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+    if let Err(e) = writeln!(out, "{pretty}").and_then(|()| out.flush()) {
+        let _ = writeln!(err, "error: cannot write the response: {e}");
+        return EXIT_DENIED;
     }
+    if allowed == Some(false) { EXIT_DENIED } else { 0 }
+}
+
+/// Why `body` cannot be an AdmissionReview: it is not JSON. (The webhook itself says what else is wrong with one.)
+fn check_review(body: &[u8]) -> Result<(), String> {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .map(|_| ())
+        .map_err(|e| format!("not an AdmissionReview: invalid JSON: {e} (the AdmissionReview must be the first -f)"))
 }
 
 /// Entry point of `rollout-operator review`.

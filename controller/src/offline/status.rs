@@ -13,7 +13,8 @@ use crate::cli::OperatorFlags;
 use crate::cluster::downscale_record::{markers_of, read_record};
 use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, RecordStore};
 use crate::controller::report::statefulset_report;
-use crate::offline::plan::{load_objects, parse_now};
+use crate::offline::count;
+use crate::offline::plan::{input_notes, load_objects, parse_now};
 use crate::offline::review::DumpCluster;
 use crate::ops::metrics::ZpdbMetrics;
 use crate::zpdb::budgets::BudgetCache;
@@ -37,17 +38,19 @@ use std::process::ExitCode;
 use std::time::Duration;
 use thiserror::Error;
 
-/// Exit status for bad arguments or unreadable dumps.
+/// Exit status for bad arguments, unreadable dumps, or a kubeconfig (or context) that cannot be used.
 pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status when the cluster could not be read or the output not written.
 pub const EXIT_FAILED: u8 = 1;
 
-/// Arguments of `status`: the controller's own flags (namespace, kube config, zone tracker, progress deadline), so
-/// a Deployment's args can be passed unchanged, and the view's options.
+/// Arguments of `status`: the view's options, and the controller's own flags (namespace, kube config, zone tracker,
+/// progress deadline), so a Deployment's args can be passed unchanged. `-n`/`--namespace` is
+/// `-kubernetes.namespace`, `--cluster-domain` is `-kubernetes.cluster-domain`, as in `plan` and `review`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
-    #[command(flatten)]
-    pub flags: OperatorFlags,
+    /// Use this context of the kubeconfig instead of its current one (as kubectl --context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
     /// Redraw the view until interrupted.
     #[arg(long)]
     pub watch: bool,
@@ -63,6 +66,8 @@ pub struct StatusArgs {
     /// With -f: as of this time (RFC 3339) instead of now.
     #[arg(long)]
     pub now: Option<String>,
+    #[command(flatten, next_help_heading = crate::cli::CONTROLLER_FLAGS_HEADING)]
+    pub flags: OperatorFlags,
 }
 
 /// Why `status` could not run with these arguments.
@@ -70,14 +75,14 @@ pub struct StatusArgs {
 pub enum StatusArgError {
     #[error("invalid --output value {0:?}: expected text or json")]
     Output(String),
-    #[error("-kubernetes.namespace has not been specified")]
-    MissingNamespace,
     #[error("--watch reads the cluster again and again; it cannot be used with -f")]
     WatchWithFiles,
     #[error("--now is for dumps (-f); a live view is as of now")]
     NowWithoutFiles,
     #[error("--interval must be positive")]
     ZeroInterval,
+    #[error("--context picks a context of a kubeconfig; it cannot be used with -f")]
+    ContextWithFiles,
 }
 
 /// Why the view could not be read.
@@ -478,7 +483,7 @@ pub fn render_text(view: &NamespaceStatus, deadline: Duration, out: &mut dyn Wri
                         writeln!(out, "    set currentRevision of {statefulset} to {revision}")?
                     }
                     Action::Scale { statefulset, from, to, .. } => {
-                        writeln!(out, "    scale {statefulset} from {from} to {to} replicas")?
+                        writeln!(out, "    scale {statefulset} from {from} to {}", count(*to, "replica", "replicas"))?
                     }
                 }
             }
@@ -527,9 +532,6 @@ pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
         "json" => true,
         other => return Err(StatusArgError::Output(other.to_string())),
     };
-    if args.files.is_empty() && args.flags.kubernetes_namespace.is_empty() {
-        return Err(StatusArgError::MissingNamespace);
-    }
     if args.watch && !args.files.is_empty() {
         return Err(StatusArgError::WatchWithFiles);
     }
@@ -538,6 +540,9 @@ pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
     }
     if args.watch && args.interval.is_zero() {
         return Err(StatusArgError::ZeroInterval);
+    }
+    if args.context.is_some() && !args.files.is_empty() {
+        return Err(StatusArgError::ContextWithFiles);
     }
     Ok(json)
 }
@@ -631,6 +636,9 @@ pub fn execute_on_dumps(
         .filter(|n| !n.is_empty())
         .or_else(|| objects.statefulsets.iter().find_map(|s| s.metadata.namespace.clone()))
         .unwrap_or_else(|| "default".to_string());
+    for note in input_notes(&objects, Some(&namespace)) {
+        let _ = writeln!(err, "note: {note}");
+    }
     let api = DumpCluster::from_objects(&objects, &namespace);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -644,7 +652,10 @@ pub fn execute_on_dumps(
 
 /// Entry point of `rollout-operator status`.
 pub fn run(args: StatusArgs) -> ExitCode {
+    use std::io::IsTerminal;
     let stdout = std::io::stdout();
+    // Screen control codes only for a person watching: a file or a pipe gets the frames one after the other.
+    let terminal = stdout.is_terminal();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = std::io::stderr().lock();
     if !args.files.is_empty() {
@@ -662,12 +673,42 @@ pub fn run(args: StatusArgs) -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    ExitCode::from(runtime.block_on(live(&args, &mut out, &mut err)))
+    ExitCode::from(runtime.block_on(live(&args, terminal, &mut out, &mut err)))
 }
 
-async fn live(args: &StatusArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+/// The exit status of a client that could not be built: the user's kubeconfig, context or URL is wrong (2), or no
+/// configuration could be found or used (1).
+fn client_error_code(e: &crate::kube::adapter::AdapterError) -> u8 {
+    use crate::kube::adapter::AdapterError;
+    match e {
+        AdapterError::Kubeconfig { .. } | AdapterError::Context { .. } | AdapterError::ApiUrl { .. } => EXIT_BAD_INPUT,
+        _ => EXIT_FAILED,
+    }
+}
+
+/// The namespace to show: the one given (`-n`, `-kubernetes.namespace`), else the kubeconfig context's (`default`
+/// when the context names none), as kubectl picks it.
+pub fn namespace_to_show(given: &str, context_namespace: &str) -> String {
+    if given.is_empty() { context_namespace.to_string() } else { given.to_string() }
+}
+
+/// What `--watch` writes before each view: with text output, a header naming the interval and the namespace; on a
+/// terminal, after the codes that clear the screen and home the cursor (as `watch` does); elsewhere (a file, a
+/// pipe) after a blank line that separates it from the view before, with no control codes.
+pub fn watch_header(text: bool, terminal: bool, first: bool, interval: Duration, namespace: &str) -> String {
+    if !text {
+        return String::new();
+    }
+    let clear = match (terminal, first) {
+        (true, _) => "\x1b[2J\x1b[H",
+        (false, true) => "",
+        (false, false) => "\n",
+    };
+    format!("{clear}every {}: rollout-operator status, namespace {namespace}\n\n", format_go_duration(interval))
+}
+
+async fn live(args: &StatusArgs, terminal: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let flags = &args.flags;
-    let namespace = flags.kubernetes_namespace.clone();
     let limits = crate::kube::layers::RateLimits {
         qps: flags.kubernetes_client_qps,
         burst: flags.kubernetes_client_burst,
@@ -677,20 +718,31 @@ async fn live(args: &StatusArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
             flags.kubernetes_client_timeout
         },
     };
-    let client = match crate::kube::adapter::build_cli_client(
+    let config = match crate::kube::adapter::cli_config(
         flags.config_file(),
         flags.api_url(),
         flags.kubernetes_client_timeout,
-        &namespace,
-        limits,
-        crate::ops::metrics::KubeClientMetrics::default(),
+        args.context.as_deref(),
     )
     .await
     {
+        Ok(config) => config,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return client_error_code(&e);
+        }
+    };
+    let namespace = namespace_to_show(&flags.kubernetes_namespace, &config.default_namespace);
+    let client = match crate::kube::adapter::cli_client(
+        config,
+        &namespace,
+        limits,
+        crate::ops::metrics::KubeClientMetrics::default(),
+    ) {
         Ok(client) => client,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
-            return EXIT_FAILED;
+            return client_error_code(&e);
         }
     };
     let api = crate::kube::adapter::KubeCluster::new(client, &namespace);
@@ -706,22 +758,18 @@ async fn live(args: &StatusArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
     let mut watcher = Watcher::default();
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
+    let mut first = true;
     loop {
-        let mut frame = Vec::new();
-        if args.output == "text" {
-            // Clear the screen and home the cursor, then a header, as `watch` does.
-            let _ = write!(frame, "\x1b[2J\x1b[H");
-            let _ = writeln!(
-                frame,
-                "every {}: rollout-operator status, namespace {namespace}\n",
-                format_go_duration(args.interval)
-            );
-        }
+        let mut frame = watch_header(args.output == "text", terminal, first, args.interval, &namespace).into_bytes();
+        first = false;
         match show(&api, args, &namespace, Timestamp::now(), Some(&mut watcher), &mut frame).await {
             Ok(()) => {}
-            // A failed read is shown and the next one tried: the view keeps watching.
-            Err(ShowError::Read(e)) => {
+            // A failed read is shown and the next one tried: the view keeps watching. JSON lines stay JSON.
+            Err(ShowError::Read(e)) if args.output == "text" => {
                 let _ = writeln!(frame, "error: {e}");
+            }
+            Err(ShowError::Read(e)) => {
+                let _ = writeln!(err, "error: {e}");
             }
             Err(e) => {
                 let _ = writeln!(err, "error: {e}");

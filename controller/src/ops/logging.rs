@@ -60,6 +60,9 @@ where
     }
 }
 
+/// The module of kube's client that logs each failed request without saying which.
+const KUBE_CLIENT_FAILURES: &str = "kube_client::client::builder";
+
 /// Our own crates log at the configured level. Dependencies (kube, hyper, rustls) log at most at info: their debug
 /// output is per-request noise, and the reference's debug level shows only the operator's own messages.
 fn filter(level: LogLevel) -> Targets {
@@ -73,6 +76,9 @@ fn filter(level: LogLevel) -> Targets {
         .with_default(own.min(LevelFilter::INFO))
         .with_target("rollout_operator", own)
         .with_target("rollout_core", own)
+        // kube's client logs every failed request as a bare `failed with error client error (Connect)`; each
+        // failure reaches the operator as an error, which it logs once with the operation and the API server.
+        .with_target(KUBE_CLIENT_FAILURES, LevelFilter::OFF)
 }
 
 /// Event formatter for logfmt. The clock is a field so tests can pin the timestamp.
@@ -356,6 +362,16 @@ mod tests {
         });
         assert!(!out.contains("dependency noise"), "{out}");
         assert!(out.contains("dependency info") && out.contains("own debug"), "{out}");
+    }
+
+    #[test]
+    fn kube_clients_bare_failure_lines_are_dropped() {
+        let out = logfmt_output(LogLevel::Debug, || {
+            tracing::error!(target: "kube_client::client::builder", "failed with error client error (Connect)");
+            tracing::error!(target: "kube_client::client", "other kube error");
+        });
+        assert!(!out.contains("client error (Connect)"), "{out}");
+        assert!(out.contains("other kube error"), "{out}");
     }
 
     #[test]
