@@ -614,6 +614,29 @@ fn invalid_max_unavailable_is_a_warning_and_falls_back_to_one() {
     assert!(json_run.err.contains("warning: ingester: StatefulSet ingester-zone-b: invalid rollout-max-unavailable"));
 }
 
+/// A malformed min time between zone downscales is a warning of the plan as soon as it is read, though no
+/// downscale is due.
+#[test]
+fn malformed_min_time_between_zones_is_a_warning_when_read() {
+    let mut objects = zones("prod", [3, 3, 3]);
+    set(
+        find(&mut objects, "ingester-zone-b"),
+        &["metadata", "annotations", "grafana.com/min-time-between-zones-downscale"],
+        json!("12hours"),
+    );
+    let text = plan("min-time", &objects, &[("output", "text")]);
+    assert_eq!(text.code, 0, "{}", text.err);
+    assert!(
+        text.out.contains(
+            "  warning: StatefulSet ingester-zone-b: invalid grafana.com/min-time-between-zones-downscale value \
+             \"12hours\": "
+        ),
+        "{}",
+        text.out
+    );
+    assert_eq!(text.out.matches("min-time-between-zones-downscale").count(), 1, "once: {}", text.out);
+}
+
 #[test]
 fn min_ready_seconds_uses_now() {
     // zone-b-0 became ready at 09:00; with minReadySeconds 600 it counts as available from 09:10 on.

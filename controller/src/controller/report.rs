@@ -72,7 +72,9 @@ impl Reports {
     pub fn planned(&mut self, snapshot: &GroupSnapshot, plan: &GroupPlan, now: Timestamp) {
         let group = plan.group.clone();
         let memory = self.groups.entry(group.clone()).or_default();
-        log_if_changed(memory, plan);
+        let mut logged = plan.clone();
+        add_setting_warnings(&mut logged, snapshot);
+        log_if_changed(memory, &logged);
 
         let previous = memory.clock.take();
         let clock = ProgressClock::observe(previous.as_ref(), snapshot, plan.state, now);
@@ -142,6 +144,7 @@ impl Reports {
             snapshot.warnings.iter().map(|w| (w.clone(), None)).collect();
         for m in &snapshot.members {
             warnings.extend(m.sts.settings.errors.iter().map(|e| (e.to_string(), Some(m.sts.name.as_str()))));
+            warnings.extend(downscale_setting_warnings(&m.sts).into_iter().map(|w| (w, Some(m.sts.name.as_str()))));
             warnings.extend(ignored_force_replicas(&m.sts).map(|w| (w, Some(m.sts.name.as_str()))));
         }
         for (warning, sts) in &warnings {
@@ -234,6 +237,28 @@ impl Reports {
     /// The group is gone.
     pub fn forget(&mut self, group: &str) {
         self.groups.remove(group);
+    }
+}
+
+/// The downscale settings of `sts` that cannot be used (`grafana.com/min-time-between-zones-downscale`,
+/// `grafana.com/last-downscale`), as setting warnings: reported when they are read, not only once a downscale that
+/// needs them is due (which they then refuse).
+pub fn downscale_setting_warnings(sts: &rollout_core::StatefulSetView) -> Vec<String> {
+    let downscale = &sts.downscale;
+    let min_time = downscale.min_time_between_zones.as_ref().and_then(|v| v.as_ref().err());
+    let last = downscale.last_downscale.as_ref().and_then(|v| v.as_ref().err());
+    min_time.into_iter().chain(last).map(|e| format!("{e}; a downscale that needs it is refused")).collect()
+}
+
+/// Appends to `plan` the setting warnings the core pass leaves to the shell ([`downscale_setting_warnings`]), each
+/// once.
+pub fn add_setting_warnings(plan: &mut GroupPlan, group: &GroupSnapshot) {
+    for m in &group.members {
+        for warning in downscale_setting_warnings(&m.sts) {
+            if !plan.warnings.contains(&warning) {
+                plan.warnings.push(warning);
+            }
+        }
     }
 }
 
@@ -405,6 +430,30 @@ mod tests {
         assert_eq!(reasons(&told), [("InvalidSetting", "a"), ("ScalingFailed", "b")], "once each: {told:?}");
         assert!(told[0].note.contains("rollout-max-unavailable value \"lots\""), "{}", told[0].note);
         assert!(told[1].note.contains("could not find leader"), "{}", told[1].note);
+    }
+
+    /// A malformed min time between zone downscales or last downscale is told when it is read, in a group with
+    /// no downscale due, and once.
+    #[test]
+    fn malformed_downscale_settings_are_told_when_read() {
+        let (mut reports, mut queue, _) = reporter();
+        let a = annotate(zone("a", "r0", "r0"), keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE, "12hours");
+        let b = annotate(zone("b", "r0", "r0"), keys::LAST_DOWNSCALE, "yesterday");
+        let pods = vec![pod(&a, 0, "r0"), pod(&a, 1, "r0"), pod(&b, 0, "r0"), pod(&b, 1, "r0")];
+        let g = snapshot(vec![a, b], pods);
+        assert_eq!(pass(&mut reports, &g, at(0)).state, GroupState::Done);
+        pass(&mut reports, &g, at(1));
+        let told = drain(&mut queue);
+        assert_eq!(reasons(&told), [("InvalidSetting", "a"), ("InvalidSetting", "b")], "once each: {told:?}");
+        assert!(
+            told[0]
+                .note
+                .starts_with("StatefulSet a: invalid grafana.com/min-time-between-zones-downscale value \"12hours\": "),
+            "{}",
+            told[0].note
+        );
+        assert!(told[0].note.ends_with("expected a Go duration such as 12h; a downscale that needs it is refused"));
+        assert!(told[1].note.contains("invalid grafana.com/last-downscale value \"yesterday\""), "{}", told[1].note);
     }
 
     /// A force-replicas annotation nothing reads (neither follower nor mirror) is told once on its StatefulSet,

@@ -566,6 +566,7 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
                 pass = pass.with_mirror(MirrorFindings { waits: offline_mirror_waits(&group), ..Default::default() });
             }
             let mut plan = pass.plan;
+            crate::controller::report::add_setting_warnings(&mut plan, &group);
             if qualify {
                 plan.group = format!("{ns}/{}", plan.group);
             }

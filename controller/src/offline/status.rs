@@ -260,6 +260,7 @@ pub async fn read<C: LiveReads + RecordStore>(
         if let Some(why) = pass.failed_closed {
             plan.warnings.push(why);
         }
+        crate::controller::report::add_setting_warnings(&mut plan, &group);
         let record = match &record {
             RecordRead::Read { record, .. } => Some((*record).clone()),
             _ => None,
