@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use rollout_core::keys;
 use rollout_operator::offline::review::{EXIT_BAD_INPUT, EXIT_DENIED, ReviewArgs, execute};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use support::{pod, sts};
 
 fn temp(name: &str, contents: &str) -> PathBuf {
@@ -249,4 +249,50 @@ fn zpdb_validation_explains_a_rejected_budget() {
     let good = zpdb("x", json!({"selector": {"matchLabels": {"a": "b"}}}));
     let (_, out, _) = run("/admission/zpdb-validation", vec![temp("zpdb-good.json", &request(good))]);
     assert_eq!(out["response"]["allowed"], true);
+}
+
+/// The AdmissionReviews of `examples/` against their dump, as examples/README.md shows them: the prepare-downscale
+/// `/scale` review is allowed (exit 0) and names the pod it would prepare; the no-downscale review and the eviction
+/// are refused (exit 1).
+#[test]
+fn the_example_reviews_are_answered_as_the_examples_readme_says() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let readme = std::fs::read_to_string(examples.join("README.md")).unwrap();
+    let dump = examples.join("downscale-and-eviction.yaml");
+    let review = |path: &str, file: &str| {
+        assert!(readme.contains(&format!("-f examples/{file}")), "examples/README.md runs review on {file}");
+        let args = ReviewArgs {
+            path: path.into(),
+            files: vec![examples.join(file), dump.clone()],
+            now: Some("2026-01-01T12:00:00Z".into()),
+            cluster_domain: "cluster.local.".into(),
+            record_config_map: None,
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
+        let out: Value = serde_json::from_slice(&out).expect("an AdmissionReview on stdout");
+        (code, out, String::from_utf8(err).unwrap())
+    };
+
+    let (code, out, err) = review("/admission/prepare-downscale", "review-prepare-downscale-scale.json");
+    assert_eq!(code, 0, "{out} {err}");
+    assert_eq!(out["response"]["allowed"], true);
+    assert_eq!(out["response"]["uid"], "8a6b0c43-2b0f-4b8e-9c55-1f0e6c7d3a01");
+    let call = "would call: POST http://ingester-zone-b-2.ingester-zone-b.mimir.svc.cluster.local.:8080/ingester/\
+                prepare-shutdown (assumed to succeed)";
+    assert_eq!(err.trim_end(), call);
+    assert!(readme.contains(call));
+
+    let (code, out, _) = review("/admission/no-downscale", "review-no-downscale.json");
+    assert_eq!(code, EXIT_DENIED);
+    let message = "downscale of deployments/distributor in mimir from 6 to 4 replicas is not allowed because it has \
+                   the label 'grafana.com/no-downscale=true'";
+    assert_eq!(out["response"]["status"]["message"], message);
+    assert!(readme.replace('\n', " ").contains(message));
+
+    let (code, out, _) = review("/admission/pod-eviction", "review-eviction.json");
+    assert_eq!(code, EXIT_DENIED);
+    assert_eq!(out["response"]["status"]["code"], 429);
+    assert_eq!(out["response"]["status"]["message"], "1 pod not ready in ingester-zone-b");
+    assert!(readme.contains("`1 pod not ready in ingester-zone-b`"));
 }
