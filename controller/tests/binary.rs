@@ -79,3 +79,37 @@ fn version_flag_and_subcommand_print_the_version_revision_and_rust_version() {
     let out = operator().args(["version", "extra"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The exit codes docs/reference/endpoints.md lists for the subcommands: 0 done (a review allowed), 1 a refused or
+/// failed check, 2 bad input; one message on stderr for each error.
+#[test]
+fn subcommand_exit_codes_are_the_documented_ones() {
+    let code = |args: &[&str]| {
+        let out = operator().args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let dump = example("downscale-and-eviction.yaml");
+    let now = "--now=2026-01-01T12:00:00Z";
+    let review = |path: &str, file: &str| code(&["review", "--path", path, "-f", &example(file), "-f", &dump, now]).0;
+    assert_eq!(review("/admission/prepare-downscale", "review-prepare-downscale-scale.json"), Some(0), "allowed");
+    assert_eq!(review("/admission/no-downscale", "review-no-downscale.json"), Some(1), "refused");
+    assert_eq!(review("/admission/pod-eviction", "review-eviction.json"), Some(1), "refused");
+    let (status, err) = code(&["review", "--path", "/admission/no-downscale", "-f", &dump]);
+    assert_eq!(status, Some(2), "a dump is not an AdmissionReview: {err}");
+    assert!(err.contains("downscale-and-eviction.yaml: not an AdmissionReview"), "{err}");
+    assert_eq!(code(&["review", "--path", "/nope", "-f", &dump]).0, Some(2));
+
+    assert_eq!(code(&["status", "-f", &dump, now]).0, Some(0));
+    assert_eq!(code(&["status", "-f", &dump, "--watch"]).0, Some(2));
+    assert_eq!(code(&["status", "-o", "yaml"]).0, Some(2));
+    let (status, err) = code(&["status", "-kubernetes.config-file=/nonexistent/kubeconfig", "-n", "x"]);
+    assert_eq!(status, Some(2), "an unusable kubeconfig is bad input: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    assert_eq!(code(&["-log.level=loud", "plan", "-f", &dump]).0, Some(2));
+    assert_eq!(code(&["plan", "-f", &dump, now]).0, Some(0));
+
+    assert_eq!(code(&["rbac", "-n", "x"]).0, Some(0));
+    assert_eq!(code(&["rbac", "-n", "x", "-kubernetes.cluster-domain="]).0, Some(1), "refused by the controller");
+    assert_eq!(code(&["rbac", "-n", "x", "-no-such-flag"]).0, Some(2));
+}
