@@ -794,38 +794,48 @@ async fn without_the_tracker_another_zones_annotation_denies_within_the_min_time
     assert!(pods.calls().is_empty());
 }
 
-/// A `/scale` request cannot carry the annotation: the parent is patched, conditional on the resourceVersion read.
-/// One that carries a resourceVersion (an HPA's) would fail on the resourceVersion our write moved: it is denied
-/// (pods told to cancel) with the date set 60 s ahead, and its retry finds the date ahead, writes nothing and passes.
+/// A `/scale` request cannot carry the annotation: the parent is patched, conditional on the resourceVersion read,
+/// dated 30 s ahead, and the downscale allowed, whether the request carries a resourceVersion (an HPA's PUT) or not
+/// (`kubectl scale`'s PATCH). The write moves the parent's resourceVersion, so the API server runs the request
+/// again (re-admits the PATCH; refuses the PUT, which the HPA retries): that admission finds the date ahead, writes
+/// nothing and is allowed.
 #[tokio::test]
-async fn without_the_tracker_a_scale_request_annotates_the_parent_conditionally_and_a_retry_writes_nothing() {
-    let cluster = cluster_with_zones();
-    let pods = FakePods::default();
-    let app = app_without_tracker(&cluster, &pods);
-    let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
-    let mut hpa_scale = scale(1);
-    hpa_scale["metadata"]["resourceVersion"] = json!(rv);
-    let r = review("statefulsets", "ingester-zone-a", scale(3), hpa_scale, false);
-    let response = admit(&app, "/admission/prepare-downscale", &r).await;
-    // Our write makes this request's resourceVersion stale: denied at once, pods told to cancel.
-    assert_eq!(response["allowed"], false, "{response}");
-    assert!(response["status"]["message"].as_str().unwrap().ends_with("retry"), "{response}");
-    assert_eq!(pods.calls().iter().filter(|(m, _)| *m == PodMethod::Delete).count(), 2, "{:?}", pods.calls());
-    let written: Vec<_> = cluster.calls().into_iter().filter(|c| matches!(c, Call::PatchAnnotations { .. })).collect();
-    let expected = BTreeMap::from([(keys::LAST_DOWNSCALE.to_string(), "2026-01-01T12:01:00Z".to_string())]);
-    assert_eq!(
-        written,
-        vec![Call::PatchAnnotations { name: "ingester-zone-a".into(), resource_version: rv, annotations: expected }]
-    );
-    // The HPA's retry (its update failed on the moved resourceVersion): allowed, nothing written.
-    cluster.take_calls();
-    let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
-    let mut retry = scale(1);
-    retry["metadata"]["resourceVersion"] = json!(rv);
-    let r = review("statefulsets", "ingester-zone-a", scale(3), retry, false);
-    let response = admit(&app, "/admission/prepare-downscale", &r).await;
-    assert_eq!(response["allowed"], true, "{response}");
-    assert!(cluster.calls().iter().all(|c| !matches!(c, Call::PatchAnnotations { .. })), "{:?}", cluster.calls());
+async fn without_the_tracker_a_scale_request_annotates_the_parent_conditionally_and_its_readmission_writes_nothing() {
+    for carries_version in [true, false] {
+        let cluster = cluster_with_zones();
+        let pods = FakePods::default();
+        let app = app_without_tracker(&cluster, &pods);
+        let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
+        let mut object = scale(1);
+        if carries_version {
+            object["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let r = review("statefulsets", "ingester-zone-a", scale(3), object, false);
+        let response = admit(&app, "/admission/prepare-downscale", &r).await;
+        assert_eq!(response["allowed"], true, "carrying a resourceVersion: {carries_version}: {response}");
+        assert!(pods.calls().iter().all(|(m, _)| *m == PodMethod::Post), "no cancel: {:?}", pods.calls());
+        let written: Vec<_> =
+            cluster.calls().into_iter().filter(|c| matches!(c, Call::PatchAnnotations { .. })).collect();
+        let expected = BTreeMap::from([(keys::LAST_DOWNSCALE.to_string(), "2026-01-01T12:00:30Z".to_string())]);
+        assert_eq!(
+            written,
+            vec![Call::PatchAnnotations {
+                name: "ingester-zone-a".into(),
+                resource_version: rv,
+                annotations: expected
+            }]
+        );
+        // Admitted again, as the API server re-applies the PATCH to the object just written (or the HPA retries
+        // its PUT with the resourceVersion it reads again): allowed, nothing written.
+        cluster.take_calls();
+        let rv = cluster.statefulset("ingester-zone-a").unwrap().metadata.resource_version.unwrap();
+        let mut again = scale(1);
+        again["metadata"]["resourceVersion"] = json!(rv);
+        let r = review("statefulsets", "ingester-zone-a", scale(3), again, false);
+        let response = admit(&app, "/admission/prepare-downscale", &r).await;
+        assert_eq!(response["allowed"], true, "{response}");
+        assert!(cluster.calls().iter().all(|c| !matches!(c, Call::PatchAnnotations { .. })), "{:?}", cluster.calls());
+    }
 }
 
 /// The parent's annotation cannot be written (here: the operator may not patch StatefulSets): the downscale is

@@ -956,6 +956,66 @@ mod prepare_flow {
         assert!(patch.contains("2026-01-01T12:00:10Z"), "{patch}");
     }
 
+    /// A `/scale` downscale of zone-a as an HPA sends it (carrying the resourceVersion it read), stepped through its
+    /// parent's read at `now` (the parent as given) and the healthy group up to the pods prepared.
+    fn scale_prepared(parent: StatefulSetView, now: Timestamp) -> (PrepareDownscale, Need) {
+        let mut hpa_scale = scale_object("ingester-zone-a", 2);
+        hpa_scale["metadata"]["resourceVersion"] = json!(parent.resource_version);
+        let old = scale_object("ingester-zone-a", 3);
+        let request = parse(review("admission.k8s.io/v1", "statefulsets", "ingester-zone-a", old, hpa_scale, None));
+        let mut flow = PrepareDownscale::new(request, settings(false));
+        assert_eq!(flow.step(Observed::Start, now), Need::StatefulSet { name: "ingester-zone-a".into() });
+        let next = flow.step(Observed::StatefulSet(StatefulSetLookup::Found(Box::new(parent.clone()))), now);
+        assert_eq!(next, Need::GroupStatefulSets { selector: "rollout-group=ingester".into() });
+        let (mut members, pods) = members_and_pods();
+        members[0] = parent;
+        flow.step(Observed::GroupStatefulSets(Ok(members)), now);
+        assert!(matches!(flow.step(Observed::Pods(Ok(pods)), now), Need::PreparePods { .. }));
+        let next = flow.step(Observed::PodsPrepared(Vec::new()), now);
+        (flow, next)
+    }
+
+    /// Without the tracker a `/scale` downscale is recorded by a conditional patch of its parent, dated
+    /// `SCALE_RETRY_WINDOW` ahead, and allowed, though it carries a resourceVersion: the API server admits it again
+    /// after the conflict that write causes (a PATCH) or the client retries (an HPA's PUT), and that admission finds
+    /// the date still at least half the commit margin ahead, writes nothing and is allowed.
+    #[test]
+    fn without_the_tracker_a_scale_downscale_is_recorded_on_its_parent_and_allowed_and_its_readmission_writes_nothing()
+    {
+        use rollout_core::admission::prepare_flow::SCALE_RETRY_WINDOW;
+        let now = ts(NOW);
+        let mut parent = zone("ingester-zone-a");
+        parent.resource_version = "7".into();
+        let (mut flow, next) = scale_prepared(parent.clone(), now);
+        let Need::PatchLastDownscale { statefulset, resource_version, at } = next else {
+            panic!("the parent is patched next, got {next:?}")
+        };
+        assert_eq!((statefulset.as_str(), resource_version.as_str()), ("ingester-zone-a", "7"));
+        let verdict = answer(flow.step(Observed::LastDownscalePatched(Ok(())), now));
+        assert!(verdict.allowed, "{:?}", verdict.message);
+        assert_eq!(verdict.patch, None, "a Scale cannot carry the annotation");
+        assert_eq!((at, SCALE_RETRY_WINDOW), (ts("2026-01-01T12:00:30Z"), Duration::from_secs(30)));
+        // Admitted again (the parent now carries the date and a new resourceVersion), up to the last moment that
+        // leaves half the commit margin: allowed, nothing written.
+        let mut dated = annotate(parent, keys::LAST_DOWNSCALE, "2026-01-01T12:00:30Z");
+        dated.resource_version = "8".into();
+        for at in ["2026-01-01T12:00:02Z", "2026-01-01T12:00:25Z"] {
+            let (_, next) = scale_prepared(dated.clone(), ts(at));
+            let verdict = answer(next);
+            assert!(verdict.allowed, "at {at}: {:?}", verdict.message);
+        }
+        // Later, the date could fall before the commit: written again, conditionally.
+        let (_, next) = scale_prepared(dated, ts("2026-01-01T12:00:25.5Z"));
+        assert_eq!(
+            next,
+            Need::PatchLastDownscale {
+                statefulset: "ingester-zone-a".into(),
+                resource_version: "8".into(),
+                at: ts("2026-01-01T12:00:56Z"),
+            }
+        );
+    }
+
     #[test]
     fn failures_deny_with_their_policy() {
         let now = ts(NOW);

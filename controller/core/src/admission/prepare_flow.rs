@@ -15,7 +15,8 @@
 //! 5. (zone tracker) the claim with its in-progress marker, then the group read again under the marker;
 //! 6. the pod calls; any failure undoes everything and denies;
 //! 7. the downscale recorded: dated in the record (tracker) with half the commit margin still left, or in the
-//!    StatefulSet's `grafana.com/last-downscale` (JSONPatch for an UPDATE, a conditional patch for `/scale`).
+//!    StatefulSet's `grafana.com/last-downscale` (JSONPatch for an UPDATE, a conditional patch of the parent for
+//!    `/scale`, dated [`SCALE_RETRY_WINDOW`] ahead so that the request's next admission writes nothing).
 
 use crate::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
 use crate::admission::{AdmissionRequest, Verdict, foreign_namespace};
@@ -27,11 +28,21 @@ use crate::view::{PodView, StatefulSetView};
 use jiff::Timestamp;
 use std::time::Duration;
 
-/// How far ahead a `/scale` downscale that carries a resourceVersion (an HPA's) is dated when recorded in its
-/// StatefulSet's annotation: writing the annotation moves the StatefulSet's resourceVersion, so that request fails
-/// with a conflict and its client retries (an HPA, on its next sync, 15 s later by default); the retry finds the
-/// date still ahead, writes nothing and goes through. The date stays later than the commit.
-pub const SCALE_RETRY_WINDOW: Duration = Duration::from_secs(60);
+/// How far ahead a `/scale` downscale is dated when recorded in its StatefulSet's `grafana.com/last-downscale`
+/// annotation (without the zone tracker).
+///
+/// A `/scale` request cannot carry the annotation, so the webhook patches the parent, which moves the resourceVersion
+/// the request is stored against. The API server then runs the request again: a PATCH (`kubectl scale`) is re-applied
+/// to the object just written and admitted again; a PUT carrying the resourceVersion its client read (an HPA's) fails
+/// with a conflict and the HPA sends it again at its next sync, 15 s later by default. Either admission finds this
+/// date still at least half the commit margin ahead, writes nothing and is allowed, so the request commits: the PATCH
+/// on its first try, the PUT on its retry. 30 s covers that retry (15 s) plus the commit margin (10 s) with 5 s to
+/// spare for the admissions themselves.
+///
+/// The date is never earlier than the commit (DESIGN.md invariant 3 runs from the commit). The price: a downscale
+/// recorded but never committed (its request refused later in the chain, or an HPA that gave up) holds the other
+/// zones up to this window longer than the reference would, which dates the downscale at the attempt.
+pub const SCALE_RETRY_WINDOW: Duration = Duration::from_secs(30);
 
 /// The webhook's settings the flow decides with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,9 +152,7 @@ enum Phase {
     DatedInRecord {
         committed_by: Timestamp,
     },
-    LastDownscalePatched {
-        carries_version: bool,
-    },
+    LastDownscalePatched,
     Undone(Verdict),
     Answered(Verdict),
     /// Between two observations (never seen from outside a step).
@@ -313,21 +322,13 @@ impl PrepareDownscale {
                 ));
                 self.undo(self.plan.clone().unwrap_or_default(), vec![committed_by], verdict)
             }
-            (Phase::LastDownscalePatched { carries_version }, Observed::LastDownscalePatched(written)) => {
+            (Phase::LastDownscalePatched, Observed::LastDownscalePatched(written)) => {
                 let name = self.sts_name();
                 let plan = self.plan.clone().unwrap_or_default();
                 match written {
-                    // The write moved the parent's resourceVersion, so this request would fail with a conflict
-                    // anyway: deny it now and tell the pods to cancel, rather than leave them prepared for a retry
-                    // that may never come. The retry finds the date ahead and goes through.
-                    Ok(()) if carries_version => {
-                        let verdict = self.denial(&format!(
-                            "the downscale is recorded in statefulset {name}'s {} annotation, which changed its \
-                             resourceVersion; retry",
-                            keys::LAST_DOWNSCALE
-                        ));
-                        self.undo(plan, Vec::new(), verdict)
-                    }
+                    // Recorded: allow. The write moved the parent's resourceVersion, so the API server runs this
+                    // request again (a PATCH re-admitted, a PUT refused and retried by its client); that admission
+                    // finds the date ahead and writes nothing (see `SCALE_RETRY_WINDOW`).
                     Ok(()) => self.answer(self.allowed()),
                     // Policy: deny and cancel: a downscale the other zones cannot see must not happen.
                     Err(failure) => {
@@ -465,8 +466,10 @@ impl PrepareDownscale {
     /// Without the zone tracker: the admitted downscale is recorded in its StatefulSet's
     /// `grafana.com/last-downscale` annotation, dated when it will have committed. A StatefulSet UPDATE gets it
     /// through this mutating webhook's JSONPatch (no write of ours: nothing for the request to conflict with). A
-    /// `/scale` request cannot carry it, so the parent is patched, conditional on the resourceVersion read; a date
-    /// already ahead of now (a retry of a downscale recorded moments ago) is left as is.
+    /// `/scale` request cannot carry it, so the parent is patched, conditional on the resourceVersion read, and dated
+    /// [`SCALE_RETRY_WINDOW`] ahead; a date already at least half the commit margin ahead is left as is (the same
+    /// downscale admitted again after the conflict its own write caused, or retried by its client, or any downscale of
+    /// the StatefulSet recorded moments ago: this one commits before that date all the same).
     fn record_in_annotation(&mut self, now: Timestamp) -> Need {
         let margin = self.settings.commit_margin;
         if !self.via_scale {
@@ -475,21 +478,19 @@ impl PrepareDownscale {
             return self.answer(self.allowed().with_json_patch(patch));
         }
         let Some(sts) = self.sts.as_ref() else { return self.deny("internal error: no StatefulSet") };
-        // Dated far enough ahead by an earlier attempt of this downscale: its commit falls before that date.
+        // Dated far enough ahead by an earlier attempt of this downscale: its commit falls before that date, with half
+        // the margin left for the answer, the admission chain after us and the commit (the rule of `DatedInRecord`).
         if let Some(Ok(at)) = &sts.downscale.last_downscale
-            && *at > add(now, margin)
+            && *at >= add(now, margin / 2)
         {
             return self.answer(self.allowed());
         }
-        let carries_version =
-            self.request.object.pointer("/metadata/resourceVersion").is_some_and(|v| v.as_str() != Some(""));
-        let ahead = if carries_version { SCALE_RETRY_WINDOW } else { margin };
         let need = Need::PatchLastDownscale {
             statefulset: sts.name.clone(),
             resource_version: sts.resource_version.clone(),
-            at: round_up_to_second(add(now, ahead)),
+            at: round_up_to_second(add(now, SCALE_RETRY_WINDOW)),
         };
-        self.phase = Phase::LastDownscalePatched { carries_version };
+        self.phase = Phase::LastDownscalePatched;
         need
     }
 
