@@ -653,6 +653,9 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::PatchAnnotations { name, resource_version, annotations } => {
             let result = store.api_patch_annotations(name, resource_version, annotations).map(Box::new);
+            if admission && result.is_ok() && annotations.contains_key(rollout_core::keys::LAST_DOWNSCALE) {
+                store.recorded_by_admission.insert(req.knowledge.incarnation);
+            }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations -> ok"),
                 Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),

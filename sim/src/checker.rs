@@ -90,9 +90,17 @@ pub const NO_DOWNSCALE_LABEL: &str = "no-downscale objects are not scaled down, 
 /// StatefulSet removes was told to prepare for shutdown (its endpoint answered the POST with success) before the
 /// webhook allowed the downscale.
 pub const PREPARED_FOR_SHUTDOWN: &str = "an admitted downscale's removed pods were prepared for shutdown";
-/// The prepare-downscale webhook denies a downscale for the resourceVersion its own annotation write moved only if
-/// the request carries a resourceVersion (only then would the API server refuse it with a conflict).
-pub const PREPARE_VERSION_DENIAL: &str = "a downscale is denied for a moved resourceVersion only if it carries one";
+/// The API server re-applies and re-admits a PATCH when the stored object changed during its admission
+/// ([`crate::guaranteed_update`]). The prepare-downscale webhook's own write (the parent's `grafana.com/last-downscale`,
+/// recording a `/scale` downscale without the zone tracker) must not keep that going: a PATCH (`kubectl scale`) is
+/// not refused with 409 when every conflict it met was that write alone.
+pub const OWN_WRITE_CONFLICT: &str = "a PATCH is not refused for the webhook's own write";
+/// A downscale the prepare-downscale webhook recorded in its StatefulSet's `grafana.com/last-downscale` annotation (a
+/// `/scale` downscale without the zone tracker) is allowed by that admission: denying it after the record asks its
+/// client to retry although nothing refused it, and leaves the other zones held for a downscale that did not happen.
+/// (Unless the webhook never saw its write succeed, an answer lost to its deadline: it denies then, as its policy
+/// says, and its denial says the record failed.)
+pub const PREPARE_RECORDED_ALLOWED: &str = "a downscale the webhook recorded is allowed";
 /// A downscale the webhook denied after preparing pods cancels them: each prepared pod is sent a DELETE after its
 /// POST (reference 4.3, steps 10-11: the undo).
 pub const PREPARE_UNDONE: &str = "a denied downscale cancels the pods it prepared";

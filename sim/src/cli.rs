@@ -663,6 +663,7 @@ fn run() -> Result<i32, String> {
             let mut max_writes_per_step = (0.0f64, 0u64);
             let mut drains = rollout_sim::checker::DrainStats::default();
             let mut ha = rollout_sim::ha::HaStats::default();
+            let mut scale_requests = rollout_sim::guaranteed_update::ScaleRequestStats::default();
             for seed in a..b {
                 let o = world::run(seed, &sc, false);
                 ran += 1;
@@ -678,6 +679,7 @@ fn run() -> Result<i32, String> {
                 events.add(&o.events);
                 drains.add(&o.drains);
                 ha.add(&o.ha);
+                scale_requests.add(&o.scale_requests);
                 if o.events.writes_per_step() > max_writes_per_step.0 {
                     max_writes_per_step = (o.events.writes_per_step(), seed);
                 }
@@ -711,6 +713,9 @@ fn run() -> Result<i32, String> {
                     "controller deletions in a StatefulSet being scaled: {}; controller replica changes of one being rolled: {}",
                     interleaved.0, interleaved.1
                 );
+            }
+            if args.webhook {
+                println!("{}", scale_requests.describe());
             }
             if args.observe_lag {
                 println!("generations observed only after 5-60 s: {slow}");

@@ -19,6 +19,8 @@ pub mod drains;
 #[cfg(madsim)]
 pub mod events;
 #[cfg(madsim)]
+pub mod guaranteed_update;
+#[cfg(madsim)]
 pub mod ha;
 #[cfg(madsim)]
 pub mod kube;
@@ -31,6 +33,8 @@ pub mod rng;
 pub mod store;
 #[cfg(madsim)]
 pub mod trace;
+#[cfg(madsim)]
+pub mod webhook_user;
 #[cfg(madsim)]
 pub mod world;
 

@@ -194,6 +194,9 @@ pub struct Store {
     pub admission_writing: Option<u64>,
     /// Admissions answered so far.
     pub answered: std::collections::BTreeSet<u64>,
+    /// Admissions (webhook client incarnations) that recorded their downscale in the StatefulSet's
+    /// `grafana.com/last-downscale` annotation (a `/scale` downscale without the zone tracker).
+    pub recorded_by_admission: std::collections::BTreeSet<u64>,
     /// The last in-progress marker seen per StatefulSet (its `until`).
     markers_seen: BTreeMap<String, Timestamp>,
     /// Requests the API server refused for lack of a permission (RBAC profile), as `who: access`.
@@ -203,6 +206,8 @@ pub struct Store {
     pub writer_basis: Option<u64>,
     /// Events the operator wrote (not watched; counted per run).
     pub events: crate::events::EventLog,
+    /// How the webhook users' downscale requests ended ([`crate::webhook_user`]).
+    pub scale_requests: crate::guaranteed_update::ScaleRequestStats,
     /// Replica changes by the controller that committed (rollout steps, for the Event counts).
     pub controller_replica_changes: u64,
     /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; changed during the run only
@@ -317,12 +322,14 @@ impl Store {
             preparing: BTreeMap::new(),
             admission_writing: None,
             answered: Default::default(),
+            recorded_by_admission: Default::default(),
             markers_seen: BTreeMap::new(),
             forbidden: Vec::new(),
             writer_basis: None,
             replicas_changed: BTreeMap::new(),
             reactions: Default::default(),
             events: Default::default(),
+            scale_requests: Default::default(),
             controller_replica_changes: 0,
             budgets: Vec::new(),
             min_times: BTreeMap::new(),

@@ -757,6 +757,8 @@ pub struct Outcome {
     pub delayed_downscale_lateness: Vec<Duration>,
     /// Denied downscales that had prepared pods, judged for their cancels.
     pub undos_judged: u64,
+    /// How the webhook users' downscale requests ended (PATCH, or an HPA's PUT).
+    pub scale_requests: crate::guaranteed_update::ScaleRequestStats,
     /// The drains world's evictions.
     pub drains: crate::checker::DrainStats,
     /// The HA world's Lease judgements and failovers.
@@ -1656,7 +1658,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                     }
                 }
                 for (sts, changes) in per_sts {
-                    let user = User {
+                    let user = crate::webhook_user::User {
                         store: store.clone(),
                         operators: operators.clone(),
                         pods: pods.clone(),
@@ -2060,6 +2062,7 @@ fn judge(
         prepared_pods: st.checker.prepared_pods,
         delayed_downscale_lateness: st.checker.delayed_downscale_lateness.clone(),
         undos_judged: st.checker.undos_judged,
+        scale_requests: st.scale_requests,
         drains: st.checker.drains,
         ha: st.ha.stats.clone(),
     }
@@ -2451,7 +2454,7 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
                         .unwrap_or_default(),
                     );
                     let patch = rollout_core::admission::prepare::last_downscale_patch(&serde_json::json!({}), at);
-                    if let Err(e) = apply_annotation_patch(&mut st, &leader, &patch) {
+                    if let Err(e) = crate::guaranteed_update::apply_annotation_patch(&mut st, &leader, &patch) {
                         st.trace("webhook", format!("cannot record the downscale: {e}"));
                         return;
                     }
@@ -2496,7 +2499,7 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
 /// The pods' prepare-shutdown endpoints: most answer within 40 ms, some take seconds, a few refuse (HTTP 500) or are
 /// unreachable. Deterministic: the delays and failures come from the run's generator.
 #[derive(Clone)]
-struct SimPods {
+pub(crate) struct SimPods {
     rng: Arc<Mutex<SimRng>>,
     /// Where the answered calls are logged ([`Store::pod_calls`]).
     store: SharedStore,
@@ -2557,280 +2560,6 @@ impl PodHttpClient for SimPods {
             _ => Ok(PodResponse { status: 200, body: Vec::new() }),
         }
     }
-}
-
-/// A user (or HPA) changing one StatefulSet's replicas through the API server, which sends each change to the
-/// prepare-downscale webhook of one of the operator replicas (picked at random) before applying it.
-struct User {
-    store: SharedStore,
-    operators: Arc<Vec<madsim::runtime::NodeHandle>>,
-    pods: SimPods,
-    next: Arc<AtomicU64>,
-    pick: SimRng,
-    /// The operators' `-zone-tracker.config-map-name`, when they run with the zone tracker.
-    record: Option<String>,
-    /// See [`Scenario::scale_requests`].
-    scale_requests: bool,
-    defences: Defences,
-    /// See [`Scenario::slow_admissions`].
-    slow: bool,
-    /// `-events.enabled`: the webhook tells denied and prepared downscales as Events.
-    events: bool,
-}
-
-impl User {
-    async fn scale_through_webhook(mut self, sts: String, changes: Vec<(Duration, u32)>, start: Instant) {
-        for (at, to) in changes {
-            tokio::time::sleep_until((start + at).max(Instant::now())).await;
-            let via_scale = self.scale_requests && self.pick.chance(0.5);
-            let with_version = via_scale && self.pick.chance(0.5);
-            // An HPA retries an update that failed or was denied for a retry; others give up.
-            for _attempt in 0..if with_version { 3 } else { 1 } {
-                if self.scale_once(&sts, to, via_scale, with_version).await {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_secs(15)).await;
-            }
-        }
-    }
-
-    /// [`crate::checker::PREPARED_FOR_SHUTDOWN`]: a downscale of a StatefulSet labelled `grafana.com/prepare-downscale`
-    /// admitted from `from` to `to` replicas: every pod it removes that is the one (same uid) that existed, not
-    /// terminating, when the review was sent (at `sent_at`) answered the webhook's POST with success during this
-    /// admission. A pod created later may be one the webhook's list did not see yet, which it skips by design (a
-    /// StatefulSet still scaling up, a pod being replaced).
-    fn judge_prepared(
-        &self,
-        st: &mut Store,
-        sts: &str,
-        (from, to): (u32, u32),
-        existing: &std::collections::BTreeMap<String, String>,
-        sent_at: Instant,
-    ) {
-        let labelled = st
-            .statefulsets
-            .get(sts)
-            .and_then(|s| s.metadata.labels.as_ref())
-            .is_some_and(|l| l.get(rollout_core::keys::PREPARE_DOWNSCALE).map(String::as_str) == Some("true"));
-        if !labelled {
-            return;
-        }
-        let listed: Vec<String> = (to..from)
-            .map(|o| format!("{sts}-{o}"))
-            .filter(|pod| {
-                let now_uid = st.pods.get(pod).and_then(|p| p.metadata.uid.as_ref());
-                now_uid.is_some() && now_uid == existing.get(pod)
-            })
-            .collect();
-        st.checker.prepared_pods += listed.len() as u64;
-        let unprepared: Vec<String> = listed.into_iter().filter(|pod| !st.prepared_since(pod, sent_at)).collect();
-        if !unprepared.is_empty() {
-            let at = st.elapsed();
-            let detail = format!(
-                "admitted {sts} {from} -> {to}, but {} never answered a prepare-shutdown POST with success",
-                unprepared.join(", ")
-            );
-            st.checker.violate(at, crate::checker::PREPARED_FOR_SHUTDOWN, detail);
-        }
-    }
-
-    /// One attempt at changing `sts` to `to` replicas through the webhook; whether it is over (committed, or denied
-    /// for good).
-    async fn scale_once(&mut self, sts: &str, to: u32, via_scale: bool, with_version: bool) -> bool {
-        let sts = sts.to_string();
-        {
-            let Some(old) = self.store.lock().unwrap().statefulsets.get(&sts).cloned() else { return true };
-            let from = old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
-            if to == from {
-                return true;
-            }
-            let mut new = old.clone();
-            if let Some(spec) = new.spec.as_mut() {
-                spec.replicas = Some(to as i32);
-            }
-            let incarnation = self.next.fetch_add(1, Ordering::Relaxed);
-            // Where the API server's history stands as it sends the review (the checker's reference point).
-            let arrival_rv = self.store.lock().unwrap().rv;
-            let operator = self.pick.range(0..self.operators.len() as u64) as usize;
-            let delay = if self.slow { self.pick.millis(1_000, 2_500) } else { Duration::ZERO };
-            // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.
-            let request_timeout = Duration::from_secs(if self.slow { 30 } else { 10 });
-            let read_version = old.metadata.resource_version.clone().unwrap_or_default();
-            let review = if via_scale {
-                let scale = |replicas: u32| {
-                    let mut meta = serde_json::json!({"name": sts, "namespace": objects::NAMESPACE});
-                    if with_version {
-                        meta["resourceVersion"] = serde_json::json!(read_version);
-                    }
-                    serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": meta,
-                        "spec": {"replicas": replicas}})
-                };
-                serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-                    "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
-                    "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-                    "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
-                    "subResource": "scale",
-                    "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
-                    "oldObject": scale(from), "object": scale(to)}})
-            } else {
-                serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-                    "uid": format!("admission-{}", incarnation - apiserver::ADMISSION_INCARNATION_BASE),
-                    "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
-                    "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
-                    "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
-                    "oldObject": as_admitted_object(&old), "object": as_admitted_object(&new)}})
-            };
-            let pods = self.pods.clone();
-            // The pods that exist, not terminating, as the review is sent (by uid): the webhook lists pods after this,
-            // so each one still there at the commit was listed, and must have been called.
-            let sent_at = Instant::now();
-            let existing: std::collections::BTreeMap<String, String> = {
-                let st = self.store.lock().unwrap();
-                st.pods
-                    .values()
-                    .filter(|p| objects::owner_of(p) == sts && p.metadata.deletion_timestamp.is_none())
-                    .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
-                    .collect()
-            };
-            let (record, defences, events) = (self.record.clone(), self.defences, self.events);
-            let answer = self.operators[operator]
-                .spawn(async move {
-                    let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
-                    // As `main` wires it: the webhook's Events go to a recorder whose sink writes them through the
-                    // API server (it flushes and ends once the admission drops the recorder).
-                    let settings = WebhookSettings {
-                        defences,
-                        ..WebhookSettings::new(objects::NAMESPACE, "cluster.local.", record.as_deref(), request_timeout)
-                    };
-                    let setup = crate::events::OperatorSetup { record: None, events };
-                    let settings = settings.with_events(setup.recorder(&api, Arc::new(Metrics::new())));
-                    let app = router(Webhooks { api, pods, settings, clock: system_clock() });
-                    let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
-                        .header("content-type", "application/json")
-                        .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
-                        .map_err(|e| e.to_string())?;
-                    let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
-                    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-                    let response = objects::admission_response(&review, &body)?;
-                    let allowed = objects::admitted(&response);
-                    let message =
-                        response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
-                    let patch = match response.get("patch") {
-                        Some(encoded) => {
-                            let bytes: k8s_openapi::ByteString =
-                                serde_json::from_value(encoded.clone()).map_err(|e| e.to_string())?;
-                            Some(serde_json::from_slice::<serde_json::Value>(&bytes.0).map_err(|e| e.to_string())?)
-                        }
-                        None => None,
-                    };
-                    Ok::<_, String>((allowed, message, patch))
-                })
-                .await;
-            // The API server commits an admitted downscale after the rest of its admission chain (other webhooks,
-            // validation): up to 2 s after the answer here. The downscale is "being prepared" until it commits.
-            if matches!(answer, Ok(Ok((true, _, _)))) && to < from {
-                let chain = self.pick.millis(0, 2_000);
-                tokio::time::sleep(chain).await;
-            }
-            let mut st = self.store.lock().unwrap();
-            st.end_preparing(&sts, incarnation);
-            match answer {
-                Ok(Ok((true, _, patch))) => {
-                    st.trace(&format!("operator-{operator}"), format!("admitted {sts} {from} -> {to}"));
-                    // The API server applies the mutating webhook's JSONPatch to the object under admission. For a
-                    // `/scale` update that is the Scale, of which only `spec.replicas` reaches the StatefulSet: the
-                    // annotations such a patch adds are dropped.
-                    if via_scale && patch.is_some() {
-                        st.trace("apiserver", format!("{sts}: the webhook's patch of the Scale changes only replicas"));
-                    } else if let Some(patch) = patch
-                        && let Err(e) = apply_annotation_patch(&mut st, &sts, &patch)
-                    {
-                        let at = st.elapsed();
-                        st.checker
-                            .record_liveness_failure(at, format!("the webhook's JSONPatch cannot be applied: {e}"));
-                    }
-                    // A `/scale` update carrying a resourceVersion fails on an object that moved meanwhile (the
-                    // webhook's own annotation write moves it).
-                    let current = st.statefulsets.get(&sts).and_then(|s| s.metadata.resource_version.clone());
-                    if with_version && current.as_deref() != Some(read_version.as_str()) {
-                        st.trace("user", format!("{sts} {from} -> {to}: conflict (the object has been modified)"));
-                        return false;
-                    }
-                    if to < from {
-                        self.judge_prepared(&mut st, &sts, (from, to), &existing, sent_at);
-                    }
-                    st.writer_basis = Some(arrival_rv);
-                    kube::set_replicas(&mut st, &sts, to, "webhook");
-                    st.writer_basis = None;
-                    if to < from {
-                        let (at, commit_rv) = (st.elapsed(), st.rv);
-                        let group = st.group_of_statefulset(&sts).unwrap_or_default();
-                        st.checker.judge_admitted(at, arrival_rv, commit_rv, &sts, &group);
-                    }
-                    true
-                }
-                Ok(Ok((false, message, _))) => {
-                    let retry = message.ends_with("retry");
-                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {message}"));
-                    if message.contains("which changed its resourceVersion") && !with_version {
-                        let at = st.elapsed();
-                        let detail = format!("{sts} {from} -> {to}, a request without a resourceVersion: {message}");
-                        st.checker.violate(at, crate::checker::PREPARE_VERSION_DENIAL, detail);
-                    }
-                    // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
-                    let prepared = st.prepared_pods_of(&sts, sent_at);
-                    if !prepared.is_empty() {
-                        let what = format!("the denied downscale of {sts} {from} -> {to}");
-                        st.undos_owed.push(crate::store::UndoOwed { what, pods: prepared, denied_at: Instant::now() });
-                    }
-                    let what = format!("the downscale of {sts}");
-                    judge_denial_scope(&mut st, &sts, &message, crate::checker::PREPARE_SCOPE, &what);
-                    !retry
-                }
-                Ok(Err(e)) => {
-                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}"));
-                    true
-                }
-                Err(e) => {
-                    st.trace(&format!("operator-{operator}"), format!("denied {sts} {from} -> {to}: {e}"));
-                    true
-                }
-            }
-        }
-    }
-}
-
-/// Applies the prepare-downscale webhook's JSONPatch (the `add` operations on `metadata.annotations` it sends) to
-/// `sts` in the store, without committing (the replica change that follows commits both, as the API server does).
-fn apply_annotation_patch(st: &mut Store, sts: &str, patch: &serde_json::Value) -> Result<(), String> {
-    let Some(object) = st.statefulsets.get_mut(sts) else { return Err(format!("{sts} is gone")) };
-    let annotations = object.metadata.annotations.get_or_insert_with(Default::default);
-    for op in patch.as_array().ok_or("not a JSONPatch array")? {
-        let path = op.get("path").and_then(|p| p.as_str()).ok_or("an operation without a path")?;
-        if op.get("op").and_then(|o| o.as_str()) != Some("add") {
-            return Err(format!("unexpected operation {op}"));
-        }
-        if path == "/metadata/annotations" {
-            let map = op.get("value").and_then(|v| v.as_object()).ok_or("annotations that are not a map")?;
-            for (k, v) in map {
-                annotations.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
-            }
-        } else if let Some(key) = path.strip_prefix("/metadata/annotations/") {
-            let key = key.replace("~1", "/").replace("~0", "~");
-            annotations.insert(key, op.get("value").and_then(|v| v.as_str()).unwrap_or_default().to_string());
-        } else {
-            return Err(format!("unexpected path {path}"));
-        }
-    }
-    Ok(())
-}
-
-/// A StatefulSet as an AdmissionReview carries it.
-fn as_admitted_object(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> serde_json::Value {
-    let mut v = serde_json::to_value(sts).unwrap_or_default();
-    v["apiVersion"] = serde_json::json!("apps/v1");
-    v["kind"] = serde_json::json!("StatefulSet");
-    v
 }
 
 /// Under a partition budget, a pod still to be replaced whose partition has no slot in any other zone of its group

@@ -1,0 +1,379 @@
+//! The webhook worlds' users: a person or an HPA changing one StatefulSet's replicas through the API server, which
+//! sends each change to the prepare-downscale webhook of one of the operator replicas (picked at random) inside its
+//! guaranteed-update loop ([`crate::guaranteed_update`]).
+//!
+//! The clients, as the real ones send their changes: a person's change of the StatefulSet (`kubectl patch`) and a
+//! `kubectl scale` of its `/scale` subresource are PATCHes, tried once (the API server re-applies a PATCH after a
+//! conflict itself); an HPA's is a PUT of the Scale carrying the resourceVersion it read, which, refused with a
+//! conflict (or denied with a "retry"), it sends again at its next sync, 15 s later, after reading the Scale again.
+
+use crate::apiserver;
+use crate::client::SimCluster;
+use crate::guaranteed_update::{self, Admission, Answer, Attempt, Outcome, Request, Write};
+use crate::objects;
+use crate::rng::SimRng;
+use crate::store::{SharedStore, Store};
+use crate::world::SimPods;
+use rollout_core::Defences;
+use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::ops::metrics::Metrics;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// How long an HPA waits before sending a refused change again (its sync period).
+pub const HPA_SYNC: Duration = Duration::from_secs(15);
+/// How many times an HPA sends one change before the user's next change takes over.
+const HPA_TRIES: u32 = 3;
+
+/// A user (or HPA) of one StatefulSet.
+pub(crate) struct User {
+    pub store: SharedStore,
+    pub operators: Arc<Vec<madsim::runtime::NodeHandle>>,
+    pub pods: SimPods,
+    pub next: Arc<AtomicU64>,
+    pub pick: SimRng,
+    /// The operators' `-zone-tracker.config-map-name`, when they run with the zone tracker.
+    pub record: Option<String>,
+    /// See `Scenario::scale_requests`.
+    pub scale_requests: bool,
+    pub defences: Defences,
+    /// See `Scenario::slow_admissions`.
+    pub slow: bool,
+    /// `-events.enabled`: the webhook tells denied and prepared downscales as Events.
+    pub events: bool,
+}
+
+/// How one change is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    /// A PATCH of the StatefulSet (`kubectl patch`).
+    Patch,
+    /// A PATCH of `/scale` (`kubectl scale`).
+    KubectlScale,
+    /// A PUT of `/scale` with the resourceVersion read (an HPA).
+    Hpa,
+}
+
+impl User {
+    pub(crate) async fn scale_through_webhook(mut self, sts: String, changes: Vec<(Duration, u32)>, start: Instant) {
+        for (at, to) in changes {
+            tokio::time::sleep_until((start + at).max(Instant::now())).await;
+            let via_scale = self.scale_requests && self.pick.chance(0.5);
+            let with_version = via_scale && self.pick.chance(0.5);
+            let client = match (via_scale, with_version) {
+                (false, _) => Client::Patch,
+                (true, false) => Client::KubectlScale,
+                (true, true) => Client::Hpa,
+            };
+            self.change(&sts, to, client).await;
+        }
+    }
+
+    /// One change of `sts` to `to` replicas, as `client` sends it (an HPA again after a refusal).
+    async fn change(&mut self, sts: &str, to: u32, client: Client) {
+        let tries = if client == Client::Hpa { HPA_TRIES } else { 1 };
+        // How the HPA's previous request for this change ended.
+        let mut previous = None;
+        for tried in 0..tries {
+            // The client reads the object (an HPA, the Scale whose resourceVersion it sends back).
+            let Some(read) = self.store.lock().unwrap().statefulsets.get(sts).cloned() else { return };
+            let from = read.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
+            if from == to {
+                return;
+            }
+            let write = if client == Client::Hpa { Write::Put { read: Some(Box::new(read)) } } else { Write::Patch };
+            let request = Request { statefulset: sts.to_string(), replicas: to, scale: client != Client::Patch, write };
+            let store = self.store.clone();
+            let mut admission = WebhookAdmission { user: self, pending: None };
+            let outcome = guaranteed_update::guaranteed_update(&store, &request, &mut admission).await;
+            let retry = {
+                let mut st = self.store.lock().unwrap();
+                tally(&mut st, sts, (from, to), client, (tried, previous.as_ref()), &outcome)
+            };
+            if !retry {
+                return;
+            }
+            if tried + 1 == tries {
+                self.store.lock().unwrap().scale_requests.put_given_up += u64::from(to < from);
+                return;
+            }
+            previous = Some(outcome);
+            tokio::time::sleep(HPA_SYNC).await;
+        }
+    }
+
+    /// [`crate::checker::PREPARED_FOR_SHUTDOWN`]: a downscale of a StatefulSet labelled `grafana.com/prepare-downscale`
+    /// admitted from `from` to `to` replicas: every pod it removes that is the one (same uid) that existed, not
+    /// terminating, when the review was sent (at `sent_at`) answered the webhook's POST with success during this
+    /// admission. A pod created later may be one the webhook's list did not see yet, which it skips by design (a
+    /// StatefulSet still scaling up, a pod being replaced).
+    fn judge_prepared(
+        st: &mut Store,
+        sts: &str,
+        (from, to): (u32, u32),
+        existing: &BTreeMap<String, String>,
+        sent_at: Instant,
+    ) {
+        let labelled = st
+            .statefulsets
+            .get(sts)
+            .and_then(|s| s.metadata.labels.as_ref())
+            .is_some_and(|l| l.get(rollout_core::keys::PREPARE_DOWNSCALE).map(String::as_str) == Some("true"));
+        if !labelled {
+            return;
+        }
+        let listed: Vec<String> = (to..from)
+            .map(|o| format!("{sts}-{o}"))
+            .filter(|pod| {
+                let now_uid = st.pods.get(pod).and_then(|p| p.metadata.uid.as_ref());
+                now_uid.is_some() && now_uid == existing.get(pod)
+            })
+            .collect();
+        st.checker.prepared_pods += listed.len() as u64;
+        let unprepared: Vec<String> = listed.into_iter().filter(|pod| !st.prepared_since(pod, sent_at)).collect();
+        if !unprepared.is_empty() {
+            let at = st.elapsed();
+            let detail = format!(
+                "admitted {sts} {from} -> {to}, but {} never answered a prepare-shutdown POST with success",
+                unprepared.join(", ")
+            );
+            st.checker.violate(at, crate::checker::PREPARED_FOR_SHUTDOWN, detail);
+        }
+    }
+}
+
+/// Counts and judges how a request of `client` ended (its `tried`-th for this change, after `previous`); whether
+/// its client sends it again.
+fn tally(
+    st: &mut Store,
+    sts: &str,
+    (from, to): (u32, u32),
+    client: Client,
+    (tried, previous): (u32, Option<&Outcome>),
+    outcome: &Outcome,
+) -> bool {
+    let downscale = to < from;
+    let stats = &mut st.scale_requests;
+    match outcome {
+        Outcome::Committed { retries } if downscale => {
+            let readmitted = *retries > 0;
+            stats.patch_readmissions += u64::from(*retries);
+            match client {
+                Client::Hpa if tried == 0 => stats.put_first_try += 1,
+                Client::Hpa if matches!(previous, Some(Outcome::Conflict { .. })) => stats.put_after_conflict += 1,
+                Client::Hpa => stats.put_later += 1,
+                Client::KubectlScale if readmitted => stats.scale_patch_readmitted += 1,
+                Client::KubectlScale => stats.scale_patch_first_try += 1,
+                Client::Patch if readmitted => stats.sts_patch_readmitted += 1,
+                Client::Patch => stats.sts_patch_first_try += 1,
+            }
+            false
+        }
+        Outcome::Conflict { retries, own_write_only } => {
+            if client == Client::Hpa {
+                stats.put_conflicts += u64::from(downscale);
+            } else {
+                stats.patch_conflicts += u64::from(downscale);
+                stats.patch_readmissions += u64::from(*retries);
+            }
+            st.trace("user", format!("{sts} {from} -> {to}: conflict (the object has been modified)"));
+            // A PATCH is re-applied by the API server itself: the webhook's own write alone must not exhaust that. (An
+            // HPA's PUT is refused for it by design, and sends its change again: counted, not judged.)
+            if *own_write_only && client != Client::Hpa {
+                let at = st.elapsed();
+                let detail = format!(
+                    "{sts} {from} -> {to} ({client:?}, request {}): refused with 409 after {retries} retries, every \
+                     conflict the webhook's own write of {}",
+                    tried + 1,
+                    rollout_core::keys::LAST_DOWNSCALE
+                );
+                st.checker.violate(at, crate::checker::OWN_WRITE_CONFLICT, detail);
+            }
+            client == Client::Hpa
+        }
+        Outcome::Denied { message, .. } => {
+            stats.denied += 1;
+            client == Client::Hpa && message.ends_with("retry")
+        }
+        _ => false,
+    }
+}
+
+/// Admission of a user's request by the prepare-downscale webhook of one of the operator replicas, on each try of
+/// the API server's loop.
+struct WebhookAdmission<'a> {
+    user: &'a mut User,
+    /// The pods of the StatefulSet that existed, not terminating, when the admitted try's review was sent (by uid),
+    /// and when it was sent: what [`User::judge_prepared`] judges at the commit.
+    pending: Option<(BTreeMap<String, String>, Instant)>,
+}
+
+impl Admission for WebhookAdmission<'_> {
+    async fn admit(&mut self, attempt: &Attempt) -> Answer {
+        let user = &mut *self.user;
+        let sts = attempt.stored.metadata.name.clone().unwrap_or_default();
+        let (from, to) = (attempt.from, attempt.to);
+        let incarnation = user.next.fetch_add(1, Ordering::Relaxed);
+        let operator = user.pick.range(0..user.operators.len() as u64) as usize;
+        let delay = if user.slow { user.pick.millis(1_000, 2_500) } else { Duration::ZERO };
+        // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.
+        let request_timeout = Duration::from_secs(if user.slow { 30 } else { 10 });
+        let review = review(&sts, attempt, incarnation - apiserver::ADMISSION_INCARNATION_BASE);
+        let pods = user.pods.clone();
+        // The pods that exist, not terminating, as the review is sent (by uid): the webhook lists pods after this,
+        // so each one still there at the commit was listed, and must have been called.
+        let sent_at = Instant::now();
+        let existing: BTreeMap<String, String> = {
+            let st = user.store.lock().unwrap();
+            st.pods
+                .values()
+                .filter(|p| objects::owner_of(p) == sts && p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
+                .collect()
+        };
+        let (record, defences, events) = (user.record.clone(), user.defences, user.events);
+        let answer = user.operators[operator]
+            .spawn(async move {
+                let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
+                // As `main` wires it: the webhook's Events go to a recorder whose sink writes them through the
+                // API server (it flushes and ends once the admission drops the recorder).
+                let settings = WebhookSettings {
+                    defences,
+                    ..WebhookSettings::new(objects::NAMESPACE, "cluster.local.", record.as_deref(), request_timeout)
+                };
+                let setup = crate::events::OperatorSetup { record: None, events };
+                let settings = settings.with_events(setup.recorder(&api, Arc::new(Metrics::new())));
+                let app = router(Webhooks { api, pods, settings, clock: system_clock() });
+                let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
+                    .map_err(|e| e.to_string())?;
+                let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
+                let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
+                let response = objects::admission_response(&review, &body)?;
+                let allowed = objects::admitted(&response);
+                let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
+                let patch = match response.get("patch") {
+                    Some(encoded) => {
+                        let bytes: k8s_openapi::ByteString =
+                            serde_json::from_value(encoded.clone()).map_err(|e| e.to_string())?;
+                        Some(serde_json::from_slice::<serde_json::Value>(&bytes.0).map_err(|e| e.to_string())?)
+                    }
+                    None => None,
+                };
+                Ok::<_, String>((allowed, message, patch))
+            })
+            .await;
+        // The API server commits an admitted downscale after the rest of its admission chain (other webhooks,
+        // validation): up to 2 s after the answer here. The downscale is "being prepared" until it commits.
+        if matches!(answer, Ok(Ok((true, _, _)))) && to < from {
+            let chain = user.pick.millis(0, 2_000);
+            tokio::time::sleep(chain).await;
+        }
+        let mut st = user.store.lock().unwrap();
+        st.end_preparing(&sts, incarnation);
+        let who = format!("operator-{operator}");
+        let again = if attempt.retry > 0 { format!(" (admitted again, {})", attempt.retry) } else { String::new() };
+        match answer {
+            Ok(Ok((true, _, patch))) => {
+                st.trace(&who, format!("admitted {sts} {from} -> {to}{again}"));
+                self.pending = Some((existing, sent_at));
+                Answer::Allowed { patch }
+            }
+            Ok(Ok((false, message, _))) => {
+                st.trace(&who, format!("denied {sts} {from} -> {to}{again}: {message}"));
+                // Unless the webhook did not see its write succeed (an answer lost to its deadline): it denies then,
+                // as its policy says, not knowing the record is there.
+                let write_failed =
+                    message.contains(&format!("{} annotation failed", rollout_core::keys::LAST_DOWNSCALE));
+                if st.recorded_by_admission.contains(&incarnation) && !write_failed {
+                    let at = st.elapsed();
+                    let detail = format!("{sts} {from} -> {to} recorded on the StatefulSet, then denied: {message}");
+                    st.checker.violate(at, crate::checker::PREPARE_RECORDED_ALLOWED, detail);
+                }
+                // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
+                let prepared = st.prepared_pods_of(&sts, sent_at);
+                if !prepared.is_empty() {
+                    let what = format!("the denied downscale of {sts} {from} -> {to}");
+                    st.undos_owed.push(crate::store::UndoOwed { what, pods: prepared, denied_at: Instant::now() });
+                }
+                let what = format!("the downscale of {sts}");
+                crate::world::judge_denial_scope(&mut st, &sts, &message, crate::checker::PREPARE_SCOPE, &what);
+                Answer::Denied(message)
+            }
+            Ok(Err(e)) => {
+                st.trace(&who, format!("denied {sts} {from} -> {to}: {e}"));
+                Answer::Denied(e)
+            }
+            Err(e) => {
+                st.trace(&who, format!("denied {sts} {from} -> {to}: {e}"));
+                Answer::Denied(e.to_string())
+            }
+        }
+    }
+
+    fn committing(&mut self, st: &mut Store, attempt: &Attempt) {
+        let sts = attempt.stored.metadata.name.clone().unwrap_or_default();
+        if attempt.to < attempt.from
+            && let Some((existing, sent_at)) = self.pending.take()
+        {
+            User::judge_prepared(st, &sts, (attempt.from, attempt.to), &existing, sent_at);
+        }
+    }
+
+    fn committed(&mut self, st: &mut Store, attempt: &Attempt) {
+        if attempt.to < attempt.from {
+            let sts = attempt.stored.metadata.name.clone().unwrap_or_default();
+            let (at, commit_rv) = (st.elapsed(), st.rv);
+            let group = st.group_of_statefulset(&sts).unwrap_or_default();
+            st.checker.judge_admitted(at, attempt.read_rv, commit_rv, &sts, &group);
+        }
+    }
+}
+
+/// The AdmissionReview the API server sends for `attempt`: of the Scale for a `/scale` request (both objects
+/// carrying the resourceVersion the API server gives them), else of the StatefulSet.
+fn review(sts: &str, attempt: &Attempt, uid: u64) -> serde_json::Value {
+    let (from, to) = (attempt.from, attempt.to);
+    let stored_version = attempt.stored.metadata.resource_version.clone();
+    if attempt.scale {
+        let scale = |replicas: u32, version: &Option<String>| {
+            let mut meta = serde_json::json!({"name": sts, "namespace": objects::NAMESPACE});
+            if let Some(v) = version {
+                meta["resourceVersion"] = serde_json::json!(v);
+            }
+            serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": meta,
+                "spec": {"replicas": replicas}})
+        };
+        serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": format!("admission-{uid}"),
+            "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
+            "subResource": "scale",
+            "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+            "oldObject": scale(from, &stored_version), "object": scale(to, &attempt.object_version)}})
+    } else {
+        let mut new = attempt.stored.clone();
+        if let Some(spec) = new.spec.as_mut() {
+            spec.replicas = Some(to as i32);
+        }
+        serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": format!("admission-{uid}"),
+            "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
+            "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
+            "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+            "oldObject": as_admitted_object(&attempt.stored), "object": as_admitted_object(&new)}})
+    }
+}
+
+/// A StatefulSet as an AdmissionReview carries it.
+fn as_admitted_object(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> serde_json::Value {
+    let mut v = serde_json::to_value(sts).unwrap_or_default();
+    v["apiVersion"] = serde_json::json!("apps/v1");
+    v["kind"] = serde_json::json!("StatefulSet");
+    v
+}
