@@ -107,7 +107,8 @@ struct ScenarioArgs {
     /// `spec.minReadySeconds` of the StatefulSets.
     #[arg(long = "min-ready-seconds", default_value_t = 0)]
     min_ready_seconds: u32,
-    /// With --webhook: half the changes are `/scale` updates, half of those carrying a resourceVersion (an HPA's).
+    /// With --webhook: half the changes are `/scale` updates, half of those a `kubectl scale` PATCH, half an HPA's PUT
+    /// carrying the resourceVersion it read (sent again 15 s after a 409).
     #[arg(long = "scale-requests")]
     scale_requests: bool,
     /// The StatefulSet controller acts on a new generation only once observed, half the observations taking 5-60 s

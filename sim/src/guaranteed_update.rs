@@ -8,15 +8,17 @@
 //! the object during admission, the webhook itself included) a PATCH goes round again: read, re-apply, re-admit, at
 //! most [`MAX_PATCH_CONFLICT_RETRIES`] times, then 409 to the client. A PUT carrying a resourceVersion that is not
 //! the stored one's is refused with 409 after admission ran, nothing committed (its client may retry); a PUT without
-//! one is applied. The AdmissionReview of a PATCH carries the resourceVersion stored at that try; a PUT's, the
-//! client's. A change that leaves the object as stored writes nothing (no new resourceVersion, no admission needed).
+//! one goes round like a PATCH. The AdmissionReview of a PATCH carries the resourceVersion stored at that try; a
+//! PUT's, the client's. A change that leaves the object as stored writes nothing (no new resourceVersion; the webhook
+//! is not asked about a change of nothing).
 
 use crate::store::{SharedStore, Store};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use std::collections::BTreeMap;
 
-/// How many times a PATCH is re-applied and re-admitted after a conflict before its client gets 409 (the real patch
-/// handler's bound on conflict retries).
+/// How many times a request goes round again after its object changed during admission before its client gets 409
+/// (the real patch handler's bound on a PATCH's conflict retries; a PUT carrying a resourceVersion is refused on the
+/// try after its first conflict anyway).
 pub const MAX_PATCH_CONFLICT_RETRIES: u32 = 5;
 
 /// How the client sends its change of `spec.replicas`.
@@ -112,8 +114,9 @@ pub struct ScaleRequestStats {
     /// PUTs answered 409, and changes an HPA gave up after its last request.
     pub put_conflicts: u64,
     pub put_given_up: u64,
-    /// Requests refused by admission.
+    /// Requests refused by admission, and of those, refused on a re-admission (a try after a conflict).
     pub denied: u64,
+    pub denied_readmitted: u64,
 }
 
 impl ScaleRequestStats {
@@ -130,6 +133,7 @@ impl ScaleRequestStats {
         self.put_conflicts += o.put_conflicts;
         self.put_given_up += o.put_given_up;
         self.denied += o.denied;
+        self.denied_readmitted += o.denied_readmitted;
     }
 
     pub fn describe(&self) -> String {
@@ -137,7 +141,7 @@ impl ScaleRequestStats {
             "downscale requests committed: kubectl-scale PATCH {} with no conflict, {} after re-admission; \
              StatefulSet PATCH {} with no conflict, {} after re-admission ({} re-admissions, {} PATCHes answered \
              409); HPA PUT {} on its first request, {} on the request after a 409, {} later ({} PUTs answered 409, \
-             {} changes given up); {} requests denied",
+             {} changes given up); {} requests denied, {} of them on a re-admission",
             self.scale_patch_first_try,
             self.scale_patch_readmitted,
             self.sts_patch_first_try,
@@ -149,7 +153,8 @@ impl ScaleRequestStats {
             self.put_later,
             self.put_conflicts,
             self.put_given_up,
-            self.denied
+            self.denied,
+            self.denied_readmitted
         )
     }
 }

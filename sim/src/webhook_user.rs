@@ -195,8 +195,9 @@ fn tally(
             }
             client == Client::Hpa
         }
-        Outcome::Denied { message, .. } => {
+        Outcome::Denied { message, retry } => {
             stats.denied += 1;
+            stats.denied_readmitted += u64::from(*retry > 0);
             client == Client::Hpa && message.ends_with("retry")
         }
         _ => false,

@@ -338,9 +338,9 @@ pub struct Scenario {
     pub max_unavailable_annotation: Option<String>,
     /// `spec.minReadySeconds` of the StatefulSets.
     pub min_ready_seconds: u32,
-    /// The webhook users send half their changes as `/scale` updates (as `kubectl scale` or an HPA does), half of
-    /// those carrying the resourceVersion they read (as an HPA does: the update then fails on a moved object and is
-    /// retried after 15 s).
+    /// The webhook users send half their changes as `/scale` updates: half of those as `kubectl scale` does (a PATCH,
+    /// which the API server re-applies after a conflict), half as an HPA does (a PUT carrying the resourceVersion it
+    /// read, refused with 409 on a moved object and sent again after 15 s). See [`crate::webhook_user`].
     pub scale_requests: bool,
     /// The StatefulSet controller acts on a new generation only once it has observed it, and during the fault phase
     /// half the observations take 5-60 s instead of 0.2-3 s: the controller sees statuses that do not describe the

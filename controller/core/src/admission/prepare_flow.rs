@@ -36,12 +36,16 @@ use std::time::Duration;
 /// to the object just written and admitted again; a PUT carrying the resourceVersion its client read (an HPA's) fails
 /// with a conflict and the HPA sends it again at its next sync, 15 s later by default. Either admission finds this
 /// date still at least half the commit margin ahead, writes nothing and is allowed, so the request commits: the PATCH
-/// on its first try, the PUT on its retry. 30 s covers that retry (15 s) plus the commit margin (10 s) with 5 s to
-/// spare for the admissions themselves.
+/// on its first try, the PUT on its retry. 30 s: the HPA's 15 s sync plus the 10 s commit margin, with 5 s to spare.
+/// As the retry needs only half the margin left, the admissions in between (the refused PUT's, which the API server
+/// runs a second time after the conflict, and the retry's own up to its record) may take 10 s together; slower ones
+/// (pods taking seconds to prepare) make the retry write the date again and be refused once more, and the HPA's next
+/// sync goes through.
 ///
-/// The date is never earlier than the commit (DESIGN.md invariant 3 runs from the commit). The price: a downscale
-/// recorded but never committed (its request refused later in the chain, or an HPA that gave up) holds the other
-/// zones up to this window longer than the reference would, which dates the downscale at the attempt.
+/// The date is never earlier than the commit (the min time between zone downscales runs from the commit). The price:
+/// the other zones wait from this date, up to this window longer than the reference makes them wait (it dates the
+/// downscale at the attempt), as much for a downscale that commits at once as for one that never commits (refused
+/// later in the admission chain, or an HPA that gave up).
 pub const SCALE_RETRY_WINDOW: Duration = Duration::from_secs(30);
 
 /// The webhook's settings the flow decides with.
