@@ -111,8 +111,11 @@ pub struct ScaleRequestStats {
     pub put_first_try: u64,
     pub put_after_conflict: u64,
     pub put_later: u64,
-    /// PUTs answered 409, and changes an HPA gave up after its last request.
+    /// PUTs answered 409, of those refused for the webhook's own write right after a request refused for it (the
+    /// date the first one wrote no longer far enough ahead when the HPA sent it again), and changes an HPA gave up
+    /// after its last request.
     pub put_conflicts: u64,
+    pub put_own_write_again: u64,
     pub put_given_up: u64,
     /// Requests refused by admission, and of those, refused on a re-admission (a try after a conflict).
     pub denied: u64,
@@ -131,6 +134,7 @@ impl ScaleRequestStats {
         self.put_after_conflict += o.put_after_conflict;
         self.put_later += o.put_later;
         self.put_conflicts += o.put_conflicts;
+        self.put_own_write_again += o.put_own_write_again;
         self.put_given_up += o.put_given_up;
         self.denied += o.denied;
         self.denied_readmitted += o.denied_readmitted;
@@ -141,7 +145,7 @@ impl ScaleRequestStats {
             "downscale requests committed: kubectl-scale PATCH {} with no conflict, {} after re-admission; \
              StatefulSet PATCH {} with no conflict, {} after re-admission ({} re-admissions, {} PATCHes answered \
              409); HPA PUT {} on its first request, {} on the request after a 409, {} later ({} PUTs answered 409, \
-             {} changes given up); {} requests denied, {} of them on a re-admission",
+             {} of them again for the webhook's own write, {} changes given up); {} requests denied, {} of them on a re-admission",
             self.scale_patch_first_try,
             self.scale_patch_readmitted,
             self.sts_patch_first_try,
@@ -152,6 +156,7 @@ impl ScaleRequestStats {
             self.put_after_conflict,
             self.put_later,
             self.put_conflicts,
+            self.put_own_write_again,
             self.put_given_up,
             self.denied,
             self.denied_readmitted

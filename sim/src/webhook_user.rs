@@ -176,6 +176,8 @@ fn tally(
         Outcome::Conflict { retries, own_write_only } => {
             if client == Client::Hpa {
                 stats.put_conflicts += u64::from(downscale);
+                let again = matches!(previous, Some(Outcome::Conflict { own_write_only: true, .. }));
+                stats.put_own_write_again += u64::from(downscale && again && *own_write_only);
             } else {
                 stats.patch_conflicts += u64::from(downscale);
                 stats.patch_readmissions += u64::from(*retries);
