@@ -1,0 +1,7 @@
+//! Shared pieces of the fuzz targets in `fuzz_targets/`: structure-aware inputs ([`text`], [`world`], [`review`])
+//! and the webhook harness ([`webhook`]).
+
+pub mod review;
+pub mod text;
+pub mod webhook;
+pub mod world;
