@@ -313,7 +313,7 @@ fn crash_loop_example_replaces_the_crashing_old_pod_first() {
             "group": "store-gateway",
             "state": "progressing",
             "reason": "replacing 1 pod of store-gateway-zone-a: store-gateway-zone-a-1; then store-gateway-zone-a \
-                       has 1 more pods to update but max unavailable (1) has been reached; waiting for pods to become \
+                       has 1 more pod to update but max unavailable (1) has been reached; waiting for pods to become \
                        ready",
             "actions": [delete(
                 "store-gateway-zone-a",

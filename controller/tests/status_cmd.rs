@@ -71,7 +71,7 @@ rollout group ingester: waiting: pods-not-ready (ingester-zone-b)
   ingester-zone-a      2/2            0  r2
   ingester-zone-b      1/2            1  r1 -> r2
   ingester-zone-c      0/2            0  r1 -> r2
-  next: nothing; ingester-zone-b has 1 more pods to update but max unavailable (1) has been reached; waiting for pods to become ready
+  next: nothing; ingester-zone-b has 1 more pod to update but max unavailable (1) has been reached; waiting for pods to become ready
 ";
     assert_eq!(text, expected);
 

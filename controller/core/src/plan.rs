@@ -233,7 +233,7 @@ pub fn plan_group(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
             MemberOutcome::Settled => {}
             MemberOutcome::PausedOutdated(n) => {
                 let name = &group.members[i].sts.name;
-                paused_outdated.push((name.clone(), format!("{name} ({n} pods not on the update revision)")))
+                paused_outdated.push((name.clone(), format!("{name} ({} not on the update revision)", count_pods(n))))
             }
             MemberOutcome::Stop(s) => {
                 stop = Some(s);
@@ -388,14 +388,15 @@ fn plan_member(
         } else if remaining == 0 {
             Halt(
                 Wait::on(WaitReason::PodsTerminating, &sts.name),
-                format!("waiting for {terminating} terminating pods of {} to go away", sts.name),
+                format!("waiting for {terminating} terminating {} of {} to go away", pods_word(terminating), sts.name),
             )
         } else {
             Halt(
                 pods_wait(&sts.name, readiness),
                 format!(
-                    "{} has {remaining} more pods to update but max unavailable ({max_unavailable}) has been reached; waiting for pods to become ready",
-                    sts.name
+                    "{} has {remaining} more {} to update but max unavailable ({max_unavailable}) has been reached; waiting for pods to become ready",
+                    sts.name,
+                    pods_word(remaining)
                 ),
             )
         };
@@ -440,8 +441,21 @@ fn summarize(actions: &[Action]) -> String {
         }
     }
     if let Some(first) = actions.iter().find(|a| matches!(a, Action::DeletePod { .. })) {
-        let (n, pods) = (deletions.len(), if deletions.len() == 1 { "pod" } else { "pods" });
-        parts.push(format!("replacing {n} {pods} of {}: {}", first.statefulset(), deletions.join(", ")));
+        parts.push(format!(
+            "replacing {} of {}: {}",
+            count_pods(deletions.len()),
+            first.statefulset(),
+            deletions.join(", ")
+        ));
     }
     parts.join("; ")
+}
+
+/// `1 pod`, `2 pods`.
+fn count_pods(n: usize) -> String {
+    format!("{n} {}", pods_word(n))
+}
+
+fn pods_word(n: usize) -> &'static str {
+    if n == 1 { "pod" } else { "pods" }
 }
