@@ -86,7 +86,7 @@ pub struct PlanContext<'a> {
     /// downscales are checked against it as well as against the `last-downscale` annotations.
     pub downscale_record: Option<&'a DownscaleRecord>,
     /// Downscales being prepared by the prepare-downscale webhook, from the group downscale record: no pod of a
-    /// group is replaced while one of its markers is live (DESIGN.md invariant 5).
+    /// group is replaced while one of its markers is live (no rollout step while a downscale is prepared).
     pub downscales_in_progress: &'a [DownscaleInProgress],
     /// Replica changes are refused by the API (403): why, as the shell found out. Due replica changes are then
     /// scaling errors of their StatefulSets instead of the pass's action, so the rollout goes on.

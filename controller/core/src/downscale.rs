@@ -1,6 +1,6 @@
 //! Downscale coordination shared by every actor that downscales a zone: the group downscale record and the rule
 //! "two StatefulSets of a group are never downscaled closer together than the min time between zone downscales"
-//! (DESIGN.md invariant 3).
+//! (guarantee 3 of docs/contributing/design.md).
 //!
 //! Owns: the per-StatefulSet downscale settings (min time, last-downscale annotation), the record's data format
 //! (the reference's zone-tracker ConfigMap: key = StatefulSet name, value = `{"lastDownscaled":"<RFC 3339>"}`), and
@@ -219,7 +219,8 @@ pub enum ClaimEnd {
 /// compare-and-swap as the claim, removed when the webhook is done; `until` (the webhook's deadline) bounds it if
 /// the webhook dies midway.
 ///
-/// How the webhook and the controller see each other (DESIGN.md invariant 5):
+/// How the webhook and the controller see each other (no downscale during a rollout, no rollout step while a
+/// downscale is prepared):
 /// - the webhook denies a downscale while another StatefulSet of the group has non-updated or unavailable pods
 ///   ([`crate::admission::prepare`], on a live list), and while another StatefulSet's downscale is in progress;
 /// - the controller's planner replaces no pod of a group while a marker of that group is live
@@ -353,8 +354,8 @@ pub fn live_rollout_step<'a>(
 }
 
 /// Whether the prepare-downscale webhook serves a member of `group` (labelled [`keys::PREPARE_DOWNSCALE`]): then its
-/// downscales must not be prepared while pods of the group are being replaced (DESIGN.md invariant 5), so a pass
-/// that deletes pods claims its step in the record first, and a pass that cannot read the record fails closed.
+/// downscales must not be prepared while pods of the group are being replaced (no downscale during a rollout), so a
+/// pass that deletes pods claims its step in the record first, and a pass that cannot read the record fails closed.
 pub fn served_by_prepare_downscale(group: &GroupSnapshot) -> bool {
     group.members.iter().any(|m| m.sts.labels.get(keys::PREPARE_DOWNSCALE).is_some_and(|v| v == "true"))
 }

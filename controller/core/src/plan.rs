@@ -1,7 +1,7 @@
 //! The rollout planner: one pass over one rollout group, as a pure function of the snapshot, the expectations and
 //! `now`. It returns the actions to take, in order, each with its reason, and the group's state.
 //!
-//! Rules (reference section 2, with the divergences of DESIGN.md):
+//! Rules (the Go operator's, with the divergences of docs/reference/differences.md):
 //! - every StatefulSet of the group must use the `OnDelete` update strategy, or the group is blocked;
 //! - nothing is decided while one of the controller's own writes is unobserved (expectations);
 //! - if more than one StatefulSet is not ready, the group waits; the one not-ready StatefulSet is handled first,

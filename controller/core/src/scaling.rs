@@ -14,9 +14,11 @@
 //!   reference, but reported as a plan warning ([`ignored_force_replicas`]; the reference said nothing);
 //! - a StatefulSet with both leader and mirror annotations is driven by the mirror only (the reference ran both,
 //!   which could flap); the leader annotation is then reported as ignored;
-//! - the controller downscales nothing while a rollout of the same group is in progress (DESIGN.md invariant 5);
+//! - the controller downscales nothing while a rollout of the same group is in progress (guarantee 5 of
+//!   docs/contributing/design.md);
 //! - a follower's downscale is checked against the group downscale record as well as the `last-downscale`
-//!   annotations (DESIGN.md invariant 3); the shell claims it in the record before patching.
+//!   annotations (guarantee 3, the min time between zone downscales); the shell claims it in the record before
+//!   patching.
 
 use crate::actions::{Action, PlanContext};
 use crate::downscale::{MinTimeVerdict, check_min_time};
@@ -46,7 +48,7 @@ impl ScalingError {
     }
 }
 
-/// Why no rollout-time downscale may happen now (DESIGN.md invariant 5): a StatefulSet of the group is being
+/// Why no rollout-time downscale may happen now (no downscale during a rollout): a StatefulSet of the group is being
 /// rolled (its currentRevision is not its updateRevision, or a pod is not on the update revision), or may be about
 /// to be (no status yet, or a status that does not describe its latest spec: a template push not yet seen by the
 /// StatefulSet controller).
@@ -73,8 +75,8 @@ pub fn rollout_in_progress(group: &GroupSnapshot) -> Option<String> {
     })
 }
 
-/// Why no downscale of `candidate` may happen now (DESIGN.md invariant 5): another StatefulSet of the group is being
-/// rolled or may be about to be ([`rollout_in_progress`] of it), or has unavailable or missing pods (the rule the
+/// Why no downscale of `candidate` may happen now (no downscale during a rollout): another StatefulSet of the group is
+/// being rolled or may be about to be ([`rollout_in_progress`] of it), or has unavailable or missing pods (the rule the
 /// prepare-downscale webhook applies to a user's downscale, [`crate::admission::prepare::rollout_in_progress`]).
 /// The candidate's own rollout does not hold it, as in the reference: it is scaled first (pods about to be removed
 /// are not worth rolling) and its rollout goes on in later passes.

@@ -286,7 +286,7 @@ fn no_downscale_denies_dry_runs_too() {
     assert!(!decided(no_downscale::evaluate(&req)).allowed);
 }
 
-// ---- prepare-downscale (reference 4.3/4.4 with issue 6's changes) ----------------------------------------------
+// ---- prepare-downscale (the Go operator's, with the changes of docs/reference/differences.md) ------------------
 
 fn prepare_annotations() -> Value {
     json!({keys::PREPARE_DOWNSCALE_HTTP_PORT: "8080", keys::PREPARE_DOWNSCALE_HTTP_PATH: "/ingester/prepare-shutdown"})

@@ -521,7 +521,7 @@ fn pod_endpoints_replace_the_host_and_keep_port_path_and_query() {
     }
 }
 
-/// Reference semantics (issue 11): a follower whose own pods are outdated is still scaled to its leader (rolling
+/// The Go operator's semantics: a follower whose own pods are outdated is still scaled to its leader (rolling
 /// pods that are about to go is wasted work); only another zone mid-rollout or unready holds its downscale.
 #[test]
 fn a_follower_mid_rollout_is_scaled_down_but_another_zone_mid_rollout_holds_it() {

@@ -1,6 +1,6 @@
-//! Wait classes and stuck detection on hand-made groups: every class the planner reports, and the four situations
-//! issue 17 names (a crash-looping new revision, a quota that keeps pods from being created, a paused zone, a
-//! leader that never becomes ready) each reported stuck after the deadline with the wait that held it, while a slow
+//! Wait classes and stuck detection on hand-made groups: every class the planner reports, and four situations that
+//! must be reported stuck (a crash-looping new revision, a quota that keeps pods from being created, a paused zone,
+//! a leader that never becomes ready), each reported stuck after the deadline with the wait that held it, while a slow
 //! but moving rollout and a scheduled downscale never are.
 
 use jiff::{SignedDuration, Timestamp};

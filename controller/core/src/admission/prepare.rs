@@ -1,5 +1,6 @@
-//! `/admission/prepare-downscale` (reference 4.3/4.4, with the changes of issue 6): before a StatefulSet labelled
-//! `grafana.com/prepare-downscale=true` loses pods, its leaving pods are told to prepare for shutdown.
+//! `/admission/prepare-downscale` (the Go operator's, with the changes of docs/reference/differences.md): before a
+//! StatefulSet labelled `grafana.com/prepare-downscale=true` loses pods, its leaving pods are told to prepare for
+//! shutdown.
 //!
 //! The decision is split into steps the shell drives, each pure:
 //! 1. [`evaluate`]: is this a downscale of a StatefulSet (from the old object, or a lookup for `/scale`)?

@@ -456,7 +456,7 @@ impl PrepareDownscale {
     fn record_downscale(&mut self, now: Timestamp) -> Need {
         if let Some((_, until)) = self.claim {
             // The downscale stays recorded, dated when it will have committed (the API server commits right after
-            // our answer; DESIGN.md invariant 3 runs from the commit), and the in-progress marker goes.
+            // our answer; the min time between zone downscales runs from the commit), and the in-progress marker goes.
             let committed_by = round_up_to_second(add(now, self.settings.commit_margin));
             self.phase = Phase::DatedInRecord { committed_by };
             return Need::DateInRecord { statefulset: self.sts_name(), until, committed_by };
