@@ -1,4 +1,4 @@
-//! Eviction load benchmark (issue 14 item 5): a burst of concurrent evictions over one ZoneAwarePodDisruptionBudget,
+//! Eviction load benchmark: a burst of concurrent evictions over one ZoneAwarePodDisruptionBudget,
 //! decided by the real `/admission/pod-eviction` handler (the real router, driven in process) against an in-memory
 //! API server that takes a fixed time to answer each request. A bench binary printing figures, and a checker: every
 //! answer is judged against the committed outcome, and the binary exits non-zero when one is wrong.

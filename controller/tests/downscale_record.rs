@@ -253,8 +253,8 @@ async fn simultaneous_claims_for_different_groups_all_pass() {
     assert_eq!(stored(&cluster).last_downscaled.len(), 8);
 }
 
-// Rollout steps (DESIGN.md invariant 5): the controller's claim of a step and the webhook's claim of a downscale are
-// swaps of one object, so whichever commits second sees the first.
+// Rollout steps (no rollout step while a downscale is prepared): the controller's claim of a step and the webhook's
+// claim of a downscale are swaps of one object, so whichever commits second sees the first.
 
 #[tokio::test]
 async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_writes_nothing() {

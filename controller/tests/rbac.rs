@@ -1,9 +1,9 @@
 //! `rollout-operator rbac` against the way the reference operator is really deployed
-//! (`shared/reference/deployments.md`): each deployment's container args (section 1) must be accepted by the real
-//! parser, and the rules generated for them must be within what that deployment's RBAC grants (section 2), since
+//! (the Helm charts and the jsonnet users run it with): each deployment's container args must be accepted by the
+//! real parser, and the rules generated for them must be within what that deployment's RBAC grants, since
 //! users switch the image and keep their manifests. Also the command's parsing and the built binary's output.
 //!
-//! The grants are written down here as data, one function per column of section 2. A test failing here names the
+//! The grants are written down here as data, one function per set of grants. A test failing here names the
 //! deployment and exactly what it does not grant: the operator would get 403 on it there. Fix the operator (or
 //! its flags' features in `rbac.rs`) rather than the data.
 
@@ -130,7 +130,7 @@ fn loki_helm() {
     assert_covered("Loki Helm (0.24.0)", LJ, "Loki Helm 0.24.0", loki_helm_0_24_0());
 }
 
-/// A deployment: its name, its args, the column of section 2 it is judged against, and that column.
+/// A deployment: its name, its args, the name of the grants it is judged against, and those grants.
 type Deployment = (&'static str, &'static str, &'static str, fn() -> Grants);
 
 /// Every deployment above.

@@ -293,8 +293,8 @@ fn prepare_downscale_labelled(cluster: &FakeCluster) {
     }
 }
 
-/// DESIGN.md invariant 5, controller side: while the prepare-downscale webhook's marker for the group is live in the
-/// downscale record, no pod of the group is replaced; once it has expired, the rollout goes on.
+/// No rollout step while a downscale is prepared, controller side: while the prepare-downscale webhook's marker for the
+/// group is live in the downscale record, no pod of the group is replaced; once it has expired, the rollout goes on.
 #[tokio::test]
 async fn no_pod_is_replaced_while_a_downscale_of_the_group_is_being_prepared() {
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -402,10 +402,10 @@ fn stepped(rv: Option<String>, writes: Vec<Call>) -> Vec<Call> {
     calls
 }
 
-/// Sim seeds 389, 772, 1573, 1607 in miniature (DESIGN.md invariant 5): the pass reads the record, the webhook
-/// then commits a downscale's in-progress marker, and the pass, planned on the older record, would delete a pod of
-/// the group. Its step's claim is conditional on the version it read: it fails, nothing is deleted, and the next
-/// pass sees the marker and waits.
+/// Sim seeds 389, 772, 1573, 1607 in miniature (no rollout step while a downscale is prepared): the pass reads the
+/// record, the webhook then commits a downscale's in-progress marker, and the pass, planned on the older record, would
+/// delete a pod of the group. Its step's claim is conditional on the version it read: it fails, nothing is deleted, and
+/// the next pass sees the marker and waits.
 #[tokio::test]
 async fn a_pass_planned_on_a_record_older_than_a_downscale_marker_deletes_nothing() {
     use rollout_core::downscale::{DownscaleInProgress, render_in_progress};

@@ -277,9 +277,9 @@ pub use rollout_core::downscale::MarkedClaim;
 /// live rollout step, and recorded with this StatefulSet's marker (live until `until`, keeping the controller from
 /// replacing pods of the group meanwhile).
 ///
-/// The entry is dated `until`, the latest the replica change can commit under this claim, not `now`: the min time
-/// runs from the commit (DESIGN.md invariant 3), and a claimant that dies midway leaves a date that is still late
-/// enough. [`finish_marked_claim`] moves it back to the actual time once the commit is known to be before it.
+/// The entry is dated `until`, the latest the replica change can commit under this claim, not `now`: the min time runs
+/// from the commit, and a claimant that dies midway leaves a date that is still late enough. [`finish_marked_claim`]
+/// moves it back to the actual time once the commit is known to be before it.
 // One argument per fact the claim is decided on; a struct of them would only be unpacked again here.
 #[allow(clippy::too_many_arguments)]
 pub async fn claim_downscale_marked<C: RecordStore>(

@@ -1,7 +1,7 @@
-//! How the reference operator is really deployed, as far as RBAC goes (`shared/reference/deployments.md`, section
-//! 2): what each deployment grants its ServiceAccount, as data. The `rbac` tests check that each deployment's
-//! args need no more than it grants; the simulation runs the operator under these grants (its API server answers
-//! 403 to anything else).
+//! How the reference operator is really deployed (Grafana's Helm charts, the Go operator's jsonnet), as far as RBAC
+//! goes: what each deployment grants its ServiceAccount, as data. The `rbac` tests check that each deployment's args
+//! need no more than it grants; the simulation runs the operator under these grants (its API server answers 403 to
+//! anything else).
 //!
 //! Data only: changing it to make a test pass is changing the world the operator must drop into.
 
@@ -31,8 +31,8 @@ pub fn by_name(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) 
 const GRAFANA: &str = "rollout-operator.grafana.com";
 const ADMISSION: &str = "admissionregistration.k8s.io";
 
-/// The parts of section 2 that HC 0.50.1, HC-old/MH and JS share; `pods` differ, and so does the certificate
-/// Secret's name (the one the deployment's args use: `resourceNames: the certificate Secret`).
+/// The parts of the reference deployments' RBAC that HC 0.50.1, HC-old/MH and JS share; `pods` differ, and so does the
+/// certificate Secret's name (the one the deployment's args use: `resourceNames: the certificate Secret`).
 pub fn helm_and_jsonnet(pod_verbs: &[&str], certificate_secret: &str) -> Grants {
     Grants {
         role: vec![
