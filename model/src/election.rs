@@ -1,4 +1,4 @@
-//! A stateright model of leader election (issue 16): two operator replicas, each driving the real election step
+//! A stateright model of leader election: two operator replicas, each driving the real election step
 //! machine ([`rollout_core::election::Elector`]), competing for one Lease held by the API server.
 //!
 //! Every decision is the core's: when to read, create, take over or renew the Lease, what a write's answer means,
@@ -94,8 +94,8 @@ pub const WRITE_AFTER_TAKEOVER: &str = "a controller write is in flight after a 
 /// Sometimes: a replica runs (not paused) still believing it leads, its window over, while the other may write (a
 /// paused leader resumed after the takeover, on its stale state).
 pub const DEPOSED_LEADER_RUNS: &str = "a deposed leader runs while the other may write";
-/// Always (with a release): once a release is complete, the Lease does not name its replica (graceful shutdown
-/// hands over at once, README "High availability"), unless a write it abandoned committed after the release's last
+/// Always (with a release): once a release is complete, the Lease does not name its replica (graceful shutdown hands
+/// over at once, docs/install.md "High availability"), unless a write it abandoned committed after the release's last
 /// request: see [`ElectionModel::handed_over`].
 pub const RELEASE_HANDS_OVER: &str = "a completed release leaves the lease free";
 /// Sometimes (with a release): a release waits for its replica's Lease write in flight (the race the release

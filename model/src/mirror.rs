@@ -13,8 +13,8 @@
 //! - a delayed downscale removes only replicas that have been preparing for at least the delay;
 //! - the mirror is never scaled below the lowest `spec.replicas` the reference had since the pass read it (a
 //!   reference without `spec.replicas` allows no downscale);
-//! - DESIGN.md invariant 5: no mirror downscale while, as the pass knew it, another StatefulSet of the group was being
-//!   rolled.
+//! - no downscale during a rollout: no mirror downscale while, as the pass knew it, another StatefulSet of the group
+//!   was being rolled.
 //!
 //! The machine is rebuilt at each step by replaying the observations it was fed (it is pure, so the replay is
 //! exact); that keeps the model's state small, hashable data.

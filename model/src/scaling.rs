@@ -1,6 +1,6 @@
-//! A stateright model of leader/follower scaling in one rollout group, checking DESIGN.md invariant 3: two
-//! StatefulSets of a group are never downscaled closer together than the min time between zone downscales, whoever
-//! asks.
+//! A stateright model of leader/follower scaling in one rollout group, checking guarantee 3 of
+//! docs/contributing/design.md: two StatefulSets of a group are never downscaled closer together than the min time
+//! between zone downscales, whoever asks.
 //!
 //! The environment: three zones (`zone-a` leads; `zone-b` and `zone-c` follow it, or follow in a chain a→b→c), a
 //! discrete clock (one tick = one minute; the min time is `min_time` minutes), a user changing the leader's replicas

@@ -1,4 +1,4 @@
-//! Each defence in depth the rollout model carries, shown on its own (issue 13, item 2): the configuration where a
+//! Each defence in depth the rollout model carries, shown on its own: the configuration where a
 //! layer matters holds with the layer that might back it up switched off (`rollout_core::defences`, test-only), and
 //! with the layer off too the model finds a counterexample. Exhaustive, so "holds" covers every interleaving of the
 //! small configuration, not a sample of seeds.

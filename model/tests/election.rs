@@ -1,4 +1,4 @@
-//! Leader election (issue 16), model-checked with two replicas driving the real election step machine against an
+//! Leader election, model-checked with two replicas driving the real election step machine against an
 //! API server holding the Lease: under delayed and lost messages, a paused leader, clocks running apart and a
 //! graceful shutdown, a controller write commits only under its issuer's live Lease and never do two replicas both
 //! see that they may write; a network that becomes stable has a leader within the bound; each test-only fault is
@@ -141,10 +141,10 @@ fn a_release_after_its_own_write_timed_out_hands_over_at_once() {
     assert!(c.violated.is_empty(), "{:?}\n{}", c.violated, c.timeline);
 }
 
-/// A release whose read of the Lease is lost reads again (up to `RELEASE_TRIES` times) and still hands the Lease
-/// over at once: two lost messages within 2 s, one of them the release's read. Giving up at the first failed read
-/// (`election.rs:414:27` and `414:33`, survivors of the mutation run) leaves the Lease naming the stopped replica
-/// until it expires: `RELEASE_HANDS_OVER` at about 5,400 states.
+/// A release whose read of the Lease is lost reads again (up to `RELEASE_TRIES` times) and still hands the Lease over
+/// at once: two lost messages within 2 s, one of them the release's read. Giving up at the first failed read (a mutant
+/// no other test kills) leaves the Lease naming the stopped replica until it expires: `RELEASE_HANDS_OVER` at about
+/// 5,400 states.
 #[test]
 fn a_release_whose_read_is_lost_reads_again_and_hands_over() {
     let config = ElectionModelConfig { releases: 1, writes: false, losses: 2, horizon: 4, message_delay: 0, ..base() };
@@ -193,12 +193,11 @@ fn a_lease_no_longer_than_the_skew_margin_is_refused_at_start_since_no_replica_c
     assert!(error.contains("clock skew"), "a 1 s lease with the 1 s skew margin is accepted: {error:?}");
 }
 
-/// Why `-leader-election.lease-duration` must be whole seconds (closes a survivor of the mutation run,
-/// `election.rs:88:52`): the Lease declares its duration in whole seconds, so a 2.5 s lease is declared as 2 s while
-/// its holder keeps the write window of 2.5 s less the margin. The Lease then expires (and a follower may take over)
-/// half a second before its holder thinks, and the margin meant for clock drift and slow writes no longer covers
-/// them: a write sent at the end of the window commits after the Lease expired. A whole 3 s lease with the same renew
-/// deadline keeps one writer; the flag check refuses the fractional one at start.
+/// Why `-leader-election.lease-duration` must be whole seconds: the Lease declares its duration in whole seconds, so a
+/// 2.5 s lease is declared as 2 s while its holder keeps the write window of 2.5 s less the margin. The Lease then
+/// expires (and a follower may take over) half a second before its holder thinks, and the margin meant for clock drift
+/// and slow writes no longer covers them: a write sent at the end of the window commits after the Lease expired. A
+/// whole 3 s lease with the same renew deadline keeps one writer; the flag check refuses the fractional one at start.
 #[test]
 fn a_lease_with_a_fraction_of_a_second_is_refused_at_start_since_the_lease_declares_whole_seconds() {
     let config = ElectionModelConfig {

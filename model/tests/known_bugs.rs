@@ -82,9 +82,9 @@ fn missing_pods_spending_no_budget_is_caught() {
     assert_bug_found(config, Arc::new(MissingPodsSpendNoBudget), "max unavailable");
 }
 
-/// The controller side of DESIGN.md invariant 5: a planner that ignores the webhook's in-progress markers replaces
-/// pods while a downscale is being prepared (the rollout-step claim does not save it: the marker was there when the
-/// pass read the record, so the claim conditional on that version succeeds).
+/// No rollout step while a downscale is prepared, controller side: a planner that ignores the webhook's in-progress
+/// markers replaces pods while a downscale is being prepared (the rollout-step claim does not save it: the marker was
+/// there when the pass read the record, so the claim conditional on that version succeeds).
 #[test]
 fn ignoring_downscales_in_progress_is_caught() {
     let config = ModelConfig { zones: 2, pods: 2, downscales: 1, ..ModelConfig::default() };

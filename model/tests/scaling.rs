@@ -1,6 +1,6 @@
-//! DESIGN.md invariant 3 with leader/follower scaling in play: the production planner (with the reconcile loop's
-//! record claims) keeps zone downscales apart by the min time under concurrent controllers and a user changing the
-//! leader through the webhook; a planner that skips the min-time check is caught.
+//! The min time between zone downscales with leader/follower scaling in play: the production planner (with the
+//! reconcile loop's record claims) keeps zone downscales apart by the min time under concurrent controllers and a user
+//! changing the leader through the webhook; a planner that skips the min-time check is caught.
 
 use rollout_core::{Planner, RolloutPlanner};
 use rollout_known_bugs::SkipsMinTimeCheck;

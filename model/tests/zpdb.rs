@@ -1,4 +1,4 @@
-//! ZoneAwarePodDisruptionBudgets in the model (issue 14): drain evictions decided by the real eviction step machine
+//! ZoneAwarePodDisruptionBudgets in the model: drain evictions decided by the real eviction step machine
 //! on two webhook replicas, concurrent with the controller's rollout deletions (each asking the same decision first),
 //! under a stale cache, pod crashes and controller and webhook crashes; no budget is exceeded by voluntary
 //! disruptions, in zone and partition mode; and each test-only evictor of `rollout-known-bugs` is caught.

@@ -117,8 +117,8 @@ impl Planner for SkipsMinTimeCheck {
     }
 }
 
-/// Ignores the prepare-downscale webhook's in-progress markers (DESIGN.md invariant 5, controller side): pods are
-/// replaced while a downscale of the group is being prepared.
+/// Ignores the prepare-downscale webhook's in-progress markers (no rollout step while a downscale is prepared): pods
+/// are replaced while a downscale of the group is being prepared.
 pub struct IgnoresDownscalesInProgress;
 
 impl Planner for IgnoresDownscalesInProgress {
@@ -151,7 +151,7 @@ impl Planner for MissingPodsSpendNoBudget {
     }
 }
 
-/// Follower downscales are not held by the rest of the group (DESIGN.md invariant 5, the controller's own
+/// Follower downscales are not held by the rest of the group (no downscale during a rollout, the controller's own
 /// downscales): the scaling decision is taken as if every StatefulSet of the group were rolled out and Ready.
 pub struct DownscalesDuringRollouts;
 
