@@ -470,7 +470,8 @@ impl GroupView {
     pub fn zone(&self, name: &str) -> &ZoneView {
         self.zones.iter().find(|z| z.name == name).unwrap_or_else(|| panic!("zone {name} not observed"))
     }
-    /// Invariant 1 of DESIGN.md as seen from outside: at most one zone of the group is disrupted.
+    /// One zone at a time (guarantee 1 of docs/contributing/design.md) as seen from outside: at most one zone of the
+    /// group is disrupted.
     pub fn assert_one_zone_at_a_time(&self) {
         let disrupted: Vec<&str> = self.zones.iter().filter(|z| z.disrupted()).map(|z| z.name.as_str()).collect();
         assert!(disrupted.len() <= 1, "two zones of the group are disrupted at once: {disrupted:?}\n{self:#?}");

@@ -616,10 +616,9 @@ fn leader_follower_downscale_waits_the_min_time_between_zones() {
 
 /// Certificate renewal with a short lifetime, without a restart.
 ///
-/// Assumption (issue 6, not merged on this branch): the self-signed certificate's lifetime is the reference's
-/// `-server-tls.self-signed-cert.expiration` (Prometheus duration), and the operator renews it once two thirds of
-/// its lifetime have passed, stores it in the Secret, re-injects the CA and serves the new certificate without a
-/// restart. With 90s, renewal comes about 60 s after issue.
+/// The self-signed certificate's lifetime is the reference's `-server-tls.self-signed-cert.expiration` (Prometheus
+/// duration), and the operator renews it once two thirds of its lifetime have passed, stores it in the Secret,
+/// re-injects the CA and serves the new certificate without a restart. With 90s, renewal comes about 60 s after issue.
 #[test]
 #[ignore = "needs a Kubernetes cluster (KUBECONFIG); run e2e/run.sh"]
 fn certificate_is_renewed_before_expiry_without_a_restart() {
