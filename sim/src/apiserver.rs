@@ -380,7 +380,7 @@ pub(crate) const ZONE_TRACKER: &str = "zone tracker";
 const REPROBE_AFTER: Duration = Duration::from_secs(299);
 
 /// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
-/// feature off for the rest of the process with one log line (README, the RBAC table): pod annotations, which the
+/// feature off for the rest of the process with one log line (docs/install.md, "RBAC"): pod annotations, which the
 /// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents; the
 /// controller's replica changes; the zone tracker's record writes. A refused request of a feature that left its
 /// process before the process received a refusal of that feature is the probe the design allows (the process could

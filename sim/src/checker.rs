@@ -7,11 +7,11 @@
 //! not held against it; forgetting its own writes is. This is the model's rule, made concrete: sound for the real
 //! controller, which plans on exactly that cache and blocks on expectations of its own writes.
 //!
-//! Invariants (DESIGN.md numbering): 1 one zone at a time (no deletion in one StatefulSet while another of the group
-//! has a pod missing, unready or terminating), 2 max unavailable (deleting an available pod must not take the
-//! StatefulSet beyond `rollout-max-unavailable`), 4 no zero-pod ready (currentRevision is advanced only when every pod
-//! exists, is Ready and is on that revision), and "paused is left alone" (no deletions in a paused StatefulSet).
-//! Liveness is checked by the world at the end of the run.
+//! Invariants (numbered as in docs/contributing/design.md): 1 one zone at a time (no deletion in one StatefulSet while
+//! another of the group has a pod missing, unready or terminating), 2 max unavailable (deleting an available pod must
+//! not take the StatefulSet beyond `rollout-max-unavailable`), 4 no zero-pod ready (currentRevision is advanced only
+//! when every pod exists, is Ready and is on that revision), and "paused is left alone" (no deletions in a paused
+//! StatefulSet). Liveness is checked by the world at the end of the run.
 //!
 //! Invariant 3 (min time between zone downscales) is judged on every committed decrease of a StatefulSet's
 //! `spec.replicas`, whoever made it (the controller's leader/follower scaling, or the user's change admitted by the
@@ -109,7 +109,7 @@ pub const PREPARE_UNDONE: &str = "a denied downscale cancels the pods it prepare
 /// (reference 4.3: an unsupported type or resource fails open); an unlabelled StatefulSet is let through unless
 /// reading it failed.
 pub const PREPARE_FOREIGN: &str = "the prepare-downscale webhook lets through what it does not serve, unread";
-/// The zone tracker's in-progress markers (DESIGN.md: `{"<statefulset>": {"group": "<group>", "until": "<RFC
+/// The zone tracker's in-progress markers (`{"<statefulset>": {"group": "<group>", "until": "<RFC
 /// 3339>"}}` in the record's annotation) are written only by the operator, and every one committed reads in that
 /// format, by the checker's own reader: a marker it could not read would drop out of every judgement of preparation
 /// (and, read by as lenient a parser, out of the operator's own coordination).
@@ -124,10 +124,10 @@ pub const DELAYED_DOWNSCALE: &str = "delayed downscale removes only pods prepare
 /// A follower with `grafana.com/rollout-upscale-only-when-leader-ready: "true"` is scaled up by the controller only
 /// while its leader reports every replica ready (`status.readyReplicas` = `spec.replicas`), as the controller knew.
 pub const LEADER_READY_UPSCALE: &str = "upscale only when the leader is ready";
-/// Issue 14: an eviction the pod-eviction webhook allowed keeps every ZoneAwarePodDisruptionBudget, judged on the
+/// An eviction the pod-eviction webhook allowed keeps every ZoneAwarePodDisruptionBudget, judged on the
 /// committed state at its commit (see [`Checker::judge_disruption`]).
 pub const ZPDB_EVICTIONS: &str = "allowed evictions keep the ZoneAwarePodDisruptionBudgets";
-/// Issue 14: the controller's own pod deletions keep them too.
+/// The controller's own pod deletions keep them too.
 pub const ZPDB_CONTROLLER: &str = "controller deletions keep the ZoneAwarePodDisruptionBudgets";
 /// The budget-edits worlds: an eviction of a pod that no budget has covered for [`BUDGET_CHANGE_GRACE`] is not
 /// denied for a budget (a deleted budget stops holding drains once the operator could have seen the deletion).
@@ -817,10 +817,10 @@ impl Checker {
         });
     }
 
-    /// Judges a committed decrease of a StatefulSet's replicas against every earlier one of another StatefulSet of
-    /// its group (DESIGN.md invariant 3): the later must commit at least the min time (the larger of both
-    /// StatefulSets') after the earlier. Force-replicas decreases are exempt, as is a pair where neither side has a
-    /// min time.
+    /// Judges a committed decrease of a StatefulSet's replicas against every earlier one of another StatefulSet of its
+    /// group (the min time between zone downscales): the later must commit at least the min time (the larger of both
+    /// StatefulSets') after the earlier. Force-replicas decreases are exempt, as is a pair where neither side has a min
+    /// time.
     pub fn record_downscale(&mut self, d: Downscale) {
         // A follower the world wrote without a min time, scaled down by the controller after another zone's
         // downscale was recorded (committed before the controller's basis).

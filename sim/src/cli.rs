@@ -70,7 +70,7 @@ struct ScenarioArgs {
     /// pauses.
     #[arg(long, default_value = "all")]
     faults: String,
-    /// The large rollout of issue 15: 3 zones x 100 pods, max-unavailable 1, one push, no faults unless --faults
+    /// The large rollout: 3 zones x 100 pods, max-unavailable 1, one push, no faults unless --faults
     /// names some; the report compares the rollout's duration with the pods' own replacement times.
     #[arg(long)]
     large: bool,

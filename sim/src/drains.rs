@@ -1,4 +1,4 @@
-//! Node drains under a ZoneAwarePodDisruptionBudget (issue 14): the budget object the API server serves, the
+//! Node drains under a ZoneAwarePodDisruptionBudget: the budget object the API server serves, the
 //! operator replicas serving `/admission/pod-eviction` through the real webhook router (each with the real budget
 //! cache, fed by listing the simulated API, and its own in-process state, lost on a restart), the API server's
 //! eviction path (`CREATE pods/{name}/eviction`: admitted by one replica, then the pod deleted, as a real API

@@ -1,4 +1,4 @@
-//! High availability (issue 16): several operator replicas, each on a node of its own, each running the real
+//! High availability: several operator replicas, each on a node of its own, each running the real
 //! leader-elected wiring (`rollout_operator::election::run_elected`: the election loop, the gate, one controller
 //! per term), against the simulated API server's Lease.
 //!
@@ -342,8 +342,8 @@ impl Ledger {
     /// with one exception: a freeze of the writer's own process between the hand-off and the request leaving it
     /// (madsim yields inside a send, so a freeze can fall there) is taken out, and the write judged as if it had
     /// committed that much earlier, against the Lease as it stood then. Nothing the operator can check falls
-    /// between its last check and the bytes leaving the process; no Lease fences that (README, High
-    /// availability). Such writes are counted apart ([`HaStats::frozen_in_flight`]). A write decided after the
+    /// between its last check and the bytes leaving the process; no Lease fences that (docs/install.md,
+    /// "High availability"). Such writes are counted apart ([`HaStats::frozen_in_flight`]). A write decided after the
     /// freeze (no check before it) is handed after it, and is judged at its commit.
     pub fn judge_write(
         &mut self,

@@ -1,4 +1,4 @@
-//! How promptly the controller reacts (issue 15), measured on committed state.
+//! How promptly the controller reacts, measured on committed state.
 //!
 //! A reaction is the time from the commit that unblocks a rollout group (after it, the production planner run on
 //! the committed truth has a pod to delete or replicas to change; typically a replaced pod becoming Ready, or a

@@ -125,7 +125,7 @@ impl Store {
 }
 
 pub struct Store {
-    /// The controller's reaction times and request counts (issue 15).
+    /// The controller's reaction times and request counts.
     pub reactions: crate::reaction::Reactions,
     /// The readiness (`/ready`) of the latest single controller process: it must say it is ready once its caches
     /// have synced, or a real deployment's webhook Service never sends it a request.
@@ -252,7 +252,7 @@ struct Marker {
 }
 
 /// The in-progress markers of the record's annotation, read by the checker itself (a JSON object of
-/// `{"<statefulset>": {"group": "<group>", "until": "<RFC 3339>"}}`, DESIGN.md), not by the operator's parser: a
+/// `{"<statefulset>": {"group": "<group>", "until": "<RFC 3339>"}}`), not by the operator's parser: a
 /// parser that lost markers would otherwise hide them from the operator and the checker alike (`until` is read by
 /// jiff's timestamp parser, a little broader than RFC 3339). The entries it cannot read come second (the whole
 /// annotation, when it is not such an object), for `RECORD_MARKERS_READABLE`.

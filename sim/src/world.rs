@@ -425,17 +425,18 @@ pub struct Scenario {
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
     pub defences: Defences,
-    /// Issue 14: a ZoneAwarePodDisruptionBudget over the group, operator replicas serving the real pod-eviction
+    /// A ZoneAwarePodDisruptionBudget over the group, operator replicas serving the real pod-eviction
     /// webhook, and node drains evicting pods through the API server during the fault phase. Drawn from a generator
     /// of its own.
     pub drains: Option<crate::drains::Drains>,
-    /// Issue 16: operator replicas on nodes of their own electing a leader (`crate::ha`), instead of the one
+    /// Operator replicas on nodes of their own electing a leader (`crate::ha`), instead of the one
     /// controller node; the faults hit the replicas, which are also paused longer than the lease, killed while
     /// leading, and run clocks with offsets and rates of their own. Drawn from a generator of its own.
     pub ha: Option<crate::ha::Ha>,
 }
 
-/// How the reference is really deployed (`shared/reference/deployments.md`), as far as the simulation is concerned.
+/// How the reference is really deployed (its Helm charts' and jsonnet's RBAC and zone-tracker setting), as far as
+/// the simulation is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReferenceDeployment {
     /// Grafana's Helm chart 0.50.1: no configmaps, so no zone tracker (`-use-zone-tracker` left at false).
@@ -635,7 +636,8 @@ impl Scenario {
 
     /// Rollouts (two template revisions) mixed with downscales admitted by the real prepare-downscale webhook: an
     /// HPA per zone changes its zone's replicas concurrently (no leader/follower), so admissions race each other
-    /// and the controller's passes (DESIGN.md invariants 3 and 5).
+    /// and the controller's passes (the min time between zone downscales; no downscale during a rollout and no
+    /// rollout step while a downscale is prepared).
     pub fn rollout_with_admitted_downscales() -> Self {
         let scaling = ScalingScenario {
             admission: Admission::Webhook,
@@ -649,7 +651,7 @@ impl Scenario {
 }
 
 impl Scenario {
-    /// Issue 15's large rollout: 3 zones of 100 pods, max-unavailable 1, one template push, no faults; the pods'
+    /// The large rollout: 3 zones of 100 pods, max-unavailable 1, one template push, no faults; the pods'
     /// own replacement times are the kubelet's usual (termination 1-15 s, recreation 0.5-3 s, ready 2-15 s, one in
     /// seven 30-90 s). The controller's share of the rollout's duration is what the pods' own times do not explain.
     pub fn large() -> Self {
@@ -1000,7 +1002,7 @@ impl PodHttpClient for DelayedDownscalePods {
     }
 }
 
-/// The drains world's actors (issue 14): the operator replicas serving the pod-eviction webhook (restarted now and
+/// The drains world's actors: the operator replicas serving the pod-eviction webhook (restarted now and
 /// then during the fault phase; replica 0 is the controller's node when `hosted` names it), and the node-drain actor
 /// on a node of its own. Everything is drawn from the drains' own generator.
 #[allow(clippy::too_many_arguments)]
@@ -1277,7 +1279,7 @@ async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: Con
     build_controller(api, setup, planner).run(ready, std::future::pending()).await
 }
 
-/// One HA replica node (issue 16): every start of it is a new process running the production leader-elected
+/// One HA replica node: every start of it is a new process running the production leader-elected
 /// wiring, each term's controller built as the single controller process's is, on a client of its own (a new
 /// incarnation: the checker judges each term's controller by what that controller knew).
 fn start_replica(
@@ -2736,7 +2738,7 @@ async fn pause_replica(store: &SharedStore, nodes: &Nodes, i: usize, down: Durat
     }
 }
 
-/// The HA world's own faults (issue 16), from its own generator: replicas frozen for longer than the lease (at
+/// The HA world's own faults, from its own generator: replicas frozen for longer than the lease (at
 /// random moments, and, through the API server, with a pass's live read in flight), and the leader killed while
 /// its group has work (kept down 30-45 s, so another replica takes over; the failover is measured from the kill to
 /// the first controller write another process commits).

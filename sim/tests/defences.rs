@@ -1,8 +1,7 @@
-//! Each defence in depth shown on its own (issue 13, item 2): with the layer that backs it up switched off
-//! (`rollout_core::defences`, test-only), the layer alone keeps the invariants in a world where it matters, and with
-//! it off too the checker finds the violation, pinned as a seed. Where a layer turned out not to be backed up by the
-//! layer thought to be its partner, the test says so and shows which one carries the guarantee.
-//! Built only with `RUSTFLAGS="--cfg madsim"`.
+//! Each defence in depth shown on its own: with the layer that backs it up switched off (`rollout_core::defences`,
+//! test-only), the layer alone keeps the invariants in a world where it matters, and with it off too the checker finds
+//! the violation, pinned as a seed. Where a layer turned out not to be backed up by the layer thought to be its
+//! partner, the test says so and shows which one carries the guarantee. Built only with `RUSTFLAGS="--cfg madsim"`.
 
 #![cfg(madsim)]
 
@@ -54,7 +53,7 @@ fn expectations_alone_keep_every_invariant_on_a_stale_cache() {
 }
 
 /// Both off, seed 118: a deletion in zone-b not yet seen, and the next pass deletes in zone-a; seed 114: a second
-/// deletion in zone-a beyond its max unavailable. (Seeds re-found once passes ran promptly after events, issue 15.)
+/// deletion in zone-a beyond its max unavailable.
 #[test]
 fn without_expectations_and_uid_preconditions_a_stale_cache_deletes_in_a_second_zone() {
     let sc = with(&Scenario::default(), without(&[Layer::UidPreconditions, Layer::Expectations]));

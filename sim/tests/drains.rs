@@ -1,10 +1,9 @@
-//! Node drains under a ZoneAwarePodDisruptionBudget (issue 14, verification: simulation): the node-drain actor
-//! evicts pods through the simulated API server, which asks the real pod-eviction webhook of one of two operator
-//! replicas (restarted now and then) and deletes the pod when allowed, concurrently with rollouts and the usual
-//! faults. The checker judges every committed eviction and every controller deletion against the budget on the
-//! committed history, and every dry run's writes. Each test also checks that the world exercises what it claims
-//! (evictions committed, denied with 429, dry runs), and the known-bug evictors are caught at pinned seeds.
-//! Built only with `RUSTFLAGS="--cfg madsim"`.
+//! Node drains under a ZoneAwarePodDisruptionBudget: the node-drain actor evicts pods through the simulated API server,
+//! which asks the real pod-eviction webhook of one of two operator replicas (restarted now and then) and deletes the
+//! pod when allowed, concurrently with rollouts and the usual faults. The checker judges every committed eviction and
+//! every controller deletion against the budget on the committed history, and every dry run's writes. Each test also
+//! checks that the world exercises what it claims (evictions committed, denied with 429, dry runs), and the known-bug
+//! evictors are caught at pinned seeds. Built only with `RUSTFLAGS="--cfg madsim"`.
 
 #![cfg(madsim)]
 
@@ -75,7 +74,7 @@ fn drains_under_a_partition_budget_keep_it_with_rollouts_and_faults() {
     assert!(total.committed >= 24, "too few evictions committed: {total:?}");
     assert!(total.denied >= 12, "too few evictions denied: {total:?}");
     // `crossZoneEvictionDelay` is judged too: the ready-time tracker stamping pods that are not yet ready
-    // (`BudgetPod::is_running_and_ready` true) fails seeds 3 and 4 (issue 13).
+    // (`BudgetPod::is_running_and_ready` true) fails seeds 3 and 4.
     assert!(total.peers_delay_judged >= 24, "too few peers judged against the delay: {total:?}");
 }
 
@@ -162,11 +161,11 @@ fn seeds_14_18_an_eviction_of_a_terminating_pod_is_not_held_by_a_partition_budge
     assert!(totals(&outcomes).of_terminating >= 2, "no eviction of a terminating pod: {:?}", totals(&outcomes));
 }
 
-/// A budget of `maxUnavailablePercentage: 40` over five pods a zone (issue 13: a setting the core reads that no
-/// world varied): two pods of a zone may be evicted together, never three, and never none while the StatefulSet has
-/// replicas (the checker's `ZPDB_ZERO_BUDGET`; one while a pod is missing from its status). The count of
-/// evictions let through as their zone's second unavailable pod shows the percentage was applied, not read as one.
-/// Its many budget denials after an intent also show each decision taking its intent back.
+/// A budget of `maxUnavailablePercentage: 40` over five pods a zone (a setting the core reads): two pods of a zone may
+/// be evicted together, never three, and never none while the StatefulSet has replicas (the checker's
+/// `ZPDB_ZERO_BUDGET`; one while a pod is missing from its status). The count of evictions let through as their zone's
+/// second unavailable pod shows the percentage was applied, not read as one. Its many budget denials after an intent
+/// also show each decision taking its intent back.
 #[test]
 fn a_percentage_budget_lets_two_pods_of_five_go_and_never_reads_as_zero() {
     let sc = Scenario {
@@ -319,18 +318,17 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
     }
 }
 
-/// Issue 13: the budget changes while drains and rollouts go on. The user resizes it, relabels it, deletes it and
-/// creates it again (a new uid, generation 1), deletes it for longer than the checker's grace, and tries invalid
-/// updates; half the deletions happen while the operator's budget watches are cut, so it learns of them only by
-/// relisting. The operator replicas and the controller watch the budgets through the simulated watch (delays,
-/// expiry, "too old", relists). Every decision is judged against the version in force (once the operator could
-/// know it), a denial with no budget left is a violation, and the validation webhook must refuse exactly the
-/// invalid edits. Each of these core mutants fails some of these seeds (zone mode): re-creations told apart by
-/// generation only (`same_object` always true: 35, 43), a newer generation ignored (26, 37, 43), deletions ignored
-/// (`delete` with its uid test inverted: 0, 1), a relist keeping budgets it did not list (0, 1), a validation
-/// that admits what does not parse (1, 2), and an empty partition regex read as a regex (0); in partition mode, a
-/// negative `crossZoneEvictionDelay` read as positive (1), and Go's longest duration refused or one beyond it
-/// admitted (6 of the 8).
+/// The budget changes while drains and rollouts go on. The user resizes it, relabels it, deletes it and creates it
+/// again (a new uid, generation 1), deletes it for longer than the checker's grace, and tries invalid updates; half the
+/// deletions happen while the operator's budget watches are cut, so it learns of them only by relisting. The operator
+/// replicas and the controller watch the budgets through the simulated watch (delays, expiry, "too old", relists).
+/// Every decision is judged against the version in force (once the operator could know it), a denial with no budget
+/// left is a violation, and the validation webhook must refuse exactly the invalid edits. Each of these core mutants
+/// fails some of these seeds (zone mode): re-creations told apart by generation only (`same_object` always true: 35,
+/// 43), a newer generation ignored (26, 37, 43), deletions ignored (`delete` with its uid test inverted: 0, 1), a
+/// relist keeping budgets it did not list (0, 1), a validation that admits what does not parse (1, 2), and an empty
+/// partition regex read as a regex (0); in partition mode, a negative `crossZoneEvictionDelay` read as positive (1),
+/// and Go's longest duration refused or one beyond it admitted (6 of the 8).
 #[test]
 fn budgets_edited_during_the_drains_are_followed_and_validated() {
     for (mode, seeds) in [(BudgetMode::Zones, 0..24), (BudgetMode::Partitions, 0..8)] {
@@ -347,9 +345,9 @@ fn budgets_edited_during_the_drains_are_followed_and_validated() {
             // Go parses "-10s"; the reference refuses a negative delay with its own message.
             let negative = count(&["negative crossZoneEvictionDelay", "refused (400)", "must be >= 0"]);
             assert!(negative >= 1, "no negative delay refused");
-            // Go's longest duration (2^63-1 ns) is valid, one nanosecond more is not (server-side dry runs). Taken
-            // the other way at the limit (`duration.rs:102:20`, two survivors of the mutation run: `>` made `==` or
-            // `>=`), the checker's `ZPDB_VALIDATION` reports it.
+            // Go's longest duration (2^63-1 ns) is valid, one nanosecond more is not (server-side dry runs). Taken the
+            // other way at the limit (the range check's `>` made `==` or `>=`), the checker's `ZPDB_VALIDATION` reports
+            // it.
             assert!(count(&["at Go's longest, dry run", "admitted"]) >= 4, "the longest delay never admitted");
             assert!(count(&["beyond Go's range, dry run", "refused (400)"]) >= 4, "one beyond it never refused");
         }
@@ -358,9 +356,9 @@ fn budgets_edited_during_the_drains_are_followed_and_validated() {
     }
 }
 
-/// A `maxUnavailablePercentage` in partition mode (which counts one pod per zone) is refused, as by the reference:
-/// the budget-edits world tries it among its invalid updates (seeds 12 and 22 of partition mode). Admitted instead
-/// (`config.rs:222:39`, a survivor of the mutation run), the checker's `ZPDB_VALIDATION` reports it.
+/// A `maxUnavailablePercentage` in partition mode (which counts one pod per zone) is refused, as by the reference: the
+/// budget-edits world tries it among its invalid updates (seeds 12 and 22 of partition mode). Admitted instead,
+/// the checker's `ZPDB_VALIDATION` reports it.
 #[test]
 fn a_percentage_in_partition_mode_is_refused_by_the_validation_webhook() {
     for o in run_all(&budget_edits(BudgetMode::Partitions), [12, 22]) {
@@ -413,12 +411,11 @@ fn regression_seed_637_a_denial_for_a_pod_removed_meanwhile_is_judged_on_its_own
 }
 
 /// Without `patch` on pods or StatefulSets the operator's one process runs the controller and serves the eviction
-/// webhook, as `main` runs them, and one in-process serialisation covers both: the controller's rollout deletions
-/// and the drains' evictions keep the budget together. Run as two processes (as the simulation did before), seeds
-/// 17, 23 and 28 of this world with scaling broke it (an eviction allowed while the controller's deletion in another
-/// zone was in its window), 3 of 40, and 6 of 60 with two template pushes; kept in one process, 0 of 540. With the
-/// controller's deletion intents expiring at once (a survivor of the mutation run, `reconciler.rs:200:9`,
-/// `intent_lifetime` made zero), seed 37 breaks the budget.
+/// webhook, as `main` runs them, and one in-process serialisation covers both: the controller's rollout deletions and
+/// the drains' evictions keep the budget together. Run as two processes (as the simulation did before), seeds 17, 23
+/// and 28 of this world with scaling broke it (an eviction allowed while the controller's deletion in another zone was
+/// in its window), 3 of 40, and 6 of 60 with two template pushes; kept in one process, 0 of 540. With the controller's
+/// deletion intents expiring at once (`intent_lifetime` made zero), seed 37 breaks the budget.
 #[test]
 fn one_operator_process_serialises_its_controllers_deletions_with_its_evictions_over_40_seeds() {
     let sc = Scenario {

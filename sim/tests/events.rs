@@ -1,9 +1,8 @@
-//! Events in the simulation (issue 17): the operator's Event recorder runs as in production against the simulated
-//! API server. Under every fault the Events stay few per rollout step and no object gets more than its budget allows
-//! (no Event storm); under a reference deployment, whose args leave Events off, none is sent; with Events switched
-//! on where RBAC grants none, the first 403 turns them off and rollouts converge; groups held by pods that never
-//! become ready, or are not created, are reported stuck and then resumed. Built only with
-//! `RUSTFLAGS="--cfg madsim"`.
+//! Events in the simulation: the operator's Event recorder runs as in production against the simulated API server.
+//! Under every fault the Events stay few per rollout step and no object gets more than its budget allows (no Event
+//! storm); under a reference deployment, whose args leave Events off, none is sent; with Events switched on where RBAC
+//! grants none, the first 403 turns them off and rollouts converge; groups held by pods that never become ready, or are
+//! not created, are reported stuck and then resumed. Built only with `RUSTFLAGS="--cfg madsim"`.
 
 #![cfg(madsim)]
 

@@ -1,11 +1,10 @@
-//! High availability (issue 16, verification: simulation): two or three operator replicas, each on a node of its
-//! own, run the production leader-elected wiring (`rollout_operator::election::run_elected`: the election loop over
-//! the simulated Lease, the gate, one controller per term) under the usual faults aimed at the replicas, freezes
-//! longer than the lease (also with a pass's request in flight, and until the edge of the leader's lease), the
-//! leader killed while its group has work, and clocks with offsets and rates of their own. The checker judges every
-//! committed controller write against the Lease's truth on the API server (`one leader writes`) besides the
-//! rollout invariants; the test-only election without a margin is caught at pinned seeds that the real election
-//! passes. Built only with `RUSTFLAGS="--cfg madsim"`.
+//! High availability: two or three operator replicas, each on a node of its own, run the production leader-elected
+//! wiring (`rollout_operator::election::run_elected`: the election loop over the simulated Lease, the gate, one
+//! controller per term) under the usual faults aimed at the replicas, freezes longer than the lease (also with a pass's
+//! request in flight, and until the edge of the leader's lease), the leader killed while its group has work, and clocks
+//! with offsets and rates of their own. The checker judges every committed controller write against the Lease's truth
+//! on the API server (`one leader writes`) besides the rollout invariants; the test-only election without a margin is
+//! caught at pinned seeds that the real election passes. Built only with `RUSTFLAGS="--cfg madsim"`.
 
 #![cfg(madsim)]
 
@@ -95,12 +94,12 @@ fn the_ha_world_is_deterministic() {
     }
 }
 
-/// The gate alone (closes a survivor of the mutation run, `reconciler.rs:284:27`, the gate never refusing): each
-/// term's controller stops 20 s after its term ends, as a pass held up by slow requests finishes after the
-/// supervisor's stop signal, so a deposed leader's controller runs on under the next leader. Asking the gate before
-/// each write keeps it from writing; without the gate, 10 of these 40 seeds have a deposed leader's write commit under
-/// the next leader's Lease (`one leader writes`). With a prompt stop (the production supervisor, `no-gate`) the
-/// same seeds pass without the gate, which is why the gate needed a world of its own.
+/// The gate alone (this world catches a gate that never refuses): each term's controller stops 20 s after its term
+/// ends, as a pass held up by slow requests finishes after the supervisor's stop signal, so a deposed leader's
+/// controller runs on under the next leader. Asking the gate before each write keeps it from writing; without the gate,
+/// 10 of these 40 seeds have a deposed leader's write commit under the next leader's Lease (`one leader writes`). With
+/// a prompt stop (the production supervisor, `no-gate`) the same seeds pass without the gate, which is why the gate
+/// needed a world of its own.
 #[test]
 fn a_controller_stopping_late_after_its_term_is_kept_from_writing_by_the_gate_over_40_seeds() {
     let total = totals(&run_all(&ha(2, ElectionVariant::LateStop), 0..40));

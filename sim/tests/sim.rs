@@ -266,8 +266,8 @@ fn regression_overlapping_apiserver_restarts_rebind() {
     assert_all_pass(&Scenario { fault_count: (20, 30), ..sc }, 0..20);
 }
 
-// Leader/follower scaling (DESIGN.md invariant 3): zone-a leads, zone-b and zone-c follow, 30 s between zone
-// downscales, a user scaling the leader through the prepare-downscale webhook's record claim.
+// Leader/follower scaling (the min time between zone downscales): zone-a leads, zone-b and zone-c follow, 30 s between
+// zone downscales, a user scaling the leader through the prepare-downscale webhook's record claim.
 
 #[test]
 fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds() {
@@ -290,15 +290,14 @@ fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds(
     assert!(denied >= 8, "the min time should deny some of the user's downscales; denied {denied}");
 }
 
-/// Liveness in time, not only in the end (closes a survivor of the mutation run, `reconciler.rs:550:9`,
-/// `retry_with_backoff` emptied): a failed pass (its requests cut off, refused or in conflict) is tried again after
-/// its backoff (5 s doubling to 60 s), not only at the next watch event or the 300 s resync. Every reaction of the
-/// controller to work it has (reaction.rs: from the commit that gave it work to its next committed write in the
-/// group) stays under `LONGEST_REACTION` over these seeds: at most 113 s with the retries, the slowest a 60 s
-/// partition followed by a write of unknown outcome waited out. Without them, seeds 24 and 70 wait for the resync
-/// (248 s and 214 s) and every seed still converges, so no end-of-run check sees it. The bound is an observation
-/// over a fixed range of deterministic runs, not a derived one: a change to the worlds' draws that moves it needs a
-/// look at the slowest seed's trace.
+/// Liveness in time, not only in the end (what catches `retry_with_backoff` emptied): a failed pass (its requests cut
+/// off, refused or in conflict) is tried again after its backoff (5 s doubling to 60 s), not only at the next watch
+/// event or the 300 s resync. Every reaction of the controller to work it has (reaction.rs: from the commit that gave
+/// it work to its next committed write in the group) stays under `LONGEST_REACTION` over these seeds: at most 113 s
+/// with the retries, the slowest a 60 s partition followed by a write of unknown outcome waited out. Without them,
+/// seeds 24 and 70 wait for the resync (248 s and 214 s) and every seed still converges, so no end-of-run check sees
+/// it. The bound is an observation over a fixed range of deterministic runs, not a derived one: a change to the worlds'
+/// draws that moves it needs a look at the slowest seed's trace.
 #[test]
 fn scaling_a_failed_pass_is_retried_after_its_backoff_not_at_the_resync_over_120_seeds() {
     const LONGEST_REACTION: std::time::Duration = std::time::Duration::from_secs(150);
@@ -367,7 +366,7 @@ fn larger_scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time_o
     assert_all_pass(&lost_replies_while_scaling(), 50..120);
 }
 
-/// Seed 31 of the lost-replies scenario above (found once passes ran promptly after events, issue 15): controller#3
+/// Seed 31 of the lost-replies scenario above (found once passes ran promptly after events): controller#3
 /// read the group downscale record to claim zone-b's downscale and was killed with the read in flight (a latency
 /// spike held it 1.3 s); controller#4 bound the same address, numbered its requests from the same first tag, and
 /// took that late GET reply, which arrived as its own REPLACE of the record was lost (20 % message loss), for the
@@ -618,7 +617,8 @@ fn regression_seeds_687_916_995_downscales_committed_closer_than_the_min_time() 
     }
 }
 
-// The real prepare-downscale webhook as an actor (DESIGN.md invariants 3 and 5): the user's (HPA's) replica changes
+// The real prepare-downscale webhook as an actor (the min time between zone downscales, no downscale during a
+// rollout, no rollout step while a downscale is prepared): the user's (HPA's) replica changes
 // are AdmissionReviews sent to the `webhooks` router of one of two simulated operator replicas, applied only if
 // allowed; the pods answer the prepare calls, sometimes slowly or with errors; the controller runs as usual.
 
@@ -691,11 +691,10 @@ fn webhook_known_bug_ignores_downscales_in_progress_is_caught() {
     println!("ignores-downscales-in-progress first caught at seed {seed}: {}", o.violations[0].detail);
 }
 
-/// Seed 7 of the mixed scenario with the known-bug planner (seed 23 until issue 15's event-driven passes moved the
-/// timings): zone-b's template is pushed alone (its own deploy) at 14.6 s, its HPA's downscale is admitted (zone-a
-/// and zone-c are updated), the webhook's marker commits at 14.9 s and its pods are slow to prepare (the downscale
-/// commits at 16.8 s), and the planner deletes ingester-zone-b-0 at 15.4 s meanwhile. The real controller waits for
-/// the marker.
+/// Seed 7 of the mixed scenario with the known-bug planner: zone-b's template is pushed alone (its own deploy) at
+/// 14.6 s, its HPA's downscale is admitted (zone-a and zone-c are updated), the webhook's marker commits at 14.9 s and
+/// its pods are slow to prepare (the downscale commits at 16.8 s), and the planner deletes ingester-zone-b-0 at 15.4 s
+/// meanwhile. The real controller waits for the marker.
 #[test]
 fn regression_seed_7_pod_replaced_while_a_downscale_is_prepared() {
     let sc = Scenario::rollout_with_admitted_downscales();
@@ -740,9 +739,9 @@ fn regression_seed_3500_expectation_given_up_on_a_stale_cache() {
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
-// Real deployments' RBAC (DESIGN.md "drop-in"): the simulated API server answers 403 to anything the deployment does
-// not grant, and a request outside the grants is a violation. Grafana's Helm chart grants no configmaps and runs
-// without the zone tracker; the reference's jsonnet runs with it.
+// Real deployments' RBAC (the operator is a drop-in replacement, docs/contributing/design.md): the simulated API server
+// answers 403 to anything the deployment does not grant, and a request outside the grants is a violation. Grafana's
+// Helm chart grants no configmaps and runs without the zone tracker; the reference's jsonnet runs with it.
 
 fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
     Scenario { deployment: Some(deployment), ..sc }
@@ -817,12 +816,11 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
 /// The tracker's ConfigMaps readable but not writable (`tracker-read-only`: `get` only, the one read the tracker
 /// makes, as a read-only grant such as the built-in `view` ClusterRole's gives it): the record reads succeed, so the
 /// tracker stays on until a write is refused.
-/// A refused rollout-step claim must switch it off like a refused read (the rollout then goes on unclaimed, the
-/// webhook denying downscales it cannot claim); taken for a passing failure instead, every pass retries the claim and
-/// the rollout stalls (closes a survivor of the mutation run, `reconciler.rs:505:31`: all 10 seeds then never
-/// converge). Only writes are refused: the controller's first in a resync period is the probe the design allows
-/// (the checker reports any other), and the webhook's, one per admission it must claim, are each reported as a
-/// violation of the deployment's RBAC.
+/// A refused rollout-step claim must switch it off like a refused read (the rollout then goes on unclaimed, the webhook
+/// denying downscales it cannot claim); taken for a passing failure instead, every pass retries the claim and the
+/// rollout stalls (all 10 seeds then never converge). Only writes are refused: the controller's first in a resync
+/// period is the probe the design allows (the checker reports any other), and the webhook's, one per admission it must
+/// claim, are each reported as a violation of the deployment's RBAC.
 #[test]
 fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused_write_and_rollouts_converge() {
     use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
@@ -845,11 +843,10 @@ fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused
 }
 
 /// The same RBAC with leader/follower scaling, the leader scaled directly (not served by the prepare-downscale
-/// webhook): the followers' downscales must be claimed in the record, which cannot be written, so they do not
-/// happen and the followers stay at or above the leader, the controller asking again only once a resync period
-/// after its last refusal. Letting a coordinated downscale through where claims are refused (closes survivors of
-/// the mutation run, `scaling.rs:145:55`, the downscale test inverted) makes the controller try to claim at every
-/// pass, each refusal after the first reported.
+/// webhook): the followers' downscales must be claimed in the record, which cannot be written, so they do not happen
+/// and the followers stay at or above the leader, the controller asking again only once a resync period after its last
+/// refusal. Letting a coordinated downscale through where claims are refused (the downscale test inverted) makes the
+/// controller try to claim at every pass, each refusal after the first reported.
 #[test]
 fn followers_are_not_scaled_down_while_the_zone_trackers_record_is_read_only_over_20_seeds() {
     use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
@@ -987,7 +984,7 @@ fn regression_seeds_2_32_pod_replaced_between_the_answer_and_the_commit() {
     }
 }
 
-/// Seeds 124 and 344 of `--webhook`, found by the mutation run (issue 13): with the controller's rollout step never
+/// Seeds 124 and 344 of `--webhook`, found by the mutation run: with the controller's rollout step never
 /// live for the webhook (`RolloutStepInProgress::is_live` false), a downscale's claim ignored a step already claimed,
 /// and the controller replaced a pod of the zone being prepared (zone-b at 129 s, zone-c at 162 s). The step claim's
 /// compare-and-swap catches a marker committed before it; these are the two seeds of 1,500 where the marker commits
@@ -997,7 +994,7 @@ fn regression_seeds_124_344_a_downscale_claim_waits_for_the_controllers_live_rol
     assert_all_pass(&Scenario::rollout_with_admitted_downscales(), [124, 344]);
 }
 
-/// Seed 196 of `--webhook` (found once passes ran promptly after events, issue 15): under message loss the webhook's
+/// Seed 196 of `--webhook` (found once passes ran promptly after events): under message loss the webhook's
 /// write dating a downscale never committed and its deadline passed, so it denied, told the pods to cancel and gave
 /// its claim back (marker and all) at 275.7 s; its answer reached the API server only at 285.7 s, and the checker kept
 /// the preparation window open until then, so a controller deletion at 284.8 s (after the give-back, on a record
@@ -1010,7 +1007,7 @@ fn regression_seed_196_a_preparation_ends_when_its_admission_gives_the_claim_bac
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
-// Issue 13 (inputs the simulation never varied): a percentage `rollout-max-unavailable`. The checker reads it by the
+// Inputs the simulation did not vary before: a percentage `rollout-max-unavailable`. The checker reads it by the
 // documented rule on its own (floor of the percentage of spec.replicas, at least 1), not through the core.
 
 #[test]
@@ -1023,10 +1020,9 @@ fn percentage_max_unavailable_keeps_every_invariant_over_40_seeds() {
     assert!(parallel > 4, "40% of five pods means two at a time; seen in only {parallel} runs");
 }
 
-/// Seven pods a zone, so 40 % is 2.8 pods, rounded down to two: in `Scenario::percentages` (five pods) the product
-/// of replicas and percentage is 200, a multiple of 100, and the percentage's arithmetic could go wrong unseen
-/// (a survivor of the mutation run, `settings.rs:38:85`: the remainder of the division taken for its quotient,
-/// 280 % 100 = 80 pods at once, passed every world).
+/// Seven pods a zone, so 40 % is 2.8 pods, rounded down to two: in `Scenario::percentages` (five pods) the product of
+/// replicas and percentage is 200, a multiple of 100, and the percentage's arithmetic could go wrong unseen (the
+/// remainder of the division taken for its quotient, 280 % 100 = 80 pods at once, passed every world).
 #[test]
 fn a_percentage_that_does_not_divide_the_replicas_rounds_down_over_12_seeds() {
     let sc = Scenario { replicas: 7, ..Scenario::percentages() };
@@ -1055,7 +1051,7 @@ fn known_bug_percent_as_count_is_caught() {
     println!("percent-as-count first caught at seed {seed}: {}", violations[0].detail);
 }
 
-// Issue 13: `spec.minReadySeconds`. A pod counts as available only once Ready for that long; the checker reads the
+// `spec.minReadySeconds`. A pod counts as available only once Ready for that long; the checker reads the
 // Ready condition's time itself.
 
 #[test]
@@ -1190,7 +1186,7 @@ fn regression_seed_70_a_record_whose_answer_was_lost_is_denied_as_failed_not_jud
     assert!(lost, "the record's answer is no longer lost at seed 70");
 }
 
-// Issue 13: `status.observedGeneration` behind `metadata.generation`. The StatefulSet controller acts on a new
+// `status.observedGeneration` behind `metadata.generation`. The StatefulSet controller acts on a new
 // generation only once it has observed it, and half its observations take 5-60 s during the fault phase. The
 // checker holds a downscale against a StatefulSet whose pods are not on its template's revision even while its
 // status still names the old one (a rollout about to start).
@@ -1248,7 +1244,7 @@ fn known_bug_ignores_observed_generation_is_caught() {
     assert!(real.passed(), "{:#?}", real.violations);
 }
 
-// Issue 13: the min time between zone downscales with its boundary in reach. In `Scenario::min_time_boundary` (15 s
+// The min time between zone downscales with its boundary in reach. In `Scenario::min_time_boundary` (15 s
 // min time) the user asks for a leader downscale at each follower downscale's commit plus 13.5-16.5 s, so the
 // webhook's min-time check (the record claim) is asked right at its boundary and commits land within a second of it.
 
@@ -1274,7 +1270,7 @@ fn known_bug_min_time_second_early_is_caught() {
     println!("min-time-second-early first caught at seed {seed}: {}", o.violations[0].detail);
 }
 
-// Issue 13: followers rolled while they are scaled. Each template push comes at one of the leader's replica
+// Followers rolled while they are scaled. Each template push comes at one of the leader's replica
 // changes, so a follower's pods are replaced while its replicas follow the leader's.
 
 #[test]

@@ -1,8 +1,8 @@
 //! The real prepare-downscale webhook router inside the simulation: two operator replicas, each serving the router
-//! (driven with `tower::ServiceExt::oneshot`, as the API server calls it) over its own simulated connection to the
-//! API server, receive many simultaneous downscale admissions for different zones of one group, with API latency,
-//! slow pods and failing pods. DESIGN.md invariant 3 must hold: exactly one zone is admitted (every admission of it
-//! may pass), the group downscale record holds that zone only, and no pod of another zone was asked to prepare
+//! (driven with `tower::ServiceExt::oneshot`, as the API server calls it) over its own simulated connection to the API
+//! server, receive many simultaneous downscale admissions for different zones of one group, with API latency, slow pods
+//! and failing pods. The min time between zone downscales must hold: exactly one zone is admitted (every admission of
+//! it may pass), the group downscale record holds that zone only, and no pod of another zone was asked to prepare
 //! without being told to cancel. Built only with `RUSTFLAGS="--cfg madsim"`.
 
 #![cfg(madsim)]

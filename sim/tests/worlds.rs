@@ -1,4 +1,4 @@
-//! Worlds for features no world exercised before (issue 13; each closes a family of surviving mutants): mirror
+//! Worlds for features the other worlds do not exercise (each kills a family of mutants the others let live): mirror
 //! replicas and delayed downscale, the no-downscale webhook over Deployments, ReplicaSets and StatefulSets, a second
 //! rollout group, Ready pods whose sidecar is down, followers that scale up only once their leader is ready, and a
 //! downscale recorded in an annotation before the zone tracker's record exists. Each test checks that the real
@@ -37,8 +37,8 @@ fn mirror_statefulsets_follow_their_reference_and_write_it_back_over_15_seeds() 
     assert!(scaled >= 15, "the mirror scaled too rarely: {scaled} replica patches");
     assert!(count_lines(&outcomes, "PATCH replicatemplates/ingester/status -> ok") >= 15);
     // As the reference: only another StatefulSet's rollout holds a mirror's downscale back, not its own (the
-    // StatefulSet controller rolls what remains). Asking about no StatefulSet in particular
-    // (`mirror_flow.rs:187:9`, the candidate's name empty) held every one of them: none then.
+    // StatefulSet controller rolls what remains). Asking about no StatefulSet in particular (the candidate's name
+    // empty) held every one of them: none then.
     let own_rollout: u64 = outcomes.iter().map(|o| o.downscaled_while_rolling).sum();
     assert!(own_rollout >= 5, "only {own_rollout} mirror downscales during their own StatefulSet's rollout");
 }
@@ -71,12 +71,12 @@ fn delayed_downscale_removes_only_pods_prepared_for_the_delay_over_15_seeds() {
     );
 }
 
-/// A delayed downscale comes soon after it is due, not at the next resync (closes a survivor of the mutation run,
-/// `plan.rs:89:12`: a group held only by a mirror's delayed downscale then counts as done and schedules no recheck
-/// of its own). Without faults or template pushes nothing else holds the downscale, so each one the controller
-/// commits is measured from when the last of its pods had been preparing for the delay: at most 53 s over these
-/// seeds, and with the mutant up to 314 s (the 300 s resync picking the group up; six of the 60 seeds over 290 s).
-/// The bound is an observation over fixed deterministic runs, not a derived one.
+/// A delayed downscale comes soon after it is due, not at the next resync (a group held only by a mirror's delayed
+/// downscale must not count as done: it would schedule no recheck of its own). Without faults or template pushes
+/// nothing else holds the downscale, so each one the controller commits is measured from when the last of its pods had
+/// been preparing for the delay: at most 53 s over these seeds, and with that group counted as done up to 314 s (the
+/// 300 s resync picking the group up; six of the 60 seeds over 290 s). The bound is an observation over fixed
+/// deterministic runs, not a derived one.
 #[test]
 fn delayed_downscales_come_soon_after_their_pods_are_due_without_faults_over_60_seeds() {
     const LATEST: std::time::Duration = std::time::Duration::from_secs(120);
@@ -120,13 +120,12 @@ fn zero_and_malformed_delayed_downscale_annotations_turn_it_off_or_stop_scaling_
     assert!(downscales >= 10, "only {downscales} mirror downscales");
 }
 
-/// Delays no run outlives, as users write them in days, weeks and years: when the run starts, the reference has
-/// asked for one replica fewer for three days, and the pod above it has been preparing since, so four days, a week
-/// or a year is not over and none of those pods may go (unit lengths read wrong would let them go at once; a day
-/// read as nothing, `prom_duration.rs:24:14`, lets the four-day ones go). A delay of 300 years is beyond
-/// Prometheus' range, and a URL scheme with an underscore is one Go's `url.Parse` refuses: the StatefulSet is not
-/// scaled, nor its pods called, until a user corrects it (writing the URL's host as an IPv6 literal, whose port the
-/// operator must still find: the pods listen on that port only).
+/// Delays no run outlives, as users write them in days, weeks and years: when the run starts, the reference has asked
+/// for one replica fewer for three days, and the pod above it has been preparing since, so four days, a week or a year
+/// is not over and none of those pods may go (unit lengths read wrong would let them go at once; a day read as nothing
+/// lets the four-day ones go). A delay of 300 years is beyond Prometheus' range, and a URL scheme with an underscore is
+/// one Go's `url.Parse` refuses: the StatefulSet is not scaled, nor its pods called, until a user corrects it (writing
+/// the URL's host as an IPv6 literal, whose port the operator must still find: the pods listen on that port only).
 #[test]
 fn delays_in_weeks_and_years_outlast_the_run_over_8_seeds() {
     let sc = Scenario { mirror: true, delayed_downscale: true, long_delays: true, ..Scenario::default() };
@@ -193,9 +192,8 @@ fn the_no_downscale_webhook_denies_exactly_the_labelled_downscales_in_either_rev
         assert!(count_lines(&outcomes, &format!("admitted {kind}")) > 0, "{kind} never admitted");
     }
     assert!(count_lines(&outcomes, "(/scale)") > 0 && count_lines(&outcomes, "(UPDATE)") > 0);
-    // Every third change comes as an `admission.k8s.io/v1beta1` review. Refused as malformed (closes a survivor of
-    // the mutation run, `admission/mod.rs:89:9`, the v1beta1 arm deleted), the answer fails the call and the
-    // failure policy denies changes that must be allowed: all 30 seeds fail.
+    // Every third change comes as an `admission.k8s.io/v1beta1` review. Refused as malformed (the v1beta1 arm deleted),
+    // the answer fails the call and the failure policy denies changes that must be allowed: all 30 seeds fail.
     let beta_admitted = |webhook: &str| {
         outcomes
             .iter()
@@ -255,10 +253,10 @@ fn the_prepare_downscale_webhook_lets_through_what_it_does_not_serve_over_30_see
 }
 
 /// Every fourth change of the no-downscale world is of the object of the same name in another team's namespace
-/// (unlabelled there), as a webhook configuration without the shipped `namespaceSelector` sends it: both webhooks
-/// let it through with a warning naming the namespaces and read nothing. Decided on the operator's own object of
-/// that name instead (closes a survivor of the mutation run, `admission/mod.rs:384:5`, `foreign_namespace` never
-/// saying so), the labelled one denies the other team's downscale: all 30 seeds fail.
+/// (unlabelled there), as a webhook configuration without the shipped `namespaceSelector` sends it: both webhooks let
+/// it through with a warning naming the namespaces and read nothing. Decided on the operator's own object of that name
+/// instead (`foreign_namespace` never saying so), the labelled one denies the other team's downscale: all 30 seeds
+/// fail.
 #[test]
 fn changes_in_another_namespace_are_let_through_unread_by_both_webhooks_over_30_seeds() {
     let sc = Scenario { no_downscale: true, ..Scenario::default() };
@@ -439,11 +437,11 @@ fn a_stale_rollout_force_replicas_never_resizes_a_statefulset_without_scaling_an
     assert_eq!(count_lines(&outcomes, "PATCH ingester-zone-c replicas="), 0, "zone-c was never scaled");
 }
 
-/// A user reverting a deploy (issue 13: `updateRevision` going back to `currentRevision` was never simulated): half
-/// the pushes of the rollout-with-admitted-downscales world are taken back 2-20 s later, so a zone whose rollout had
-/// not finished reports `currentRevision = updateRevision` while some of its pods are on the reverted revision.
-/// Those pods count as outdated everywhere: they are replaced one zone at a time (convergence puts every pod on
-/// its template's revision), and no downscale is admitted while they are there (invariant 5).
+/// A user reverting a deploy (`updateRevision` going back to `currentRevision`): half the pushes of the
+/// rollout-with-admitted-downscales world are taken back 2-20 s later, so a zone whose rollout had not finished reports
+/// `currentRevision = updateRevision` while some of its pods are on the reverted revision. Those pods count as outdated
+/// everywhere: they are replaced one zone at a time (convergence puts every pod on its template's revision), and no
+/// downscale is admitted while they are there (invariant 5).
 #[test]
 fn a_reverted_push_is_rolled_back_pod_by_pod_with_every_invariant_over_20_seeds() {
     let sc = Scenario { reverts: true, ..Scenario::rollout_with_admitted_downscales() };
@@ -452,12 +450,12 @@ fn a_reverted_push_is_rolled_back_pod_by_pod_with_every_invariant_over_20_seeds(
     assert!(reverts >= 15, "too few reverts: {reverts}");
 }
 
-/// A user relabels a running pod out of its StatefulSet's selector to debug it out of service, and back 10-40 s
-/// later (issue 13: the StatefulSet's selector and the pods' controller references were never varied). Until it
-/// is adopted again the pod is not the StatefulSet's: its ordinal counts as missing (no rollout step in another
-/// zone, invariant 1) and the controller never deletes it (`ONLY_MEMBER_PODS`). Counting it by its controller
-/// reference alone, or by a selector reduced to its match labels, deletes pods of another zone meanwhile (seeds
-/// 15, 26, 30, 33, 38 and 39 of these 40, among others).
+/// A user relabels a running pod out of its StatefulSet's selector to debug it out of service, and back 10-40 s later
+/// (the StatefulSet's selector and the pods' controller references varied). Until it is adopted again the pod is not
+/// the StatefulSet's: its ordinal counts as missing (no rollout step in another zone, invariant 1) and the controller
+/// never deletes it (`ONLY_MEMBER_PODS`). Counting it by its controller reference alone, or by a selector reduced to
+/// its match labels, deletes pods of another zone meanwhile (seeds 15, 26, 30, 33, 38 and 39 of these 40, among
+/// others).
 #[test]
 fn a_pod_relabelled_out_of_its_selector_is_not_the_statefulsets_over_40_seeds() {
     let sc = Scenario { relabels: true, ..Scenario::default() };
