@@ -94,7 +94,10 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
             // Keep at most 18 fractional digits; Go truncates the same way (beyond nanosecond precision).
             let digits = &frac_part[..frac_part.len().min(18)];
             let frac: u128 = digits.parse().map_err(|_| err("invalid fraction"))?;
-            nanos += frac * unit_nanos / 10u128.pow(digits.len() as u32);
+            // Less than one unit, but on top of the largest whole amount it can still pass u128.
+            nanos = nanos
+                .checked_add(frac * unit_nanos / 10u128.pow(digits.len() as u32))
+                .ok_or_else(|| err("duration too large"))?;
         }
         total_nanos = total_nanos.checked_add(nanos).ok_or_else(|| err("duration too large"))?;
         s = rest;
