@@ -72,11 +72,22 @@ const SUBCOMMANDS: &[&str] = &["plan", "review", "rbac", "status", "version", "h
 #[derive(Arbitrary, Debug)]
 enum Arg {
     /// `-name`, `--name`.
-    Flag { flag: u8, double: bool },
+    Flag {
+        flag: u8,
+        double: bool,
+    },
     /// `-name=value`.
-    Joined { flag: u8, double: bool, value: Text },
+    Joined {
+        flag: u8,
+        double: bool,
+        value: Text,
+    },
     /// `-name value`.
-    Separate { flag: u8, double: bool, value: Text },
+    Separate {
+        flag: u8,
+        double: bool,
+        value: Text,
+    },
     Subcommand(u8),
     Text(Text),
     Bytes(Vec<u8>),

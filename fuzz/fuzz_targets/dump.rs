@@ -37,11 +37,8 @@ fuzz_target!(|data: &[u8]| {
     let plans = plan_objects(&objects, None, now());
     render_text(&plans, &mut Vec::new()).expect("written to memory");
     render_json(&plans, &mut Vec::new()).expect("written to memory");
-    let namespace = objects
-        .statefulsets
-        .iter()
-        .find_map(|s| s.metadata.namespace.clone())
-        .unwrap_or_else(|| "default".to_string());
+    let namespace =
+        objects.statefulsets.iter().find_map(|s| s.metadata.namespace.clone()).unwrap_or_else(|| "default".to_string());
     plan_objects(&objects, Some(&namespace), now());
     let api = DumpCluster::from_objects(&objects, &namespace);
     let _ = api.budgets();

@@ -31,15 +31,35 @@ pub enum ParentKind {
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Target {
     /// An UPDATE of zone `zone`'s StatefulSet (the object as stored, with the chosen replicas).
-    StatefulSet { zone: u8 },
+    StatefulSet {
+        zone: u8,
+    },
     /// A `/scale` request of a parent.
-    Scale { parent: ParentKind, zone: u8, name: Option<Text> },
-    Deployment { name: Text },
-    ReplicaSet { name: Text },
+    Scale {
+        parent: ParentKind,
+        zone: u8,
+        name: Option<Text>,
+    },
+    Deployment {
+        name: Text,
+    },
+    ReplicaSet {
+        name: Text,
+    },
     /// A `pods/eviction` request of pod `ordinal` of zone `zone`.
-    Eviction { zone: u8, ordinal: u8, options_dry_run: Option<Vec<Text>> },
+    Eviction {
+        zone: u8,
+        ordinal: u8,
+        options_dry_run: Option<Vec<Text>>,
+    },
     Budget(BudgetSpec),
-    Other { api_version: Text, kind: Text, resource: Text, sub_resource: Text, name: Text },
+    Other {
+        api_version: Text,
+        kind: Text,
+        resource: Text,
+        sub_resource: Text,
+        name: Text,
+    },
 }
 
 #[derive(Arbitrary, Debug, Clone)]

@@ -190,7 +190,8 @@ impl WorldSpec {
         if zone.prepare_downscale {
             labels.insert(rollout_core::keys::PREPARE_DOWNSCALE.into(), json!("true"));
             annotations.insert(rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PORT.into(), json!("8080"));
-            annotations.insert(rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH.into(), json!("ingester/prepare-shutdown"));
+            annotations
+                .insert(rollout_core::keys::PREPARE_DOWNSCALE_HTTP_PATH.into(), json!("ingester/prepare-shutdown"));
         }
         labels.extend(map(&zone.labels).into_iter().map(|(k, v)| (k, Value::String(v))));
         annotations.extend(map(&zone.annotations).into_iter().map(|(k, v)| (k, Value::String(v))));
@@ -271,7 +272,8 @@ impl WorldSpec {
             }
         }
         if let Some(record) = &self.record {
-            let data: Map<String, Value> = record.entries.iter().map(|(k, v)| (k.get(), Value::String(v.get()))).collect();
+            let data: Map<String, Value> =
+                record.entries.iter().map(|(k, v)| (k.get(), Value::String(v.get()))).collect();
             let mut annotations = Map::new();
             if let Some(m) = &record.markers {
                 annotations.insert(rollout_core::keys::DOWNSCALES_IN_PROGRESS.into(), json!(m.get()));
@@ -314,7 +316,10 @@ pub fn standard_world() -> WorldSpec {
         no_service_name: false,
         prepare_downscale: prepared,
         labels: Vec::new(),
-        annotations: vec![(Key::Raw(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into()), Text::Raw("12h".into()))],
+        annotations: vec![(
+            Key::Raw(rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE.into()),
+            Text::Raw("12h".into()),
+        )],
         pods: (0..3)
             .map(|ordinal| PodSpec {
                 ordinal,
