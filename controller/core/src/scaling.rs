@@ -460,7 +460,11 @@ pub fn pod_endpoint(
     Ok(url.with_host(&host))
 }
 
-/// Endpoints of every replica in `ordinals`.
+/// Most replicas one step calls (each cancel or prepare fan-out). A StatefulSet may claim up to 2^31 - 1 replicas:
+/// an endpoint for each would exhaust memory before the first call.
+pub const MAX_POD_CALLS: u32 = 10_000;
+
+/// Endpoints of every replica in `ordinals`; more than [`MAX_POD_CALLS`] is an error.
 pub fn pod_endpoints(
     sts: &StatefulSetView,
     url: &PodUrl,
@@ -468,5 +472,20 @@ pub fn pod_endpoints(
     namespace: &str,
     cluster_domain: &str,
 ) -> Result<Vec<(u32, String)>, ScalingError> {
+    if ordinals.len() > MAX_POD_CALLS as usize {
+        return Err(ScalingError::new(
+            &sts.name,
+            format!(
+                "{} replicas ({}-{} to {}-{}) to call for delayed downscale, more than the {MAX_POD_CALLS} allowed; \
+                 check spec.replicas ({}) and the reference resource's",
+                ordinals.len(),
+                sts.name,
+                ordinals.start,
+                sts.name,
+                ordinals.end - 1,
+                sts.replicas
+            ),
+        ));
+    }
     ordinals.map(|i| pod_endpoint(sts, url, i, namespace, cluster_domain).map(|u| (i, u))).collect()
 }

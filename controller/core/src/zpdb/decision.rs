@@ -258,6 +258,10 @@ fn tally(
     tally_naming(input, sts, counted, ready, None)
 }
 
+/// Most missing pods [`tally_naming`] names one by one (a StatefulSet may claim up to 2^31 - 1 replicas); the rest
+/// are counted in one more name.
+const MAX_NAMED_MISSING: u32 = 1000;
+
 /// [`tally`], also naming the pods counted (`<pod>`, or `<pod> (missing)` for an expected ordinal without one) when
 /// `names` is given: only when a denial is told to people, never on the hot path of a drain burst.
 fn tally_naming(
@@ -268,17 +272,13 @@ fn tally_naming(
     mut names: Option<&mut Vec<String>>,
 ) -> Tally {
     let expected = sts.replicas.max(sts.status.as_ref().map_or(0, |s| s.replicas));
-    // The expected ordinals seen, each once: a bit per ordinal (a drain burst runs this hundreds of times a second).
-    let mut seen = vec![0u64; (expected as usize).div_ceil(64)];
-    let mut present = 0u32;
+    // The expected ordinals seen, each once: sized by the pods there are, never by the replicas the StatefulSet claims
+    // (an int32: a bitmap of them would be 256 MiB per decision).
+    let mut seen = Vec::new();
     let mut tally = Tally::default();
     for pod in input.pods.iter().filter(|p| sts.owns(&p.pod)) {
         if let Some(ordinal) = pod_ordinal(&sts.name, pod.name()).filter(|o| *o < expected) {
-            let (word, bit) = (ordinal as usize / 64, 1u64 << (ordinal % 64));
-            if seen[word] & bit == 0 {
-                seen[word] |= bit;
-                present += 1;
-            }
+            seen.push(ordinal);
         }
         if counted(pod) {
             tally.tested += 1;
@@ -290,10 +290,24 @@ fn tally_naming(
             }
         }
     }
-    tally.unknown = expected.saturating_sub(present);
+    seen.sort_unstable();
+    seen.dedup();
+    tally.unknown = expected.saturating_sub(seen.len() as u32);
     if let Some(names) = names.filter(|_| tally.unknown > 0) {
-        let missing = (0..expected).filter(|o| seen[*o as usize / 64] & (1u64 << (o % 64)) == 0);
-        names.extend(missing.map(|o| format!("{}-{o} (missing)", sts.name)));
+        // The missing ordinals in order, walking past the ones seen: at most MAX_NAMED_MISSING, then the count.
+        let mut present = seen.iter().copied().peekable();
+        let mut named = 0;
+        let mut ordinal = 0;
+        while ordinal < expected && named < MAX_NAMED_MISSING {
+            if present.next_if_eq(&ordinal).is_none() {
+                names.push(format!("{}-{ordinal} (missing)", sts.name));
+                named += 1;
+            }
+            ordinal += 1;
+        }
+        if tally.unknown > named {
+            names.push(format!("{} more missing pods up to {}-{}", tally.unknown - named, sts.name, expected - 1));
+        }
     }
     tally
 }
