@@ -5,10 +5,11 @@
 #
 # Environment: FUZZ_RUNS=N stops a target after N executions instead (SECONDS still bounds it); FUZZ_SANITIZER=none
 # builds without AddressSanitizer (faster; Rust's own checks and libFuzzer's limits still apply); FUZZ_JOBS=N runs
-# N targets at once (default 1: the machine has two cores, shared with other builds).
+# N targets at once (default 1: the machine has two cores, shared with other builds); FUZZ_PROFILE=dev builds without
+# optimisations (a build several times faster, runs several times slower: what the CI smoke uses).
 #
 # The corpus grows in fuzz/corpus/TARGET (not committed) from the seeds in fuzz/seeds/TARGET, and is minimised
-# (libFuzzer's -merge=1, as `cargo fuzz cmin` does) after each run. Prints, per target: executions, coverage
+# (libFuzzer's -merge=1, as `cargo fuzz cmin` does) after each run of a minute or more. Prints, per target: executions, coverage
 # (libFuzzer's cov: edges, ft: features), corpus size and findings (crash-, timeout-, oom- and leak- files in fuzz/artifacts/TARGET, each reproducible with
 # `cargo fuzz run TARGET FILE`). Exits 1 if any target found something.
 set -euo pipefail
@@ -39,16 +40,19 @@ cd fuzz
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-build_target=()
-((${#targets[@]} == 1)) && build_target=("${targets[0]}")
-if ! nice -n 10 cargo fuzz build -s "$sanitizer" "${build_target[@]}" >"$logs/build.log" 2>&1; then
-    cat "$logs/build.log" >&2
-    exit 2
-fi
-
+build_args=(-s "$sanitizer")
 # The binaries are run directly, not through `cargo fuzz run`, so that edits to the tree during a long run do not
 # rebuild under it.
 bin=target/x86_64-unknown-linux-gnu/release
+if [[ "${FUZZ_PROFILE:-release}" == dev ]]; then
+    build_args+=(--dev)
+    bin=target/x86_64-unknown-linux-gnu/debug
+fi
+((${#targets[@]} == 1)) && build_args+=("${targets[0]}")
+if ! nice -n 10 cargo fuzz build "${build_args[@]}" >"$logs/build.log" 2>&1; then
+    cat "$logs/build.log" >&2
+    exit 2
+fi
 
 run_one() {
     local t=$1 log="$logs/$1.log"
@@ -59,7 +63,8 @@ run_one() {
     [[ -n "${FUZZ_RUNS:-}" ]] && limits+=(-runs="$FUZZ_RUNS")
     ls "artifacts/$t" >"$logs/$t.before"
     nice -n 10 "$bin/$t" -artifact_prefix="artifacts/$t/" "${limits[@]}" "corpus/$t" "${seeds[@]}" >"$log" 2>&1 || true
-    # Keep only the inputs that add coverage (what `cargo fuzz cmin` does).
+    # Keep only the inputs that add coverage (what `cargo fuzz cmin` does); a smoke run adds too little to bother.
+    ((seconds < 60)) && return 0
     local merged="corpus/$t.merged"
     rm -rf "$merged" && mkdir -p "$merged"
     if nice -n 10 "$bin/$t" -merge=1 -rss_limit_mb=2048 -timeout=10 "$merged" "corpus/$t" >"$logs/$t.cmin" 2>&1; then

@@ -3,15 +3,18 @@
 //! delayed-downscale URLs, force replicas, leaders, eviction intents, ready times) and a budget with any partition
 //! regex: the views built from them (`StatefulSetView::from_k8s`, `BudgetPod::from_k8s`), the controller's pass
 //! over the group with the record read as the input says and the budgets judging its deletions, then the mirror
-//! and delayed-downscale decisions and the pod endpoints.
+//! step machine (reference reads, delayed-downscale cancel and prepare calls, write-backs) driven to its end with the
+//! reference's `scale` and the pods' answers as the input says. Beyond "no crash": the mirror step ends within a
+//! bounded number of steps.
 
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rollout_core::downscale::{DownscaleRecord, parse_in_progress};
-use rollout_core::pass::{MirrorFindings, PassInput, RecordRead, ZoneTracker, plan_pass};
-use rollout_core::scaling::{ReferenceScale, delayed_downscale_target, downscale_held, plan_mirror, pod_endpoints};
+use rollout_core::mirror_flow::{MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, PodAnswer};
+use rollout_core::pass::{PassInput, RecordRead, ZoneTracker, plan_pass};
+use rollout_core::scaling::ReferenceScale;
 use rollout_core::zpdb::{BudgetPod, BudgetScope, Budgets, KnownBudgets};
 use rollout_core::{PodView, StatefulSetView, build_groups};
 use rollout_fuzz::text::Text;
@@ -27,14 +30,39 @@ enum Record {
     Unreadable,
 }
 
+/// A pod's answer to a delayed-downscale prepare call.
+#[derive(Arbitrary, Debug)]
+enum Answer {
+    /// Preparing since this many seconds before now.
+    Since(u32),
+    Status(u16, Text),
+    Failed,
+    Abandoned,
+}
+
+impl Answer {
+    fn answer(&self, now: jiff::Timestamp) -> PodAnswer {
+        match self {
+            Answer::Since(secs) => PodAnswer::Response {
+                status: 200,
+                body: format!("{{\"timestamp\":{}}}", now.as_second() - i64::from(*secs)).into_bytes(),
+            },
+            Answer::Status(status, body) => PodAnswer::Response { status: *status, body: body.get().into_bytes() },
+            Answer::Failed => PodAnswer::Failed("connection refused".to_string()),
+            Answer::Abandoned => PodAnswer::Abandoned,
+        }
+    }
+}
+
 #[derive(Arbitrary, Debug)]
 struct Input {
     world: WorldSpec,
     zone_tracker: u8,
     record: Record,
     budgets: bool,
-    scale: (Option<i64>, Option<i64>),
-    prepared: Vec<(u8, Text)>,
+    /// The reference's `scale`, or why it could not be read.
+    scale: Result<(Option<i64>, Option<i64>), Text>,
+    answers: Vec<Answer>,
     seconds_later: i32,
 }
 
@@ -79,28 +107,44 @@ fuzz_target!(|input: Input| {
         budgets: input.budgets.then_some(scope),
         ..PassInput::new(now, &[])
     };
-    let scale = ReferenceScale { spec_replicas: input.scale.0, status_replicas: input.scale.1 };
-    let prepared: BTreeMap<u32, jiff::Timestamp> = input
-        .prepared
-        .iter()
-        .take(8)
-        .filter_map(|(ordinal, at)| Some((u32::from(*ordinal % 8), at.get().parse().ok()?)))
-        .collect();
+    let scale =
+        input.scale.as_ref().map(|(spec, status)| ReferenceScale { spec_replicas: *spec, status_replicas: *status });
+    let settings =
+        MirrorFlowSettings { namespace: NAMESPACE.to_string(), cluster_domain: "cluster.local.".to_string() };
     for group in build_groups(statefulsets.clone(), &pods) {
         let pass = plan_pass(&group, &pass_input);
         serde_json::to_string(&pass.plan).expect("a plan serialises");
-        if pass.mirror_due {
-            pass.clone().with_mirror(MirrorFindings { waits: vec!["offline".to_string()], ..Default::default() });
+        if !pass.mirror_due {
+            continue;
         }
-        for member in &group.members {
-            let sts = &member.sts;
-            let held = downscale_held(&group, &sts.name, now);
-            let _ = plan_mirror(sts, &sts.scaling, &scale, held.as_deref());
-            if let Some(Ok(delayed)) = &sts.scaling.delayed_downscale {
-                let desired = u32::try_from(scale.spec_replicas.unwrap_or(0).clamp(0, 8)).unwrap_or(0);
-                let _ = delayed_downscale_target(sts.replicas.min(8), desired, delayed.delay, &prepared, now);
-                let _ = pod_endpoints(sts, &delayed.url, 0..sts.replicas.min(8), NAMESPACE, "cluster.local.");
-            }
+        let mut flow = MirrorFlow::<()>::new(group, settings.clone());
+        let mut observed = MirrorObserved::Start;
+        // A reference read, a cancel, a prepare and a write-back per member at most.
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            assert!(steps <= 32, "the mirror step does not end");
+            observed = match flow.step(observed, now) {
+                MirrorNeed::Reference { .. } => {
+                    MirrorObserved::Reference(scale.clone().map(|scale| ((), scale)).map_err(|why| why.get()))
+                }
+                MirrorNeed::Cancel { .. } => MirrorObserved::Cancelled,
+                MirrorNeed::Prepare { endpoints, .. } => MirrorObserved::Prepared(
+                    endpoints
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (ordinal, _))| {
+                            let answer = input.answers.get(i).map_or(PodAnswer::Abandoned, |a| a.answer(now));
+                            (*ordinal, answer)
+                        })
+                        .collect(),
+                ),
+                MirrorNeed::WriteBack { .. } => MirrorObserved::WrittenBack,
+                MirrorNeed::Done(result) => {
+                    pass.with_mirror(result.findings);
+                    break;
+                }
+            };
         }
     }
 });

@@ -32,11 +32,27 @@ pub struct WorldSpec {
     pub parents: Vec<ParentSpec>,
 }
 
+/// A replica count: mostly small, but the API takes any int32 and so must every loop and allocation sized by one.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Count {
+    Small(i8),
+    Any(i32),
+}
+
+impl Count {
+    pub fn get(self) -> i32 {
+        match self {
+            Count::Small(n) => i32::from(n),
+            Count::Any(n) => n,
+        }
+    }
+}
+
 #[derive(Arbitrary, Debug, Clone)]
 pub struct ZoneSpec {
-    pub replicas: Option<i8>,
-    pub status_replicas: i8,
-    pub ready_replicas: Option<i8>,
+    pub replicas: Option<Count>,
+    pub status_replicas: Count,
+    pub ready_replicas: Option<Count>,
     /// The update revision differs from the current one: a rollout is under way.
     pub rollout: bool,
     pub rolling_update: bool,
@@ -202,19 +218,19 @@ impl WorldSpec {
             "template": {"metadata": {"labels": {"name": name}}},
         });
         if let Some(replicas) = zone.replicas {
-            spec["replicas"] = json!(replicas);
+            spec["replicas"] = json!(replicas.get());
         }
         if !zone.no_service_name {
             spec["serviceName"] = json!(name);
         }
         let mut status = json!({
-            "replicas": zone.status_replicas,
+            "replicas": zone.status_replicas.get(),
             "currentRevision": "r1",
             "updateRevision": if zone.rollout { "r2" } else { "r1" },
             "observedGeneration": 1,
         });
         if let Some(ready) = zone.ready_replicas {
-            status["readyReplicas"] = json!(ready);
+            status["readyReplicas"] = json!(ready.get());
         }
         json!({
             "apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -308,9 +324,9 @@ impl WorldSpec {
 /// every raw request body is judged against.
 pub fn standard_world() -> WorldSpec {
     let zone = |prepared: bool| ZoneSpec {
-        replicas: Some(3),
-        status_replicas: 3,
-        ready_replicas: Some(3),
+        replicas: Some(Count::Small(3)),
+        status_replicas: Count::Small(3),
+        ready_replicas: Some(Count::Small(3)),
         rollout: false,
         rolling_update: false,
         no_service_name: false,
