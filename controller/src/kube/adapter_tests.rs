@@ -13,7 +13,9 @@ use tokio::sync::{mpsc, oneshot};
 
 const UNLIMITED: RateLimits = RateLimits { qps: 0.0, burst: 0, max_wait: Duration::ZERO };
 const NS: &str = "default-ns";
-const WAIT: Duration = Duration::from_secs(5);
+/// How long the mock waits for the client's next request: longer than the longest back-off a test waits out
+/// (about 3.2 s, jittered) on a machine busy with other builds.
+const WAIT: Duration = Duration::from_secs(20);
 
 type Exchange = (Request<Body>, oneshot::Sender<Response<Body>>);
 type Permission = (String, String, String);
