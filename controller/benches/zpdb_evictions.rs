@@ -335,7 +335,7 @@ mod bench {
     }
 
     fn forbidden() -> ApiError {
-        ApiError::Rejected { code: 403, message: "not granted in this benchmark".into() }
+        ApiError::Forbidden("not granted in this benchmark".into())
     }
 
     /// A small deterministic generator (xorshift64*), so a seed names a burst.

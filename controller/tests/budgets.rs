@@ -169,10 +169,9 @@ async fn pods_no_budget_selects_are_deleted_as_before() {
 #[tokio::test]
 async fn a_deployment_that_may_not_get_pods_rolls_on_without_budgets() {
     let cluster = three_zones("1");
-    cluster.fail_reads(Some(rollout_operator::cluster::ApiError::Rejected {
-        code: 403,
-        message: "pods \"ingester-zone-b-0\" is forbidden".into(),
-    }));
+    cluster.fail_reads(Some(rollout_operator::cluster::ApiError::Forbidden(
+        "pods \"ingester-zone-b-0\" is forbidden".into(),
+    )));
     let calls = pass(&cluster, Some(zone_budget(1))).await;
     assert_eq!(deletions(&calls), ["ingester-zone-b-0"], "{calls:?}");
     assert_eq!(intents(&calls), Vec::<String>::new());

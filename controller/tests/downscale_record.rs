@@ -119,9 +119,9 @@ async fn endless_conflicts_end_in_a_typed_error() {
 async fn other_api_errors_are_reported_not_retried() {
     let cluster = FakeCluster::default();
     let g = zones("g");
-    cluster.fail_next(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() });
+    cluster.fail_next(ApiError::Forbidden("configmaps is forbidden".into()));
     let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("forbidden");
-    assert!(matches!(err, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. }), "{err:?}");
+    assert!(matches!(err, RecordStoreError::Api { source: ApiError::Forbidden(_), .. }), "{err:?}");
     assert_eq!(cluster.calls().len(), 1);
 }
 

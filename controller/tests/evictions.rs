@@ -123,7 +123,7 @@ fn statefulset_intents(cluster: &FakeCluster, statefulset: &str) -> Vec<String> 
 }
 
 fn forbidden(what: &str) -> Option<ApiError> {
-    Some(ApiError::Rejected { code: 403, message: format!("{what} is forbidden") })
+    Some(ApiError::Forbidden(format!("{what} is forbidden")))
 }
 
 fn pod_patches(cluster: &FakeCluster) -> Vec<(String, Option<String>)> {
@@ -484,7 +484,7 @@ async fn the_budget_watch_keeps_the_known_budgets_by_generation_and_counts_what_
 async fn a_refused_or_missing_budget_crd_is_reported_and_decided_on() {
     let zpdb = Zpdb::new(ZpdbMetrics::default());
     let metrics = zpdb.metrics.clone();
-    zpdb.budgets.failed(&ApiError::Rejected { code: 403, message: "forbidden".into() }, &metrics);
+    zpdb.budgets.failed(&ApiError::Forbidden("forbidden".into()), &metrics);
     assert!(
         matches!(zpdb.budgets.snapshot(), KnownBudgets::Unreadable(why) if why.contains("grant get, list and watch"))
     );
@@ -559,7 +559,7 @@ async fn the_ready_time_tracker_stamps_pods_in_scope_and_removes_stamps_of_unrea
 #[tokio::test]
 async fn the_ready_time_tracker_stops_writing_when_pods_cannot_be_patched() {
     let cluster = cluster(1);
-    cluster.fail_pod_patches(Some(ApiError::Rejected { code: 403, message: "pods is forbidden".into() }));
+    cluster.fail_pod_patches(Some(ApiError::Forbidden("pods is forbidden".into())));
     let zpdb = zpdb_with(zone_budget(1));
     let (stop, task) = start_tracker(&cluster, &zpdb);
     eventually("disabled", || (zpdb.metrics.is_feature_disabled(READY_TIME_FEATURE, "patch pods"), cluster.calls()))
@@ -596,7 +596,7 @@ async fn the_ready_time_tracker_tries_a_failed_stamp_again() {
 async fn a_decision_sends_no_intent_once_its_process_knows_they_are_refused() {
     use rollout_core::zpdb::{EvictPod, EvictionRequest, EvictionSettings, Requester};
     let cluster = cluster(2);
-    cluster.fail_pod_patches(Some(ApiError::Rejected { code: 403, message: "pods is forbidden".into() }));
+    cluster.fail_pod_patches(Some(ApiError::Forbidden("pods is forbidden".into())));
     let zpdb = zpdb_with(zone_budget(1));
     let settings = EvictionSettings {
         namespace: "ns".into(),

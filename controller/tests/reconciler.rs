@@ -359,7 +359,7 @@ const RECORD: &str = "rollout-operator-zone-tracker";
 async fn a_forbidden_zone_tracker_is_disabled_and_rollouts_go_on() {
     let cluster = three_zones("1");
     prepare_downscale_labelled(&cluster);
-    cluster.fail_config_map_reads(Some(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() }));
+    cluster.fail_config_map_reads(Some(ApiError::Forbidden("configmaps is forbidden".into())));
     let mut h = Harness::new(cluster.clone());
     assert_eq!(h.reconcile().await, vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
     assert!(
@@ -388,7 +388,7 @@ async fn without_the_zone_tracker_no_configmap_is_touched() {
     let mut ctrl = ctrl;
     feed.pump(ctrl.cache_mut());
     // A ConfigMap read would fail the pass (as a 403 would).
-    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() }));
+    cluster.fail_reads(Some(ApiError::Forbidden("configmaps is forbidden".into())));
     ctrl.reconcile_group(GROUP).await;
     assert_eq!(cluster.take_calls(), vec![delete("ingester-zone-b-0", "uid-ingester-zone-b-0-0")]);
 }

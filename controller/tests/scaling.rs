@@ -520,8 +520,7 @@ async fn a_forbidden_replica_change_is_reported_and_the_rollout_goes_on() {
     let follower =
         annotate(sts(GROUP, "ingester-zone-b", 3, "rev-0", REV), keys::ROLLOUT_DOWNSCALE_LEADER, "ingester-zone-a");
     let mut h = Harness::new(FakeCluster::new(vec![zone("ingester-zone-a", 5), follower], pods)).await;
-    h.cluster
-        .fail_next_replica_patch(ApiError::Rejected { code: 403, message: "statefulsets.apps is forbidden".into() });
+    h.cluster.fail_next_replica_patch(ApiError::Forbidden("statefulsets.apps is forbidden".into()));
     let calls = h.reconcile().await;
     assert_eq!(Harness::replica_patches(&calls), [("ingester-zone-b".to_string(), 5)], "tried once");
     let calls = h.reconcile().await;
@@ -540,8 +539,8 @@ async fn a_forbidden_replica_change_is_reported_and_the_rollout_goes_on() {
     assert!(text.contains("feature=\"scaling\""), "{text}");
 }
 
-/// Review finding: an admission webhook's denial of the controller's replica patch also comes as 403; it is not a
-/// missing permission and does not switch scaling off.
+/// Review finding: an admission webhook's denial of the controller's replica patch also comes as 403 (without RBAC's
+/// reason); it is not a missing permission and does not switch scaling off.
 #[tokio::test]
 async fn a_webhook_denial_of_a_replica_change_does_not_disable_scaling() {
     let mut pods = pods_of("ingester-zone-a", 5);
@@ -568,7 +567,7 @@ async fn with_the_zone_tracker_forbidden_a_follower_downscale_is_reported_and_th
         "1h",
     );
     let cluster = FakeCluster::new(vec![zone("ingester-zone-a", 3), follower], pods);
-    cluster.fail_config_map_reads(Some(ApiError::Rejected { code: 403, message: "configmaps is forbidden".into() }));
+    cluster.fail_config_map_reads(Some(ApiError::Forbidden("configmaps is forbidden".into())));
     let mut h = Harness::new(cluster).await;
     let calls = h.reconcile().await;
     assert!(Harness::replica_patches(&calls).is_empty(), "{calls:?}");

@@ -149,10 +149,10 @@ async fn the_view_runs_the_controllers_pass_with_the_zone_tracker_record() {
 #[tokio::test]
 async fn a_failed_read_is_an_error_naming_what_could_not_be_read() {
     let cluster = mid_rollout();
-    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: "forbidden".into() }));
+    cluster.fail_reads(Some(ApiError::Forbidden("forbidden".into())));
     let (_, result) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
     match result {
-        Err(ShowError::Read(StatusError::StatefulSets(ApiError::Rejected { code: 403, .. }))) => {}
+        Err(ShowError::Read(StatusError::StatefulSets(ApiError::Forbidden(_)))) => {}
         other => panic!("{other:?}"),
     }
 }

@@ -278,7 +278,7 @@ async fn a_refused_parent_kind_is_said_once_and_read_at_every_request() {
     let deployment_scale = review("deployments", "ingester-zone-a", scale(3), scale(2), false);
     let forbidden = "deployments.apps \"ingester-zone-a\" is forbidden: cannot get resource \"deployments\"";
     let said = "the no-downscale webhook may not read apps deployments: /scale downscales";
-    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: forbidden.into() }));
+    cluster.fail_reads(Some(ApiError::Forbidden(forbidden.into())));
     for _ in 0..3 {
         let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
         assert_eq!(response["allowed"], true);
@@ -292,7 +292,7 @@ async fn a_refused_parent_kind_is_said_once_and_read_at_every_request() {
     assert_eq!(response["allowed"], false, "{response}");
     assert!(!metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
     // Refused again (the grant taken back): said again.
-    cluster.fail_reads(Some(ApiError::Rejected { code: 403, message: forbidden.into() }));
+    cluster.fail_reads(Some(ApiError::Forbidden(forbidden.into())));
     assert_eq!(admit(&app, "/admission/no-downscale", &deployment_scale).await["allowed"], true);
     assert_eq!(log.count(said), 2);
 }
@@ -847,7 +847,7 @@ async fn without_the_tracker_a_scale_request_whose_record_fails_is_denied_and_un
     let app = app_without_tracker(&cluster, &pods);
     let r = review("statefulsets", "ingester-zone-a", scale(3), scale(1), false);
     // Reads do not take queued failures: the first write, the annotation patch, gets it.
-    cluster.fail_next(ApiError::Rejected { code: 403, message: "statefulsets.apps is forbidden".into() });
+    cluster.fail_next(ApiError::Forbidden("statefulsets.apps is forbidden".into()));
     let response = admit(&app, "/admission/prepare-downscale", &r).await;
     assert_eq!(response["allowed"], false, "{response}");
     let message = response["status"]["message"].as_str().unwrap();
@@ -863,7 +863,7 @@ async fn a_forbidden_zone_tracker_denies_and_names_the_missing_verbs() {
     let cluster = cluster_with_zones();
     let pods = FakePods::default();
     let app = app(&cluster, &pods);
-    let forbidden = ApiError::Rejected { code: 403, message: "configmaps \"x\" is forbidden".into() };
+    let forbidden = ApiError::Forbidden("configmaps \"x\" is forbidden".into());
     cluster.fail_config_map_reads(Some(forbidden));
     let response = admit(&app, "/admission/prepare-downscale", &downscale_review("ingester-zone-a", false)).await;
     assert_eq!(response["allowed"], false, "{response}");

@@ -416,17 +416,14 @@ pub(crate) fn told_by_refusal(op: &Op) -> Option<&'static str> {
 /// The real API server's answer to a request RBAC does not allow, in the variant `op` expects.
 fn forbidden_reply(op: &Op, access: &Access) -> Reply {
     let on = access.resource_name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
-    let err = ApiError::Rejected {
-        code: 403,
-        message: format!(
-            "{}{on} is forbidden: User \"system:serviceaccount:{}:rollout-operator\" cannot {} resource \"{}\" in API group \"{}\"",
-            access.resource,
-            crate::objects::NAMESPACE,
-            access.verb,
-            access.resource,
-            access.group
-        ),
-    };
+    let err = ApiError::Forbidden(format!(
+        "{}{on} is forbidden: User \"system:serviceaccount:{}:rollout-operator\" cannot {} resource \"{}\" in API group \"{}\"",
+        access.resource,
+        crate::objects::NAMESPACE,
+        access.verb,
+        access.resource,
+        access.group
+    ));
     match op {
         Op::DeletePod { .. } => Reply::Deleted(Err(err)),
         Op::UpdateStatus { .. }
@@ -784,7 +781,7 @@ async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx: madsim::ne
                 // controller's own watches just end, as before.
                 if req.kind == Kind::Budgets {
                     let message = format!("forbidden: cannot {access}");
-                    let _ = tx.send(Box::new(WatchMsg::Refused(ApiError::Rejected { code: 403, message }))).await;
+                    let _ = tx.send(Box::new(WatchMsg::Refused(ApiError::Forbidden(message)))).await;
                 }
                 return;
             }

@@ -208,9 +208,9 @@ impl SimCluster {
         let reply = self.call(op).await?;
         let refused = matches!(
             &reply,
-            Reply::Pod(Err(ApiError::Rejected { code: 403, .. }))
-                | Reply::Patched(Err(ApiError::Rejected { code: 403, .. }))
-                | Reply::ConfigMap(Err(ApiError::Rejected { code: 403, .. }))
+            Reply::Pod(Err(ApiError::Forbidden(_)))
+                | Reply::Patched(Err(ApiError::Forbidden(_)))
+                | Reply::ConfigMap(Err(ApiError::Forbidden(_)))
         );
         if let (Some(feature), true) = (feature, refused) {
             self.inner.log.refused(feature, tokio::time::Instant::now());

@@ -24,14 +24,15 @@ use std::time::Duration;
 pub enum Failure {
     /// Refused by RBAC (403): the permission is not granted.
     Forbidden(String),
-    /// Denied by an admission webhook: the request was judged, not refused for lack of a permission.
+    /// The API server judged the request and said no (an admission webhook's denial, a validation error): not a
+    /// missing permission.
     Denied(String),
     NotFound(String),
     /// A precondition (uid, resourceVersion) failed: the view was stale.
     Conflict(String),
     /// No answer (unreachable, timed out): the write may or may not have been applied.
     Unavailable(String),
-    /// Anything else the API answered (invalid, rejected for another reason).
+    /// Anything else: a request that could not be sent, an answer nobody expected.
     Failed(String),
 }
 

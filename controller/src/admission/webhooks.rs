@@ -351,7 +351,7 @@ async fn parent_labels<C: LiveReads>(
             before(deadline, &what, api.get_replicaset(name)).await.map(|o| o.map(|o| o.metadata))
         }
     };
-    if let Err(Late::Failed(ApiError::Rejected { code: 403, message })) = &metadata {
+    if let Err(Late::Failed(ApiError::Forbidden(message))) = &metadata {
         lookups.refused(resource, message);
     } else if metadata.is_ok() {
         lookups.answered(resource);
@@ -507,7 +507,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
             )
             .await;
             Observed::LastDownscalePatched(written.map(|_| ()).map_err(|err| PatchFailure {
-                forbidden: matches!(err, Late::Failed(ApiError::Rejected { code: 403, .. })),
+                forbidden: matches!(err, Late::Failed(ApiError::Forbidden(_))),
                 message: err.to_string(),
             }))
         }

@@ -90,7 +90,7 @@ impl RecordStoreError {
 
     /// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.
     pub fn is_forbidden(&self) -> bool {
-        matches!(self, RecordStoreError::Api { source: ApiError::Rejected { code: 403, .. }, .. })
+        matches!(self, RecordStoreError::Api { source: ApiError::Forbidden(_), .. })
     }
 }
 

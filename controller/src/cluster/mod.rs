@@ -93,7 +93,12 @@ pub enum ApiError {
     Conflict(String),
     #[error("not found: {0}")]
     NotFound(String),
-    /// The request was rejected as invalid or forbidden; retrying the same request will not help.
+    /// RBAC refused the request (403, reason `Forbidden`): the permission is not granted. Retrying helps only once
+    /// it is; an optional feature turns itself off.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The API server judged the request and said no: an admission webhook's denial (whatever its code, 403 by
+    /// default) or a validation error. Retrying the same request will not help.
     #[error("rejected ({code}): {message}")]
     Rejected { code: u16, message: String },
     /// The API could not be reached or did not answer in time; retry with backoff.
@@ -110,6 +115,7 @@ impl ApiError {
         match self {
             ApiError::Conflict(_) => "conflict",
             ApiError::NotFound(_) => "not_found",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::Rejected { .. } => "rejected",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::InvalidRequest(_) => "invalid_request",

@@ -285,7 +285,7 @@ impl<L: Leases> Election<L> {
 
     /// A failed request, said in the log (a 403 says what to grant).
     fn failed(&self, what: &str, error: &ApiError) -> String {
-        if let ApiError::Rejected { code: 403, .. } = error
+        if let ApiError::Forbidden(_) = error
             && !self.forbidden_said.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             // Not leading is the safe way down: running the controller without the lease could let two replicas

@@ -845,6 +845,9 @@ fn classify_status(status: &kube::core::Status, what: &str) -> ApiError {
         409 => ApiError::Conflict(format!("{what}: {text}")),
         404 => ApiError::NotFound(format!("{what}: {text}")),
         429 => ApiError::Unavailable(format!("{what}: HTTP 429: {text}")),
+        // RBAC's refusal carries the reason `Forbidden`; an admission webhook's denial carries the reason its
+        // webhook gave (usually none), whatever its code.
+        403 if status.reason == "Forbidden" => ApiError::Forbidden(format!("{what}: {text}")),
         code @ 400..=499 => ApiError::Rejected { code, message: format!("{what}: {text}") },
         // kube reads any JSON error body as a Status; one that is not a Kubernetes Status (a proxy's) comes out
         // with no code. Its status code is lost, so treat it as transient.

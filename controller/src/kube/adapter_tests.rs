@@ -392,7 +392,16 @@ async fn delete_pod_failures_are_classified() {
         (
             403,
             serde_json::to_vec(&status(403, "Forbidden", "pods \"ingester-zone-a-0\" is forbidden")).expect("json"),
-            ApiError::Rejected { code: 403, message: format!("{object}: pods \"ingester-zone-a-0\" is forbidden") },
+            ApiError::Forbidden(format!("{object}: pods \"ingester-zone-a-0\" is forbidden")),
+        ),
+        // An admission webhook's denial: 403 by default, with the reason its webhook gave (none here).
+        (
+            403,
+            serde_json::to_vec(&status(403, "", "admission webhook \"x\" denied the request: not now")).expect("json"),
+            ApiError::Rejected {
+                code: 403,
+                message: format!("{object}: admission webhook \"x\" denied the request: not now"),
+            },
         ),
         (
             422,
@@ -855,7 +864,7 @@ async fn events_are_created_in_the_namespace_and_their_series_merge_patched() {
     let call = tokio::spawn(async move { cluster.create_event(&event_object("x.2")).await });
     let (_, respond) = api.next().await;
     respond.json(403, status(403, "Forbidden", "events.events.k8s.io is forbidden"));
-    assert!(matches!(call.await.expect("no panic"), Err(ApiError::Rejected { code: 403, .. })));
+    assert!(matches!(call.await.expect("no panic"), Err(ApiError::Forbidden(_))));
 }
 
 #[test]
@@ -1236,7 +1245,7 @@ async fn watch_forbidden_is_rejected() {
     respond.json(403, status(403, "Forbidden", message));
     assert_eq!(
         next_error(&mut events).await,
-        ApiError::Rejected { code: 403, message: format!("watch pods in namespace default-ns: {message}") }
+        ApiError::Forbidden(format!("watch pods in namespace default-ns: {message}"))
     );
 }
 

@@ -58,6 +58,7 @@ fn with_note(err: ApiError, note: &str) -> ApiError {
     match err {
         ApiError::Conflict(m) => ApiError::Conflict(m + note),
         ApiError::NotFound(m) => ApiError::NotFound(m + note),
+        ApiError::Forbidden(m) => ApiError::Forbidden(m + note),
         ApiError::Rejected { code, message } => ApiError::Rejected { code, message: message + note },
         ApiError::Unavailable(m) => ApiError::Unavailable(m + note),
         ApiError::InvalidRequest(m) => ApiError::InvalidRequest(m + note),
@@ -104,7 +105,7 @@ mod tests {
         assert!(repeats.error(unreachable(), start).is_some());
         repeats.event();
         assert_eq!(repeats.error(unreachable(), start + Duration::from_secs(1)), Some(unreachable()));
-        let forbidden = ApiError::Rejected { code: 403, message: "watch pods: forbidden".into() };
+        let forbidden = ApiError::Forbidden("watch pods: forbidden".into());
         assert_eq!(repeats.error(forbidden.clone(), start + Duration::from_secs(2)), Some(forbidden));
         assert_eq!(repeats.error(unreachable(), start + Duration::from_secs(3)), Some(unreachable()));
     }
@@ -114,7 +115,7 @@ mod tests {
         for err in [
             ApiError::Conflict("c".into()),
             ApiError::NotFound("n".into()),
-            ApiError::Rejected { code: 403, message: "r".into() },
+            ApiError::Forbidden("r".into()),
             ApiError::Unavailable("u".into()),
             ApiError::InvalidRequest("i".into()),
         ] {

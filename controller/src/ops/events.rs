@@ -373,7 +373,7 @@ impl<E: EventsApi> Sink<E> {
 
     fn failed(&mut self, err: &ApiError) {
         match err {
-            ApiError::Rejected { code: 403, message } => {
+            ApiError::Forbidden(message) => {
                 if !self.disabled {
                     tracing::error!(%message,
                         "the operator may not write Events: grant create and patch on events (API group events.k8s.io), \
@@ -562,10 +562,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_403_turns_events_off_once_with_the_metric() {
         let api = FakeEvents::default();
-        api.answers
-            .lock()
-            .unwrap()
-            .push(Err(ApiError::Rejected { code: 403, message: "events.events.k8s.io is forbidden".into() }));
+        api.answers.lock().unwrap().push(Err(ApiError::Forbidden("events.events.k8s.io is forbidden".into())));
         let (recorder, metrics, _sink) = start(api.clone(), EventSettings::new("ns", "me"));
         for i in 0..5 {
             recorder.record(waiting("a", &format!("{i}")));

@@ -155,7 +155,7 @@ impl BudgetCache {
                 state.budgets = Budgets::default();
                 Status::Known
             }
-            ApiError::Rejected { code: 403, .. } => {
+            ApiError::Forbidden(_) => {
                 if !matches!(state.status, Status::Unreadable(_)) {
                     tracing::error!(error = %err, "cannot list or watch ZoneAwarePodDisruptionBudgets: evictions of \
                         pods they may cover are denied; grant get, list and watch on \

@@ -125,7 +125,7 @@ async fn carry_out<A: EvictionApi>(
                     Err(err) => Lookup::Failed(err.to_string()),
                 },
                 Ok(Ok(None)) => Lookup::NotFound,
-                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
+                Ok(Err(err @ ApiError::Forbidden(_))) => {
                     if zpdb.refuse_pod_reads() {
                         zpdb.metrics.feature_disabled(super::budgets::BUDGETS_FEATURE, "get pods");
                         tracing::error!(error = %err, "cannot read pods live: ZoneAwarePodDisruptionBudgets are not \
@@ -191,7 +191,7 @@ async fn carry_out<A: EvictionApi>(
             .await;
             Observed::IntentWritten(match written {
                 Ok(Ok(_)) => Ok(()),
-                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
+                Ok(Err(err @ ApiError::Forbidden(_))) => {
                     if zpdb.serialisation.refuse(Serialisation::StatefulSetIntents) {
                         zpdb.metrics.feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets");
                         tracing::error!(error = %err, "cannot write eviction intents on pods nor on StatefulSets: \
@@ -238,7 +238,7 @@ async fn carry_out<A: EvictionApi>(
             .await;
             Observed::IntentWritten(match written {
                 Ok(Ok(_)) => Ok(()),
-                Ok(Err(err @ ApiError::Rejected { code: 403, .. })) => {
+                Ok(Err(err @ ApiError::Forbidden(_))) => {
                     if zpdb.serialisation.refuse(Serialisation::Intents) {
                         zpdb.metrics.feature_disabled(INTENTS_FEATURE, "patch pods");
                         tracing::warn!(error = %err, "cannot write eviction intents on pods: writing them on the \

@@ -133,7 +133,7 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
             Ok(Ok(pod)) => {
                 self.pods.insert(name.to_string(), pod);
             }
-            Ok(Err(ApiError::Rejected { code: 403, message })) => {
+            Ok(Err(ApiError::Forbidden(message))) => {
                 self.forbidden = true;
                 self.metrics.feature_disabled(READY_TIME_FEATURE, "patch pods");
                 tracing::error!(pod = %name, error = %message, "cannot annotate pods with {}: the tracker stops; \

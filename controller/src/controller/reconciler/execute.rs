@@ -29,17 +29,17 @@ pub(super) enum Executed {
     },
 }
 
-/// The core's classification of an API answer. A webhook's denial comes as a rejection too (often 403): only RBAC's
-/// refusal turns a feature off.
+/// The core's classification of an API answer, made here once: RBAC's refusal (only it turns a feature off), the
+/// API server's judgement (a webhook's denial or a validation error), and the rest by what they say of the outcome.
 pub(super) fn failure_of(error: &ApiError) -> Failure {
     let message = error.to_string();
     match error {
         ApiError::Conflict(_) => Failure::Conflict(message),
         ApiError::NotFound(_) => Failure::NotFound(message),
-        ApiError::Rejected { message: text, .. } if text.contains("admission webhook") => Failure::Denied(message),
-        ApiError::Rejected { code: 403, .. } => Failure::Forbidden(message),
+        ApiError::Forbidden(_) => Failure::Forbidden(message),
+        ApiError::Rejected { .. } => Failure::Denied(message),
         ApiError::Unavailable(_) => Failure::Unavailable(message),
-        ApiError::Rejected { .. } | ApiError::InvalidRequest(_) => Failure::Failed(message),
+        ApiError::InvalidRequest(_) => Failure::Failed(message),
     }
 }
 
