@@ -101,6 +101,22 @@ impl Defences {
     }
 }
 
+/// A `--defences` value that selects no set of layers.
+#[cfg(feature = "defence-switches")]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefencesError {
+    /// Neither `all` nor a `-` list.
+    #[error("{0:?}: `all`, or `-` and the layers to switch off, comma-separated")]
+    Syntax(String),
+    #[error("unknown defence {0:?}; one of: {names}", names = layer_names())]
+    UnknownLayer(String),
+}
+
+#[cfg(feature = "defence-switches")]
+fn layer_names() -> String {
+    Layer::ALL.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(feature = "defence-switches")]
 impl Defences {
     /// These defences with `layers` switched off (test-only).
@@ -110,19 +126,16 @@ impl Defences {
 
     /// `--defences` syntax: `all`, or `-` and a comma-separated list of layers to switch off
     /// (`-uid-preconditions,expectations`).
-    pub fn parse(s: &str) -> Result<Defences, String> {
+    pub fn parse(s: &str) -> Result<Defences, DefencesError> {
         if s == "all" {
             return Ok(Defences::ALL);
         }
         let Some(list) = s.strip_prefix('-') else {
-            return Err(format!("{s:?}: `all`, or `-` and the layers to switch off, comma-separated"));
+            return Err(DefencesError::Syntax(s.to_string()));
         };
         let mut layers = Vec::new();
         for name in list.split(',').map(str::trim) {
-            let layer = Layer::parse(name).ok_or_else(|| {
-                let names: Vec<&str> = Layer::ALL.iter().map(|l| l.name()).collect();
-                format!("unknown defence {name:?}; one of: {}", names.join(", "))
-            })?;
+            let layer = Layer::parse(name).ok_or_else(|| DefencesError::UnknownLayer(name.to_string()))?;
             layers.push(layer);
         }
         Ok(Defences::ALL.without(&layers))
@@ -168,7 +181,9 @@ mod tests {
     #[test]
     fn bad_switches_are_refused_with_the_names() {
         let err = Defences::parse("-uid").unwrap_err();
-        assert!(err.contains("unknown defence \"uid\"") && err.contains("uid-preconditions"), "{err}");
-        assert!(Defences::parse("uid-preconditions").is_err());
+        assert_eq!(err, DefencesError::UnknownLayer("uid".to_string()));
+        let text = err.to_string();
+        assert!(text.contains("unknown defence \"uid\"") && text.contains("uid-preconditions"), "{text}");
+        assert_eq!(Defences::parse("uid-preconditions"), Err(DefencesError::Syntax("uid-preconditions".to_string())));
     }
 }

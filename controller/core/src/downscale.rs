@@ -18,7 +18,7 @@
 use crate::duration::format_go_duration;
 use crate::group::GroupSnapshot;
 use crate::keys;
-pub use crate::settings::{DownscaleSettings, parse_timestamp};
+pub use crate::settings::{AnnotationError, DownscaleSettings, TimestampError, parse_timestamp};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -68,7 +68,7 @@ impl DownscaleRecord {
                 .map(|(_, v)| v)
                 .ok_or_else(|| err("no lastDownscaled field".to_string()))?;
             let raw = field.as_str().ok_or_else(|| err("lastDownscaled is not a string".to_string()))?;
-            last_downscaled.insert(key.clone(), parse_timestamp(raw).map_err(err)?);
+            last_downscaled.insert(key.clone(), parse_timestamp(raw).map_err(|e| err(e.to_string()))?);
         }
         Ok(DownscaleRecord { last_downscaled })
     }
@@ -135,15 +135,15 @@ impl MinTimeVerdict {
 
 /// The last downscale of `statefulset`: the later of the record's entry and its annotation. An unreadable
 /// annotation is an error: that StatefulSet's downscale history is unknown until the user fixes it.
-fn last_downscale_of(
-    group: &GroupSnapshot,
+fn last_downscale_of<'a>(
+    group: &'a GroupSnapshot,
     record: Option<&DownscaleRecord>,
     statefulset: &str,
-) -> Result<Option<Timestamp>, String> {
+) -> Result<Option<Timestamp>, &'a AnnotationError> {
     let from_record = record.and_then(|r| r.last_downscaled.get(statefulset).copied());
     let from_annotation = match group.member(statefulset).and_then(|m| m.sts.downscale.last_downscale.as_ref()) {
         Some(Ok(at)) => Some(*at),
-        Some(Err(e)) => return Err(e.to_string()),
+        Some(Err(e)) => return Err(e),
         None => None,
     };
     Ok(from_record.max(from_annotation))
@@ -159,27 +159,27 @@ pub fn check_min_time(
     candidate: &str,
     now: Timestamp,
 ) -> MinTimeVerdict {
-    let min_time_of = |name: &str| -> Result<Option<Duration>, String> {
+    let min_time_of = |name: &str| -> Result<Option<Duration>, &AnnotationError> {
         match group.member(name).and_then(|m| m.sts.downscale.min_time_between_zones.as_ref()) {
             Some(Ok(d)) => Ok(Some(*d)),
-            Some(Err(e)) => Err(e.to_string()),
+            Some(Err(e)) => Err(e),
             None => Ok(None),
         }
     };
     let own_min = match min_time_of(candidate) {
         Ok(d) => d,
-        Err(e) => return MinTimeVerdict::Invalid(e),
+        Err(e) => return MinTimeVerdict::Invalid(e.to_string()),
     };
     let mut verdict = MinTimeVerdict::Elapsed;
     for other in group.members.iter().map(|m| m.sts.name.as_str()).filter(|n| *n != candidate) {
         let at = match last_downscale_of(group, record, other) {
             Ok(Some(at)) => at,
             Ok(None) => continue,
-            Err(e) => return MinTimeVerdict::Invalid(e),
+            Err(e) => return MinTimeVerdict::Invalid(e.to_string()),
         };
         let other_min = match min_time_of(other) {
             Ok(d) => d,
-            Err(e) => return MinTimeVerdict::Invalid(e),
+            Err(e) => return MinTimeVerdict::Invalid(e.to_string()),
         };
         let Some(min_time) = own_min.max(other_min) else {
             continue;
@@ -255,13 +255,28 @@ mod timestamp_rfc3339 {
     }
 }
 
+/// An in-progress annotation of the record ([`keys::DOWNSCALES_IN_PROGRESS`] or
+/// [`keys::ROLLOUT_STEPS_IN_PROGRESS`]) that cannot be read: none of its entries is known then.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("annotation {annotation} is not valid: {reason}; expected {expected}")]
+pub struct InProgressError {
+    /// The annotation's key.
+    pub annotation: &'static str,
+    /// What the JSON decoder found wrong, with its line and column.
+    pub reason: String,
+    /// The form the annotation must have.
+    pub expected: &'static str,
+}
+
 /// Reads the [`keys::DOWNSCALES_IN_PROGRESS`] annotation (absent means none).
-pub fn parse_in_progress(raw: Option<&str>) -> Result<Vec<DownscaleInProgress>, String> {
+pub fn parse_in_progress(raw: Option<&str>) -> Result<Vec<DownscaleInProgress>, InProgressError> {
     let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
         return Ok(Vec::new());
     };
-    let map: BTreeMap<String, DownscaleInProgress> = serde_json::from_str(raw).map_err(|e| {
-        format!("annotation {} is not valid: {e}; expected {{\"<statefulset>\":{{\"group\":\"<group>\",\"until\":\"<RFC 3339>\"}}}}", keys::DOWNSCALES_IN_PROGRESS)
+    let map: BTreeMap<String, DownscaleInProgress> = serde_json::from_str(raw).map_err(|e| InProgressError {
+        annotation: keys::DOWNSCALES_IN_PROGRESS,
+        reason: e.to_string(),
+        expected: r#"{"<statefulset>":{"group":"<group>","until":"<RFC 3339>"}}"#,
     })?;
     Ok(map
         .into_iter()
@@ -316,15 +331,14 @@ impl RolloutStepInProgress {
 }
 
 /// Reads the [`keys::ROLLOUT_STEPS_IN_PROGRESS`] annotation (absent means none).
-pub fn parse_rollout_steps(raw: Option<&str>) -> Result<Vec<RolloutStepInProgress>, String> {
+pub fn parse_rollout_steps(raw: Option<&str>) -> Result<Vec<RolloutStepInProgress>, InProgressError> {
     let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
         return Ok(Vec::new());
     };
-    let map: BTreeMap<String, RolloutStepInProgress> = serde_json::from_str(raw).map_err(|e| {
-        format!(
-            "annotation {} is not valid: {e}; expected {{\"<rollout group>\":{{\"until\":\"<RFC 3339>\"}}}}",
-            keys::ROLLOUT_STEPS_IN_PROGRESS
-        )
+    let map: BTreeMap<String, RolloutStepInProgress> = serde_json::from_str(raw).map_err(|e| InProgressError {
+        annotation: keys::ROLLOUT_STEPS_IN_PROGRESS,
+        reason: e.to_string(),
+        expected: r#"{"<rollout group>":{"until":"<RFC 3339>"}}"#,
     })?;
     Ok(map
         .into_iter()

@@ -346,7 +346,9 @@ impl<R: Clone> MirrorFlow<R> {
         let url = |ordinal: u32| d.endpoints.iter().find(|(o, _)| *o == ordinal).map_or("", |(_, url)| url.as_str());
         for (ordinal, answer) in answers {
             let outcome = match answer {
-                PodAnswer::Response { status, body } => prepare_response_timestamp(status, &body),
+                PodAnswer::Response { status, body } => {
+                    prepare_response_timestamp(status, &body).map_err(|e| e.to_string())
+                }
                 PodAnswer::Failed(error) => Err(error),
                 // Abandoned because another call failed: that failure is the one to report.
                 PodAnswer::Abandoned => continue,

@@ -24,7 +24,9 @@ use crate::actions::{Action, PlanContext};
 use crate::downscale::{MinTimeVerdict, check_min_time};
 use crate::group::GroupSnapshot;
 use crate::keys;
-pub use crate::settings::{DelayedDownscaleSettings, MirrorSettings, PodUrl, ScalingSettings, api_group_of};
+pub use crate::settings::{
+    ApiVersionError, DelayedDownscaleSettings, MirrorSettings, PodUrl, PodUrlError, ScalingSettings, api_group_of,
+};
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
 use serde::Serialize;
@@ -141,8 +143,8 @@ pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass
         let current = sts.replicas;
         let decision = match decide_replicas(group, ctx, sts, &settings) {
             Ok(d) => d,
-            Err(message) => {
-                pass.errors.push(ScalingError::new(&sts.name, message));
+            Err(refused) => {
+                pass.errors.push(ScalingError::new(&sts.name, refused.to_string()));
                 continue;
             }
         };
@@ -191,6 +193,19 @@ pub fn plan_scaling(group: &GroupSnapshot, ctx: &PlanContext<'_>) -> ScalingPass
     pass
 }
 
+/// Why a follower is not scaled (reported as its [`ScalingError`]).
+#[derive(Debug, Error)]
+enum FollowerError {
+    #[error("could not find leader for {statefulset} using {}", keys::ROLLOUT_DOWNSCALE_LEADER)]
+    NoLeader { statefulset: String },
+    /// [`follower_without_min_time`].
+    #[error("{0}")]
+    WithoutMinTime(String),
+    /// [`MinTimeVerdict::Invalid`].
+    #[error("cannot check the min time between zone downscales: {0}")]
+    MinTime(String),
+}
+
 enum Decision {
     Keep,
     Wait(String),
@@ -207,7 +222,7 @@ fn decide_replicas(
     ctx: &PlanContext<'_>,
     sts: &StatefulSetView,
     settings: &ScalingSettings,
-) -> Result<Decision, String> {
+) -> Result<Decision, FollowerError> {
     let current = sts.replicas;
     // Neither follower nor mirror (mirrors do not get here): nothing scales it, force replicas included, as in the
     // reference; [`ignored_force_replicas`] reports the annotation.
@@ -217,7 +232,7 @@ fn decide_replicas(
     let leader = group
         .member(leader_name)
         .filter(|m| m.sts.name != sts.name)
-        .ok_or_else(|| format!("could not find leader for {} using {}", sts.name, keys::ROLLOUT_DOWNSCALE_LEADER))?;
+        .ok_or_else(|| FollowerError::NoLeader { statefulset: sts.name.clone() })?;
     if let Some(force) = settings.force_replicas {
         return Ok(if force == current {
             Decision::Keep
@@ -245,7 +260,7 @@ fn decide_replicas(
     }
     if leader_replicas < current {
         if let Some(error) = follower_without_min_time(group, ctx.downscale_record, &sts.name) {
-            return Err(error);
+            return Err(FollowerError::WithoutMinTime(error));
         }
         return match check_min_time(group, ctx.downscale_record, &sts.name, ctx.now) {
             MinTimeVerdict::Elapsed => Ok(Decision::Scale {
@@ -258,9 +273,7 @@ fn decide_replicas(
             wait @ MinTimeVerdict::Wait { .. } => {
                 Ok(Decision::Wait(format!("downscale to {leader_replicas} waits: {}", wait.describe())))
             }
-            MinTimeVerdict::Invalid(reason) => {
-                Err(format!("cannot check the min time between zone downscales: {reason}"))
-            }
+            MinTimeVerdict::Invalid(reason) => Err(FollowerError::MinTime(reason)),
         };
     }
     Ok(Decision::Keep)
@@ -423,22 +436,38 @@ pub fn delayed_downscale_target(
     if allowed == from { Err(DelayedDownscaleError::NotReached { delay }) } else { Ok(allowed) }
 }
 
+/// Why a pod's answer to a delayed-downscale POST does not confirm its preparation.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PrepareAnswerError {
+    /// Not 2xx; `body` is the start of the answer (at most 200 characters).
+    #[error("HTTP status {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("response is not JSON: {0}")]
+    NotJson(String),
+    /// No `timestamp`, or zero.
+    #[error("no timestamp in response")]
+    NoTimestamp,
+    #[error("timestamp {timestamp} out of range: {reason}")]
+    OutOfRange { timestamp: i64, reason: String },
+}
+
 /// Reads a pod's answer to a delayed-downscale POST: 2xx with JSON `{"timestamp": <unix seconds>}` (non-zero).
-pub fn prepare_response_timestamp(status: u16, body: &[u8]) -> Result<Timestamp, String> {
+pub fn prepare_response_timestamp(status: u16, body: &[u8]) -> Result<Timestamp, PrepareAnswerError> {
     if !(200..300).contains(&status) {
-        let text = String::from_utf8_lossy(body);
-        return Err(format!("HTTP status {status}: {}", text.chars().take(200).collect::<String>()));
+        let body = String::from_utf8_lossy(body).chars().take(200).collect();
+        return Err(PrepareAnswerError::Status { status, body });
     }
     #[derive(serde::Deserialize)]
     struct Answer {
         #[serde(default)]
         timestamp: i64,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| format!("response is not JSON: {e}"))?;
+    let answer: Answer = serde_json::from_slice(body).map_err(|e| PrepareAnswerError::NotJson(e.to_string()))?;
     if answer.timestamp == 0 {
-        return Err("no timestamp in response".to_string());
+        return Err(PrepareAnswerError::NoTimestamp);
     }
-    Timestamp::from_second(answer.timestamp).map_err(|e| format!("timestamp {} out of range: {e}", answer.timestamp))
+    Timestamp::from_second(answer.timestamp)
+        .map_err(|e| PrepareAnswerError::OutOfRange { timestamp: answer.timestamp, reason: e.to_string() })
 }
 
 /// The URL of replica `ordinal` of `sts`: host `<sts>-<ordinal>.<serviceName>.<namespace>.svc.<cluster-domain>`,

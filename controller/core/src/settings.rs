@@ -179,14 +179,24 @@ impl DownscaleSettings {
         });
         let last_downscale = annotations
             .get(keys::LAST_DOWNSCALE)
-            .map(|raw| parse_timestamp(raw).map_err(|reason| invalid(keys::LAST_DOWNSCALE, raw, reason)));
+            .map(|raw| parse_timestamp(raw).map_err(|e| invalid(keys::LAST_DOWNSCALE, raw, e.to_string())));
         DownscaleSettings { min_time_between_zones, last_downscale }
     }
 }
 
+/// A time that is not RFC 3339 with an offset.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("expected an RFC 3339 time such as 2024-05-01T12:00:00Z: {reason}")]
+pub struct TimestampError {
+    /// The value as given.
+    pub raw: String,
+    /// What the time parser found wrong with it.
+    pub reason: String,
+}
+
 /// Parses an RFC 3339 timestamp as Go's `time.RFC3339` does (offset required).
-pub fn parse_timestamp(raw: &str) -> Result<Timestamp, String> {
-    raw.trim().parse::<Timestamp>().map_err(|e| format!("expected an RFC 3339 time such as 2024-05-01T12:00:00Z: {e}"))
+pub fn parse_timestamp(raw: &str) -> Result<Timestamp, TimestampError> {
+    raw.trim().parse::<Timestamp>().map_err(|e| TimestampError { raw: raw.to_string(), reason: e.to_string() })
 }
 
 /// Where a mirror StatefulSet reads its desired replicas from.
@@ -210,12 +220,27 @@ pub struct PodUrl {
     pub rest: String,
 }
 
+/// Why a delayed-downscale URL cannot be used to call pods.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PodUrlError {
+    #[error("expected an absolute URL such as http://pod:8080/path")]
+    NotAbsolute,
+    #[error("invalid scheme {0:?}")]
+    Scheme(String),
+    #[error("URL has no host")]
+    NoHost,
+    #[error("URL contains whitespace")]
+    Whitespace,
+    #[error("invalid port {0:?}")]
+    Port(String),
+}
+
 impl PodUrl {
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    pub fn parse(raw: &str) -> Result<Self, PodUrlError> {
         let raw = raw.trim();
-        let (scheme, after) = raw.split_once("://").ok_or("expected an absolute URL such as http://pod:8080/path")?;
+        let (scheme, after) = raw.split_once("://").ok_or(PodUrlError::NotAbsolute)?;
         if scheme.is_empty() || !scheme.bytes().all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c)) {
-            return Err(format!("invalid scheme {scheme:?}"));
+            return Err(PodUrlError::Scheme(scheme.to_string()));
         }
         let end = after.find(['/', '?', '#']).unwrap_or(after.len());
         let (authority, rest) = after.split_at(end);
@@ -233,14 +258,14 @@ impl PodUrl {
             None => (hostport, None),
         };
         if host.is_empty() {
-            return Err("URL has no host".to_string());
+            return Err(PodUrlError::NoHost);
         }
         if host.bytes().any(|c| c.is_ascii_whitespace()) || rest.bytes().any(|c| c.is_ascii_whitespace()) {
-            return Err("URL contains whitespace".to_string());
+            return Err(PodUrlError::Whitespace);
         }
         let port = match port {
             None | Some("") => None,
-            Some(p) => Some(p.parse::<u16>().map_err(|_| format!("invalid port {p:?}"))?),
+            Some(p) => Some(p.parse::<u16>().map_err(|_| PodUrlError::Port(p.to_string()))?),
         };
         Ok(PodUrl { scheme: scheme.to_string(), userinfo, port, rest: rest.to_string() })
     }
@@ -293,12 +318,19 @@ fn parse_go_bool(raw: &str) -> Option<bool> {
     }
 }
 
+/// An `apiVersion` with more than one `/`, which apimachinery refuses.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unexpected GroupVersion string: {api_version}")]
+pub struct ApiVersionError {
+    pub api_version: String,
+}
+
 /// API group of an `apiVersion`, as apimachinery's `schema.ParseGroupVersion` (which the reference calls) reads it:
 /// without a `/` it is a version of the core group (`""`); with one, the group is what comes before it, whatever
 /// follows (`group/`, with no version, is accepted: only the group is used); more than one is an error.
-pub fn api_group_of(api_version: &str) -> Result<String, String> {
+pub fn api_group_of(api_version: &str) -> Result<String, ApiVersionError> {
     match api_version.split_once('/') {
-        Some((_, version)) if version.contains('/') => Err(format!("unexpected GroupVersion string: {api_version}")),
+        Some((_, version)) if version.contains('/') => Err(ApiVersionError { api_version: api_version.to_string() }),
         Some((group, _)) => Ok(group.to_string()),
         None => Ok(String::new()),
     }

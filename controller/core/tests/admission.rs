@@ -637,7 +637,8 @@ fn in_progress_markers_round_trip_through_the_annotation() {
     assert_eq!(parse_in_progress(None).unwrap(), []);
     assert_eq!(render_in_progress(&[]), None);
     let err = parse_in_progress(Some("{")).unwrap_err();
-    assert!(err.contains(keys::DOWNSCALES_IN_PROGRESS), "{err}");
+    assert_eq!(err.annotation, keys::DOWNSCALES_IN_PROGRESS);
+    assert!(err.to_string().contains(keys::DOWNSCALES_IN_PROGRESS), "{err}");
 }
 
 #[test]

@@ -5,8 +5,8 @@ use jiff::{SignedDuration, Timestamp};
 use rollout_core::fixture::{annotate, label, pod, statefulset};
 use rollout_core::keys;
 use rollout_core::scaling::{
-    DelayedDownscaleError, MirrorStep, PodUrl, ReferenceScale, ScalingSettings, api_group_of, delayed_downscale_target,
-    plan_mirror, plan_scaling, pod_endpoint, prepare_response_timestamp, rollout_in_progress,
+    DelayedDownscaleError, MirrorStep, PodUrl, PrepareAnswerError, ReferenceScale, ScalingSettings, api_group_of,
+    delayed_downscale_target, plan_mirror, plan_scaling, pod_endpoint, prepare_response_timestamp, rollout_in_progress,
 };
 use rollout_core::view::{PodView, StatefulSetView};
 use rollout_core::{Action, DownscaleRecord, GroupPlan, GroupSnapshot, GroupState, PlanContext, plan_group};
@@ -462,9 +462,14 @@ fn pod_answers_must_be_2xx_json_with_a_timestamp() {
         (200, r#"{"timestamp":0}"#, "no timestamp in response"),
         (200, r#"{"timestamp":"x"}"#, "not JSON"),
     ] {
-        let err = prepare_response_timestamp(status, body.as_bytes()).unwrap_err();
+        let err = prepare_response_timestamp(status, body.as_bytes()).unwrap_err().to_string();
         assert!(err.contains(expect), "{status} {body}: {err}");
     }
+    assert_eq!(
+        prepare_response_timestamp(503, b"busy"),
+        Err(PrepareAnswerError::Status { status: 503, body: "busy".to_string() })
+    );
+    assert_eq!(prepare_response_timestamp(200, br#"{"timestamp":0}"#), Err(PrepareAnswerError::NoTimestamp));
 }
 
 #[test]

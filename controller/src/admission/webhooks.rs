@@ -435,7 +435,9 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
         Need::Record => {
             let read = before(deadline, "read record", read_record(api, config_map)).await;
             Observed::Record(match read {
-                Ok(Some(stored)) => read_markers(&stored).map(|markers| Some((stored.record, markers))),
+                Ok(Some(stored)) => {
+                    read_markers(&stored).map(|markers| Some((stored.record, markers))).map_err(|e| e.to_string())
+                }
                 Ok(None) => Ok(None),
                 // Say which verbs are missing.
                 Err(Late::Failed(err)) if err.is_forbidden() => Err(format!(

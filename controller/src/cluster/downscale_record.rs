@@ -15,9 +15,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
-    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, MinTimeVerdict, RecordError, RolloutStepInProgress,
-    check_min_time, live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps, render_in_progress,
-    render_rollout_steps, round_up_to_second,
+    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MinTimeVerdict, RecordError,
+    RolloutStepInProgress, check_min_time, live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps,
+    render_in_progress, render_rollout_steps, round_up_to_second,
 };
 use rollout_core::keys;
 use rollout_core::{Defences, GroupSnapshot, Layer};
@@ -202,12 +202,12 @@ async fn read_check_swap<C: RecordStore, T>(
 
 /// The in-progress markers of `stored`, or why they cannot be read.
 pub fn markers_of(stored: &StoredRecord, config_map: &str) -> Result<Vec<DownscaleInProgress>, RecordStoreError> {
-    read_markers(stored).map_err(|reason| RecordStoreError::Unreadable {
+    read_markers(stored).map_err(|e| RecordStoreError::Unreadable {
         config_map: config_map.to_string(),
         source: RecordError {
-            key: format!("metadata.annotations[{}]", keys::DOWNSCALES_IN_PROGRESS),
+            key: format!("metadata.annotations[{}]", e.annotation),
             value: String::new(),
-            reason,
+            reason: e.to_string(),
         },
     })
 }
@@ -264,7 +264,7 @@ pub async fn undo_claim<C: RecordStore>(
 }
 
 /// The downscales in progress recorded with the record (see [`DownscaleInProgress`]).
-pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, String> {
+pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, InProgressError> {
     let annotations = stored.config_map.metadata.annotations.as_ref();
     parse_in_progress(annotations.and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS)).map(String::as_str))
 }
@@ -394,12 +394,12 @@ pub async fn finish_marked_claim<C: RecordStore>(
 pub fn read_rollout_steps(stored: &StoredRecord) -> Result<Vec<RolloutStepInProgress>, RecordStoreError> {
     let annotations = stored.config_map.metadata.annotations.as_ref();
     let raw = annotations.and_then(|a| a.get(keys::ROLLOUT_STEPS_IN_PROGRESS)).map(String::as_str);
-    parse_rollout_steps(raw).map_err(|reason| RecordStoreError::Unreadable {
+    parse_rollout_steps(raw).map_err(|e| RecordStoreError::Unreadable {
         config_map: stored.config_map.metadata.name.clone().unwrap_or_default(),
         source: RecordError {
-            key: format!("metadata.annotations[{}]", keys::ROLLOUT_STEPS_IN_PROGRESS),
+            key: format!("metadata.annotations[{}]", e.annotation),
             value: raw.unwrap_or_default().to_string(),
-            reason,
+            reason: e.to_string(),
         },
     })
 }

@@ -253,18 +253,39 @@ pub struct SummarySpec {
     pub replicas: Option<i32>,
 }
 
+/// Why an object of an admission request cannot be read (the webhooks then allow the change, with a warning). The
+/// texts are the reference's.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ObjectError {
+    /// No `kind`; `object` is the object as JSON, shortened.
+    #[error("Object 'Kind' is missing in '{object}'")]
+    NoKind { object: String },
+    /// No `apiVersion`; `object` is the object as JSON, shortened.
+    #[error("Object 'apiVersion' is missing in '{object}'")]
+    NoApiVersion { object: String },
+    /// A handled kind whose metadata or spec does not decode.
+    #[error("{reason}")]
+    Malformed { kind: String, reason: String },
+    /// Decoded, but of a type that has no replicas the webhooks read.
+    #[error("unsupported type {api_version}, Kind={kind}")]
+    Unsupported { api_version: String, kind: String },
+}
+
 impl AdmittedObject {
     /// Decodes `request.object` / `request.oldObject` by its apiVersion and kind.
-    pub fn decode(raw: &Value) -> Result<Self, String> {
+    pub fn decode(raw: &Value) -> Result<Self, ObjectError> {
         let api_version = raw.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
         if kind.is_empty() {
-            return Err(format!("Object 'Kind' is missing in '{}'", compact(raw)));
+            return Err(ObjectError::NoKind { object: compact(raw) });
         }
         if api_version.is_empty() {
-            return Err(format!("Object 'apiVersion' is missing in '{}'", compact(raw)));
+            return Err(ObjectError::NoApiVersion { object: compact(raw) });
         }
-        let summary = || ObjectSummary::deserialize(raw).map_err(|e| e.to_string());
+        let summary = || {
+            ObjectSummary::deserialize(raw)
+                .map_err(|e| ObjectError::Malformed { kind: kind.to_string(), reason: e.to_string() })
+        };
         Ok(match (api_version, kind) {
             ("apps/v1", "StatefulSet") => AdmittedObject::StatefulSet(summary()?),
             ("apps/v1", "Deployment") => AdmittedObject::Deployment(summary()?),
@@ -274,14 +295,16 @@ impl AdmittedObject {
         })
     }
 
-    /// `spec.replicas` (possibly null).
-    pub fn replicas(&self) -> Result<Option<i32>, String> {
+    /// `spec.replicas` (possibly null); [`ObjectError::Unsupported`] for [`AdmittedObject::Other`].
+    pub fn replicas(&self) -> Result<Option<i32>, ObjectError> {
         match self {
             AdmittedObject::StatefulSet(o)
             | AdmittedObject::Deployment(o)
             | AdmittedObject::ReplicaSet(o)
             | AdmittedObject::Scale(o) => Ok(o.spec.as_ref().and_then(|s| s.replicas)),
-            AdmittedObject::Other { api_version, kind } => Err(format!("unsupported type {api_version}, Kind={kind}")),
+            AdmittedObject::Other { api_version, kind } => {
+                Err(ObjectError::Unsupported { api_version: api_version.clone(), kind: kind.clone() })
+            }
         }
     }
 
