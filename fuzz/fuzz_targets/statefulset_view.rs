@@ -85,7 +85,7 @@ fuzz_target!(|input: Input| {
         .map_or(Ok(Vec::new()), |raw| parse_in_progress(Some(raw)));
     let error = match (&record, &markers) {
         (Err(e), _) => e.to_string(),
-        (_, Err(e)) => e.clone(),
+        (_, Err(e)) => e.to_string(),
         _ => "connection refused".to_string(),
     };
     let record_read = match (&input.record, &record, &markers) {
