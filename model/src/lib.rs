@@ -16,7 +16,8 @@ pub mod mirror;
 pub mod scaling;
 pub mod zpdb;
 
-use rollout_core::execution::{Execution, ExecutionSettings, Failure, Need, Observed, StepClaimed};
+use rollout_core::Failure;
+use rollout_core::execution::{Execution, ExecutionSettings, Need, Observed, StepClaimed};
 use rollout_core::fixture;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
@@ -60,6 +61,9 @@ pub struct ModelConfig {
     pub downscales: u8,
     /// Times the record becomes unreadable (and later readable again) over a run.
     pub record_outages: u8,
+    /// Deletions whose answer is lost over a run: the controller sees no answer (outcome unknown) while the
+    /// request stays in flight and commits later, at any point (the rollout step's claim outlives it).
+    pub lost_answers: u8,
     /// The defences in depth the controller runs with (test-only switches, `rollout_core::defences`): all of them
     /// but in the configurations that show what one layer holds off on its own. The model carries the uid
     /// precondition, the expectations, the record failing closed and the rollout-step claim.
@@ -81,6 +85,7 @@ impl Default for ModelConfig {
             status_lag: false,
             downscales: 0,
             record_outages: 0,
+            lost_answers: 0,
             defences: Defences::ALL,
         }
     }
@@ -207,6 +212,9 @@ pub struct State {
     pub record: Record,
     pub downscales_left: u8,
     pub outages_left: u8,
+    pub lost_answers_left: u8,
+    /// A deletion whose answer was lost, still in flight: it commits later (its preconditions checked then).
+    pub in_flight: Option<Op>,
     pub violations: u8,
     /// A plan deleted two or more pods of one zone at once.
     pub parallel_replacement: bool,
@@ -218,6 +226,10 @@ pub enum Step {
     ControllerPlans,
     /// The controller executes the next write of its plan.
     ControllerWrites,
+    /// The controller sends the next deletion of its plan and its answer is lost: the request stays in flight.
+    ControllerWritesAnswerLost,
+    /// The deletion in flight reaches the API server.
+    InFlightDeletionCommits,
     /// The cache receives the next watch event.
     CacheCatchesUp,
     /// The controller process crashes and restarts.
@@ -417,7 +429,7 @@ impl RolloutModel {
                     Observed::Written(Err(Failure::Failed("not modelled".to_string())))
                 }
             };
-            need = exec.step(observed, jiff::Timestamp::UNIX_EPOCH);
+            need = self.planner.next_need(&mut exec, observed, jiff::Timestamp::UNIX_EPOCH);
         }
         if s.need.is_none() {
             // A write this model cannot express: the execution is abandoned (never reached with this model's plans).
@@ -425,6 +437,20 @@ impl RolloutModel {
             return;
         }
         s.exec = Some(Box::new((exec, read_version)));
+    }
+
+    /// A controller's deletion reaches the truth (its preconditions held). Judged on the truth: no deletion commits
+    /// while a downscale is being prepared.
+    fn commit_deletion(&self, s: &mut State, op: Op) {
+        let Op::DeletePod { zone, pod, .. } = op else { return };
+        if s.record.marker {
+            s.violations |= violation::NO_ROLLOUT_DURING_DOWNSCALE;
+        }
+        let p = &mut s.truth.zones[zone as usize].pods[pod as usize];
+        if !p.terminating {
+            p.terminating = true;
+            self.record_write(s, Some(op));
+        }
     }
 
     /// The controller's knowledge: its cache plus its own writes the cache has not shown yet.
@@ -506,6 +532,7 @@ impl RolloutModel {
     pub fn is_converged(s: &State) -> bool {
         s.pending.is_empty()
             && s.need.is_none()
+            && s.in_flight.is_none()
             && s.truth.zones.iter().all(|z| {
                 z.update == z.target
                     && z.current == z.update
@@ -564,6 +591,14 @@ impl RolloutModel {
                 Some(Step::ControllerWrites) => match state.need {
                     Some(op) => format!("controller writes {op:?}"),
                     None => "controller writes".to_string(),
+                },
+                Some(Step::ControllerWritesAnswerLost) => match state.need {
+                    Some(op) => format!("controller sends {op:?}; its answer is lost, the request stays in flight"),
+                    None => "controller sends a write whose answer is lost".to_string(),
+                },
+                Some(Step::InFlightDeletionCommits) => match state.in_flight {
+                    Some(op) => format!("the request in flight commits: {op:?}"),
+                    None => "the request in flight commits".to_string(),
                 },
                 Some(other) => format!("{other:?}"),
                 None => "?".to_string(),
@@ -710,6 +745,8 @@ impl Model for RolloutModel {
             record: Record::default(),
             downscales_left: self.config.downscales,
             outages_left: self.config.record_outages,
+            lost_answers_left: self.config.lost_answers,
+            in_flight: None,
             violations: 0,
             parallel_replacement: false,
         };
@@ -728,6 +765,12 @@ impl Model for RolloutModel {
         if s.need.is_some() {
             steps.push(Step::ControllerWrites);
         }
+        if s.lost_answers_left > 0 && s.in_flight.is_none() && matches!(s.need, Some(Op::DeletePod { .. })) {
+            steps.push(Step::ControllerWritesAnswerLost);
+        }
+        if s.in_flight.is_some() {
+            steps.push(Step::InFlightDeletionCommits);
+        }
         if !s.pending.is_empty() {
             steps.push(Step::CacheCatchesUp);
         }
@@ -745,7 +788,7 @@ impl Model for RolloutModel {
             steps.push(Step::WebhookEndsDownscale);
         }
         // The claim outlives every deletion sent under it (the machine sends none that could outlive it).
-        if r.step && !s.exec.as_ref().is_some_and(|e| e.0.deletions_to_come()) {
+        if r.step && s.in_flight.is_none() && !s.exec.as_ref().is_some_and(|e| e.0.deletions_to_come()) {
             steps.push(Step::RolloutStepExpires);
         }
         if r.unreadable {
@@ -805,7 +848,7 @@ impl Model for RolloutModel {
                 s.parallel_replacement |= deletes_per_zone.iter().any(|n| *n >= 2);
                 // A claimed step is conditional on the record version this pass read.
                 let read_version = (!s.record.unreadable).then_some(s.record.version);
-                let need = exec.step(Observed::Start, jiff::Timestamp::UNIX_EPOCH);
+                let need = self.planner.next_need(&mut exec, Observed::Start, jiff::Timestamp::UNIX_EPOCH);
                 self.advance(&mut s, exec, read_version, need);
             }
             Step::ControllerWrites => {
@@ -820,15 +863,10 @@ impl Model for RolloutModel {
                         } else if generation.is_some_and(|g| g != p.generation) {
                             Observed::Written(Err(Failure::Conflict(format!("pod {zone}/{pod}: uid"))))
                         } else {
-                            // Judged on the truth: no deletion commits while a downscale is being prepared.
-                            if s.record.marker {
-                                s.violations |= violation::NO_ROLLOUT_DURING_DOWNSCALE;
-                            }
                             if !p.terminating {
                                 self.check_write(&mut s, op);
-                                s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
-                                self.record_write(&mut s, Some(op));
                             }
+                            self.commit_deletion(&mut s, op);
                             Observed::Written(Ok(()))
                         }
                     }
@@ -870,8 +908,34 @@ impl Model for RolloutModel {
                 if let Some(basis) = s.plan_basis.as_mut() {
                     apply_own_write(basis, op);
                 }
-                let need = exec.step(observed, jiff::Timestamp::UNIX_EPOCH);
+                let need = self.planner.next_need(&mut exec, observed, jiff::Timestamp::UNIX_EPOCH);
                 self.advance(&mut s, exec, read_version, need);
+            }
+            Step::ControllerWritesAnswerLost => {
+                let op = s.need.take()?;
+                let (mut exec, read_version) = *s.exec.take()?;
+                s.lost_answers_left -= 1;
+                // Judged when sent, against what the controller knew; it commits (or fails its preconditions) later.
+                if let Op::DeletePod { zone, pod, .. } = op
+                    && s.truth.zones[zone as usize].pods[pod as usize].exists
+                {
+                    self.check_write(&mut s, op);
+                }
+                s.in_flight = Some(op);
+                if let Some(basis) = s.plan_basis.as_mut() {
+                    apply_own_write(basis, op);
+                }
+                let lost = Observed::Written(Err(Failure::Unavailable("no answer: the request timed out".into())));
+                let need = self.planner.next_need(&mut exec, lost, jiff::Timestamp::UNIX_EPOCH);
+                self.advance(&mut s, exec, read_version, need);
+            }
+            Step::InFlightDeletionCommits => {
+                if let Some(op @ Op::DeletePod { zone, pod, generation }) = s.in_flight.take() {
+                    let p = s.truth.zones[zone as usize].pods[pod as usize];
+                    if p.exists && generation.is_none_or(|g| g == p.generation) {
+                        self.commit_deletion(&mut s, op);
+                    }
+                }
             }
             Step::CacheCatchesUp => {
                 s.view = s.pending.remove(0).0;

@@ -296,6 +296,9 @@ struct CheckArgs {
     /// Times the group downscale record becomes unreadable for a while.
     #[arg(long, default_value_t = 0)]
     record_outages: u8,
+    /// Deletions whose answer is lost (the request stays in flight and commits later).
+    #[arg(long, default_value_t = 0)]
+    lost_answers: u8,
     /// Test-only: the defences in depth in force, `all` or `-` and the layers to switch off, comma-separated, of
     /// uid-preconditions, expectations, record-fails-closed, rollout-step-claims (shows what each layer holds off).
     #[arg(long, default_value = "all")]
@@ -342,6 +345,7 @@ fn main() -> ExitCode {
         status_lag: args.status_lag,
         downscales: args.downscales,
         record_outages: args.record_outages,
+        lost_answers: args.lost_answers,
         defences,
     };
     println!("configuration: {config:?}");

@@ -3,8 +3,8 @@
 
 use rollout_core::{Defences, Layer, Planner, RolloutPlanner};
 use rollout_known_bugs::{
-    IgnoresDownscalesInProgress, MissingPodsSpendNoBudget, NoExpectations, PausedLetsOthersProceed,
-    StatusCountReadiness, TerminatingCountsAsReady,
+    FinishesStepWhileOutcomeUnknown, IgnoresDownscalesInProgress, MissingPodsSpendNoBudget, NoExpectations,
+    PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady,
 };
 use rollout_model::{ModelConfig, RolloutModel, State, Step};
 use stateright::{Checker, Model};
@@ -113,4 +113,17 @@ fn without_the_rollout_step_claim_a_marker_written_after_the_read_is_missed() {
     let claimed = ModelConfig { defences: Defences::ALL, ..config };
     let (bad, timeline) = violations(&claimed, Arc::new(RolloutPlanner), false);
     assert!(bad.is_empty(), "{bad:?}\n{timeline}");
+}
+
+#[test]
+fn a_rollout_step_finished_while_a_deletion_is_in_flight_is_caught() {
+    let config = ModelConfig { zones: 2, pods: 2, downscales: 1, lost_answers: 1, ..ModelConfig::default() };
+    // The counterexample is the one the step guards against: the deletion commits after the step ended.
+    let (_, timeline) = violations(&config, Arc::new(FinishesStepWhileOutcomeUnknown), true);
+    assert!(timeline.contains("its answer is lost") && timeline.contains("in flight commits"), "{timeline}");
+    assert_bug_found(
+        config,
+        Arc::new(FinishesStepWhileOutcomeUnknown),
+        "no rollout step while a downscale is being prepared",
+    );
 }

@@ -14,46 +14,11 @@ use crate::actions::Action;
 use crate::defences::{Defences, Layer};
 use crate::downscale::{ClaimEnd, round_up_to_second, time_after};
 use crate::expectations::PendingExpectation;
+use crate::failure::Failure;
 use crate::pass::{ExpectationLifetimes, WriteOutcome, expectation_after, may_send_step_deletion};
 use crate::zpdb::BudgetHold;
 use jiff::Timestamp;
 use std::time::Duration;
-
-/// How the API answered a write or a claim, classified once where the answer is read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Failure {
-    /// Refused by RBAC (403): the permission is not granted.
-    Forbidden(String),
-    /// The API server judged the request and said no (an admission webhook's denial, a validation error): not a
-    /// missing permission.
-    Denied(String),
-    NotFound(String),
-    /// A precondition (uid, resourceVersion) failed: the view was stale.
-    Conflict(String),
-    /// No answer (unreachable, timed out): the write may or may not have been applied.
-    Unavailable(String),
-    /// Anything else: a request that could not be sent, an answer nobody expected.
-    Failed(String),
-}
-
-impl Failure {
-    /// The API's answer, as read.
-    pub fn message(&self) -> &str {
-        match self {
-            Failure::Forbidden(m)
-            | Failure::Denied(m)
-            | Failure::NotFound(m)
-            | Failure::Conflict(m)
-            | Failure::Unavailable(m)
-            | Failure::Failed(m) => m,
-        }
-    }
-
-    /// Whether the write may still have been applied.
-    pub fn outcome_unknown(&self) -> bool {
-        matches!(self, Failure::Unavailable(_))
-    }
-}
 
 /// The outcome of claiming the rollout step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -257,6 +222,12 @@ impl Execution {
     /// The plan being carried out.
     pub fn actions(&self) -> &[Action] {
         &self.actions
+    }
+
+    /// Until when the rollout step is claimed, while the execution holds its claim (claimed and not yet finished
+    /// or left to expire).
+    pub fn step_claimed_until(&self) -> Option<Timestamp> {
+        self.step_until
     }
 
     /// Whether a deletion of the plan may still be sent (the step's claim must then hold).

@@ -20,6 +20,7 @@ pub mod duration;
 pub mod election;
 pub mod execution;
 pub mod expectations;
+pub mod failure;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
 pub mod group;
@@ -40,6 +41,7 @@ pub mod zpdb;
 pub use defences::{Defences, Layer};
 pub use downscale::{DownscaleRecord, DownscaleSettings, MinTimeVerdict, check_min_time};
 pub use expectations::{Expectation, PendingExpectation};
+pub use failure::Failure;
 pub use group::{GroupSnapshot, MemberSnapshot, build_groups};
 pub use pass::{
     ExpectationLifetimes, LiveCheck, MirrorFindings, MirrorScale, Pass, PassInput, RecordNeed, RecordRead,

@@ -19,6 +19,7 @@
 //! `R` is the shell's handle on a reference resource (the API resource it was found at); the machine only hands it
 //! back.
 
+use crate::failure::Failure;
 use crate::group::GroupSnapshot;
 use crate::pass::{MirrorFindings, MirrorScale};
 use crate::scaling::{
@@ -81,8 +82,8 @@ pub enum PodAnswer {
 pub enum MirrorObserved<R> {
     /// Nothing yet: the step starts.
     Start,
-    /// The reference's handle and `scale`, or why it could not be read (the reference's wording).
-    Reference(Result<(R, ReferenceScale), String>),
+    /// The reference's handle and `scale`, or why it could not be read (in the reference's wording).
+    Reference(Result<(R, ReferenceScale), Failure>),
     /// The cancel calls were made (their failures logged).
     Cancelled,
     /// Each prepared replica's answer.
@@ -275,13 +276,13 @@ impl<R: Clone> MirrorFlow<R> {
     }
 
     /// The reference was read (or not): the mirror decision for this StatefulSet.
-    fn decide(&mut self, member: usize, read: Result<(R, ReferenceScale), String>, now: Timestamp) -> MirrorNeed<R> {
+    fn decide(&mut self, member: usize, read: Result<(R, ReferenceScale), Failure>, now: Timestamp) -> MirrorNeed<R> {
         let name = self.name(member);
         // Policy: an unreadable reference leaves this StatefulSet as it is (reported) and the others go on.
         let (reference, scale) = match read {
             Ok(found) => found,
             Err(error) => {
-                self.result.findings.errors.push(ScalingError::new(&name, error));
+                self.result.findings.errors.push(ScalingError::new(&name, error.message()));
                 return self.advance();
             }
         };
@@ -529,7 +530,7 @@ mod tests {
         let mut flow =
             flow(vec![mirrored("zone-a", 2, None), mirrored("zone-b", 2, None), mirrored("zone-c", 2, None)]);
         flow.step(MirrorObserved::Start, now());
-        let need = flow.step(MirrorObserved::Reference(Err("no such resource".into())), now());
+        let need = flow.step(MirrorObserved::Reference(Err(Failure::NotFound("no such resource".into()))), now());
         assert!(matches!(need, MirrorNeed::Reference { ref statefulset, .. } if statefulset == "zone-b"), "{need:?}");
         let result = done(flow.step(reference(3, 2), now()));
         let scale = result.findings.scale.clone().expect("an upscale");

@@ -13,6 +13,7 @@
 
 pub use crate::actions::{Action, PlanContext};
 use crate::downscale::{format_timestamp, live_in_progress};
+use crate::execution::{Execution, Need, Observed};
 use crate::expectations::PendingExpectation;
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
@@ -121,6 +122,12 @@ impl GroupPlan {
 /// substitute others through this trait.
 pub trait Planner {
     fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan;
+
+    /// The next need of a plan's execution, given what the last one gave: the core's machine, unchanged. Only test
+    /// planners that put a known execution bug back override it, so the model and the simulation show they catch it.
+    fn next_need(&self, execution: &mut Execution, observed: Observed, now: Timestamp) -> Need {
+        execution.step(observed, now)
+    }
 }
 
 /// The production planner.

@@ -1031,7 +1031,10 @@ mod prepare_flow {
         ));
         let mut flow = PrepareDownscale::new(scale.clone(), settings(true));
         assert_eq!(flow.step(Observed::Start, now), Need::StatefulSet { name: "ingester-zone-a".into() });
-        let verdict = answer(flow.step(Observed::StatefulSet(StatefulSetLookup::Failed("timeout".into())), now));
+        let verdict = answer(flow.step(
+            Observed::StatefulSet(StatefulSetLookup::Failed(rollout_core::Failure::Deadline("timeout".into()))),
+            now,
+        ));
         assert!(
             !verdict.allowed && verdict.message.as_deref().unwrap_or_default().contains("timeout"),
             "{:?}",
@@ -1047,7 +1050,9 @@ mod prepare_flow {
         let (members, pods) = members_and_pods();
         flow.step(Observed::GroupStatefulSets(Ok(members.clone())), now);
         flow.step(Observed::Pods(Ok(pods.clone())), now);
-        let verdict = answer(flow.step(Observed::Record(Err("connection refused".into())), now));
+        let verdict = answer(
+            flow.step(Observed::Record(Err(rollout_core::Failure::Unavailable("connection refused".into()))), now),
+        );
         let message = verdict.message.as_deref().unwrap_or_default();
         assert!(!verdict.allowed && message.contains("loading zones failed"), "{message}");
         // An observation the flow did not ask for: denied.

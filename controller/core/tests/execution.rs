@@ -2,10 +2,10 @@
 //! machine asks for, in order, and how it ends.
 
 use jiff::Timestamp;
+use rollout_core::Failure;
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::execution::{
-    DownscaleClaimed, Execution, ExecutionSettings, Failure, Finished, Need, Observed, Outcome, RefusedFeature,
-    StepClaimed,
+    DownscaleClaimed, Execution, ExecutionSettings, Finished, Need, Observed, Outcome, RefusedFeature, StepClaimed,
 };
 use rollout_core::pass::ExpectationLifetimes;
 use rollout_core::zpdb::BudgetHold;

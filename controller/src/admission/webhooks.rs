@@ -25,13 +25,11 @@ use axum::routing::post;
 use jiff::Timestamp;
 use rollout_core::admission::no_downscale::{self, ParentResource, Step};
 use rollout_core::admission::prepare::PreparePlan;
-use rollout_core::admission::prepare_flow::{
-    FlowSettings, Need, Observed, PatchFailure, PrepareDownscale, StatefulSetLookup,
-};
+use rollout_core::admission::prepare_flow::{FlowSettings, Need, Observed, PrepareDownscale, StatefulSetLookup};
 use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
-use rollout_core::{Defences, PodView, StatefulSetView, keys};
+use rollout_core::{Defences, Failure, PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -303,6 +301,19 @@ enum Late<E> {
 }
 
 /// Runs `call` before `deadline`; a call still running then fails with [`Late::Deadline`].
+impl<E: std::fmt::Display> Late<E> {
+    /// The core's classification of the late or failed call, with its whole text.
+    fn failure(&self) -> Failure
+    where
+        for<'a> Failure: From<&'a E>,
+    {
+        match self {
+            Late::Deadline(_) => Failure::Deadline(self.to_string()),
+            Late::Failed(err) => Failure::from(err),
+        }
+    }
+}
+
 async fn before<T, E>(deadline: Instant, what: &str, call: impl Future<Output = Result<T, E>>) -> Result<T, Late<E>> {
     match tokio::time::timeout(remaining(deadline), call).await {
         Ok(result) => result.map_err(Late::Failed),
@@ -417,33 +428,33 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
                     Err(err) => StatefulSetLookup::Invalid(err.to_string()),
                 },
                 Ok(None) => StatefulSetLookup::NotFound,
-                Err(err) => StatefulSetLookup::Failed(err.to_string()),
+                Err(err) => StatefulSetLookup::Failed(err.failure()),
             })
         }
         Need::GroupStatefulSets { selector } => Observed::GroupStatefulSets(
             before(deadline, "list statefulsets", api.list_statefulsets(&selector))
                 .await
                 .map(|list| list.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect())
-                .map_err(|err| err.to_string()),
+                .map_err(|err| err.failure()),
         ),
         Need::Pods => Observed::Pods(
             before(deadline, "list pods", api.list_pods(""))
                 .await
                 .map(|list| list.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect())
-                .map_err(|err| err.to_string()),
+                .map_err(|err| err.failure()),
         ),
         Need::Record => {
             let read = before(deadline, "read record", read_record(api, config_map)).await;
             Observed::Record(match read {
-                Ok(Some(stored)) => {
-                    read_markers(&stored).map(|markers| Some((stored.record, markers))).map_err(|e| e.to_string())
-                }
+                Ok(Some(stored)) => read_markers(&stored)
+                    .map(|markers| Some((stored.record, markers)))
+                    .map_err(|err| Failure::Unreadable(err.to_string())),
                 Ok(None) => Ok(None),
                 // Say which verbs are missing.
-                Err(Late::Failed(err)) if err.is_forbidden() => Err(format!(
-                    "{err}; grant the operator get, update and create on configmaps, or drop -use-zone-tracker"
-                )),
-                Err(err) => Err(err.to_string()),
+                Err(err @ Late::Failed(_)) if err.failure().is_forbidden() => Err(err.failure().map_message(|m| {
+                    format!("{m}; grant the operator get, update and create on configmaps, or drop -use-zone-tracker")
+                })),
+                Err(err) => Err(err.failure()),
             })
         }
         Need::Claim { group, statefulset, now, until } => Observed::Claim(
@@ -462,7 +473,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
                 ),
             )
             .await
-            .map_err(|err| err.to_string()),
+            .map_err(|err| err.failure()),
         ),
         Need::GroupAgain { selector } => {
             let read = async {
@@ -479,7 +490,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
                             pods.iter().filter_map(|p| PodView::from_k8s(p).ok()).collect(),
                         )
                     })
-                    .map_err(|err| err.to_string()),
+                    .map_err(|err| err.failure()),
             )
         }
         Need::PreparePods { plan } => Observed::PodsPrepared(prepare_pods(&webhooks.pods, &plan, deadline).await),
@@ -495,7 +506,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
                 // The entry keeps the claim's date (`until`, later still) and the marker expires by itself.
                 tracing::warn!(statefulset = %statefulset, error = %err, "could not date the downscale or clear its in-progress marker; the marker expires by itself");
             }
-            Observed::DatedInRecord(dated.map(|_| ()).map_err(|err| err.to_string()))
+            Observed::DatedInRecord(dated.map(|_| ()).map_err(|err| err.failure()))
         }
         Need::PatchLastDownscale { statefulset, resource_version, at } => {
             let annotations = std::collections::BTreeMap::from([(
@@ -508,10 +519,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
                 api.patch_statefulset_annotations(&statefulset, &resource_version, &annotations),
             )
             .await;
-            Observed::LastDownscalePatched(written.map(|_| ()).map_err(|err| PatchFailure {
-                forbidden: matches!(err, Late::Failed(ApiError::Forbidden(_))),
-                message: err.to_string(),
-            }))
+            Observed::LastDownscalePatched(written.map(|_| ()).map_err(|err| err.failure()))
         }
         Need::Undo(what) => {
             undo(webhooks, &what.statefulset, &what.plan, what.claim, &what.dated_since).await;

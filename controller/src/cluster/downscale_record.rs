@@ -20,7 +20,7 @@ use rollout_core::downscale::{
     render_in_progress, render_rollout_steps, round_up_to_second,
 };
 use rollout_core::keys;
-use rollout_core::{Defences, GroupSnapshot, Layer};
+use rollout_core::{Defences, Failure, GroupSnapshot, Layer};
 use thiserror::Error;
 
 /// How long after an answer (the webhook's) or a write (the controller's) a replica change is taken to have
@@ -91,6 +91,21 @@ impl RecordStoreError {
     /// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.
     pub fn is_forbidden(&self) -> bool {
         matches!(self, RecordStoreError::Api { source: ApiError::Forbidden(_), .. })
+    }
+}
+
+/// The core's classification, with this error's whole text.
+impl From<&RecordStoreError> for Failure {
+    fn from(error: &RecordStoreError) -> Failure {
+        let message = error.to_string();
+        match error {
+            RecordStoreError::Api { source, .. } => Failure::from(source).map_message(|_| message),
+            RecordStoreError::Unreadable { .. } | RecordStoreError::NoResourceVersion { .. } => {
+                Failure::Unreadable(message)
+            }
+            // Nothing was written: another writer kept winning.
+            RecordStoreError::Contended { .. } => Failure::Conflict(message),
+        }
     }
 }
 

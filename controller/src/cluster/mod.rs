@@ -14,6 +14,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use rollout_core::Failure;
 use std::future::Future;
 use thiserror::Error;
 
@@ -119,6 +120,23 @@ impl ApiError {
             ApiError::Rejected { .. } => "rejected",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::InvalidRequest(_) => "invalid_request",
+        }
+    }
+}
+
+/// The core's classification of an API answer, made here once for every step machine: RBAC's refusal (only it turns
+/// a feature off), the API server's judgement (a webhook's denial or a validation error), and the rest by what they
+/// say of the outcome.
+impl From<&ApiError> for Failure {
+    fn from(error: &ApiError) -> Failure {
+        let message = error.to_string();
+        match error {
+            ApiError::Conflict(_) => Failure::Conflict(message),
+            ApiError::NotFound(_) => Failure::NotFound(message),
+            ApiError::Forbidden(_) => Failure::Forbidden(message),
+            ApiError::Rejected { .. } => Failure::Denied(message),
+            ApiError::Unavailable(_) => Failure::Unavailable(message),
+            ApiError::InvalidRequest(_) => Failure::Failed(message),
         }
     }
 }

@@ -11,7 +11,6 @@ use crate::cluster::downscale_record::{MarkedClaim, RecordStoreError, claim_down
 use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
-use rollout_core::Defences;
 use rollout_core::MirrorFindings;
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
@@ -20,6 +19,7 @@ use rollout_core::mirror_flow::{
     Endpoints, MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, MirrorResult, PodAnswer,
 };
 use rollout_core::scaling::ReferenceScale;
+use rollout_core::{Defences, Failure};
 
 /// Settings of the scaling shell, from the command line.
 #[derive(Debug, Clone)]
@@ -78,6 +78,19 @@ pub enum ReferenceLookupError {
     /// Every mapping's `scale` GET failed; the first error.
     #[error("failed to query scale subresource for {kind}/{name}: {source}")]
     Scale { kind: String, name: String, source: ApiError },
+}
+
+/// The core's classification, with the reference's wording.
+impl From<&ReferenceLookupError> for Failure {
+    fn from(error: &ReferenceLookupError) -> Failure {
+        let message = error.to_string();
+        match error {
+            ReferenceLookupError::Discovery { source, .. } | ReferenceLookupError::Scale { source, .. } => {
+                Failure::from(source).map_message(|_| message)
+            }
+            ReferenceLookupError::NoMapping { .. } => Failure::NotFound(message),
+        }
+    }
 }
 
 /// Finds the reference resource: every mapping of `(group, kind)`; the first whose `scale` GET succeeds wins; if all
@@ -179,7 +192,7 @@ pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
         observed = match flow.step(observed, now) {
             MirrorNeed::Reference { mirror, .. } => {
                 let read = resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await;
-                MirrorObserved::Reference(read.map_err(|e| e.to_string()))
+                MirrorObserved::Reference(read.map_err(|e| Failure::from(&e)))
             }
             MirrorNeed::Cancel { statefulset, endpoints } => {
                 match endpoints {

@@ -4,6 +4,9 @@
 //! crate.
 
 use jiff::Timestamp;
+use rollout_core::execution::{
+    Execution, Need as ExecutionNeed, Observed as ExecutionObserved, Outcome as ExecutionOutcome,
+};
 use rollout_core::fixture;
 use rollout_core::zpdb::{EvictPod, EvictionVerdict, KnownBudgets, Need, Observed, Outcome};
 use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner};
@@ -245,5 +248,27 @@ pub fn skips_the_second_read(flow: &mut EvictPod, observed: Observed, now: Times
             Need::Answer(EvictionVerdict::allow_with_message(Outcome::ALLOWED, "allowed on the first read"))
         }
         need => need,
+    }
+}
+
+/// The rollout step is finished after a deletion whose answer was lost (a design we rejected: "the pass is over, so
+/// its step is"). The deletion may still commit after the step's end, while the prepare-downscale webhook, seeing no
+/// step, prepares a downscale in another zone.
+pub struct FinishesStepWhileOutcomeUnknown;
+
+impl Planner for FinishesStepWhileOutcomeUnknown {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        RolloutPlanner.plan(group, ctx)
+    }
+
+    fn next_need(&self, execution: &mut Execution, observed: ExecutionObserved, now: Timestamp) -> ExecutionNeed {
+        let claimed = execution.step_claimed_until();
+        let need = execution.step(observed, now);
+        match (&need, claimed) {
+            (ExecutionNeed::Done(finished), Some(until)) if matches!(&finished.outcome, ExecutionOutcome::Failed(f) if f.outcome_unknown()) => {
+                ExecutionNeed::FinishStep { until }
+            }
+            _ => need,
+        }
     }
 }

@@ -22,6 +22,7 @@ use crate::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
 use crate::admission::{AdmissionRequest, Verdict, foreign_namespace};
 use crate::defences::{Defences, Layer};
 use crate::downscale::{DownscaleInProgress, DownscaleRecord, MarkedClaim, round_up_to_second, time_after as add};
+use crate::failure::Failure;
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
 use crate::view::{PodView, StatefulSetView};
@@ -112,15 +113,7 @@ pub enum StatefulSetLookup {
     Invalid(String),
     NotFound,
     /// The read failed (API error or deadline).
-    Failed(String),
-}
-
-/// A failed write of the `last-downscale` annotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PatchFailure {
-    /// Refused by RBAC (403).
-    pub forbidden: bool,
-    pub message: String,
+    Failed(Failure),
 }
 
 /// What the shell saw when it carried out the last need.
@@ -129,16 +122,16 @@ pub enum Observed {
     /// Nothing yet: the flow starts.
     Start,
     StatefulSet(StatefulSetLookup),
-    GroupStatefulSets(Result<Vec<StatefulSetView>, String>),
-    Pods(Result<Vec<PodView>, String>),
+    GroupStatefulSets(Result<Vec<StatefulSetView>, Failure>),
+    Pods(Result<Vec<PodView>, Failure>),
     /// The record (`None`: none yet) with its markers, or why it could not be read.
-    Record(Result<Option<(DownscaleRecord, Vec<DownscaleInProgress>)>, String>),
-    Claim(Result<MarkedClaim, String>),
-    GroupAgain(Result<(Vec<StatefulSetView>, Vec<PodView>), String>),
+    Record(Result<Option<(DownscaleRecord, Vec<DownscaleInProgress>)>, Failure>),
+    Claim(Result<MarkedClaim, Failure>),
+    GroupAgain(Result<(Vec<StatefulSetView>, Vec<PodView>), Failure>),
     /// The pod calls' failures, described (empty: every pod prepared).
     PodsPrepared(Vec<String>),
-    DatedInRecord(Result<(), String>),
-    LastDownscalePatched(Result<(), PatchFailure>),
+    DatedInRecord(Result<(), Failure>),
+    LastDownscalePatched(Result<(), Failure>),
     Undone,
 }
 
@@ -238,12 +231,14 @@ impl PrepareDownscale {
                     Need::Pods
                 }
                 // Policy: deny (the other zones' state is unknown).
-                Err(err) => self.answer(prepare::deny_list_statefulsets(&self.request, self.old, self.new, &err)),
+                Err(err) => {
+                    self.answer(prepare::deny_list_statefulsets(&self.request, self.old, self.new, err.message()))
+                }
             },
             (Phase::Pods, Observed::Pods(listed)) => match listed {
                 Ok(pods) => self.assemble(pods, now),
                 // Policy: deny (the pods to prepare and the other zones' pods are unknown).
-                Err(err) => self.answer(prepare::deny_list_pods(&self.request, self.old, self.new, &err)),
+                Err(err) => self.answer(prepare::deny_list_pods(&self.request, self.old, self.new, err.message())),
             },
             (Phase::Record, Observed::Record(read)) => match read {
                 Ok(found) => {
@@ -254,7 +249,7 @@ impl PrepareDownscale {
                     self.plan(now)
                 }
                 // Policy: deny (the min time cannot be checked).
-                Err(err) => self.answer(prepare::deny_load_record(&self.request, self.old, self.new, &err)),
+                Err(err) => self.answer(prepare::deny_load_record(&self.request, self.old, self.new, err.message())),
             },
             (Phase::Claim, Observed::Claim(claimed)) => match claimed {
                 Ok(MarkedClaim::Claimed { previous }) => {
@@ -276,7 +271,7 @@ impl PrepareDownscale {
                     self.answer(prepare::deny_rollout_step(&self.request, self.old, self.new, &step))
                 }
                 // Policy: deny (whether another zone was downscaled within the min time is unknown).
-                Err(err) => self.answer(prepare::deny_claim_failed(&self.request, self.old, self.new, &err)),
+                Err(err) => self.answer(prepare::deny_claim_failed(&self.request, self.old, self.new, err.message())),
             },
             // Read the group again now that the marker is in the record: from here on the controller replaces no
             // pod of the group, so if every other StatefulSet is still updated and available it stays so until the
@@ -336,12 +331,15 @@ impl PrepareDownscale {
                     Ok(()) => self.answer(self.allowed()),
                     // Policy: deny and cancel: a downscale the other zones cannot see must not happen.
                     Err(failure) => {
-                        let hint =
-                            if failure.forbidden { " (grant the operator `patch` on apps statefulsets)" } else { "" };
+                        let hint = if failure.is_forbidden() {
+                            " (grant the operator `patch` on apps statefulsets)"
+                        } else {
+                            ""
+                        };
                         let verdict = self.denial(&format!(
                             "recording the downscale in statefulset {name}'s {} annotation failed{hint}: {}; retry",
                             keys::LAST_DOWNSCALE,
-                            failure.message
+                            failure.message()
                         ));
                         self.undo(plan, Vec::new(), verdict)
                     }

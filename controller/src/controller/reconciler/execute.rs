@@ -11,8 +11,9 @@ use crate::cluster::downscale_record::{
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
 use crate::controller::scaling::{DownscaleClaim, claim, end_claim};
 use crate::pods::client::PodHttpClient;
+use rollout_core::Failure;
 use rollout_core::execution::{
-    DownscaleClaimed, Execution, ExecutionSettings, Failure, Need, Observed, Outcome, RefusedFeature, StepClaimed,
+    DownscaleClaimed, Execution, ExecutionSettings, Need, Observed, Outcome, RefusedFeature, StepClaimed,
 };
 use rollout_core::group::GroupSnapshot;
 use rollout_core::zpdb::BudgetHold;
@@ -27,20 +28,6 @@ pub(super) enum Executed {
         held: Option<Box<BudgetHold>>,
         result: Result<(), ReconcileError>,
     },
-}
-
-/// The core's classification of an API answer, made here once: RBAC's refusal (only it turns a feature off), the
-/// API server's judgement (a webhook's denial or a validation error), and the rest by what they say of the outcome.
-pub(super) fn failure_of(error: &ApiError) -> Failure {
-    let message = error.to_string();
-    match error {
-        ApiError::Conflict(_) => Failure::Conflict(message),
-        ApiError::NotFound(_) => Failure::NotFound(message),
-        ApiError::Forbidden(_) => Failure::Forbidden(message),
-        ApiError::Rejected { .. } => Failure::Denied(message),
-        ApiError::Unavailable(_) => Failure::Unavailable(message),
-        ApiError::InvalidRequest(_) => Failure::Failed(message),
-    }
 }
 
 /// What one need gave: the observation for the machine and, for a failure, the pass's error as read here.
@@ -71,7 +58,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let mut observed = Observed::Start;
         let mut failed: Option<ReconcileError> = None;
         let executed = loop {
-            let need = exec.step(observed, wall_clock());
+            let need = self.planner.next_need(&mut exec, observed, wall_clock());
             let expected = exec.take_expectations();
             self.expectations.entry(group.to_string()).or_default().extend(expected);
             let need = match need {
@@ -172,7 +159,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         (Observed::Written(Err(Failure::NotFound(message))), None)
                     }
                     Err(source) => {
-                        let failure = failure_of(&source);
+                        let failure = Failure::from(&source);
                         (Observed::Written(Err(failure)), Some(ReconcileError::DeletePod { pod, source }))
                     }
                 }
@@ -188,7 +175,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     }
                     Err(error) => {
                         let failure = match &error {
-                            ReconcileError::UpdateStatus { source, .. } => failure_of(source),
+                            ReconcileError::UpdateStatus { source, .. } => Failure::from(source),
                             other => Failure::Failed(other.to_string()),
                         };
                         (Observed::Written(Err(failure)), Some(error))
@@ -237,7 +224,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         (Observed::Written(Ok(())), None)
                     }
                     Err(source) => {
-                        let failure = failure_of(&source);
+                        let failure = Failure::from(&source);
                         (Observed::Written(Err(failure)), Some(ReconcileError::Scale { statefulset, source }))
                     }
                 }
