@@ -435,25 +435,44 @@ pub struct ElectionModel {
     request_timeouts: [Duration; 2],
 }
 
+/// A configuration the election model cannot check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElectionModelError {
+    /// A replica's election settings, refused as the operator refuses them at start.
+    #[error(transparent)]
+    Election(#[from] rollout_core::election::ConfigError),
+    /// The skew margin is smaller than the drift the model's clocks make over a lease and a write.
+    #[error(
+        "clock_skew {clock_skew:?} does not cover the clocks' drift over a lease plus a write delay of {write_delay} ticks"
+    )]
+    SkewTooSmall { clock_skew: Duration, write_delay: u8 },
+    /// The run ends before a leader is due after the network settles.
+    #[error("the horizon must leave {lead_within} ticks after settle_by")]
+    HorizonTooShort { lead_within: u8 },
+    /// Outside what the model explores in reasonable time.
+    #[error("need a tick > 0, at most one release, a horizon of at most 60 ticks, drift < 500")]
+    OutOfBounds,
+}
+
 impl ElectionModel {
-    pub fn new(config: ElectionModelConfig) -> Result<Self, String> {
+    pub fn new(config: ElectionModelConfig) -> Result<Self, ElectionModelError> {
         let configs = [config.election_config(REPLICAS[0]), config.election_config(REPLICAS[1])];
         if !matches!(config.bug, Some(ElectionBug::NoMargin | ElectionBug::Unvalidated)) {
             for config in &configs {
-                config.validate().map_err(|e| e.to_string())?;
+                config.validate()?;
             }
             if !config.assumption_holds() {
-                return Err(format!(
-                    "clock_skew {:?} does not cover the clocks' drift over a lease plus a write delay of {} ticks",
-                    config.clock_skew, config.write_delay
-                ));
+                return Err(ElectionModelError::SkewTooSmall {
+                    clock_skew: config.clock_skew,
+                    write_delay: config.write_delay,
+                });
             }
         }
         if config.settle_by.is_some_and(|by| by.saturating_add(config.lead_within()) > config.horizon) {
-            return Err(format!("the horizon must leave {} ticks after settle_by", config.lead_within()));
+            return Err(ElectionModelError::HorizonTooShort { lead_within: config.lead_within() });
         }
         if config.tick.is_zero() || config.releases > 1 || config.horizon > 60 || config.drift_permille >= 500 {
-            return Err("need a tick > 0, at most one release, a horizon of at most 60 ticks, drift < 500".into());
+            return Err(ElectionModelError::OutOfBounds);
         }
         let request_timeouts = [config.request_timeout_of(REPLICAS[0]), config.request_timeout_of(REPLICAS[1])];
         Ok(ElectionModel {

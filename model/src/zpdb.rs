@@ -433,17 +433,32 @@ pub struct ZpdbModel {
 /// which truth.
 type DecisionKey = (Option<u8>, u64, u8, u8, World);
 
+/// A configuration the budget model cannot check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ZpdbModelError {
+    #[error("2 to 3 zones of 1 to 3 pods")]
+    Shape,
+    #[error("at least one webhook replica")]
+    NoReplica,
+    /// More eviction requests than the model has deciders for.
+    #[error("at most {max} eviction requests", max = DECIDERS - 1)]
+    TooManyEvictions,
+    /// The budget object the model builds is refused by the operator's parser.
+    #[error("the budget: {0}")]
+    Budget(#[source] rollout_core::zpdb::ConfigError),
+}
+
 impl ZpdbModel {
     /// The model of `config`, deciding evictions with `evictor`.
-    pub fn new(config: ZpdbModelConfig, evictor: Evictor) -> Result<Self, String> {
+    pub fn new(config: ZpdbModelConfig, evictor: Evictor) -> Result<Self, ZpdbModelError> {
         if !(2..=STATEFULSETS.len() as u8).contains(&config.zones) || !(1..=3).contains(&config.pods) {
-            return Err("2 to 3 zones of 1 to 3 pods".to_string());
+            return Err(ZpdbModelError::Shape);
         }
         if config.replicas == 0 {
-            return Err("at least one webhook replica".to_string());
+            return Err(ZpdbModelError::NoReplica);
         }
         if usize::from(config.evictions) >= DECIDERS {
-            return Err(format!("at most {} eviction requests", DECIDERS - 1));
+            return Err(ZpdbModelError::TooManyEvictions);
         }
         let mut spec = serde_json::json!({
             "maxUnavailable": config.max_unavailable,
@@ -458,7 +473,7 @@ impl ZpdbModel {
             "metadata": {"name": BUDGET, "uid": "uid-budget", "generation": 1},
             "spec": spec,
         });
-        let budget = ZpdbConfig::parse(&object).map_err(|e| format!("the budget: {e}"))?;
+        let budget = ZpdbConfig::parse(&object).map_err(ZpdbModelError::Budget)?;
         Ok(ZpdbModel { config, evictor, budget, plans: Arc::default(), decisions: Arc::default() })
     }
 

@@ -12,8 +12,8 @@
 
 use rollout_model::checked::{self, Checked};
 use rollout_model::election::{
-    DEPOSED_LEADER_RUNS, ElectionBug, ElectionModel, ElectionModelConfig, LEADER_WITHIN_BOUND, ONE_MAY_WRITE,
-    RELEASE_WAITS_FOR_WRITE, STABLE_LONG_ENOUGH, TAKEOVER, WRITE_AFTER_TAKEOVER, WRITE_UNDER_LEASE,
+    DEPOSED_LEADER_RUNS, ElectionBug, ElectionModel, ElectionModelConfig, ElectionModelError, LEADER_WITHIN_BOUND,
+    ONE_MAY_WRITE, RELEASE_WAITS_FOR_WRITE, STABLE_LONG_ENOUGH, TAKEOVER, WRITE_AFTER_TAKEOVER, WRITE_UNDER_LEASE,
 };
 
 /// Checks `config` (stopping at the first violation when `to_first`).
@@ -189,7 +189,7 @@ fn a_lease_no_longer_than_the_skew_margin_is_refused_at_start_since_no_replica_c
     let config = ElectionModelConfig { horizon: 1 + config.lead_within(), ..config };
     let c = check(ElectionModelConfig { bug: Some(ElectionBug::Unvalidated), ..config.clone() }, true);
     assert!(c.violated.contains(&LEADER_WITHIN_BOUND), "a leader within the bound: {:?}", c.violated);
-    let error = ElectionModel::new(config).err().unwrap_or_default();
+    let error = ElectionModel::new(config).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(error.contains("clock skew"), "a 1 s lease with the 1 s skew margin is accepted: {error:?}");
 }
 
@@ -214,6 +214,8 @@ fn a_lease_with_a_fraction_of_a_second_is_refused_at_start_since_the_lease_decla
     let whole = ElectionModelConfig { lease_duration: std::time::Duration::from_secs(3), horizon: 8, ..config.clone() };
     let c = check(whole, true);
     assert!(c.violated.is_empty(), "a whole 3 s lease: {:?}\n{}", c.violated, c.timeline);
-    let error = ElectionModel::new(config).err().unwrap_or_default();
+    let error = ElectionModel::new(config).err();
+    assert!(matches!(error, Some(ElectionModelError::Election(_))), "refused as the operator refuses it: {error:?}");
+    let error = error.map(|e| e.to_string()).unwrap_or_default();
     assert!(error.contains("whole number of seconds"), "a 2.5 s lease is accepted: {error:?}");
 }
