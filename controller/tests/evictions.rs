@@ -14,10 +14,10 @@ use rollout_core::keys;
 use rollout_core::zpdb::{Budgets, KnownBudgets, Serialisation};
 use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb};
 use rollout_operator::cluster::ApiError;
+use rollout_operator::ops::feature_gate::Gate;
 use rollout_operator::ops::metrics::ZpdbMetrics;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
-use rollout_operator::zpdb::ready_time::{READY_TIME_FEATURE, Tracker};
-use rollout_operator::zpdb::serialisation::{INTENTS_FEATURE, STATEFULSET_INTENTS_FEATURE};
+use rollout_operator::zpdb::ready_time::Tracker;
 use rollout_operator::zpdb::{Zpdb, budgets};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -293,9 +293,9 @@ async fn without_patch_on_pods_intents_go_on_the_statefulset_and_another_replica
     let app = app(&cluster, &zpdb);
     let response = evict(&app, "ingester-zone-a-0").await;
     assert_eq!(response["allowed"], true, "{response}");
-    assert_eq!(zpdb.serialisation.mode(), Serialisation::StatefulSetIntents);
-    assert!(zpdb.metrics.is_feature_disabled(INTENTS_FEATURE, "patch pods"));
-    assert!(!zpdb.metrics.is_feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets"));
+    assert_eq!(zpdb.serialisation_mode(), Serialisation::StatefulSetIntents);
+    assert!(zpdb.metrics.is_feature_disabled("zpdb-eviction-intents", "patch pods"));
+    assert!(!zpdb.metrics.is_feature_disabled("zpdb-eviction-intents-on-statefulsets", "patch statefulsets"));
     let kept = statefulset_intents(&cluster, "ingester-zone-a");
     assert!(matches!(kept.as_slice(), [v] if v.ends_with(" ingester-zone-a-0 uid-ingester-zone-a-0-1")), "{kept:?}");
     // Another replica, which remembers nothing: the intent on the StatefulSet holds the budget.
@@ -342,9 +342,9 @@ async fn without_patch_on_pods_and_statefulsets_evictions_are_serialised_in_proc
     let app = app(&cluster, &zpdb);
     let response = evict(&app, "ingester-zone-a-0").await;
     assert_eq!(response["allowed"], true, "{response}");
-    assert_eq!(zpdb.serialisation.mode(), Serialisation::InProcess);
-    assert!(zpdb.metrics.is_feature_disabled(INTENTS_FEATURE, "patch pods"));
-    assert!(zpdb.metrics.is_feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets"));
+    assert_eq!(zpdb.serialisation_mode(), Serialisation::InProcess);
+    assert!(zpdb.metrics.is_feature_disabled("zpdb-eviction-intents", "patch pods"));
+    assert!(zpdb.metrics.is_feature_disabled("zpdb-eviction-intents-on-statefulsets", "patch statefulsets"));
     // This process remembers it.
     let response = evict(&app, "ingester-zone-a-1").await;
     assert_eq!(
@@ -358,7 +358,8 @@ async fn without_patch_on_pods_and_statefulsets_evictions_are_serialised_in_proc
     cluster.fail_pod_patches(forbidden("pods"));
     cluster.fail_statefulset_annotation_patches(forbidden("statefulsets"));
     let zpdb = zpdb_with(zone_budget(1));
-    assert!(zpdb.serialisation.refuse(Serialisation::StatefulSetIntents));
+    zpdb.metrics.gates.refused(Gate::PodIntents, &"pods is forbidden");
+    assert!(zpdb.metrics.gates.refused(Gate::StatefulSetIntents, &"statefulsets is forbidden"));
     let app = self::app(&cluster, &zpdb);
     let (a, b) = tokio::join!(evict(&app, "ingester-zone-a-0"), evict(&app, "ingester-zone-b-1"));
     assert_eq!([&a, &b].iter().filter(|r| r["allowed"] == true).count(), 1, "{a} / {b}");
@@ -488,7 +489,7 @@ async fn a_refused_or_missing_budget_crd_is_reported_and_decided_on() {
     assert!(
         matches!(zpdb.budgets.snapshot(), KnownBudgets::Unreadable(why) if why.contains("grant get, list and watch"))
     );
-    assert!(metrics.is_feature_disabled(budgets::BUDGETS_FEATURE, "list zoneawarepoddisruptionbudgets"));
+    assert!(metrics.is_feature_disabled("zpdb", "list zoneawarepoddisruptionbudgets"));
     let cluster = cluster(1);
     let response = evict(&app(&cluster, &zpdb), "ingester-zone-a-0").await;
     assert_eq!((response["allowed"].clone(), response["status"]["code"].clone()), (json!(false), json!(500)));
@@ -562,7 +563,7 @@ async fn the_ready_time_tracker_stops_writing_when_pods_cannot_be_patched() {
     cluster.fail_pod_patches(Some(ApiError::Forbidden("pods is forbidden".into())));
     let zpdb = zpdb_with(zone_budget(1));
     let (stop, task) = start_tracker(&cluster, &zpdb);
-    eventually("disabled", || (zpdb.metrics.is_feature_disabled(READY_TIME_FEATURE, "patch pods"), cluster.calls()))
+    eventually("disabled", || (zpdb.metrics.is_feature_disabled("zpdb-ready-time", "patch pods"), cluster.calls()))
         .await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let patches = cluster.calls().iter().filter(|c| matches!(c, Call::PatchPodAnnotations { .. })).count();
@@ -618,14 +619,14 @@ async fn a_decision_sends_no_intent_once_its_process_knows_they_are_refused() {
         rollout_operator::zpdb::decide::decide(&cluster, &zpdb, flow, &clock, deadline, Duration::from_secs(5))
     };
     let flow = EvictPod::new(request.clone(), settings.clone());
-    assert!(zpdb.serialisation.refuse(Serialisation::Intents), "the other decision's refusal");
+    assert!(zpdb.metrics.gates.refused(Gate::PodIntents, &"pods is forbidden"), "the other decision's refusal");
     let verdict = decide(flow).await;
     assert!(verdict.allowed(), "{verdict:?}");
     assert!(pod_patches(&cluster).is_empty(), "no intent sent on the pod: {:?}", cluster.calls());
     assert_eq!(statefulset_intents(&cluster, "ingester-zone-a").len(), 1, "on its StatefulSet instead");
     // Intents on StatefulSets refused too: nothing is sent at all.
     let flow = EvictPod::new(EvictionRequest { pod: "ingester-zone-b-0".into(), ..request }, settings);
-    assert!(zpdb.serialisation.refuse(Serialisation::StatefulSetIntents));
+    assert!(zpdb.metrics.gates.refused(Gate::StatefulSetIntents, &"statefulsets is forbidden"));
     cluster.take_calls();
     let verdict = decide(flow).await;
     assert!(!verdict.allowed(), "zone a's intent holds the budget: {verdict:?}");

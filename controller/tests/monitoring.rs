@@ -41,7 +41,7 @@ async fn exported() -> BTreeSet<String> {
     metrics.group_reconcile_started("g");
     metrics.group_reconcile_finished("g", Duration::from_millis(1), false, 1.0);
     metrics.scaling_error("g", "s");
-    metrics.feature_disabled("events", "events.k8s.io events create/patch");
+    metrics.gates().refused(rollout_operator::ops::feature_gate::Gate::Events, &"events is forbidden");
     metrics.webhook_failure_policy("ValidatingWebhook", "w", "Fail");
     metrics.group_report(
         "g",

@@ -11,9 +11,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use proptest::prelude::*;
 use rollout_core::downscale::DownscaleRecord;
 use rollout_core::keys;
-use rollout_operator::admission::webhooks::{
-    COMMIT_MARGIN, PARENT_LOOKUPS_FEATURE, ParentLookups, WebhookSettings, Webhooks, router,
-};
+use rollout_operator::admission::webhooks::{COMMIT_MARGIN, ParentLookups, WebhookSettings, Webhooks, router};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use serde_json::{Value, json};
@@ -285,12 +283,12 @@ async fn a_refused_parent_kind_is_said_once_and_read_at_every_request() {
         assert!(response["warnings"][0].as_str().unwrap().ends_with(forbidden), "{response}");
     }
     assert_eq!(log.count(said), 1);
-    assert!(metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
+    assert!(metrics.is_feature_disabled("no-downscale-parent-lookups", "deployments get"));
     // Granted: the next request reads the labelled Deployment and is denied.
     cluster.fail_reads(None);
     let response = admit(&app, "/admission/no-downscale", &deployment_scale).await;
     assert_eq!(response["allowed"], false, "{response}");
-    assert!(!metrics.is_feature_disabled(PARENT_LOOKUPS_FEATURE, "deployments get"));
+    assert!(!metrics.is_feature_disabled("no-downscale-parent-lookups", "deployments get"));
     // Refused again (the grant taken back): said again.
     cluster.fail_reads(Some(ApiError::Forbidden(forbidden.into())));
     assert_eq!(admit(&app, "/admission/no-downscale", &deployment_scale).await["allowed"], true);

@@ -58,7 +58,7 @@ pub async fn decide_pod_eviction<C: AdmissionApi, P>(
         request,
         EvictionSettings {
             namespace: settings.namespace.clone(),
-            serialisation: zpdb.serialisation.mode(),
+            serialisation: zpdb.serialisation_mode(),
             // The rest of this request, then the API server's commit of the eviction after our answer.
             intent_lifetime: settings.handler_deadline + settings.commit_margin,
         },

@@ -14,6 +14,7 @@
 use crate::cluster::downscale_record::{claim_downscale_marked, finish_marked_claim, read_markers, read_record};
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
+use crate::ops::feature_gate::{FeatureGates, Gate};
 use crate::ops::metrics::Metrics;
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, PodResponse, call_all};
 use axum::Router;
@@ -102,61 +103,46 @@ impl WebhookSettings {
     }
 }
 
-/// The feature named in `rollout_operator_feature_disabled` when the parent lookups of `/scale` requests are refused.
-pub const PARENT_LOOKUPS_FEATURE: &str = "no-downscale-parent-lookups";
-
-/// The parent kinds of `/scale` requests this process was refused (403) on its last read of them. None of the
-/// reference's deployments grants `get` on Deployments or ReplicaSets, though they send those kinds' `/scale`
-/// requests to the no-downscale webhook, so each such request is refused and let through with the reference's
-/// warning. Every request still reads its parent (a grant, or a Role restricted by name, takes effect at once, and
-/// a refused kind is never taken for one that can be read); only the saying is once: a kind's first refusal (and the
-/// first after a read of it succeeded) is an error naming the grant and sets `rollout_operator_feature_disabled`
-/// until a read succeeds, the others are logged at debug level.
-#[derive(Clone, Default)]
+/// The parent kinds of `/scale` requests this process was refused (403) on its last read of them, kept in their
+/// feature gates. None of the reference's deployments grants `get` on Deployments or ReplicaSets, though they send
+/// those kinds' `/scale` requests to the no-downscale webhook, so each such request is refused and let through with
+/// the reference's warning. Every request still reads its parent (a grant, or a Role restricted by name, takes
+/// effect at once, and a refused kind is never taken for one that can be read); only the saying is once, by the
+/// kind's gate ([`Gate::DeploymentLookups`], [`Gate::ReplicaSetLookups`]): an error naming the grant and
+/// `rollout_operator_feature_disabled` until a read succeeds.
+#[derive(Clone, Debug, Default)]
 pub struct ParentLookups {
-    refused: Arc<std::sync::Mutex<std::collections::BTreeSet<ParentResource>>>,
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl std::fmt::Debug for ParentLookups {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        f.debug_struct("ParentLookups").field("refused", &*refused).finish()
-    }
+    gates: FeatureGates,
 }
 
 impl ParentLookups {
-    /// A memory that also sets `rollout_operator_feature_disabled` in `metrics`.
+    /// Lookups reporting through the process's feature gates (in `metrics`).
     pub fn reporting_to(metrics: Arc<Metrics>) -> Self {
-        ParentLookups { metrics: Some(metrics), ..ParentLookups::default() }
+        ParentLookups { gates: metrics.gates().clone() }
     }
 
-    fn missing_permission(resource: ParentResource) -> String {
-        format!("{} get", resource.as_str())
+    /// The optional lookups' gates; StatefulSets are read under a required permission.
+    fn gate(resource: ParentResource) -> Option<Gate> {
+        match resource {
+            ParentResource::Deployments => Some(Gate::DeploymentLookups),
+            ParentResource::ReplicaSets => Some(Gate::ReplicaSetLookups),
+            ParentResource::StatefulSets => None,
+        }
     }
 
     fn refused(&self, resource: ParentResource, message: &str) {
-        let kind = resource.as_str();
-        let first = self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(resource);
-        if !first {
-            tracing::debug!(%message, "the no-downscale webhook may not read apps {kind} (said before)");
-            return;
-        }
-        tracing::error!(%message,
-            "the no-downscale webhook may not read apps {kind}: /scale downscales of {kind} are allowed with a \
-             warning, their no-downscale label unread, until the operator is granted get on them (said once)");
-        if let Some(metrics) = &self.metrics {
-            metrics.feature_disabled(PARENT_LOOKUPS_FEATURE, &Self::missing_permission(resource));
+        match Self::gate(resource) {
+            Some(gate) => {
+                self.gates.refused(gate, &message);
+            }
+            None => tracing::error!(%message, "the no-downscale webhook may not read apps statefulsets: /scale \
+                downscales of StatefulSets are allowed with a warning; grant get on statefulsets (a required permission)"),
         }
     }
 
     fn answered(&self, resource: ParentResource) {
-        let was_refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(&resource);
-        if was_refused {
-            tracing::info!("the no-downscale webhook may read apps {} again", resource.as_str());
-            if let Some(metrics) = &self.metrics {
-                metrics.feature_enabled_again(PARENT_LOOKUPS_FEATURE, &Self::missing_permission(resource));
-            }
+        if let Some(gate) = Self::gate(resource) {
+            self.gates.granted(gate);
         }
     }
 }

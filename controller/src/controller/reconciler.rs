@@ -16,6 +16,7 @@ use crate::controller::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
 use crate::controller::scaling::{NoPodClient, ScalingConfig, mirror_group, write_back};
 use crate::election::LeaderGate;
 use crate::ops::events::EventRecorder;
+use crate::ops::feature_gate::Gate;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::pods::client::PodHttpClient;
@@ -161,12 +162,9 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     reports: Reports,
     /// Pod calls of delayed downscale.
     pod_client: H,
-    /// The zone tracker's ConfigMap was refused (403), since when: said once, rollouts go on without it, and it is
-    /// tried again after a resync period (the permission may have been granted).
-    zone_tracker_forbidden: Option<Instant>,
-    /// Replica changes were refused (403), why and when: due ones are reported as scaling errors instead of
-    /// blocking the rollout, and tried again after a resync period (the permission may have been granted).
-    scaling_forbidden: Option<(String, Instant)>,
+    /// Replica changes were refused (403), why: due ones are reported as scaling errors instead of blocking the
+    /// rollout until their feature gate tries again (the zone tracker's refusal lives in its gate alone).
+    scaling_forbidden: Option<String>,
     scaling: ScalingConfig,
     /// ZoneAwarePodDisruptionBudgets honoured before each pod deletion, when given.
     budgets: Option<DeletionBudgets>,
@@ -229,7 +227,6 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             config,
             expectations: HashMap::new(),
             failures: HashMap::new(),
-            zone_tracker_forbidden: None,
             scaling_forbidden: None,
             budgets: None,
             leadership: None,
@@ -250,7 +247,6 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             expectations: self.expectations,
             failures: self.failures,
             reports: self.reports,
-            zone_tracker_forbidden: self.zone_tracker_forbidden,
             scaling_forbidden: self.scaling_forbidden,
             budgets: self.budgets,
             leadership: self.leadership,
@@ -406,16 +402,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     "gave up waiting to observe our own write: the live object shows it did not happen"),
             }
         }
-        if self.scaling_forbidden.as_ref().is_some_and(|(_, since)| since.elapsed() >= self.config.resync) {
+        let gates = self.metrics.gates().clone();
+        if self.scaling_forbidden.is_some() && gates.may_try(Gate::Scaling) {
             self.scaling_forbidden = None;
         }
-        if self.zone_tracker_forbidden.is_some_and(|since| since.elapsed() >= self.config.resync) {
-            self.zone_tracker_forbidden = None;
-        }
-        let zone_tracker = match (&self.scaling.downscale_record, self.zone_tracker_forbidden) {
-            (None, _) => ZoneTracker::Off,
-            (Some(_), None) => ZoneTracker::On,
-            (Some(_), Some(_)) => ZoneTracker::Forbidden,
+        let zone_tracker = match &self.scaling.downscale_record {
+            None => ZoneTracker::Off,
+            Some(_) if gates.may_try(Gate::ZoneTracker) => ZoneTracker::On,
+            Some(_) => ZoneTracker::Forbidden,
         };
         // The record as read, which a rollout step's claim is conditional on.
         let need = record_need(&snapshot, zone_tracker);
@@ -431,10 +425,10 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             Err(error) if error.is_forbidden() => RecordRead::Forbidden,
             Err(_) => RecordRead::Unreadable { error: read_error.as_deref().unwrap_or_default() },
         };
-        if let Err(error) = &read
-            && error.is_forbidden()
-        {
-            self.zone_tracker_refused(error);
+        match &read {
+            Err(error) if error.is_forbidden() => self.zone_tracker_refused(error),
+            Ok(Some(_)) => gates.granted(Gate::ZoneTracker),
+            _ => {}
         }
         // The budgets judge the pass's deletions as they will judge them live (none known: nothing to judge).
         let known = self.budgets.as_ref().map(|b| b.zpdb.budgets.snapshot());
@@ -455,7 +449,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             expectations: pending,
             zone_tracker,
             record,
-            scaling_forbidden: self.scaling_forbidden.as_ref().map(|(why, _)| why.as_str()),
+            scaling_forbidden: self.scaling_forbidden.as_deref(),
             defences: self.config.defences,
             budgets,
         };
@@ -560,7 +554,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let request = EvictionRequest::for_rollout(pod, &budgets.namespace, rollout_max_unavailable);
         let settings = EvictionSettings {
             namespace: budgets.namespace.clone(),
-            serialisation: budgets.zpdb.serialisation.mode(),
+            serialisation: budgets.zpdb.serialisation_mode(),
             intent_lifetime: budgets.intent_lifetime(),
         };
         let deadline = Instant::now() + budgets.deadline;
@@ -580,16 +574,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         ExpectationLifetimes { applied: self.config.expectation_ttl, unknown: self.config.unknown_outcome_ttl }
     }
 
-    /// The zone tracker's ConfigMap was refused: one clear log line and a metric; rollouts go on without it.
+    /// The zone tracker's ConfigMap was refused: its feature gate says so once; rollouts go on without it.
     fn zone_tracker_refused(&mut self, error: &RecordStoreError) {
-        if self.zone_tracker_forbidden.is_none() {
-            tracing::error!(%error,
-                "-use-zone-tracker is set but the operator may not use its ConfigMap: grant get, update and create on \
-                 configmaps (or drop -use-zone-tracker); until then the prepare-downscale webhook denies downscales \
-                 of the groups it serves, followers are not scaled down, and rollouts go on");
-            self.metrics.feature_disabled("zone-tracker", "configmaps get/update/create");
-        }
-        self.zone_tracker_forbidden.get_or_insert_with(Instant::now);
+        self.metrics.gates().refused(Gate::ZoneTracker, error);
     }
 
     /// Sets `status.currentRevision` of `statefulset` with an UPDATE of its status subresource (what the real

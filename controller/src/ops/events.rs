@@ -7,14 +7,15 @@
 //! folds repeats of an Event (same object, reason, action, type and note within [`EventSettings::series_window`])
 //! into the first one's `series` (count and last time, patched at most every [`EventSettings::flush_interval`]),
 //! and limits each object to a token bucket ([`EventSettings::burst`], one token per
-//! [`EventSettings::refill`]), so a flapping group cannot flood the API server. Events are optional: the first 403
-//! turns them off for the rest of the process, with one log line and
-//! `rollout_operator_feature_disabled{feature="events"}`.
+//! [`EventSettings::refill`]), so a flapping group cannot flood the API server. Events are optional: a 403 turns them off through
+//! their feature gate ([`Gate::Events`]: one log line, `rollout_operator_feature_disabled{feature="events"}`), and
+//! they are tried again after a while, on again once granted.
 //!
 //! Must not decide what happened or whether to say so (the controller's reports and the webhooks do), and must not
 //! touch anything but Events.
 
 use crate::cluster::{ApiError, EventsApi};
+use crate::ops::feature_gate::Gate;
 use crate::ops::metrics::Metrics;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -224,7 +225,6 @@ struct Sink<E> {
     metrics: Arc<Metrics>,
     series: BTreeMap<SeriesKey, Series>,
     buckets: BTreeMap<(&'static str, String), Bucket>,
-    disabled: bool,
     /// Makes names unique when two Events of one object share a clock reading.
     sequence: u64,
 }
@@ -234,15 +234,7 @@ pub async fn run_sink<E: EventsApi>(api: E, queue: EventQueue, settings: EventSe
     let EventQueue(mut rx) = queue;
     let mut flush = tokio::time::interval(settings.flush_interval);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sink = Sink {
-        api,
-        settings,
-        metrics,
-        series: BTreeMap::new(),
-        buckets: BTreeMap::new(),
-        disabled: false,
-        sequence: 0,
-    };
+    let mut sink = Sink { api, settings, metrics, series: BTreeMap::new(), buckets: BTreeMap::new(), sequence: 0 };
     loop {
         tokio::select! {
             // In order, not at random: the simulation must replay a seed exactly.
@@ -261,7 +253,7 @@ pub async fn run_sink<E: EventsApi>(api: E, queue: EventQueue, settings: EventSe
 
 impl<E: EventsApi> Sink<E> {
     async fn handle(&mut self, event: EventRecord) {
-        if self.disabled {
+        if !self.metrics.gates().may_try(Gate::Events) {
             self.metrics.event_dropped("disabled");
             return;
         }
@@ -308,6 +300,7 @@ impl<E: EventsApi> Sink<E> {
         };
         match self.api.create_event(&object).await {
             Ok(()) => {
+                self.metrics.gates().granted(Gate::Events);
                 self.metrics.event_recorded(event.reason, event.type_.as_str());
                 let series = Series { name, count: 1, written: 1, last_seen: now, last_seen_at: at };
                 self.series.insert(key, series);
@@ -322,7 +315,7 @@ impl<E: EventsApi> Sink<E> {
         let grown: Vec<SeriesKey> =
             self.series.iter().filter(|(_, s)| s.count > s.written).map(|(k, _)| k.clone()).collect();
         for key in grown {
-            if self.disabled || !self.take_token(&key.regarding, now) {
+            if !self.metrics.gates().may_try(Gate::Events) || !self.take_token(&key.regarding, now) {
                 continue;
             }
             let Some(series) = self.series.get(&key) else { continue };
@@ -374,13 +367,7 @@ impl<E: EventsApi> Sink<E> {
     fn failed(&mut self, err: &ApiError) {
         match err {
             ApiError::Forbidden(message) => {
-                if !self.disabled {
-                    tracing::error!(%message,
-                        "the operator may not write Events: grant create and patch on events (API group events.k8s.io), \
-                         or drop -events.enabled; Events stay off until the operator restarts, nothing else changes");
-                    self.metrics.feature_disabled("events", "events.k8s.io events create/patch");
-                }
-                self.disabled = true;
+                self.metrics.gates().refused(Gate::Events, message);
                 self.series.clear();
                 self.metrics.event_dropped("disabled");
             }
@@ -417,6 +404,7 @@ fn truncate(note: &str, limit: usize) -> String {
 #[cfg(all(test, not(madsim)))]
 mod tests {
     use super::*;
+    use crate::ops::feature_gate::RETRY_REFUSED_AFTER;
     use std::sync::Mutex;
 
     /// Records every call; answers from a script (default: success).
@@ -560,7 +548,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_403_turns_events_off_once_with_the_metric() {
+    async fn a_403_turns_events_off_with_the_metric_until_a_retry_after_a_while_succeeds() {
         let api = FakeEvents::default();
         api.answers.lock().unwrap().push(Err(ApiError::Forbidden("events.events.k8s.io is forbidden".into())));
         let (recorder, metrics, _sink) = start(api.clone(), EventSettings::new("ns", "me"));
@@ -568,18 +556,20 @@ mod tests {
             recorder.record(waiting("a", &format!("{i}")));
             settle().await;
         }
-        tokio::time::advance(Duration::from_secs(3600)).await;
-        recorder.record(waiting("b", "later"));
+        let series = "rollout_operator_feature_disabled{feature=\"events\",missing_permission=\"events.k8s.io events create/patch\"}";
+        tokio::time::advance(RETRY_REFUSED_AFTER - Duration::from_secs(1)).await;
+        recorder.record(waiting("b", "still off"));
         settle().await;
         assert_eq!(api.calls().len(), 1, "only the refused request was sent: {:?}", api.calls());
         let text = metrics.encode();
-        assert!(
-            text.contains(
-                "rollout_operator_feature_disabled{feature=\"events\",missing_permission=\"events.k8s.io events create/patch\"} 1"
-            ),
-            "{text}"
-        );
+        assert!(text.contains(&format!("{series} 1")), "{text}");
         assert!(text.contains("rollout_operator_events_dropped_total{cause=\"disabled\"} 6"), "{text}");
+        // Granted meanwhile: the first Event after the wait is written and Events are on again.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        recorder.record(waiting("c", "granted"));
+        settle().await;
+        assert_eq!(api.calls().len(), 2, "{:?}", api.calls());
+        assert!(metrics.encode().contains(&format!("{series} 0")));
     }
 
     #[tokio::test(start_paused = true)]

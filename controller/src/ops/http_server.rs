@@ -162,7 +162,7 @@ mod tests {
         metrics.group_reconcile_started("ingester");
         metrics.group_reconcile_finished("ingester", std::time::Duration::from_millis(3), true, 1.0);
         metrics.scaling_error("ingester", "ingester-zone-b");
-        metrics.feature_disabled("zone-tracker", "configmaps get/update/create");
+        metrics.gates().refused(crate::ops::feature_gate::Gate::ZoneTracker, &"configmaps is forbidden");
         metrics.webhook_failure_policy("ValidatingWebhook", "pod-eviction.grafana.com", "Fail");
         let app = router(metrics, ReadyFlag::new());
         call(app.clone(), "GET", "/ready").await;

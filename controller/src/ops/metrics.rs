@@ -8,6 +8,7 @@
 //! unavailable pods), the Event recorder's counts, the serving certificate's expiry, and
 //! `rollout_operator_build_info` ([`crate::ops::build_info`]).
 
+use crate::ops::feature_gate::FeatureGates;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -44,7 +45,6 @@ pub struct Metrics {
     /// Server-side cluster validation of both HTTP servers.
     pub cluster_validation: crate::ops::cluster_validation::ClusterValidationMetrics,
     scaling_errors: Family<ScalingErrorLabels, Counter>,
-    features_disabled: Family<FeatureLabels, Gauge>,
     /// ZoneAwarePodDisruptionBudget metrics, shared with the budget watch and the eviction webhook.
     pub zpdb: ZpdbMetrics,
     webhook_failure_policy: Family<FailurePolicyLabels, Gauge>,
@@ -264,7 +264,8 @@ pub struct ZpdbMetrics {
     configurations_observed: Family<ResultLabels, Counter>,
     eviction_requests: Family<EvictionLabels, Counter>,
     inflight: Gauge,
-    features_disabled: Family<FeatureLabels, Gauge>,
+    /// The process's feature gates (`rollout_operator_feature_disabled`), shared with [`Metrics::gates`].
+    pub gates: FeatureGates,
 }
 
 impl Default for ZpdbMetrics {
@@ -274,14 +275,14 @@ impl Default for ZpdbMetrics {
             configurations_observed: Family::default(),
             eviction_requests: Family::default(),
             inflight: Gauge::default(),
-            features_disabled: Family::default(),
+            gates: FeatureGates::default(),
         }
     }
 }
 
 impl ZpdbMetrics {
     fn register(registry: &mut Registry, features_disabled: Family<FeatureLabels, Gauge>) -> Self {
-        let metrics = ZpdbMetrics { features_disabled, ..ZpdbMetrics::default() };
+        let metrics = ZpdbMetrics { gates: FeatureGates::reporting_to(features_disabled), ..ZpdbMetrics::default() };
         registry.register(
             "zpdb_configurations_observed",
             "ZoneAwarePodDisruptionBudget objects observed, by what they did to the known budgets (updated, \
@@ -329,16 +330,9 @@ impl ZpdbMetrics {
         InflightGuard(self.inflight.clone())
     }
 
-    /// Marks `feature` disabled for lack of `missing_permission` (the same series as [`Metrics::feature_disabled`]).
-    pub fn feature_disabled(&self, feature: &str, missing_permission: &str) {
-        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
-        self.features_disabled.get_or_create(&labels).set(1);
-    }
-
-    /// For tests: whether `feature` is marked disabled for lack of `missing_permission`.
+    /// For tests: whether `feature` is reported disabled for lack of `missing_permission`.
     pub fn is_feature_disabled(&self, feature: &str, missing_permission: &str) -> bool {
-        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
-        self.features_disabled.get_or_create(&labels).get() == 1
+        self.gates.is_reported(feature, missing_permission)
     }
 }
 
@@ -497,7 +491,6 @@ impl Metrics {
             certificate_expiry,
             registry: root,
             webhook_failure_policy,
-            features_disabled,
             zpdb,
             group_reconciles,
             group_reconciles_failed,
@@ -545,19 +538,12 @@ impl Metrics {
         }
     }
 
-    /// Marks `feature` disabled for lack of `missing_permission`.
-    pub fn feature_disabled(&self, feature: &str, missing_permission: &str) {
-        self.zpdb.feature_disabled(feature, missing_permission);
+    /// The process's feature gates (one memory, shared with the budgets' metrics).
+    pub fn gates(&self) -> &FeatureGates {
+        &self.zpdb.gates
     }
 
-    /// Marks `feature` enabled again: `missing_permission` was granted since [`Metrics::feature_disabled`].
-    pub fn feature_enabled_again(&self, feature: &str, missing_permission: &str) {
-        let labels = FeatureLabels { feature: feature.to_string(), missing_permission: missing_permission.to_string() };
-        self.features_disabled.get_or_create(&labels).set(0);
-    }
-
-    /// For tests: whether `feature` is marked disabled for lack of `missing_permission` (one series, shared with
-    /// the budgets' metrics).
+    /// For tests: whether `feature` is reported disabled for lack of `missing_permission`.
     pub fn is_feature_disabled(&self, feature: &str, missing_permission: &str) -> bool {
         self.zpdb.is_feature_disabled(feature, missing_permission)
     }
@@ -766,7 +752,7 @@ mod tests {
         assert!(text.contains("rollout_operator_zpdb_inflight_eviction_requests 1"), "{text}");
         drop(inflight);
         assert!(m.encode().contains("rollout_operator_zpdb_inflight_eviction_requests 0"));
-        m.zpdb.feature_disabled("zpdb-eviction-intents", "patch pods");
+        m.zpdb.gates.refused(crate::ops::feature_gate::Gate::PodIntents, &"pods is forbidden");
         assert!(m.encode().contains(
             "rollout_operator_feature_disabled{feature=\"zpdb-eviction-intents\",missing_permission=\"patch pods\"} 1"
         ));

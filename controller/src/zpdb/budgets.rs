@@ -1,13 +1,13 @@
-//! The budgets the operator knows, fed by a watch of the namespace's ZoneAwarePodDisruptionBudgets (reference
-//! 5.3): each object goes through the core's [`Budgets`] (parse, validate, generation rules), every observation is
+//! The budgets the operator knows, fed by a watch of the namespace's ZoneAwarePodDisruptionBudgets: each object goes through the core's [`Budgets`] (parse, validate, generation rules), every observation is
 //! counted in `rollout_operator_zpdb_configurations_observed_total`, and an invalid object is logged.
 //!
 //! Owns the shared cache, its state (loading, known, unreadable) and the watch task. Decisions are never taken on
 //! budgets not listed yet: until the first list the eviction webhook is told they are not loaded (and denies with
 //! 429, so clients retry). A missing CRD means no budget can exist (known, empty); a 403 makes them unreadable
-//! (denied with 500 and a message naming the grant), said once in the log and in `rollout_operator_feature_disabled`.
+//! (denied with 500 and a message naming the grant), said once through the budgets' feature gate (`Gate::Budgets`).
 
 use crate::cluster::{ApiError, DisruptionBudgets, WatchEvent};
+use crate::ops::feature_gate::Gate;
 use crate::ops::metrics::ZpdbMetrics;
 use futures::StreamExt;
 use rollout_core::zpdb::{Budgets, KnownBudgets, Observation};
@@ -16,9 +16,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
-
-/// The feature named in `rollout_operator_feature_disabled` when budgets cannot be listed.
-pub const BUDGETS_FEATURE: &str = "zpdb";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Status {
@@ -123,6 +120,7 @@ impl BudgetCache {
                     observe(&object, &observation, metrics);
                 }
                 WatchEvent::InitDone => {
+                    metrics.gates.granted(Gate::Budgets);
                     let listed = state.listing.take().unwrap_or_default();
                     for name in state.budgets.retain_listed(&listed) {
                         tracing::info!(zpdb = %name, "ZoneAwarePodDisruptionBudget deleted (not listed again)");
@@ -156,12 +154,7 @@ impl BudgetCache {
                 Status::Known
             }
             ApiError::Forbidden(_) => {
-                if !matches!(state.status, Status::Unreadable(_)) {
-                    tracing::error!(error = %err, "cannot list or watch ZoneAwarePodDisruptionBudgets: evictions of \
-                        pods they may cover are denied; grant get, list and watch on \
-                        zoneawarepoddisruptionbudgets.rollout-operator.grafana.com");
-                    metrics.feature_disabled(BUDGETS_FEATURE, "list zoneawarepoddisruptionbudgets");
-                }
+                metrics.gates.refused(Gate::Budgets, err);
                 Status::Unreadable(format!(
                     "{err}; grant get, list and watch on zoneawarepoddisruptionbudgets.rollout-operator.grafana.com"
                 ))

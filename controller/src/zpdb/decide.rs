@@ -8,8 +8,9 @@
 //! answer) and the `rollout_operator_zpdb_*` counts of every answer. Must not decide: every verdict is the core's.
 
 use super::Zpdb;
-use super::serialisation::{Claim, INTENTS_FEATURE, STATEFULSET_INTENTS_FEATURE};
+use super::serialisation::Claim;
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations};
+use crate::ops::feature_gate::Gate;
 use jiff::Timestamp;
 use rollout_core::StatefulSetView;
 use rollout_core::downscale::format_timestamp;
@@ -58,7 +59,7 @@ pub async fn decide<A: EvictionApi>(
                 zpdb.metrics.eviction_decided(answer.outcome.reason, answer.outcome.status);
                 return answer;
             }
-            Need::StatefulSets { selector } if zpdb.serialisation.mode() != Serialisation::InProcess => {
+            Need::StatefulSets { selector } if zpdb.serialisation_mode() != Serialisation::InProcess => {
                 // Both may join the lists in flight: the first reads are not needed for safety (both are listed
                 // again after the intent, and the second judgement uses only those).
                 let (statefulsets, pods) = tokio::join!(
@@ -120,18 +121,15 @@ async fn carry_out<A: EvictionApi>(
         Need::Pod { name } => {
             let read = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), api.get_pod(&name));
             Observed::Pod(match read.await {
-                Ok(Ok(Some(pod))) => match BudgetPod::from_k8s(&pod) {
-                    Ok(pod) => Lookup::Found(Box::new(pod)),
-                    Err(err) => Lookup::Failed(err.to_string()),
-                },
+                Ok(Ok(Some(pod))) => {
+                    match BudgetPod::from_k8s(&pod).inspect(|_| zpdb.metrics.gates.granted(Gate::BudgetPodReads)) {
+                        Ok(pod) => Lookup::Found(Box::new(pod)),
+                        Err(err) => Lookup::Failed(err.to_string()),
+                    }
+                }
                 Ok(Ok(None)) => Lookup::NotFound,
                 Ok(Err(err @ ApiError::Forbidden(_))) => {
-                    if zpdb.refuse_pod_reads() {
-                        zpdb.metrics.feature_disabled(super::budgets::BUDGETS_FEATURE, "get pods");
-                        tracing::error!(error = %err, "cannot read pods live: ZoneAwarePodDisruptionBudgets are not \
-                            honoured by the controller's deletions and evictions of pods a budget covers are denied; \
-                            grant get on pods");
-                    }
+                    zpdb.metrics.gates.refused(Gate::BudgetPodReads, &err);
                     Lookup::Forbidden(err.to_string())
                 }
                 Ok(Err(err)) => Lookup::Failed(err.to_string()),
@@ -173,10 +171,10 @@ async fn carry_out<A: EvictionApi>(
         }
         // Another decision of this process was refused intents since this one started: no request that would be
         // refused too (the refusal was said once already).
-        Need::WriteIntent { .. } if zpdb.serialisation.mode() != Serialisation::Intents => {
+        Need::WriteIntent { .. } if zpdb.serialisation_mode() != Serialisation::Intents => {
             Observed::IntentWritten(Err(IntentFailure::Forbidden("eviction intents are refused (patch pods)".into())))
         }
-        Need::WriteStatefulSetIntent { .. } if zpdb.serialisation.mode() == Serialisation::InProcess => {
+        Need::WriteStatefulSetIntent { .. } if zpdb.serialisation_mode() == Serialisation::InProcess => {
             Observed::IntentWritten(Err(IntentFailure::Forbidden(
                 "eviction intents are refused (patch pods, patch statefulsets)".into(),
             )))
@@ -190,15 +188,12 @@ async fn carry_out<A: EvictionApi>(
             )
             .await;
             Observed::IntentWritten(match written {
-                Ok(Ok(_)) => Ok(()),
+                Ok(Ok(_)) => {
+                    zpdb.metrics.gates.granted(Gate::StatefulSetIntents);
+                    Ok(())
+                }
                 Ok(Err(err @ ApiError::Forbidden(_))) => {
-                    if zpdb.serialisation.refuse(Serialisation::StatefulSetIntents) {
-                        zpdb.metrics.feature_disabled(STATEFULSET_INTENTS_FEATURE, "patch statefulsets");
-                        tracing::error!(error = %err, "cannot write eviction intents on pods nor on StatefulSets: \
-                            eviction decisions are serialised per replica only (as the reference does), so two \
-                            operator replicas or a restart can break a ZoneAwarePodDisruptionBudget; grant patch on \
-                            pods (or on statefulsets)");
-                    }
+                    zpdb.metrics.gates.refused(Gate::StatefulSetIntents, &err);
                     Err(IntentFailure::Forbidden(err.to_string()))
                 }
                 Ok(Err(err)) => Err(IntentFailure::Failed(err.to_string())),
@@ -237,14 +232,12 @@ async fn carry_out<A: EvictionApi>(
             )
             .await;
             Observed::IntentWritten(match written {
-                Ok(Ok(_)) => Ok(()),
+                Ok(Ok(_)) => {
+                    zpdb.metrics.gates.granted(Gate::PodIntents);
+                    Ok(())
+                }
                 Ok(Err(err @ ApiError::Forbidden(_))) => {
-                    if zpdb.serialisation.refuse(Serialisation::Intents) {
-                        zpdb.metrics.feature_disabled(INTENTS_FEATURE, "patch pods");
-                        tracing::warn!(error = %err, "cannot write eviction intents on pods: writing them on the \
-                            pods' StatefulSets instead (each costs a StatefulSet patch and list more); grant patch \
-                            on pods");
-                    }
+                    zpdb.metrics.gates.refused(Gate::PodIntents, &err);
                     Err(IntentFailure::Forbidden(err.to_string()))
                 }
                 Ok(Err(err @ (ApiError::Conflict(_) | ApiError::NotFound(_)))) => {

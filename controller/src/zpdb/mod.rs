@@ -29,8 +29,6 @@ pub struct Zpdb {
     pub pod_lists: reads::PodLists,
     /// The same for their StatefulSets (read again after each intent, since intents may be kept there).
     pub statefulset_lists: reads::StatefulSetLists,
-    /// Set once a live pod read was refused (403), so it is said once.
-    pub pod_reads_forbidden: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Zpdb {
@@ -39,9 +37,19 @@ impl Zpdb {
         Zpdb { budgets: budgets::BudgetCache::loading(), metrics, ..Zpdb::default() }
     }
 
-    /// Records that live pod reads are refused; true the first time (the caller says so once).
-    pub fn refuse_pod_reads(&self) -> bool {
-        !self.pod_reads_forbidden.swap(true, std::sync::atomic::Ordering::Relaxed)
+    /// How decisions are serialised now: intents on pods unless refused, then on StatefulSets unless refused too,
+    /// else in this process (each refused way tried again after a while, through its feature gate).
+    pub fn serialisation_mode(&self) -> rollout_core::zpdb::Serialisation {
+        use crate::ops::feature_gate::Gate;
+        use rollout_core::zpdb::Serialisation;
+        let gates = &self.metrics.gates;
+        if gates.may_try(Gate::PodIntents) {
+            Serialisation::Intents
+        } else if gates.may_try(Gate::StatefulSetIntents) {
+            Serialisation::StatefulSetIntents
+        } else {
+            Serialisation::InProcess
+        }
     }
 
     /// These budgets, known at once (a dump's, a test's).

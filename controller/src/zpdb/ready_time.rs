@@ -1,4 +1,4 @@
-//! The `grafana.com/ready-time` tracker (reference 5.6): watches the namespace's pods and, for each pod a known
+//! The `grafana.com/ready-time` tracker: watches the namespace's pods and, for each pod a known
 //! budget selects, writes what `rollout_core::zpdb::ready_time_change` says (stamp a pod first seen running and
 //! ready, remove the stamp of one seen otherwise), each patch bounded by `-zpdb.pod-ready-annotation-patch-timeout`.
 //! When the budgets change, every pod is looked at again (a pod that came into scope is stamped without waiting for
@@ -7,11 +7,13 @@
 //! Owns the tracker's task and its view of the pods. Must not decide what to write (the core does). A failed patch
 //! is logged and tried again after [`RETRY_AFTER`] (the reference only logs it: a Ready pod whose stamp failed
 //! never changes again, so under a partition budget with `crossZoneEvictionDelay` its partition's evictions, and
-//! the controller's deletions, would be denied forever; sim seed 264 of `--drains partition`); a refused one (no
-//! `patch` on pods) stops the tracker's writes with one log line and `rollout_operator_feature_disabled`.
+//! the controller's deletions, would be denied forever); a refused one (no `patch` on pods) stops the tracker's
+//! writes through its feature gate (`Gate::ReadyTime`: one log line, `rollout_operator_feature_disabled`), tried
+//! again after a while.
 
 use super::budgets::BudgetCache;
 use crate::cluster::{ApiError, PodAnnotations, RolloutApi, WatchEvent};
+use crate::ops::feature_gate::Gate;
 use crate::ops::metrics::ZpdbMetrics;
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -27,9 +29,6 @@ use tokio::time::Instant;
 /// How long after a failed patch the tracker looks at the pod again.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// The feature named in `rollout_operator_feature_disabled` when the stamps cannot be written.
-pub const READY_TIME_FEATURE: &str = "zpdb-ready-time";
-
 pub struct Tracker<C> {
     api: C,
     budgets: BudgetCache,
@@ -37,7 +36,6 @@ pub struct Tracker<C> {
     clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
     metrics: ZpdbMetrics,
     pods: BTreeMap<String, Pod>,
-    forbidden: bool,
     /// Pods whose last patch failed, looked at again at `retry_at`.
     failed: BTreeSet<String>,
     retry_at: Option<Instant>,
@@ -58,7 +56,6 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
             clock,
             metrics,
             pods: BTreeMap::new(),
-            forbidden: false,
             failed: BTreeSet::new(),
             retry_at: None,
         }
@@ -112,7 +109,7 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
 
     /// Writes what the pod needs, if a budget selects it.
     async fn track(&mut self, name: &str) {
-        if self.forbidden {
+        if !self.metrics.gates.may_try(Gate::ReadyTime) {
             return;
         }
         let Some(pod) = self.pods.get(name) else { return };
@@ -131,14 +128,11 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
         match patched {
             // Keep what the API answered, so a later look at this pod does not write the same again.
             Ok(Ok(pod)) => {
+                self.metrics.gates.granted(Gate::ReadyTime);
                 self.pods.insert(name.to_string(), pod);
             }
             Ok(Err(ApiError::Forbidden(message))) => {
-                self.forbidden = true;
-                self.metrics.feature_disabled(READY_TIME_FEATURE, "patch pods");
-                tracing::error!(pod = %name, error = %message, "cannot annotate pods with {}: the tracker stops; \
-                    partition budgets with crossZoneEvictionDelay will deny evictions; grant patch on pods",
-                    keys::READY_TIME);
+                self.metrics.gates.refused(Gate::ReadyTime, &format!("pod {name}: {message}"));
             }
             Ok(Err(err)) => {
                 tracing::warn!(pod = %name, error = %err, "could not update {}; trying again", keys::READY_TIME);

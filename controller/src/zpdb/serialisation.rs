@@ -2,56 +2,29 @@
 //! written. Intents go on the pod; where pods cannot be patched (older Helm charts grant no `patch` on pods), on the
 //! pod's StatefulSet; where that is refused too, a lock per budget in this process, held from before the budget's
 //! pods are read until the answer, and a memory of the evictions this process allowed (by pod uid, until their
-//! expiry), which serialises one replica's decisions only. Each step down is said once in the log and in
-//! `rollout_operator_feature_disabled`.
+//! expiry), which serialises one replica's decisions only. Each step down is a feature gate's refusal (said once in the log
+//! and in `rollout_operator_feature_disabled`, tried again after a while); the mode is read from the gates
+//! (`Zpdb::serialisation_mode`).
 //!
 //! Also the decisions under way in this process ([`UnderWay`]), whichever the mode: the core's first judgement
 //! counts their pods, so a burst in one process does not write intents that would only deny each other.
 //!
-//! Owns the lock table, the memory, the decisions under way and the mode. Must not decide anything about an
+//! Owns the lock table, the memory, and the decisions under way. Must not decide anything about an
 //! eviction.
 
 use jiff::Timestamp;
-use rollout_core::zpdb::Serialisation;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-/// The feature named in `rollout_operator_feature_disabled` when intents on pods are refused.
-pub const INTENTS_FEATURE: &str = "zpdb-eviction-intents";
-/// The same, when intents on StatefulSets are refused too (decisions are then serialised per replica only).
-pub const STATEFULSET_INTENTS_FEATURE: &str = "zpdb-eviction-intents-on-statefulsets";
-
 #[derive(Debug, Default)]
 pub struct InProcess {
-    /// How many kinds of intent the API refused: 0 none (intents on pods), 1 on pods (on StatefulSets), 2 both
-    /// (in this process's memory).
-    refused: AtomicU8,
     locks: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
     memory: Mutex<BTreeMap<String, Timestamp>>,
 }
 
 impl InProcess {
-    /// How decisions are serialised now.
-    pub fn mode(&self) -> Serialisation {
-        match self.refused.load(Ordering::Relaxed) {
-            0 => Serialisation::Intents,
-            1 => Serialisation::StatefulSetIntents,
-            _ => Serialisation::InProcess,
-        }
-    }
-
-    /// Records that the API refused intents written the way of `mode`; true the first time (the caller says so
-    /// once).
-    pub fn refuse(&self, mode: Serialisation) -> bool {
-        let level = match mode {
-            Serialisation::Intents => 1,
-            Serialisation::StatefulSetIntents | Serialisation::InProcess => 2,
-        };
-        self.refused.fetch_max(level, Ordering::Relaxed) < level
-    }
-
     /// Takes the budget's lock (waits for the decision holding it).
     pub async fn lock(&self, budget: &str) -> OwnedMutexGuard<()> {
         let lock = {

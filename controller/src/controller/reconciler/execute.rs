@@ -10,6 +10,7 @@ use crate::cluster::downscale_record::{
 };
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
 use crate::controller::scaling::{DownscaleClaim, claim, end_claim};
+use crate::ops::feature_gate::Gate;
 use crate::pods::client::PodHttpClient;
 use rollout_core::Failure;
 use rollout_core::execution::{
@@ -18,7 +19,6 @@ use rollout_core::execution::{
 use rollout_core::group::GroupSnapshot;
 use rollout_core::zpdb::BudgetHold;
 use rollout_core::{Action, GroupPlan, Planner};
-use tokio::time::Instant;
 
 /// How a plan's execution ended, for the pass.
 pub(super) enum Executed {
@@ -219,6 +219,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     .collect();
                 match self.api.patch_statefulset_replicas(&statefulset, to, &resource_version, &annotations).await {
                     Ok(_) => {
+                        self.metrics.gates().granted(Gate::Scaling);
                         tracing::info!(rollout_group = group, statefulset = %statefulset, to,
                             reason = %reason_of(&statefulset), "scaled StatefulSet");
                         (Observed::Written(Ok(())), None)
@@ -239,18 +240,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             Need::TurnOff { feature: RefusedFeature::ZoneTracker, .. } => (Observed::Acknowledged, None),
             Need::TurnOff { feature: RefusedFeature::Scaling, failure } => {
-                if self.scaling_forbidden.is_none() {
-                    tracing::error!(
-                        error = failure.message(),
-                        "the operator may not change replicas: grant it patch on apps statefulsets; until then due \
-                         replica changes are reported as scaling errors and rollouts go on"
-                    );
-                    self.metrics.feature_disabled("scaling", "statefulsets patch");
-                    self.scaling_forbidden = Some((
-                        format!("the operator may not patch StatefulSets ({})", failure.message()),
-                        Instant::now(),
-                    ));
-                }
+                self.metrics.gates().refused(Gate::Scaling, &failure);
+                self.scaling_forbidden =
+                    Some(format!("the operator may not patch StatefulSets ({})", failure.message()));
                 (Observed::Acknowledged, None)
             }
             Need::FinishStep { until } => {
