@@ -274,12 +274,18 @@ fn parse_csv(s: &str) -> Result<CsvList, std::convert::Infallible> {
     Ok(CsvList(if s.is_empty() { Vec::new() } else { s.split(',').map(str::to_string).collect() }))
 }
 
+/// A boolean flag value that Go's `strconv.ParseBool` refuses (clap names the flag and the value; Go's `flag`
+/// package says no more than this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("parse error")]
+pub(crate) struct GoBoolError;
+
 /// Go's `strconv.ParseBool`, which the `flag` package uses for boolean flags.
-fn parse_go_bool(s: &str) -> Result<bool, String> {
+fn parse_go_bool(s: &str) -> Result<bool, GoBoolError> {
     match s {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err("parse error".to_string()),
+        _ => Err(GoBoolError),
     }
 }
 

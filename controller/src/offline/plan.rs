@@ -155,11 +155,23 @@ pub enum LoadError {
         source: std::io::Error,
     },
     #[error("{file}: not text: {reason}")]
-    NotText { file: String, reason: String },
+    NotText {
+        file: String,
+        #[source]
+        reason: NotText,
+    },
     #[error("{file}: invalid YAML: {message}")]
-    Yaml { file: String, message: String },
+    Yaml {
+        file: String,
+        #[source]
+        message: YamlError,
+    },
     #[error("{file}: invalid JSON: {message}")]
-    Json { file: String, message: String },
+    Json {
+        file: String,
+        #[source]
+        message: serde_json::Error,
+    },
     #[error("{file}: the parser failed unexpectedly on this input (please report it)")]
     ParserFailed { file: String },
     #[error("{file}: {object}: {problem}")]
@@ -385,12 +397,12 @@ fn looks_like_json(text: &str) -> bool {
 }
 
 /// One or more concatenated JSON values, each with the line it starts on.
-fn json_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
+fn json_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, serde_json::Error> {
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut docs = Vec::new();
     let mut end = 0;
     while let Some(next) = stream.next() {
-        let value = next.map_err(|e| e.to_string())?;
+        let value = next?;
         let start = text[end..].find(|c: char| !c.is_whitespace()).map_or(end, |i| end + i);
         docs.push((value, Some(line_of(text, start))));
         end = stream.byte_offset();
@@ -402,8 +414,34 @@ fn line_of(text: &str, byte: usize) -> u64 {
     text.as_bytes()[..byte.min(text.len())].iter().filter(|&&b| b == b'\n').count() as u64 + 1
 }
 
+/// Why a YAML stream was not loaded.
+#[derive(Debug, Error)]
+pub enum YamlError {
+    /// A safety limit was breached (on `line`, when known): the input is refused rather than loaded.
+    #[error(
+        "{at}{limit}; refused as unsafe to load (a dump written by `kubectl get -o yaml` has no aliases and is never \
+         this deep)",
+        at = line.map(|l| format!("line {l}: ")).unwrap_or_default()
+    )]
+    Unsafe { line: Option<u64>, limit: UnsafeYaml },
+    /// Not YAML; the parser's message points at the offending text.
+    #[error("{0}")]
+    Syntax(Box<serde_saphyr::Error>),
+}
+
+/// The safety limit an unsafe YAML stream breaches, in words rather than the parser's internal names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum UnsafeYaml {
+    #[error("nested more than {} levels deep", serde_saphyr::Budget::default().max_depth)]
+    TooDeep,
+    #[error("too many aliases (*name), anchors (&name) or merge keys (<<)")]
+    TooManyAliases,
+    #[error("its aliases expand it to far more than the file holds (an alias bomb?)")]
+    AliasBomb,
+}
+
 /// The documents of a YAML stream (empty documents skipped), each with the line it starts on.
-fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
+fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, YamlError> {
     // The default budget is sized for configuration files; a cluster dump is large but cannot hold more nodes or
     // documents than it has bytes. Aliases stay capped, so an alias bomb is still refused.
     let mut budget = serde_saphyr::Budget::default();
@@ -416,7 +454,7 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
     // Comments are never read; not capturing their text saves work on large dumps.
     options.emit_comments = false;
     let docs: Vec<serde_saphyr::Spanned<Value>> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| yaml_message(&e))?;
+        serde_saphyr::from_multiple_with_options(text, options).map_err(yaml_error)?;
     Ok(docs
         .into_iter()
         .map(|d| {
@@ -426,22 +464,18 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Option<u64>)>, String> {
         .collect())
 }
 
-/// A YAML parser error for people. A breached safety limit (an alias bomb, absurd nesting) says which limit and
-/// where, in words rather than the parser's internal names; other errors keep the parser's message, which points at
-/// the offending text.
-fn yaml_message(err: &serde_saphyr::Error) -> String {
+/// A YAML parser error for people: a breached safety limit (an alias bomb, absurd nesting) is told apart from a
+/// syntax error, with the line where it was found.
+fn yaml_error(err: serde_saphyr::Error) -> YamlError {
     use serde_saphyr::Error;
     use serde_saphyr::budget::BudgetBreach;
     // The error itself, under the wrappers that add a snippet or the anchor an aliased value comes from.
-    let mut inner = err;
+    let mut inner = &err;
     while let Error::WithSnippet { error, .. } | Error::AliasError { error, .. } = inner {
         inner = error;
     }
-    let alias_bomb = "its aliases expand it to far more than the file holds (an alias bomb?)";
-    let what = match inner {
-        Error::Budget { breach: BudgetBreach::Depth { .. }, .. } => {
-            format!("nested more than {} levels deep", serde_saphyr::Budget::default().max_depth)
-        }
+    let limit = match inner {
+        Error::Budget { breach: BudgetBreach::Depth { .. }, .. } => UnsafeYaml::TooDeep,
         Error::Budget {
             breach:
                 BudgetBreach::Aliases { .. }
@@ -449,22 +483,16 @@ fn yaml_message(err: &serde_saphyr::Error) -> String {
                 | BudgetBreach::Anchors { .. }
                 | BudgetBreach::MergeKeys { .. },
             ..
-        } => "too many aliases (*name), anchors (&name) or merge keys (<<)".to_string(),
+        } => UnsafeYaml::TooManyAliases,
         Error::Budget { .. }
         | Error::AliasReplayCounterOverflow { .. }
         | Error::AliasReplayLimitExceeded { .. }
         | Error::AliasExpansionLimitExceeded { .. }
-        | Error::AliasReplayStackDepthExceeded { .. } => alias_bomb.to_string(),
-        _ => return err.to_string(),
+        | Error::AliasReplayStackDepthExceeded { .. } => UnsafeYaml::AliasBomb,
+        _ => return YamlError::Syntax(Box::new(err)),
     };
-    let at = match err.location().or_else(|| inner.location()) {
-        Some(location) if location.line() > 0 => format!("line {}: ", location.line()),
-        _ => String::new(),
-    };
-    format!(
-        "{at}{what}; refused as unsafe to load (a dump written by `kubectl get -o yaml` has no aliases and is never \
-         this deep)"
-    )
+    let line = err.location().or_else(|| inner.location()).map(|l| l.line()).filter(|&l| l > 0);
+    YamlError::Unsafe { line, limit }
 }
 
 /// Remarks on a whole input that loaded: StatefulSets of `namespace` (any namespace when `None`) without a single
@@ -488,19 +516,32 @@ pub fn input_notes(objects: &Objects, namespace: Option<&str>) -> Vec<String> {
     notes
 }
 
+/// Why an input is not text.
+#[derive(Debug, Error)]
+pub enum NotText {
+    /// A UTF-16 byte-order mark, then an odd number of bytes.
+    #[error("UTF-16 input with an odd number of bytes")]
+    OddUtf16,
+    #[error("invalid UTF-16: {0}")]
+    Utf16(#[source] std::string::FromUtf16Error),
+    #[error("invalid UTF-8: {0}")]
+    Utf8(#[source] std::str::Utf8Error),
+}
+
 /// UTF-8, or UTF-16 with a byte-order mark (what `kubectl ... > dump.yaml` writes in Windows PowerShell).
-fn decode(bytes: Vec<u8>) -> Result<String, String> {
+fn decode(bytes: Vec<u8>) -> Result<String, NotText> {
     let utf16 = |body: &[u8], unit: fn([u8; 2]) -> u16| {
         if !body.len().is_multiple_of(2) {
-            return Err("UTF-16 input with an odd number of bytes".to_string());
+            return Err(NotText::OddUtf16);
         }
         let units: Vec<u16> = body.chunks_exact(2).map(|c| unit([c[0], c[1]])).collect();
-        String::from_utf16(&units).map_err(|e| format!("invalid UTF-16: {e}"))
+        String::from_utf16(&units).map_err(NotText::Utf16)
     };
     match bytes.as_slice() {
         [0xFF, 0xFE, body @ ..] => utf16(body, u16::from_le_bytes),
         [0xFE, 0xFF, body @ ..] => utf16(body, u16::from_be_bytes),
-        _ => String::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}")),
+        // The error alone: the bytes it would hold are the whole input.
+        _ => String::from_utf8(bytes).map_err(|e| NotText::Utf8(e.utf8_error())),
     }
 }
 

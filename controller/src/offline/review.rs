@@ -375,11 +375,14 @@ pub fn execute(
     if allowed == Some(false) { EXIT_DENIED } else { 0 }
 }
 
-/// Why `body` cannot be an AdmissionReview: it is not JSON. (The webhook itself says what else is wrong with one.)
-fn check_review(body: &[u8]) -> Result<(), String> {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .map(|_| ())
-        .map_err(|e| format!("not an AdmissionReview: invalid JSON: {e} (the AdmissionReview must be the first -f)"))
+/// A review file that is not JSON, so not an AdmissionReview. (The webhook itself says what else is wrong with one.)
+#[derive(Debug, thiserror::Error)]
+#[error("not an AdmissionReview: invalid JSON: {0} (the AdmissionReview must be the first -f)")]
+struct NotAReview(#[source] serde_json::Error);
+
+/// Why `body` cannot be an AdmissionReview: it is not JSON.
+fn check_review(body: &[u8]) -> Result<(), NotAReview> {
+    serde_json::from_slice::<serde_json::Value>(body).map(|_| ()).map_err(NotAReview)
 }
 
 /// Entry point of `rollout-operator review`.

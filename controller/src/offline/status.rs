@@ -330,9 +330,20 @@ pub fn summarize(planned: &Planned, now: Timestamp) -> GroupStatus {
 /// How long `status` waits for the budgets' first list.
 const BUDGETS_LIST_WAIT: Duration = Duration::from_secs(10);
 
+/// Why `status` shows no budgets.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BudgetsUnknown {
+    /// The watch did not list them within `waited`; `why` is the cache's last word on it.
+    #[error("not listed within {}s ({why})", waited.as_secs())]
+    NotListed { waited: Duration, why: String },
+    /// They cannot be read (a refusal: the cache's words say what to grant).
+    #[error("{0}")]
+    Unreadable(String),
+}
+
 /// The budgets as the operator would know them: the first list of their watch, through the operator's own cache
 /// (so a missing CRD means none, and a refusal says what to grant). `Err` says why they are not shown.
-pub async fn read_budgets<C: DisruptionBudgets>(api: &C) -> Result<Vec<ZpdbConfig>, String> {
+pub async fn read_budgets<C: DisruptionBudgets>(api: &C) -> Result<Vec<ZpdbConfig>, BudgetsUnknown> {
     let cache = BudgetCache::loading();
     let metrics = ZpdbMetrics::default();
     let mut events = api.watch_disruption_budgets();
@@ -350,8 +361,8 @@ pub async fn read_budgets<C: DisruptionBudgets>(api: &C) -> Result<Vec<ZpdbConfi
     let _ = tokio::time::timeout(BUDGETS_LIST_WAIT, listed).await;
     match cache.snapshot() {
         KnownBudgets::Known(budgets) => Ok(budgets),
-        KnownBudgets::NotLoaded(why) => Err(format!("not listed within {}s ({why})", BUDGETS_LIST_WAIT.as_secs())),
-        KnownBudgets::Unreadable(why) => Err(why),
+        KnownBudgets::NotLoaded(why) => Err(BudgetsUnknown::NotListed { waited: BUDGETS_LIST_WAIT, why }),
+        KnownBudgets::Unreadable(why) => Err(BudgetsUnknown::Unreadable(why)),
     }
 }
 
@@ -578,7 +589,7 @@ pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
         namespace: namespace.to_string(),
         at: format_timestamp(now),
         groups,
-        budgets_unknown: budgets.err(),
+        budgets_unknown: budgets.err().map(|e| e.to_string()),
     };
     let written = if json {
         let text = if args.watch { serde_json::to_string(&view) } else { serde_json::to_string_pretty(&view) };

@@ -20,7 +20,14 @@ pub enum TlsError {
     #[error("cannot generate the self-signed certificate: {0}")]
     Generate(String),
     #[error("{what} is not a valid certificate and key: {reason}")]
-    Invalid { what: String, reason: String },
+    Invalid {
+        what: String,
+        #[source]
+        reason: CertificateError,
+    },
+    /// rustls refused the protocol versions it was given.
+    #[error("TLS settings is not a valid certificate and key: {0}")]
+    Settings(#[source] rustls::Error),
     #[error(
         "secret {secret:?} in namespace {namespace:?} does not contain a {key} key, delete the secret and try again"
     )]
@@ -40,6 +47,31 @@ pub enum TlsError {
          certificate: {0}"
     )]
     RaceLost(String),
+}
+
+/// What is wrong with a certificate chain and its key.
+#[derive(Debug, Error)]
+pub enum CertificateError {
+    /// A PEM block of the chain cannot be read.
+    #[error("unreadable certificate PEM: {0}")]
+    CertificatePem(#[source] rustls::pki_types::pem::Error),
+    /// A PEM block of the CA cannot be read.
+    #[error("unreadable CA PEM: {0}")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("unreadable key PEM: {0}")]
+    KeyPem(#[source] rustls::pki_types::pem::Error),
+    /// The chain holds no certificate.
+    #[error("no certificates")]
+    NoCertificates,
+    /// A certificate is not DER-encoded X.509 (the parser's description).
+    #[error("not X.509: {0}")]
+    NotX509(String),
+    /// A validity bound beyond the times the operator can represent (the reason as the time library gives it).
+    #[error("{0}")]
+    ValidityOutOfRange(String),
+    /// The key is not the leaf certificate's, or is of a kind rustls cannot sign with.
+    #[error("certificate and key do not match: {0}")]
+    KeyMismatch(#[source] rustls::Error),
 }
 
 /// A certificate with its key, as PEM, and what the core needs to judge it.
@@ -124,18 +156,18 @@ pub fn generate(settings: &SelfSignedSettings, now: Timestamp) -> Result<CertBun
 
 /// Reads a certificate chain and key (PEM) and checks that they belong together.
 pub fn parse_bundle(what: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<CertBundle, TlsError> {
-    let invalid = |reason: String| TlsError::Invalid { what: what.to_string(), reason };
+    let invalid = |reason: CertificateError| TlsError::Invalid { what: what.to_string(), reason };
     certified_key(cert_pem, key_pem).map_err(invalid)?;
     let mut facts = Vec::new();
     for der in CertificateDer::pem_slice_iter(cert_pem.as_bytes()) {
-        let der = der.map_err(|e| invalid(format!("unreadable PEM: {e}")))?;
+        let der = der.map_err(|e| invalid(CertificateError::CertificatePem(e)))?;
         facts.push(certificate_facts(&der).map_err(invalid)?);
     }
     if facts.is_empty() {
-        return Err(invalid("no certificates".to_string()));
+        return Err(invalid(CertificateError::NoCertificates));
     }
     for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        let der = der.map_err(|e| invalid(format!("unreadable CA PEM: {e}")))?;
+        let der = der.map_err(|e| invalid(CertificateError::CaPem(e)))?;
         let ca = certificate_facts(&der).map_err(invalid)?;
         if !facts.contains(&ca) {
             facts.push(ca);
@@ -144,10 +176,13 @@ pub fn parse_bundle(what: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> 
     Ok(CertBundle { ca_pem: ca_pem.to_string(), cert_pem: cert_pem.to_string(), key_pem: key_pem.to_string(), facts })
 }
 
-fn certificate_facts(der: &CertificateDer<'_>) -> Result<CertificateFacts, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).map_err(|e| format!("not X.509: {e}"))?;
+fn certificate_facts(der: &CertificateDer<'_>) -> Result<CertificateFacts, CertificateError> {
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der.as_ref()).map_err(|e| CertificateError::NotX509(e.to_string()))?;
     let validity = cert.validity();
-    let ts = |t: x509_parser::time::ASN1Time| Timestamp::from_second(t.timestamp()).map_err(|e| e.to_string());
+    let ts = |t: x509_parser::time::ASN1Time| {
+        Timestamp::from_second(t.timestamp()).map_err(|e| CertificateError::ValidityOutOfRange(e.to_string()))
+    };
     let mut dns_names = Vec::new();
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         for name in &san.value.general_names {
@@ -165,14 +200,14 @@ fn certificate_facts(der: &CertificateDer<'_>) -> Result<CertificateFacts, Strin
 }
 
 /// The rustls key for serving `cert_pem` with `key_pem`; fails when they do not belong together.
-pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, String> {
+pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, CertificateError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("unreadable certificate PEM: {e}"))?;
+        .map_err(CertificateError::CertificatePem)?;
     if chain.is_empty() {
-        return Err("no certificates".to_string());
+        return Err(CertificateError::NoCertificates);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("unreadable key PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(CertificateError::KeyPem)?;
     let provider = rustls::crypto::ring::default_provider();
-    CertifiedKey::from_der(chain, key, &provider).map_err(|e| format!("certificate and key do not match: {e}"))
+    CertifiedKey::from_der(chain, key, &provider).map_err(CertificateError::KeyMismatch)
 }

@@ -50,7 +50,7 @@ pub fn server_config(cert: Arc<SwappableCert>) -> Result<Arc<rustls::ServerConfi
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Invalid { what: "TLS settings".into(), reason: e.to_string() })?
+        .map_err(TlsError::Settings)?
         .with_no_client_auth()
         .with_cert_resolver(cert);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
