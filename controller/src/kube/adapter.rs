@@ -877,5 +877,5 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
-#[path = "adapter_tests.rs"]
+#[path = "adapter_tests/mod.rs"]
 mod tests;
