@@ -16,7 +16,7 @@ use rollout_core::mirror_flow::{MirrorFlow, MirrorFlowSettings, MirrorNeed, Mirr
 use rollout_core::pass::{PassInput, RecordRead, ZoneTracker, plan_pass};
 use rollout_core::scaling::ReferenceScale;
 use rollout_core::zpdb::{BudgetPod, BudgetScope, Budgets, KnownBudgets};
-use rollout_core::{PodView, StatefulSetView, build_groups};
+use rollout_core::{Failure, PodView, StatefulSetView, build_groups};
 use rollout_fuzz::text::Text;
 use rollout_fuzz::world::{NAMESPACE, WorldSpec, now};
 use std::collections::BTreeMap;
@@ -54,6 +54,21 @@ impl Answer {
     }
 }
 
+/// Why the reference could not be read: each kind of failure the step machine tells apart.
+fn failure((kind, why): &(u8, Text)) -> Failure {
+    let why = why.get();
+    match kind % 8 {
+        0 => Failure::Forbidden(why),
+        1 => Failure::Denied(why),
+        2 => Failure::NotFound(why),
+        3 => Failure::Conflict(why),
+        4 => Failure::Unavailable(why),
+        5 => Failure::Deadline(why),
+        6 => Failure::Unreadable(why),
+        _ => Failure::Failed(why),
+    }
+}
+
 #[derive(Arbitrary, Debug)]
 struct Input {
     world: WorldSpec,
@@ -61,7 +76,7 @@ struct Input {
     record: Record,
     budgets: bool,
     /// The reference's `scale`, or why it could not be read.
-    scale: Result<(Option<i64>, Option<i64>), Text>,
+    scale: Result<(Option<i64>, Option<i64>), (u8, Text)>,
     answers: Vec<Answer>,
     seconds_later: i32,
 }
@@ -126,7 +141,7 @@ fuzz_target!(|input: Input| {
             assert!(steps <= 32, "the mirror step does not end");
             observed = match flow.step(observed, now) {
                 MirrorNeed::Reference { .. } => {
-                    MirrorObserved::Reference(scale.clone().map(|scale| ((), scale)).map_err(|why| why.get()))
+                    MirrorObserved::Reference(scale.clone().map(|scale| ((), scale)).map_err(|why| failure(&why)))
                 }
                 MirrorNeed::Cancel { .. } => MirrorObserved::Cancelled,
                 MirrorNeed::Prepare { endpoints, .. } => MirrorObserved::Prepared(
