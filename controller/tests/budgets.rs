@@ -13,7 +13,7 @@ use rollout_operator::zpdb::Zpdb;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use support::{Call, FakeCluster, WatchFeed, three_zones};
+use support::{Call, FakeCluster, Harness, three_zones};
 
 const GROUP: &str = "ingester";
 
@@ -32,14 +32,13 @@ async fn pass(cluster: &FakeCluster, zpdb: Option<Zpdb>) -> Vec<Call> {
 }
 
 async fn pass_with_metrics(cluster: &FakeCluster, zpdb: Option<Zpdb>, metrics: Arc<Metrics>) -> Vec<Call> {
-    let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics);
+    let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone());
     if let Some(zpdb) = zpdb {
         ctrl = ctrl.with_budgets(DeletionBudgets::new(zpdb, "ns"));
     }
-    WatchFeed::new(cluster).pump(ctrl.cache_mut());
+    let mut h = Harness::with_controller(cluster.clone(), ctrl, metrics);
     cluster.take_calls();
-    ctrl.reconcile_group(GROUP).await;
-    cluster.take_calls()
+    h.reconcile().await
 }
 
 fn deletions(calls: &[Call]) -> Vec<String> {

@@ -10,40 +10,11 @@ use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Call, FakeCluster, WatchFeed, pod, sts, three_zones};
+use support::{Call, FakeCluster, Harness, WatchFeed, pod, sts, three_zones};
 
 const OLD: &str = "rev-old";
 const NEW: &str = "rev-new";
 const GROUP: &str = "ingester";
-
-/// Drives a controller by hand: watch events are applied to its cache only when `pump` is called.
-struct Harness {
-    cluster: FakeCluster,
-    ctrl: Controller<FakeCluster>,
-    metrics: Arc<Metrics>,
-    feed: WatchFeed,
-}
-
-impl Harness {
-    fn new(cluster: FakeCluster) -> Self {
-        let metrics = Arc::new(Metrics::new());
-        let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone());
-        let feed = WatchFeed::new(&cluster);
-        let mut h = Harness { cluster, ctrl, metrics, feed };
-        h.pump();
-        h
-    }
-
-    fn pump(&mut self) {
-        self.feed.pump(self.ctrl.cache_mut());
-    }
-
-    async fn reconcile(&mut self) -> Vec<Call> {
-        self.pump();
-        self.ctrl.reconcile_group(GROUP).await;
-        self.cluster.take_calls()
-    }
-}
 
 fn delete(name: &str, uid: &str) -> Call {
     Call::DeletePod { name: name.into(), uid: Some(uid.into()) }

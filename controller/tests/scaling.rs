@@ -20,7 +20,7 @@ use rollout_operator::pods::client::{HyperPodClient, PodCallError, PodHttpClient
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{Call, FakeCluster, WatchFeed, pod, sts};
+use support::{Call, FakeCluster, pod, sts};
 
 const REV: &str = "rev-1";
 const GROUP: &str = "ingester";
@@ -153,13 +153,25 @@ async fn serve_pods() -> (Pods, String) {
 
 // ----- the harness -----
 
+/// The shared harness, its controller calling the pods this test serves, and what they saw.
 struct Harness {
-    cluster: FakeCluster,
-    ctrl: Controller<FakeCluster, RolloutPlanner, ToLocal>,
-    metrics: Arc<Metrics>,
+    inner: support::Harness<ToLocal>,
     pods: Pods,
     urls: Arc<Mutex<Vec<String>>>,
-    feed: WatchFeed,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = support::Harness<ToLocal>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
 }
 
 impl Harness {
@@ -184,20 +196,7 @@ impl Harness {
         };
         let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
             .with_scaling(client, scaling);
-        let feed = WatchFeed::new(&cluster);
-        let mut h = Harness { cluster, ctrl, metrics, pods, urls, feed };
-        h.pump();
-        h
-    }
-
-    fn pump(&mut self) {
-        self.feed.pump(self.ctrl.cache_mut());
-    }
-
-    async fn reconcile(&mut self) -> Vec<Call> {
-        self.pump();
-        self.ctrl.reconcile_group(GROUP).await;
-        self.cluster.take_calls()
+        Harness { inner: support::Harness::with_controller(cluster, ctrl, metrics), pods, urls }
     }
 
     fn replica_patches(calls: &[Call]) -> Vec<(String, u32)> {
