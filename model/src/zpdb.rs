@@ -45,12 +45,13 @@
 //! decision.
 
 use jiff::Timestamp;
+use rollout_core::Failure;
 use rollout_core::fixture;
 use rollout_core::keys;
 use rollout_core::natural::pod_ordinal;
 use rollout_core::zpdb::{
-    BudgetPod, EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed,
-    Requester, Serialisation, StatefulSetIntent, ZpdbConfig,
+    BudgetPod, EvictPod, EvictionRequest, EvictionSettings, KnownBudgets, Lookup, Need, Observed, Requester,
+    Serialisation, StatefulSetIntent, ZpdbConfig,
 };
 use rollout_core::{
     Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, PodView, StatefulSetView,
@@ -684,7 +685,7 @@ impl ZpdbModel {
             Need::WriteIntent { key, .. }
                 if !self.config.pod_patch || (!self.config.controller_pod_patch && decider_of_key(key) == Some(0)) =>
             {
-                Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())))
+                Observed::IntentWritten(Err(Failure::Forbidden("pods is forbidden".into())))
             }
             Need::StatefulSetsAgain { selector, .. } => Observed::StatefulSets(Ok((0..truth.zones.len())
                 .map(|z| self.statefulset(truth, z))
@@ -693,7 +694,7 @@ impl ZpdbModel {
             // The clock does not move, so no intent is stale.
             Need::WriteStatefulSetIntent { key, value, .. } => {
                 let Some(intent) = StatefulSetIntent::parse(value) else {
-                    return Observed::IntentWritten(Err(IntentFailure::Failed(format!("unreadable intent {value}"))));
+                    return Observed::IntentWritten(Err(Failure::Failed(format!("unreadable intent {value}"))));
                 };
                 let located = self.locate_incarnation(truth, &intent.pod, &intent.uid);
                 let decider = (0..DECIDERS).find(|d| statefulset_key(*d, &intent.uid, intent.until) == *key);
@@ -703,10 +704,8 @@ impl ZpdbModel {
                         Ok(())
                     }
                     // The intent would name a pod that is not there: it could hold nothing.
-                    (None, _) => {
-                        Err(IntentFailure::Failed(format!("pod {} is not {} any more", intent.pod, intent.uid)))
-                    }
-                    (_, None) => Err(IntentFailure::Failed(format!("no decider writes {key}"))),
+                    (None, _) => Err(Failure::Failed(format!("pod {} is not {} any more", intent.pod, intent.uid))),
+                    (_, None) => Err(Failure::Failed(format!("no decider writes {key}"))),
                 })
             }
             Need::RemoveStatefulSetIntent { statefulset, key } => {
@@ -729,8 +728,8 @@ impl ZpdbModel {
                         truth.zones[z].pods[i].intents[d] = Some(*until);
                         Ok(())
                     }
-                    (None, _) => Err(IntentFailure::Changed(format!("pod {pod} is not {uid} any more"))),
-                    (_, None) => Err(IntentFailure::Failed(format!("no decider writes {key}"))),
+                    (None, _) => Err(Failure::Conflict(format!("pod {pod} is not {uid} any more"))),
+                    (_, None) => Err(Failure::Failed(format!("no decider writes {key}"))),
                 })
             }
             Need::RemoveIntent { pod, uid, key } => {

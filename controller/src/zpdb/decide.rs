@@ -12,10 +12,11 @@ use super::serialisation::Claim;
 use crate::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations};
 use crate::ops::feature_gate::Gate;
 use jiff::Timestamp;
+use rollout_core::Failure;
 use rollout_core::StatefulSetView;
 use rollout_core::downscale::format_timestamp;
 use rollout_core::zpdb::flow::Serialisation;
-use rollout_core::zpdb::{BudgetPod, BudgetPods, EvictPod, EvictionVerdict, IntentFailure, Lookup, Need, Observed};
+use rollout_core::zpdb::{BudgetPod, BudgetPods, EvictPod, EvictionVerdict, Lookup, Need, Observed};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -47,9 +48,9 @@ pub async fn decide<A: EvictionApi>(
     // The budget's pods, listed together with its StatefulSets (the flow asks for them next, by the same selector):
     // one API round trip less per decision. Used only where no lock was taken in between, since under in-process
     // serialisation the pods must be read under the lock.
-    let mut prefetched: Option<Result<BudgetPods, String>> = None;
+    let mut prefetched: Option<Result<BudgetPods, Failure>> = None;
     // The same for the read after the intent, listed together with the StatefulSets read again.
-    let mut prefetched_again: Option<Result<BudgetPods, String>> = None;
+    let mut prefetched_again: Option<Result<BudgetPods, Failure>> = None;
     let mut observed = Observed::Start;
     loop {
         match flow.step(observed, now()) {
@@ -70,7 +71,8 @@ pub async fn decide<A: EvictionApi>(
                 observed = Observed::StatefulSets(statefulsets.map(|list| list.to_vec()));
             }
             Need::Pods { .. } if lock.is_none() && prefetched.is_some() => {
-                observed = Observed::Pods(prefetched.take().unwrap_or_else(|| Err("no list".to_string())));
+                observed =
+                    Observed::Pods(prefetched.take().unwrap_or_else(|| Err(Failure::Failed("no list".to_string()))));
             }
             // After the intent: the StatefulSets and the pods (which the flow asks for next) listed at once, both
             // issued after the intent was written.
@@ -84,7 +86,9 @@ pub async fn decide<A: EvictionApi>(
                 observed = Observed::StatefulSets(statefulsets.map(|list| list.to_vec()));
             }
             Need::PodsAgain { after, .. } if after.is_zero() && lock.is_none() && prefetched_again.is_some() => {
-                observed = Observed::Pods(prefetched_again.take().unwrap_or_else(|| Err("no list".to_string())));
+                observed = Observed::Pods(
+                    prefetched_again.take().unwrap_or_else(|| Err(Failure::Failed("no list".to_string()))),
+                );
             }
             Need::Claim { budget, uid } => {
                 let (registered, others) = zpdb.under_way.claim(&budget, &uid);
@@ -101,10 +105,10 @@ async fn before<T>(
     deadline: Instant,
     what: &str,
     call: impl Future<Output = Result<T, ApiError>>,
-) -> Result<T, String> {
+) -> Result<T, Failure> {
     match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), call).await {
-        Ok(result) => result.map_err(|err| err.to_string()),
-        Err(_) => Err(format!("API unavailable: {what}: the deadline passed")),
+        Ok(result) => result.map_err(|err| Failure::from(&err)),
+        Err(_) => Err(Failure::Deadline(format!("API unavailable: {what}: the deadline passed"))),
     }
 }
 
@@ -124,16 +128,19 @@ async fn carry_out<A: EvictionApi>(
                 Ok(Ok(Some(pod))) => {
                     match BudgetPod::from_k8s(&pod).inspect(|_| zpdb.metrics.gates.granted(Gate::BudgetPodReads)) {
                         Ok(pod) => Lookup::Found(Box::new(pod)),
-                        Err(err) => Lookup::Failed(err.to_string()),
+                        Err(err) => Lookup::Failed(Failure::Unreadable(err.to_string())),
                     }
                 }
                 Ok(Ok(None)) => Lookup::NotFound,
-                Ok(Err(err @ ApiError::Forbidden(_))) => {
-                    zpdb.metrics.gates.refused(Gate::BudgetPodReads, &err);
-                    Lookup::Forbidden(err.to_string())
+                Ok(Err(err)) => {
+                    if let ApiError::Forbidden(_) = err {
+                        zpdb.metrics.gates.refused(Gate::BudgetPodReads, &err);
+                    }
+                    Lookup::Failed(Failure::from(&err))
                 }
-                Ok(Err(err)) => Lookup::Failed(err.to_string()),
-                Err(_) => Lookup::Failed("API unavailable: get pod: the deadline passed".to_string()),
+                Err(_) => {
+                    Lookup::Failed(Failure::Deadline("API unavailable: get pod: the deadline passed".to_string()))
+                }
             })
         }
         Need::Budgets => Observed::Budgets(zpdb.budgets.snapshot()),
@@ -141,7 +148,7 @@ async fn carry_out<A: EvictionApi>(
             Observed::StatefulSet(match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
                 Ok(Some(sts)) => match StatefulSetView::from_k8s(&sts) {
                     Ok(view) => Lookup::Found(Box::new(view)),
-                    Err(err) => Lookup::Failed(err.to_string()),
+                    Err(err) => Lookup::Failed(Failure::Unreadable(err.to_string())),
                 },
                 Ok(None) => Lookup::NotFound,
                 Err(err) => Lookup::Failed(err),
@@ -172,10 +179,10 @@ async fn carry_out<A: EvictionApi>(
         // Another decision of this process was refused intents since this one started: no request that would be
         // refused too (the refusal was said once already).
         Need::WriteIntent { .. } if zpdb.serialisation_mode() != Serialisation::Intents => {
-            Observed::IntentWritten(Err(IntentFailure::Forbidden("eviction intents are refused (patch pods)".into())))
+            Observed::IntentWritten(Err(Failure::Forbidden("eviction intents are refused (patch pods)".into())))
         }
         Need::WriteStatefulSetIntent { .. } if zpdb.serialisation_mode() == Serialisation::InProcess => {
-            Observed::IntentWritten(Err(IntentFailure::Forbidden(
+            Observed::IntentWritten(Err(Failure::Forbidden(
                 "eviction intents are refused (patch pods, patch statefulsets)".into(),
             )))
         }
@@ -194,10 +201,11 @@ async fn carry_out<A: EvictionApi>(
                 }
                 Ok(Err(err @ ApiError::Forbidden(_))) => {
                     zpdb.metrics.gates.refused(Gate::StatefulSetIntents, &err);
-                    Err(IntentFailure::Forbidden(err.to_string()))
+                    Err(Failure::from(&err))
                 }
-                Ok(Err(err)) => Err(IntentFailure::Failed(err.to_string())),
-                Err(_) => Err(IntentFailure::Failed("the deadline passed".to_string())),
+                // Not the pod changing: the intent was simply not recorded.
+                Ok(Err(err)) => Err(Failure::Failed(err.to_string())),
+                Err(_) => Err(Failure::Deadline("the deadline passed".to_string())),
             })
         }
         Need::RemoveStatefulSetIntent { statefulset, key } => {
@@ -238,13 +246,11 @@ async fn carry_out<A: EvictionApi>(
                 }
                 Ok(Err(err @ ApiError::Forbidden(_))) => {
                     zpdb.metrics.gates.refused(Gate::PodIntents, &err);
-                    Err(IntentFailure::Forbidden(err.to_string()))
+                    Err(Failure::from(&err))
                 }
-                Ok(Err(err @ (ApiError::Conflict(_) | ApiError::NotFound(_)))) => {
-                    Err(IntentFailure::Changed(err.to_string()))
-                }
-                Ok(Err(err)) => Err(IntentFailure::Failed(err.to_string())),
-                Err(_) => Err(IntentFailure::Failed("the deadline passed".to_string())),
+                Ok(Err(err @ (ApiError::Conflict(_) | ApiError::NotFound(_)))) => Err(Failure::from(&err)),
+                Ok(Err(err)) => Err(Failure::from(&err)),
+                Err(_) => Err(Failure::Deadline("the deadline passed".to_string())),
             })
         }
         Need::RemoveIntent { pod, uid, key } => {

@@ -17,6 +17,7 @@
 use crate::cluster::LiveReads;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use rollout_core::Failure;
 use rollout_core::StatefulSetView;
 use rollout_core::zpdb::BudgetPod;
 use std::collections::HashMap;
@@ -31,15 +32,15 @@ pub trait Listable: Send + Sync + Sized + 'static {
     /// The request, for messages ("list pods").
     const WHAT: &'static str;
 
-    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, String>>;
+    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, Failure>>;
 }
 
 impl Listable for BudgetPod {
     const WHAT: &'static str = "list pods";
 
-    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, String>> {
+    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, Failure>> {
         async move {
-            let pods = api.list_pods(&selector).await.map_err(|err| err.to_string())?;
+            let pods = api.list_pods(&selector).await.map_err(|err| Failure::from(&err))?;
             Ok(pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect())
         }
         .boxed()
@@ -49,9 +50,9 @@ impl Listable for BudgetPod {
 impl Listable for StatefulSetView {
     const WHAT: &'static str = "list statefulsets";
 
-    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, String>> {
+    fn list<C: LiveReads>(api: C, selector: String) -> BoxFuture<'static, Result<Vec<Self>, Failure>> {
         async move {
-            let listed = api.list_statefulsets(&selector).await.map_err(|err| err.to_string())?;
+            let listed = api.list_statefulsets(&selector).await.map_err(|err| Failure::from(&err))?;
             Ok(listed.iter().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect())
         }
         .boxed()
@@ -59,7 +60,7 @@ impl Listable for StatefulSetView {
 }
 
 /// One list's outcome, as every decision that joined it sees it (shared, not copied).
-pub type Listed<T = BudgetPod> = Result<Arc<[T]>, String>;
+pub type Listed<T = BudgetPod> = Result<Arc<[T]>, Failure>;
 
 type Flight<T> = Shared<BoxFuture<'static, Listed<T>>>;
 
@@ -157,7 +158,7 @@ impl<T: Listable> SharedLists<T> {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(left, self.list(api, selector, fresh, left.max(MIN_LIST_LIMIT))).await {
             Ok(listed) => listed,
-            Err(_) => Err(format!("API unavailable: {}: the deadline passed", T::WHAT)),
+            Err(_) => Err(Failure::Deadline(format!("API unavailable: {}: the deadline passed", T::WHAT))),
         }
     }
 
@@ -184,7 +185,9 @@ impl<T: Listable> SharedLists<T> {
             let listed = match tokio::time::timeout(limit, T::list(api, selector.clone())).await {
                 Ok(Ok(items)) => Ok(Arc::from(items)),
                 Ok(Err(err)) => Err(err),
-                Err(_) => Err(format!("API unavailable: {}: the webhook's deadline passed", T::WHAT)),
+                Err(_) => {
+                    Err(Failure::Deadline(format!("API unavailable: {}: the webhook's deadline passed", T::WHAT)))
+                }
             };
             lists.change(&selector, |slot| {
                 if slot.current.as_ref().is_some_and(|(c, _)| *c == id) {

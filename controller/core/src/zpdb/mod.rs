@@ -94,8 +94,7 @@ pub mod validation;
 pub use config::{Budgets, ConfigError, Observation, ZpdbConfig, budget_for};
 pub use decision::{EvictionVerdict, Holder, Outcome};
 pub use flow::{
-    EvictPod, EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, Requester,
-    Serialisation,
+    EvictPod, EvictionRequest, EvictionSettings, KnownBudgets, Lookup, Need, Observed, Requester, Serialisation,
 };
 pub use pods::{BudgetPod, BudgetPods, ReadyTimeChange, StatefulSetIntent, ready_time_change};
 pub use rollout::{BudgetHold, BudgetScope, hold_of_deletion};

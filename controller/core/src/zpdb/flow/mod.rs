@@ -32,14 +32,15 @@ mod needs;
 
 pub use intents::{RIVAL_WAIT, RIVAL_WAITS, controller_statefulset_intent_key, rival_wait};
 pub use needs::{
-    EvictionRequest, EvictionSettings, IntentFailure, KnownBudgets, Lookup, Need, Observed, ROLLOUT_CONTROLLER,
-    Requester, Serialisation,
+    EvictionRequest, EvictionSettings, KnownBudgets, Lookup, Need, Observed, ROLLOUT_CONTROLLER, Requester,
+    Serialisation,
 };
 
 use super::config::{MultipleBudgets, ZpdbConfig, budget_for};
 use super::decision::{EvictionVerdict, Outcome, max_unavailable, same_statefulset};
 use super::pods::{BudgetPod, BudgetPods, statefulset_intents};
 use crate::admission::{AdmissionRequest, foreign_namespace};
+use crate::failure::Failure;
 use crate::view::StatefulSetView;
 use jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,7 +87,7 @@ pub struct EvictPod {
     owner_name: String,
     owner: Option<StatefulSetView>,
     /// The budget's StatefulSets as listed, until the owner's checks are done.
-    listed: Option<Result<Vec<StatefulSetView>, String>>,
+    listed: Option<Result<Vec<StatefulSetView>, Failure>>,
     max_unavailable: u32,
     statefulsets: Vec<StatefulSetView>,
     partition: Option<String>,
@@ -201,15 +202,13 @@ impl EvictPod {
                 }
                 // Policy for the controller: go on without budgets, as when they cannot be read: a permission the
                 // deployment does not grant disables the feature, it never stops a rollout (the driver says so once).
-                Lookup::Forbidden(err) if self.is_rollout_deletion() => {
+                Lookup::Failed(err) if err.is_forbidden() && self.is_rollout_deletion() => {
                     self.answer(EvictionVerdict::allow_with_warning(
                         Outcome::POD_NOT_IN_SCOPE,
                         format!("the operator may not read pods ({err}); replacing the pod without budgets"),
                     ))
                 }
-                Lookup::Failed(err) | Lookup::Forbidden(err) => {
-                    self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, err))
-                }
+                Lookup::Failed(err) => self.answer(EvictionVerdict::deny(Outcome::POD_NOT_FOUND, err.to_string())),
                 Lookup::Found(pod) if pod.is_not_running() => {
                     self.answer(EvictionVerdict::allow_with_warning(Outcome::POD_NOT_READY, "pod is not ready"))
                 }
@@ -275,24 +274,24 @@ impl EvictPod {
             (Phase::IntentWritten, Observed::IntentWritten(written)) => match written {
                 Ok(()) => self.read_again(Duration::ZERO),
                 // No permission to patch the pod: the intent goes on its StatefulSet.
-                Err(IntentFailure::Forbidden(_)) if self.serialisation == Serialisation::Intents => {
+                Err(Failure::Forbidden(_)) if self.serialisation == Serialisation::Intents => {
                     self.serialisation = Serialisation::StatefulSetIntents;
                     self.write_statefulset_intent(now)
                 }
                 // No permission to write intents at all: serialise in this process, as the reference does, and
                 // judge again under the lock (the first judgement was made without it).
-                Err(IntentFailure::Forbidden(_)) => {
+                Err(Failure::Forbidden(_)) => {
                     self.serialisation = Serialisation::InProcess;
                     self.our_statefulset_intent = None;
                     self.lock(true)
                 }
                 // Policy: deny with 429 (the client retries and the next attempt reads the pod afresh).
-                Err(IntentFailure::Changed(err)) => self.answer(EvictionVerdict::deny(
+                Err(err @ (Failure::Conflict(_) | Failure::NotFound(_))) => self.answer(EvictionVerdict::deny(
                     Outcome::DENIED,
                     format!("pod {} changed while its eviction was being decided ({err}); retry", self.pod_name()),
                 )),
                 // Policy: deny: without its intent, another decision could spend the same budget.
-                Err(IntentFailure::Failed(err)) => self.answer(EvictionVerdict::deny(
+                Err(err) => self.answer(EvictionVerdict::deny(
                     Outcome::INTENT_NOT_RECORDED,
                     format!("unable to record the eviction of pod {} before allowing it: {err}", self.pod_name()),
                 )),
@@ -414,7 +413,7 @@ impl EvictPod {
 
     /// The budget's StatefulSets listed: the owner taken from the list, or read by name when it is not in it (not
     /// selected by the budget, or the list failed).
-    fn statefulsets_read(&mut self, listed: Result<Vec<StatefulSetView>, String>) -> Need {
+    fn statefulsets_read(&mut self, listed: Result<Vec<StatefulSetView>, Failure>) -> Need {
         let owner = listed.as_ref().ok().and_then(|list| list.iter().find(|s| s.name == self.owner_name)).cloned();
         self.listed = Some(listed);
         match owner {
@@ -444,7 +443,7 @@ impl EvictPod {
                     format!("unable to find StatefulSet {name} by name: statefulsets.apps \"{name}\" not found");
                 return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
             }
-            Lookup::Failed(err) | Lookup::Forbidden(err) => {
+            Lookup::Failed(err) => {
                 let message = format!("unable to find StatefulSet {name} by name: {err}");
                 return self.answer(EvictionVerdict::deny(Outcome::STS_NOT_FOUND, message));
             }
@@ -512,7 +511,7 @@ impl EvictPod {
         Need::Lock { budget: self.config.as_ref().map(|c| c.name.clone()).unwrap_or_default() }
     }
 
-    fn statefulsets_listed(&mut self, listed: Result<Vec<StatefulSetView>, String>) -> Need {
+    fn statefulsets_listed(&mut self, listed: Result<Vec<StatefulSetView>, Failure>) -> Need {
         let mut statefulsets = match listed {
             // Policy: deny (400, as the reference): without the other zones nothing can be judged.
             Err(_) => return self.answer(min_statefulsets_not_found()),

@@ -2,6 +2,7 @@
 //! names (every live read and write) and what the shell observed in answer.
 
 use crate::admission::AdmissionRequest;
+use crate::failure::Failure;
 use crate::view::StatefulSetView;
 use crate::zpdb::config::ZpdbConfig;
 use crate::zpdb::decision::{EvictionVerdict, Outcome};
@@ -118,10 +119,8 @@ impl EvictionRequest {
 pub enum Lookup<T> {
     Found(Box<T>),
     NotFound,
-    /// The read failed (API error or deadline), or the object could not be read as what it should be.
-    Failed(String),
-    /// The operator may not read it (403).
-    Forbidden(String),
+    /// The read failed (refused, API error, deadline), or the object could not be read as what it should be.
+    Failed(Failure),
 }
 
 /// The budgets the operator knows, as the shell has them.
@@ -132,16 +131,6 @@ pub enum KnownBudgets {
     NotLoaded(String),
     /// Cannot be read (forbidden): the same, and retrying does not help.
     Unreadable(String),
-}
-
-/// A failed write of the eviction intent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IntentFailure {
-    /// Refused by RBAC (403): the flow falls back to in-process serialisation.
-    Forbidden(String),
-    /// The pod is gone or was replaced (uid precondition) since it was read.
-    Changed(String),
-    Failed(String),
 }
 
 /// What the flow needs next.
@@ -200,9 +189,11 @@ pub enum Observed {
     },
     /// The lock could not be taken in time (another decision of the budget holds it).
     NotLocked,
-    StatefulSets(Result<Vec<StatefulSetView>, String>),
-    Pods(Result<BudgetPods, String>),
-    IntentWritten(Result<(), IntentFailure>),
+    StatefulSets(Result<Vec<StatefulSetView>, Failure>),
+    Pods(Result<BudgetPods, Failure>),
+    /// The intent was written, or why not (refused by RBAC: serialised another way; a conflict or not found: the
+    /// pod changed since it was read).
+    IntentWritten(Result<(), Failure>),
     IntentRemoved,
     Remembered,
     /// Registered; the pods (by uid) of the other decisions under way under the budget in this process.

@@ -2,6 +2,7 @@
 //! by policy.
 
 use super::*;
+use crate::failure::Failure;
 
 #[test]
 fn each_early_answer_has_the_reference_message_code_and_outcome() {
@@ -126,23 +127,27 @@ fn failed_reads_are_answered_by_policy() {
     let found = || Observed::Pod(Lookup::Found(Box::new(pod.clone())));
     let budgets = || Observed::Budgets(KnownBudgets::Known(vec![config.clone()]));
     let owner = || Observed::StatefulSet(Lookup::Found(Box::new(sts[0].clone())));
-    let v = start(vec![Observed::Pod(Lookup::Failed("API unavailable: deadline".into()))]);
+    let v = start(vec![Observed::Pod(Lookup::Failed(Failure::Unavailable("API unavailable: deadline".into())))]);
     assert_eq!((v.outcome, v.message()), (Outcome::POD_NOT_FOUND, "API unavailable: deadline"));
     // The owner is not in a failed list: read by name, and that read's failure comes first (as the reference).
     let v = start(vec![
         found(),
         budgets(),
-        Observed::StatefulSets(Err("boom".into())),
-        Observed::StatefulSet(Lookup::Failed("boom".into())),
+        Observed::StatefulSets(Err(Failure::Unavailable("boom".into()))),
+        Observed::StatefulSet(Lookup::Failed(Failure::Unavailable("boom".into()))),
     ]);
     assert_eq!(
         (v.outcome, v.message()),
         (Outcome::STS_NOT_FOUND, "unable to find StatefulSet ingester-zone-a by name: boom")
     );
-    let v = start(vec![found(), budgets(), Observed::StatefulSets(Err("boom".into())), owner()]);
+    let v = start(vec![found(), budgets(), Observed::StatefulSets(Err(Failure::Unavailable("boom".into()))), owner()]);
     assert_eq!((v.outcome, v.message()), (Outcome::MIN_STS_NOT_FOUND, "minimum number of StatefulSets not found"));
-    let v =
-        start(vec![found(), budgets(), Observed::StatefulSets(Ok(sts.clone())), Observed::Pods(Err("boom".into()))]);
+    let v = start(vec![
+        found(),
+        budgets(),
+        Observed::StatefulSets(Ok(sts.clone())),
+        Observed::Pods(Err(Failure::Unavailable("boom".into()))),
+    ]);
     assert_eq!(
         (v.outcome, v.message(), v.verdict.code),
         (Outcome::POD_STATUS_NOT_DETERMINED, "unable to determine pod status in related StatefulSet", Some(500))
@@ -156,7 +161,7 @@ fn failed_reads_are_answered_by_policy() {
         sts_listed(),
         pods(),
         claimed(),
-        Observed::IntentWritten(Err(IntentFailure::Failed("timeout".into()))),
+        Observed::IntentWritten(Err(Failure::Failed("timeout".into()))),
     ]);
     assert_eq!((v.outcome, v.verdict.code), (Outcome::INTENT_NOT_RECORDED, Some(500)));
     let v = start(vec![
@@ -165,7 +170,7 @@ fn failed_reads_are_answered_by_policy() {
         sts_listed(),
         pods(),
         claimed(),
-        Observed::IntentWritten(Err(IntentFailure::Changed("conflict".into()))),
+        Observed::IntentWritten(Err(Failure::Conflict("conflict".into()))),
     ]);
     assert_eq!((v.outcome, v.verdict.code), (Outcome::DENIED, Some(429)));
     // A failed second read takes the intent back and denies.
@@ -182,7 +187,10 @@ fn failed_reads_are_answered_by_policy() {
     ] {
         flow.step(o, now());
     }
-    assert!(matches!(flow.step(Observed::Pods(Err("boom".into())), now()), Need::RemoveIntent { .. }));
+    assert!(matches!(
+        flow.step(Observed::Pods(Err(Failure::Unavailable("boom".into()))), now()),
+        Need::RemoveIntent { .. }
+    ));
     let Need::Answer(v) = flow.step(Observed::IntentRemoved, now()) else { panic!("no answer") };
     assert_eq!(v.outcome, Outcome::POD_STATUS_NOT_DETERMINED);
     // The lock not taken in time: 429.

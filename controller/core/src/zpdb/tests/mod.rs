@@ -18,6 +18,7 @@ use super::decision::{AbsentPeer, Judged, describe, judge, max_unavailable};
 use super::*;
 use crate::admission::{AdmissionRequest, ReviewVersion};
 use crate::downscale::format_timestamp;
+use crate::failure::Failure;
 use crate::fixture;
 use crate::keys;
 use crate::view::{OwnerRef, StatefulSetView};
@@ -239,13 +240,13 @@ impl Cluster {
             Need::StatefulSets { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
             Need::Pods { .. } | Need::PodsAgain { .. } => Observed::Pods(Ok(self.world.pods.as_slice().into())),
             Need::StatefulSetsAgain { .. } if self.fail_statefulsets_again => {
-                Observed::StatefulSets(Err("API unavailable".into()))
+                Observed::StatefulSets(Err(Failure::Unavailable("API unavailable".into())))
             }
             Need::StatefulSetsAgain { .. } => Observed::StatefulSets(Ok(self.world.statefulsets.clone())),
             Need::WriteStatefulSetIntent { statefulset, key, value, stale } => {
                 self.writes.push(format!("intent on {statefulset}"));
                 if self.refuse_statefulset_patches {
-                    return Observed::IntentWritten(Err(IntentFailure::Forbidden("statefulsets is forbidden".into())));
+                    return Observed::IntentWritten(Err(Failure::Forbidden("statefulsets is forbidden".into())));
                 }
                 let mut changes: Vec<(String, Option<String>)> = stale.iter().map(|k| (k.clone(), None)).collect();
                 changes.push((key.clone(), Some(value.clone())));
@@ -259,12 +260,12 @@ impl Cluster {
             }
             Need::WriteIntent { .. } if self.refuse_pod_patches => {
                 self.writes.push("refused".into());
-                Observed::IntentWritten(Err(IntentFailure::Forbidden("pods is forbidden".into())))
+                Observed::IntentWritten(Err(Failure::Forbidden("pods is forbidden".into())))
             }
             Need::WriteIntent { pod, uid, key, until } => {
                 self.writes.push(format!("intent {pod}"));
                 if !self.world.pods.iter().any(|p| p.name() == pod && p.uid() == uid) {
-                    return Observed::IntentWritten(Err(IntentFailure::Changed(format!("pods \"{pod}\" changed"))));
+                    return Observed::IntentWritten(Err(Failure::Conflict(format!("pods \"{pod}\" changed"))));
                 }
                 self.intents.insert((pod.clone(), key.clone()), *until);
                 self.show_intents(pod);

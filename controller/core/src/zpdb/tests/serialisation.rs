@@ -2,6 +2,7 @@
 //! memory when neither may be patched.
 
 use super::*;
+use crate::failure::Failure;
 
 #[test]
 fn requests_that_are_not_evictions_are_denied_with_400() {
@@ -246,7 +247,7 @@ fn without_permission_to_patch_pods_or_statefulsets_it_falls_back_to_the_lock_an
             Need::Answer(v) => break v,
             need @ (Need::WriteIntent { .. } | Need::WriteStatefulSetIntent { .. }) => {
                 needs.push(need_name(&need));
-                observed = Observed::IntentWritten(Err(IntentFailure::Forbidden("forbidden".into())));
+                observed = Observed::IntentWritten(Err(Failure::Forbidden("forbidden".into())));
             }
             need => {
                 needs.push(need_name(&need));
