@@ -72,7 +72,8 @@
 //! shell's pre-write check, one tunes the core without its margin.
 
 use jiff::{SignedDuration, Timestamp};
-use rollout_core::election::{ElectionConfig, Elector, LeaseRecord, Need, Observed, WriteFailure};
+use rollout_core::Failure;
+use rollout_core::election::{ElectionConfig, Elector, LeaseRecord, Need, Observed};
 use stateright::{Model, Property};
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -609,11 +610,11 @@ impl ElectionModel {
         let current = s.lease.as_ref().map(|l| l.record.resource_version.clone());
         match (call, current) {
             (Need::Get, _) => Observed::Read(Ok(s.lease.as_ref().map(|l| l.record.clone()))),
-            (Need::Create(_), Some(_)) => Observed::Written(Err(WriteFailure::Conflict)),
+            (Need::Create(_), Some(_)) => Observed::Written(Err(Failure::Conflict("already exists".into()))),
             (Need::Create(record), None) => written(s, record),
             (Need::Replace(record), Some(version)) if version == record.resource_version => written(s, record),
-            (Need::Replace(_), Some(_)) => Observed::Written(Err(WriteFailure::Conflict)),
-            (Need::Replace(_), None) => Observed::Written(Err(WriteFailure::Failed("not found".into()))),
+            (Need::Replace(_), Some(_)) => Observed::Written(Err(Failure::Conflict("resourceVersion".into()))),
+            (Need::Replace(_), None) => Observed::Written(Err(Failure::NotFound("not found".into()))),
             (Need::Wait(_) | Need::Done, _) => unreachable!("only Lease calls are sent"),
         }
     }
@@ -891,12 +892,8 @@ impl Model for ElectionModel {
                 let i = usize::from(i);
                 let Doing::Calling { read, .. } = s.replicas[i].doing else { return None };
                 Self::abandon(&mut s, i);
-                let failed = "timed out".to_string();
-                let observed = if read {
-                    Observed::Read(Err(failed))
-                } else {
-                    Observed::Written(Err(WriteFailure::Failed(failed)))
-                };
+                let failed = Failure::Deadline("timed out".to_string());
+                let observed = if read { Observed::Read(Err(failed)) } else { Observed::Written(Err(failed)) };
                 self.step(&mut s, i, observed);
             }
             ElectionStep::Wakes(i) => self.step(&mut s, usize::from(i), Observed::Tick),

@@ -21,6 +21,7 @@
 //! - **Release** (graceful shutdown) first ends the write window, then clears the holder with a compare-and-swap,
 //!   so another replica takes over at once instead of after the lease duration.
 
+use crate::failure::Failure;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -196,24 +197,16 @@ pub enum Need {
     Done,
 }
 
-/// A failed write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteFailure {
-    /// The precondition failed (another replica wrote first) or the Lease already exists.
-    Conflict,
-    /// Refused, unanswered or timed out: it may or may not have committed.
-    Failed(String),
-}
-
 /// What the shell saw when it carried out the last need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
     Start,
     Tick,
     /// The Lease as read (`None`: it does not exist), or why it could not be read.
-    Read(Result<Option<LeaseRecord>, String>),
-    /// The Lease as written, or why the write failed.
-    Written(Result<LeaseRecord, WriteFailure>),
+    Read(Result<Option<LeaseRecord>, Failure>),
+    /// The Lease as written, or why the write failed: a conflict (another replica wrote first, or the Lease already
+    /// exists) is known not to have committed; anything else is taken as possibly committed.
+    Written(Result<LeaseRecord, Failure>),
 }
 
 /// Something the shell reports (logs, metrics) and acts on (start or stop the controller).
@@ -399,7 +392,7 @@ impl Elector {
 
     fn after_read(
         &mut self,
-        result: Result<Option<LeaseRecord>, String>,
+        result: Result<Option<LeaseRecord>, Failure>,
         now: Timestamp,
         events: &mut Vec<Event>,
     ) -> Need {
@@ -476,17 +469,12 @@ impl Elector {
         })
     }
 
-    fn after_write(
-        &mut self,
-        result: Result<LeaseRecord, WriteFailure>,
-        now: Timestamp,
-        events: &mut Vec<Event>,
-    ) -> Need {
+    fn after_write(&mut self, result: Result<LeaseRecord, Failure>, now: Timestamp, events: &mut Vec<Event>) -> Need {
         let pending = std::mem::replace(&mut self.pending, Pending::None);
         if matches!(pending, Pending::Acquire { .. } | Pending::Renew { .. }) {
             // Unanswered (timed out, or an error that may follow a commit): found by the election model, a create
             // whose answer was lost left the Lease naming a replica that then released nothing.
-            self.own_write_unknown = matches!(result, Err(WriteFailure::Failed(_)));
+            self.own_write_unknown = matches!(&result, Err(failure) if !matches!(failure, Failure::Conflict(_)));
         }
         match (pending, result) {
             (Pending::Release { .. }, Ok(record)) => {
@@ -515,7 +503,7 @@ impl Elector {
                 self.wait()
             }
             // Someone wrote first: look again at once.
-            (Pending::Acquire { .. } | Pending::Renew { .. }, Err(WriteFailure::Conflict))
+            (Pending::Acquire { .. } | Pending::Renew { .. }, Err(Failure::Conflict(_)))
                 if self.role != Role::Releasing =>
             {
                 self.read()

@@ -15,7 +15,8 @@ use crate::cluster::{ApiError, Leases};
 use crate::ops::metrics::LeaderMetrics;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
-use rollout_core::election::{ElectionConfig, Elector, Event, LeaseRecord, Need, Observed, WriteFailure};
+use rollout_core::Failure;
+use rollout_core::election::{ElectionConfig, Elector, Event, LeaseRecord, Need, Observed};
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -250,8 +251,8 @@ impl<L: Leases> Election<L> {
                 let read = tokio::time::timeout(self.request_timeout, self.api.get_lease(&self.lease_name)).await;
                 Observed::Read(match read {
                     Ok(Ok(lease)) => Ok(lease.as_ref().map(LeaseRecord::from_lease)),
-                    Ok(Err(error)) => Err(self.failed("read", &error)),
-                    Err(_) => Err(format!("reading lease {} timed out", self.lease_name)),
+                    Ok(Err(error)) => Err(Failure::from(&error).map_message(|_| self.failed("read", &error))),
+                    Err(_) => Err(Failure::Deadline(format!("reading lease {} timed out", self.lease_name))),
                 })
             }
             Need::Create(record) => {
@@ -277,9 +278,9 @@ impl<L: Leases> Election<L> {
     fn written(&self, answer: Option<Result<k8s_openapi::api::coordination::v1::Lease, ApiError>>) -> Observed {
         Observed::Written(match answer {
             Some(Ok(lease)) => Ok(LeaseRecord::from_lease(&lease)),
-            Some(Err(ApiError::Conflict(_))) => Err(WriteFailure::Conflict),
-            Some(Err(error)) => Err(WriteFailure::Failed(self.failed("write", &error))),
-            None => Err(WriteFailure::Failed(format!("writing lease {} timed out", self.lease_name))),
+            Some(Err(error @ ApiError::Conflict(_))) => Err(Failure::from(&error)),
+            Some(Err(error)) => Err(Failure::from(&error).map_message(|_| self.failed("write", &error))),
+            None => Err(Failure::Deadline(format!("writing lease {} timed out", self.lease_name))),
         })
     }
 

@@ -3,6 +3,7 @@
 //! different rates, checked at every step against the store's true holder.
 
 use super::*;
+use crate::failure::Failure;
 use proptest::prelude::*;
 
 fn t0() -> Timestamp {
@@ -148,14 +149,14 @@ fn a_renewal_whose_answer_is_lost_does_not_extend_the_term() {
     e.step(committed(&create, "1"), at(0));
     e.step(Observed::Tick, at(2_000));
     e.step(Observed::Read(Ok(Some(held_by("pod-a", "1")))), at(2_000));
-    let step = e.step(Observed::Written(Err(WriteFailure::Failed("timeout".into()))), at(4_000));
+    let step = e.step(Observed::Written(Err(Failure::Deadline("timeout".into()))), at(4_000));
     assert_eq!(step.need, Need::Wait(secs(2)));
     assert_eq!(e.write_until(), Some(at(10_000)));
     // Reads keep failing: the deadline ends the term, with an event, and the replica is a candidate again.
     e.step(Observed::Tick, at(6_000));
-    e.step(Observed::Read(Err("unreachable".into())), at(9_000));
+    e.step(Observed::Read(Err(Failure::Unavailable("unreachable".into()))), at(9_000));
     e.step(Observed::Tick, at(9_500));
-    let step = e.step(Observed::Read(Err("unreachable".into())), at(10_000));
+    let step = e.step(Observed::Read(Err(Failure::Unavailable("unreachable".into()))), at(10_000));
     assert!(matches!(step.events.as_slice(), [Event::Lost { .. }]), "{:?}", step.events);
     assert!(!e.is_leader());
     assert!(!e.may_write(at(10_000)));
@@ -203,7 +204,7 @@ fn losing_the_race_reads_again_and_follows() {
     let mut e = Elector::new(ElectionConfig::new("pod-b"));
     e.step(Observed::Start, at(0));
     e.step(Observed::Read(Ok(Some(LeaseRecord { holder: None, ..held_by("x", "7") }))), at(0));
-    let step = e.step(Observed::Written(Err(WriteFailure::Conflict)), at(10));
+    let step = e.step(Observed::Written(Err(Failure::Conflict("conflict".into()))), at(10));
     assert_eq!(step.need, Need::Get);
     assert_eq!(e.step(Observed::Read(Ok(Some(held_by("pod-c", "8")))), at(20)).need, Need::Wait(secs(2)));
     assert!(!e.is_leader());
@@ -277,23 +278,23 @@ fn a_release_racing_its_own_lease_write_reads_the_lease_and_clears_it_while_it_i
     b.step(committed(&create, "1"), at(0));
     let release = b.release(at(1_000)).need;
     assert!(matches!(&release, Need::Replace(r) if r.resource_version == "1"), "{release:?}");
-    assert_eq!(b.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_100)).need, Need::Get);
+    assert_eq!(b.step(Observed::Written(Err(Failure::Conflict("conflict".into()))), at(1_100)).need, Need::Get);
     let clear = b.step(Observed::Read(Ok(Some(held_by("pod-b", "2")))), at(1_200)).need;
     assert!(matches!(&clear, Need::Replace(r) if r.holder.is_none() && r.resource_version == "2"), "{clear:?}");
     // Another holder by then: nothing to give back.
     let mut c = b.clone();
-    assert_eq!(c.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_300)).need, Need::Get);
+    assert_eq!(c.step(Observed::Written(Err(Failure::Conflict("conflict".into()))), at(1_300)).need, Need::Get);
     assert_eq!(c.step(Observed::Read(Ok(Some(held_by("pod-x", "3")))), at(1_400)).need, Need::Done);
     // Someone keeps writing: it gives up after a few tries (the Lease then expires by itself).
     for _ in 0..RELEASE_TRIES {
-        let step = b.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_500));
+        let step = b.step(Observed::Written(Err(Failure::Conflict("conflict".into()))), at(1_500));
         if step.need == Need::Done {
             break;
         }
         assert_eq!(step.need, Need::Get);
         assert!(matches!(b.step(Observed::Read(Ok(Some(held_by("pod-b", "9")))), at(1_500)).need, Need::Replace(_)));
     }
-    assert_eq!(b.step(Observed::Written(Err(WriteFailure::Conflict)), at(1_600)).need, Need::Done);
+    assert_eq!(b.step(Observed::Written(Err(Failure::Conflict("conflict".into()))), at(1_600)).need, Need::Done);
 
     // A takeover in flight from a candidate: read; cleared if it committed, nothing if it did not.
     let mut d = Elector::new(ElectionConfig::new("pod-d"));
@@ -317,7 +318,7 @@ fn a_release_reads_after_a_lapsed_window_or_an_unanswered_write_of_its_own() {
     a.step(Observed::Start, at(0));
     let create = a.step(Observed::Read(Ok(None)), at(0)).need;
     a.step(committed(&create, "1"), at(0));
-    let lapsed = a.step(Observed::Written(Err(WriteFailure::Failed("timed out".into()))), at(10_500));
+    let lapsed = a.step(Observed::Written(Err(Failure::Deadline("timed out".into()))), at(10_500));
     assert!(matches!(lapsed.events.as_slice(), [Event::Lost { .. }]), "{:?}", lapsed.events);
     assert!(!a.is_leader());
     assert_eq!(a.release(at(10_600)).need, Need::Get);
@@ -327,16 +328,16 @@ fn a_release_reads_after_a_lapsed_window_or_an_unanswered_write_of_its_own() {
     let mut b = Elector::new(ElectionConfig::new("pod-b"));
     b.step(Observed::Start, at(0));
     assert!(matches!(b.step(Observed::Read(Ok(None)), at(0)).need, Need::Create(_)));
-    b.step(Observed::Written(Err(WriteFailure::Failed("timed out".into()))), at(5_000));
+    b.step(Observed::Written(Err(Failure::Deadline("timed out".into()))), at(5_000));
     assert_eq!(b.release(at(5_100)).need, Need::Get);
     assert!(matches!(b.step(Observed::Read(Ok(Some(held_by("pod-b", "1")))), at(5_200)).need, Need::Replace(_)));
     // An unreadable Lease is read again while tries are left.
     let mut c = Elector::new(ElectionConfig::new("pod-c"));
     c.step(Observed::Start, at(0));
     c.step(Observed::Read(Ok(None)), at(0));
-    c.step(Observed::Written(Err(WriteFailure::Failed("timed out".into()))), at(5_000));
+    c.step(Observed::Written(Err(Failure::Deadline("timed out".into()))), at(5_000));
     assert_eq!(c.release(at(5_100)).need, Need::Get);
-    assert_eq!(c.step(Observed::Read(Err("unreachable".into())), at(5_200)).need, Need::Get);
+    assert_eq!(c.step(Observed::Read(Err(Failure::Unavailable("unreachable".into()))), at(5_200)).need, Need::Get);
     // A candidate that never wrote has nothing to read.
     let mut d = Elector::new(ElectionConfig::new("pod-d"));
     d.step(Observed::Start, at(0));
@@ -405,14 +406,14 @@ impl Store {
             Need::Get => Observed::Read(Ok(self.lease.clone())),
             Need::Create(record) => {
                 if self.lease.is_some() {
-                    return Observed::Written(Err(WriteFailure::Conflict));
+                    return Observed::Written(Err(Failure::Conflict("conflict".into())));
                 }
                 self.put(record)
             }
             Need::Replace(record) => {
                 match &self.lease {
                     Some(current) if current.resource_version == record.resource_version => {}
-                    _ => return Observed::Written(Err(WriteFailure::Conflict)),
+                    _ => return Observed::Written(Err(Failure::Conflict("conflict".into()))),
                 }
                 self.put(record)
             }
@@ -487,8 +488,8 @@ fn run_with(
                     let lost = matches!(act, Act::LoseReply);
                     let seen = match (answer, need) {
                         (Some(answer), _) if !lost => answer.clone(),
-                        (_, Need::Get) => Observed::Read(Err("timeout".into())),
-                        _ => Observed::Written(Err(WriteFailure::Failed("timeout".into()))),
+                        (_, Need::Get) => Observed::Read(Err(Failure::Unavailable("timeout".into()))),
+                        _ => Observed::Written(Err(Failure::Deadline("timeout".into()))),
                     };
                     if lost && answer.is_none() && !matches!(need, Need::Get) {
                         r.late.push(need.clone());
