@@ -320,7 +320,7 @@ pub async fn decide_no_downscale<C: AdmissionApi, P: PodHttpClient>(
         Step::LookupParent { resource, name, old, new } => {
             let labels =
                 parent_labels(&webhooks.api, &webhooks.settings.parent_lookups, resource, &name, deadline).await;
-            no_downscale::decide_with_parent(request, old, new, labels.as_ref().map_err(Clone::clone))
+            no_downscale::decide_with_parent(request, old, new, labels.as_ref())
         }
     };
     tell_verdict(&webhooks.settings.events, request, &verdict, &[]);
@@ -335,7 +335,7 @@ async fn parent_labels<C: LiveReads>(
     resource: ParentResource,
     name: &str,
     deadline: Instant,
-) -> Result<std::collections::BTreeMap<String, String>, String> {
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
     let what = format!("get {}/{name}", resource.as_str());
     let metadata = match resource {
         ParentResource::StatefulSets => {
@@ -355,8 +355,8 @@ async fn parent_labels<C: LiveReads>(
     }
     match metadata {
         Ok(Some(meta)) => Ok(meta.labels.unwrap_or_default()),
-        Ok(None) => Err(format!("{}.apps \"{name}\" not found", resource.as_str())),
-        Err(err) => Err(err.to_string()),
+        Ok(None) => Err(Failure::NotFound(format!("{}.apps \"{name}\" not found", resource.as_str()))),
+        Err(err) => Err(err.failure()),
     }
 }
 

@@ -3,6 +3,7 @@
 //! special case: a dry-run downscale is judged like any other (it has no side effects anyway).
 
 use super::{AdmissionRequest, ReplicaChange, Verdict, downscale_subject, replica_change};
+use crate::failure::Failure;
 use crate::keys;
 use std::collections::BTreeMap;
 
@@ -63,16 +64,17 @@ pub fn evaluate(request: &AdmissionRequest) -> Step {
     }
 }
 
-/// Decides a `/scale` downscale once the parent's labels are known (or its lookup failed with `Err(reason)`).
+/// Decides a `/scale` downscale once the parent's labels are known (or its lookup failed).
 pub fn decide_with_parent(
     request: &AdmissionRequest,
     old: i32,
     new: i32,
-    parent_labels: Result<&BTreeMap<String, String>, String>,
+    parent_labels: Result<&BTreeMap<String, String>, &Failure>,
 ) -> Verdict {
     match parent_labels {
         Ok(labels) => decide(request, old, new, labels),
-        Err(err) => lookup_failed(request, &err),
+        // Policy: allow with a warning, whatever the failure (as the reference does).
+        Err(err) => lookup_failed(request, err.message()),
     }
 }
 

@@ -132,7 +132,12 @@ fn no_downscale_of_a_scale_subresource_asks_for_the_parent() {
     );
     assert_eq!(no_downscale::decide_with_parent(&req, 3, 1, Ok(&BTreeMap::new())), Verdict::allow());
     assert_eq!(
-        no_downscale::decide_with_parent(&req, 3, 1, Err("not found: statefulsets ingester-zone-a".into())),
+        no_downscale::decide_with_parent(
+            &req,
+            3,
+            1,
+            Err(&rollout_core::Failure::NotFound("not found: statefulsets ingester-zone-a".into()))
+        ),
         Verdict::allow_with_warning(
             "can't get statefulsets/ingester-zone-a in namespace ns, allowing the change: not found: statefulsets ingester-zone-a"
         )

@@ -67,7 +67,9 @@ fn check_any_body(body: &[u8]) {
     let verdicts = vec![
         match no_downscale::evaluate(&req) {
             Step::Decided(v) => v,
-            Step::LookupParent { old, new, .. } => no_downscale::decide_with_parent(&req, old, new, Err("x".into())),
+            Step::LookupParent { old, new, .. } => {
+                no_downscale::decide_with_parent(&req, old, new, Err(&rollout_core::Failure::Failed("x".into())))
+            }
         },
         match prepare::evaluate(&req) {
             Target::Decided(v) => v,
