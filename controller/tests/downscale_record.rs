@@ -7,13 +7,14 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{Claimant, DownscaleRecord, MinTimeVerdict};
+use rollout_core::execution::StepClaimed;
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::cluster::downscale_record::{
-    Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, StepClaim, claim_downscale, claim_downscale_marked,
-    claim_rollout_step, finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
+    Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, claim_downscale, claim_downscale_marked, claim_rollout_step,
+    finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };
 use std::collections::BTreeMap;
 use support::{Call, FakeCluster};
@@ -272,7 +273,7 @@ async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_w
     let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
         .await
         .expect("no error");
-    assert_eq!(step, StepClaim::Stale);
+    assert_eq!(step, StepClaimed::Stale);
     assert_eq!(cluster.calls(), [Call::CreateConfigMap { name: CM.into() }], "one create, refused");
     // Also when the record existed: the swap is conditional on the version the pass read.
     let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
@@ -280,7 +281,7 @@ async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_w
     let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
         .await
         .expect("no error");
-    assert_eq!(step, StepClaim::Stale);
+    assert_eq!(step, StepClaimed::Stale);
 }
 
 #[tokio::test]
@@ -294,7 +295,7 @@ async fn a_downscale_is_refused_while_a_step_of_its_group_is_live_and_allowed_af
         .expect("claim step");
     // Stored rounded up, like every record time.
     let until = ts("2026-01-01T12:01:31Z");
-    assert_eq!(step, StepClaim::Claimed { until });
+    assert_eq!(step, StepClaimed::Claimed { until });
     let steps = read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap();
     assert_eq!(steps.len(), 1);
     assert_eq!((steps[0].group.as_str(), steps[0].until), ("g", until));
@@ -353,7 +354,7 @@ async fn a_step_left_behind_expires_and_finishing_leaves_a_newer_step_alone() {
     let cluster = FakeCluster::default();
     let g = zones("g");
     let step = claim_rollout_step(&cluster, CM, None, &g, ts(T0), ts("2026-01-01T12:01:00Z")).await.expect("claim");
-    assert_eq!(step, StepClaim::Claimed { until: ts("2026-01-01T12:01:00Z") });
+    assert_eq!(step, StepClaimed::Claimed { until: ts("2026-01-01T12:01:00Z") });
     // Finishing a step with another `until` (an older pass's) removes nothing.
     finish_rollout_step(&cluster, CM, "g", ts("2026-01-01T12:00:30Z")).await.expect("finish");
     assert_eq!(read_rollout_steps(&read_record(&cluster, CM).await.unwrap().unwrap()).unwrap().len(), 1);
@@ -411,10 +412,10 @@ async fn a_live_step_of_another_holder_is_not_taken_over() {
     let cluster = FakeCluster::default();
     let g = zones("g");
     let first = claim_rollout_step(&cluster, CM, None, &g, ts(T0), ts("2026-01-01T12:01:30Z")).await.unwrap();
-    assert!(matches!(first, StepClaim::Claimed { .. }));
+    assert!(matches!(first, StepClaimed::Claimed { .. }));
     let read = read_record(&cluster, CM).await.unwrap();
     let second = claim_rollout_step(&cluster, CM, read.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:40Z")).await.unwrap();
-    assert_eq!(second, StepClaim::Stale);
+    assert_eq!(second, StepClaimed::Stale);
 }
 
 /// The record store's two dating defences (`rollout_core::defences`, test-only switches), each alone: a claim is

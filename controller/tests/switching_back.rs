@@ -30,7 +30,7 @@ use rollout_core::zpdb::{BudgetPod, Budgets, ReadyTimeChange, ready_time_change}
 use rollout_core::{Defences, GroupSnapshot};
 use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, router_with_zpdb};
 use rollout_operator::cluster::downscale_record::{
-    MarkedClaim, StepClaim, claim_downscale_marked, claim_rollout_step, markers_of, read_record, read_rollout_steps,
+    MarkedClaim, claim_downscale_marked, claim_rollout_step, markers_of, read_record, read_rollout_steps,
 };
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use rollout_operator::tls::{SelfSignedSettings, certified_key, ensure_self_signed};
@@ -192,7 +192,7 @@ async fn the_zone_tracker_we_leave_loads_under_the_go_operators_rules_and_what_i
     let stored = read_record(&cluster, CM).await.unwrap().expect("the record");
     let until = now() + SignedDuration::from_secs(70);
     let step = claim_rollout_step(&cluster, CM, Some(&stored), &group(), now(), until).await.unwrap();
-    assert!(matches!(step, StepClaim::Claimed { .. }), "{step:?}");
+    assert!(matches!(step, rollout_core::execution::StepClaimed::Claimed { .. }), "{step:?}");
 
     let left = cluster.config_map(CM).expect("the zone tracker");
     let annotations = left.metadata.annotations.clone().unwrap_or_default();

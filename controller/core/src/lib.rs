@@ -32,6 +32,7 @@ pub mod plan;
 pub mod progress;
 pub mod prom_duration;
 pub mod readiness;
+pub mod record_claims;
 pub mod scaling;
 pub mod settings;
 pub mod view;

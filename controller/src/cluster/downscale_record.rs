@@ -16,11 +16,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
     ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MinTimeVerdict, RecordError,
-    RolloutStepInProgress, check_min_time, live_in_progress, live_rollout_step, parse_in_progress, parse_rollout_steps,
-    render_in_progress, render_rollout_steps, round_up_to_second,
+    RolloutStepInProgress, check_min_time, parse_in_progress, parse_rollout_steps, render_in_progress,
+    render_rollout_steps,
 };
+use rollout_core::execution::StepClaimed;
 use rollout_core::keys;
-use rollout_core::{Defences, Failure, GroupSnapshot, Layer};
+use rollout_core::record_claims::{self, Transition};
+use rollout_core::{Defences, Failure, GroupSnapshot};
 use thiserror::Error;
 
 /// How long after an answer (the webhook's) or a write (the controller's) a replica change is taken to have
@@ -145,6 +147,17 @@ enum Round<T> {
     Write(Write, T),
     /// Answer `T` without writing.
     Answer(T),
+}
+
+impl<T> From<Transition<T>> for Round<T> {
+    fn from(transition: Transition<T>) -> Self {
+        match transition {
+            Transition::Answer(answer) => Round::Answer(answer),
+            Transition::Write { record, markers, steps, answer } => {
+                Round::Write(Write { record, markers, steps }, answer)
+            }
+        }
+    }
 }
 
 /// Writes `write` back: creates the ConfigMap when `stored` is `None`, else replaces it conditional on the
@@ -308,40 +321,13 @@ pub async fn claim_downscale_marked<C: RecordStore>(
     defences: Defences,
 ) -> Result<MarkedClaim, RecordStoreError> {
     read_check_swap(api, config_map, |stored| {
-        let (mut record, mut markers) = match stored {
-            Some(s) => (s.record.clone(), markers_of(s, config_map)?),
-            None => (DownscaleRecord::bootstrap(group), Vec::new()),
+        let (record, markers, steps) = match stored {
+            Some(s) => (Some(&s.record), markers_of(s, config_map)?, read_rollout_steps(s)?),
+            None => (None, Vec::new(), Vec::new()),
         };
-        // Any live downscale of the group, this StatefulSet's own included: a second claim of it would take over the
-        // first one's marker and date while the first is still preparing.
-        if let Some(holder) = live_in_progress(&markers, &group.name, None, now) {
-            return Ok(Round::Answer(MarkedClaim::Busy(holder.clone())));
-        }
-        // Refused while the controller replaces pods of the group: this claim and the step's are swaps of the same
-        // object, so one of them always sees the other (see `RolloutStepInProgress`).
-        let steps = stored.map(read_rollout_steps).transpose()?.unwrap_or_default();
-        if let Some(step) = live_rollout_step(&steps, &group.name, now) {
-            return Ok(Round::Answer(MarkedClaim::Stepping(step.clone())));
-        }
-        if claimant == Claimant::FollowerScaling
-            && let Some(error) = rollout_core::scaling::follower_without_min_time(group, Some(&record), statefulset)
-        {
-            return Ok(Round::Answer(MarkedClaim::Refused(MinTimeVerdict::Invalid(error))));
-        }
-        match check_min_time(group, Some(&record), statefulset, now) {
-            MinTimeVerdict::Elapsed => {}
-            refused => return Ok(Round::Answer(MarkedClaim::Refused(refused))),
-        }
-        let previous = record.last_downscaled.get(statefulset).copied();
-        // Stored rounded up (never expiring early); `finish_marked_claim` finds marker and entry again by it.
-        let until = round_up_to_second(until);
-        let dated = if defences.has(Layer::ClaimDatedAtDeadline) { until } else { now };
-        record.record_downscale(statefulset, dated);
-        // Expired markers are dropped on the way.
-        markers.retain(|m| m.is_live(now) && m.statefulset != statefulset);
-        markers.push(DownscaleInProgress { statefulset: statefulset.to_string(), group: group.name.clone(), until });
-        let write = Write { record: Some(record), markers: Some(markers), ..Write::default() };
-        Ok(Round::Write(write, MarkedClaim::Claimed { previous }))
+        let transition =
+            record_claims::claim_marked(record, &markers, &steps, group, statefulset, claimant, now, until, defences);
+        Ok(Round::from(transition))
     })
     .await
 }
@@ -358,49 +344,13 @@ pub async fn finish_marked_claim<C: RecordStore>(
     end: ClaimEnd,
     defences: Defences,
 ) -> Result<(), RecordStoreError> {
-    // All as stored (see `round_up_to_second`).
-    let until = round_up_to_second(until);
-    let ours: Vec<Timestamp> = ours.iter().copied().map(round_up_to_second).collect();
     read_check_swap(api, config_map, |stored| {
         let Some(stored) = stored else { return Ok(Round::Answer(())) };
-        let mut markers = read_markers(stored).unwrap_or_default();
-        let before = markers.clone();
-        let ours_marker =
-            |m: &DownscaleInProgress| m.statefulset == statefulset && (m.until == until || ours.contains(&m.until));
-        match end {
-            // Committed (or about to): the marker stays until the commit is surely done, so no rollout step starts
-            // between the answer and the commit.
-            ClaimEnd::Committed { at } => {
-                for m in markers.iter_mut().filter(|m| ours_marker(m)) {
-                    m.until = round_up_to_second(at);
-                }
-            }
-            ClaimEnd::Undone { .. } => markers.retain(|m| !ours_marker(m)),
-        }
-        let mut record = stored.record.clone();
-        let mut changed = markers != before;
-        // The entry is this claimant's while it holds one of the dates it wrote, or while its marker is still in the
-        // record (a later claim of the same StatefulSet replaces the marker).
-        let marker_held = before.iter().any(ours_marker);
-        if record.last_downscaled.get(statefulset).is_some_and(|at| ours.contains(at) || marker_held) {
-            match end {
-                ClaimEnd::Committed { at } if defences.has(Layer::RedatedAtCommit) => {
-                    record.record_downscale(statefulset, at)
-                }
-                ClaimEnd::Committed { .. } => {}
-                ClaimEnd::Undone { previous: Some(at) } => {
-                    record.last_downscaled.insert(statefulset.to_string(), at);
-                }
-                ClaimEnd::Undone { previous: None } => {
-                    record.last_downscaled.remove(statefulset);
-                }
-            }
-            changed |= record != stored.record;
-        }
-        if !changed {
-            return Ok(Round::Answer(()));
-        }
-        Ok(Round::Write(Write { record: Some(record), markers: Some(markers), ..Write::default() }, ()))
+        // Unreadable markers are not this claimant's to keep: ending the claim goes on without them.
+        let markers = read_markers(stored).unwrap_or_default();
+        let transition =
+            record_claims::finish_marked(&stored.record, &markers, statefulset, until, ours, end, defences);
+        Ok(Round::from(transition))
     })
     .await
 }
@@ -419,16 +369,6 @@ pub fn read_rollout_steps(stored: &StoredRecord) -> Result<Vec<RolloutStepInProg
     })
 }
 
-/// The outcome of a rollout step's claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StepClaim {
-    /// The step is recorded as in progress until `until` (as stored): pass it to [`finish_rollout_step`].
-    Claimed { until: Timestamp },
-    /// The record changed since the pass read it (a downscale may have been claimed meanwhile): nothing was
-    /// written; plan again on a fresh read.
-    Stale,
-}
-
 /// Claims a rollout step of `group` before its pod deletions: one compare-and-swap on `stored`, the record as the
 /// pass that planned the step read it (`None`: it did not exist; it is created). Never retried on a conflict: a
 /// record that moved may now hold a downscale's in-progress marker the plan did not see.
@@ -439,22 +379,18 @@ pub async fn claim_rollout_step<C: RecordStore>(
     group: &GroupSnapshot,
     now: Timestamp,
     until: Timestamp,
-) -> Result<StepClaim, RecordStoreError> {
-    let mut steps = match stored {
+) -> Result<StepClaimed, RecordStoreError> {
+    let steps = match stored {
         Some(stored) => read_rollout_steps(stored)?,
         None => Vec::new(),
     };
-    let until = round_up_to_second(until);
-    // Another holder's live step (a second controller instance, during its handover) is not taken over.
-    if live_rollout_step(&steps, &group.name, now).is_some() {
-        return Ok(StepClaim::Stale);
+    match record_claims::claim_step(&steps, stored.is_some(), group, now, until) {
+        Transition::Answer(answer) => Ok(answer),
+        Transition::Write { record, markers, steps, answer } => {
+            let write = Write { record, markers, steps };
+            Ok(if swap(api, config_map, stored, &write).await? { answer } else { StepClaimed::Stale })
+        }
     }
-    steps.retain(|s| s.is_live(now) && s.group != group.name);
-    steps.push(RolloutStepInProgress { group: group.name.clone(), until });
-    // A new record starts from the group's annotations; an existing one keeps its data.
-    let record = stored.is_none().then(|| DownscaleRecord::bootstrap(group));
-    let write = Write { record, steps: Some(steps), ..Write::default() };
-    Ok(if swap(api, config_map, stored, &write).await? { StepClaim::Claimed { until } } else { StepClaim::Stale })
 }
 
 /// Ends a rollout step claimed until `until`: removes its entry (only that one: a later step of the group has
@@ -467,13 +403,7 @@ pub async fn finish_rollout_step<C: RecordStore>(
 ) -> Result<(), RecordStoreError> {
     read_check_swap(api, config_map, |stored| {
         let Some(stored) = stored else { return Ok(Round::Answer(())) };
-        let mut steps = read_rollout_steps(stored)?;
-        let before = steps.len();
-        steps.retain(|s| !(s.group == group && s.until == until));
-        if steps.len() == before {
-            return Ok(Round::Answer(()));
-        }
-        Ok(Round::Write(Write { steps: Some(steps), ..Write::default() }, ()))
+        Ok(Round::from(record_claims::finish_step(&read_rollout_steps(stored)?, group, until)))
     })
     .await
 }

@@ -5,9 +5,7 @@
 //! [`Failure`], made once here. Must not decide what comes next: the machine does, on what this module observed.
 
 use super::{Controller, REQUEST_BOUND, ReconcileError, wall_clock};
-use crate::cluster::downscale_record::{
-    COMMIT_MARGIN, StepClaim, StoredRecord, claim_rollout_step, finish_rollout_step,
-};
+use crate::cluster::downscale_record::{COMMIT_MARGIN, StoredRecord, claim_rollout_step, finish_rollout_step};
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
 use crate::controller::scaling::{DownscaleClaim, claim, end_claim};
 use crate::ops::feature_gate::Gate;
@@ -123,16 +121,13 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                     return Ok((Observed::StepClaimed(Ok(StepClaimed::Stale)), None));
                 };
                 match claim_rollout_step(&self.api, &config_map, stored, snapshot, wall_clock(), until).await {
-                    Ok(StepClaim::Claimed { until }) => {
-                        (Observed::StepClaimed(Ok(StepClaimed::Claimed { until })), None)
-                    }
-                    Ok(StepClaim::Stale) => (Observed::StepClaimed(Ok(StepClaimed::Stale)), None),
+                    Ok(claimed) => (Observed::StepClaimed(Ok(claimed)), None),
                     Err(error) if error.is_forbidden() => {
                         self.zone_tracker_refused(&error);
                         (Observed::StepClaimed(Err(Failure::Forbidden(error.to_string()))), None)
                     }
                     Err(source) => {
-                        let failure = Failure::Failed(source.to_string());
+                        let failure = Failure::from(&source);
                         (Observed::StepClaimed(Err(failure)), Some(ReconcileError::ClaimRolloutStep { source }))
                     }
                 }
@@ -202,7 +197,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                         (Observed::DownscaleClaimed(Err(Failure::Forbidden(error.to_string()))), None)
                     }
                     Err(source) => {
-                        let failure = Failure::Failed(source.to_string());
+                        let failure = Failure::from(&source);
                         let error = ReconcileError::DownscaleRecord { statefulset, source };
                         (Observed::DownscaleClaimed(Err(failure)), Some(error))
                     }
