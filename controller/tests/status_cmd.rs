@@ -91,6 +91,18 @@ rollout group ingester: waiting: pods-not-ready (ingester-zone-b)
     assert!(g.get("progress").is_none(), "a single view knows nothing of progress: {g}");
 }
 
+/// Found by fuzzing the dump reader (`fuzz/`, target `dump`): the text view pads the StatefulSet column to the
+/// longest name, and a format width over 65535 panics. A dump may hold a name of any length.
+#[tokio::test]
+async fn a_statefulset_name_longer_than_any_format_width_is_shown_whole() {
+    let long = format!("ingester-{}", "z".repeat(70_000));
+    let cluster = FakeCluster::new(vec![sts("ingester", &long, 1, "r1", "r1")], vec![pod(&long, 0, "r1", true, 1)]);
+    let (text, result) = view(&cluster, &["-kubernetes.namespace=ns"]).await;
+    result.expect("a view");
+    assert!(text.contains(&format!("\n  {long}      1/1")), "the long name's row, whole");
+    assert!(text.lines().all(|line| line.len() < 71_000), "no line padded beyond the name itself");
+}
+
 #[tokio::test]
 async fn the_view_runs_the_controllers_pass_with_the_zone_tracker_record() {
     // Zone b's pod became ready: the controller would replace b-1 next...
