@@ -453,6 +453,9 @@ impl Watcher {
     }
 }
 
+/// The widest the StatefulSet column gets: the longest name Kubernetes accepts (a DNS subdomain).
+const MAX_NAME_WIDTH: usize = 253;
+
 /// The view for people: one block per group.
 pub fn render_text(view: &NamespaceStatus, deadline: Duration, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "namespace {} at {}", view.namespace, view.at)?;
@@ -470,7 +473,10 @@ pub fn render_text(view: &NamespaceStatus, deadline: Duration, out: &mut dyn Wri
             _ => String::new(),
         };
         writeln!(out, "rollout group {}: {}{wait}", g.group, g.state.as_str())?;
-        let name_width = g.statefulsets.iter().map(|s| s.name.len()).max().unwrap_or(0).max("STATEFULSET".len());
+        // The column fits the longest name up to the longest a Kubernetes name may be; a longer one (a dump holds
+        // anything) overflows its column instead of asking for a width the formatter refuses (over 65535: a panic).
+        let name_width =
+            g.statefulsets.iter().map(|s| s.name.len()).max().unwrap_or(0).clamp("STATEFULSET".len(), MAX_NAME_WIDTH);
         writeln!(out, "  {:<name_width$}  {:>7}  {:>11}  REVISION", "STATEFULSET", "UPDATED", "UNAVAILABLE")?;
         for s in &g.statefulsets {
             let revision = if s.current_revision == s.update_revision || s.current_revision.is_empty() {
