@@ -2449,12 +2449,8 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
             let now = Timestamp::now();
             match rollout_core::check_min_time(&group, None, &leader, checked(now)) {
                 rollout_core::MinTimeVerdict::Elapsed => {
-                    let at = rollout_core::downscale::round_up_to_second(
-                        now + jiff::SignedDuration::try_from(
-                            rollout_operator::cluster::downscale_record::COMMIT_MARGIN,
-                        )
-                        .unwrap_or_default(),
-                    );
+                    let at =
+                        rollout_core::downscale::downscale_committed_by(now, rollout_core::downscale::COMMIT_MARGIN);
                     let patch = rollout_core::admission::prepare::last_downscale_patch(&serde_json::json!({}), at);
                     if let Err(e) = crate::guaranteed_update::apply_annotation_patch(&mut st, &leader, &patch) {
                         st.trace("webhook", format!("cannot record the downscale: {e}"));

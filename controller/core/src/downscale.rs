@@ -399,3 +399,15 @@ pub enum MarkedClaim {
     /// The controller is carrying out a rollout step in the group (pod deletions may be in flight).
     Stepping(RolloutStepInProgress),
 }
+
+/// How long after an answer (the webhook's) or a write (the controller's) a replica change is taken to have
+/// committed: a downscale is dated that much later than known, so the min time between zone downscales runs from
+/// no earlier than the commit. The API server commits an admitted change milliseconds after the last webhook
+/// answers; seconds leave room for a slow write.
+pub const COMMIT_MARGIN: Duration = Duration::from_secs(10);
+
+/// When a downscale admitted or written at `now` is taken to have committed: `now` plus the commit margin, rounded
+/// up to the second the record and the annotation keep (never earlier than the commit).
+pub fn downscale_committed_by(now: Timestamp, commit_margin: Duration) -> Timestamp {
+    round_up_to_second(time_after(now, commit_margin))
+}

@@ -12,7 +12,7 @@
 
 use crate::actions::Action;
 use crate::defences::{Defences, Layer};
-use crate::downscale::{ClaimEnd, round_up_to_second, time_after};
+use crate::downscale::{ClaimEnd, downscale_committed_by, time_after};
 use crate::expectations::PendingExpectation;
 use crate::failure::Failure;
 use crate::pass::{ExpectationLifetimes, WriteOutcome, expectation_after, may_send_step_deletion};
@@ -463,10 +463,4 @@ impl Execution {
         self.phase = Phase::Done(finished.clone());
         Need::Done(finished)
     }
-}
-
-/// When a downscale admitted or written at `now` is taken to have committed: `now` plus the commit margin, rounded
-/// up to the second the record and the annotation keep (never earlier than the commit).
-pub fn downscale_committed_by(now: Timestamp, commit_margin: Duration) -> Timestamp {
-    round_up_to_second(time_after(now, commit_margin))
 }

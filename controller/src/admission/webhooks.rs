@@ -28,8 +28,8 @@ use rollout_core::admission::no_downscale::{self, ParentResource, Step};
 use rollout_core::admission::prepare::PreparePlan;
 use rollout_core::admission::prepare_flow::{FlowSettings, Need, Observed, PrepareDownscale, StatefulSetLookup};
 use rollout_core::admission::{self, AdmissionRequest, Verdict, check_content_type, parse_review, render_response};
-use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
+use rollout_core::downscale::{COMMIT_MARGIN, ClaimEnd};
 use rollout_core::{Defences, Failure, PodView, StatefulSetView, keys};
 use std::future::Future;
 use std::sync::Arc;
@@ -177,7 +177,6 @@ fn tell_verdict(events: &EventRecorder, request: &AdmissionRequest, verdict: &Ve
     events.record(EventRecord { regarding, related: None, type_, reason, action: "Admit", note });
 }
 
-pub use crate::cluster::downscale_record::COMMIT_MARGIN;
 pub use rollout_core::admission::prepare_flow::SCALE_RETRY_WINDOW;
 
 /// Where the handlers read the time (the real clock in production; tests and the `review` command set it).

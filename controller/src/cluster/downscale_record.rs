@@ -25,12 +25,6 @@ use rollout_core::record_claims::{self, Transition};
 use rollout_core::{Defences, Failure, GroupSnapshot};
 use thiserror::Error;
 
-/// How long after an answer (the webhook's) or a write (the controller's) a replica change is taken to have
-/// committed: a downscale is dated that much later than known, so the min time between zone downscales runs from
-/// no earlier than the commit. The API server commits an admitted change milliseconds after the last webhook
-/// answers; seconds leave room for a slow write.
-pub const COMMIT_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// How many read-check-swap rounds a claim or undo makes before giving up. Every conflict means another writer
 /// succeeded, so this bounds the work under contention, not the chance of success of a lone writer.
 pub const MAX_ATTEMPTS: u32 = 16;

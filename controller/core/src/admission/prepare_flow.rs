@@ -21,7 +21,9 @@
 use crate::admission::prepare::{self, PlanInput, Precheck, PreparePlan, Target};
 use crate::admission::{AdmissionRequest, Verdict, foreign_namespace};
 use crate::defences::{Defences, Layer};
-use crate::downscale::{DownscaleInProgress, DownscaleRecord, MarkedClaim, round_up_to_second, time_after as add};
+use crate::downscale::{
+    DownscaleInProgress, DownscaleRecord, MarkedClaim, downscale_committed_by, round_up_to_second, time_after as add,
+};
 use crate::failure::Failure;
 use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
@@ -455,7 +457,7 @@ impl PrepareDownscale {
         if let Some((_, until)) = self.claim {
             // The downscale stays recorded, dated when it will have committed (the API server commits right after
             // our answer; the min time between zone downscales runs from the commit), and the in-progress marker goes.
-            let committed_by = round_up_to_second(add(now, self.settings.commit_margin));
+            let committed_by = downscale_committed_by(now, self.settings.commit_margin);
             self.phase = Phase::DatedInRecord { committed_by };
             return Need::DateInRecord { statefulset: self.sts_name(), until, committed_by };
         }

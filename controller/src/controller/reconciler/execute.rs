@@ -5,12 +5,13 @@
 //! [`Failure`], made once here. Must not decide what comes next: the machine does, on what this module observed.
 
 use super::{Controller, REQUEST_BOUND, ReconcileError, wall_clock};
-use crate::cluster::downscale_record::{COMMIT_MARGIN, StoredRecord, claim_rollout_step, finish_rollout_step};
+use crate::cluster::downscale_record::{StoredRecord, claim_rollout_step, finish_rollout_step};
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
 use crate::controller::scaling::{DownscaleClaim, claim, end_claim};
 use crate::ops::feature_gate::Gate;
 use crate::pods::client::PodHttpClient;
 use rollout_core::Failure;
+use rollout_core::downscale::COMMIT_MARGIN;
 use rollout_core::execution::{
     DownscaleClaimed, Execution, ExecutionSettings, Need, Observed, Outcome, RefusedFeature, StepClaimed,
 };
