@@ -375,20 +375,25 @@ pub(crate) const COORDINATED_SCALING: &str = "coordinated scaling";
 /// claim one (a refused read still tells the process, see [`told_by_refusal`]).
 pub(crate) const ZONE_TRACKER: &str = "zone tracker";
 
-/// How long after its last refusal a process may ask for [`COORDINATED_SCALING`] or the [`ZONE_TRACKER`] again: the
-/// controller's resync period (300 s), less a second for the timers' rounding.
-const REPROBE_AFTER: Duration = Duration::from_secs(299);
+/// How long after its last refusal a process may ask for an optional feature again: its feature gate's retry period,
+/// less a second for the timers' rounding.
+const REPROBE_AFTER: Duration =
+    rollout_operator::ops::feature_gate::RETRY_REFUSED_AFTER.saturating_sub(Duration::from_secs(1));
 
 /// The optional feature a request serves, when a real deployment may refuse it and the operator then turns that
-/// feature off for the rest of the process with one log line (docs/install.md, "RBAC"): pod annotations, which the
-/// chart mimir-distributed pins does not grant (`patch pods`), for ready-time stamps and for eviction intents; the
-/// controller's replica changes; the zone tracker's record writes. A refused request of a feature that left its
+/// feature off through its feature gate, with one log line, and asks again only after the gate's retry period
+/// (docs/install.md, "RBAC"): pod annotations, which the chart mimir-distributed pins does not grant (`patch pods`),
+/// for ready-time stamps and for eviction intents; the controller's replica changes; the zone tracker's record
+/// writes; Events. A refused request of a feature that left its
 /// process before the process received a refusal of that feature is the probe the design allows (the process could
 /// not know yet: an earlier refusal may have been lost on the way back); one sent after means the feature did not
 /// turn itself off.
 pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
     if let Op::PatchReplicas { .. } = op {
         return Some(COORDINATED_SCALING);
+    }
+    if let Op::CreateEvent { .. } | Op::PatchEvent { .. } = op {
+        return Some("events");
     }
     if let Op::CreateConfigMap { .. } | Op::ReplaceConfigMap { .. } = op {
         return Some(ZONE_TRACKER);
@@ -548,8 +553,8 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         let feature = optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller);
         let probe = feature.is_some_and(|feature| {
             let told = req.log.refusal_received(feature);
-            let reprobe = [COORDINATED_SCALING, ZONE_TRACKER].contains(&feature)
-                && req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
+            let reprobe =
+                req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
             told.is_none_or(|told| req.handed_at <= told) || reprobe
         });
         // The no-downscale webhook reads the parent of every `/scale` request, as the reference does, and no real

@@ -211,6 +211,7 @@ impl SimCluster {
             Reply::Pod(Err(ApiError::Forbidden(_)))
                 | Reply::Patched(Err(ApiError::Forbidden(_)))
                 | Reply::ConfigMap(Err(ApiError::Forbidden(_)))
+                | Reply::Done(Err(ApiError::Forbidden(_)))
         );
         if let (Some(feature), true) = (feature, refused) {
             self.inner.log.refused(feature, tokio::time::Instant::now());
@@ -611,14 +612,14 @@ impl ScaleTargets for SimCluster {
 
 impl EventsApi for SimCluster {
     async fn create_event(&self, event: &k8s_openapi::api::events::v1::Event) -> Result<(), ApiError> {
-        match self.call(Op::CreateEvent { event: Box::new(event.clone()) }).await? {
+        match self.call_optional(Op::CreateEvent { event: Box::new(event.clone()) }).await? {
             Reply::Done(r) => r,
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }
     }
 
     async fn patch_event(&self, name: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
-        match self.call(Op::PatchEvent { name: name.to_string(), patch: patch.clone() }).await? {
+        match self.call_optional(Op::PatchEvent { name: name.to_string(), patch: patch.clone() }).await? {
             Reply::Done(r) => r,
             _ => Err(ApiError::Unavailable("mismatched reply".into())),
         }

@@ -229,7 +229,7 @@ fn under_the_real_deployments_rbac_every_parent_is_read_and_a_refused_one_fails_
             count_lines(&outcomes, "get deployments (apiGroup \"apps\") resourceNames [distributor] -> forbidden");
         let failed_open = count_lines(
             &outcomes,
-            "can't get deployments/distributor in namespace sim, allowing the change: rejected (403)",
+            "can't get deployments/distributor in namespace sim, allowing the change: forbidden",
         );
         assert!(refused > 0 && failed_open > 0, "{}: {refused} refused, {failed_open} failed open", deployment.name());
         assert!(count_lines(&outcomes, "denied StatefulSet compactor") > 0, "{}", deployment.name());
