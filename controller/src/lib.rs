@@ -13,6 +13,7 @@ pub mod controller;
 pub mod election;
 pub mod kube;
 pub mod offline;
+pub mod operator;
 pub mod ops;
 pub mod pods;
 #[cfg(not(madsim))]

@@ -26,20 +26,18 @@ mod app {
     use rollout_operator::admission::server as webhook_server;
     use rollout_operator::cli::rbac as rbac_cmd;
     use rollout_operator::cli::{self, Command, RunConfig};
-    use rollout_operator::controller::reconciler::{self, DeletionBudgets, ReconcilerConfig};
+    use rollout_operator::controller::reconciler::ReconcilerConfig;
     use rollout_operator::controller::scaling::ScalingConfig;
     use rollout_operator::election;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
     use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
+    use rollout_operator::operator::{BudgetSource, ElectionSetup, Operator, OperatorConfig, until_stopped};
     use rollout_operator::ops::cluster_validation::ClusterValidation;
-    use rollout_operator::ops::events::{EventRecorder, EventSettings, run_sink};
+    use rollout_operator::ops::events::EventSettings;
     use rollout_operator::ops::health::ReadyFlag;
     use rollout_operator::ops::metrics::Metrics;
     use rollout_operator::ops::{http_server, logging};
     use rollout_operator::pods::client::{DEFAULT_CONCURRENCY, HyperPodClient};
-    use rollout_operator::zpdb::Zpdb;
-    use rollout_operator::zpdb::budgets as zpdb_budgets;
-    use rollout_operator::zpdb::ready_time::Tracker as ReadyTimeTracker;
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -195,59 +193,6 @@ mod app {
             }
         };
         let cluster = kube_adapter::KubeCluster::new(client, &flags.kubernetes_namespace);
-        // ZoneAwarePodDisruptionBudgets, with or without the webhooks (as the reference): the known budgets, fed by
-        // their watch, and the grafana.com/ready-time tracker. Neither blocks startup.
-        let zpdb = Zpdb::new(metrics.zpdb.clone());
-        tokio::spawn(zpdb_budgets::run(
-            cluster.clone(),
-            zpdb.budgets.clone(),
-            metrics.zpdb.clone(),
-            until_stopped(stopped.clone()),
-        ));
-        let tracker = ReadyTimeTracker::new(
-            cluster.clone(),
-            zpdb.budgets.clone(),
-            flags.zpdb_pod_ready_annotation_patch_timeout,
-            Arc::new(jiff::Timestamp::now),
-            metrics.zpdb.clone(),
-        );
-        tokio::spawn(tracker.run(until_stopped(stopped.clone())));
-        // Events (-events.enabled): one sink task, fed without waiting by the controller and the webhooks.
-        let events = if flags.events_enabled {
-            // The pod's name (Kubernetes sets HOSTNAME to it) tells replicas apart in reportingInstance.
-            let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
-            let settings = EventSettings::new(
-                &flags.kubernetes_namespace,
-                instance.as_deref().unwrap_or(rollout_operator::cli::rbac::NAME),
-            );
-            let (recorder, queue) = EventRecorder::new(settings.queue, metrics.clone());
-            tokio::spawn(run_sink(cluster.clone(), queue, settings, metrics.clone()));
-            recorder
-        } else {
-            EventRecorder::disabled()
-        };
-        // The admission webhooks over HTTPS, when enabled; they run until the process ends.
-        let _webhooks = if flags.server_tls_enabled {
-            match webhook_server::start(
-                &flags,
-                cluster.clone(),
-                &metrics,
-                validation.clone(),
-                zpdb.clone(),
-                events.clone(),
-            )
-            .await
-            {
-                Ok(tasks) => Some(tasks),
-                Err(e) => {
-                    error!(err = %e, "failed to start the webhook server");
-                    return ExitCode::FAILURE;
-                }
-            }
-        } else {
-            None
-        };
-        let reconciler_config = ReconcilerConfig { interval: flags.reconcile_interval, ..ReconcilerConfig::default() };
         // Delayed downscale calls pods directly, with its own timeout and no Kubernetes rate limiting.
         let pod_client = match HyperPodClient::new(
             flags.pods_client_timeout,
@@ -260,45 +205,72 @@ mod app {
                 return ExitCode::FAILURE;
             }
         };
-        let scaling = ScalingConfig {
+        // Events (-events.enabled) go to one sink task, fed without waiting by the controller and the webhooks.
+        let events = flags.events_enabled.then(|| {
+            // The pod's name (Kubernetes sets HOSTNAME to it) tells replicas apart in reportingInstance.
+            let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
+            EventSettings::new(
+                &flags.kubernetes_namespace,
+                instance.as_deref().unwrap_or(rollout_operator::cli::rbac::NAME),
+            )
+        });
+        let config = OperatorConfig {
             namespace: flags.kubernetes_namespace.clone(),
-            cluster_domain: flags.kubernetes_cluster_domain.clone(),
-            // The same record as the webhooks'.
-            downscale_record: flags.downscale_record().map(str::to_string),
-            pod_concurrency: DEFAULT_CONCURRENCY,
+            reconciler: ReconcilerConfig { interval: flags.reconcile_interval, ..ReconcilerConfig::default() },
+            scaling: ScalingConfig {
+                namespace: flags.kubernetes_namespace.clone(),
+                cluster_domain: flags.kubernetes_cluster_domain.clone(),
+                // The same record as the webhooks'.
+                downscale_record: flags.downscale_record().map(str::to_string),
+                pod_concurrency: DEFAULT_CONCURRENCY,
+            },
+            progress_deadline: flags.rollout_progress_deadline,
+            events,
+            // ZoneAwarePodDisruptionBudgets, with or without the webhooks (as the reference): the known budgets,
+            // fed by their watch, and the grafana.com/ready-time tracker. Neither blocks startup.
+            budgets: BudgetSource::Watched,
+            ready_time_patch_timeout: Some(flags.zpdb_pod_ready_annotation_patch_timeout),
         };
-        let budgets = DeletionBudgets::new(zpdb, &flags.kubernetes_namespace);
-        let progress_deadline = flags.rollout_progress_deadline;
-        let new_controller = {
-            let cluster = cluster.clone();
-            move || {
-                reconciler::Controller::new(cluster.clone(), RolloutPlanner, reconciler_config.clone(), metrics.clone())
-                    .with_scaling(pod_client.clone(), scaling.clone())
-                    .with_reporting(events.clone(), progress_deadline)
-                    .with_budgets(budgets.clone())
+        let operator =
+            Operator::build(config, cluster.clone(), pod_client, RolloutPlanner, metrics.clone(), stopped.clone());
+        // The admission webhooks over HTTPS, when enabled; they run until the process ends.
+        let _webhooks = if flags.server_tls_enabled {
+            match webhook_server::start(
+                &flags,
+                cluster.clone(),
+                &metrics,
+                validation.clone(),
+                operator.zpdb(),
+                operator.events(),
+            )
+            .await
+            {
+                Ok(tasks) => Some(tasks),
+                Err(e) => {
+                    error!(err = %e, "failed to start the webhook server");
+                    return ExitCode::FAILURE;
+                }
             }
+        } else {
+            None
         };
-        let controller: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match leader_metrics {
+        let election = match leader_metrics {
             // A single replica, exactly as without election.
-            None => Box::pin(new_controller().run(ready, until_stopped(stopped.clone()))),
+            None => None,
             Some(leader_metrics) => {
                 let Some(identity) = replica_identity() else {
                     error!("-leader-election.enabled needs this replica's name in POD_NAME or HOSTNAME (its pod name)");
                     return ExitCode::FAILURE;
                 };
-                let clock = election::MonotonicClock::start(jiff::Timestamp::now());
-                Box::pin(election::run_elected(
-                    cluster.clone(),
-                    flags.leader_election_lease_name.clone(),
-                    flags.election_config(&identity),
-                    clock,
-                    leader_metrics,
-                    ready.clone(),
-                    stopped.clone(),
-                    move |gate, end| new_controller().with_leadership(gate).run(ready.clone(), end),
-                ))
+                Some(ElectionSetup {
+                    lease_name: flags.leader_election_lease_name.clone(),
+                    config: flags.election_config(&identity),
+                    clock: election::MonotonicClock::start(jiff::Timestamp::now()),
+                    metrics: leader_metrics,
+                })
             }
         };
+        let controller = operator.run(ready, stopped.clone(), election);
         tokio::pin!(controller);
 
         let mut failed = false;
@@ -354,11 +326,6 @@ mod app {
     /// which Kubernetes sets to it).
     fn replica_identity() -> Option<String> {
         ["POD_NAME", "HOSTNAME"].iter().find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
-    }
-
-    /// Resolves once the shutdown switch is set (or its sender is gone, which also means shutdown).
-    async fn until_stopped(mut stopped: watch::Receiver<bool>) {
-        let _ = stopped.wait_for(|stop| *stop).await;
     }
 
     /// Registers SIGTERM and SIGINT handlers now (so a failure is reported at startup) and returns a future that

@@ -13,15 +13,14 @@
 //! Must not decide anything the operator decides: the election, the gate and the controller are production code.
 
 use crate::checker::Violation;
-use crate::client::SimCluster;
 use crate::rng::SimRng;
 use crate::store::SharedStore;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use rollout_core::election::ElectionConfig;
-use rollout_operator::election::{MonotonicClock, run_elected};
-use rollout_operator::ops::health::ReadyFlag;
-use rollout_operator::ops::metrics::Metrics;
+use rollout_operator::election::MonotonicClock;
+use rollout_operator::operator::ElectionSetup;
+use rollout_operator::ops::metrics::LeaderMetrics;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -156,37 +155,19 @@ impl ClockDrift {
     }
 }
 
-/// What one replica process runs with besides its cluster client.
-#[derive(Clone)]
-pub struct ReplicaSetup {
-    pub index: u32,
-    pub election: ElectionVariant,
-    pub drift: ClockDrift,
-}
-
-/// One replica process: the production leader-elected wiring, with `new_controller` building each term's
-/// controller (as `main`'s closure does). Runs until the node is killed.
-pub async fn run_replica<F, Fut>(api: SimCluster, setup: ReplicaSetup, mut run_controller: F)
-where
-    F: FnMut(rollout_operator::election::LeaderGate, futures::future::BoxFuture<'static, ()>, bool) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let mut metrics = Metrics::new();
-    let leader_metrics = metrics.register_leader_election();
-    // Never set: a replica ends only by being killed, as a crashed pod does (graceful release is tested apart).
-    let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let gated = setup.election.gated();
-    run_elected(
-        api,
-        LEASE.to_string(),
-        setup.election.config(&identity(setup.index)),
-        setup.drift.clock(),
-        leader_metrics,
-        ReadyFlag::new(),
-        stopped,
-        move |gate, end| run_controller(gate, end, gated),
-    )
-    .await;
+/// Replica `index`'s `-leader-election.*` as the election variant sets them, on its drifting clock.
+pub fn election_setup(
+    index: u32,
+    election: ElectionVariant,
+    drift: ClockDrift,
+    metrics: LeaderMetrics,
+) -> ElectionSetup {
+    ElectionSetup {
+        lease_name: LEASE.to_string(),
+        config: election.config(&identity(index)),
+        clock: drift.clock(),
+        metrics,
+    }
 }
 
 /// The Lease as the API server last committed it, on the API server's clock (simulated time since the start).

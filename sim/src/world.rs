@@ -20,13 +20,15 @@ use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
-use rollout_core::{Defences, GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner, StatefulSetView};
+use rollout_core::{Defences, GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
 use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
 };
 use rollout_operator::cluster::downscale_record::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
-use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
+use rollout_operator::controller::reconciler::ReconcilerConfig;
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
+use rollout_operator::operator::{BudgetSource, Operator, OperatorConfig};
+use rollout_operator::ops::events::EventSettings;
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
@@ -60,22 +62,19 @@ pub enum PlannerKind {
     PercentAsCount,
     /// Counts a pod as available as soon as it is Ready, ignoring `minReadySeconds`.
     IgnoresMinReadySeconds,
-    /// Plans on a status that does not describe the latest spec (`status.observedGeneration` ignored). Sim-local:
-    /// [`IgnoresObservedGeneration`].
+    /// Plans on a status that does not describe the latest spec (`status.observedGeneration` ignored).
     IgnoresObservedGeneration,
     /// The min time between zone downscales checked against last downscales dated a second early (an off-by-one
-    /// in rounding to seconds). Sim-local: [`MinTimeSecondEarly`].
+    /// in rounding to seconds).
     MinTimeSecondEarly,
     /// Missing pods spend no unavailability budget (model/known-bugs).
     MissingPodsSpendNoBudget,
     /// A Ready pod above `spec.replicas` (condemned by a scale-down) stands in for a missing kept pod, as readiness
-    /// counted by number once did (sim seeds 62 and 112). Sim-local: [`CondemnedPodFillsMissingSlot`].
+    /// counted by number once did (sim seeds 62 and 112).
     CondemnedPodFillsMissingSlot,
-    /// A pod counts as available on its Ready condition alone, whatever its containers say. Sim-local:
-    /// [`IgnoresContainerReadiness`].
+    /// A pod counts as available on its Ready condition alone, whatever its containers say.
     IgnoresContainerReadiness,
-    /// `grafana.com/rollout-upscale-only-when-leader-ready` ignored: followers scale up at once. Sim-local:
-    /// [`UpscalesBeforeLeaderReady`].
+    /// `grafana.com/rollout-upscale-only-when-leader-ready` ignored: followers scale up at once.
     UpscalesBeforeLeaderReady,
 }
 
@@ -122,111 +121,6 @@ impl PlannerKind {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == s)
-    }
-}
-
-// Test-only planners the simulation defines itself (model/known-bugs has none for these inputs yet; they belong
-// there). Each wraps the production planner and changes only what its bug changes. Never used in production.
-
-/// `status.observedGeneration` ignored: every StatefulSet's status is taken to describe its latest spec, so a
-/// template push the StatefulSet controller has not observed yet looks like a settled StatefulSet (its pods all on
-/// the status's stale `updateRevision`).
-pub struct IgnoresObservedGeneration;
-
-impl Planner for IgnoresObservedGeneration {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for m in &mut group.members {
-            let generation = m.sts.generation;
-            if let Some(status) = m.sts.status.as_mut() {
-                status.observed_generation = generation;
-            }
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-/// Readiness counted by number (the bug sim seeds 62 and 112 found, scale-downs interleaved with a rollout): a
-/// Ready pod above `spec.replicas`, condemned by a scale-down and kept by OrderedReady until every kept pod is Ready,
-/// is presented in the slot of a missing kept pod, so the StatefulSet looks complete. Only pods on the update
-/// revision stand in (so none is planned for deletion under its borrowed name).
-pub struct CondemnedPodFillsMissingSlot;
-
-impl Planner for CondemnedPodFillsMissingSlot {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for m in &mut group.members {
-            let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
-            let prefix = format!("{}-", m.sts.name);
-            let ordinal = |name: &str| name.strip_prefix(&prefix).and_then(|o| o.parse::<u32>().ok());
-            let present: Vec<u32> = m.pods.iter().filter_map(|p| ordinal(&p.name)).collect();
-            let mut missing = (0..m.sts.replicas).filter(|i| !present.contains(i));
-            for p in &mut m.pods {
-                let condemned = ordinal(&p.name).is_some_and(|o| o >= m.sts.replicas);
-                if condemned && p.revision() == Some(update.as_str()) && p.is_available(0, ctx.now) {
-                    let Some(slot) = missing.next() else { break };
-                    p.name = format!("{prefix}{slot}");
-                }
-            }
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-/// Availability read from the Ready condition alone: a pod whose sidecar has crashed, while the kubelet still
-/// reports it Ready, counts as serving.
-pub struct IgnoresContainerReadiness;
-
-impl Planner for IgnoresContainerReadiness {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for p in group.members.iter_mut().flat_map(|m| m.pods.iter_mut()) {
-            if p.container_count > 0 {
-                p.containers_ready_and_running = true;
-            }
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-/// Followers scale up to their leader at once, ignoring `grafana.com/rollout-upscale-only-when-leader-ready`.
-pub struct UpscalesBeforeLeaderReady;
-
-impl Planner for UpscalesBeforeLeaderReady {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let mut group = group.clone();
-        for m in &mut group.members {
-            m.sts.scaling.upscale_only_when_leader_ready = false;
-        }
-        RolloutPlanner.plan(&group, ctx)
-    }
-}
-
-/// The min-time check off by one second: every last downscale (the group record's entries and the
-/// `grafana.com/last-downscale` annotations) is read a second early, as rounding a date down instead of up (or
-/// counting elapsed whole seconds up) would. The planner is the controller's half; with this planner selected the
-/// scaling scenario's webhook stand-in (`scale_leader`) also asks its check a second late. The controller's shell
-/// re-checks the min time (the same `check_min_time`) when it claims a follower downscale in the record, so the
-/// planner's half alone is masked: what the simulation catches is the webhook's.
-pub struct MinTimeSecondEarly;
-
-impl Planner for MinTimeSecondEarly {
-    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
-        let second = jiff::SignedDuration::from_secs(1);
-        let mut group = group.clone();
-        for m in &mut group.members {
-            if let Some(Ok(at)) = m.sts.downscale.last_downscale.as_mut() {
-                *at = at.checked_sub(second).unwrap_or(*at);
-            }
-        }
-        let record = ctx.downscale_record.map(|r| {
-            let mut r = r.clone();
-            for at in r.last_downscaled.values_mut() {
-                *at = at.checked_sub(second).unwrap_or(*at);
-            }
-            r
-        });
-        RolloutPlanner.plan(&group, &PlanContext { downscale_record: record.as_ref(), ..*ctx })
     }
 }
 
@@ -1209,10 +1103,6 @@ pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn sim_config(defences: Defences) -> ReconcilerConfig {
-    ReconcilerConfig { defences, ..ReconcilerConfig::default() }
-}
-
 /// What the controller process is started with besides its planner.
 #[derive(Clone)]
 struct ControllerSetup {
@@ -1233,55 +1123,41 @@ struct ControllerSetup {
     zpdb: Option<Zpdb>,
 }
 
-/// The controller process's controller, as `main` builds it (its scaling, reporting and, in the drains worlds,
-/// budgets), over `api`.
-fn build_controller<P: Planner + Send + 'static>(
-    api: SimCluster,
-    setup: ControllerSetup,
-    planner: P,
-) -> Controller<SimCluster, P, DelayedDownscalePods> {
-    let scaling = ScalingConfig {
+/// The operator process's configuration for this world, as `main` makes it from its flags: the flags' defaults
+/// but for the namespace, the zone tracker, Events, the progress deadline and the defences in force. The operator
+/// replicas of the drains worlds stamp the ready times, so the controller process runs no tracker of its own.
+fn operator_config(setup: &ControllerSetup) -> OperatorConfig {
+    OperatorConfig {
         namespace: objects::NAMESPACE.to_string(),
-        downscale_record: setup.operator.record.clone(),
-        ..ScalingConfig::default()
-    };
-    let metrics = Arc::new(Metrics::new());
-    let events = setup.operator.recorder(&api, metrics.clone());
-    let budgets = match setup.zpdb {
-        Some(zpdb) => Some(DeletionBudgets::new(zpdb, objects::NAMESPACE)),
-        None => own_budgets(&api, setup.budgets, &metrics),
-    };
-    let controller = Controller::new(api, planner, sim_config(setup.defences), metrics)
-        .with_scaling(setup.pods, scaling)
-        .with_reporting(events, crate::events::PROGRESS_DEADLINE);
-    match budgets {
-        Some(budgets) => controller.with_budgets(budgets),
-        None => controller,
+        reconciler: ReconcilerConfig { defences: setup.defences, ..ReconcilerConfig::default() },
+        scaling: ScalingConfig {
+            namespace: objects::NAMESPACE.to_string(),
+            downscale_record: setup.operator.record.clone(),
+            ..ScalingConfig::default()
+        },
+        progress_deadline: crate::events::PROGRESS_DEADLINE,
+        events: setup.operator.events.then(|| EventSettings::new(objects::NAMESPACE, "rollout-operator-0")),
+        budgets: match (&setup.zpdb, setup.budgets) {
+            (Some(zpdb), _) => BudgetSource::Shared(zpdb.clone()),
+            (None, BudgetFeed::None) => BudgetSource::Off,
+            (None, _) => BudgetSource::Watched,
+        },
+        ready_time_patch_timeout: None,
     }
 }
 
-/// A controller process's own budget cache fed by the real watch task, in the drains worlds.
-fn own_budgets(api: &SimCluster, feed: BudgetFeed, metrics: &Metrics) -> Option<DeletionBudgets> {
-    (feed != BudgetFeed::None).then(|| {
-        let zpdb = Zpdb::new(metrics.zpdb.clone());
-        tokio::spawn(rollout_operator::zpdb::budgets::run(
-            api.clone(),
-            zpdb.budgets.clone(),
-            metrics.zpdb.clone(),
-            std::future::pending(),
-        ));
-        DeletionBudgets::new(zpdb, objects::NAMESPACE)
-    })
+/// The controller process, built by the operator's own builder over `api`, run until the node is killed.
+async fn run_controller<P: Planner + Clone + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
+    // Never set: a process ends only by being killed, as a crashed pod does.
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics = Arc::new(Metrics::new());
+    let operator = Operator::build(operator_config(&setup), api, setup.pods.clone(), planner, metrics, stopped.clone());
+    operator.run(setup.ready.clone(), stopped, None).await
 }
 
-async fn run_controller<P: Planner + Send + 'static>(api: SimCluster, setup: ControllerSetup, planner: P) {
-    let ready = setup.ready.clone();
-    build_controller(api, setup, planner).run(ready, std::future::pending()).await
-}
-
-/// One HA replica node: every start of it is a new process running the production leader-elected
-/// wiring, each term's controller built as the single controller process's is, on a client of its own (a new
-/// incarnation: the checker judges each term's controller by what that controller knew).
+/// One HA replica node: every start of it is a new process, built by the operator's builder with
+/// `-leader-election.enabled=true`, each term's controller on a client of its own (a new incarnation: the checker
+/// judges each term's controller by what that controller knew).
 fn start_replica(
     handle: &Handle,
     store: &SharedStore,
@@ -1302,34 +1178,42 @@ fn start_replica(
                 let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
                 crate::ha::trace_start(&store, index, incarnation, drift);
                 let api = SimCluster::connect(incarnation).await.expect("bind replica endpoint");
-                let replica = crate::ha::ReplicaSetup { index, election: ha.election, drift };
-                crate::ha::run_replica(api, replica, move |gate, end, gated| {
-                    let (store, setup, incarnations) = (store.clone(), setup.clone(), incarnations.clone());
-                    async move {
-                        let term = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
-                        {
-                            let mut st = store.lock().unwrap();
-                            st.ha.process_started(term, crate::ha::identity(index));
-                            st.trace(
-                                &format!("controller#{term}"),
-                                format!("term of {} begins: a new controller", crate::ha::identity(index)),
-                            );
+                // Never set: a replica ends only by being killed, as a crashed pod does (graceful release is tested
+                // apart).
+                let (_stop, stopped) = tokio::sync::watch::channel(false);
+                let mut metrics = Metrics::new();
+                let election = crate::ha::election_setup(index, ha.election, drift, metrics.register_leader_election());
+                let (config, pods) = (operator_config(&setup), setup.pods.clone());
+                let operator = Operator::build(config, api, pods, RolloutPlanner, Arc::new(metrics), stopped.clone());
+                let gated = ha.election.gated();
+                operator
+                    .run_elected(election, ReadyFlag::new(), stopped, move |operator, gate, end| {
+                        let (store, incarnations) = (store.clone(), incarnations.clone());
+                        async move {
+                            let term = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+                            {
+                                let mut st = store.lock().unwrap();
+                                st.ha.process_started(term, crate::ha::identity(index));
+                                st.trace(
+                                    &format!("controller#{term}"),
+                                    format!("term of {} begins: a new controller", crate::ha::identity(index)),
+                                );
+                            }
+                            let Ok(api) = SimCluster::connect(term).await else { return };
+                            let controller = operator.controller_over(api);
+                            let controller = if gated { controller.with_leadership(gate) } else { controller };
+                            let end: futures::future::BoxFuture<'static, ()> = match ha.election.late_stop() {
+                                Some(late) => Box::pin(async move {
+                                    end.await;
+                                    tokio::time::sleep(late).await;
+                                }),
+                                None => end,
+                            };
+                            controller.run(ReadyFlag::new(), end).await;
+                            store.lock().unwrap().trace(&format!("controller#{term}"), "term over: controller stopped");
                         }
-                        let Ok(api) = SimCluster::connect(term).await else { return };
-                        let controller = build_controller(api, setup, RolloutPlanner);
-                        let controller = if gated { controller.with_leadership(gate) } else { controller };
-                        let end: futures::future::BoxFuture<'static, ()> = match ha.election.late_stop() {
-                            Some(late) => Box::pin(async move {
-                                end.await;
-                                tokio::time::sleep(late).await;
-                            }),
-                            None => end,
-                        };
-                        controller.run(ReadyFlag::new(), end).await;
-                        store.lock().unwrap().trace(&format!("controller#{term}"), "term over: controller stopped");
-                    }
-                })
-                .await
+                    })
+                    .await
             }
         })
         .build()
@@ -2286,14 +2170,22 @@ async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: Controll
         PlannerKind::IgnoresMinReadySeconds => {
             run_controller(api, setup, rollout_known_bugs::IgnoresMinReadySeconds).await
         }
-        PlannerKind::IgnoresObservedGeneration => run_controller(api, setup, IgnoresObservedGeneration).await,
-        PlannerKind::MinTimeSecondEarly => run_controller(api, setup, MinTimeSecondEarly).await,
+        PlannerKind::IgnoresObservedGeneration => {
+            run_controller(api, setup, rollout_known_bugs::IgnoresObservedGeneration).await
+        }
+        PlannerKind::MinTimeSecondEarly => run_controller(api, setup, rollout_known_bugs::MinTimeSecondEarly).await,
         PlannerKind::MissingPodsSpendNoBudget => {
             run_controller(api, setup, rollout_known_bugs::MissingPodsSpendNoBudget).await
         }
-        PlannerKind::CondemnedPodFillsMissingSlot => run_controller(api, setup, CondemnedPodFillsMissingSlot).await,
-        PlannerKind::IgnoresContainerReadiness => run_controller(api, setup, IgnoresContainerReadiness).await,
-        PlannerKind::UpscalesBeforeLeaderReady => run_controller(api, setup, UpscalesBeforeLeaderReady).await,
+        PlannerKind::CondemnedPodFillsMissingSlot => {
+            run_controller(api, setup, rollout_known_bugs::CondemnedPodFillsMissingSlot).await
+        }
+        PlannerKind::IgnoresContainerReadiness => {
+            run_controller(api, setup, rollout_known_bugs::IgnoresContainerReadiness).await
+        }
+        PlannerKind::UpscalesBeforeLeaderReady => {
+            run_controller(api, setup, rollout_known_bugs::UpscalesBeforeLeaderReady).await
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanne
 
 /// Readiness taken from the StatefulSet's status counts (the reference before v0.13.0): when `readyReplicas`
 /// says everything is ready, missing pods and unready pods are not noticed.
+#[derive(Debug, Clone, Copy)]
 pub struct StatusCountReadiness;
 
 impl Planner for StatusCountReadiness {
@@ -39,6 +40,7 @@ impl Planner for StatusCountReadiness {
 }
 
 /// A paused StatefulSet is skipped even while it has unavailable pods (reference bug 9.2-F).
+#[derive(Debug, Clone, Copy)]
 pub struct PausedLetsOthersProceed;
 
 impl Planner for PausedLetsOthersProceed {
@@ -60,6 +62,7 @@ impl Planner for PausedLetsOthersProceed {
 
 /// No expectations and no uid preconditions (the reference had neither): plans on a stale cache act as if the
 /// controller's own recent writes had not happened.
+#[derive(Debug, Clone, Copy)]
 pub struct NoExpectations;
 
 impl Planner for NoExpectations {
@@ -75,6 +78,7 @@ impl Planner for NoExpectations {
 }
 
 /// Terminating pods that still report Ready count as ready (the reference before v0.1.2).
+#[derive(Debug, Clone, Copy)]
 pub struct TerminatingCountsAsReady;
 
 impl Planner for TerminatingCountsAsReady {
@@ -102,6 +106,7 @@ fn ordinal(sts: &str, pod: &str) -> u32 {
 /// The controller's follower downscales ignore the min time between zone downscales and the group downscale record
 /// (the reference with `-use-zone-tracker`: its controller-side check read only the `last-downscale` annotations,
 /// which nobody wrote any more, and it never recorded its own downscales).
+#[derive(Debug, Clone, Copy)]
 pub struct SkipsMinTimeCheck;
 
 impl Planner for SkipsMinTimeCheck {
@@ -122,6 +127,7 @@ impl Planner for SkipsMinTimeCheck {
 
 /// Ignores the prepare-downscale webhook's in-progress markers (no rollout step while a downscale is prepared): pods
 /// are replaced while a downscale of the group is being prepared.
+#[derive(Debug, Clone, Copy)]
 pub struct IgnoresDownscalesInProgress;
 
 impl Planner for IgnoresDownscalesInProgress {
@@ -133,6 +139,7 @@ impl Planner for IgnoresDownscalesInProgress {
 /// Missing pods spend no unavailability budget: a pod that has terminated and is not yet recreated is not counted
 /// as unavailable (as if readiness were counted over existing pods only), so the next pod of the zone is deleted
 /// while the previous one is still missing.
+#[derive(Debug, Clone, Copy)]
 pub struct MissingPodsSpendNoBudget;
 
 impl Planner for MissingPodsSpendNoBudget {
@@ -156,6 +163,7 @@ impl Planner for MissingPodsSpendNoBudget {
 
 /// Follower downscales are not held by the rest of the group (no downscale during a rollout, the controller's own
 /// downscales): the scaling decision is taken as if every StatefulSet of the group were rolled out and Ready.
+#[derive(Debug, Clone, Copy)]
 pub struct DownscalesDuringRollouts;
 
 impl Planner for DownscalesDuringRollouts {
@@ -191,6 +199,7 @@ impl Planner for DownscalesDuringRollouts {
 }
 
 /// `rollout-max-unavailable` given as a percentage read as a count (`40%` as 40 pods at a time).
+#[derive(Debug, Clone, Copy)]
 pub struct PercentAsCount;
 
 impl Planner for PercentAsCount {
@@ -206,6 +215,7 @@ impl Planner for PercentAsCount {
 }
 
 /// `spec.minReadySeconds` ignored: a pod counts as available the moment it is Ready.
+#[derive(Debug, Clone, Copy)]
 pub struct IgnoresMinReadySeconds;
 
 impl Planner for IgnoresMinReadySeconds {
@@ -254,6 +264,7 @@ pub fn skips_the_second_read(flow: &mut EvictPod, observed: Observed, now: Times
 /// The rollout step is finished after a deletion whose answer was lost (a design we rejected: "the pass is over, so
 /// its step is"). The deletion may still commit after the step's end, while the prepare-downscale webhook, seeing no
 /// step, prepares a downscale in another zone.
+#[derive(Debug, Clone, Copy)]
 pub struct FinishesStepWhileOutcomeUnknown;
 
 impl Planner for FinishesStepWhileOutcomeUnknown {
@@ -270,5 +281,112 @@ impl Planner for FinishesStepWhileOutcomeUnknown {
             }
             _ => need,
         }
+    }
+}
+
+/// `status.observedGeneration` ignored: every StatefulSet's status is taken to describe its latest spec, so a
+/// template push the StatefulSet controller has not observed yet looks like a settled StatefulSet (its pods all on
+/// the status's stale `updateRevision`).
+#[derive(Debug, Clone, Copy)]
+pub struct IgnoresObservedGeneration;
+
+impl Planner for IgnoresObservedGeneration {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            let generation = m.sts.generation;
+            if let Some(status) = m.sts.status.as_mut() {
+                status.observed_generation = generation;
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Readiness counted by number (the bug sim seeds 62 and 112 found, scale-downs interleaved with a rollout): a
+/// Ready pod above `spec.replicas`, condemned by a scale-down and kept by OrderedReady until every kept pod is Ready,
+/// is presented in the slot of a missing kept pod, so the StatefulSet looks complete. Only pods on the update
+/// revision stand in (so none is planned for deletion under its borrowed name).
+#[derive(Debug, Clone, Copy)]
+pub struct CondemnedPodFillsMissingSlot;
+
+impl Planner for CondemnedPodFillsMissingSlot {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            let update = m.sts.status.as_ref().map(|s| s.update_revision.clone()).unwrap_or_default();
+            let prefix = format!("{}-", m.sts.name);
+            let ordinal = |name: &str| name.strip_prefix(&prefix).and_then(|o| o.parse::<u32>().ok());
+            let present: Vec<u32> = m.pods.iter().filter_map(|p| ordinal(&p.name)).collect();
+            let mut missing = (0..m.sts.replicas).filter(|i| !present.contains(i));
+            for p in &mut m.pods {
+                let condemned = ordinal(&p.name).is_some_and(|o| o >= m.sts.replicas);
+                if condemned && p.revision() == Some(update.as_str()) && p.is_available(0, ctx.now) {
+                    let Some(slot) = missing.next() else { break };
+                    p.name = format!("{prefix}{slot}");
+                }
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Availability read from the Ready condition alone: a pod whose sidecar has crashed, while the kubelet still
+/// reports it Ready, counts as serving.
+#[derive(Debug, Clone, Copy)]
+pub struct IgnoresContainerReadiness;
+
+impl Planner for IgnoresContainerReadiness {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for p in group.members.iter_mut().flat_map(|m| m.pods.iter_mut()) {
+            if p.container_count > 0 {
+                p.containers_ready_and_running = true;
+            }
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// Followers scale up to their leader at once, ignoring `grafana.com/rollout-upscale-only-when-leader-ready`.
+#[derive(Debug, Clone, Copy)]
+pub struct UpscalesBeforeLeaderReady;
+
+impl Planner for UpscalesBeforeLeaderReady {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let mut group = group.clone();
+        for m in &mut group.members {
+            m.sts.scaling.upscale_only_when_leader_ready = false;
+        }
+        RolloutPlanner.plan(&group, ctx)
+    }
+}
+
+/// The min-time check off by one second: every last downscale (the group record's entries and the
+/// `grafana.com/last-downscale` annotations) is read a second early, as rounding a date down instead of up (or
+/// counting elapsed whole seconds up) would. The planner is the controller's half; with this planner selected the
+/// simulation's scaling world also asks the webhook's check a second late. The controller's shell
+/// re-checks the min time (the same `check_min_time`) when it claims a follower downscale in the record, so the
+/// planner's half alone is masked: what the simulation catches is the webhook's.
+#[derive(Debug, Clone, Copy)]
+pub struct MinTimeSecondEarly;
+
+impl Planner for MinTimeSecondEarly {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        let second = jiff::SignedDuration::from_secs(1);
+        let mut group = group.clone();
+        for m in &mut group.members {
+            if let Some(Ok(at)) = m.sts.downscale.last_downscale.as_mut() {
+                *at = at.checked_sub(second).unwrap_or(*at);
+            }
+        }
+        let record = ctx.downscale_record.map(|r| {
+            let mut r = r.clone();
+            for at in r.last_downscaled.values_mut() {
+                *at = at.checked_sub(second).unwrap_or(*at);
+            }
+            r
+        });
+        RolloutPlanner.plan(&group, &PlanContext { downscale_record: record.as_ref(), ..*ctx })
     }
 }
