@@ -168,6 +168,10 @@ struct ScenarioArgs {
     /// With --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
     #[arg(long = "slow-admissions")]
     slow_admissions: bool,
+    /// During API latency spikes a request may wait up to 20 s before it is carried out (past the client's timeout):
+    /// writes whose answers never came commit later.
+    #[arg(long = "slow-commits")]
+    slow_commits: bool,
     /// A second rollout group in the namespace (store-gateway), pushed along with the first.
     #[arg(long = "second-group")]
     second_group: bool,
@@ -281,6 +285,7 @@ impl ScenarioArgs {
             (self.direct_leader, " --direct-leader"),
             (self.evictions, " --evictions"),
             (self.slow_admissions, " --slow-admissions"),
+            (self.slow_commits, " --slow-commits"),
             (self.second_group, " --second-group"),
             (self.sidecars, " --sidecars"),
             (self.leader_ready_upscales, " --leader-ready-upscales"),
@@ -531,6 +536,7 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
         long_delays: args.long_delays,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
+        slow_commits: args.slow_commits,
         defences,
         scaling,
         observe_lag: args.observe_lag,

@@ -76,10 +76,12 @@ pub enum PlannerKind {
     IgnoresContainerReadiness,
     /// `grafana.com/rollout-upscale-only-when-leader-ready` ignored: followers scale up at once.
     UpscalesBeforeLeaderReady,
+    /// The rollout step is finished after a deletion whose answer was lost, while it may still commit.
+    FinishesStepWhileOutcomeUnknown,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 16] = [
+    pub const ALL: [PlannerKind; 17] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -96,6 +98,7 @@ impl PlannerKind {
         PlannerKind::CondemnedPodFillsMissingSlot,
         PlannerKind::IgnoresContainerReadiness,
         PlannerKind::UpscalesBeforeLeaderReady,
+        PlannerKind::FinishesStepWhileOutcomeUnknown,
     ];
 
     pub fn name(self) -> &'static str {
@@ -116,6 +119,7 @@ impl PlannerKind {
             PlannerKind::CondemnedPodFillsMissingSlot => "condemned-pod-fills-missing-slot",
             PlannerKind::IgnoresContainerReadiness => "ignores-container-readiness",
             PlannerKind::UpscalesBeforeLeaderReady => "upscales-before-leader-ready",
+            PlannerKind::FinishesStepWhileOutcomeUnknown => "finishes-step-while-outcome-unknown",
         }
     }
 
@@ -270,6 +274,10 @@ pub struct Scenario {
     /// a busy node): the webhook's reads, its claim and its re-read spread over seconds, while the controller's
     /// rollout steps take milliseconds.
     pub slow_admissions: bool,
+    /// During an API latency spike a request may wait 8-20 s before the API server carries it out, past the client's
+    /// 10 s timeout: a write whose answer never came commits later (a slow etcd), as a deletion sent under a rollout
+    /// step's claim may after its pass ended.
+    pub slow_commits: bool,
     /// A second rollout group in the namespace (`store-gateway`, as many zones and pods as the first), pushed with
     /// every template push of the first: the cache, the work queue and the checker keep groups apart.
     pub second_group: bool,
@@ -599,6 +607,7 @@ impl Default for Scenario {
             defences: Defences::ALL,
             evictions: false,
             slow_admissions: false,
+            slow_commits: false,
             second_group: false,
             sidecars: false,
             leader_ready_upscales: false,
@@ -1590,6 +1599,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                 nodes: nodes.clone(),
                 zones: sc.zones,
                 replicas: sc.replicas,
+                slow_commits: sc.slow_commits,
             };
             tasks.push(tokio::spawn(async move {
                 tokio::time::sleep_until(start + at).await;
@@ -2185,6 +2195,9 @@ async fn run_with_planner(planner: PlannerKind, api: SimCluster, setup: Controll
         }
         PlannerKind::UpscalesBeforeLeaderReady => {
             run_controller(api, setup, rollout_known_bugs::UpscalesBeforeLeaderReady).await
+        }
+        PlannerKind::FinishesStepWhileOutcomeUnknown => {
+            run_controller(api, setup, rollout_known_bugs::FinishesStepWhileOutcomeUnknown).await
         }
     }
 }
@@ -2815,6 +2828,7 @@ struct FaultCtx {
     nodes: Arc<Nodes>,
     zones: u32,
     replicas: u32,
+    slow_commits: bool,
 }
 
 impl FaultCtx {
@@ -2845,8 +2859,13 @@ async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &FaultCtx) {
             ctx.trace("message loss over".into());
         }
         FaultKind::LatencySpike => {
-            ctx.trace(format!("API latency spike (0.5-4s per request) for {secs:.1}s"));
-            ctx.knobs.lock().unwrap().api_delay_ms = (500, 4_000);
+            let delay_ms = if ctx.slow_commits { (500, 20_000) } else { (500, 4_000) };
+            ctx.trace(format!(
+                "API latency spike ({:.1}-{:.0}s per request) for {secs:.1}s",
+                delay_ms.0 as f64 / 1000.0,
+                delay_ms.1 as f64 / 1000.0
+            ));
+            ctx.knobs.lock().unwrap().api_delay_ms = delay_ms;
             NetSim::current().update_config(|c| c.send_latency = Duration::from_millis(50)..Duration::from_millis(500));
             tokio::time::sleep(dur).await;
             ctx.knobs.lock().unwrap().api_delay_ms = Knobs::default().api_delay_ms;

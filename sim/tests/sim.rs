@@ -1295,3 +1295,34 @@ fn known_bug_condemned_pod_fills_missing_slot_is_caught_while_followers_scale() 
         .expect("condemned-pod-fills-missing-slot not caught in 40 seeds");
     println!("condemned-pod-fills-missing-slot first caught at seed {seed}: {}", violations[0].detail);
 }
+
+/// A rollout step finished after a deletion whose answer never came (the request still in flight at a slow API
+/// server) lets the deletion commit with no step claimed, while the prepare-downscale webhook may prepare a
+/// downscale: caught by the step-claim guarantee; the real execution leaves such a step to expire.
+#[test]
+fn a_rollout_step_finished_while_a_deletion_is_in_flight_is_caught() {
+    let mut faults = FaultMix::NONE;
+    faults.latency_spikes = true;
+    let sc = Scenario { faults, slow_commits: true, ..Scenario::rollout_with_admitted_downscales() };
+    let buggy = Scenario { planner: PlannerKind::FinishesStepWhileOutcomeUnknown, ..sc.clone() };
+    let (seed, _) = (0..60)
+        .map(|s| (s, world::run(s, &buggy, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::ROLLOUT_STEP_CLAIMED))
+        .expect("finishes-step-while-outcome-unknown not caught in 60 seeds");
+    let real = world::run(seed, &sc, false);
+    assert!(real.passed(), "seed {seed}: {:#?}", real.violations);
+}
+
+/// Seed 9 of the slow-commit webhook world: a deletion of ingester-zone-b-0 sent under a step claim waits at the API
+/// server past its client's timeout; the buggy execution finishes the step at once and the deletion commits at
+/// 89.9 s with no step claimed.
+#[test]
+fn regression_seed_9_deletion_commits_after_its_step_was_finished() {
+    let mut faults = FaultMix::NONE;
+    faults.latency_spikes = true;
+    let sc = Scenario { faults, slow_commits: true, ..Scenario::rollout_with_admitted_downscales() };
+    let buggy = Scenario { planner: PlannerKind::FinishesStepWhileOutcomeUnknown, ..sc.clone() };
+    let o = world::run(9, &buggy, false);
+    assert!(o.violations.iter().any(|v| v.invariant == checker::ROLLOUT_STEP_CLAIMED), "{:#?}", o.violations);
+    assert!(world::run(9, &sc, false).passed());
+}
