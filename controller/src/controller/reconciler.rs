@@ -452,6 +452,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             scaling_forbidden: self.scaling_forbidden.as_deref(),
             defences: self.config.defences,
             budgets,
+            health_gate: None,
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
         if let Some(reason) = pass.failed_closed.take() {
