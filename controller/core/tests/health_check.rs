@@ -34,7 +34,7 @@ fn example() -> Value {
             "checks": [{
                 "name": "request-error-rate",
                 "query": "sum(rate(cortex_request_duration_seconds_count{${targetMatchers},status_code=~\"5..\"}[${range}])) / sum(rate(cortex_request_duration_seconds_count{${targetMatchers}}[${range}]))",
-                "successQuery": "${current} <= bool max(2 * ${baseline}, 0.01)"
+                "successQuery": "${current} <= bool 2 * ${baseline} + 0.01"
             }]
         }
     })
@@ -247,7 +247,7 @@ fn a_passing_check_passes_and_the_queries_are_over_each_side_at_its_time() {
     assert_eq!(asked[0].at, t(0));
     assert!(asked[1].promql.contains("zone-b-0|zone-b-1|zone-c-0|zone-c-1") && asked[1].promql.contains("[10m]"));
     assert_eq!(asked[1].at, t(-3600));
-    assert_eq!(asked[2].promql, "0.01 <= bool max(2 * 0.02, 0.01)");
+    assert_eq!(asked[2].promql, "0.01 <= bool 2 * 0.02 + 0.01");
     assert_eq!((asked[2].timeout, asked[2].retries), (Duration::from_secs(10), 3));
 }
 
@@ -349,6 +349,17 @@ fn a_gate_that_can_only_warn_holds_nothing_back() {
     let ask = answering(Answer::Value(0.4), Answer::Value(0.02), Answer::Value(0.0));
     let (verdict, _) = evaluate(&c, Targets::of(&group, "mimir"), at_once, ask);
     assert!(matches!(verdict, GateVerdict::Pass { ref warnings } if warnings.len() == 1), "{verdict:?}");
+}
+
+#[test]
+fn values_are_shown_to_six_significant_digits() {
+    use rollout_core::health_check::decision::shown;
+    assert_eq!(shown(0.39999999999999997), "0.4");
+    assert_eq!(shown(0.019999999999999997), "0.02");
+    assert_eq!(shown(1234567.25), "1234567");
+    assert_eq!(shown(-0.000123456789), "-0.000123457");
+    assert_eq!(shown(0.0), "0");
+    assert_eq!(shown(f64::INFINITY), "+Inf");
 }
 
 #[test]

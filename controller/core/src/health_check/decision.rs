@@ -127,22 +127,16 @@ impl CheckResult {
     /// For people: `check "x" failed (current=0.4 baseline=0.02)`.
     pub fn describe(&self, check: &str) -> String {
         match self {
-            CheckResult::Pass { current, baseline } => format!(
-                "check {check:?} passed (current={} baseline={})",
-                promql_number(*current),
-                promql_number(*baseline)
-            ),
+            CheckResult::Pass { current, baseline } => {
+                format!("check {check:?} passed (current={} baseline={})", shown(*current), shown(*baseline))
+            }
             CheckResult::Fail { current, baseline, success } => {
                 let answered = if *success == 0.0 {
                     String::new()
                 } else {
-                    format!("; the success query answered {}, not 0 or 1", promql_number(*success))
+                    format!("; the success query answered {}, not 0 or 1", shown(*success))
                 };
-                format!(
-                    "check {check:?} failed (current={} baseline={}{answered})",
-                    promql_number(*current),
-                    promql_number(*baseline)
-                )
+                format!("check {check:?} failed (current={} baseline={}{answered})", shown(*current), shown(*baseline))
             }
             CheckResult::NoData { kind } => format!("check {check:?} has no data (its {} query)", kind.as_str()),
             CheckResult::Error { kind, message } => {
@@ -161,6 +155,18 @@ impl CheckResult {
         }
         .filter(|p| *p != Policy::Disabled)
     }
+}
+
+/// A value for people: six significant digits, so that `0.39999999999999997` reads `0.4`.
+pub fn shown(value: f64) -> String {
+    if !value.is_finite() || value == 0.0 {
+        return promql_number(value);
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    let decimals = (5 - magnitude).clamp(0, 15) as usize;
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    text.to_string()
 }
 
 /// One check evaluated, and the duration of each query it ran as the shell measured it.
