@@ -241,3 +241,50 @@ fn plan_without_prometheus_says_the_gate_was_not_evaluated() {
     assert!(out.contains("not evaluated here; give --prometheus-url URL"), "{out}");
     assert!(!out.contains("delete pod"), "{out}");
 }
+
+fn status_against(current: f64, output: &str) -> String {
+    let (url, _) = serve(move |_, params, _| {
+        let query = &params["query"];
+        let value = if !query.contains("cortex_") {
+            let current: f64 = query.split_whitespace().next().unwrap().parse().unwrap();
+            if current <= 0.05 { 1.0 } else { 0.0 }
+        } else if query.contains("mimir-ingester-zone-a-0") {
+            current
+        } else {
+            0.02
+        };
+        (200, vector(&value.to_string()))
+    });
+    let argv = ["rollout-operator", "status", "-f", EXAMPLE, "--now", "2026-01-01T12:00:00Z", "-o", output];
+    let argv = argv.into_iter().chain(["--prometheus-url", url.as_str()]);
+    let args = match rollout_operator::cli::parse(argv) {
+        Ok(rollout_operator::cli::Command::Status { args, .. }) => *args,
+        other => panic!("expected status, got {other:?}"),
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = rollout_operator::offline::status::execute_on_dumps(
+        &args,
+        &mut std::io::empty(),
+        &mut out,
+        &mut err,
+        Timestamp::UNIX_EPOCH,
+    );
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn status_on_a_dump_shows_the_wait_on_a_failing_check() {
+    let out = status_against(0.4, "json");
+    let view: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let group = &view["groups"][0];
+    assert_eq!(group["wait"]["reason"], "held-by-health-check", "{group:#}");
+    assert_eq!(group["wait"]["statefulSet"], "mimir-ingester-zone-b", "{group:#}");
+    assert!(
+        group["reason"].as_str().unwrap().contains("check \"request-error-rate\" failed (current=0.4 baseline=0.02)")
+    );
+    assert_eq!(group["next"], serde_json::json!([]));
+    let passing = status_against(0.01, "json");
+    let view: serde_json::Value = serde_json::from_str(&passing).unwrap();
+    assert_eq!(view["groups"][0]["next"][0]["pod"], "mimir-ingester-zone-b-0", "{passing}");
+}

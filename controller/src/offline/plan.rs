@@ -624,7 +624,7 @@ pub fn plan_objects_with(
         let pods: Vec<PodView> = objects.pods.iter().map(|p| p.pod.clone()).collect();
         let health_checks = health_checks(objects.health_checks.iter().copied());
         for group in build_groups(objects.statefulsets.clone(), &pods) {
-            let gate = gates.gate(ns, &group, &health_checks, now);
+            let gate = gates.gate_blocking(ns, &group, &health_checks, now);
             let input = PassInput { health_gate: gate.as_ref(), ..input };
             // The controller's pass, as it would run without a zone tracker; the mirror step needs a live cluster.
             let mut pass = plan_pass(&group, &input);
@@ -758,7 +758,7 @@ pub fn execute(args: &PlanArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: 
     for note in input_notes(&objects, args.namespace.as_deref()) {
         let _ = writeln!(err, "note: {note}");
     }
-    let gates = match OfflineGates::new(args.prometheus_url.as_deref()) {
+    let gates = match OfflineGates::blocking(args.prometheus_url.as_deref()) {
         Ok(gates) => gates,
         Err(e) => {
             report(err, &e);
