@@ -247,7 +247,10 @@ fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
                 assert_eq!(policy.as_deref(), Some("Fail"), "{name}");
             }
         }
-        assert_eq!(webhooks, 4, "{overlay}: no-downscale, prepare-downscale, pod-eviction and zpdb-validation");
+        assert_eq!(
+            webhooks, 5,
+            "{overlay}: no-downscale, prepare-downscale, pod-eviction, zpdb-validation and rollouthealthcheck-validation"
+        );
         let svc = objects
             .iter()
             .find_map(|o| if let KubeObject::Service(s) = o { Some(s) } else { None })
@@ -445,7 +448,14 @@ fn the_zpdb_webhooks_cover_evictions_and_budgets() {
         assert_eq!(rules[0].operations.as_deref(), Some(&["CREATE".to_string(), "UPDATE".to_string()][..]));
         assert_eq!(rules[0].resources.as_deref(), Some(&["zoneawarepoddisruptionbudgets".to_string()][..]));
         assert_eq!(validation.side_effects, "None", "{overlay}");
-        for webhook in [eviction, validation] {
+        let (config, checks) = find("/admission/rollouthealthcheck-validation");
+        assert!(config.metadata.name.as_deref().is_some_and(|n| n.starts_with("rollouthealthcheck-validation-")));
+        let rules = checks.rules.clone().unwrap_or_default();
+        assert_eq!(rules[0].api_groups.as_deref(), Some(&["rollout-operator.grafana.com".to_string()][..]));
+        assert_eq!(rules[0].operations.as_deref(), Some(&["CREATE".to_string(), "UPDATE".to_string()][..]));
+        assert_eq!(rules[0].resources.as_deref(), Some(&["rollouthealthchecks".to_string()][..]));
+        assert_eq!(checks.side_effects, "None", "{overlay}");
+        for webhook in [eviction, validation, checks] {
             assert_eq!(webhook.timeout_seconds, Some(10), "{overlay}");
             assert_eq!(webhook.admission_review_versions, ["v1".to_string()], "{overlay}");
         }
