@@ -473,7 +473,7 @@ fn a_zone_that_has_started_is_governed_by_readiness_alone() {
 fn an_evaluation_is_keyed_by_revisions_and_candidates() {
     let group = between_zones(t(-600));
     let key = rollout_core::health_check::revision_key(&group, "ingester-health", 2);
-    assert_eq!(key, "ingester-health/2:zone-a=r1,zone-b=r1,zone-c=r1;zone-a-0,zone-a-1");
+    assert_eq!(key, "ingester-health/2:zone-a=r1,zone-b=r1,zone-c=r1;zone-a-0,zone-a-1;2023-11-14T22:00:00Z");
     let mut later = group.clone();
     let b = later.members[1].sts.clone();
     later.members[1].pods = (0..2).map(|i| fixture::pod(&b, i, "r1")).collect();

@@ -223,11 +223,12 @@ pub fn candidates_serving_since(group: &GroupSnapshot) -> Option<Timestamp> {
 }
 
 /// Identifies what an evaluation was made for: the RolloutHealthCheck's name and generation, the group's
-/// StatefulSets with their update revisions, and the candidate pods (a zone finishing changes what is judged). An
-/// evaluation is reused only for the same key.
+/// StatefulSets with their update revisions, the candidate pods (a zone finishing changes what is judged) and the
+/// baseline time (written once the rollout is seen to start). An evaluation is reused only for the same key.
 pub fn revision_key(group: &GroupSnapshot, health_check: &str, generation: i64) -> String {
     let revisions: Vec<String> =
         group.members.iter().map(|m| format!("{}={}", m.sts.name, update_revision(m).unwrap_or("?"))).collect();
     let candidates = Targets::of(group, "").candidate.join(",");
-    format!("{health_check}/{generation}:{};{candidates}", revisions.join(","))
+    let baseline = baseline_time(group).map(format_timestamp).unwrap_or_default();
+    format!("{health_check}/{generation}:{};{candidates};{baseline}", revisions.join(","))
 }
