@@ -123,6 +123,7 @@ impl OfflineGates {
         if let Some(runtime) = &self.runtime {
             return runtime.block_on(self.gate(namespace, group, checks, now));
         }
+        let _ = namespace;
         let (name, config) = match self.resolved(group, checks, now)? {
             Ok(found) => found,
             Err(gate) => return Some(gate),
