@@ -144,9 +144,9 @@ where
     }
 
     /// The same process holding each zone after the first back until its RolloutHealthCheck passes, with `gates`
-    /// (their RolloutHealthChecks fed by the caller).
+    /// (their RolloutHealthChecks fed by the caller); they record into the process's metrics.
     pub fn with_health_gates(mut self, gates: HealthGates) -> Self {
-        self.health_gates = Some(gates);
+        self.health_gates = Some(gates.with_metrics(self.metrics.health_checks.clone()));
         self
     }
 

@@ -104,7 +104,9 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
     let metrics = Arc::new(Metrics::new());
     let prometheus = StandIn::default();
     *prometheus.current.lock().unwrap() = 0.4;
-    let gates = HealthGates::new(prometheus.clone(), "ns").with_cadence(Duration::ZERO);
+    let gates = HealthGates::new(prometheus.clone(), "ns")
+        .with_cadence(Duration::ZERO)
+        .with_metrics(metrics.health_checks.clone());
     let rhc = health_check();
     gates.set_checks(Some(health_checks([&rhc])));
     let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
@@ -150,6 +152,14 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
             .contains(r#"rollout_operator_group_waiting{rollout_group="ingester",reason="held-by-health-check"} 1"#),
         "{exposition}"
     );
+    assert!(
+        exposition.contains(r#"rollout_operator_health_check_blocked{rollout_group="ingester"} 1"#),
+        "{exposition}"
+    );
+    let failed = r#"rollout_operator_health_check_evaluations_total{rollout_group="ingester",check="request-error-rate",result="fail"}"#;
+    assert!(exposition.contains(failed), "{exposition}");
+    let current = r#"rollout_operator_health_check_query_duration_seconds_count{rollout_group="ingester",check="request-error-rate",query_type="current"}"#;
+    assert!(exposition.contains(current), "{exposition}");
 
     // Zone a recovers: zone b starts.
     *prometheus.current.lock().unwrap() = 0.01;
@@ -161,4 +171,9 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
         }
     }
     assert_eq!(deleted, ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    let exposition = metrics.encode();
+    assert!(
+        exposition.contains(r#"rollout_operator_health_check_blocked{rollout_group="ingester"} 0"#),
+        "{exposition}"
+    );
 }

@@ -42,7 +42,7 @@ pub async fn run<S: HealthCheckSource>(
                 Ok(WatchEvent::Init) => listing = Some(HealthChecks::new()),
                 Ok(WatchEvent::InitApply(object)) => {
                     if let (Some(list), Some(name)) = (listing.as_mut(), name_of(&object)) {
-                        list.insert(name, observe(&object));
+                        list.insert(name, observe(&object, &gates));
                     }
                 }
                 Ok(WatchEvent::InitDone) => {
@@ -53,13 +53,14 @@ pub async fn run<S: HealthCheckSource>(
                 }
                 Ok(WatchEvent::Apply(object)) => {
                     if let Some(name) = name_of(&object) {
-                        known.insert(name, observe(&object));
+                        known.insert(name, observe(&object, &gates));
                         gates.set_checks(Some(known.clone()));
                     }
                 }
                 Ok(WatchEvent::Delete(object)) => {
                     if let Some(name) = name_of(&object) {
                         known.remove(&name);
+                        gates.metrics().configuration_observed("deleted");
                         gates.set_checks(Some(known.clone()));
                     }
                 }
@@ -81,10 +82,14 @@ pub async fn run<S: HealthCheckSource>(
     }
 }
 
-fn observe(object: &Value) -> Result<config::HealthCheckConfig, config::ConfigError> {
+fn observe(object: &Value, gates: &HealthGates) -> Result<config::HealthCheckConfig, config::ConfigError> {
     let parsed = config::parse(object);
-    if let Err(error) = &parsed {
-        tracing::error!(health_check = name_of(object).unwrap_or_default(), %error, "invalid RolloutHealthCheck");
+    match &parsed {
+        Ok(_) => gates.metrics().configuration_observed("valid"),
+        Err(error) => {
+            tracing::error!(health_check = name_of(object).unwrap_or_default(), %error, "invalid RolloutHealthCheck");
+            gates.metrics().configuration_observed("invalid");
+        }
     }
     parsed
 }

@@ -9,7 +9,8 @@
 //! passes it again every `-reconcile.interval`; each such pass picks up a verdict that has arrived and starts the
 //! evaluation that has become due.
 
-use super::evaluate::evaluate_gate;
+use super::evaluate::{GateRun, evaluate_gate};
+use super::metrics::HealthCheckMetrics;
 use super::offline::HealthChecks;
 use super::prometheus::{PrometheusClient, Transport};
 use futures::future::BoxFuture;
@@ -28,7 +29,7 @@ pub const CADENCE: Duration = Duration::from_secs(30);
 
 /// Runs one evaluation: the group, its RolloutHealthCheck, the namespace and the time it is for.
 type Evaluator =
-    Arc<dyn Fn(GroupSnapshot, HealthCheckConfig, String, Timestamp) -> BoxFuture<'static, GateVerdict> + Send + Sync>;
+    Arc<dyn Fn(GroupSnapshot, HealthCheckConfig, String, Timestamp) -> BoxFuture<'static, GateRun> + Send + Sync>;
 
 #[derive(Debug, Clone)]
 struct Evaluated {
@@ -58,6 +59,7 @@ pub struct HealthGates {
     evaluate: Evaluator,
     namespace: String,
     cadence: Duration,
+    metrics: HealthCheckMetrics,
 }
 
 impl HealthGates {
@@ -68,17 +70,37 @@ impl HealthGates {
                 let transport = transport.clone();
                 Box::pin(async move {
                     match PrometheusClient::new(transport, &config.prometheus_url) {
-                        Ok(client) => evaluate_gate(&client, &config, &group, &namespace, now).await.verdict,
+                        Ok(client) => evaluate_gate(&client, &config, &group, &namespace, now).await,
                         // Validation refuses such a URL; a resource admitted without the webhook still gets an answer.
-                        Err(error) => GateVerdict::Pause {
-                            check: "prometheusURL".to_string(),
-                            detail: error.to_string(),
-                            warnings: Vec::new(),
+                        Err(error) => GateRun {
+                            verdict: GateVerdict::Pause {
+                                check: "prometheusURL".to_string(),
+                                detail: error.to_string(),
+                                warnings: Vec::new(),
+                            },
+                            records: Vec::new(),
+                            durations: Vec::new(),
                         },
                     }
                 })
             });
-        HealthGates { shared: Arc::default(), evaluate, namespace: namespace.to_string(), cadence: CADENCE }
+        HealthGates {
+            shared: Arc::default(),
+            evaluate,
+            namespace: namespace.to_string(),
+            cadence: CADENCE,
+            metrics: HealthCheckMetrics::default(),
+        }
+    }
+
+    /// The same gates recording into `metrics`.
+    pub fn with_metrics(mut self, metrics: HealthCheckMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &HealthCheckMetrics {
+        &self.metrics
     }
 
     /// The same gates re-evaluated every `cadence`.
@@ -100,6 +122,18 @@ impl HealthGates {
     /// The gate of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
     /// no gate sits before the group's next zone, or the RolloutHealthChecks are not known.
     pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
+        let gate = self.current(group, now);
+        let (blocked, misconfigured) = match gate.as_ref().map(|g| &g.state) {
+            None => (false, false),
+            Some(GateState::Misconfigured(_)) => (false, true),
+            Some(GateState::NotEvaluated(_)) => (true, false),
+            Some(GateState::Evaluated { verdict, .. }) => (!verdict.passes(), false),
+        };
+        self.metrics.gate_state(&group.name, blocked, misconfigured);
+        gate
+    }
+
+    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
         let mut shared = self.lock();
         let Some(target) = gate_target(group, now) else {
             shared.entries.remove(&group.name);
@@ -138,8 +172,11 @@ impl HealthGates {
     fn spawn(&self, group: GroupSnapshot, config: HealthCheckConfig, key: String, now: Timestamp) {
         let shared = self.shared.clone();
         let evaluation = (self.evaluate)(group.clone(), config.clone(), self.namespace.clone(), now);
+        let metrics = self.metrics.clone();
         tokio::spawn(async move {
-            let verdict = evaluation.await;
+            let run = evaluation.await;
+            metrics.evaluated(&group.name, &run);
+            let verdict = run.verdict;
             tracing::info!(rollout_group = %group.name, health_check = %config.name, ?verdict, "health gate evaluated");
             let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(entry) = shared.entries.get_mut(&group.name).filter(|e| e.key == key) {

@@ -9,5 +9,6 @@ pub mod feed;
 pub mod gates;
 #[cfg(not(madsim))]
 pub mod http;
+pub mod metrics;
 pub mod offline;
 pub mod prometheus;
