@@ -144,9 +144,10 @@ where
     }
 
     /// The same process holding each zone after the first back until its RolloutHealthCheck passes, with `gates`
-    /// (their RolloutHealthChecks fed by the caller); they record into the process's metrics.
+    /// (their RolloutHealthChecks fed by the caller); they record into the process's metrics and Events.
     pub fn with_health_gates(mut self, gates: HealthGates) -> Self {
-        self.health_gates = Some(gates.with_metrics(self.metrics.health_checks.clone()));
+        let gates = gates.with_metrics(self.metrics.health_checks.clone()).with_events(self.events.clone());
+        self.health_gates = Some(gates);
         self
     }
 

@@ -11,6 +11,7 @@ use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::health_check::gates::HealthGates;
 use rollout_operator::health_check::offline::health_checks;
 use rollout_operator::health_check::prometheus::{HttpRequest, HttpResponse, Transport, TransportError};
+use rollout_operator::ops::events::EventRecorder;
 use rollout_operator::ops::metrics::Metrics;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -104,9 +105,11 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
     let metrics = Arc::new(Metrics::new());
     let prometheus = StandIn::default();
     *prometheus.current.lock().unwrap() = 0.4;
+    let (events, mut queue) = EventRecorder::new(64, metrics.clone());
     let gates = HealthGates::new(prometheus.clone(), "ns")
         .with_cadence(Duration::ZERO)
-        .with_metrics(metrics.health_checks.clone());
+        .with_metrics(metrics.health_checks.clone())
+        .with_events(events);
     let rhc = health_check();
     gates.set_checks(Some(health_checks([&rhc])));
     let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
@@ -161,6 +164,12 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
     let current = r#"rollout_operator_health_check_query_duration_seconds_count{rollout_group="ingester",check="request-error-rate",query_type="current"}"#;
     assert!(exposition.contains(current), "{exposition}");
 
+    // Told once, on the StatefulSet that does not start, naming the check and its values.
+    let told: Vec<_> = std::iter::from_fn(|| queue.try_recv()).filter(|e| e.reason.contains("HealthCheck")).collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!((told[0].reason, told[0].regarding.name.as_str()), ("RolloutBlockedByHealthCheck", "ingester-zone-b"));
+    assert!(told[0].note.contains(r#"check "request-error-rate" failed (current=0.4 baseline=0.02)"#), "{:?}", told[0]);
+
     // Zone a recovers: zone b starts.
     *prometheus.current.lock().unwrap() = 0.01;
     let mut deleted = Vec::new();
@@ -176,4 +185,34 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
         exposition.contains(r#"rollout_operator_health_check_blocked{rollout_group="ingester"} 0"#),
         "{exposition}"
     );
+}
+
+#[tokio::test]
+async fn a_health_check_that_does_not_select_the_zone_lets_it_roll_and_says_so() {
+    let cluster = gated_cluster();
+    let metrics = Arc::new(Metrics::new());
+    let (events, mut queue) = EventRecorder::new(64, metrics.clone());
+    let gates =
+        HealthGates::new(StandIn::default(), "ns").with_metrics(metrics.health_checks.clone()).with_events(events);
+    let mut rhc = health_check();
+    rhc["spec"]["selector"]["matchLabels"] = json!({"rollout-group": "distributor"});
+    gates.set_checks(Some(health_checks([&rhc])));
+    let mut ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
+        .with_health_gates(gates);
+    let mut feed = WatchFeed::new(&cluster);
+    feed.pump(ctrl.cache_mut());
+    ctrl.reconcile_group("ingester").await;
+    assert_eq!(deletions(&cluster.take_calls()), ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    let exposition = metrics.encode();
+    assert!(
+        exposition.contains(r#"rollout_operator_health_check_misconfigured{rollout_group="ingester"} 1"#),
+        "{exposition}"
+    );
+    assert!(
+        exposition.contains(r#"rollout_operator_health_check_misconfigurations_total{rollout_group="ingester"} 1"#)
+    );
+    let told: Vec<_> = std::iter::from_fn(|| queue.try_recv()).filter(|e| e.reason.contains("HealthCheck")).collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].reason, "RolloutHealthCheckMisconfigured");
+    assert!(told[0].note.contains("does not select StatefulSet ingester-zone-b"), "{:?}", told[0]);
 }

@@ -13,6 +13,7 @@ use super::evaluate::{GateRun, evaluate_gate};
 use super::metrics::HealthCheckMetrics;
 use super::offline::HealthChecks;
 use super::prometheus::{PrometheusClient, Transport};
+use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use rollout_core::downscale::time_after;
@@ -50,6 +51,8 @@ struct Shared {
     checks: Option<HealthChecks>,
     /// Per group.
     entries: HashMap<String, Entry>,
+    /// Per group: the finding last told in an Event.
+    told: HashMap<String, String>,
 }
 
 /// The gates of one namespace's groups. Cheap to clone (shared state).
@@ -60,6 +63,7 @@ pub struct HealthGates {
     namespace: String,
     cadence: Duration,
     metrics: HealthCheckMetrics,
+    events: EventRecorder,
 }
 
 impl HealthGates {
@@ -90,7 +94,14 @@ impl HealthGates {
             namespace: namespace.to_string(),
             cadence: CADENCE,
             metrics: HealthCheckMetrics::default(),
+            events: EventRecorder::disabled(),
         }
+    }
+
+    /// The same gates telling their findings in Events (`-events.enabled`).
+    pub fn with_events(mut self, events: EventRecorder) -> Self {
+        self.events = events;
+        self
     }
 
     /// The same gates recording into `metrics`.
@@ -122,28 +133,75 @@ impl HealthGates {
     /// The gate of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
     /// no gate sits before the group's next zone, or the RolloutHealthChecks are not known.
     pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
-        let gate = self.current(group, now);
-        let (blocked, misconfigured) = match gate.as_ref().map(|g| &g.state) {
+        let current = self.current(group, now);
+        let gate = current.as_ref().map(|(gate, _)| gate);
+        let (blocked, misconfigured) = match gate.map(|g| &g.state) {
             None => (false, false),
             Some(GateState::Misconfigured(_)) => (false, true),
             Some(GateState::NotEvaluated(_)) => (true, false),
             Some(GateState::Evaluated { verdict, .. }) => (!verdict.passes(), false),
         };
         self.metrics.gate_state(&group.name, blocked, misconfigured);
-        gate
+        self.tell(group, current.as_ref());
+        current.map(|(gate, _)| gate)
     }
 
-    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
+    /// The Event of the gate's finding, once per finding and group: a failed check, a `Warn` check's finding, a
+    /// misconfiguration.
+    fn tell(&self, group: &GroupSnapshot, current: Option<&(HealthGate, String)>) {
+        let finding = current.and_then(|(gate, statefulset)| {
+            let name = &gate.health_check;
+            let (type_, reason, note) = match &gate.state {
+                GateState::Misconfigured(why) => (
+                    EventType::Warning,
+                    "RolloutHealthCheckMisconfigured",
+                    format!("{why}; StatefulSet {statefulset} rolls without its health check"),
+                ),
+                GateState::Evaluated { verdict: GateVerdict::Pause { detail, .. }, .. } => (
+                    EventType::Warning,
+                    "RolloutBlockedByHealthCheck",
+                    format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} does not start rolling"),
+                ),
+                GateState::Evaluated { verdict: GateVerdict::Pass { warnings }, .. } if !warnings.is_empty() => (
+                    EventType::Warning,
+                    "RolloutHealthCheckWarn",
+                    format!("RolloutHealthCheck {name}: {}", warnings.join("; ")),
+                ),
+                _ => return None,
+            };
+            Some((statefulset.clone(), type_, reason, note))
+        });
+        let mut shared = self.lock();
+        let said = finding.as_ref().map(|(_, _, _, note)| note.clone());
+        if shared.told.get(&group.name) == said.as_ref() {
+            return;
+        }
+        match said {
+            Some(note) => shared.told.insert(group.name.clone(), note),
+            None => shared.told.remove(&group.name),
+        };
+        drop(shared);
+        if let Some((statefulset, type_, reason, note)) = finding {
+            let uid = group.member(&statefulset).map(|m| m.sts.uid.as_str());
+            let regarding = ObjectRef::statefulset(&statefulset, uid);
+            self.events.record(EventRecord { regarding, related: None, type_, reason, action: "CheckHealth", note });
+        }
+    }
+
+    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<(HealthGate, String)> {
         let mut shared = self.lock();
         let Some(target) = gate_target(group, now) else {
             shared.entries.remove(&group.name);
             return None;
         };
+        let statefulset = target.statefulset.clone();
         let name = target.health_check.clone();
         let found = shared.checks.as_ref()?.get(&name).cloned();
         let config = match resolve(group, &target.statefulset, &name, found.as_ref()) {
             Ok(config) => config.clone(),
-            Err(why) => return Some(HealthGate { health_check: name, state: GateState::Misconfigured(why) }),
+            Err(why) => {
+                return Some((HealthGate { health_check: name, state: GateState::Misconfigured(why) }, statefulset));
+            }
         };
         let key = revision_key(group, &name, config.generation);
         let entry = shared.entries.entry(group.name.clone()).or_default();
@@ -158,7 +216,7 @@ impl HealthGates {
             Some(last) => GateState::Evaluated { at: last.at, verdict: last.verdict.clone() },
             None => GateState::NotEvaluated(format!("being evaluated against {}", config.prometheus_url)),
         };
-        Some(HealthGate { health_check: name, state })
+        Some((HealthGate { health_check: name, state }, statefulset))
     }
 
     fn due(&self, last: Option<&Evaluated>, now: Timestamp) -> bool {
