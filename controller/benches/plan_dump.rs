@@ -192,6 +192,7 @@ fn plan_dump(c: &mut Criterion) {
         namespace: None,
         now: Some("2025-03-04T10:30:00Z".to_string()),
         output: "json".to_string(),
+        prometheus_url: None,
     };
     let now = jiff::Timestamp::UNIX_EPOCH;
     let mut out = Vec::new();

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod election;
+pub mod health_check;
 pub mod kube;
 pub mod offline;
 pub mod operator;

@@ -11,6 +11,7 @@ use crate::cluster::{ClusterApi, EventsApi, Leases};
 use crate::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
 use crate::controller::scaling::ScalingConfig;
 use crate::election::{self, LeaderGate, MonotonicClock};
+use crate::health_check::gates::HealthGates;
 use crate::ops::events::{EventRecorder, EventSettings, run_sink};
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::{LeaderMetrics, Metrics};
@@ -73,6 +74,7 @@ pub struct Operator<C, H, P = RolloutPlanner> {
     metrics: Arc<Metrics>,
     events: EventRecorder,
     zpdb: Option<Zpdb>,
+    health_gates: Option<HealthGates>,
 }
 
 impl<C: Clone, H: Clone, P: Clone> Clone for Operator<C, H, P> {
@@ -85,6 +87,7 @@ impl<C: Clone, H: Clone, P: Clone> Clone for Operator<C, H, P> {
             metrics: self.metrics.clone(),
             events: self.events.clone(),
             zpdb: self.zpdb.clone(),
+            health_gates: self.health_gates.clone(),
         }
     }
 }
@@ -137,7 +140,15 @@ where
             );
             tokio::spawn(tracker.run(until_stopped(stopped)));
         }
-        Operator { cluster, pods, planner, config, metrics, events, zpdb }
+        Operator { cluster, pods, planner, config, metrics, events, zpdb, health_gates: None }
+    }
+
+    /// The same process holding each zone after the first back until its RolloutHealthCheck passes, with `gates`
+    /// (their RolloutHealthChecks fed by the caller); they record into the process's metrics and Events.
+    pub fn with_health_gates(mut self, gates: HealthGates) -> Self {
+        let gates = gates.with_metrics(self.metrics.health_checks.clone()).with_events(self.events.clone());
+        self.health_gates = Some(gates);
+        self
     }
 
     /// The process's budget cache and eviction serialisation (a fresh, empty one when budgets are off).
@@ -165,8 +176,12 @@ where
             Controller::new(cluster, self.planner.clone(), self.config.reconciler.clone(), self.metrics.clone())
                 .with_scaling(self.pods.clone(), self.config.scaling.clone())
                 .with_reporting(self.events.clone(), self.config.progress_deadline);
-        match &self.zpdb {
+        let controller = match &self.zpdb {
             Some(zpdb) => controller.with_budgets(DeletionBudgets::new(zpdb.clone(), &self.config.namespace)),
+            None => controller,
+        };
+        match &self.health_gates {
+            Some(gates) => controller.with_health_gates(gates.clone()),
             None => controller,
         }
     }

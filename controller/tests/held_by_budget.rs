@@ -22,6 +22,7 @@ fn plan(output: &str) -> String {
         namespace: None,
         now: Some(NOW.to_string()),
         output: output.to_string(),
+        prometheus_url: None,
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
@@ -69,7 +70,13 @@ fn without_the_budget_the_same_dump_would_replace_two_pods() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("dump.yaml");
     std::fs::write(&file, without.collect::<Vec<_>>().join("\n---\n")).unwrap();
-    let args = PlanArgs { files: vec![file], namespace: None, now: Some(NOW.to_string()), output: "text".to_string() };
+    let args = PlanArgs {
+        files: vec![file],
+        namespace: None,
+        now: Some(NOW.to_string()),
+        output: "text".to_string(),
+        prometheus_url: None,
+    };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
     let _ = std::fs::remove_dir_all(&dir);

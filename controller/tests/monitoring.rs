@@ -57,6 +57,19 @@ async fn exported() -> BTreeSet<String> {
     metrics.event_dropped("rate_limited");
     metrics.certificate_expires_at(1.0);
     metrics.zpdb.configuration_observed("invalid");
+    metrics.health_checks.gate_state("g", true, true);
+    metrics.health_checks.configuration_observed("valid");
+    metrics.health_checks.evaluated(
+        "g",
+        &rollout_operator::health_check::evaluate::GateRun {
+            verdict: rollout_core::health_check::GateVerdict::NoBaselineTime,
+            records: vec![rollout_core::health_check::CheckRecord {
+                check: "c".into(),
+                result: rollout_core::health_check::CheckResult::Skipped,
+            }],
+            durations: vec![("c".into(), rollout_core::health_check::QueryKind::Current, Duration::ZERO)],
+        },
+    );
     metrics.zpdb.eviction_decided("denied", 429);
     metrics.kube_client.observe_request("core/v1/pods collection", "GET", "200", Duration::from_millis(1));
     metrics.kube_client.rate_limited("core");

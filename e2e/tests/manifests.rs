@@ -247,7 +247,10 @@ fn the_webhook_overlays_agree_on_the_namespace_and_the_service() {
                 assert_eq!(policy.as_deref(), Some("Fail"), "{name}");
             }
         }
-        assert_eq!(webhooks, 4, "{overlay}: no-downscale, prepare-downscale, pod-eviction and zpdb-validation");
+        assert_eq!(
+            webhooks, 5,
+            "{overlay}: no-downscale, prepare-downscale, pod-eviction, zpdb-validation and rollouthealthcheck-validation"
+        );
         let svc = objects
             .iter()
             .find_map(|o| if let KubeObject::Service(s) = o { Some(s) } else { None })
@@ -445,9 +448,59 @@ fn the_zpdb_webhooks_cover_evictions_and_budgets() {
         assert_eq!(rules[0].operations.as_deref(), Some(&["CREATE".to_string(), "UPDATE".to_string()][..]));
         assert_eq!(rules[0].resources.as_deref(), Some(&["zoneawarepoddisruptionbudgets".to_string()][..]));
         assert_eq!(validation.side_effects, "None", "{overlay}");
-        for webhook in [eviction, validation] {
+        let (config, checks) = find("/admission/rollouthealthcheck-validation");
+        assert!(config.metadata.name.as_deref().is_some_and(|n| n.starts_with("rollouthealthcheck-validation-")));
+        let rules = checks.rules.clone().unwrap_or_default();
+        assert_eq!(rules[0].api_groups.as_deref(), Some(&["rollout-operator.grafana.com".to_string()][..]));
+        assert_eq!(rules[0].operations.as_deref(), Some(&["CREATE".to_string(), "UPDATE".to_string()][..]));
+        assert_eq!(rules[0].resources.as_deref(), Some(&["rollouthealthchecks".to_string()][..]));
+        assert_eq!(checks.side_effects, "None", "{overlay}");
+        for webhook in [eviction, validation, checks] {
             assert_eq!(webhook.timeout_seconds, Some(10), "{overlay}");
             assert_eq!(webhook.admission_review_versions, ["v1".to_string()], "{overlay}");
         }
+    }
+}
+
+#[test]
+fn the_rollouthealthcheck_crd_has_the_contracts_names_defaults_and_enums() {
+    let objects = build("controller");
+    let crd = objects
+        .iter()
+        .find_map(|o| match o {
+            KubeObject::CustomResourceDefinition(c)
+                if c.metadata.name.as_deref() == Some("rollouthealthchecks.rollout-operator.grafana.com") =>
+            {
+                Some(c)
+            }
+            _ => None,
+        })
+        .expect("the RolloutHealthCheck CRD, with the controller");
+    assert_eq!((crd.spec.group.as_str(), crd.spec.scope.as_str()), ("rollout-operator.grafana.com", "Namespaced"));
+    let names = &crd.spec.names;
+    assert_eq!((names.kind.as_str(), names.plural.as_str()), ("RolloutHealthCheck", "rollouthealthchecks"));
+    assert_eq!(names.short_names.as_deref(), Some(&["rhc".to_string()][..]));
+    let v1 = &crd.spec.versions[0];
+    assert_eq!((v1.name.as_str(), v1.served, v1.storage), ("v1", true, true));
+    let schema = serde_json::to_value(v1.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema"))
+        .expect("serialisable");
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["selector", "prometheusURL", "checks"]));
+    let check = &spec["properties"]["checks"]["items"];
+    assert_eq!(check["required"], serde_json::json!(["name", "query", "successQuery"]));
+    let field = |name: &str| &check["properties"][name];
+    for (name, default) in [
+        ("currentRange", serde_json::json!("5m")),
+        ("baselineRange", serde_json::json!("10m")),
+        ("queryTimeout", serde_json::json!("10s")),
+        ("queryRetries", serde_json::json!(3)),
+        ("onFailure", serde_json::json!("Pause")),
+        ("onNoData", serde_json::json!("Pause")),
+        ("disabled", serde_json::json!(false)),
+    ] {
+        assert_eq!(field(name)["default"], default, "{name}");
+    }
+    for policy in ["onFailure", "onNoData"] {
+        assert_eq!(field(policy)["enum"], serde_json::json!(["Pause", "Warn", "Disabled"]), "{policy}");
     }
 }

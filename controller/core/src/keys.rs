@@ -87,3 +87,13 @@ pub fn eviction_intent_key(decider: &str) -> String {
 pub fn is_eviction_intent(key: &str) -> bool {
     key == EVICTION_INTENT || key.strip_prefix(EVICTION_INTENT).is_some_and(|rest| rest.starts_with('.'))
 }
+
+// Health-gated zone progression.
+
+/// Annotation on a StatefulSet: the RolloutHealthCheck (in the operator's namespace) whose checks must pass before
+/// the StatefulSet starts rolling after another zone of its group.
+pub const ROLLOUT_HEALTH_CHECK: &str = "grafana.com/rollout-health-check";
+/// Annotation the operator writes on a StatefulSet when it first sees pods needing its update revision:
+/// `<updateRevision>=<RFC 3339 time>`. The group's earliest one for the current revisions is the checks' baseline
+/// time; one for another revision is ignored.
+pub const ROLLOUT_HEALTH_CHECK_STARTED_AT: &str = "grafana.com/rollout-health-check-started-at";

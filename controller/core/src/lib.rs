@@ -9,7 +9,8 @@
 //! findings, the rollout-step claim, the expectation each write leaves). [`scaling`] decides replica changes (leader/follower, force replicas,
 //! mirror, delayed downscale); the planner runs its snapshot-only part first. Every wait of a plan has a class
 //! ([`wait`]); [`progress`] judges, from a clock the shell keeps, whether a group is stuck. [`zpdb`] decides
-//! evictions under ZoneAwarePodDisruptionBudgets.
+//! evictions under ZoneAwarePodDisruptionBudgets. [`health_check`] gates the start of each zone after the first on PromQL
+//! checks of the updated pods.
 
 pub mod actions;
 pub mod admission;
@@ -24,6 +25,7 @@ pub mod failure;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
 pub mod group;
+pub mod health_check;
 pub mod keys;
 pub mod mirror_flow;
 pub mod natural;

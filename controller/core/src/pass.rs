@@ -9,8 +9,9 @@
 //!
 //! The protocol, as the shell drives it:
 //! 1. [`record_need`]: read the record or not;
-//! 2. [`plan_pass`] with what the read gave ([`RecordRead`]) and the budgets known ([`BudgetScope`]): a deletion the
-//!    budgets would refuse is held back in the plan, with its wait;
+//! 2. [`plan_pass`] with what the read gave ([`RecordRead`]), the group's health gate as last evaluated
+//!    ([`HealthGate`]) and the budgets known ([`BudgetScope`]): the deletions that would start a zone the gate does
+//!    not let start, and a deletion the budgets would refuse, are held back in the plan, with their wait;
 //! 3. if [`Pass::mirror_due`], run the mirror step (reference resources, delayed-downscale pod calls) and hand its
 //!    findings to [`Pass::with_mirror`];
 //! 4. if [`Pass::claims_rollout_step`], claim the step (conditional on the record version read in 1);
@@ -20,6 +21,7 @@ use crate::defences::{Defences, Layer};
 use crate::downscale::{DownscaleInProgress, DownscaleRecord, served_by_prepare_downscale, time_after};
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::GroupSnapshot;
+use crate::health_check::{HealthGate, hold_by_health_check};
 use crate::plan::{Action, GroupPlan, GroupState, PlanContext, Planner};
 use crate::scaling::ScalingError;
 use crate::wait::{Wait, WaitReason};
@@ -102,6 +104,9 @@ pub struct PassInput<'a> {
     /// The ZoneAwarePodDisruptionBudgets and what they select, when the controller honours them: each deletion
     /// the pass plans is judged by them as the controller judges it before deleting.
     pub budgets: Option<BudgetScope<'a>>,
+    /// The group's health gate as the shell last evaluated it; `None` when gates are not evaluated (the feature is
+    /// off). The deletions that would start a gated zone are held unless it passes.
+    pub health_gate: Option<&'a HealthGate>,
 }
 
 impl<'a> PassInput<'a> {
@@ -115,6 +120,7 @@ impl<'a> PassInput<'a> {
             scaling_forbidden: None,
             defences: Defences::ALL,
             budgets: None,
+            health_gate: None,
         }
     }
 }
@@ -174,6 +180,8 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         .with_scaling_forbidden(input.scaling_forbidden)
         .with_coordinated_downscales_forbidden(tracker_forbidden.then_some(TRACKER_FORBIDDEN));
     let mut plan = planner.plan(group, &ctx);
+    // The gate first: a zone it holds back spends no budget.
+    hold_by_health_check(&mut plan, group, input.health_gate);
     if let Some(scope) = &input.budgets {
         hold_by_budgets(&mut plan, group, scope, input.now);
     }

@@ -105,6 +105,26 @@ impl GroupPlan {
         self.wait = Some(Wait::on(WaitReason::HeldByBudget, &hold.statefulset));
     }
 
+    /// The plan once a RolloutHealthCheck holds back the start of `statefulset`: its deletions wait (the other
+    /// writes stay), and the group waits on the gate, or acts and then waits on it.
+    pub fn held_by_health_check(&mut self, statefulset: &str, why: &str) {
+        let before = self.actions.len();
+        self.actions.retain(|a| !matches!(a, Action::DeletePod { statefulset: s, .. } if s == statefulset));
+        if self.actions.len() == before {
+            return;
+        }
+        let held = format!("StatefulSet {statefulset} does not start rolling: {why}");
+        let reason = if self.actions.is_empty() {
+            self.state = GroupState::Waiting;
+            held
+        } else {
+            self.state = GroupState::Progressing;
+            format!("{}; then {held}", summarize(&self.actions))
+        };
+        self.reason = with_scaling_errors(reason, &self.scaling_errors);
+        self.wait = Some(Wait::on(WaitReason::HeldByHealthCheck, statefulset));
+    }
+
     /// Adds scaling that is due but waits (found by the shell); a group that was done is then waiting.
     pub fn add_scaling_waits(&mut self, waits: &[String]) {
         for wait in waits {

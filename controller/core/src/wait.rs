@@ -29,6 +29,9 @@ pub enum WaitReason {
     /// A ZoneAwarePodDisruptionBudget holds the replacement of a pod back (its zone or partition has as many pods
     /// unavailable as it allows).
     HeldByBudget,
+    /// A RolloutHealthCheck holds the start of the next zone back: a check failed (or has no data) and pauses, the
+    /// updated pods have not served long enough to be judged, or the gate has not been evaluated yet.
+    HeldByHealthCheck,
     /// More than one StatefulSet of the group has unavailable pods: no zone may be rolled.
     SeveralNotReady,
     /// A paused StatefulSet (`grafana.com/rollout-paused`) holds the group.
@@ -41,7 +44,7 @@ pub enum WaitReason {
 }
 
 impl WaitReason {
-    pub const ALL: [WaitReason; 12] = [
+    pub const ALL: [WaitReason; 13] = [
         WaitReason::OwnWrites,
         WaitReason::DownscaleInProgress,
         WaitReason::DownscaleRecordUnreadable,
@@ -50,6 +53,7 @@ impl WaitReason {
         WaitReason::PodsMissing,
         WaitReason::PodsTerminating,
         WaitReason::HeldByBudget,
+        WaitReason::HeldByHealthCheck,
         WaitReason::SeveralNotReady,
         WaitReason::Paused,
         WaitReason::UpdateStrategy,
@@ -67,6 +71,7 @@ impl WaitReason {
             WaitReason::PodsMissing => "pods-missing",
             WaitReason::PodsTerminating => "pods-terminating",
             WaitReason::HeldByBudget => "held-by-budget",
+            WaitReason::HeldByHealthCheck => "held-by-health-check",
             WaitReason::SeveralNotReady => "several-not-ready",
             WaitReason::Paused => "paused",
             WaitReason::UpdateStrategy => "update-strategy",

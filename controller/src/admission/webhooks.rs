@@ -219,6 +219,7 @@ pub fn router_with_zpdb<C: AdmissionApi, P: PodHttpClient>(
     let evictions = Router::new()
         .route(POD_EVICTION_PATH, post(evictions::pod_eviction_handler::<C, P>))
         .route(ZPDB_VALIDATION_PATH, post(evictions::zpdb_validation_handler))
+        .route(HEALTH_CHECK_VALIDATION_PATH, post(super::health_checks::validation_handler))
         .with_state(Arc::new(evictions::EvictionState { webhooks: webhooks.clone(), zpdb }));
     Router::new()
         .route(NO_DOWNSCALE_PATH, post(no_downscale_handler::<C, P>))
@@ -229,6 +230,7 @@ pub fn router_with_zpdb<C: AdmissionApi, P: PodHttpClient>(
 
 use super::evictions;
 pub use super::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
+pub use super::health_checks::HEALTH_CHECK_VALIDATION_PATH;
 
 async fn no_downscale_handler<C: AdmissionApi, P: PodHttpClient>(
     State(webhooks): State<Arc<Webhooks<C, P>>>,

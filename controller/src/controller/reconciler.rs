@@ -7,6 +7,7 @@
 //! executes plans, with preconditions, and stops at the first failed write.
 
 mod execute;
+mod health_gate;
 
 use crate::cluster::downscale_record::{RecordStoreError, StoredRecord, markers_of, read_record};
 use crate::cluster::{ApiError, ClusterApi, RecordStore};
@@ -170,6 +171,8 @@ pub struct Controller<C: ClusterApi, P: Planner = RolloutPlanner, H: PodHttpClie
     budgets: Option<DeletionBudgets>,
     /// With leader election: asked right before every write; `None` (election off) writes as a single replica.
     leadership: Option<LeaderGate>,
+    /// Health-gated zones, when on.
+    health_gates: Option<crate::health_check::gates::HealthGates>,
 }
 
 /// What the controller needs to judge its own deletions as evictions (reference 5.5).
@@ -230,6 +233,7 @@ impl<C: ClusterApi, P: Planner> Controller<C, P> {
             scaling_forbidden: None,
             budgets: None,
             leadership: None,
+            health_gates: None,
         }
     }
 }
@@ -250,6 +254,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             scaling_forbidden: self.scaling_forbidden,
             budgets: self.budgets,
             leadership: self.leadership,
+            health_gates: self.health_gates,
             pod_client,
             scaling,
         }
@@ -443,6 +448,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             _ => None,
         };
+        let gate = self.health_gate(&snapshot, now);
         let pending = self.expectations.entry(group.to_string()).or_default();
         let input = PassInput {
             now,
@@ -452,6 +458,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             scaling_forbidden: self.scaling_forbidden.as_deref(),
             defences: self.config.defences,
             budgets,
+            health_gate: gate.as_ref(),
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
         if let Some(reason) = pass.failed_closed.take() {
@@ -512,6 +519,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             && self.may_write(&|| format!("the mirror write-back to {name}")).is_ok()
         {
             write_back(&self.api, &resource, &name, value).await;
+        }
+        if result.is_ok() {
+            self.mark_rollout_started(&snapshot, now).await;
         }
         self.pass_finished(group, started, result.is_ok(), now);
         match result {

@@ -876,6 +876,8 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
+mod health_checks;
+
 #[cfg(test)]
 #[path = "adapter_tests/mod.rs"]
 mod tests;

@@ -61,6 +61,10 @@ pub enum Feature {
     /// Kubernetes Events about rollouts and admissions (`-events.enabled`). Optional: a refusal turns Events off
     /// with one log line and `rollout_operator_feature_disabled{feature="events"}`; nothing else changes.
     Events,
+    /// The RolloutHealthChecks that gate zones (watched always: StatefulSets opt in by annotation). Optional:
+    /// without them gated StatefulSets roll as without a gate, said once in the log and in
+    /// `rollout_operator_feature_disabled`.
+    HealthChecks,
     /// Leader election over a Lease (`-leader-election.enabled`). Not optional: refused, no replica can lead, so no
     /// rollout progresses (each replica logs the refusal on every attempt).
     LeaderElection,
@@ -68,7 +72,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, in the order the table uses them.
-    pub const ALL: [Feature; 13] = [
+    pub const ALL: [Feature; 14] = [
         Feature::Rollout,
         Feature::MirrorTargets,
         Feature::Scaling,
@@ -81,6 +85,7 @@ impl Feature {
         Feature::DisruptionBudgets,
         Feature::PodAnnotations,
         Feature::Events,
+        Feature::HealthChecks,
         Feature::LeaderElection,
     ];
 
@@ -95,6 +100,7 @@ impl Feature {
                 | Feature::DisruptionBudgets
                 | Feature::PodAnnotations
                 | Feature::Events
+                | Feature::HealthChecks
         )
     }
 
@@ -113,6 +119,7 @@ impl Feature {
             Feature::DisruptionBudgets => "zpdb",
             Feature::PodAnnotations => "pod-annotations",
             Feature::Events => "events",
+            Feature::HealthChecks => "health-checks",
             Feature::LeaderElection => "leader-election",
         }
     }
@@ -124,7 +131,8 @@ impl Feature {
             | Feature::MirrorTargets
             | Feature::Scaling
             | Feature::DisruptionBudgets
-            | Feature::PodAnnotations => "always on",
+            | Feature::PodAnnotations
+            | Feature::HealthChecks => "always on",
             Feature::Webhooks | Feature::FailurePolicyMetric | Feature::ParentLookups => "-server-tls.enabled",
             Feature::ZoneTracker => "-use-zone-tracker",
             Feature::Certificate => "-server-tls.enabled, -server-tls.self-signed-cert.enabled",
@@ -145,7 +153,8 @@ impl Feature {
             | Feature::MirrorTargets
             | Feature::Scaling
             | Feature::DisruptionBudgets
-            | Feature::PodAnnotations => true,
+            | Feature::PodAnnotations
+            | Feature::HealthChecks => true,
             Feature::Webhooks | Feature::FailurePolicyMetric | Feature::ParentLookups => tls,
             Feature::ZoneTracker => flags.use_zone_tracker,
             Feature::Certificate => tls && flags.self_signed_cert_enabled,
@@ -268,8 +277,8 @@ impl ApiPermission {
 }
 
 use Feature::{
-    CaInjection, Certificate, DisruptionBudgets, Events, FailurePolicyMetric, LeaderElection, MirrorTargets,
-    ParentLookups, PodAnnotations, Rollout, Scaling, Webhooks, ZoneTracker,
+    CaInjection, Certificate, DisruptionBudgets, Events, FailurePolicyMetric, HealthChecks, LeaderElection,
+    MirrorTargets, ParentLookups, PodAnnotations, Rollout, Scaling, Webhooks, ZoneTracker,
 };
 
 /// Every permission the kube adapter needs on the operator's own resources. The deploy RBAC must grant at least
@@ -352,6 +361,9 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
         "watch",
         &[DisruptionBudgets],
     ),
+    // The RolloutHealthChecks, watched (as generic objects).
+    ApiPermission::namespaced("rollout-operator.grafana.com", "rollouthealthchecks", "list", &[HealthChecks]),
+    ApiPermission::namespaced("rollout-operator.grafana.com", "rollouthealthchecks", "watch", &[HealthChecks]),
     // Events (`events.k8s.io/v1`) on the StatefulSets: created, and patched when they repeat (their series).
     ApiPermission::namespaced("events.k8s.io", "events", "create", &[Events]),
     ApiPermission::namespaced("events.k8s.io", "events", "patch", &[Events]),

@@ -41,6 +41,7 @@ fn default_flags_need_rollouts_mirroring_and_budgets_only() {
             rule("apps", "statefulsets/status", None, &["update"]),
             rule("rollout-operator.grafana.com", "replicatemplates/scale", None, &["get"]),
             rule("rollout-operator.grafana.com", "replicatemplates/status", None, &["patch"]),
+            rule("rollout-operator.grafana.com", "rollouthealthchecks", None, &["list", "watch"]),
             rule("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", None, &["list", "watch"]),
         ]
     );
@@ -355,6 +356,7 @@ fn optional_rules_say_which_feature_uses_which_verb() {
             (false, vec![Scaling, PodAnnotations], rule("apps", "statefulsets", None, &["patch"])),
             (false, vec![MirrorTargets], rule(grafana, "replicatemplates/scale", None, &["get"])),
             (false, vec![MirrorTargets], rule(grafana, "replicatemplates/status", None, &["patch"])),
+            (false, vec![HealthChecks], rule(grafana, "rollouthealthchecks", None, &["list", "watch"])),
             (false, vec![DisruptionBudgets], rule(grafana, "zoneawarepoddisruptionbudgets", None, &["list", "watch"])),
         ]
     );

@@ -10,9 +10,11 @@
 //! taken to be in the `--namespace` namespace, or in `default` without one (as kubectl does). When the planned
 //! objects span several namespaces, group names are printed as `<namespace>/<group>`.
 
+use crate::health_check::offline::{OfflineGates, health_checks};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
+use rollout_core::health_check as health;
 use rollout_core::zpdb::{self, BudgetPod, BudgetScope, Budgets, KnownBudgets};
 use rollout_core::{Action, GroupPlan, MirrorFindings, PassInput, PodView, StatefulSetView, build_groups, plan_pass};
 use serde::Serialize;
@@ -46,6 +48,10 @@ pub struct PlanArgs {
     // A plain string, validated by `execute`, so that callers other than clap get the same clear error.
     #[arg(short = 'o', long = "output", default_value = "text")]
     pub output: String,
+    /// Evaluate the RolloutHealthChecks of the dump against this Prometheus (its HTTP API base URL) instead of
+    /// their own `prometheusURL`, which is usually reachable in-cluster only.
+    #[arg(long = "prometheus-url", value_name = "URL")]
+    pub prometheus_url: Option<String>,
 }
 
 /// How the plan is printed.
@@ -566,6 +572,16 @@ pub fn load_objects(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Objects, 
 /// Runs one reconcile pass of every rollout group in `objects`, with no expectations, as of `now`. Groups are
 /// sorted by their printed name.
 pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) -> Vec<GroupPlan> {
+    plan_objects_with(objects, namespace, now, &OfflineGates::unevaluated())
+}
+
+/// [`plan_objects`], with the health gates of the groups resolved (and evaluated) by `gates`.
+pub fn plan_objects_with(
+    objects: &Objects,
+    namespace: Option<&str>,
+    now: Timestamp,
+    gates: &OfflineGates,
+) -> Vec<GroupPlan> {
     let implied = namespace.unwrap_or("default");
     let keep = |ns: Option<&str>| match (namespace, ns) {
         (Some(wanted), Some(ns)) => ns == wanted,
@@ -591,6 +607,12 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
             by_namespace.entry(ns.unwrap_or(implied)).or_default().budgets.push(budget);
         }
     }
+    for check in objects.others.iter().filter(|o| o.get("kind").and_then(Value::as_str) == Some(health::config::KIND)) {
+        let ns = check.pointer("/metadata/namespace").and_then(Value::as_str);
+        if keep(ns) {
+            by_namespace.entry(ns.unwrap_or(implied)).or_default().health_checks.push(check);
+        }
+    }
     let qualify = by_namespace.len() > 1;
     let mut plans = Vec::new();
     for (ns, objects) in by_namespace {
@@ -600,7 +622,10 @@ pub fn plan_objects(objects: &Objects, namespace: Option<&str>, now: Timestamp) 
             BudgetScope { known: &known, namespace: ns, statefulsets: &objects.statefulsets, pods: &objects.pods };
         let input = PassInput { budgets: Some(budgets), ..PassInput::new(now, &[]) };
         let pods: Vec<PodView> = objects.pods.iter().map(|p| p.pod.clone()).collect();
+        let health_checks = health_checks(objects.health_checks.iter().copied());
         for group in build_groups(objects.statefulsets.clone(), &pods) {
+            let gate = gates.gate_blocking(ns, &group, &health_checks, now);
+            let input = PassInput { health_gate: gate.as_ref(), ..input };
             // The controller's pass, as it would run without a zone tracker; the mirror step needs a live cluster.
             let mut pass = plan_pass(&group, &input);
             if pass.mirror_due {
@@ -624,6 +649,7 @@ struct Namespace<'a> {
     statefulsets: Vec<StatefulSetView>,
     pods: Vec<BudgetPod>,
     budgets: Vec<&'a Value>,
+    health_checks: Vec<&'a Value>,
 }
 
 /// Mirror and delayed downscale read the reference resource's `scale` subresource and call pods: a dump has
@@ -732,7 +758,14 @@ pub fn execute(args: &PlanArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: 
     for note in input_notes(&objects, args.namespace.as_deref()) {
         let _ = writeln!(err, "note: {note}");
     }
-    let plans = plan_objects(&objects, args.namespace.as_deref(), now);
+    let gates = match OfflineGates::blocking(args.prometheus_url.as_deref()) {
+        Ok(gates) => gates,
+        Err(e) => {
+            report(err, &e);
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let plans = plan_objects_with(&objects, args.namespace.as_deref(), now, &gates);
     let written = match format {
         OutputFormat::Text => render_text(&plans, out),
         OutputFormat::Json => {

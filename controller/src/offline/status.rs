@@ -13,6 +13,7 @@ use crate::cli::OperatorFlags;
 use crate::cluster::downscale_record::{markers_of, read_record};
 use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, RecordStore};
 use crate::controller::report::statefulset_report;
+use crate::health_check::offline::{HealthChecks, OfflineGates, health_checks};
 use crate::offline::count;
 use crate::offline::plan::{input_notes, load_objects, parse_now};
 use crate::offline::review::DumpCluster;
@@ -66,6 +67,9 @@ pub struct StatusArgs {
     /// With -f: as of this time (RFC 3339) instead of now.
     #[arg(long)]
     pub now: Option<String>,
+    /// With -f: evaluate the dump's RolloutHealthChecks against this Prometheus (its HTTP API base URL).
+    #[arg(long = "prometheus-url", value_name = "URL")]
+    pub prometheus_url: Option<String>,
     #[command(flatten, next_help_heading = crate::cli::CONTROLLER_FLAGS_HEADING)]
     pub flags: OperatorFlags,
 }
@@ -83,6 +87,8 @@ pub enum StatusArgError {
     ZeroInterval,
     #[error("--context picks a context of a kubeconfig; it cannot be used with -f")]
     ContextWithFiles,
+    #[error("--prometheus-url evaluates the RolloutHealthChecks of a dump; use it with -f")]
+    PrometheusWithoutFiles,
 }
 
 /// Why the view could not be read.
@@ -215,6 +221,17 @@ pub async fn read<C: LiveReads + RecordStore>(
     budgets: Option<(&KnownBudgets, &str)>,
     now: Timestamp,
 ) -> Result<Vec<Planned>, StatusError> {
+    read_with_gates(api, record_config_map, budgets, None, now).await
+}
+
+/// [`read`], with the groups' health gates resolved (and evaluated) by `gates` from the RolloutHealthChecks given.
+pub async fn read_with_gates<C: LiveReads + RecordStore>(
+    api: &C,
+    record_config_map: Option<&str>,
+    budgets: Option<(&KnownBudgets, &str)>,
+    gates: Option<(&OfflineGates, &HealthChecks, &str)>,
+    now: Timestamp,
+) -> Result<Vec<Planned>, StatusError> {
     let statefulsets = api.list_statefulsets(keys::ROLLOUT_GROUP).await.map_err(StatusError::StatefulSets)?;
     let pods = api.list_pods("").await.map_err(StatusError::Pods)?;
     let budget_pods: Vec<BudgetPod> = pods.iter().filter_map(|p| BudgetPod::from_k8s(p).ok()).collect();
@@ -251,7 +268,12 @@ pub async fn read<C: LiveReads + RecordStore>(
             (Some(Err(e)), _) if e.is_forbidden() => RecordRead::Forbidden,
             (Some(Err(_)), _) => RecordRead::Unreadable { error: error.as_deref().unwrap_or_default() },
         };
-        let input = PassInput { zone_tracker, record, budgets: scope, ..PassInput::new(now, &[]) };
+        let gate = match gates {
+            Some((gates, checks, namespace)) => gates.gate(namespace, &group, checks, now).await,
+            None => None,
+        };
+        let input =
+            PassInput { zone_tracker, record, budgets: scope, health_gate: gate.as_ref(), ..PassInput::new(now, &[]) };
         let mut pass = plan_pass(&group, &input);
         if pass.mirror_due {
             pass = pass.with_mirror(MirrorFindings { waits: mirror_waits(&group), ..Default::default() });
@@ -562,6 +584,9 @@ pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
     if args.context.is_some() && !args.files.is_empty() {
         return Err(StatusArgError::ContextWithFiles);
     }
+    if args.prometheus_url.is_some() && args.files.is_empty() {
+        return Err(StatusArgError::PrometheusWithoutFiles);
+    }
     Ok(json)
 }
 
@@ -574,12 +599,27 @@ pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
     watcher: Option<&mut Watcher>,
     out: &mut dyn Write,
 ) -> Result<(), ShowError> {
+    show_with_gates(api, args, namespace, now, watcher, out, None).await
+}
+
+/// [`show`], with the groups' health gates as [`read_with_gates`] takes them.
+pub async fn show_with_gates<C: LiveReads + RecordStore + DisruptionBudgets>(
+    api: &C,
+    args: &StatusArgs,
+    namespace: &str,
+    now: Timestamp,
+    watcher: Option<&mut Watcher>,
+    out: &mut dyn Write,
+    gates: Option<(&OfflineGates, &HealthChecks)>,
+) -> Result<(), ShowError> {
     let json = check_args(args).map_err(ShowError::Args)?;
     let budgets = read_budgets(api).await;
     // Budgets that could not be listed here are shown as unknown, and judge nothing.
     let known = budgets.as_ref().ok().map(|b| KnownBudgets::Known(b.clone()));
     let scope = known.as_ref().map(|known| (known, namespace));
-    let planned = read(api, args.flags.downscale_record(), scope, now).await.map_err(ShowError::Read)?;
+    let gates = gates.map(|(gates, checks)| (gates, checks, namespace));
+    let planned =
+        read_with_gates(api, args.flags.downscale_record(), scope, gates, now).await.map_err(ShowError::Read)?;
     let deadline = args.flags.rollout_progress_deadline;
     let mut groups = Vec::new();
     let mut watcher = watcher;
@@ -658,11 +698,19 @@ pub fn execute_on_dumps(
         let _ = writeln!(err, "note: {note}");
     }
     let api = DumpCluster::from_objects(&objects, &namespace);
+    let gates = match OfflineGates::new(args.prometheus_url.as_deref()) {
+        Ok(gates) => gates,
+        Err(e) => return report(err, &e, EXIT_BAD_INPUT),
+    };
+    let in_namespace = |o: &&serde_json::Value| {
+        o.pointer("/metadata/namespace").and_then(serde_json::Value::as_str).is_none_or(|ns| ns == namespace)
+    };
+    let checks = health_checks(objects.others.iter().filter(in_namespace));
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return report(err, &format_args!("cannot start the async runtime: {e}"), EXIT_FAILED),
     };
-    match runtime.block_on(show(&api, args, &namespace, now, None, out)) {
+    match runtime.block_on(show_with_gates(&api, args, &namespace, now, None, out, Some((&gates, &checks)))) {
         Ok(()) => 0,
         Err(e) => report(err, &e, e.exit_code()),
     }

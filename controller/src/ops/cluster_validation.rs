@@ -19,9 +19,14 @@ use regex::Regex;
 use std::sync::Arc;
 
 /// Paths the API server calls (it sends no `X-Cluster`): exempt whatever the flags say. The reference exempts only
-/// the first two by default, so hard validation rejected every eviction (its bug M); we exempt all four.
-pub const API_SERVER_PATHS: [&str; 4] =
-    ["admission/no-downscale", "admission/prepare-downscale", "admission/pod-eviction", "admission/zpdb-validation"];
+/// the first two by default, so hard validation rejected every eviction (its bug M); we exempt every one.
+pub const API_SERVER_PATHS: [&str; 5] = [
+    "admission/no-downscale",
+    "admission/prepare-downscale",
+    "admission/pod-eviction",
+    "admission/zpdb-validation",
+    "admission/rollouthealthcheck-validation",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InvalidLabelLabels {

@@ -53,10 +53,12 @@ pub enum Gate {
     DeploymentLookups,
     /// The no-downscale webhook's reads of ReplicaSets (`/scale` parents).
     ReplicaSetLookups,
+    /// Listing and watching RolloutHealthChecks.
+    HealthChecks,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 10] = [
+    pub const ALL: [Gate; 11] = [
         Gate::Events,
         Gate::Budgets,
         Gate::BudgetPodReads,
@@ -67,6 +69,7 @@ impl Gate {
         Gate::ZoneTracker,
         Gate::DeploymentLookups,
         Gate::ReplicaSetLookups,
+        Gate::HealthChecks,
     ];
 
     /// The `feature` label of `rollout_operator_feature_disabled`.
@@ -80,6 +83,7 @@ impl Gate {
             Gate::Scaling => "scaling",
             Gate::ZoneTracker => "zone-tracker",
             Gate::DeploymentLookups | Gate::ReplicaSetLookups => "no-downscale-parent-lookups",
+            Gate::HealthChecks => "health-checks",
         }
     }
 
@@ -95,6 +99,7 @@ impl Gate {
             Gate::ZoneTracker => "configmaps get/update/create",
             Gate::DeploymentLookups => "deployments get",
             Gate::ReplicaSetLookups => "replicasets get",
+            Gate::HealthChecks => "list rollouthealthchecks",
         }
     }
 
@@ -107,6 +112,7 @@ impl Gate {
             Gate::StatefulSetIntents | Gate::Scaling => Feature::Scaling,
             Gate::ZoneTracker => Feature::ZoneTracker,
             Gate::DeploymentLookups | Gate::ReplicaSetLookups => Feature::ParentLookups,
+            Gate::HealthChecks => Feature::HealthChecks,
         }
     }
 
@@ -155,6 +161,10 @@ impl Gate {
                 "the no-downscale webhook may not read apps replicasets: /scale downscales of replicasets are \
                  allowed with a warning, their no-downscale label unread, until the operator is granted get on them"
             }
+            Gate::HealthChecks => {
+                "cannot list or watch RolloutHealthChecks: StatefulSets that name one roll as without a gate; grant \
+                 list and watch on rollouthealthchecks.rollout-operator.grafana.com"
+            }
         }
     }
 
@@ -162,7 +172,11 @@ impl Gate {
     pub fn retry(self) -> Retry {
         match self {
             // Reads whose refusal is itself the safe answer, and a watch that retries with its own back-off.
-            Gate::Budgets | Gate::BudgetPodReads | Gate::DeploymentLookups | Gate::ReplicaSetLookups => Retry::EveryUse,
+            Gate::Budgets
+            | Gate::BudgetPodReads
+            | Gate::DeploymentLookups
+            | Gate::ReplicaSetLookups
+            | Gate::HealthChecks => Retry::EveryUse,
             Gate::Events
             | Gate::PodIntents
             | Gate::StatefulSetIntents

@@ -47,6 +47,8 @@ pub struct Metrics {
     scaling_errors: Family<ScalingErrorLabels, Counter>,
     /// ZoneAwarePodDisruptionBudget metrics, shared with the budget watch and the eviction webhook.
     pub zpdb: ZpdbMetrics,
+    /// Health-gated zones' metrics, shared with the gates and their watch.
+    pub health_checks: crate::health_check::metrics::HealthCheckMetrics,
     webhook_failure_policy: Family<FailurePolicyLabels, Gauge>,
     /// StatefulSets with scaling-error series, per group, so they go with the group.
     scaling_error_series: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
@@ -413,6 +415,7 @@ impl Metrics {
             features_disabled.clone(),
         );
         let zpdb = ZpdbMetrics::register(registry, features_disabled.clone());
+        let health_checks = crate::health_check::metrics::HealthCheckMetrics::register(registry);
         let group_state = Family::<GroupStateLabels, Gauge>::default();
         registry.register(
             "group_state",
@@ -492,6 +495,7 @@ impl Metrics {
             registry: root,
             webhook_failure_policy,
             zpdb,
+            health_checks,
             group_reconciles,
             group_reconciles_failed,
             group_reconcile_duration,

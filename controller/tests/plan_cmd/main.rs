@@ -49,6 +49,7 @@ fn args(files: &[&Path], extra: &[(&str, &str)]) -> PlanArgs {
         namespace: None,
         now: Some(NOW.to_string()),
         output: "json".to_string(),
+        prometheus_url: None,
     };
     for &(flag, value) in extra {
         match flag {

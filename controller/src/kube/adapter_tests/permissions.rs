@@ -1,6 +1,7 @@
 //! RBAC: the permissions the adapter's requests need are exactly those it declares.
 
 use super::*;
+use crate::health_check::feed::HealthCheckSource;
 
 /// Drives every port operation once and checks that the permissions its requests need are exactly
 /// [`RBAC_REQUIREMENTS`]: a new request kind fails here (and in [`MockApi::next`]) until it is declared, and a
@@ -86,6 +87,16 @@ async fn rbac_requirements_equal_the_requests_the_adapter_sends() {
     );
     assert_eq!(next_budgets(&mut budgets, 2).await, ["Init", "InitDone"]);
     let _budget_watch = api.next().await;
+    let mut health_checks = forward(cluster.watch_health_checks());
+    let (_, respond) = api.next().await;
+    respond.json(
+        200,
+        json!({"kind": "RolloutHealthCheckList", "apiVersion": "rollout-operator.grafana.com/v1",
+               "metadata": {"resourceVersion": "1"}, "items": [{"metadata": {"name": "ingester-health"}, "spec": {}}]}),
+    );
+    let listed = next_budgets(&mut health_checks, 3).await;
+    assert_eq!(listed, ["Init", "InitApply(ingester-health@RolloutHealthCheck)", "InitDone"]);
+    let _health_check_watch = api.next().await;
     once!(|c: KubeCluster| async move { c.get_secret("s").await }, 404, not_found.clone());
     once!(
         |c: KubeCluster| async move { c.create_secret(&secret_object("s", None)).await },

@@ -1,0 +1,110 @@
+//! The gate in the pass: what the shell tells the pass about a group's gate ([`HealthGate`]), how a
+//! RolloutHealthCheck found (or not) for a gated StatefulSet resolves ([`resolve`]), and the pass's hold on the
+//! deletions that would start a gated zone ([`hold_by_health_check`]).
+
+use super::config::{ConfigError, HealthCheckConfig};
+use super::decision::GateVerdict;
+use super::targets::gate_of;
+use crate::downscale::format_timestamp;
+use crate::group::GroupSnapshot;
+use crate::plan::{Action, GroupPlan};
+use jiff::Timestamp;
+use std::collections::BTreeSet;
+
+/// What the shell knows of a group's gate when it runs the pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthGate {
+    /// The RolloutHealthCheck this is about (the gated StatefulSet's `grafana.com/rollout-health-check`).
+    pub health_check: String,
+    pub state: GateState,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateState {
+    /// The resource is missing, invalid or does not select the StatefulSet: the rollout proceeds as without a gate.
+    Misconfigured(Misconfiguration),
+    /// No evaluation for the group's current revisions yet: why (e.g. "being evaluated").
+    NotEvaluated(String),
+    /// Evaluated at `at` for the group's current revisions.
+    Evaluated { at: Timestamp, verdict: GateVerdict },
+}
+
+/// Why a gated StatefulSet's RolloutHealthCheck cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misconfiguration {
+    #[error("RolloutHealthCheck {name} not found")]
+    Missing { name: String },
+    #[error("RolloutHealthCheck {name} is invalid: {error}")]
+    Invalid { name: String, error: Box<ConfigError> },
+    #[error("RolloutHealthCheck {name} does not select StatefulSet {statefulset} (spec.selector.matchLabels)")]
+    NotSelecting { name: String, statefulset: String },
+}
+
+/// The RolloutHealthCheck `statefulset` of `group` names, from what was found under that name.
+pub fn resolve<'c>(
+    group: &GroupSnapshot,
+    statefulset: &str,
+    name: &str,
+    found: Option<&'c Result<HealthCheckConfig, ConfigError>>,
+) -> Result<&'c HealthCheckConfig, Misconfiguration> {
+    let config = match found {
+        None => return Err(Misconfiguration::Missing { name: name.to_string() }),
+        Some(Err(error)) => {
+            return Err(Misconfiguration::Invalid { name: name.to_string(), error: Box::new(error.clone()) });
+        }
+        Some(Ok(config)) => config,
+    };
+    let labels = group.member(statefulset).map(|m| &m.sts.labels);
+    if labels.is_some_and(|l| config.selects(l)) {
+        Ok(config)
+    } else {
+        Err(Misconfiguration::NotSelecting { name: name.to_string(), statefulset: statefulset.to_string() })
+    }
+}
+
+/// The plan once the gate has had its say: the deletions that would start a gated StatefulSet are held back
+/// unless the gate passes for it. `gate` is `None` when gates are not evaluated at all (the feature is off): the
+/// plan stays as it is. A misconfigured gate holds nothing and adds a warning; a `Warn` check's finding is a
+/// warning too.
+pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gate: Option<&HealthGate>) {
+    let Some(gate) = gate else { return };
+    let deleted: BTreeSet<&str> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeletePod { statefulset, .. } => Some(statefulset.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut held: Option<(String, String)> = None;
+    let mut warnings = Vec::new();
+    for member in group.members.iter().filter(|m| deleted.contains(m.sts.name.as_str())) {
+        let Some(target) = gate_of(group, member) else { continue };
+        let name = &target.health_check;
+        let hold = if gate.health_check != *name {
+            Some(format!("RolloutHealthCheck {name} has not been evaluated yet"))
+        } else {
+            match &gate.state {
+                GateState::Misconfigured(why) => {
+                    warnings
+                        .push(format!("{why}; StatefulSet {} is rolled without its health check", target.statefulset));
+                    None
+                }
+                GateState::NotEvaluated(why) => Some(format!("RolloutHealthCheck {name}: {why}")),
+                GateState::Evaluated { at, verdict } => {
+                    warnings.extend(verdict.warnings().iter().map(|w| format!("RolloutHealthCheck {name}: {w}")));
+                    verdict
+                        .hold_reason()
+                        .map(|why| format!("RolloutHealthCheck {name} (evaluated at {}): {why}", format_timestamp(*at)))
+                }
+            }
+        };
+        if let (Some(why), None) = (hold, &held) {
+            held = Some((target.statefulset.clone(), why));
+        }
+    }
+    plan.warnings.extend(warnings);
+    if let Some((statefulset, why)) = held {
+        plan.held_by_health_check(&statefulset, &why);
+    }
+}

@@ -1,0 +1,254 @@
+//! The controller's health gates, off the reconcile path: the pass asks [`HealthGates::gate`], which never waits.
+//! An evaluation that is due runs in a task of its own (its queries bounded by each check's timeout and retries),
+//! and the pass uses the last verdict for the same group, RolloutHealthCheck generation, update revisions and
+//! candidate pods until the next one replaces it. A slow or unreachable Prometheus therefore delays no pass, no other
+//! group and no webhook: the gated group waits on `held-by-health-check` meanwhile.
+//!
+//! Cadence: an evaluation is due when there is none for the group's key, when the last one is older than
+//! [`CADENCE`], or when the soak it reported has ended. A group the gate holds back is unfinished, so the controller
+//! passes it again every `-reconcile.interval`; each such pass picks up a verdict that has arrived and starts the
+//! evaluation that has become due.
+
+use super::evaluate::{GateRun, evaluate_gate};
+use super::metrics::HealthCheckMetrics;
+use super::offline::HealthChecks;
+use super::prometheus::{PrometheusClient, Transport};
+use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use rollout_core::downscale::time_after;
+use rollout_core::health_check::{
+    GateState, GateVerdict, HealthCheckConfig, HealthGate, gate_target, resolve, revision_key, started_at_writes,
+};
+use rollout_core::{GroupSnapshot, keys};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often a gate is evaluated again while it holds a group back (or passes, until the zone starts).
+pub const CADENCE: Duration = Duration::from_secs(30);
+
+/// Runs one evaluation: the group, its RolloutHealthCheck, the namespace and the time it is for.
+type Evaluator =
+    Arc<dyn Fn(GroupSnapshot, HealthCheckConfig, String, Timestamp) -> BoxFuture<'static, GateRun> + Send + Sync>;
+
+#[derive(Debug, Clone)]
+struct Evaluated {
+    at: Timestamp,
+    verdict: GateVerdict,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    key: String,
+    last: Option<Evaluated>,
+    running: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// `None` until the RolloutHealthChecks are known: gates are then not evaluated (as if the feature were off).
+    checks: Option<HealthChecks>,
+    /// Per group.
+    entries: HashMap<String, Entry>,
+    /// Per group: the finding last told in an Event.
+    told: HashMap<String, String>,
+}
+
+/// The gates of one namespace's groups. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct HealthGates {
+    shared: Arc<Mutex<Shared>>,
+    evaluate: Evaluator,
+    namespace: String,
+    cadence: Duration,
+    metrics: HealthCheckMetrics,
+    events: EventRecorder,
+}
+
+impl HealthGates {
+    /// Gates that query Prometheus through `transport` (each RolloutHealthCheck's own `prometheusURL`).
+    pub fn new<T: Transport>(transport: T, namespace: &str) -> Self {
+        let evaluate: Evaluator =
+            Arc::new(move |group: GroupSnapshot, config: HealthCheckConfig, namespace: String, now| {
+                let transport = transport.clone();
+                Box::pin(async move {
+                    match PrometheusClient::new(transport, &config.prometheus_url) {
+                        Ok(client) => evaluate_gate(&client, &config, &group, &namespace, now).await,
+                        // Validation refuses such a URL; a resource admitted without the webhook still gets an answer.
+                        Err(error) => GateRun {
+                            verdict: GateVerdict::Pause {
+                                check: "prometheusURL".to_string(),
+                                detail: error.to_string(),
+                                warnings: Vec::new(),
+                            },
+                            records: Vec::new(),
+                            durations: Vec::new(),
+                        },
+                    }
+                })
+            });
+        HealthGates {
+            shared: Arc::default(),
+            evaluate,
+            namespace: namespace.to_string(),
+            cadence: CADENCE,
+            metrics: HealthCheckMetrics::default(),
+            events: EventRecorder::disabled(),
+        }
+    }
+
+    /// The same gates telling their findings in Events (`-events.enabled`).
+    pub fn with_events(mut self, events: EventRecorder) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// The same gates recording into `metrics`.
+    pub fn with_metrics(mut self, metrics: HealthCheckMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &HealthCheckMetrics {
+        &self.metrics
+    }
+
+    /// The same gates re-evaluated every `cadence`.
+    pub fn with_cadence(mut self, cadence: Duration) -> Self {
+        self.cadence = cadence;
+        self
+    }
+
+    /// The RolloutHealthChecks of the namespace as now known (`None`: unknown, e.g. their list is refused).
+    pub fn set_checks(&self, checks: Option<HealthChecks>) {
+        self.lock().checks = checks;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        // A panic while holding the lock leaves plain data behind; carry on with it.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The gate of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
+    /// no gate sits before the group's next zone, or the RolloutHealthChecks are not known.
+    pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
+        let current = self.current(group, now);
+        let gate = current.as_ref().map(|(gate, _)| gate);
+        let (blocked, misconfigured) = match gate.map(|g| &g.state) {
+            None => (false, false),
+            Some(GateState::Misconfigured(_)) => (false, true),
+            Some(GateState::NotEvaluated(_)) => (true, false),
+            Some(GateState::Evaluated { verdict, .. }) => (!verdict.passes(), false),
+        };
+        self.metrics.gate_state(&group.name, blocked, misconfigured);
+        self.tell(group, current.as_ref());
+        current.map(|(gate, _)| gate)
+    }
+
+    /// The Event of the gate's finding, once per finding and group: a failed check, a `Warn` check's finding, a
+    /// misconfiguration.
+    fn tell(&self, group: &GroupSnapshot, current: Option<&(HealthGate, String)>) {
+        let finding = current.and_then(|(gate, statefulset)| {
+            let name = &gate.health_check;
+            let (type_, reason, note) = match &gate.state {
+                GateState::Misconfigured(why) => (
+                    EventType::Warning,
+                    "RolloutHealthCheckMisconfigured",
+                    format!("{why}; StatefulSet {statefulset} rolls without its health check"),
+                ),
+                GateState::Evaluated { verdict: GateVerdict::Pause { detail, .. }, .. } => (
+                    EventType::Warning,
+                    "RolloutBlockedByHealthCheck",
+                    format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} does not start rolling"),
+                ),
+                GateState::Evaluated { verdict: GateVerdict::Pass { warnings }, .. } if !warnings.is_empty() => (
+                    EventType::Warning,
+                    "RolloutHealthCheckWarn",
+                    format!("RolloutHealthCheck {name}: {}", warnings.join("; ")),
+                ),
+                _ => return None,
+            };
+            Some((statefulset.clone(), type_, reason, note))
+        });
+        let mut shared = self.lock();
+        let said = finding.as_ref().map(|(_, _, _, note)| note.clone());
+        if shared.told.get(&group.name) == said.as_ref() {
+            return;
+        }
+        match said {
+            Some(note) => shared.told.insert(group.name.clone(), note),
+            None => shared.told.remove(&group.name),
+        };
+        drop(shared);
+        if let Some((statefulset, type_, reason, note)) = finding {
+            let uid = group.member(&statefulset).map(|m| m.sts.uid.as_str());
+            let regarding = ObjectRef::statefulset(&statefulset, uid);
+            self.events.record(EventRecord { regarding, related: None, type_, reason, action: "CheckHealth", note });
+        }
+    }
+
+    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<(HealthGate, String)> {
+        let mut shared = self.lock();
+        let Some(target) = gate_target(group, now) else {
+            shared.entries.remove(&group.name);
+            return None;
+        };
+        let statefulset = target.statefulset.clone();
+        let name = target.health_check.clone();
+        let found = shared.checks.as_ref()?.get(&name).cloned();
+        let config = match resolve(group, &target.statefulset, &name, found.as_ref()) {
+            Ok(config) => config.clone(),
+            Err(why) => {
+                return Some((HealthGate { health_check: name, state: GateState::Misconfigured(why) }, statefulset));
+            }
+        };
+        let key = revision_key(group, &name, config.generation);
+        let entry = shared.entries.entry(group.name.clone()).or_default();
+        if entry.key != key {
+            *entry = Entry { key: key.clone(), last: None, running: false };
+        }
+        if !entry.running && self.due(entry.last.as_ref(), now) {
+            entry.running = true;
+            self.spawn(group.clone(), config.clone(), key, now);
+        }
+        let state = match &entry.last {
+            Some(last) => GateState::Evaluated { at: last.at, verdict: last.verdict.clone() },
+            None => GateState::NotEvaluated(format!("being evaluated against {}", config.prometheus_url)),
+        };
+        Some((HealthGate { health_check: name, state }, statefulset))
+    }
+
+    fn due(&self, last: Option<&Evaluated>, now: Timestamp) -> bool {
+        match last {
+            None => true,
+            Some(Evaluated { verdict: GateVerdict::Soaking { until, .. }, .. }) if now >= *until => true,
+            Some(last) => now >= time_after(last.at, self.cadence),
+        }
+    }
+
+    fn spawn(&self, group: GroupSnapshot, config: HealthCheckConfig, key: String, now: Timestamp) {
+        let shared = self.shared.clone();
+        let evaluation = (self.evaluate)(group.clone(), config.clone(), self.namespace.clone(), now);
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            let run = evaluation.await;
+            metrics.evaluated(&group.name, &run);
+            let verdict = run.verdict;
+            tracing::info!(rollout_group = %group.name, health_check = %config.name, ?verdict, "health gate evaluated");
+            let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = shared.entries.get_mut(&group.name).filter(|e| e.key == key) {
+                entry.last = Some(Evaluated { at: now, verdict });
+                entry.running = false;
+            }
+        });
+    }
+}
+
+/// The `grafana.com/rollout-health-check-started-at` annotations a pass writes: in groups where a StatefulSet names
+/// a RolloutHealthCheck, on each StatefulSet whose pods need its update revision and whose annotation does not name
+/// it yet (see `rollout_core::health_check::targets::started_at_writes`).
+pub fn started_at_due(group: &GroupSnapshot, now: Timestamp) -> Vec<(String, String)> {
+    let gated = group.members.iter().any(|m| m.sts.annotations.contains_key(keys::ROLLOUT_HEALTH_CHECK));
+    if gated { started_at_writes(group, now) } else { Vec::new() }
+}
