@@ -7,7 +7,6 @@
 #![cfg(madsim)]
 
 use rollout_operator::ops::events::EventSettings;
-use rollout_sim::checker;
 use rollout_sim::events::STORM_WINDOW;
 use rollout_sim::world::{self, FaultMix, ReferenceDeployment, Scenario};
 
