@@ -141,7 +141,7 @@ fuzz_target!(|input: Input| {
             assert!(steps <= 32, "the mirror step does not end");
             observed = match flow.step(observed, now) {
                 MirrorNeed::Reference { .. } => {
-                    MirrorObserved::Reference(scale.clone().map(|scale| ((), scale)).map_err(|why| failure(&why)))
+                    MirrorObserved::Reference(scale.map(|scale| ((), scale)).map_err(failure))
                 }
                 MirrorNeed::Cancel { .. } => MirrorObserved::Cancelled,
                 MirrorNeed::Prepare { endpoints, .. } => MirrorObserved::Prepared(
