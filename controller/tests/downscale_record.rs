@@ -374,7 +374,7 @@ async fn a_step_left_behind_expires_and_finishing_leaves_a_newer_step_alone() {
     assert_eq!(marked.expect("no error"), MarkedClaim::Claimed { previous: None });
 }
 
-/// Review finding: a second claim of the same StatefulSet while its first is being prepared would take over the
+/// A second claim of the same StatefulSet while its first is being prepared would take over the
 /// first one's marker and date (the first then prepares unmarked). It is refused.
 #[tokio::test]
 async fn a_second_claim_of_a_statefulset_being_prepared_is_refused() {
@@ -405,7 +405,7 @@ async fn a_second_claim_of_a_statefulset_being_prepared_is_refused() {
     }
 }
 
-/// Review finding: a step claimed by another controller instance (during a handover) is not taken over; the claim
+/// A step claimed by another controller instance (during a handover) is not taken over; the claim
 /// is stale and the pass plans again later.
 #[tokio::test]
 async fn a_live_step_of_another_holder_is_not_taken_over() {

@@ -398,7 +398,7 @@ async fn a_pass_planned_on_a_record_older_than_a_downscale_marker_deletes_nothin
     assert_eq!(h.reconcile().await, vec![], "the next pass sees the marker");
 }
 
-/// Review finding: a deletion is never sent when the rollout step's claim could expire while it is in flight (the
+/// A deletion is never sent when the rollout step's claim could expire while it is in flight (the
 /// API server may take up to 60 s to answer): here the claim lives only 30 s, so nothing is deleted and the step is
 /// ended; with the default 90 s the deletion goes out.
 #[tokio::test]

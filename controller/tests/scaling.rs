@@ -538,7 +538,7 @@ async fn a_forbidden_replica_change_is_reported_and_the_rollout_goes_on() {
     assert!(text.contains("feature=\"scaling\""), "{text}");
 }
 
-/// Review finding: an admission webhook's denial of the controller's replica patch also comes as 403 (without RBAC's
+/// An admission webhook's denial of the controller's replica patch also comes as 403 (without RBAC's
 /// reason); it is not a missing permission and does not switch scaling off.
 #[tokio::test]
 async fn a_webhook_denial_of_a_replica_change_does_not_disable_scaling() {
@@ -554,7 +554,7 @@ async fn a_webhook_denial_of_a_replica_change_does_not_disable_scaling() {
     assert!(!h.metrics.encode().contains("feature=\"scaling\""));
 }
 
-/// Review finding: with the zone tracker forbidden, a follower that must be scaled down (its downscale cannot be
+/// With the zone tracker forbidden, a follower that must be scaled down (its downscale cannot be
 /// claimed) is reported instead of blocking its group: the rollout goes on.
 #[tokio::test]
 async fn with_the_zone_tracker_forbidden_a_follower_downscale_is_reported_and_the_rollout_goes_on() {

@@ -314,7 +314,7 @@ fn no_downscale_while_a_rollout_of_the_group_is_in_progress_but_upscales_go_ahea
     assert!(!p.actions.iter().any(|a| matches!(a, Action::DeletePod { .. })));
 }
 
-/// Review finding: right after a template push, before the StatefulSet controller has observed it (status older
+/// Right after a template push, before the StatefulSet controller has observed it (status older
 /// than the spec), a rollout may be starting: no follower downscale yet. Same for a member with no status.
 #[test]
 fn no_downscale_while_a_member_status_does_not_describe_its_latest_spec() {

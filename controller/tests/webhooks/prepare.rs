@@ -238,7 +238,7 @@ async fn a_rollout_step_racing_the_claim_is_seen_by_the_re_read_and_the_downscal
     );
 }
 
-/// Regression (review): with a clock that is not on a whole second, the in-progress marker was stored rounded down
+/// With a clock that is not on a whole second, the in-progress marker was stored rounded down
 /// but looked up rounded up, so it was never cleared and held the group for the whole marker lifetime. Both the
 /// success and the undo path must clear it.
 #[tokio::test]
@@ -268,7 +268,7 @@ async fn the_in_progress_marker_is_cleared_when_the_clock_is_between_seconds() {
     assert_eq!(in_progress(&cluster), None, "marker left after an undone prepare");
 }
 
-/// Review finding: a `/scale` downscale (HPA, `kubectl scale`) whose StatefulSet cannot be read must not pass
+/// A `/scale` downscale (HPA, `kubectl scale`) whose StatefulSet cannot be read must not pass
 /// unprepared and unchecked; only a StatefulSet that is really gone is let through (nothing to prepare).
 #[tokio::test]
 async fn prepare_downscale_denies_a_scale_request_when_the_statefulset_cannot_be_read() {
@@ -294,7 +294,7 @@ async fn prepare_downscale_denies_a_scale_request_when_the_statefulset_cannot_be
     assert!(response["warnings"][0].as_str().unwrap().contains("not found"), "{response}");
 }
 
-/// Review finding: requests for another namespace are not decided on the objects of the operator's namespace that
+/// Requests for another namespace are not decided on the objects of the operator's namespace that
 /// happen to have the same name: allowed with a warning, no read, no pod call, no record.
 #[tokio::test]
 async fn requests_for_another_namespace_are_allowed_with_a_warning_and_touch_nothing() {

@@ -250,7 +250,7 @@ fn go_time_matches_gos_default_formatting() {
     assert_eq!(go_time(ts("2024-05-01T12:00:00Z")), "2024-05-01 12:00:00 +0000 UTC");
 }
 
-/// Review finding: the leaving ordinals come from the request and may be as large as an int32; the plan walks the
+/// The leaving ordinals come from the request and may be as large as an int32; the plan walks the
 /// pods that exist, so a downscale from i32::MAX is planned at once (and summarises the pods that do not exist).
 #[test]
 fn a_huge_replica_count_is_planned_from_the_existing_pods() {

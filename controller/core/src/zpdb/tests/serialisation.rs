@@ -167,7 +167,7 @@ fn a_decision_under_way_in_the_process_denies_at_the_first_judgement() {
     assert_eq!((verdict.allowed(), verdict.message()), (false, "1 pod not ready in partition 1"));
 }
 
-/// Found by review: the first list of the StatefulSets may be shared with decisions that issued it before this
+/// The first list of the StatefulSets may be shared with decisions that issued it before this
 /// request arrived. A zone scaled up since has a missing pod the second judgement must count, so that judgement
 /// uses the StatefulSets listed after the intent.
 #[test]
