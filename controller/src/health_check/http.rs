@@ -9,7 +9,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use std::sync::Arc;
 
 /// Cheap to clone (shares the connection pool).
 #[derive(Clone)]
@@ -19,22 +18,8 @@ pub struct HyperTransport {
 
 impl HyperTransport {
     pub fn new() -> Result<Self, TransportError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone())
-        {
-            Ok(builder) => builder,
-            // Without a CA bundle (a scratch image), plain-http Prometheus still works; https fails per query.
-            Err(error) => {
-                tracing::warn!(%error, "no system CA certificates for https queries to Prometheus");
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|e| TransportError::Other(e.to_string()))?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-        };
-        let connector = builder.https_or_http().enable_http1().build();
+        let connector = crate::pods::client::https_or_http_connector("queries to Prometheus")
+            .map_err(|e| TransportError::Other(e.to_string()))?;
         Ok(HyperTransport { client: Client::builder(TokioExecutor::new()).build(connector) })
     }
 }

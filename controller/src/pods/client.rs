@@ -248,7 +248,7 @@ pub fn cluster_validation_message(status: u16, content_type: Option<&str>, body:
 }
 
 #[cfg(not(madsim))]
-pub use real::HyperPodClient;
+pub use real::{HyperPodClient, https_or_http_connector};
 
 #[cfg(not(madsim))]
 mod real {
@@ -264,6 +264,25 @@ mod real {
     use hyper_util::rt::TokioExecutor;
     use std::sync::Arc;
     use std::time::Instant;
+
+    /// An HTTP/1.1 connector for plain http and https with the system's roots (rustls, ring); where there is no CA
+    /// bundle (a scratch image) it is said once for `what` and https fails per request while plain http works.
+    pub fn https_or_http_connector(what: &str) -> Result<HttpsConnector<HttpConnector>, rustls::Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone())
+        {
+            Ok(builder) => builder,
+            Err(error) => {
+                tracing::warn!(%error, "no system CA certificates for https {what}; https requests will fail");
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+        };
+        Ok(builder.https_or_http().enable_http1().build())
+    }
 
     /// Calls pods over HTTP(S). Cheap to clone (shares the connection pool).
     #[derive(Clone)]
@@ -282,22 +301,7 @@ mod real {
             let cluster = HeaderValue::from_str(namespace).map_err(|e| {
                 PodCallError::Setup(format!("namespace {namespace:?} cannot be sent as the X-Cluster header: {e}"))
             })?;
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let builder = hyper_rustls::HttpsConnectorBuilder::new();
-            let builder = match builder.with_provider_and_native_roots(provider.clone()) {
-                Ok(builder) => builder,
-                Err(error) => {
-                    // A scratch image has no CA bundle; plain-http pod calls (the norm) still work.
-                    tracing::warn!(%error, "no system CA certificates for https pod calls; https calls will fail");
-                    let config = rustls::ClientConfig::builder_with_provider(provider)
-                        .with_safe_default_protocol_versions()
-                        .map_err(|e| PodCallError::Setup(e.to_string()))?
-                        .with_root_certificates(rustls::RootCertStore::empty())
-                        .with_no_client_auth();
-                    hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-                }
-            };
-            let connector = builder.https_or_http().enable_http1().build();
+            let connector = https_or_http_connector("pod calls").map_err(|e| PodCallError::Setup(e.to_string()))?;
             let client = Client::builder(TokioExecutor::new()).build(connector);
             Ok(HyperPodClient { client, timeout, cluster, namespace: namespace.to_string(), metrics })
         }
