@@ -9,34 +9,19 @@
 //! In a normal build this crate is empty and the binary only explains how to build it.
 
 #[cfg(madsim)]
-pub mod apiserver;
+pub mod actors;
 #[cfg(madsim)]
-pub mod checker;
+pub mod environment;
 #[cfg(madsim)]
-pub mod client;
+pub mod harness;
 #[cfg(madsim)]
-pub mod drains;
-#[cfg(madsim)]
-pub mod events;
-#[cfg(madsim)]
-pub mod guaranteed_update;
-#[cfg(madsim)]
-pub mod ha;
-#[cfg(madsim)]
-pub mod kube;
-#[cfg(madsim)]
-pub mod objects;
-pub mod reaction;
+pub mod oracle;
 #[cfg(madsim)]
 pub mod rng;
 #[cfg(madsim)]
-pub mod store;
+pub mod scenario;
 #[cfg(madsim)]
 pub mod trace;
-#[cfg(madsim)]
-pub mod webhook_user;
-#[cfg(madsim)]
-pub mod world;
 
 /// The message the binary and the tests print when the crate was built without the simulator.
 /// The kinds the controller watches (each its own stream, in resourceVersion order).

@@ -6,8 +6,9 @@
 #![cfg(madsim)]
 
 use rollout_core::{Defences, Layer};
-use rollout_sim::checker;
-use rollout_sim::world::{self, Outcome, Scenario};
+
+use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::scenario::Scenario;
 
 fn without(layers: &[Layer]) -> Defences {
     Defences::ALL.without(layers)
@@ -19,15 +20,16 @@ fn with(sc: &Scenario, defences: Defences) -> Scenario {
 
 fn assert_all_pass(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) {
     for seed in seeds {
-        let o = world::run(seed, sc, false);
+        let o = rollout_sim::harness::run(seed, sc, false);
         assert!(o.passed(), "seed {seed} with defences {}: {:#?}", sc.defences.flag(), o.violations);
     }
 }
 
 /// The seed's safety violations (liveness aside), which must include one of `expected`.
 fn assert_violates(sc: &Scenario, seed: u64, expected: &[&str]) -> Outcome {
-    let o = world::run(seed, sc, false);
-    let safety: Vec<_> = o.violations.iter().filter(|v| v.invariant != checker::LIVENESS).collect();
+    let o = rollout_sim::harness::run(seed, sc, false);
+    let safety: Vec<_> =
+        o.violations.iter().filter(|v| v.invariant != rollout_sim::oracle::checker::LIVENESS).collect();
     assert!(
         safety.iter().any(|v| expected.contains(&v.invariant)),
         "seed {seed} with defences {}: expected {expected:?}, got {:#?}",
@@ -57,8 +59,8 @@ fn expectations_alone_keep_every_invariant_on_a_stale_cache() {
 #[test]
 fn without_expectations_and_uid_preconditions_a_stale_cache_deletes_in_a_second_zone() {
     let sc = with(&Scenario::default(), without(&[Layer::UidPreconditions, Layer::Expectations]));
-    assert_violates(&sc, 118, &[checker::ONE_ZONE]);
-    assert_violates(&sc, 114, &[checker::MAX_UNAVAILABLE]);
+    assert_violates(&sc, 118, &[rollout_sim::oracle::checker::ONE_ZONE]);
+    assert_violates(&sc, 114, &[rollout_sim::oracle::checker::MAX_UNAVAILABLE]);
 }
 
 /// The uid precondition does not back the expectations up: it refuses a deletion of a pod replaced under the same
@@ -68,7 +70,7 @@ fn without_expectations_and_uid_preconditions_a_stale_cache_deletes_in_a_second_
 fn the_uid_precondition_alone_does_not_stand_in_for_the_expectations() {
     let sc = with(&Scenario::default(), without(&[Layer::Expectations]));
     for seed in STALE_OWN_WRITES {
-        assert_violates(&sc, seed, &[checker::ONE_ZONE]);
+        assert_violates(&sc, seed, &[rollout_sim::oracle::checker::ONE_ZONE]);
     }
 }
 
@@ -87,9 +89,9 @@ fn the_uid_precondition_alone_keeps_pods_replaced_unseen_from_being_deleted() {
     assert_all_pass(&sc, (0..30).chain(REPLACED_UNSEEN));
     let off = with(&sc, without(&[Layer::UidPreconditions]));
     for seed in REPLACED_UNSEEN {
-        assert_violates(&off, seed, &[checker::ONLY_SEEN_PODS]);
+        assert_violates(&off, seed, &[rollout_sim::oracle::checker::ONLY_SEEN_PODS]);
     }
-    assert_violates(&off, 90, &[checker::MAX_UNAVAILABLE]);
+    assert_violates(&off, 90, &[rollout_sim::oracle::checker::MAX_UNAVAILABLE]);
 }
 
 // The date of a claim: dated at its deadline, and dated again once the commit is known (`--boundary-probes`: the
@@ -117,7 +119,7 @@ fn re_dating_at_the_commit_alone_keeps_the_min_time() {
 fn claims_dated_when_made_and_never_re_dated_break_the_min_time() {
     let sc = with(&Scenario::min_time_boundary(), without(&[Layer::ClaimDatedAtDeadline, Layer::RedatedAtCommit]));
     for seed in DATED_TOO_EARLY {
-        assert_violates(&sc, seed, &[checker::MIN_TIME]);
+        assert_violates(&sc, seed, &[rollout_sim::oracle::checker::MIN_TIME]);
     }
 }
 
@@ -143,7 +145,7 @@ fn the_reread_after_the_claim_alone_catches_a_rollout_step_taken_before_the_mark
     assert_all_pass(&sc, (0..8).chain(STEP_BEFORE_THE_CLAIM));
     let off = with(&sc, without(&[Layer::RereadAfterClaim]));
     for seed in STEP_BEFORE_THE_CLAIM {
-        let o = assert_violates(&off, seed, &[checker::NO_DOWNSCALE_DURING_ROLLOUT]);
+        let o = assert_violates(&off, seed, &[rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT]);
         assert!(
             o.violations.iter().any(|v| v.detail.contains("deleted by the controller during the admission")),
             "seed {seed}: {:#?}",
@@ -185,7 +187,7 @@ const FAILED_STEP_CLAIM: [u64; 3] = [31, 44, 50];
 fn a_failed_rollout_step_claim_is_retried_not_taken_for_a_refusal() {
     let sc = Scenario::rollout_with_admitted_downscales();
     for seed in FAILED_STEP_CLAIM {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
         let deletions = o.trace.lines.iter().filter(|l| l.contains("controller#") && l.contains("DELETE pod")).count();
         assert!(deletions >= 3, "seed {seed}: only {deletions} controller deletions judged");
@@ -202,7 +204,11 @@ fn without_the_rollout_step_claim_a_pass_deletes_during_a_prepared_downscale_whe
         [without(&[Layer::RolloutStepClaims]), without(&[Layer::RolloutStepClaims, Layer::RecordFailsClosed])]
     {
         for seed in [636, 747] {
-            let o = assert_violates(&with(&webhook, defences), seed, &[checker::NO_DOWNSCALE_DURING_ROLLOUT]);
+            let o = assert_violates(
+                &with(&webhook, defences),
+                seed,
+                &[rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT],
+            );
             assert!(o.violations.iter().any(|v| v.detail.contains("was being prepared")), "{:#?}", o.violations);
         }
     }
@@ -216,6 +222,6 @@ fn without_the_rollout_step_claim_a_pass_deletes_during_a_prepared_downscale_whe
 #[test]
 fn regression_seeds_839_1458_a_denied_admission_ends_its_window_at_its_undo() {
     assert_all_pass(&slow_admissions(), [839, 1458]);
-    let o = world::run(839, &slow_admissions(), false);
+    let o = rollout_sim::harness::run(839, &slow_admissions(), false);
     assert!(o.trace.lines.iter().any(|l| l.contains("given up (its marker removed by its admission)")));
 }

@@ -7,24 +7,27 @@
 
 #![cfg(madsim)]
 
-use rollout_sim::checker;
-use rollout_sim::drains::{BudgetMode, Drains, Evictor};
-use rollout_sim::world::{self, Outcome, ReferenceDeployment, Scenario};
+use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::drains::BudgetMode;
+use rollout_sim::scenario::drains::Drains;
+use rollout_sim::scenario::drains::Evictor;
 
 fn drains(mode: BudgetMode, evictor: Evictor) -> Scenario {
     Scenario { drains: Some(Drains { mode, evictor, ..Drains::default() }), ..Scenario::default() }
 }
 
 fn run_all(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.into_iter().map(|s| world::run(s, sc, false)).collect();
+    let outcomes: Vec<Outcome> = seeds.into_iter().map(|s| rollout_sim::harness::run(s, sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
     outcomes
 }
 
-fn totals(outcomes: &[Outcome]) -> checker::DrainStats {
-    let mut total = checker::DrainStats::default();
+fn totals(outcomes: &[Outcome]) -> rollout_sim::oracle::checker::budgets::DrainStats {
+    let mut total = rollout_sim::oracle::checker::budgets::DrainStats::default();
     for o in outcomes {
         total.add(&o.drains);
     }
@@ -33,9 +36,11 @@ fn totals(outcomes: &[Outcome]) -> checker::DrainStats {
 
 /// The seed breaks the budget by evictions alone (no controller deletion among the disruptions counted).
 fn assert_evictions_break_the_budget(sc: &Scenario, seed: u64) {
-    let o = world::run(seed, sc, false);
+    let o = rollout_sim::harness::run(seed, sc, false);
     assert!(
-        o.violations.iter().any(|v| v.invariant == checker::ZPDB_EVICTIONS && !v.detail.contains("controller#")),
+        o.violations
+            .iter()
+            .any(|v| v.invariant == rollout_sim::oracle::checker::ZPDB_EVICTIONS && !v.detail.contains("controller#")),
         "seed {seed}: expected evictions alone to break the budget, got {:#?}",
         o.violations
     );
@@ -103,7 +108,7 @@ fn an_evictor_that_ignores_the_budget_is_caught() {
 fn a_rollout_held_by_the_budget_is_told_as_waiting_on_it() {
     let sc = Scenario { events: true, max_unavailable: 2, ..drains(BudgetMode::Zones, Evictor::Real) };
     let outcomes = run_all(&sc, 0..12);
-    let mut told = rollout_sim::events::EventStats::default();
+    let mut told = rollout_sim::oracle::events::EventStats::default();
     for o in &outcomes {
         told.add(&o.events);
     }
@@ -119,7 +124,7 @@ fn a_rollout_held_by_the_budget_is_told_as_waiting_on_it() {
 #[test]
 fn an_eviction_is_admitted_only_by_the_answer_to_its_own_call_seeds_35_and_368() {
     for seed in [35, 368] {
-        let o = world::run(seed, &drains(BudgetMode::Zones, Evictor::Real), false);
+        let o = rollout_sim::harness::run(seed, &drains(BudgetMode::Zones, Evictor::Real), false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
         assert!(o.drains.committed > 0, "seed {seed} commits evictions");
     }
@@ -135,7 +140,7 @@ fn an_eviction_is_admitted_only_by_the_answer_to_its_own_call_seeds_35_and_368()
 /// pins the bug itself.)
 #[test]
 fn seed_264_a_partition_budget_does_not_hold_a_ready_pod_unstamped_forever() {
-    let o = world::run(264, &drains(BudgetMode::Partitions, Evictor::Real), false);
+    let o = rollout_sim::harness::run(264, &drains(BudgetMode::Partitions, Evictor::Real), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -145,7 +150,7 @@ fn seed_264_a_partition_budget_does_not_hold_a_ready_pod_unstamped_forever() {
 #[test]
 fn seed_18_a_pod_replaced_while_unavailable_spends_no_budget() {
     let sc = Scenario { drains: Some(Drains::default()), ..Scenario::rollout_with_admitted_downscales() };
-    let o = world::run(18, &sc, false);
+    let o = rollout_sim::harness::run(18, &sc, false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -292,7 +297,7 @@ fn unequal_zones_do_not_stall_a_rollout_under_a_partition_budget() {
         ..Scenario::rollout_with_admitted_downscales()
     };
     for seed in UNEQUAL_ZONES {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }
@@ -308,7 +313,7 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
         ..Scenario::rollout_with_admitted_downscales()
     };
     for seed in [0, 144] {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
         assert_eq!(o.drains.held_by_last_pod, 1, "seed {seed}");
         assert!(
@@ -405,7 +410,7 @@ fn regression_seed_637_a_denial_for_a_pod_removed_meanwhile_is_judged_on_its_own
         deployment: Some(ReferenceDeployment::NoPatch),
         ..Scenario { revisions: 1, ..Scenario::scaling() }
     };
-    let o = world::run(637, &sc, false);
+    let o = rollout_sim::harness::run(637, &sc, false);
     assert!(o.trace.lines.iter().any(|l| l.contains("unable to find StatefulSet ingester-zone-a by name")));
     assert!(o.passed(), "{:#?}", o.violations);
 }
@@ -454,9 +459,10 @@ fn known_limit_seed_49_statefulset_intents_dropped_by_a_re_apply_can_let_two_evi
         deployment: Some(ReferenceDeployment::HelmOld),
         ..Scenario::default()
     };
-    let o = world::run(49, &sc, false);
+    let o = rollout_sim::harness::run(49, &sc, false);
     assert!(o.trace.lines.iter().any(|l| l.contains("its eviction intents dropped")));
-    let broken: Vec<_> = o.violations.iter().filter(|v| v.invariant == checker::ZPDB_EVICTIONS).collect();
+    let broken: Vec<_> =
+        o.violations.iter().filter(|v| v.invariant == rollout_sim::oracle::checker::ZPDB_EVICTIONS).collect();
     assert_eq!(broken.len(), 1, "the limit shows as one budget broken: {:#?}", o.violations);
     assert_eq!(o.violations.len(), 1, "nothing else breaks: {:#?}", o.violations);
 }
@@ -471,7 +477,7 @@ fn known_limit_seed_49_statefulset_intents_dropped_by_a_re_apply_can_let_two_evi
 fn regression_seeds_15_22_a_pod_relabelled_out_of_its_statefulset_is_still_in_its_budget() {
     let sc = Scenario { relabels: true, ..drains(BudgetMode::Zones, Evictor::Real) };
     for seed in [15, 22] {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.trace.lines.iter().any(|l| l.contains("released pod")), "seed {seed}: no pod released");
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }

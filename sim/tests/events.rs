@@ -7,8 +7,10 @@
 #![cfg(madsim)]
 
 use rollout_operator::ops::events::EventSettings;
-use rollout_sim::events::STORM_WINDOW;
-use rollout_sim::world::{self, FaultMix, ReferenceDeployment, Scenario};
+use rollout_sim::oracle::events::STORM_WINDOW;
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::faults::FaultMix;
 
 /// The most Events one object can get within [`STORM_WINDOW`]: its burst, plus what it earns back meanwhile.
 fn budget_per_window() -> u64 {
@@ -38,7 +40,7 @@ fn events_stay_few(rollouts: std::ops::Range<u64>, scaling: std::ops::Range<u64>
         let mut steps = 0;
         let mut reasons = std::collections::BTreeMap::new();
         for seed in seeds {
-            let o = world::run(seed, &sc, false);
+            let o = rollout_sim::harness::run(seed, &sc, false);
             assert!(o.passed(), "{name} seed {seed}: {:#?}", o.violations);
             let e = &o.events;
             steps += e.rollout_steps;
@@ -55,7 +57,7 @@ fn events_stay_few(rollouts: std::ops::Range<u64>, scaling: std::ops::Range<u64>
             }
         }
         assert!(steps > 0, "{name}: the runs did something");
-        if sc.scaling.is_some_and(|s| s.admission == rollout_sim::world::Admission::Webhook) {
+        if sc.scaling.is_some_and(|s| s.admission == rollout_sim::scenario::scaling::Admission::Webhook) {
             // The prepare-downscale webhook tells its verdicts too, as `main` wires it.
             for reason in ["DownscaleDenied", "DownscalePrepared"] {
                 assert!(reasons.get(reason).is_some_and(|n| *n > 0), "{name}: no {reason} Event: {reasons:?}");
@@ -70,7 +72,7 @@ fn without_the_flag_no_event_is_sent() {
     for deployment in [None, Some(ReferenceDeployment::HelmChart), Some(ReferenceDeployment::Jsonnet)] {
         let sc = Scenario { deployment, ..Scenario::default() };
         for seed in 0..5 {
-            let o = world::run(seed, &sc, false);
+            let o = rollout_sim::harness::run(seed, &sc, false);
             assert!(o.passed(), "{deployment:?} seed {seed}: {:#?}", o.violations);
             assert_eq!(o.events.created + o.events.series_updates, 0, "{deployment:?} seed {seed}");
         }
@@ -85,7 +87,7 @@ fn events_refused_by_rbac_are_turned_off_until_their_retry_and_rollouts_converge
     let sc = Scenario { events: true, deployment: Some(ReferenceDeployment::HelmChart), ..Scenario::default() };
     let mut refused_total = 0;
     for seed in 0..10 {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
         assert_eq!(o.events.created, 0);
         assert!(o.converged_at.is_some(), "seed {seed} did not converge");
@@ -106,7 +108,7 @@ fn groups_held_by_unready_or_missing_pods_are_reported_stuck_then_resumed() {
     let sc = Scenario { faults, events: true, ..Scenario::default() };
     let mut stuck_total = 0;
     for seed in 0..20 {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
         let count = |reason: &str| o.events.by_reason.get(reason).copied().unwrap_or(0);
         assert_eq!(count("RolloutStuck"), count("RolloutResumed"), "seed {seed}: {}", o.events.describe());

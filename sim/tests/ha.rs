@@ -8,23 +8,26 @@
 
 #![cfg(madsim)]
 
-use rollout_sim::ha::{ElectionVariant, Ha, ONE_LEADER};
-use rollout_sim::world::{self, Outcome, Scenario};
+use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::oracle::election::ONE_LEADER;
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::ha::ElectionVariant;
+use rollout_sim::scenario::ha::Ha;
 
 fn ha(replicas: u32, election: ElectionVariant) -> Scenario {
     Scenario { ha: Some(Ha { replicas, election }), ..Scenario::default() }
 }
 
 fn run_all(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.into_iter().map(|s| world::run(s, sc, false)).collect();
+    let outcomes: Vec<Outcome> = seeds.into_iter().map(|s| rollout_sim::harness::run(s, sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
     outcomes
 }
 
-fn totals(outcomes: &[Outcome]) -> rollout_sim::ha::HaStats {
-    let mut total = rollout_sim::ha::HaStats::default();
+fn totals(outcomes: &[Outcome]) -> rollout_sim::oracle::election::HaStats {
+    let mut total = rollout_sim::oracle::election::HaStats::default();
     for o in outcomes {
         total.add(&o.ha);
     }
@@ -55,7 +58,7 @@ fn three_replicas_write_only_as_the_leases_holder() {
 /// and irrelevant to the verdicts above.
 #[test]
 fn replicas_run_clocks_of_their_own() {
-    let o = world::run(3, &ha(3, ElectionVariant::Real), false);
+    let o = rollout_sim::harness::run(3, &ha(3, ElectionVariant::Real), false);
     let clocks: std::collections::BTreeSet<String> = o
         .trace
         .lines
@@ -74,7 +77,7 @@ fn replicas_run_clocks_of_their_own() {
 fn an_election_without_a_margin_is_caught_and_the_real_one_passes_the_same_seeds() {
     const SEEDS: [u64; 3] = [66, 79, 106];
     for seed in SEEDS {
-        let o = world::run(seed, &ha(2, ElectionVariant::NoMargin), false);
+        let o = rollout_sim::harness::run(seed, &ha(2, ElectionVariant::NoMargin), false);
         assert!(
             o.violations.iter().any(|v| v.invariant == ONE_LEADER && v.detail.contains("expired")),
             "seed {seed}: expected a write after the Lease expired, got {:#?}",
@@ -89,7 +92,7 @@ fn an_election_without_a_margin_is_caught_and_the_real_one_passes_the_same_seeds
 fn the_ha_world_is_deterministic() {
     for seed in [1, 12] {
         let sc = ha(2, ElectionVariant::Real);
-        let (a, b) = (world::run(seed, &sc, false), world::run(seed, &sc, false));
+        let (a, b) = (rollout_sim::harness::run(seed, &sc, false), rollout_sim::harness::run(seed, &sc, false));
         assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
     }
 }
@@ -106,7 +109,7 @@ fn a_controller_stopping_late_after_its_term_is_kept_from_writing_by_the_gate_ov
     assert!(total.writes_judged >= 400 && total.takeovers >= 80, "the world did too little: {total:?}");
     let sc = ha(2, ElectionVariant::LateStopNoGate);
     let caught: Vec<u64> = (0..40)
-        .map(|s| world::run(s, &sc, false))
+        .map(|s| rollout_sim::harness::run(s, &sc, false))
         .filter(|o| o.violations.iter().any(|v| v.invariant == ONE_LEADER))
         .map(|o| o.seed)
         .collect();

@@ -4,11 +4,14 @@
 
 #![cfg(madsim)]
 
-use rollout_sim::checker;
-use rollout_sim::world::{self, FaultMix, Outcome, PlannerKind, ReferenceDeployment, Scenario};
+use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::faults::FaultMix;
+use rollout_sim::scenario::planner::PlannerKind;
 
 fn failures(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) -> Vec<Outcome> {
-    seeds.into_iter().map(|s| world::run(s, sc, false)).filter(|o| !o.passed()).collect()
+    seeds.into_iter().map(|s| rollout_sim::harness::run(s, sc, false)).filter(|o| !o.passed()).collect()
 }
 
 fn assert_all_pass(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) {
@@ -39,19 +42,19 @@ fn larger_real_controller_keeps_every_invariant_and_converges_over_seeds_50_to_2
 fn a_run_is_a_pure_function_of_its_seed() {
     let sc = Scenario::default();
     for seed in [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144] {
-        let a = world::run(seed, &sc, false);
-        let b = world::run(seed, &sc, false);
+        let a = rollout_sim::harness::run(seed, &sc, false);
+        let b = rollout_sim::harness::run(seed, &sc, false);
         assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
         assert_eq!(a.trace.hash(), b.trace.hash());
     }
-    let a = world::run(1, &sc, false);
-    let b = world::run(2, &sc, false);
+    let a = rollout_sim::harness::run(1, &sc, false);
+    let b = rollout_sim::harness::run(2, &sc, false);
     assert_ne!(a.trace.hash(), b.trace.hash(), "different seeds should give different runs");
 }
 
 #[test]
 fn a_run_without_faults_rolls_out_zone_by_zone() {
-    let o = world::run(1, &only(|_| {}), false);
+    let o = rollout_sim::harness::run(1, &only(|_| {}), false);
     assert!(o.passed(), "{:#?}", o.violations);
     assert!(o.converged_at.is_some());
     // Two revisions over 3 zones x 3 pods: at least one deletion per pod and one status write per zone.
@@ -59,11 +62,12 @@ fn a_run_without_faults_rolls_out_zone_by_zone() {
 }
 
 /// The first seed below 500 at which `planner` breaks a safety invariant (not merely liveness).
-fn first_safety_violation(planner: PlannerKind) -> Option<(u64, Vec<checker::Violation>)> {
+fn first_safety_violation(planner: PlannerKind) -> Option<(u64, Vec<rollout_sim::oracle::checker::Violation>)> {
     let sc = Scenario { planner, ..Scenario::default() };
     (0..500).find_map(|seed| {
-        let o = world::run(seed, &sc, false);
-        let safety: Vec<_> = o.violations.into_iter().filter(|v| v.invariant != checker::LIVENESS).collect();
+        let o = rollout_sim::harness::run(seed, &sc, false);
+        let safety: Vec<_> =
+            o.violations.into_iter().filter(|v| v.invariant != rollout_sim::oracle::checker::LIVENESS).collect();
         (!safety.is_empty()).then_some((seed, safety))
     })
 }
@@ -83,24 +87,38 @@ fn assert_caught(planner: PlannerKind, expected: &[&str]) {
 fn known_bug_status_count_readiness_is_caught() {
     assert_caught(
         PlannerKind::StatusCountReadiness,
-        &[checker::MAX_UNAVAILABLE, checker::ONE_ZONE, checker::NO_ZERO_POD_READY],
+        &[
+            rollout_sim::oracle::checker::MAX_UNAVAILABLE,
+            rollout_sim::oracle::checker::ONE_ZONE,
+            rollout_sim::oracle::checker::NO_ZERO_POD_READY,
+        ],
     );
 }
 
 #[test]
 fn known_bug_paused_lets_others_proceed_is_caught() {
-    assert_caught(PlannerKind::PausedLetsOthersProceed, &[checker::ONE_ZONE]);
+    assert_caught(PlannerKind::PausedLetsOthersProceed, &[rollout_sim::oracle::checker::ONE_ZONE]);
 }
 
 #[test]
 fn known_bug_no_expectations_is_caught() {
     // It also drops the uid preconditions, so it may first be caught deleting a pod it never saw.
-    assert_caught(PlannerKind::NoExpectations, &[checker::MAX_UNAVAILABLE, checker::ONE_ZONE, checker::ONLY_SEEN_PODS]);
+    assert_caught(
+        PlannerKind::NoExpectations,
+        &[
+            rollout_sim::oracle::checker::MAX_UNAVAILABLE,
+            rollout_sim::oracle::checker::ONE_ZONE,
+            rollout_sim::oracle::checker::ONLY_SEEN_PODS,
+        ],
+    );
 }
 
 #[test]
 fn known_bug_terminating_counts_as_ready_is_caught() {
-    assert_caught(PlannerKind::TerminatingCountsAsReady, &[checker::ONE_ZONE, checker::MAX_UNAVAILABLE]);
+    assert_caught(
+        PlannerKind::TerminatingCountsAsReady,
+        &[rollout_sim::oracle::checker::ONE_ZONE, rollout_sim::oracle::checker::MAX_UNAVAILABLE],
+    );
 }
 
 // Historical failures of the reference, each as a scenario that provokes it: the real controller must pass.
@@ -121,7 +139,7 @@ fn regression_zone_pods_gone_while_status_says_ready() {
     assert_all_pass(&sc, 0..30);
     let buggy = Scenario { planner: PlannerKind::StatusCountReadiness, ..sc };
     assert!(
-        (0..60).any(|s| !world::run(s, &buggy, false).passed()),
+        (0..60).any(|s| !rollout_sim::harness::run(s, &buggy, false).passed()),
         "the status-count planner should be caught here too"
     );
 }
@@ -194,7 +212,7 @@ fn larger_historical_failures_of_the_reference_over_seeds_30_to_60() {
 /// zone (a simulator bug: deploys are now serialised, and convergence is judged against each template).
 #[test]
 fn regression_seed_37_overlapping_deploys_converge() {
-    let o = world::run(37, &Scenario::default(), false);
+    let o = rollout_sim::harness::run(37, &Scenario::default(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -203,8 +221,8 @@ fn regression_seed_37_overlapping_deploys_converge() {
 #[test]
 fn regression_seed_133_replays_identically() {
     let sc = Scenario { faults: FaultMix::NONE, ..Scenario::default() };
-    let a = world::run(133, &sc, false);
-    let b = world::run(133, &sc, false);
+    let a = rollout_sim::harness::run(133, &sc, false);
+    let b = rollout_sim::harness::run(133, &sc, false);
     assert_eq!(a.trace.lines, b.trace.lines);
 }
 
@@ -212,8 +230,10 @@ fn regression_seed_133_replays_identically() {
 /// is not held against it; one it had already seen is.
 #[test]
 fn checker_judges_deletions_against_the_controllers_knowledge() {
-    use rollout_sim::checker::{Checker, Knowledge};
-    use rollout_sim::objects::{PodSum, StsSum};
+    use rollout_sim::environment::objects::PodSum;
+    use rollout_sim::environment::objects::StsSum;
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::Knowledge;
     use std::time::Duration;
     let sts = |name: &str| StsSum {
         name: name.into(),
@@ -252,7 +272,7 @@ fn checker_judges_deletions_against_the_controllers_knowledge() {
     let after = Knowledge { incarnation: 1, sts_rv: 5, pod_rv: 5 };
     c.judge_delete(Duration::ZERO, after, 7, &pod("a", true));
     assert_eq!(c.violations.len(), 1, "{:?}", c.violations);
-    assert_eq!(c.violations[0].invariant, checker::ONE_ZONE);
+    assert_eq!(c.violations[0].invariant, rollout_sim::oracle::checker::ONE_ZONE);
 }
 
 /// Overlapping API server crashes once panicked the simulation ("address already in use"): madsim's `restart`
@@ -272,7 +292,7 @@ fn regression_overlapping_apiserver_restarts_rebind() {
 #[test]
 fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds() {
     let sc = Scenario::scaling();
-    let outcomes: Vec<Outcome> = (0..40).map(|s| world::run(s, &sc, false)).collect();
+    let outcomes: Vec<Outcome> = (0..40).map(|s| rollout_sim::harness::run(s, &sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
@@ -304,7 +324,7 @@ fn scaling_a_failed_pass_is_retried_after_its_backoff_not_at_the_resync_over_120
     let sc = Scenario::scaling();
     let mut slowest = (std::time::Duration::ZERO, 0);
     for seed in 0..120 {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
         if let Some(&longest) = o.reactions.samples.iter().max() {
             slowest = slowest.max((longest, seed));
@@ -348,7 +368,7 @@ fn lost_replies_while_scaling() -> Scenario {
 #[test]
 fn scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time() {
     let sc = lost_replies_while_scaling();
-    let outcomes: Vec<Outcome> = (0..50).map(|s| world::run(s, &sc, false)).collect();
+    let outcomes: Vec<Outcome> = (0..50).map(|s| rollout_sim::harness::run(s, &sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
@@ -376,7 +396,7 @@ fn larger_scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time_o
 /// one addressed to an earlier process at its address.
 #[test]
 fn regression_seed_31_a_dead_controllers_late_reply_is_not_taken_by_its_successor() {
-    let o = world::run(31, &lost_replies_while_scaling(), false);
+    let o = rollout_sim::harness::run(31, &lost_replies_while_scaling(), false);
     assert!(o.passed(), "{:#?}", o.violations);
     let unclaimed =
         o.trace.lines.iter().filter(|l| l.contains("by controller") && l.contains("(not recorded)")).count();
@@ -387,8 +407,8 @@ fn regression_seed_31_a_dead_controllers_late_reply_is_not_taken_by_its_successo
 fn scaling_runs_are_a_pure_function_of_their_seed() {
     for sc in [Scenario::scaling(), Scenario::scaling_during_rollout()] {
         for seed in [0, 2, 5, 13] {
-            let a = world::run(seed, &sc, false);
-            let b = world::run(seed, &sc, false);
+            let a = rollout_sim::harness::run(seed, &sc, false);
+            let b = rollout_sim::harness::run(seed, &sc, false);
             assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
         }
     }
@@ -398,8 +418,8 @@ fn scaling_runs_are_a_pure_function_of_their_seed() {
 fn scaling_known_bug_skips_min_time_check_is_caught() {
     let sc = Scenario { planner: PlannerKind::SkipsMinTimeCheck, ..Scenario::scaling() };
     let (seed, o) = (0..50)
-        .map(|s| (s, world::run(s, &sc, false)))
-        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::MIN_TIME))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::MIN_TIME))
         .expect("skips-min-time-check not caught in 50 seeds");
     println!("skips-min-time-check first caught at seed {seed}: {}", o.violations[0].detail);
 }
@@ -409,11 +429,15 @@ fn scaling_known_bug_skips_min_time_check_is_caught() {
 #[test]
 fn regression_seed_0_follower_downscaled_right_after_the_leader() {
     let buggy = Scenario { planner: PlannerKind::SkipsMinTimeCheck, ..Scenario::scaling() };
-    let o = world::run(0, &buggy, false);
-    let v = o.violations.iter().find(|v| v.invariant == checker::MIN_TIME).expect("seed 0 should be caught");
+    let o = rollout_sim::harness::run(0, &buggy, false);
+    let v = o
+        .violations
+        .iter()
+        .find(|v| v.invariant == rollout_sim::oracle::checker::MIN_TIME)
+        .expect("seed 0 should be caught");
     let follower = v.detail.contains("ingester-zone-b") || v.detail.contains("ingester-zone-c");
     assert!(follower && v.detail.contains("ingester-zone-a"), "{}", v.detail);
-    let real = world::run(0, &Scenario::scaling(), false);
+    let real = rollout_sim::harness::run(0, &Scenario::scaling(), false);
     assert!(real.passed(), "{:#?}", real.violations);
     assert!(real.downscales >= 3, "only {} downscales", real.downscales);
 }
@@ -428,7 +452,7 @@ fn regression_seed_0_follower_downscaled_right_after_the_leader() {
 fn regression_seeds_62_112_condemned_pods_mask_a_missing_pod() {
     let sc = Scenario::scaling_during_rollout();
     for seed in [62, 112] {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }
@@ -439,7 +463,8 @@ fn regression_seeds_62_112_condemned_pods_mask_a_missing_pod() {
 /// violation now.) Force-replicas is exempt.
 #[test]
 fn checker_judges_downscales_by_their_commit_times() {
-    use rollout_sim::checker::{Checker, Downscale};
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::scaling::Downscale;
     use std::time::Duration;
     let d = |sts: &str, at: u64, recorded: Option<u64>| Downscale {
         commit_rv: at,
@@ -459,7 +484,7 @@ fn checker_judges_downscales_by_their_commit_times() {
     c.record_downscale(d("a", 100, Some(95)));
     c.record_downscale(d("b", 126, Some(126)));
     assert_eq!(c.violations.len(), 1, "b committed 26 s after a, whatever a's claim said: {:?}", c.violations);
-    assert_eq!(c.violations[0].invariant, checker::MIN_TIME);
+    assert_eq!(c.violations[0].invariant, rollout_sim::oracle::checker::MIN_TIME);
     c.record_downscale(d("c", 156, None));
     assert_eq!(c.violations.len(), 1, "c is exactly 30 s after b and 56 s after a: {:?}", c.violations);
     c.record_downscale(Downscale { exempt: true, ..d("a", 157, None) });
@@ -469,8 +494,8 @@ fn checker_judges_downscales_by_their_commit_times() {
     assert_eq!(c.min_commit_gap, Some(Duration::from_secs(2)));
 }
 
-fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::StsSum {
-    rollout_sim::objects::StsSum {
+fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::environment::objects::StsSum {
+    rollout_sim::environment::objects::StsSum {
         name: name.into(),
         group: "g".into(),
         replicas,
@@ -487,8 +512,14 @@ fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::objects::Sts
     }
 }
 
-fn sum_pod(sts: &str, ordinal: u32, uid: &str, revision: &str, ready: bool) -> rollout_sim::objects::PodSum {
-    rollout_sim::objects::PodSum {
+fn sum_pod(
+    sts: &str,
+    ordinal: u32,
+    uid: &str,
+    revision: &str,
+    ready: bool,
+) -> rollout_sim::environment::objects::PodSum {
+    rollout_sim::environment::objects::PodSum {
         sts: sts.into(),
         name: format!("{sts}-{ordinal}"),
         uid: uid.into(),
@@ -506,21 +537,23 @@ fn sum_pod(sts: &str, ordinal: u32, uid: &str, revision: &str, ready: bool) -> r
 /// and skipped the max-unavailable rule.
 #[test]
 fn checker_judges_a_deletion_on_the_pod_it_deleted_not_on_its_name() {
-    use rollout_sim::checker::{Checker, Knowledge};
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::Knowledge;
     use std::time::Duration;
     let mut c = Checker::default();
     c.record_sts(1, "a", Some(sum_sts("a", 2, "r1")));
     c.record_pod(
         2,
         "a-0",
-        Some(rollout_sim::objects::PodSum { terminating: true, ..sum_pod("a", 0, "1", "r0", true) }),
+        Some(rollout_sim::environment::objects::PodSum { terminating: true, ..sum_pod("a", 0, "1", "r0", true) }),
     );
     c.record_pod(3, "a-1", Some(sum_pod("a", 1, "3", "r0", false)));
     let known = Knowledge { incarnation: 1, sts_rv: 3, pod_rv: 3 };
     c.record_pod(4, "a-0", None);
     c.record_pod(5, "a-0", Some(sum_pod("a", 0, "2", "r1", true)));
     c.judge_delete(Duration::ZERO, known, 6, &sum_pod("a", 0, "2", "r1", true));
-    let v: Vec<_> = c.violations.iter().filter(|v| v.invariant == checker::MAX_UNAVAILABLE).collect();
+    let v: Vec<_> =
+        c.violations.iter().filter(|v| v.invariant == rollout_sim::oracle::checker::MAX_UNAVAILABLE).collect();
     assert_eq!(v.len(), 1, "{:?}", c.violations);
     // The same deletion of the pod the controller knew (uid 1, terminating already) spends nothing.
     let mut c2 = Checker::default();
@@ -528,16 +561,20 @@ fn checker_judges_a_deletion_on_the_pod_it_deleted_not_on_its_name() {
     c2.record_pod(
         2,
         "a-0",
-        Some(rollout_sim::objects::PodSum { terminating: true, ..sum_pod("a", 0, "1", "r0", true) }),
+        Some(rollout_sim::environment::objects::PodSum { terminating: true, ..sum_pod("a", 0, "1", "r0", true) }),
     );
     c2.record_pod(3, "a-1", Some(sum_pod("a", 1, "3", "r0", false)));
     c2.judge_delete(
         Duration::ZERO,
         known,
         4,
-        &rollout_sim::objects::PodSum { terminating: true, ..sum_pod("a", 0, "1", "r0", true) },
+        &rollout_sim::environment::objects::PodSum { terminating: true, ..sum_pod("a", 0, "1", "r0", true) },
     );
-    assert!(c2.violations.iter().all(|v| v.invariant != checker::MAX_UNAVAILABLE), "{:?}", c2.violations);
+    assert!(
+        c2.violations.iter().all(|v| v.invariant != rollout_sim::oracle::checker::MAX_UNAVAILABLE),
+        "{:?}",
+        c2.violations
+    );
 }
 
 /// An admitted downscale is judged on the API server's history between the review's arrival and the commit, not on
@@ -546,7 +583,8 @@ fn checker_judges_a_deletion_on_the_pod_it_deleted_not_on_its_name() {
 /// controller deletion during the admission is.
 #[test]
 fn checker_judges_admissions_on_the_committed_history() {
-    use rollout_sim::checker::{Checker, Knowledge};
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::Knowledge;
     use std::time::Duration;
     let mut c = Checker::default();
     c.record_sts(1, "a", Some(sum_sts("a", 1, "r1")));
@@ -557,7 +595,7 @@ fn checker_judges_admissions_on_the_committed_history() {
     c.record_pod(6, "a-0", Some(sum_pod("a", 0, "a0", "r1", true)));
     c.judge_admitted(Duration::ZERO, 4, 6, "a", "g");
     assert_eq!(c.violations.len(), 1, "b-0 was not updated throughout: {:?}", c.violations);
-    assert_eq!(c.violations[0].invariant, checker::NO_DOWNSCALE_DURING_ROLLOUT);
+    assert_eq!(c.violations[0].invariant, rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT);
 
     let mut c = Checker::default();
     c.record_sts(1, "a", Some(sum_sts("a", 1, "r1")));
@@ -573,10 +611,14 @@ fn checker_judges_admissions_on_the_committed_history() {
     c.record_pod(
         7,
         "b-0",
-        Some(rollout_sim::objects::PodSum { terminating: true, ..sum_pod("b", 0, "b0", "r1", false) }),
+        Some(rollout_sim::environment::objects::PodSum { terminating: true, ..sum_pod("b", 0, "b0", "r1", false) }),
     );
     c.judge_admitted(Duration::ZERO, 6, 8, "a", "g");
-    let v: Vec<_> = c.violations.iter().filter(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT).collect();
+    let v: Vec<_> = c
+        .violations
+        .iter()
+        .filter(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT)
+        .collect();
     assert_eq!(v.len(), 1, "{:?}", c.violations);
     assert!(v[0].detail.contains("deleted by the controller"), "{}", v[0].detail);
 }
@@ -585,7 +627,8 @@ fn checker_judges_admissions_on_the_committed_history() {
 /// not ready is a violation; while a is updated and ready it is not.
 #[test]
 fn checker_judges_the_controllers_downscales_against_rollouts() {
-    use rollout_sim::checker::{Checker, Knowledge};
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::Knowledge;
     use std::time::Duration;
     let mut c = Checker::default();
     c.record_sts(1, "a", Some(sum_sts("a", 1, "r1")));
@@ -596,7 +639,7 @@ fn checker_judges_the_controllers_downscales_against_rollouts() {
     assert!(c.violations.is_empty(), "{:?}", c.violations);
     c.judge_controller_downscale(Duration::ZERO, Knowledge { incarnation: 1, sts_rv: 3, pod_rv: 3 }, "b", "g");
     assert_eq!(c.violations.len(), 1, "a-0 not ready as the controller knew it: {:?}", c.violations);
-    assert_eq!(c.violations[0].invariant, checker::NO_DOWNSCALE_DURING_ROLLOUT);
+    assert_eq!(c.violations[0].invariant, rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT);
 }
 
 /// Seeds 687, 916 (`--webhook`) and 995 (`--scaling`): under the commit-time checker, the code of the time let two
@@ -612,7 +655,7 @@ fn regression_seeds_687_916_995_downscales_committed_closer_than_the_min_time() 
         (916, Scenario::rollout_with_admitted_downscales()),
         (995, Scenario::scaling()),
     ] {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }
@@ -627,7 +670,7 @@ fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
 }
 
 fn all_pass(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.map(|s| world::run(s, sc, false)).collect();
+    let outcomes: Vec<Outcome> = seeds.map(|s| rollout_sim::harness::run(s, sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
@@ -673,8 +716,8 @@ fn larger_webhook_admitted_scaling_and_rollouts_keep_invariants_3_and_5_over_mor
 fn webhook_runs_are_a_pure_function_of_their_seed() {
     for sc in [Scenario::scaling_admitted(), Scenario::rollout_with_admitted_downscales()] {
         for seed in [0, 3, 23] {
-            let a = world::run(seed, &sc, false);
-            let b = world::run(seed, &sc, false);
+            let a = rollout_sim::harness::run(seed, &sc, false);
+            let b = rollout_sim::harness::run(seed, &sc, false);
             assert_eq!(a.trace.lines, b.trace.lines, "seed {seed}: traces differ");
         }
     }
@@ -685,8 +728,10 @@ fn webhook_known_bug_ignores_downscales_in_progress_is_caught() {
     let sc =
         Scenario { planner: PlannerKind::IgnoresDownscalesInProgress, ..Scenario::rollout_with_admitted_downscales() };
     let (seed, o) = (0..60)
-        .map(|s| (s, world::run(s, &sc, false)))
-        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false)))
+        .find(|(_, o)| {
+            o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT)
+        })
         .expect("ignores-downscales-in-progress not caught in 60 seeds");
     println!("ignores-downscales-in-progress first caught at seed {seed}: {}", o.violations[0].detail);
 }
@@ -699,18 +744,18 @@ fn webhook_known_bug_ignores_downscales_in_progress_is_caught() {
 fn regression_seed_7_pod_replaced_while_a_downscale_is_prepared() {
     let sc = Scenario::rollout_with_admitted_downscales();
     let buggy = Scenario { planner: PlannerKind::IgnoresDownscalesInProgress, ..sc.clone() };
-    let o = world::run(7, &buggy, false);
+    let o = rollout_sim::harness::run(7, &buggy, false);
     let v = o
         .violations
         .iter()
-        .find(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT)
+        .find(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT)
         .expect("seed 7 should be caught");
     assert!(
         v.detail.contains("deleted ingester-zone-b-0") && v.detail.contains("ingester-zone-b was being prepared"),
         "{}",
         v.detail
     );
-    let real = world::run(7, &sc, false);
+    let real = rollout_sim::harness::run(7, &sc, false);
     assert!(real.passed(), "{:#?}", real.violations);
 }
 
@@ -720,10 +765,13 @@ fn regression_seed_7_pod_replaced_while_a_downscale_is_prepared() {
 fn scaling_known_bug_downscales_during_rollouts_is_caught() {
     let sc = Scenario { planner: PlannerKind::DownscalesDuringRollouts, ..Scenario::scaling_during_rollout() };
     let (seed, o) = (0..60)
-        .map(|s| (s, world::run(s, &sc, false)))
-        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false)))
+        .find(|(_, o)| {
+            o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT)
+        })
         .expect("downscales-during-rollouts not caught in 60 seeds");
-    let v = o.violations.iter().find(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT).unwrap();
+    let v =
+        o.violations.iter().find(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT).unwrap();
     assert!(v.detail.starts_with("scaled "), "{}", v.detail);
     println!("downscales-during-rollouts first caught at seed {seed}: {}", v.detail);
 }
@@ -735,7 +783,7 @@ fn scaling_known_bug_downscales_during_rollouts_is_caught() {
 /// the live object: kept while the write is seen to have happened, dropped only when it is seen not to have.
 #[test]
 fn regression_seed_3500_expectation_given_up_on_a_stale_cache() {
-    let o = world::run(3500, &Scenario::default(), false);
+    let o = rollout_sim::harness::run(3500, &Scenario::default(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -749,7 +797,7 @@ fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
 
 #[test]
 fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no_configmap() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     for (name, sc, seeds) in rbac_worlds(0..12, 0..10) {
         let outcomes = all_pass(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
@@ -772,7 +820,7 @@ fn rbac_worlds(
 
 #[test]
 fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
-    use rollout_sim::world::ReferenceDeployment::Jsonnet;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::Jsonnet;
     let mut used = 0;
     for (_, sc, seeds) in rbac_worlds(0..10, 0..10) {
         let outcomes = all_pass(&under(Jsonnet, sc), seeds);
@@ -784,7 +832,7 @@ fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_under_the_helm_charts_and_the_jsonnet_rbac_every_scenario_keeps_its_invariants_over_more_seeds() {
-    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     for (name, sc, seeds) in rbac_worlds(12..40, 10..30) {
         let outcomes = all_pass(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
@@ -799,12 +847,13 @@ fn larger_under_the_helm_charts_and_the_jsonnet_rbac_every_scenario_keeps_its_in
 /// invariant holds and the group converges.
 #[test]
 fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = Scenario { zone_tracker: Some(true), ..under(HelmChart, Scenario::rollout_with_admitted_downscales()) };
     let mut forbidden = 0;
     for seed in 0..10 {
-        let o = world::run(seed, &sc, false);
-        let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
+        let o = rollout_sim::harness::run(seed, &sc, false);
+        let (refused, other): (Vec<_>, Vec<_>) =
+            o.violations.iter().partition(|v| v.invariant == rollout_sim::oracle::checker::FORBIDDEN);
         assert!(other.is_empty(), "seed {seed}: {other:#?}");
         assert!(refused.iter().all(|v| v.detail.contains("configmaps")), "seed {seed}: {refused:#?}");
         forbidden += refused.len();
@@ -823,12 +872,13 @@ fn a_zone_tracker_refused_by_rbac_is_reported_and_rollouts_still_converge() {
 /// claim, are each reported as a violation of the deployment's RBAC.
 #[test]
 fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused_write_and_rollouts_converge() {
-    use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::TrackerReadOnly;
     let sc = under(TrackerReadOnly, Scenario::rollout_with_admitted_downscales());
     let mut forbidden = 0;
     for seed in 0..10 {
-        let o = world::run(seed, &sc, false);
-        let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
+        let o = rollout_sim::harness::run(seed, &sc, false);
+        let (refused, other): (Vec<_>, Vec<_>) =
+            o.violations.iter().partition(|v| v.invariant == rollout_sim::oracle::checker::FORBIDDEN);
         assert!(other.is_empty(), "seed {seed}: {other:#?}");
         let webhook_write = |d: &str| d.contains("webhook") && d.contains("create configmaps");
         assert!(refused.iter().all(|v| webhook_write(&v.detail)), "seed {seed}: {refused:#?}");
@@ -849,8 +899,9 @@ fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused
 /// controller try to claim at every pass, each refusal after the first reported.
 #[test]
 fn followers_are_not_scaled_down_while_the_zone_trackers_record_is_read_only_over_20_seeds() {
-    use rollout_sim::world::ReferenceDeployment::TrackerReadOnly;
-    use rollout_sim::world::{Admission, ScalingScenario};
+    use rollout_sim::scenario::deployment::ReferenceDeployment::TrackerReadOnly;
+    use rollout_sim::scenario::scaling::Admission;
+    use rollout_sim::scenario::scaling::ScalingScenario;
     let direct = ScalingScenario { admission: Admission::Direct, ..ScalingScenario::default() };
     let sc = under(TrackerReadOnly, Scenario { scaling: Some(direct), ..Scenario::scaling() });
     let outcomes = all_pass(&sc, 0..20);
@@ -869,7 +920,7 @@ fn followers_are_not_scaled_down_while_the_zone_trackers_record_is_read_only_ove
 /// every downscale (not only the coordinated ones) leaves a forced downscale undone.
 #[test]
 fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas_apply() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = Scenario {
         zone_tracker: Some(true),
         force_follower: true,
@@ -877,8 +928,9 @@ fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas
     };
     let (mut forced_down, mut upscales) = (0, 0);
     for seed in 0..16 {
-        let o = world::run(seed, &sc, false);
-        let (refused, other): (Vec<_>, Vec<_>) = o.violations.iter().partition(|v| v.invariant == checker::FORBIDDEN);
+        let o = rollout_sim::harness::run(seed, &sc, false);
+        let (refused, other): (Vec<_>, Vec<_>) =
+            o.violations.iter().partition(|v| v.invariant == rollout_sim::oracle::checker::FORBIDDEN);
         assert!(other.is_empty(), "seed {seed}: {other:#?}");
         assert!(refused.iter().all(|v| v.detail.contains("configmaps")), "seed {seed}: {refused:#?}");
         assert!(o.converged_at.is_some(), "seed {seed} did not converge");
@@ -897,7 +949,7 @@ fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas
 /// stalled the rollout, since a pass that scales does nothing else.
 #[test]
 fn without_patch_on_statefulsets_scaling_is_refused_and_rollouts_still_converge_over_20_seeds() {
-    use rollout_sim::world::ReferenceDeployment::NoPatch;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::NoPatch;
     let sc = under(NoPatch, Scenario { revisions: 1, ..Scenario::scaling() });
     let outcomes = all_pass(&sc, 0..20);
     let refused = count_lines(&outcomes, "patch statefulsets");
@@ -911,7 +963,8 @@ fn without_patch_on_statefulsets_scaling_is_refused_and_rollouts_still_converge_
 /// the earlier one committed is left unjudged only in that mode.
 #[test]
 fn checker_excuses_overlapping_downscales_only_without_the_zone_tracker() {
-    use rollout_sim::checker::{Checker, Downscale};
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::scaling::Downscale;
     use std::time::Duration;
     let d = |sts: &str, at: u64, commit_rv: u64, basis_rv: u64| Downscale {
         commit_rv,
@@ -949,10 +1002,14 @@ fn checker_excuses_overlapping_downscales_only_without_the_zone_tracker() {
 /// there only on what held throughout it; the same seeds with the tracker (the jsonnet) keep the full guarantee.
 #[test]
 fn regression_seeds_1432_1496_rollout_step_during_an_admission_without_the_zone_tracker() {
-    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     for seed in [1432, 1496] {
         for deployment in [HelmChart, Jsonnet] {
-            let o = world::run(seed, &under(deployment, Scenario::rollout_with_admitted_downscales()), false);
+            let o = rollout_sim::harness::run(
+                seed,
+                &under(deployment, Scenario::rollout_with_admitted_downscales()),
+                false,
+            );
             assert!(o.passed(), "seed {seed} {deployment:?}: {:#?}", o.violations);
         }
     }
@@ -964,10 +1021,10 @@ fn regression_seeds_1432_1496_rollout_step_during_an_admission_without_the_zone_
 /// liveness deadline. The simulator's fault, not the controller's: healing now wakes the kubelet.
 #[test]
 fn regression_seeds_2454_239_healing_wakes_the_kubelet() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
-    let o = world::run(2454, &under(HelmChart, Scenario::rollout_with_admitted_downscales()), false);
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
+    let o = rollout_sim::harness::run(2454, &under(HelmChart, Scenario::rollout_with_admitted_downscales()), false);
     assert!(o.passed(), "{:#?}", o.violations);
-    let o = world::run(239, &Scenario { revisions: 2, ..Scenario::scaling_admitted() }, false);
+    let o = rollout_sim::harness::run(239, &Scenario { revisions: 2, ..Scenario::scaling_admitted() }, false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -979,7 +1036,7 @@ fn regression_seeds_2454_239_healing_wakes_the_kubelet() {
 fn regression_seeds_2_32_pod_replaced_between_the_answer_and_the_commit() {
     let sc = Scenario::rollout_with_admitted_downscales();
     for seed in [2, 32] {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }
@@ -1003,7 +1060,7 @@ fn regression_seeds_124_344_a_downscale_claim_waits_for_the_controllers_live_rol
 /// runs after the pods' cancel calls).
 #[test]
 fn regression_seed_196_a_preparation_ends_when_its_admission_gives_the_claim_back() {
-    let o = world::run(196, &Scenario::rollout_with_admitted_downscales(), false);
+    let o = rollout_sim::harness::run(196, &Scenario::rollout_with_admitted_downscales(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -1045,8 +1102,8 @@ fn larger_percentage_max_unavailable_and_min_ready_seconds_keep_every_invariant_
 fn known_bug_percent_as_count_is_caught() {
     let sc = Scenario { planner: PlannerKind::PercentAsCount, ..Scenario::percentages() };
     let (seed, violations) = (0..100)
-        .map(|s| (s, world::run(s, &sc, false).violations))
-        .find(|(_, v)| v.iter().any(|v| v.invariant == checker::MAX_UNAVAILABLE))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false).violations))
+        .find(|(_, v)| v.iter().any(|v| v.invariant == rollout_sim::oracle::checker::MAX_UNAVAILABLE))
         .expect("percent-as-count not caught in 100 seeds");
     println!("percent-as-count first caught at seed {seed}: {}", violations[0].detail);
 }
@@ -1063,7 +1120,7 @@ fn min_ready_seconds_keeps_every_invariant_over_40_seeds() {
 fn known_bug_ignores_min_ready_seconds_is_caught() {
     let sc = Scenario { planner: PlannerKind::IgnoresMinReadySeconds, ..Scenario::min_ready() };
     let (seed, violations) = (0..50)
-        .map(|s| (s, world::run(s, &sc, false).violations))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false).violations))
         .find(|(_, v)| !v.is_empty())
         .expect("ignores-min-ready-seconds not caught in 50 seeds");
     println!("ignores-min-ready-seconds first caught at seed {seed}: {}", violations[0].detail);
@@ -1074,7 +1131,7 @@ fn known_bug_ignores_min_ready_seconds_is_caught() {
 /// pod had been Ready ten seconds. Times are stored in whole seconds now, as a real API server does.
 #[test]
 fn regression_seed_9_min_ready_times_in_whole_seconds() {
-    let o = world::run(9, &Scenario::min_ready(), false);
+    let o = rollout_sim::harness::run(9, &Scenario::min_ready(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -1084,7 +1141,7 @@ fn regression_seed_9_min_ready_times_in_whole_seconds() {
 /// are not Ready at all are replaced for free now; one waiting out minReadySeconds waits for the budget.
 #[test]
 fn regression_seed_1468_a_pod_about_to_be_available_is_not_replaced_for_free() {
-    let o = world::run(1468, &Scenario::min_ready(), false);
+    let o = rollout_sim::harness::run(1468, &Scenario::min_ready(), false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -1099,7 +1156,7 @@ fn regression_seed_52_min_ready_seconds_lengthen_the_settle_deadline() {
         settle_deadline: base.settle_deadline + std::time::Duration::from_secs(600),
         ..base
     };
-    let o = world::run(52, &sc, false);
+    let o = rollout_sim::harness::run(52, &sc, false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -1110,7 +1167,7 @@ fn regression_seed_52_min_ready_seconds_lengthen_the_settle_deadline() {
 /// resourceVersion under the request); with it, in the record. Both keep every invariant.
 #[test]
 fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker() {
-    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
     let helm = all_pass(&under(HelmChart, base.clone()), 0..15);
     assert!(count_lines(&helm, "annotations -> ok") > 5, "parents annotated for /scale downscales");
@@ -1122,8 +1179,8 @@ fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker
 }
 
 /// The webhook users' downscale requests of `outcomes`, summed.
-fn scale_requests(outcomes: &[Outcome]) -> rollout_sim::guaranteed_update::ScaleRequestStats {
-    let mut stats = rollout_sim::guaranteed_update::ScaleRequestStats::default();
+fn scale_requests(outcomes: &[Outcome]) -> rollout_sim::environment::guaranteed_update::ScaleRequestStats {
+    let mut stats = rollout_sim::environment::guaranteed_update::ScaleRequestStats::default();
     for o in outcomes {
         stats.add(&o.scale_requests);
     }
@@ -1133,7 +1190,7 @@ fn scale_requests(outcomes: &[Outcome]) -> rollout_sim::guaranteed_update::Scale
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
-    use rollout_sim::world::ReferenceDeployment::{HelmChart, Jsonnet};
+    use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
     all_pass(&under(HelmChart, base.clone()), 15..40);
     let jsonnet = all_pass(&under(Jsonnet, base), 15..40);
@@ -1147,7 +1204,7 @@ fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
 /// leader's commit (the date comparison inverted fails seeds 0, 2, 7, 11 and 19).
 #[test]
 fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_time() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
     let outcomes = all_pass(&sc, 0..24);
     assert!(count_lines(&outcomes, "annotations -> ok") > 5, "parents annotated for /scale downscales");
@@ -1162,7 +1219,7 @@ fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_ti
 /// margin ahead, the PATCH's re-admissions write again until the API server gives up with 409.)
 #[test]
 fn without_the_zone_tracker_kubectl_scale_commits_on_its_first_request_and_an_hpa_put_on_its_retry() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
     let stats = scale_requests(&all_pass(&sc, 0..30));
     assert!(stats.scale_patch_readmitted >= 10, "kubectl-style /scale downscales committed: {stats:?}");
@@ -1178,9 +1235,9 @@ fn without_the_zone_tracker_kubectl_scale_commits_on_its_first_request_and_an_hp
 /// record failed is not one.
 #[test]
 fn regression_seed_70_a_record_whose_answer_was_lost_is_denied_as_failed_not_judged_recorded() {
-    use rollout_sim::world::ReferenceDeployment::HelmChart;
+    use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
-    let o = world::run(70, &sc, false);
+    let o = rollout_sim::harness::run(70, &sc, false);
     assert!(o.passed(), "{:#?}", o.violations);
     let lost = o.trace.lines.iter().any(|l| l.contains("annotation failed") && l.contains("deadline passed"));
     assert!(lost, "the record's answer is no longer lost at seed 70");
@@ -1196,10 +1253,11 @@ fn regression_seed_70_a_record_whose_answer_was_lost_is_denied_as_failed_not_jud
 /// not.
 #[test]
 fn checker_judges_the_controllers_downscales_against_unobserved_template_pushes() {
-    use rollout_sim::checker::{Checker, Knowledge};
+    use rollout_sim::oracle::checker::Checker;
+    use rollout_sim::oracle::checker::Knowledge;
     use std::time::Duration;
     let mut c = Checker::default();
-    let pushed = rollout_sim::objects::StsSum { template_revision: "r2".into(), ..sum_sts("a", 1, "r1") };
+    let pushed = rollout_sim::environment::objects::StsSum { template_revision: "r2".into(), ..sum_sts("a", 1, "r1") };
     c.record_sts(1, "a", Some(pushed));
     c.record_sts(2, "b", Some(sum_sts("b", 2, "r1")));
     c.record_pod(3, "a-0", Some(sum_pod("a", 0, "a0", "r1", true)));
@@ -1234,13 +1292,16 @@ fn larger_observe_lag_and_follower_rollouts_while_scaling_keep_every_invariant_o
 fn known_bug_ignores_observed_generation_is_caught() {
     let sc = Scenario { planner: PlannerKind::IgnoresObservedGeneration, ..Scenario::observe_lag() };
     let (seed, o) = (0..40)
-        .map(|s| (s, world::run(s, &sc, false)))
-        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false)))
+        .find(|(_, o)| {
+            o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT)
+        })
         .expect("ignores-observed-generation not caught in 40 seeds");
-    let v = o.violations.iter().find(|v| v.invariant == checker::NO_DOWNSCALE_DURING_ROLLOUT).unwrap();
+    let v =
+        o.violations.iter().find(|v| v.invariant == rollout_sim::oracle::checker::NO_DOWNSCALE_DURING_ROLLOUT).unwrap();
     assert!(v.detail.contains("not yet observed"), "{}", v.detail);
     println!("ignores-observed-generation first caught at seed {seed}: {}", v.detail);
-    let real = world::run(seed, &Scenario::observe_lag(), false);
+    let real = rollout_sim::harness::run(seed, &Scenario::observe_lag(), false);
     assert!(real.passed(), "{:#?}", real.violations);
 }
 
@@ -1264,8 +1325,8 @@ fn min_time_boundary_keeps_the_min_time_over_30_seeds() {
 fn known_bug_min_time_second_early_is_caught() {
     let sc = Scenario { planner: PlannerKind::MinTimeSecondEarly, ..Scenario::min_time_boundary() };
     let (seed, o) = (0..30)
-        .map(|s| (s, world::run(s, &sc, false)))
-        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::MIN_TIME))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::MIN_TIME))
         .expect("min-time-second-early not caught in 30 seeds");
     println!("min-time-second-early first caught at seed {seed}: {}", o.violations[0].detail);
 }
@@ -1290,8 +1351,8 @@ fn known_bug_condemned_pod_fills_missing_slot_is_caught_while_followers_scale() 
     let sc =
         Scenario { planner: PlannerKind::CondemnedPodFillsMissingSlot, ..Scenario::follower_rollouts_while_scaling() };
     let (seed, violations) = (0..40)
-        .map(|s| (s, world::run(s, &sc, false).violations))
-        .find(|(_, v)| v.iter().any(|v| v.invariant != checker::LIVENESS))
+        .map(|s| (s, rollout_sim::harness::run(s, &sc, false).violations))
+        .find(|(_, v)| v.iter().any(|v| v.invariant != rollout_sim::oracle::checker::LIVENESS))
         .expect("condemned-pod-fills-missing-slot not caught in 40 seeds");
     println!("condemned-pod-fills-missing-slot first caught at seed {seed}: {}", violations[0].detail);
 }
@@ -1306,10 +1367,10 @@ fn a_rollout_step_finished_while_a_deletion_is_in_flight_is_caught() {
     let sc = Scenario { faults, slow_commits: true, ..Scenario::rollout_with_admitted_downscales() };
     let buggy = Scenario { planner: PlannerKind::FinishesStepWhileOutcomeUnknown, ..sc.clone() };
     let (seed, _) = (0..60)
-        .map(|s| (s, world::run(s, &buggy, false)))
-        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == checker::ROLLOUT_STEP_CLAIMED))
+        .map(|s| (s, rollout_sim::harness::run(s, &buggy, false)))
+        .find(|(_, o)| o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::ROLLOUT_STEP_CLAIMED))
         .expect("finishes-step-while-outcome-unknown not caught in 60 seeds");
-    let real = world::run(seed, &sc, false);
+    let real = rollout_sim::harness::run(seed, &sc, false);
     assert!(real.passed(), "seed {seed}: {:#?}", real.violations);
 }
 
@@ -1322,7 +1383,11 @@ fn regression_seed_9_deletion_commits_after_its_step_was_finished() {
     faults.latency_spikes = true;
     let sc = Scenario { faults, slow_commits: true, ..Scenario::rollout_with_admitted_downscales() };
     let buggy = Scenario { planner: PlannerKind::FinishesStepWhileOutcomeUnknown, ..sc.clone() };
-    let o = world::run(9, &buggy, false);
-    assert!(o.violations.iter().any(|v| v.invariant == checker::ROLLOUT_STEP_CLAIMED), "{:#?}", o.violations);
-    assert!(world::run(9, &sc, false).passed());
+    let o = rollout_sim::harness::run(9, &buggy, false);
+    assert!(
+        o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::ROLLOUT_STEP_CLAIMED),
+        "{:#?}",
+        o.violations
+    );
+    assert!(rollout_sim::harness::run(9, &sc, false).passed());
 }

@@ -15,11 +15,14 @@ use rollout_core::downscale::DownscaleRecord;
 use rollout_core::keys;
 use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router};
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
-use rollout_sim::apiserver::{self, Knobs, ServerEnv};
-use rollout_sim::client::SimCluster;
-use rollout_sim::objects::{self, NAMESPACE, revision_name};
+use rollout_sim::environment::apiserver::Knobs;
+use rollout_sim::environment::apiserver::ServerEnv;
+use rollout_sim::environment::client::SimCluster;
+use rollout_sim::environment::objects::NAMESPACE;
+use rollout_sim::environment::objects::revision_name;
+use rollout_sim::environment::store::SharedStore;
+use rollout_sim::environment::store::Store;
 use rollout_sim::rng::SimRng;
-use rollout_sim::store::{SharedStore, Store};
 use rollout_sim::trace::Trace;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -52,7 +55,7 @@ impl PodHttpClient for SimPods {
 }
 
 fn zone_object(name: &str, replicas: i32) -> Value {
-    let mut s = objects::statefulset("ingester", name, 3, 1);
+    let mut s = rollout_sim::environment::objects::statefulset("ingester", name, 3, 1);
     s.metadata.labels.get_or_insert_default().insert(keys::PREPARE_DOWNSCALE.into(), "true".into());
     let annotations = s.metadata.annotations.get_or_insert_default();
     annotations.insert(keys::PREPARE_DOWNSCALE_HTTP_PORT.into(), "8080".into());
@@ -92,7 +95,14 @@ async fn world(seed: u64) -> Outcome {
             for i in 0..3 {
                 let pod_name = format!("{name}-{i}");
                 let uid = st.new_uid(&pod_name);
-                st.put_pod(objects::pod(name, i, &revision_name(name, 0), uid, true, Timestamp::now()));
+                st.put_pod(rollout_sim::environment::objects::pod(
+                    name,
+                    i,
+                    &revision_name(name, 0),
+                    uid,
+                    true,
+                    Timestamp::now(),
+                ));
             }
         }
     }
@@ -110,8 +120,8 @@ async fn world(seed: u64) -> Outcome {
     handle
         .create_node()
         .name("apiserver")
-        .ip(apiserver::address().ip())
-        .init(move || apiserver::serve(env.clone()))
+        .ip(rollout_sim::environment::apiserver::address().ip())
+        .init(move || rollout_sim::environment::apiserver::serve(env.clone()))
         .build();
     tokio::time::sleep(Duration::from_millis(10)).await;
 

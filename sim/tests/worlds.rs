@@ -7,11 +7,13 @@
 
 #![cfg(madsim)]
 
-use rollout_sim::checker;
-use rollout_sim::world::{self, Outcome, PlannerKind, ReferenceDeployment, Scenario};
+use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::planner::PlannerKind;
 
 fn run_all(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.map(|s| world::run(s, sc, false)).collect();
+    let outcomes: Vec<Outcome> = seeds.map(|s| rollout_sim::harness::run(s, sc, false)).collect();
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
@@ -24,7 +26,8 @@ fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
 
 /// The first seed below `limit` at which `sc` breaks `invariant`.
 fn first_violation(sc: &Scenario, limit: u64, invariant: &str) -> Option<u64> {
-    (0..limit).find(|seed| world::run(*seed, sc, false).violations.iter().any(|v| v.invariant == invariant))
+    (0..limit)
+        .find(|seed| rollout_sim::harness::run(*seed, sc, false).violations.iter().any(|v| v.invariant == invariant))
 }
 
 #[test]
@@ -48,7 +51,9 @@ fn mirror_statefulsets_follow_their_reference_and_write_it_back_over_15_seeds() 
 /// none). Both values go through the real annotation parser, which the default world (annotation absent) skips.
 #[test]
 fn the_mirror_write_back_annotation_is_honoured_both_ways_over_10_seeds() {
-    let written = |outcomes: &[world::Outcome]| count_lines(outcomes, "PATCH replicatemplates/ingester/status");
+    let written = |outcomes: &[rollout_sim::harness::outcome::Outcome]| {
+        count_lines(outcomes, "PATCH replicatemplates/ingester/status")
+    };
     let yes = run_all(&Scenario { mirror: true, mirror_write_back: Some("True"), ..Scenario::default() }, 0..10);
     assert!(written(&yes) >= 10, "`True` writes back: {} status writes", written(&yes));
     let no = run_all(&Scenario { mirror: true, mirror_write_back: Some("false"), ..Scenario::default() }, 0..10);
@@ -66,7 +71,9 @@ fn delayed_downscale_removes_only_pods_prepared_for_the_delay_over_15_seeds() {
     assert!(downscales >= 10, "only {downscales} mirror downscales");
     // The checker's rule can fail: judged on every downscale, a pod removed before its delay is reported.
     assert!(
-        outcomes.iter().all(|o| o.violations.iter().all(|v| v.invariant != checker::DELAYED_DOWNSCALE)),
+        outcomes
+            .iter()
+            .all(|o| o.violations.iter().all(|v| v.invariant != rollout_sim::oracle::checker::DELAYED_DOWNSCALE)),
         "passed runs have no violation"
     );
 }
@@ -83,7 +90,7 @@ fn delayed_downscales_come_soon_after_their_pods_are_due_without_faults_over_60_
     let sc = Scenario {
         mirror: true,
         delayed_downscale: true,
-        faults: world::FaultMix::NONE,
+        faults: rollout_sim::scenario::faults::FaultMix::NONE,
         revisions: 0,
         ..Scenario::default()
     };
@@ -343,8 +350,8 @@ fn ready_pods_with_a_crashed_sidecar_are_not_counted_as_serving() {
     // A sidecar running but failing its readiness probe is not ready either.
     assert!(count_lines(&outcomes, "fails its readiness probe, running (the pod still reports Ready)") >= 50);
     let buggy = Scenario { planner: PlannerKind::IgnoresContainerReadiness, ..sc };
-    let seed = first_violation(&buggy, 40, checker::ONE_ZONE)
-        .or_else(|| first_violation(&buggy, 40, checker::MAX_UNAVAILABLE))
+    let seed = first_violation(&buggy, 40, rollout_sim::oracle::checker::ONE_ZONE)
+        .or_else(|| first_violation(&buggy, 40, rollout_sim::oracle::checker::MAX_UNAVAILABLE))
         .expect("ignoring container readiness is caught within 40 seeds");
     println!("ignores-container-readiness first caught at seed {seed}");
 }
@@ -355,7 +362,10 @@ fn followers_waiting_for_a_ready_leader_scale_up_only_then() {
     let outcomes = run_all(&sc, 0..30);
     assert!(count_lines(&outcomes, "PATCH ingester-zone-b") >= 30);
     let buggy = Scenario { planner: PlannerKind::UpscalesBeforeLeaderReady, ..sc };
-    assert!(first_violation(&buggy, 20, checker::LEADER_READY_UPSCALE).is_some(), "not caught within 20 seeds");
+    assert!(
+        first_violation(&buggy, 20, rollout_sim::oracle::checker::LEADER_READY_UPSCALE).is_some(),
+        "not caught within 20 seeds"
+    );
 }
 
 /// zone-b downscaled just before the start (its annotation), the annotation dropped once the record exists: the
@@ -389,7 +399,7 @@ fn a_zone_of_twelve_pods_is_replaced_in_the_natural_order_of_their_names() {
         replicas: 12,
         revisions: 1,
         fault_count: (0, 0),
-        faults: rollout_sim::world::FaultMix::NONE,
+        faults: rollout_sim::scenario::faults::FaultMix::NONE,
         ..Scenario::default()
     };
     for o in run_all(&sc, 0..3) {
@@ -421,7 +431,7 @@ fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
 /// `grafana.com/rollout-force-replicas` set during the fault phase on a StatefulSet that is neither follower nor
 /// mirror (one more or one less than it has, as a stale annotation would be): ignored there, as in the reference,
 /// so the zone keeps its replicas. The checker flags any replica change of it by the controller
-/// (`checker::FORCE_IGNORED`), and convergence wants it at the replicas it had; a core that applies the annotation
+/// (`rollout_sim::oracle::checker::FORCE_IGNORED`), and convergence wants it at the replicas it had; a core that applies the annotation
 /// there fails every seed.
 #[test]
 fn a_stale_rollout_force_replicas_never_resizes_a_statefulset_without_scaling_annotations_over_20_seeds() {
@@ -495,7 +505,7 @@ fn regression_seeds_65_33_a_follower_without_a_min_time_is_not_scaled_down_on_a_
 fn regression_seeds_0_1_a_pod_released_by_its_statefulset_is_still_called_as_its_ordinal() {
     let sc = Scenario { relabels: true, mirror: true, delayed_downscale: true, ..Scenario::default() };
     for seed in [0, 1] {
-        let o = world::run(seed, &sc, false);
+        let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.trace.lines.iter().any(|l| l.contains("released pod")), "seed {seed}: no pod released");
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }

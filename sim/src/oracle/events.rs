@@ -1,56 +1,10 @@
-//! Kubernetes Events in the simulated cluster. The operator's Event recorder runs as in production (its sink writes
-//! through the simulated API server, under the deployment's RBAC), and the API server keeps what it was sent
-//! ([`EventLog`]), so that a run can count Events per rollout step and show there is no Event storm under faults
-//! ([`EventStats`]).
-//!
-//! Owns the API server's side of Events (create with the fields `events.k8s.io/v1` requires, merge-patched series)
-//! and the counting. The controller's setup that concerns Events ([`OperatorSetup`]) is built here from the
-//! scenario, so the world only passes it along.
-
-use crate::client::SimCluster;
-use crate::world::Scenario;
 use k8s_openapi::api::events::v1::Event;
 use rollout_operator::cluster::ApiError;
-use rollout_operator::ops::events::{EventRecorder, EventSettings, run_sink};
-use rollout_operator::ops::metrics::Metrics;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::time::Duration;
-
-/// `-rollout.progress-deadline` in the simulation: shorter than production's 30 minutes, so that faults that hold a
-/// group (pods that never become ready, refused pod creation) make it stuck within a run.
-pub const PROGRESS_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The window over which the busiest object's Events are counted (the storm measure).
 pub const STORM_WINDOW: Duration = Duration::from_secs(600);
-
-/// How the controller process is configured beyond its planner.
-#[derive(Debug, Clone)]
-pub struct OperatorSetup {
-    /// `-zone-tracker.config-map-name` with `-use-zone-tracker=true`.
-    pub record: Option<String>,
-    /// `-events.enabled`.
-    pub events: bool,
-}
-
-impl OperatorSetup {
-    /// As the scenario runs the operator.
-    pub fn of(sc: &Scenario) -> Self {
-        OperatorSetup { record: sc.downscale_record(), events: sc.events }
-    }
-
-    /// The recorder the controller sends its Events to, its sink running on the controller's node; a disabled
-    /// recorder when Events are off.
-    pub fn recorder(&self, api: &SimCluster, metrics: Arc<Metrics>) -> EventRecorder {
-        if !self.events {
-            return EventRecorder::disabled();
-        }
-        let settings = EventSettings::new(crate::objects::NAMESPACE, "rollout-operator-0");
-        let (recorder, queue) = EventRecorder::new(settings.queue, metrics.clone());
-        tokio::spawn(run_sink(api.clone(), queue, settings, metrics));
-        recorder
-    }
-}
 
 /// One Event created, for the counts.
 #[derive(Debug, Clone)]
@@ -122,7 +76,7 @@ impl EventLog {
             return Err(ApiError::NotFound(format!("events.events.k8s.io \"{name}\" not found")));
         };
         let mut value = serde_json::to_value(&*event).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-        crate::store::merge(&mut value, patch);
+        crate::environment::store::merge(&mut value, patch);
         *event = serde_json::from_value(value).map_err(|e| ApiError::Rejected { code: 422, message: e.to_string() })?;
         self.series_updates += 1;
         Ok(())

@@ -1,28 +1,11 @@
-//! High availability: several operator replicas, each on a node of its own, each running the real
-//! leader-elected wiring (`rollout_operator::election::run_elected`: the election loop, the gate, one controller
-//! per term), against the simulated API server's Lease.
-//!
-//! Owns: the HA world's settings ([`Ha`], the test-only [`ElectionVariant`]s), each replica's process (its clock
-//! offset and rate, its election config), and the ledger the API server keeps of the Lease's truth, by which the
-//! checker judges every committed write of a replica's controller ([`Ledger::judge_write`]): it must come from the
-//! process of the Lease's holder, while the Lease is unexpired by the API server's own clock (the commit of the
-//! holder's last Lease write plus its `leaseDurationSeconds`). What the replicas believe plays no part. Also the
-//! failover figure: a leader killed while the group has work, to the first controller write committed by another
-//! process.
-//!
-//! Must not decide anything the operator decides: the election, the gate and the controller are production code.
+//! The HA ledger of the Lease's truth, by which the oracle judges every committed write of a replica's controller
+//! ([`Ledger::judge_write`]): it must come from the process of the Lease's holder, while the Lease is unexpired by
+//! the API server's own clock. What the replicas believe plays no part. Also the failover figure: a leader killed
+//! while the group has work, to the first controller write committed by another process.
 
-use crate::checker::Violation;
-use crate::rng::SimRng;
-use crate::store::SharedStore;
-use jiff::Timestamp;
+use crate::oracle::checker::Violation;
 use k8s_openapi::api::coordination::v1::Lease;
-use rollout_core::election::ElectionConfig;
-use rollout_operator::election::MonotonicClock;
-use rollout_operator::operator::ElectionSetup;
-use rollout_operator::ops::metrics::LeaderMetrics;
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
 /// The invariant: every committed controller write comes from the Lease's true holder, within its lease.
@@ -30,145 +13,6 @@ pub const ONE_LEADER: &str = "one leader writes";
 
 /// The Lease the replicas compete for (`-leader-election.lease-name` of `deploy/overlays/ha`).
 pub const LEASE: &str = "rollout-operator-leader";
-
-/// Seeds the HA world's own generator (clocks, replica faults), so its draws move nothing else.
-pub const HA_STREAM: u64 = 0x6861_2d72_6570_6c73;
-
-/// How the replicas elect their leader: the production wiring, or a test-only variant with a known bug.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElectionVariant {
-    /// `run_elected` with the flags' defaults (15 s lease, 10 s renew deadline, 2 s retry, 1 s skew), the
-    /// controller asking the gate before every write: as `main` runs it.
-    Real,
-    /// Test-only: each term's controller never asks the gate (it writes whenever its term has started, until the
-    /// supervisor stops it).
-    NoGate,
-    /// Test-only: the renew deadline equal to the lease duration and no skew margin (a config `validate` refuses):
-    /// a leader writes until the very moment the others may count its Lease as expired.
-    NoMargin,
-    /// Test-only: the real election, but each term's controller stops [`LATE_STOP`] after its term ends, as a pass
-    /// held up by slow requests finishes after the supervisor's stop signal: only the gate asked before each write
-    /// keeps a deposed leader's controller from writing under the next leader.
-    LateStop,
-    /// Test-only: `LateStop` without the gate (a known bug: a deposed leader's controller writes on after its term).
-    LateStopNoGate,
-}
-
-/// How long after its term ends a `LateStop` term's controller stops: longer than the Lease outlives the end of its
-/// holder's write window (the lease duration less the window, `min(renew deadline, lease - skew)`: 5 s with the
-/// defaults) and the next leader's first retry, so that the late controller runs on under the next leader.
-pub const LATE_STOP: Duration = Duration::from_secs(20);
-
-impl ElectionVariant {
-    pub const ALL: [ElectionVariant; 5] = [
-        ElectionVariant::Real,
-        ElectionVariant::NoGate,
-        ElectionVariant::NoMargin,
-        ElectionVariant::LateStop,
-        ElectionVariant::LateStopNoGate,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ElectionVariant::Real => "real",
-            ElectionVariant::NoGate => "no-gate",
-            ElectionVariant::NoMargin => "no-margin",
-            ElectionVariant::LateStop => "late-stop",
-            ElectionVariant::LateStopNoGate => "late-stop-no-gate",
-        }
-    }
-
-    /// Whether each term's controller asks the gate before every write.
-    pub fn gated(self) -> bool {
-        !matches!(self, ElectionVariant::NoGate | ElectionVariant::LateStopNoGate)
-    }
-
-    /// How long after its term ends each term's controller stops (none: at once).
-    pub fn late_stop(self) -> Option<Duration> {
-        matches!(self, ElectionVariant::LateStop | ElectionVariant::LateStopNoGate).then_some(LATE_STOP)
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.name() == s)
-    }
-
-    /// The election config of replica `identity` under this variant.
-    pub fn config(self, identity: &str) -> ElectionConfig {
-        let config = ElectionConfig::new(identity);
-        match self {
-            ElectionVariant::Real
-            | ElectionVariant::NoGate
-            | ElectionVariant::LateStop
-            | ElectionVariant::LateStopNoGate => config,
-            ElectionVariant::NoMargin => {
-                ElectionConfig { renew_deadline: config.lease_duration, clock_skew: Duration::ZERO, ..config }
-            }
-        }
-    }
-}
-
-/// The HA world: `replicas` operator replicas electing a leader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ha {
-    pub replicas: u32,
-    pub election: ElectionVariant,
-}
-
-impl Default for Ha {
-    fn default() -> Self {
-        Ha { replicas: 2, election: ElectionVariant::Real }
-    }
-}
-
-/// Replica `i`'s address (the drains world's replicas sit at .20 up; these at .30 up).
-pub fn replica_ip(i: u32) -> IpAddr {
-    IpAddr::from([10, 0, 0, 30 + i as u8])
-}
-
-/// Replica `i`'s identity in the Lease (its pod name).
-pub fn identity(i: u32) -> String {
-    format!("rollout-operator-{i}")
-}
-
-/// How replica `i`'s clock differs from true (simulated) time: a wall-clock offset of up to an hour either way
-/// (which the election must ignore: it compares only readings of one replica's clock), and a rate of up to
-/// 1.5 % fast or slow, so two replicas' clocks run up to 3 % apart: 0.45 s over a 15 s lease, within the 1 s
-/// skew margin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClockDrift {
-    pub offset_ms: i64,
-    pub rate_ppm: i32,
-}
-
-impl ClockDrift {
-    pub fn draw(r: &mut SimRng) -> Self {
-        let offset_ms = r.range(0..7_200_000) as i64 - 3_600_000;
-        let rate_ppm = r.range(0..30_001) as i32 - 15_000;
-        ClockDrift { offset_ms, rate_ppm }
-    }
-
-    fn clock(self) -> MonotonicClock {
-        let wall = Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_millis(self.offset_ms))
-            .unwrap_or_else(|_| Timestamp::now());
-        MonotonicClock::start(wall).with_rate_ppm(self.rate_ppm)
-    }
-}
-
-/// Replica `index`'s `-leader-election.*` as the election variant sets them, on its drifting clock.
-pub fn election_setup(
-    index: u32,
-    election: ElectionVariant,
-    drift: ClockDrift,
-    metrics: LeaderMetrics,
-) -> ElectionSetup {
-    ElectionSetup {
-        lease_name: LEASE.to_string(),
-        config: election.config(&identity(index)),
-        clock: drift.clock(),
-        metrics,
-    }
-}
 
 /// The Lease as the API server last committed it, on the API server's clock (simulated time since the start).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -393,31 +237,4 @@ impl Ledger {
             self.stats.failovers_unfinished += 1;
         }
     }
-}
-
-/// The HA world's grants under a real deployment's RBAC: the deployment's own, plus `deploy/overlays/ha`'s Role
-/// (Lease `create`, and `get`, `update` on the one Lease by name), which the controller crate's tests check
-/// against what the adapter needs.
-pub fn with_ha_grants(
-    mut grants: rollout_operator::kube::reference_deployments::Grants,
-) -> rollout_operator::kube::reference_deployments::Grants {
-    use rollout_operator::kube::reference_deployments::{by_name, rule};
-    grants.role.push(rule("coordination.k8s.io", &["leases"], &["create"]));
-    grants.role.push(by_name("coordination.k8s.io", &["leases"], &[LEASE], &["get", "update"]));
-    grants
-}
-
-/// Traces a replica process start.
-pub fn trace_start(store: &SharedStore, index: u32, incarnation: u64, drift: ClockDrift) {
-    let mut st = store.lock().unwrap();
-    st.ha.process_started(incarnation, identity(index));
-    st.trace(
-        &format!("controller#{incarnation}"),
-        format!(
-            "process of replica {} started (clock {:+.1} s, {:+.2} % rate)",
-            identity(index),
-            drift.offset_ms as f64 / 1e3,
-            f64::from(drift.rate_ppm) / 1e4
-        ),
-    );
 }

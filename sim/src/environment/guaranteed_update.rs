@@ -12,7 +12,7 @@
 //! PUT's, the client's. A change that leaves the object as stored writes nothing (no new resourceVersion; the webhook
 //! is not asked about a change of nothing).
 
-use crate::store::{SharedStore, Store};
+use crate::environment::store::{SharedStore, Store};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use std::collections::BTreeMap;
 
@@ -248,7 +248,7 @@ pub async fn guaranteed_update(store: &SharedStore, request: &Request, admission
         }
         admission.committing(&mut st, &attempt);
         st.writer_basis = Some(attempt.read_rv);
-        crate::kube::set_replicas(&mut st, name, to, "webhook");
+        crate::environment::kube::set_replicas(&mut st, name, to, "webhook");
         st.writer_basis = None;
         admission.committed(&mut st, &attempt);
         return Outcome::Committed { retries };

@@ -3,9 +3,9 @@
 //! with a lag) and the kubelet (pods become Ready after random delays, some slowly, some not for a long while;
 //! terminating pods keep reporting Ready until they are gone; creation can be refused for a while, like a quota).
 
-use crate::objects::{self, pod_revision, revision_name};
+use crate::environment::objects::{pod_revision, revision_name};
+use crate::environment::store::{SharedStore, Store};
 use crate::rng::SimRng;
-use crate::store::{SharedStore, Store};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -86,8 +86,8 @@ impl KubeState {
         }
         let uid = p.metadata.uid.clone().unwrap_or_default();
         self.ready_at.insert(uid, until);
-        if objects::is_ready(&p) {
-            objects::set_ready(&mut p, false, Timestamp::now());
+        if crate::environment::objects::is_ready(&p) {
+            crate::environment::objects::set_ready(&mut p, false, Timestamp::now());
             store.put_pod(p);
         }
         store.trace("kubelet", format!("pod {pod} crash-looping for {:.0}s", (until - Instant::now()).as_secs_f64()));
@@ -151,7 +151,7 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
             if now >= at {
                 kube.observe_at.remove(&name);
                 let mut new = sts.clone();
-                let revision = objects::template_revision(&sts);
+                let revision = crate::environment::objects::template_revision(&sts);
                 let st = new.status.get_or_insert_with(Default::default);
                 st.observed_generation = Some(generation);
                 st.update_revision = Some(revision.clone());
@@ -198,14 +198,14 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                     let delay = kube.new_pod_ready_delay();
                     kube.ready_at.insert(uid.clone(), now + delay);
                     min_due(&mut next, now + delay);
-                    let mut pod = objects::pod(&name, i, &update, uid, false, Timestamp::now());
+                    let mut pod = crate::environment::objects::pod(&name, i, &update, uid, false, Timestamp::now());
                     // The template's labels (set only by worlds whose budgets select pods by a label of their own).
                     let template = sts.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
                     if let Some(labels) = template.and_then(|m| m.labels.clone()) {
                         pod.metadata.labels.get_or_insert_default().extend(labels);
                     }
                     if kube.sidecars {
-                        objects::add_sidecar(&mut pod);
+                        crate::environment::objects::add_sidecar(&mut pod);
                     }
                     store.put_pod(pod);
                     store.trace("sts-ctrl", format!("created pod {pod_name} at {update}"));
@@ -228,9 +228,9 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                 Some(mut p) => {
                     let uid = p.metadata.uid.clone().unwrap_or_default();
                     let at = *kube.ready_at.entry(uid).or_insert(now);
-                    if !objects::is_ready(&p) {
+                    if !crate::environment::objects::is_ready(&p) {
                         if now >= at {
-                            objects::set_ready(&mut p, true, Timestamp::now());
+                            crate::environment::objects::set_ready(&mut p, true, Timestamp::now());
                             store.put_pod(p);
                             store.trace("kubelet", format!("pod {pod_name} Ready"));
                             let snapshot = store.describe();
@@ -247,11 +247,11 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
             continue;
         }
         // Status counts follow the pods with a lag.
-        let pods: Vec<_> = store.pods.values().filter(|p| objects::owner_of(p) == name).collect();
+        let pods: Vec<_> = store.pods.values().filter(|p| crate::environment::objects::owner_of(p) == name).collect();
         let current = status.current_revision.clone().unwrap_or_default();
         let counts = (
             pods.len() as i32,
-            pods.iter().filter(|p| objects::is_ready(p)).count() as i32,
+            pods.iter().filter(|p| crate::environment::objects::is_ready(p)).count() as i32,
             pods.iter().filter(|p| pod_revision(p) == current).count() as i32,
             pods.iter().filter(|p| pod_revision(p) == update).count() as i32,
         );
@@ -293,8 +293,10 @@ fn claim_or_release(
     next: &mut Option<Instant>,
 ) {
     let Some(pod) = store.pods.get(pod_name).filter(|p| p.metadata.deletion_timestamp.is_none()) else { return };
-    let owned = objects::owner_of(pod) == name;
-    if owned == objects::in_selector(pod) || (!owned && !objects::owner_of(pod).is_empty()) {
+    let owned = crate::environment::objects::owner_of(pod) == name;
+    if owned == crate::environment::objects::in_selector(pod)
+        || (!owned && !crate::environment::objects::owner_of(pod).is_empty())
+    {
         return;
     }
     let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -310,7 +312,7 @@ fn claim_or_release(
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: released pod {pod_name} (its labels no longer match)"));
     } else {
-        pod.metadata.owner_references = Some(vec![objects::statefulset_owner(name)]);
+        pod.metadata.owner_references = Some(vec![crate::environment::objects::statefulset_owner(name)]);
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: adopted pod {pod_name}"));
     }
@@ -332,7 +334,7 @@ fn scale_down(
     let mut excess: Vec<(u32, String)> = store
         .pods
         .values()
-        .filter(|p| objects::owner_of(p) == name)
+        .filter(|p| crate::environment::objects::owner_of(p) == name)
         .filter_map(|p| {
             let pod_name = p.metadata.name.clone().unwrap_or_default();
             let ordinal = pod_name.strip_prefix(&prefix)?.parse::<u32>().ok()?;
@@ -365,7 +367,7 @@ fn scale_down(
         store
             .pods
             .get(&format!("{name}-{i}"))
-            .is_some_and(|p| objects::is_ready(p) && p.metadata.deletion_timestamp.is_none())
+            .is_some_and(|p| crate::environment::objects::is_ready(p) && p.metadata.deletion_timestamp.is_none())
     });
     if !terminating
         && !stalled
@@ -418,7 +420,7 @@ pub fn push_revision(store: &mut Store, sts: &str, n: u32) {
     let rev = revision_name(sts, n);
     if let Some(spec) = s.spec.as_mut() {
         spec.template.metadata.get_or_insert_with(Default::default).annotations =
-            Some(BTreeMap::from([(objects::TEMPLATE_REVISION.to_string(), rev.clone())]));
+            Some(BTreeMap::from([(crate::environment::objects::TEMPLATE_REVISION.to_string(), rev.clone())]));
     }
     s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
     store.put_statefulset(s);

@@ -7,18 +7,28 @@
 //! conflict itself); an HPA's is a PUT of the Scale carrying the resourceVersion it read, which, refused with a
 //! conflict (or denied with a "retry"), it sends again at its next sync, 15 s later, after reading the Scale again.
 
-use crate::apiserver;
-use crate::client::SimCluster;
-use crate::guaranteed_update::{self, Admission, Answer, Attempt, Outcome, Request, Write};
-use crate::objects;
+use crate::actors::leader_scaling::draw_changes;
+use crate::actors::leader_scaling::with_recent_downscale;
+use crate::actors::pods::SimPods;
+use crate::environment::apiserver;
+use crate::environment::client::SimCluster;
+use crate::environment::guaranteed_update::{Admission, Answer, Attempt, Outcome, Request, Write};
+use crate::environment::store::{SharedStore, Store};
+use crate::harness::{Actors, Stage};
 use crate::rng::SimRng;
-use crate::store::{SharedStore, Store};
-use crate::world::SimPods;
+use crate::scenario::SECOND_GROUP;
+use crate::scenario::SECOND_GROUP_USERS_STREAM;
+use crate::scenario::group_zone_name;
+use crate::scenario::scaling::ScalingScenario;
+use crate::scenario::zone_name;
+use madsim::runtime::Handle;
 use rollout_core::Defences;
 use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::ops::metrics::Metrics;
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -89,7 +99,8 @@ impl User {
             let request = Request { statefulset: sts.to_string(), replicas: to, scale: client != Client::Patch, write };
             let store = self.store.clone();
             let mut admission = WebhookAdmission { user: self, pending: None };
-            let outcome = guaranteed_update::guaranteed_update(&store, &request, &mut admission).await;
+            let outcome =
+                crate::environment::guaranteed_update::guaranteed_update(&store, &request, &mut admission).await;
             let retry = {
                 let mut st = self.store.lock().unwrap();
                 tally(&mut st, sts, (from, to), client, (tried, previous.as_ref()), &outcome)
@@ -106,7 +117,7 @@ impl User {
         }
     }
 
-    /// [`crate::checker::PREPARED_FOR_SHUTDOWN`]: a downscale of a StatefulSet labelled `grafana.com/prepare-downscale`
+    /// [`crate::oracle::checker::PREPARED_FOR_SHUTDOWN`]: a downscale of a StatefulSet labelled `grafana.com/prepare-downscale`
     /// admitted from `from` to `to` replicas: every pod it removes that is the one (same uid) that existed, not
     /// terminating, when the review was sent (at `sent_at`) answered the webhook's POST with success during this
     /// admission. A pod created later may be one the webhook's list did not see yet, which it skips by design (a
@@ -141,7 +152,7 @@ impl User {
                 "admitted {sts} {from} -> {to}, but {} never answered a prepare-shutdown POST with success",
                 unprepared.join(", ")
             );
-            st.checker.violate(at, crate::checker::PREPARED_FOR_SHUTDOWN, detail);
+            st.checker.violate(at, crate::oracle::checker::PREPARED_FOR_SHUTDOWN, detail);
         }
     }
 }
@@ -193,7 +204,7 @@ fn tally(
                     tried + 1,
                     rollout_core::keys::LAST_DOWNSCALE
                 );
-                st.checker.violate(at, crate::checker::OWN_WRITE_CONFLICT, detail);
+                st.checker.violate(at, crate::oracle::checker::OWN_WRITE_CONFLICT, detail);
             }
             client == Client::Hpa
         }
@@ -225,7 +236,7 @@ impl Admission for WebhookAdmission<'_> {
         let delay = if user.slow { user.pick.millis(1_000, 2_500) } else { Duration::ZERO };
         // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.
         let request_timeout = Duration::from_secs(if user.slow { 30 } else { 10 });
-        let review = review(&sts, attempt, incarnation - apiserver::ADMISSION_INCARNATION_BASE);
+        let review = review(&sts, attempt, incarnation - crate::environment::apiserver::ADMISSION_INCARNATION_BASE);
         let pods = user.pods.clone();
         // The pods that exist, not terminating, as the review is sent (by uid): the webhook lists pods after this,
         // so each one still there at the commit was listed, and must have been called.
@@ -234,7 +245,7 @@ impl Admission for WebhookAdmission<'_> {
             let st = user.store.lock().unwrap();
             st.pods
                 .values()
-                .filter(|p| objects::owner_of(p) == sts && p.metadata.deletion_timestamp.is_none())
+                .filter(|p| crate::environment::objects::owner_of(p) == sts && p.metadata.deletion_timestamp.is_none())
                 .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
                 .collect()
         };
@@ -246,9 +257,14 @@ impl Admission for WebhookAdmission<'_> {
                 // API server (it flushes and ends once the admission drops the recorder).
                 let settings = WebhookSettings {
                     defences,
-                    ..WebhookSettings::new(objects::NAMESPACE, "cluster.local.", record.as_deref(), request_timeout)
+                    ..WebhookSettings::new(
+                        crate::environment::objects::NAMESPACE,
+                        "cluster.local.",
+                        record.as_deref(),
+                        request_timeout,
+                    )
                 };
-                let setup = crate::events::OperatorSetup { record: None, events };
+                let setup = crate::harness::operator::OperatorSetup { record: None, events };
                 let settings = settings.with_events(setup.recorder(&api, Arc::new(Metrics::new())));
                 let app = router(Webhooks { api, pods, settings, clock: system_clock() });
                 let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
@@ -257,8 +273,8 @@ impl Admission for WebhookAdmission<'_> {
                     .map_err(|e| e.to_string())?;
                 let response = app.oneshot(request).await.map_err(|e| e.to_string())?;
                 let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.map_err(|e| e.to_string())?;
-                let response = objects::admission_response(&review, &body)?;
-                let allowed = objects::admitted(&response);
+                let response = crate::environment::objects::admission_response(&review, &body)?;
+                let allowed = crate::environment::objects::admitted(&response);
                 let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or("").to_string();
                 let patch = match response.get("patch") {
                     Some(encoded) => {
@@ -296,16 +312,26 @@ impl Admission for WebhookAdmission<'_> {
                 if st.recorded_by_admission.contains(&incarnation) && !write_failed {
                     let at = st.elapsed();
                     let detail = format!("{sts} {from} -> {to} recorded on the StatefulSet, then denied: {message}");
-                    st.checker.violate(at, crate::checker::PREPARE_RECORDED_ALLOWED, detail);
+                    st.checker.violate(at, crate::oracle::checker::PREPARE_RECORDED_ALLOWED, detail);
                 }
                 // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
                 let prepared = st.prepared_pods_of(&sts, sent_at);
                 if !prepared.is_empty() {
                     let what = format!("the denied downscale of {sts} {from} -> {to}");
-                    st.undos_owed.push(crate::store::UndoOwed { what, pods: prepared, denied_at: Instant::now() });
+                    st.undos_owed.push(crate::environment::store::UndoOwed {
+                        what,
+                        pods: prepared,
+                        denied_at: Instant::now(),
+                    });
                 }
                 let what = format!("the downscale of {sts}");
-                crate::world::judge_denial_scope(&mut st, &sts, &message, crate::checker::PREPARE_SCOPE, &what);
+                crate::actors::no_downscale::judge_denial_scope(
+                    &mut st,
+                    &sts,
+                    &message,
+                    crate::oracle::checker::PREPARE_SCOPE,
+                    &what,
+                );
                 Answer::Denied(message)
             }
             Ok(Err(e)) => {
@@ -345,7 +371,7 @@ fn review(sts: &str, attempt: &Attempt, uid: u64) -> serde_json::Value {
     let stored_version = attempt.stored.metadata.resource_version.clone();
     if attempt.scale {
         let scale = |replicas: u32, version: &Option<String>| {
-            let mut meta = serde_json::json!({"name": sts, "namespace": objects::NAMESPACE});
+            let mut meta = serde_json::json!({"name": sts, "namespace": crate::environment::objects::NAMESPACE});
             if let Some(v) = version {
                 meta["resourceVersion"] = serde_json::json!(v);
             }
@@ -357,7 +383,7 @@ fn review(sts: &str, attempt: &Attempt, uid: u64) -> serde_json::Value {
             "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
             "subResource": "scale",
-            "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+            "name": sts, "namespace": crate::environment::objects::NAMESPACE, "operation": "UPDATE",
             "oldObject": scale(from, &stored_version), "object": scale(to, &attempt.object_version)}})
     } else {
         let mut new = attempt.stored.clone();
@@ -368,7 +394,7 @@ fn review(sts: &str, attempt: &Attempt, uid: u64) -> serde_json::Value {
             "uid": format!("admission-{uid}"),
             "kind": {"group": "apps", "version": "v1", "kind": "StatefulSet"},
             "resource": {"group": "apps", "version": "v1", "resource": "statefulsets"},
-            "name": sts, "namespace": objects::NAMESPACE, "operation": "UPDATE",
+            "name": sts, "namespace": crate::environment::objects::NAMESPACE, "operation": "UPDATE",
             "oldObject": as_admitted_object(&attempt.stored), "object": as_admitted_object(&new)}})
     }
 }
@@ -379,4 +405,61 @@ fn as_admitted_object(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> serde_js
     v["apiVersion"] = serde_json::json!("apps/v1");
     v["kind"] = serde_json::json!("StatefulSet");
     v
+}
+
+/// The webhook worlds' users on two simulated operator replicas' routers: one per scaled StatefulSet (the
+/// leader's, its changes as drawn, or one per zone, and per zone of the second group).
+pub fn start(stage: &Stage, scaling: &ScalingScenario, changes: Vec<(Duration, u32)>, actors: &mut Actors) {
+    let (sc, seed, start) = (&stage.sc, stage.seed, stage.start);
+    let handle = Handle::current();
+    let operators: Arc<Vec<madsim::runtime::NodeHandle>> = Arc::new(
+        (0..2u8)
+            .map(|i| handle.create_node().name(format!("operator-{i}")).ip(IpAddr::from([10, 0, 0, 4 + i])).build())
+            .collect(),
+    );
+    let pods = SimPods {
+        rng: Arc::new(Mutex::new(SimRng::new(stage.rng.lock().unwrap().next_u64()))),
+        store: stage.store.clone(),
+    };
+    let next = Arc::new(AtomicU64::new(apiserver::ADMISSION_INCARNATION_BASE));
+    let mut per_sts: Vec<(String, Vec<(Duration, u32)>)> = Vec::new();
+    if scaling.followers {
+        per_sts.push((zone_name(0), changes));
+    } else {
+        let mut r = stage.rng.lock().unwrap();
+        for z in 0..sc.zones {
+            let mut zone_changes = draw_changes(sc, scaling, &mut r);
+            if z == 0 {
+                zone_changes = with_recent_downscale(sc, seed, zone_changes);
+            }
+            zone_changes.sort_unstable();
+            per_sts.push((zone_name(z), zone_changes));
+        }
+        if sc.second_group {
+            // The second group's zones scaled too, from a generator of their own (the first group's draws stay as
+            // they were): its downscales are prepared while the first group's are, so the record holds both
+            // groups' markers at once.
+            let mut r = SimRng::new(seed ^ SECOND_GROUP_USERS_STREAM);
+            for z in 0..sc.zones {
+                let mut zone_changes = draw_changes(sc, scaling, &mut r);
+                zone_changes.sort_unstable();
+                per_sts.push((group_zone_name(SECOND_GROUP, z), zone_changes));
+            }
+        }
+    }
+    for (sts, changes) in per_sts {
+        let user = User {
+            store: stage.store.clone(),
+            operators: operators.clone(),
+            pods: pods.clone(),
+            next: next.clone(),
+            pick: SimRng::new(stage.rng.lock().unwrap().next_u64()),
+            record: sc.downscale_record(),
+            scale_requests: sc.scale_requests,
+            defences: sc.defences,
+            slow: sc.slow_admissions,
+            events: sc.events,
+        };
+        actors.users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
+    }
 }

@@ -1,91 +1,40 @@
-//! The command line: `demo` (one readable run with faults), `batch --seeds A..B` (many seeds, failures with their
-//! seed, throughput), `replay --seed N` (one seed with its full trace).
+//! The scenario's command-line arguments, their mapping to a [`Scenario`](crate::scenario::Scenario) and the replay
+//! line that reproduces a run.
 
-use clap::{Parser, Subcommand};
 use rollout_core::Defences;
-use rollout_sim::drains::{BudgetMode, Drains, Evictor};
-use rollout_sim::ha::{ElectionVariant, Ha};
-use rollout_sim::world::{
-    self, Admission, FaultMix, Outcome, PlannerKind, ReferenceDeployment, ScalingScenario, Scenario,
-};
-use std::time::{Duration, Instant};
-
-#[derive(Parser)]
-#[command(name = "rollout-sim", about = "Deterministic simulation of the rollout controller under faults")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// One 3-zone rollout with faults, as a readable timeline.
-    Demo {
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        #[arg(long, default_value = "real")]
-        planner: String,
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-    },
-    /// Many seeds; prints each failing seed and the throughput.
-    Batch {
-        /// A range `A..B` (B exclusive).
-        #[arg(long, default_value = "0..200")]
-        seeds: String,
-        #[arg(long, default_value = "real")]
-        planner: String,
-        /// Stop at the first failing seed.
-        #[arg(long)]
-        fail_fast: bool,
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-    },
-    /// Runs each seed twice and compares the whole traces (madsim's own determinism check is weak).
-    Determinism {
-        #[arg(long, default_value = "0..20")]
-        seeds: String,
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-    },
-    /// One seed with its full trace.
-    Replay {
-        #[arg(long)]
-        seed: u64,
-        #[arg(long, default_value = "real")]
-        planner: String,
-        /// Also print the controller's own logs (timestamps are simulated time).
-        #[arg(long)]
-        logs: bool,
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-    },
-}
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::drains::{BudgetMode, Drains, Evictor};
+use rollout_sim::scenario::faults::FaultMix;
+use rollout_sim::scenario::ha::{ElectionVariant, Ha};
+use rollout_sim::scenario::planner::PlannerKind;
+use rollout_sim::scenario::scaling::{Admission, ScalingScenario};
+use std::time::Duration;
 
 /// What world to simulate (shared by every subcommand).
 #[derive(clap::Args)]
-struct ScenarioArgs {
+pub(crate) struct ScenarioArgs {
     /// Fault kinds, comma-separated: all, none, or any of partitions, loss, latency, watch-delay,
     /// apiserver-restarts, controller-crashes, crash-after-delete, watch-expiry, pod-crashes, never-ready, quota,
     /// pauses.
     #[arg(long, default_value = "all")]
-    faults: String,
+    pub(crate) faults: String,
     /// The large rollout: 3 zones x 100 pods, max-unavailable 1, one push, no faults unless --faults
     /// names some; the report compares the rollout's duration with the pods' own replacement times.
     #[arg(long)]
-    large: bool,
+    pub(crate) large: bool,
     /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
     /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
     #[arg(long)]
-    scaling: bool,
+    pub(crate) scaling: bool,
     /// Replica changes go through the real prepare-downscale webhook (two simulated operator replicas, simulated
     /// pods): with --scaling, the leader's; alone, an HPA per zone during one-zone rollouts (invariants 3 and 5).
     #[arg(long)]
-    webhook: bool,
+    pub(crate) webhook: bool,
     /// Template revisions the user pushes during the fault phase (default: 2, 0 with --scaling, 4 one-zone pushes
     /// with --webhook alone).
     #[arg(long)]
-    revisions: Option<u32>,
+    pub(crate) revisions: Option<u32>,
     /// Run under a real deployment's RBAC (403 for anything else) and zone-tracker setting: `helm` (Grafana's chart
     /// 0.50.1: no configmaps, no zone tracker), `helm-old` (the chart mimir-distributed pins: also no pod `patch`)
     /// or `jsonnet` (the reference's jsonnet: zone tracker on); or `no-patch`: `helm-old` without `patch` on
@@ -94,166 +43,166 @@ struct ScenarioArgs {
     /// `tracker-read-only`: `jsonnet` with the zone tracker's ConfigMaps granted `get` only (every write of the
     /// record refused).
     #[arg(long)]
-    deployment: Option<String>,
+    pub(crate) deployment: Option<String>,
     /// `on` or `off`: overrides the deployment's `-use-zone-tracker` (on where its RBAC grants no configmaps is the
     /// misconfiguration whose 403s the operator must survive: coordinated downscales stop, everything else goes on).
     #[arg(long = "zone-tracker")]
-    zone_tracker: Option<String>,
+    pub(crate) zone_tracker: Option<String>,
     /// `rollout-max-unavailable` as written on the StatefulSets, a count or a percentage (`40%`); with a
     /// percentage the zones have five pods, and zone-a has it as written while the other zones are spelt by seed,
     /// valid or not (`+2`, `140%`, ...).
     #[arg(long = "max-unavailable")]
-    max_unavailable: Option<String>,
+    pub(crate) max_unavailable: Option<String>,
     /// `spec.minReadySeconds` of the StatefulSets.
     #[arg(long = "min-ready-seconds", default_value_t = 0)]
-    min_ready_seconds: u32,
+    pub(crate) min_ready_seconds: u32,
     /// With --webhook: half the changes are `/scale` updates, half of those a `kubectl scale` PATCH, half an HPA's PUT
     /// carrying the resourceVersion it read (sent again 15 s after a 409).
     #[arg(long = "scale-requests")]
-    scale_requests: bool,
+    pub(crate) scale_requests: bool,
     /// The StatefulSet controller acts on a new generation only once observed, half the observations taking 5-60 s
     /// during the fault phase (`status.observedGeneration` lagging behind the spec).
     #[arg(long = "observe-lag")]
-    observe_lag: bool,
+    pub(crate) observe_lag: bool,
     /// With --scaling: each template push comes at one of the leader's replica changes (-5 s to +40 s), so
     /// followers are rolled while they are scaled.
     #[arg(long = "pushes-at-scaling")]
-    pushes_at_scaling: bool,
+    pub(crate) pushes_at_scaling: bool,
     /// Half the template pushes are reverted 2-20 s later (every zone back to the revision before): unfinished
     /// rollouts then have currentRevision = updateRevision with pods on the reverted revision.
     #[arg(long)]
-    reverts: bool,
+    pub(crate) reverts: bool,
     /// Two or three times a user relabels a running pod out of its StatefulSet's selector for 10-40 s and back.
     #[arg(long)]
-    relabels: bool,
+    pub(crate) relabels: bool,
     /// With --scaling and the zone tracker: twice during a rollout a user edits the zone tracker's record badly (a
     /// lastDownscaled that is no time) and repairs it 30-60 s later.
     #[arg(long = "corrupt-record")]
-    corrupt_record: bool,
+    pub(crate) corrupt_record: bool,
     /// With --scaling: the last zone carries no min-time-between-zones-downscale (it must not go down once another
     /// zone's downscale is recorded; it still follows the leader up).
     #[arg(long = "follower-without-min-time")]
-    follower_without_min_time: bool,
+    pub(crate) follower_without_min_time: bool,
     /// With --scaling or --webhook: `grafana.com/min-time-between-zones-downscale` in seconds (default 30 with
     /// --scaling, 10 with --webhook alone).
     #[arg(long = "min-time")]
-    min_time: Option<u64>,
+    pub(crate) min_time: Option<u64>,
     /// The rollout group's StatefulSets, one per zone: 1 to 5 (default 3). With 1 the group is a single
     /// StatefulSet (a single-zone deployment that still carries `rollout-group`).
     #[arg(long = "zones")]
-    zones: Option<u32>,
+    pub(crate) zones: Option<u32>,
     /// With --scaling: after each follower downscale the user also asks for a leader downscale at that commit plus
     /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
-    boundary_probes: bool,
+    pub(crate) boundary_probes: bool,
     /// With --scaling and --deployment tracker-read-only: the user's changes of the leader are applied as asked, with
     /// no claim (the leader not served by the prepare-downscale webhook); its followers' downscales are still the
     /// controller's to claim, which the RBAC refuses. (Where claims are granted, nothing records the leader's own
     /// downscales, so no min time between them and the followers' is promised.)
     #[arg(long = "direct-leader")]
-    direct_leader: bool,
+    pub(crate) direct_leader: bool,
     /// The controller records Kubernetes Events (-events.enabled), and batch reports them per rollout step. Off by
     /// default, so seeds found without it replay the same world.
     #[arg(long)]
-    events: bool,
+    pub(crate) events: bool,
     /// The defences in depth in force: `all`, or `-` and the layers to switch off, comma-separated, of
     /// uid-preconditions, expectations, reread-after-claim, claim-dated-at-deadline, redated-at-commit,
     /// record-fails-closed, rollout-step-claims (test-only: shows what each layer holds off).
     #[arg(long, default_value = "all")]
-    defences: String,
+    pub(crate) defences: String,
     /// Someone else deletes a pod every 5-30 s of the fault phase (evictions); the StatefulSet controller recreates
     /// it under the same name.
     #[arg(long)]
-    evictions: bool,
+    pub(crate) evictions: bool,
     /// With --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
     #[arg(long = "slow-admissions")]
-    slow_admissions: bool,
+    pub(crate) slow_admissions: bool,
     /// During API latency spikes a request may wait up to 20 s before it is carried out (past the client's timeout):
     /// writes whose answers never came commit later.
     #[arg(long = "slow-commits")]
-    slow_commits: bool,
+    pub(crate) slow_commits: bool,
     /// A second rollout group in the namespace (store-gateway), pushed along with the first.
     #[arg(long = "second-group")]
-    second_group: bool,
+    pub(crate) second_group: bool,
     /// Pods have a sidecar that crashes now and then while the pod still reports Ready.
     #[arg(long)]
-    sidecars: bool,
+    pub(crate) sidecars: bool,
     /// With --scaling: followers scale up only once every leader replica is ready
     /// (grafana.com/rollout-upscale-only-when-leader-ready).
     #[arg(long = "leader-ready-upscales")]
-    leader_ready_upscales: bool,
+    pub(crate) leader_ready_upscales: bool,
     /// With --scaling: the user sets grafana.com/rollout-force-replicas on zone-b (a follower) during the fault
     /// phase; zone-b must be held at it.
     #[arg(long = "force-follower")]
-    force_follower: bool,
+    pub(crate) force_follower: bool,
     /// Without --scaling or --mirror: the user sets grafana.com/rollout-force-replicas on the last zone (neither
     /// follower nor mirror) during the fault phase; as in the reference it is ignored there: the zone keeps its
     /// replicas.
     #[arg(long = "force-plain")]
-    force_plain: bool,
+    pub(crate) force_plain: bool,
     /// With --scaling or --webhook: zone-b starts with grafana.com/last-downscale dated at the start, and zone-a is
     /// asked to scale down within the min time of it (the record bootstrapped from the annotation).
     #[arg(long = "recent-downscale")]
-    recent_downscale: bool,
+    pub(crate) recent_downscale: bool,
     /// A Deployment, a ReplicaSet and a StatefulSet, some labelled grafana.com/no-downscale, scaled by a user through
     /// the no-downscale webhook (object UPDATEs and /scale updates).
     #[arg(long = "no-downscale")]
-    no_downscale: bool,
+    pub(crate) no_downscale: bool,
     /// Every zone mirrors its replicas from a ReplicaTemplate whose spec.replicas a user changes
     /// (grafana.com/rollout-mirror-replicas-from-resource-*).
     #[arg(long)]
-    mirror: bool,
+    pub(crate) mirror: bool,
     /// With --mirror: delayed downscale (20 s), the simulated pods answering the prepare and cancel calls.
     #[arg(long = "delayed-downscale")]
-    delayed_downscale: bool,
+    pub(crate) delayed_downscale: bool,
     /// With --delayed-downscale: each zone's delay and prepare URL written one of six ways: valid, a zero delay (`0s`,
     /// `0`: off), or malformed (`10s10s`, `5s1m`, a URL with a space in its host) until a user corrects them 20-120 s in.
     #[arg(long = "delay-annotations")]
-    delay_annotations: bool,
+    pub(crate) delay_annotations: bool,
     /// With --delayed-downscale: delays longer than the run (`1w`, `1y`, pods preparing for 3 days when it starts) or
     /// beyond what Prometheus holds (`300y`: malformed until a user corrects it).
     #[arg(long = "long-delays")]
-    long_delays: bool,
+    pub(crate) long_delays: bool,
     /// A ZoneAwarePodDisruptionBudget over the group (`zone` mode, the default, or `partition` mode), two operator
     /// replicas serving the real pod-eviction webhook (restarted now and then), and node drains evicting pods
     /// through the API server during the fault phase (retrying 429 with backoff, some dry runs).
     #[arg(long, num_args = 0..=1, default_missing_value = "zone")]
-    drains: Option<String>,
+    pub(crate) drains: Option<String>,
     /// With --drains: the eviction webhook the replicas serve: real, or (test-only) no-second-read (the re-read
     /// after the intent answered from the first read) or ignores-budget (no budget known).
     #[arg(long, default_value = "real")]
-    evictor: String,
+    pub(crate) evictor: String,
     /// With --drains: the budget's maxUnavailable.
     #[arg(long = "budget-max-unavailable", default_value_t = 1)]
-    budget_max_unavailable: u32,
+    pub(crate) budget_max_unavailable: u32,
     /// With --drains: the budget's maxUnavailablePercentage (1-100) instead of maxUnavailable, over five pods a zone
     /// (40 is two pods, one while a pod is missing from the StatefulSet's status).
     #[arg(long = "budget-percentage")]
-    budget_percentage: Option<u32>,
+    pub(crate) budget_percentage: Option<u32>,
     /// With --drains: the user edits the budget during the fault phase (maxUnavailable changed, relabelled,
     /// deleted and created again, invalid updates the validation webhook must refuse), and the operator watches it.
     #[arg(long = "budget-edits")]
-    budget_edits: bool,
+    pub(crate) budget_edits: bool,
     /// With --drains: a user re-applies the StatefulSets from their manifests every 2-10 s (kubectl replace),
     /// dropping the eviction intents kept on them (where pods cannot be patched).
     #[arg(long = "intent-wipes")]
-    intent_wipes: bool,
+    pub(crate) intent_wipes: bool,
     /// High availability: this many operator replicas (2 or 3) on nodes of their own, each running the real leader
     /// election and one controller per term against the simulated Lease; the faults hit the replicas, which are
     /// also frozen longer than the lease, killed while leading, and run clocks with offsets and rates of their own.
     #[arg(long)]
-    ha: Option<u32>,
+    pub(crate) ha: Option<u32>,
     /// With --ha: the election the replicas run: real, or (test-only) no-gate (the controller never asks the gate
     /// before a write), no-margin (renew deadline equal to the lease duration, no skew margin), late-stop (each
     /// term's controller stops 20 s after its term ends, as a pass held up by slow requests; the gate alone keeps it
     /// from writing) or late-stop-no-gate (the same without the gate).
     #[arg(long, default_value = "real")]
-    election: String,
+    pub(crate) election: String,
 }
 
 impl ScenarioArgs {
     /// The flags that select this world again, for a replay command line.
-    fn replay_flags(&self) -> String {
+    pub(crate) fn replay_flags(&self) -> String {
         let mut flags = format!(" --faults {}", self.faults);
         for (on, flag) in [(self.large, " --large"), (self.scaling, " --scaling"), (self.webhook, " --webhook")] {
             if on {
@@ -342,7 +291,7 @@ impl ScenarioArgs {
     }
 }
 
-fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
+pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
     let planner = PlannerKind::parse(planner).ok_or_else(|| {
         let names: Vec<&str> = PlannerKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown planner {planner:?}; one of: {}", names.join(", "))
@@ -592,11 +541,11 @@ fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
 }
 
 /// Every pod replacement waits out minReadySeconds once more: the liveness deadline grows with it.
-fn min_ready_settle_time(min_ready_seconds: u32) -> Duration {
+pub(crate) fn min_ready_settle_time(min_ready_seconds: u32) -> Duration {
     Duration::from_secs(60 * u64::from(min_ready_seconds))
 }
 
-fn parse_range(s: &str) -> Result<(u64, u64), String> {
+pub(crate) fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s.split_once("..").ok_or("expected A..B")?;
     let a = a.trim().parse().map_err(|_| "bad start of range")?;
     let b = b.trim().parse().map_err(|_| "bad end of range")?;
@@ -604,192 +553,4 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
         return Err("empty range".into());
     }
     Ok((a, b))
-}
-
-fn summary(o: &Outcome) {
-    println!(
-        "seed {}: {} ({} controller writes judged, converged at {}, {:.0}s simulated, trace hash {:016x})",
-        o.seed,
-        if o.passed() { "PASS" } else { "FAIL" },
-        o.writes_judged,
-        o.converged_at.map_or("never".to_string(), |d| format!("{:.1}s", d.as_secs_f64())),
-        o.sim_time.as_secs_f64(),
-        o.trace.hash()
-    );
-}
-
-fn replay(seed: u64, planner: &str, args: &ScenarioArgs, logs: bool) -> Result<i32, String> {
-    let sc = scenario(planner, args)?;
-    if logs {
-        // The controller's own logs; their timestamps are simulated time (madsim answers the clock).
-        tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
-    }
-    println!(
-        "legend: per zone cur=currentRevision upd=updateRevision [pods by ordinal: revision, R ready / r not ready, * terminating, - missing]"
-    );
-    let o = world::run(seed, &sc, true);
-    summary(&o);
-    Ok(if o.passed() { 0 } else { 1 })
-}
-
-fn run() -> Result<i32, String> {
-    match Cli::parse().command {
-        Command::Demo { seed, planner, scenario: args } => replay(seed, &planner, &args, false),
-        Command::Replay { seed, planner, logs, scenario: args } => replay(seed, &planner, &args, logs),
-        Command::Determinism { seeds, scenario: args } => {
-            let sc = scenario("real", &args)?;
-            let (a, b) = parse_range(&seeds)?;
-            let mut differing = 0;
-            for seed in a..b {
-                let x = world::run(seed, &sc, false);
-                let y = world::run(seed, &sc, false);
-                if let Some(i) = (0..x.trace.lines.len().max(y.trace.lines.len()))
-                    .find(|&i| x.trace.lines.get(i) != y.trace.lines.get(i))
-                {
-                    differing += 1;
-                    println!("seed {seed}: traces differ at line {i}:");
-                    println!("  first:  {}", x.trace.lines.get(i).map_or("<end>", String::as_str));
-                    println!("  second: {}", y.trace.lines.get(i).map_or("<end>", String::as_str));
-                }
-            }
-            println!("{} seeds run twice, {differing} differed", b - a);
-            Ok(if differing == 0 { 0 } else { 1 })
-        }
-        Command::Batch { seeds, planner, fail_fast, scenario: args } => {
-            let sc = scenario(&planner, &args)?;
-            let (a, b) = parse_range(&seeds)?;
-            let started = Instant::now();
-            let mut failures = 0u64;
-            let mut sim = Duration::ZERO;
-            let mut ran = 0u64;
-            let (mut downscales, mut closest) = (0u64, None::<(Duration, u64)>);
-            let (mut near, mut interleaved, mut slow) = ((0u64, 0u64), (0u64, 0u64), 0u64);
-            let mut reactions = rollout_sim::reaction::Summary::default();
-            let mut large = Vec::new();
-            let mut events = rollout_sim::events::EventStats::default();
-            let mut max_writes_per_step = (0.0f64, 0u64);
-            let mut drains = rollout_sim::checker::DrainStats::default();
-            let mut ha = rollout_sim::ha::HaStats::default();
-            let mut scale_requests = rollout_sim::guaranteed_update::ScaleRequestStats::default();
-            for seed in a..b {
-                let o = world::run(seed, &sc, false);
-                ran += 1;
-                reactions.add(&o.reactions);
-                if args.large {
-                    large.push((seed, o.reactions.clone()));
-                }
-                sim += o.sim_time;
-                downscales += o.downscales;
-                near = (near.0 + o.near_min_time.0, near.1 + o.near_min_time.1);
-                interleaved = (interleaved.0 + o.rolled_while_scaling, interleaved.1 + o.scaled_while_rolling);
-                slow += o.slow_observations;
-                events.add(&o.events);
-                drains.add(&o.drains);
-                ha.add(&o.ha);
-                scale_requests.add(&o.scale_requests);
-                if o.events.writes_per_step() > max_writes_per_step.0 {
-                    max_writes_per_step = (o.events.writes_per_step(), seed);
-                }
-                if let Some(gap) = o.min_downscale_gap
-                    && closest.is_none_or(|(g, _)| gap < g)
-                {
-                    closest = Some((gap, seed));
-                }
-                if !o.passed() {
-                    failures += 1;
-                    println!(
-                        "FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner}{})",
-                        args.replay_flags()
-                    );
-                    for v in &o.violations {
-                        println!("  {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
-                    }
-                    if fail_fast {
-                        break;
-                    }
-                }
-            }
-            if args.scaling || args.webhook {
-                let gap = closest.map_or("none".to_string(), |(g, s)| format!("{:.3}s (seed {s})", g.as_secs_f64()));
-                println!("{downscales} downscales committed; closest commits of two zones' downscales: {gap}");
-                println!(
-                    "pairs committed less than min time + 1 s apart: {} with the later by the controller, {} by the webhook or user",
-                    near.0, near.1
-                );
-                println!(
-                    "controller deletions in a StatefulSet being scaled: {}; controller replica changes of one being rolled: {}",
-                    interleaved.0, interleaved.1
-                );
-            }
-            if args.webhook {
-                println!("{}", scale_requests.describe());
-            }
-            if args.observe_lag {
-                println!("generations observed only after 5-60 s: {slow}");
-            }
-            println!("{}", reactions.describe());
-            if args.large {
-                for (seed, r) in &large {
-                    if let Some((span, own, share)) = rollout_sim::reaction::Summary::rollout_share(r) {
-                        println!(
-                            "seed {seed}: rollout {:.0} s, pods' own replacement times {:.0} s ({} pods), controller share {:.2} %",
-                            span.as_secs_f64(),
-                            own.as_secs_f64(),
-                            r.restarts.len(),
-                            share * 100.0
-                        );
-                    }
-                }
-            }
-            if args.events {
-                println!("Events: {}", events.describe());
-                println!(
-                    "Event writes per rollout step: {:.2} over the batch, at most {:.2} in one run (seed {})",
-                    events.writes_per_step(),
-                    max_writes_per_step.0,
-                    max_writes_per_step.1
-                );
-            }
-            if args.drains.is_some() {
-                println!(
-                    "evictions: {} asked, {} denied, {} webhook failures, {} dry runs allowed, {} committed; {} \
-                     evictions and controller deletions of available pods judged against the budget ({} evictions \
-                     let through as their zone's or partition's second unavailable pod); {} runs held by a \
-                     partition's last pod; {} denials after an intent, {} answered with it still there",
-                    drains.asked,
-                    drains.denied,
-                    drains.failed,
-                    drains.dry_runs_allowed,
-                    drains.committed,
-                    drains.judged,
-                    drains.second_in_scope,
-                    drains.held_by_last_pod,
-                    drains.denied_after_intent,
-                    drains.denied_intent_left
-                );
-            }
-            if args.ha.is_some() {
-                println!("{}", ha.describe());
-            }
-            let wall = started.elapsed().as_secs_f64();
-            println!(
-                "{ran} seeds, {failures} failed, {:.1} s wall, {:.1} seeds/s, {:.0} simulated s per wall s ({:.1} ms per seed)",
-                wall,
-                ran as f64 / wall,
-                sim.as_secs_f64() / wall,
-                wall * 1e3 / ran as f64
-            );
-            Ok(if failures == 0 { 0 } else { 1 })
-        }
-    }
-}
-
-pub fn main() -> i32 {
-    match run() {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            2
-        }
-    }
 }

@@ -1,0 +1,249 @@
+//! Carrying out one request against the store, as the real API server answers it.
+
+use crate::environment::apiserver::rbac::{REPROBE_AFTER, ZONE_TRACKER, access_of, forbidden_reply, optional_probe};
+use crate::environment::apiserver::{
+    ADMISSION_INCARNATION_BASE, DRAIN_INCARNATION_BASE, Op, Reply, Request, ServerEnv, WEBHOOK_INCARNATION, own_part,
+};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use rollout_operator::cluster::ApiError;
+
+pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
+    let mut store = env.store.lock().unwrap();
+    let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
+    let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
+        "webhook".to_string()
+    } else if req.knowledge.incarnation >= DRAIN_INCARNATION_BASE {
+        "drain".to_string()
+    } else {
+        format!("controller#{}", req.knowledge.incarnation)
+    };
+    let controller = who.starts_with("controller");
+    let lease_request = matches!(req.op, Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. });
+    if controller && !lease_request {
+        store.reactions.controller_requests += 1;
+    }
+    if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
+        && !grants.allows(&access, cluster_scoped)
+    {
+        store.trace(&who, format!("{access} -> forbidden (403)"));
+        // The tracker's probes are the controller's alone: the webhook asks at every admission it must claim.
+        let feature = optional_probe(&req.op).filter(|feature| *feature != ZONE_TRACKER || controller);
+        let probe = feature.is_some_and(|feature| {
+            let told = req.log.refusal_received(feature);
+            let reprobe =
+                req.log.last_refusal_received(feature).is_some_and(|last| req.handed_at >= last + REPROBE_AFTER);
+            told.is_none_or(|told| req.handed_at <= told) || reprobe
+        });
+        // The no-downscale webhook reads the parent of every `/scale` request, as the reference does, and no real
+        // deployment grants those reads of Deployments and ReplicaSets: a refusal is its fail-open path (the
+        // reference's warning), said once in its log; the checker judges the answer (`NO_DOWNSCALE_LABEL`).
+        let parent_lookup = matches!(req.op, Op::GetDeployment { .. } | Op::GetReplicaSet { .. }) && !controller;
+        if !probe && !parent_lookup {
+            let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
+            store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
+        }
+        return forbidden_reply(&req.op, &access);
+    }
+    match &req.op {
+        Op::DeletePod { name, preconditions } => {
+            let group = store.pods.get(name).and_then(|p| store.group_of_pod(p)).filter(|_| controller);
+            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
+            let result = store.api_delete_pod(name, preconditions, req.knowledge);
+            if let Some(group) = group {
+                let at = store.elapsed();
+                let own = own_part(&req, waited);
+                store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
+                if result.is_ok() {
+                    store.reactions.pod_deleted_by_controller(name, at);
+                }
+            }
+            let line = match &result {
+                Ok(()) => format!("DELETE pod {name} -> ok"),
+                Err(e) => format!("DELETE pod {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            if result.is_ok() {
+                let crash = env.knobs.lock().unwrap().crash_after_delete;
+                if env.rng.lock().unwrap().chance(crash) {
+                    let _ = env.crash_tx.send(req.knowledge.incarnation);
+                }
+            }
+            Reply::Deleted(result)
+        }
+        Op::UpdateStatus { statefulset } => {
+            let result = store.api_update_status(statefulset, req.knowledge).map(Box::new);
+            let name = statefulset.metadata.name.clone().unwrap_or_default();
+            let rev = statefulset.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("PUT {name}/status currentRevision={rev} -> ok"),
+                Err(e) => format!("PUT {name}/status currentRevision={rev} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            if result.is_ok() {
+                let snapshot = store.describe();
+                store.trace("cluster", snapshot);
+            }
+            Reply::Patched(result)
+        }
+        Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
+        Op::CreateConfigMap { config_map } => {
+            store.admission_writing = admission.then_some(req.knowledge.incarnation);
+            let result = store.api_create_config_map(config_map);
+            store.admission_writing = None;
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("CREATE configmap {name} -> ok"),
+                Err(e) => format!("CREATE configmap {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
+        }
+        Op::ReplaceConfigMap { config_map } => {
+            store.admission_writing = admission.then_some(req.knowledge.incarnation);
+            let result = store.api_replace_config_map(config_map);
+            store.admission_writing = None;
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            let line = match &result {
+                Ok(_) => format!("REPLACE configmap {name} -> ok"),
+                Err(e) => format!("REPLACE configmap {name} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
+        }
+        Op::PatchReplicas { name, replicas, resource_version, annotations } => {
+            store.writer = who.clone();
+            let group = store.group_of_statefulset(name).filter(|_| who.starts_with("controller"));
+            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
+            let controller = (who != "webhook").then_some(req.knowledge);
+            let result =
+                store.api_patch_replicas(name, *replicas, resource_version, annotations, controller).map(Box::new);
+            store.writer = "cluster".to_string();
+            if let Some(group) = group {
+                let at = store.elapsed();
+                let own = own_part(&req, waited);
+                store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
+            }
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
+                Err(e) => format!("PATCH {name} replicas={replicas} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
+        Op::PatchAnnotations { name, resource_version, annotations } => {
+            let result = store.api_patch_annotations(name, resource_version, annotations).map(Box::new);
+            if admission && result.is_ok() && annotations.contains_key(rollout_core::keys::LAST_DOWNSCALE) {
+                store.recorded_by_admission.insert(req.knowledge.incarnation);
+            }
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} annotations -> ok"),
+                Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
+        Op::MergeStatefulSetAnnotations { name, changes } => {
+            let annotations = |s: &StatefulSet| s.metadata.annotations.clone().unwrap_or_default();
+            let before = store.statefulsets.get(name).map(annotations).unwrap_or_default();
+            let result = store.api_merge_statefulset_annotations(name, changes).map(Box::new);
+            if let Ok(after) = &result {
+                store.checker.record_intents_written(changes);
+                let at = store.elapsed();
+                let after = annotations(after);
+                store.checker.judge_statefulset_intent_write(
+                    at,
+                    name,
+                    &before,
+                    changes,
+                    &after,
+                    jiff::Timestamp::now(),
+                );
+            }
+            let line = match &result {
+                Ok(_) => format!("PATCH {name} annotations {} -> ok", describe_changes(changes)),
+                Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Patched(result)
+        }
+        Op::Discover { group, kind } => Reply::Discovered(Ok(store.api_discover(group, kind))),
+        Op::GetScale { plural, name } => Reply::Value(store.api_get_scale(plural, name)),
+        Op::PatchResourceStatus { plural, name, patch } => {
+            let result = store.api_patch_resource_status(plural, name, patch);
+            let line = match &result {
+                Ok(()) => format!("PATCH {plural}/{name}/status -> ok"),
+                Err(e) => format!("PATCH {plural}/{name}/status -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Done(result)
+        }
+        Op::GetStatefulSet { name } => Reply::StatefulSet(Ok(store.statefulsets.get(name).cloned().map(Box::new))),
+        Op::GetDeployment { name } => Reply::Deployment(Ok(store.deployments.get(name).cloned().map(Box::new))),
+        Op::GetReplicaSet { name } => Reply::ReplicaSet(Ok(store.replicasets.get(name).cloned().map(Box::new))),
+        Op::ListStatefulSets { selector } => Reply::StatefulSets(Ok(list_statefulsets(&store, selector))),
+        Op::ListPods { selector } => Reply::Pods(Ok(list_pods(&store, selector))),
+        Op::GetPod { name } => Reply::Pod(Ok(store.pods.get(name).cloned().map(Box::new))),
+        Op::PatchPodAnnotations { name, uid, changes } => {
+            let result = store.api_patch_pod_annotations(name, uid, changes).map(|p| Some(Box::new(p)));
+            if result.is_ok() {
+                store.checker.record_intents_written(changes);
+            }
+            // A refused patch (the pod gone, another uid) wrote nothing.
+            if let (Ok(Some(pod)), true) = (&result, changes.contains_key(rollout_core::keys::READY_TIME)) {
+                let group = crate::environment::objects::budget_group_of(pod);
+                let at = store.elapsed();
+                store.checker.judge_ready_time_write(at, name, group.as_deref());
+            }
+            let line = match &result {
+                Ok(_) => format!("PATCH pod {name} annotations -> ok"),
+                Err(e) => format!("PATCH pod {name} annotations -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Pod(result)
+        }
+        Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),
+        Op::CreateSecret { secret } => Reply::Secret(store.api_create_secret(secret).map(|s| Some(Box::new(s)))),
+        Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),
+        Op::CreateEvent { event } => {
+            let at = store.elapsed();
+            let result = store.events.create(at, event);
+            let what = format!(
+                "EVENT {} {} on {}: {}",
+                event.type_.as_deref().unwrap_or_default(),
+                event.reason.as_deref().unwrap_or_default(),
+                event.regarding.as_ref().and_then(|r| r.name.as_deref()).unwrap_or_default(),
+                event.note.as_deref().unwrap_or_default()
+            );
+            let line = match &result {
+                Ok(()) => what,
+                Err(e) => format!("{what} -> {}", e.kind()),
+            };
+            store.trace(&who, line);
+            Reply::Done(result)
+        }
+        Op::PatchEvent { name, patch } => Reply::Done(store.events.patch(name, patch)),
+        Op::ListBudgets => Reply::Values(Ok(store.budgets.clone())),
+        Op::GetLease { name } => Reply::Lease(Ok(store.leases.get(name).cloned().map(Box::new))),
+        Op::CreateLease { lease } => Reply::Lease(store.api_create_lease(lease).map(|l| Some(Box::new(l)))),
+        Op::ReplaceLease { lease } => Reply::Lease(store.api_replace_lease(lease).map(|l| Some(Box::new(l)))),
+        // Served by `serve` before it gets here.
+        Op::Evict { .. } => Reply::Done(Err(ApiError::Unavailable("eviction not served".into()))),
+    }
+}
+
+pub(crate) fn list_statefulsets(store: &crate::environment::store::Store, selector: &str) -> Vec<StatefulSet> {
+    let matching = |s: &&StatefulSet| crate::environment::store::selector_matches(selector, s.metadata.labels.as_ref());
+    store.statefulsets.values().filter(matching).cloned().collect()
+}
+
+pub(crate) fn list_pods(store: &crate::environment::store::Store, selector: &str) -> Vec<Pod> {
+    let matching = |p: &&Pod| crate::environment::store::selector_matches(selector, p.metadata.labels.as_ref());
+    store.pods.values().filter(matching).cloned().collect()
+}
+
+/// `+key` for each annotation set, `-key` for each removed, for the trace.
+pub(crate) fn describe_changes(changes: &std::collections::BTreeMap<String, Option<String>>) -> String {
+    let each = changes.iter().map(|(k, v)| format!("{}{k}", if v.is_some() { "+" } else { "-" }));
+    each.collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,294 @@
+//! The store's side of the API server's writes: each request as the real API server carries it out (preconditions,
+//! conflicts, subresources), judged by the oracle as it commits.
+
+pub use crate::Kind;
+use crate::environment::objects::{PodSum, StsSum};
+use crate::environment::store::Store;
+use crate::oracle::checker::Knowledge;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
+use std::collections::BTreeMap;
+
+impl Store {
+    /// `DELETE pods/{name}` with preconditions: the pod becomes terminating (the kubelet removes it later).
+    pub fn api_delete_pod(&mut self, name: &str, pre: &Preconditions, k: Knowledge) -> Result<(), ApiError> {
+        let Some(pod) = self.pods.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("pods \"{name}\" not found")));
+        };
+        // An empty uid is taken as no uid precondition (the test-only NoExpectations planner clears uids to model
+        // the reference, which sent none; a real API server would refuse "" as a mismatch).
+        if pre.uid.as_ref().is_some_and(|u| !u.is_empty() && Some(u) != pod.metadata.uid.as_ref()) {
+            return Err(ApiError::Conflict(format!("pods \"{name}\": precondition failed: UID")));
+        }
+        if pre.resource_version.as_ref().is_some_and(|v| Some(v) != pod.metadata.resource_version.as_ref()) {
+            return Err(ApiError::Conflict(format!("pods \"{name}\": precondition failed: ResourceVersion")));
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Deleting a terminating pod again changes nothing.
+            return Ok(());
+        }
+        let at = self.elapsed();
+        self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
+        if self.step_claims_required {
+            self.judge_step_claimed(at, &pod, k);
+        }
+        if !self.checker.budgets.is_empty() {
+            let by = format!("controller#{} deletion", k.incarnation);
+            self.checker.judge_disruption(at, k.pod_rv.min(k.sts_rv), self.rv, &PodSum::of(&pod), &by);
+        }
+        if self.being_scaled(&crate::environment::objects::owner_of(&pod)) {
+            self.checker.rolled_while_scaling += 1;
+        }
+        let group = self
+            .statefulsets
+            .get(&crate::environment::objects::owner_of(&pod))
+            .and_then(|s| s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned());
+        let now = Timestamp::now();
+        let preparing: Vec<String> = self
+            .preparing
+            .iter()
+            .filter(|(_, (g, _, until))| Some(g) == group.as_ref() && now < *until)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for sts in preparing {
+            self.checker.judge_delete_while_preparing(at, k, name, &sts);
+        }
+        let mut pod = pod;
+        pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        self.put_pod(pod);
+        Ok(())
+    }
+
+    /// `PUT statefulsets/{name}/status`: replaces the status; `metadata.resourceVersion`, when given, is a
+    /// precondition. Only the status is changed (as the API server's status strategy does).
+    pub fn api_update_status(&mut self, statefulset: &StatefulSet, k: Knowledge) -> Result<StatefulSet, ApiError> {
+        let name = statefulset.metadata.name.clone().unwrap_or_default();
+        let Some(sts) = self.statefulsets.get(&name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        if statefulset.metadata.resource_version.is_some()
+            && statefulset.metadata.resource_version != sts.metadata.resource_version
+        {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
+            )));
+        }
+        let mut new = sts.clone();
+        new.status = statefulset.status.clone();
+        let old_rev = sts.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
+        let new_rev = new.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
+        if new_rev != old_rev {
+            let at = self.elapsed();
+            self.checker.judge_revision(at, k, self.rv + 1, &name, &new_rev);
+        }
+        Ok(self.put_statefulset(new))
+    }
+
+    /// `POST configmaps`: fails with a conflict when the name is taken.
+    pub fn api_create_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let cm = memory::create(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
+        self.note_markers(&cm);
+        Ok(cm)
+    }
+
+    /// The webhook answered the admission of a downscale of `sts`: it is no longer being prepared.
+    pub fn end_preparing(&mut self, sts: &str, admission: u64) {
+        self.answered.insert(admission);
+        if self.preparing.get(sts).is_some_and(|(_, a, _)| *a == admission) {
+            self.preparing.remove(sts);
+        }
+    }
+
+    /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
+    pub fn api_replace_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
+        let cm = memory::replace(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
+        self.note_markers(&cm);
+        Ok(cm)
+    }
+
+    /// `PATCH statefulsets/{name}` with `{"spec":{"replicas":N}}`; a non-empty `resource_version` is a precondition.
+    /// A spec change bumps `metadata.generation`, as the API server does. `controller`: the knowledge of the
+    /// rollout controller making the change, whose downscales the checker judges (invariant 5).
+    pub fn api_patch_replicas(
+        &mut self,
+        name: &str,
+        replicas: u32,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+        controller: Option<Knowledge>,
+    ) -> Result<StatefulSet, ApiError> {
+        let Some(sts) = self.statefulsets.get(name).cloned() else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        if !resource_version.is_empty() && Some(resource_version) != sts.metadata.resource_version.as_deref() {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on statefulsets.apps \"{name}\": the object has been modified"
+            )));
+        }
+        let replicas = i32::try_from(replicas)
+            .map_err(|_| ApiError::Rejected { code: 422, message: format!("spec.replicas {replicas} out of range") })?;
+        let mut new = sts.clone();
+        let spec = new.spec.get_or_insert_with(Default::default);
+        if spec.replicas == Some(replicas) {
+            return Ok(sts);
+        }
+        let decrease = spec.replicas.is_some_and(|r| replicas < r);
+        let increase = spec.replicas.is_some_and(|r| replicas > r);
+        spec.replicas = Some(replicas);
+        new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
+        new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
+        if controller.is_some() {
+            self.controller_replica_changes += 1;
+        }
+        if let (Some(k), Some(had)) = (controller, self.force_ignored.get(name)) {
+            let from = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let detail = format!(
+                "scaled {name} {from} -> {replicas}; it had {had} when given an ignored {} (process #{})",
+                rollout_core::keys::ROLLOUT_FORCE_REPLICAS,
+                k.incarnation
+            );
+            let at = self.elapsed();
+            self.checker.violate(at, crate::oracle::checker::FORCE_IGNORED, detail);
+        }
+        if controller.is_some() && self.being_rolled(name) {
+            self.checker.scaled_while_rolling += 1;
+            self.checker.downscaled_while_rolling += u64::from(decrease);
+        }
+        if let Some(k) = controller.filter(|_| increase || decrease) {
+            self.judge_mirror_scale(&sts, replicas.max(0) as u32, k);
+        }
+        if let (true, Some(k)) = (increase, controller) {
+            let at = self.elapsed();
+            self.checker.judge_controller_upscale(at, k, name);
+        }
+        if let (true, Some(k)) = (decrease, controller) {
+            let at = self.elapsed();
+            let group = StsSum::of(&new).group;
+            self.checker.judge_controller_downscale(at, k, name, &group);
+        }
+        self.writer_basis = controller.map(|k| k.sts_rv);
+        let committed = self.put_statefulset(new);
+        self.writer_basis = None;
+        Ok(committed)
+    }
+
+    /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.
+    pub fn api_patch_annotations(
+        &mut self,
+        name: &str,
+        resource_version: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<StatefulSet, ApiError> {
+        memory::check_version(&self.statefulsets, "statefulsets.apps", name, Some(resource_version))?;
+        let mut sts = self.statefulsets[name].clone();
+        sts.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
+        Ok(self.put_statefulset(sts))
+    }
+
+    /// `PATCH statefulsets/{name}` of `metadata.annotations` (`None` removes), a merge patch without precondition.
+    pub fn api_merge_statefulset_annotations(
+        &mut self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<StatefulSet, ApiError> {
+        let Some(sts) = self.statefulsets.get(name) else {
+            return Err(ApiError::NotFound(format!("statefulsets.apps \"{name}\" not found")));
+        };
+        let mut sts = sts.clone();
+        memory::apply_annotation_changes(&mut sts.metadata, changes);
+        Ok(self.put_statefulset(sts))
+    }
+
+    /// `PATCH pods/{name}` of `metadata.annotations` (`None` removes), conditional on the pod's uid.
+    pub fn api_patch_pod_annotations(
+        &mut self,
+        name: &str,
+        uid: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Pod, ApiError> {
+        let Some(pod) = self.pods.get(name) else {
+            return Err(ApiError::NotFound(format!("pods \"{name}\" not found")));
+        };
+        let stored = pod.metadata.uid.clone().unwrap_or_default();
+        if !uid.is_empty() && stored != uid {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on pods \"{name}\": Precondition failed: UID in precondition: {uid}, \
+                 UID in object meta: {stored}"
+            )));
+        }
+        let mut pod = pod.clone();
+        memory::apply_annotation_changes(&mut pod.metadata, changes);
+        Ok(self.put_pod(pod))
+    }
+
+    /// API discovery: resources of `group` with kind `kind`.
+    pub fn api_discover(&self, group: &str, kind: &str) -> Vec<ApiResourceRef> {
+        self.api_resources.iter().filter(|r| r.group == group && r.kind == kind).cloned().collect()
+    }
+
+    /// `GET <plural>/{name}/scale`: an autoscaling/v1 Scale built from the object.
+    pub fn api_get_scale(&self, plural: &str, name: &str) -> Result<serde_json::Value, ApiError> {
+        let Some(obj) = self.scale_targets.get(&(plural.to_string(), name.to_string())) else {
+            return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+        };
+        let mut scale = serde_json::json!({
+            "apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name},
+            "spec": {}, "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(0.into())},
+        });
+        if let Some(r) = obj.pointer("/spec/replicas") {
+            scale["spec"]["replicas"] = r.clone();
+        }
+        Ok(scale)
+    }
+
+    /// `PATCH <plural>/{name}/status` (JSON merge patch): only `status` changes.
+    pub fn api_patch_resource_status(
+        &mut self,
+        plural: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let Some(obj) = self.scale_targets.get_mut(&(plural.to_string(), name.to_string())) else {
+            return Err(ApiError::NotFound(format!("{plural} \"{name}\" not found")));
+        };
+        if let (Some(status), Some(obj)) = (patch.get("status"), obj.as_object_mut()) {
+            merge(obj.entry("status").or_insert(serde_json::Value::Null), status);
+        }
+        Ok(())
+    }
+
+    /// `POST secrets`.
+    pub fn api_create_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
+        memory::create(&mut self.secrets, &mut self.rv, "secrets", secret)
+    }
+
+    /// `PUT secrets/{name}`: `metadata.resourceVersion`, when given, is a precondition.
+    pub fn api_replace_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
+        memory::replace(&mut self.secrets, &mut self.rv, "secrets", secret)
+    }
+
+    /// `POST leases`: a name already taken is a conflict (409 AlreadyExists).
+    pub fn api_create_lease(
+        &mut self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        let lease = memory::create(&mut self.leases, &mut self.rv, "leases.coordination.k8s.io", lease)?;
+        self.lease_committed(&lease);
+        Ok(lease)
+    }
+
+    /// `PUT leases/{name}`: `metadata.resourceVersion` is a precondition (409 Conflict when the Lease moved on), so
+    /// every renewal and takeover is a compare-and-swap.
+    pub fn api_replace_lease(
+        &mut self,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+    ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
+        let lease = memory::replace(&mut self.leases, &mut self.rv, "leases.coordination.k8s.io", lease)?;
+        self.lease_committed(&lease);
+        Ok(lease)
+    }
+}

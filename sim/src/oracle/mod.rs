@@ -1,0 +1,10 @@
+//! The judge: the invariant checker over the committed write history, the rules run on every commit, the
+//! reaction and Event figures, and the HA ledger of the Lease's truth.
+//!
+//! Must not act on the world: it reads commits and records violations.
+
+pub mod checker;
+pub mod commit_rules;
+pub mod election;
+pub mod events;
+pub mod reaction;
