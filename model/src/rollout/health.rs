@@ -14,7 +14,8 @@
 //! - Time is two instants per key: an evaluation before the candidate side has served the soak (the core answers
 //!   `Soaking` without a query) and any later one (`now` past the soak). The model's pods carry no Ready transition
 //!   time, so the soak counts from the baseline time, the rollout's start: the `started-at` annotation is on every
-//!   StatefulSet from the first state (the rollout's first pass writes it before it deletes anything).
+//!   StatefulSet from the first state (the rollout's first pass writes it, with that pass's time, once its writes
+//!   are done; a failed write only holds the gate on `NoBaselineTime` until a later pass lands it).
 //! - A pod's error ratio is its revision's: the initial revision and a good one serve at the baseline ratio, a bad
 //!   one above twice it. A query's value is the mean over the pods it names that serve (exist and are Ready); none
 //!   serving is no data. The current query reads the truth at the evaluation; the baseline query is at the baseline
@@ -23,7 +24,14 @@
 //! - Answers are faithful except for `query_faults` faulty evaluations: the candidate pods' series not ingested yet
 //!   (the current query has no data) or Prometheus unreachable (every query errors). Re-evaluation is always due (the
 //!   cadence passes), so faults end and answers are eventually faithful.
+//! - The verdict kept is dropped as soon as the cache stops showing its key, not at the next pass (a held group is
+//!   passed again every reconcile interval); after a restart an evaluation may again fall within the soak.
 //! - One revision is rolled out (`revisions` is 1): a second one would move the baseline time into the rollout.
+//!
+//! The gate's property is judged on the truth when a controller deletion commits: with a bad revision, no deletion
+//! may start a zone (none of its pods replaced, terminating or missing) while another zone has pods on the update
+//! revision. A zone started by someone else (an evicted pod recreated at the update revision) is not the
+//! controller's start.
 //!
 //! The gate's seams a known bug replaces ([`GateShell`]): which gate the pass meets, and how one evaluation runs.
 
