@@ -11,6 +11,6 @@ pub mod scaling;
 pub mod zpdb;
 
 pub use rollout::{
-    Exp, ModelConfig, Op, PodState, Record, RolloutModel, State, Step, World, ZONES, ZoneState, violation,
-    violation_names,
+    Answers, Exp, GateShell, Health, ModelConfig, Op, PodState, Record, RolloutModel, State, Step, World, ZONES,
+    ZoneState, violation, violation_names,
 };

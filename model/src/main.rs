@@ -5,7 +5,7 @@ use rollout_core::RolloutPlanner;
 use rollout_model::election::{ElectionModel, ElectionModelConfig};
 use rollout_model::mirror::{MirrorModel, MirrorModelConfig};
 use rollout_model::zpdb::{BudgetMode, ZpdbModel, ZpdbModelConfig, production_evictor};
-use rollout_model::{ModelConfig, RolloutModel};
+use rollout_model::{Health, ModelConfig, RolloutModel};
 use stateright::{Checker, Model};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -303,6 +303,13 @@ struct CheckArgs {
     /// uid-preconditions, expectations, record-fails-closed, rollout-step-claims (shows what each layer holds off).
     #[arg(long, default_value = "all")]
     defences: String,
+    /// A health gate before each zone after the first (RolloutHealthCheck), the revision rolled out being good or
+    /// bad; needs --revisions 1.
+    #[arg(long, value_enum)]
+    health_check: Option<Health>,
+    /// Gate evaluations whose answers are faulty (no data for the updated pods, or Prometheus unreachable).
+    #[arg(long, default_value_t = 0)]
+    query_faults: u8,
     /// Stop after this many states (0 = explore everything).
     #[arg(long, default_value_t = 0)]
     max_states: usize,
@@ -323,6 +330,10 @@ fn main() -> ExitCode {
     };
     if args.zones == 0 || args.zones > 4 || args.revisions == 0 || args.revisions > 3 || args.pods == 0 {
         eprintln!("error: --zones must be 1-4, --pods at least 1, --revisions 1-3");
+        return ExitCode::from(2);
+    }
+    if args.health_check.is_some() && args.revisions != 1 {
+        eprintln!("error: --health-check needs --revisions 1");
         return ExitCode::from(2);
     }
     let defences = match rollout_core::Defences::parse(&args.defences) {
@@ -347,6 +358,8 @@ fn main() -> ExitCode {
         record_outages: args.record_outages,
         lost_answers: args.lost_answers,
         defences,
+        health_check: args.health_check,
+        query_faults: args.query_faults,
     };
     println!("configuration: {config:?}");
     let model = RolloutModel::new(config, Arc::new(RolloutPlanner));
@@ -369,10 +382,16 @@ fn main() -> ExitCode {
     println!("max depth:        {}", checker.max_depth());
     println!("wall time:        {:.2?}", took);
     println!("states/s:         {:.0}", unique as f64 / took.as_secs_f64().max(1e-9));
-    // With max-unavailable 1 only replacing crashed pods can happen in parallel: not a sign of vacuity.
+    // With max-unavailable 1 only replacing crashed pods can happen in parallel, and a bad revision is held after
+    // its first zone: not signs of vacuity.
     let expected_absent = |name: &str| {
-        (name == "pods are replaced in parallel" && args.max_unavailable < 2)
-            .then_some("not seen (expected with --max-unavailable 1)")
+        if name == "pods are replaced in parallel" && args.max_unavailable < 2 {
+            Some("not seen (expected with --max-unavailable 1)")
+        } else if name == "a rollout completes" && args.health_check == Some(Health::Bad) {
+            Some("not seen (expected with --health-check bad)")
+        } else {
+            None
+        }
     };
     report(&model, &checker, expected_absent, |steps| model.timeline(&steps))
 }

@@ -8,6 +8,10 @@ use rollout_core::execution::{
     Execution, Need as ExecutionNeed, Observed as ExecutionObserved, Outcome as ExecutionOutcome,
 };
 use rollout_core::fixture;
+use rollout_core::health_check::{
+    self, Answer, GateTarget, GateTimes, GateVerdict, HealthCheckConfig, Policy, QueryRequest, Targets,
+};
+use rollout_core::keys;
 use rollout_core::zpdb::{EvictPod, EvictionVerdict, KnownBudgets, Need, Observed, Outcome};
 use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner};
 
@@ -389,4 +393,61 @@ impl Planner for MinTimeSecondEarly {
         });
         RolloutPlanner.plan(&group, &PlanContext { downscale_record: record.as_ref(), ..*ctx })
     }
+}
+
+// ---- Test-only health gates: each replaces one seam of the shell's gate (the rollout model's `GateShell`: which
+// gate the pass meets, and how one evaluation runs) and changes only what the bug changed.
+
+/// The gate is looked for once a zone has started: the shell evaluates the RolloutHealthCheck of the StatefulSet
+/// being rolled (pods on its update revision and pods still to update) instead of the one about to start. Between
+/// zones the pass meets no gate, so the next zone's first deletion goes before any evaluation.
+pub fn gate_after_the_zone_started(group: &GroupSnapshot, _now: Timestamp) -> Option<GateTarget> {
+    group.members.iter().find_map(|m| {
+        let update = m.sts.status.as_ref().map(|s| s.update_revision.as_str())?;
+        let updated = m.pods.iter().filter(|p| p.revision() == Some(update)).count();
+        let health_check = m.sts.annotations.get(keys::ROLLOUT_HEALTH_CHECK)?;
+        (updated > 0 && updated < m.pods.len())
+            .then(|| GateTarget { statefulset: m.sts.name.clone(), health_check: health_check.clone() })
+    })
+}
+
+/// The baseline taken from the candidate side: the pod sets are swapped, so the baseline query reads the updated
+/// pods (at the baseline time, when they still ran the old revision) and the current query the stable ones. A bad
+/// revision is compared with the old one on both sides, and passes.
+pub fn baseline_from_the_candidate_side(
+    config: &HealthCheckConfig,
+    targets: Targets,
+    times: GateTimes,
+    ask: &mut dyn FnMut(&QueryRequest) -> Answer,
+) -> GateVerdict {
+    let swapped = Targets { candidate: targets.stable, stable: targets.candidate, namespace: targets.namespace };
+    health_check::evaluate(config, swapped, times, ask).0
+}
+
+/// No data counts as a pass: a check whose query has no data (the updated pods' series not ingested yet) lets the
+/// next zone start, as if its `onNoData` were `Disabled`.
+pub fn no_data_passes(
+    config: &HealthCheckConfig,
+    targets: Targets,
+    times: GateTimes,
+    ask: &mut dyn FnMut(&QueryRequest) -> Answer,
+) -> GateVerdict {
+    let mut config = config.clone();
+    for check in &mut config.checks {
+        check.on_no_data = Policy::Disabled;
+    }
+    health_check::evaluate(&config, targets, times, ask).0
+}
+
+/// The soak counted from each evaluation: the candidate side is taken to have served since the evaluation's own
+/// time, so every evaluation finds it still soaking and the gate never judges (a good revision never gets past
+/// its first zone).
+pub fn soak_from_each_evaluation(
+    config: &HealthCheckConfig,
+    targets: Targets,
+    times: GateTimes,
+    ask: &mut dyn FnMut(&QueryRequest) -> Answer,
+) -> GateVerdict {
+    let times = GateTimes { candidates_serving_since: Some(times.now), ..times };
+    health_check::evaluate(config, targets, times, ask).0
 }

@@ -7,15 +7,22 @@ impl RolloutModel {
     /// What the controller does with its cache, its expectations and the record it reads live: drop the
     /// expectations the cache shows, then run the whole pass (only when no plan is in flight). Memoised: many
     /// states share the controller's view.
-    fn decide(&self, view: &World, expectations: &[Exp], planning: bool, record: Record) -> Decision {
-        let key = (view.clone(), expectations.to_vec(), planning, (record.marker, record.unreadable));
+    pub(super) fn decide(
+        &self,
+        view: &World,
+        expectations: &[Exp],
+        planning: bool,
+        record: Record,
+        gate: Option<&GateMemo>,
+    ) -> Decision {
+        let key = (view.clone(), expectations.to_vec(), planning, (record.marker, record.unreadable), gate.cloned());
         if let Some(hit) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return hit;
         }
         let snapshot = self.snapshot(view);
         let retained: Vec<Exp> =
             expectations.iter().copied().filter(|e| !to_core_expectation(*e).is_observed(&snapshot)).collect();
-        let (plan, claims) = if planning {
+        let (plan, claims, held) = if planning {
             let pending: Vec<PendingExpectation> = retained
                 .iter()
                 .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
@@ -31,8 +38,10 @@ impl RolloutModel {
                 Vec::new()
             };
             let empty = DownscaleRecord::default();
+            let handed = self.handed_gate(&snapshot, &self.view_gate(view), gate);
             let mut input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
             input.defences = self.config.defences;
+            input.health_gate = handed.as_ref();
             if self.uses_record() {
                 input.zone_tracker = ZoneTracker::On;
                 input.record = if record.unreadable {
@@ -42,14 +51,15 @@ impl RolloutModel {
                 };
             }
             let pass = plan_pass_with(&*self.planner, &snapshot, &input);
+            let held = pass.plan.wait.as_ref().is_some_and(|w| w.reason == WaitReason::HeldByHealthCheck);
             // This model's zones carry no scaling annotations, so the planner never scales them; replica changes
             // are the scaling model's.
             let actions = pass.plan.actions.into_iter().filter(|a| !matches!(a, Action::Scale { .. })).collect();
-            (actions, pass.claims_rollout_step)
+            (actions, pass.claims_rollout_step, held)
         } else {
-            (Vec::new(), false)
+            (Vec::new(), false, false)
         };
-        let decision = (retained, plan, claims);
+        let decision = (retained, plan, claims, held);
         if let Ok(mut m) = self.decisions.lock() {
             m.insert(key, decision.clone());
         }
@@ -58,7 +68,8 @@ impl RolloutModel {
 
     /// The next plan as the controller would execute it: the core's execution machine over the pass's actions.
     pub(super) fn next_plan(&self, s: &State) -> (Vec<Exp>, Option<Box<Execution>>) {
-        let (retained, actions, claims) = self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record);
+        let (retained, actions, claims, _) =
+            self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record, s.gate.as_ref());
         let exec = (!actions.is_empty()).then(|| Box::new(Execution::new(actions, claims, self.execution_settings())));
         (retained, exec)
     }
@@ -127,6 +138,7 @@ impl RolloutModel {
         if s.record.marker {
             s.violations |= violation::NO_ROLLOUT_DURING_DOWNSCALE;
         }
+        self.judge_zone_start(s, zone);
         let p = &mut s.truth.zones[zone as usize].pods[pod as usize];
         if !p.terminating {
             p.terminating = true;

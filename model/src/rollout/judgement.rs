@@ -10,11 +10,13 @@ impl RolloutModel {
         self.config.revisions + self.config.crashes + self.config.evictions + 1
     }
 
-    /// No step of any actor is possible.
+    /// No step of any actor can change anything: the gate's re-evaluation, always due, may only repeat its verdict.
     pub fn is_quiescent(&self, s: &State) -> bool {
         let mut steps = Vec::new();
         self.actions(s, &mut steps);
-        steps.is_empty()
+        steps.into_iter().all(|step| {
+            matches!(step, Step::GateEvaluated(_)) && self.next_state(s, step).is_some_and(|next| next == *s)
+        })
     }
 
     /// Every zone is on the latest revision, ready, with currentRevision advanced, and the cache has caught up.
@@ -89,6 +91,13 @@ impl RolloutModel {
                     Some(op) => format!("the request in flight commits: {op:?}"),
                     None => "the request in flight commits".to_string(),
                 },
+                Some(Step::GateEvaluated(answers)) => match next.gate.as_ref().map(|g| &g.verdict.0) {
+                    Some(verdict) => format!(
+                        "the shell evaluates the gate ({answers:?} answers): {}",
+                        verdict.hold_reason().unwrap_or_else(|| "passes".to_string())
+                    ),
+                    None => format!("the shell evaluates the gate ({answers:?} answers)"),
+                },
                 Some(other) => format!("{other:?}"),
                 None => "?".to_string(),
             };
@@ -125,6 +134,7 @@ pub fn violation_names(bits: u8) -> String {
         (violation::NO_REPLACEMENT_LOOP, "no replacement loop"),
         (violation::NO_ROLLOUT_DURING_DOWNSCALE, "no rollout step while a downscale is being prepared"),
         (violation::ONLY_SEEN_PODS_DELETED, "only pods the controller has seen are deleted"),
+        (violation::BAD_REVISION_STARTS_A_SECOND_ZONE, "a bad revision starts no second zone"),
     ] {
         if bits & bit != 0 {
             names.push(name);

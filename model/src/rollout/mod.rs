@@ -12,25 +12,30 @@
 //!
 //! Cut along its seams: the state, what the API server holds and the controller's progress ([`state`]); the
 //! controller, deciding with the planner on its cache, executing one write at a time and each write judged against
-//! what it knew ([`controller`]); and what the properties read of a state, with a state and a path told for people
+//! what it knew ([`controller`]); the health gate, with `health_check`: the shell's gate handed to the pass, its
+//! evaluations against a Prometheus answering from the truth, and the start of a second zone by a bad revision
+//! ([`health`]); and what the properties read of a state, with a state and a path told for people
 //! ([`judgement`]). This module owns the configuration, the model itself and its steps.
 
 mod controller;
+mod health;
 mod judgement;
 mod state;
 
 use controller::{apply_own_write, zone_index};
+pub use health::{Answers, GateEvaluator, GateMemo, GateShell, GateTargeting, HEALTH_CHECK, Health, Verdict};
 pub use judgement::violation_names;
 pub use state::{Exp, Op, PodState, Record, State, Step, World, ZoneState, violation};
 
 use rollout_core::Failure;
 use rollout_core::execution::{Execution, ExecutionSettings, Need, Observed, StepClaimed};
 use rollout_core::fixture;
+use rollout_core::health_check::{ConfigError, HealthCheckConfig};
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
     Action, Defences, DownscaleRecord, Expectation, ExpectationLifetimes, GroupSnapshot, MaxUnavailable, PassInput,
-    PendingExpectation, Planner, RecordRead, StatefulSetView, ZoneTracker, downscale::DownscaleInProgress, keys,
-    plan_pass_with,
+    PendingExpectation, Planner, RecordRead, StatefulSetView, WaitReason, ZoneTracker, downscale::DownscaleInProgress,
+    keys, plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;
@@ -75,6 +80,11 @@ pub struct ModelConfig {
     /// but in the configurations that show what one layer holds off on its own. The model carries the uid
     /// precondition, the expectations, the record failing closed and the rollout-step claim.
     pub defences: Defences,
+    /// With a health gate: every StatefulSet names a RolloutHealthCheck, and the revision rolled out is good or bad
+    /// (see [`health`]). Needs one revision.
+    pub health_check: Option<Health>,
+    /// Gate evaluations over a run whose answers are faulty (no data for the updated pods, or errors).
+    pub query_faults: u8,
 }
 
 impl Default for ModelConfig {
@@ -94,6 +104,8 @@ impl Default for ModelConfig {
             record_outages: 0,
             lost_answers: 0,
             defences: Defences::ALL,
+            health_check: None,
+            query_faults: 0,
         }
     }
 }
@@ -103,21 +115,42 @@ impl Default for ModelConfig {
 pub struct RolloutModel {
     pub config: ModelConfig,
     pub planner: Arc<dyn Planner + Send + Sync>,
+    /// The health gate's seams in the shell (production's unless a known bug replaces one).
+    pub gate: GateShell,
+    /// The RolloutHealthCheck the shell's watch holds, with `health_check`.
+    health: Option<Result<HealthCheckConfig, ConfigError>>,
     /// Memo of [`RolloutModel::decide`]; the planner is pure, so its answer for a view never changes.
     decisions: Arc<Mutex<HashMap<DecisionKey, Decision>>>,
+    /// Memo of the gate each view shows.
+    gate_targets: Arc<Mutex<HashMap<World, health::ViewGate>>>,
 }
 
-/// The controller's view, its expectations, whether it may plan (no plan in flight), and the record as it reads
-/// it (marker, unreadable).
-type DecisionKey = (World, Vec<Exp>, bool, (bool, bool));
-/// The expectations it still holds, its plan, and whether the plan's deletions are claimed as a rollout step.
-type Decision = (Vec<Exp>, Vec<Action>, bool);
+/// The controller's view, its expectations, whether it may plan (no plan in flight), the record as it reads it
+/// (marker, unreadable), and the gate's verdict the shell keeps.
+type DecisionKey = (World, Vec<Exp>, bool, (bool, bool), Option<GateMemo>);
+/// The expectations it still holds, its plan, whether the plan's deletions are claimed as a rollout step, and
+/// whether the pass holds a zone back on the gate.
+type Decision = (Vec<Exp>, Vec<Action>, bool, bool);
 
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
         assert!(config.zones as usize <= ZONES.len() && config.zones > 0, "1 to {} zones", ZONES.len());
         assert!((config.revisions as usize) < REVISIONS.len() && config.revisions > 0, "1 to 3 revisions");
-        RolloutModel { config, planner, decisions: Arc::default() }
+        assert!(config.health_check.is_none() || config.revisions == 1, "a health gate with one revision");
+        let health = config.health_check.map(|_| health::health_check_resource());
+        RolloutModel {
+            config,
+            planner,
+            gate: GateShell::PRODUCTION,
+            health,
+            decisions: Arc::default(),
+            gate_targets: Arc::default(),
+        }
+    }
+
+    /// The same model with the gate's seams of `gate` (a known bug's).
+    pub fn with_gate(self, gate: GateShell) -> Self {
+        RolloutModel { gate, decisions: Arc::default(), gate_targets: Arc::default(), ..self }
     }
 
     /// The planner's input for a world, built like the production cache builds it.
@@ -139,6 +172,7 @@ impl RolloutModel {
                 status.observed_generation = Some(i64::from(zone.update) + 1);
                 status.ready_replicas = u32::from(zone.ready_replicas);
             }
+            self.gate_statefulset(&mut s, zone.update);
             for (i, p) in zone.pods.iter().enumerate() {
                 if !p.exists {
                     continue;
@@ -202,6 +236,8 @@ impl Model for RolloutModel {
             outages_left: self.config.record_outages,
             lost_answers_left: self.config.lost_answers,
             in_flight: None,
+            gate: None,
+            query_faults_left: self.config.query_faults,
             violations: 0,
             parallel_replacement: false,
         };
@@ -231,6 +267,9 @@ impl Model for RolloutModel {
         }
         if s.restarts_left > 0 {
             steps.push(Step::ControllerRestarts);
+        }
+        if self.health.is_some() {
+            self.gate_steps(s, steps);
         }
         if s.pushes_left > 0 {
             steps.push(Step::UserPushesRevision);
@@ -403,7 +442,10 @@ impl Model for RolloutModel {
                 s.need = None;
                 s.pending.clear();
                 s.view = s.truth.clone();
+                // The shell's verdicts live in the process.
+                s.gate = None;
             }
+            Step::GateEvaluated(answers) => self.evaluate_gate(&mut s, answers),
             Step::StatefulSetObservesSpec(z) => {
                 let zone = &mut s.truth.zones[z as usize];
                 zone.update = zone.target;
@@ -493,6 +535,7 @@ impl Model for RolloutModel {
         if s.need.is_none() {
             s.plan_basis = None;
         }
+        self.forget_stale_gate(&mut s);
         // Drop expectations the cache now shows (the reconcile loop does the same before planning), then plan.
         let (retained, plan) = self.next_plan(&s);
         s.expectations = retained;
@@ -501,7 +544,7 @@ impl Model for RolloutModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always("one zone at a time", |_: &RolloutModel, s: &State| {
                 s.violations & violation::ONE_ZONE_AT_A_TIME == 0
             }),
@@ -523,12 +566,25 @@ impl Model for RolloutModel {
             Property::always("only pods the controller has seen are deleted", |_: &RolloutModel, s: &State| {
                 s.violations & violation::ONLY_SEEN_PODS_DELETED == 0
             }),
+            // A bad revision held after its first zone is where its rollout ends.
             Property::always("quiescent states are converged", |m: &RolloutModel, s: &State| {
-                s.violations != 0 || !m.is_quiescent(s) || Self::is_converged(s)
+                s.violations != 0
+                    || !m.is_quiescent(s)
+                    || Self::is_converged(s)
+                    || (m.config.health_check == Some(Health::Bad) && m.held_by_the_gate(s))
             }),
             Property::sometimes("a rollout completes", |_: &RolloutModel, s: &State| Self::is_converged(s)),
             Property::sometimes("pods are replaced in parallel", |_: &RolloutModel, s: &State| s.parallel_replacement),
-        ]
+        ];
+        if self.config.health_check.is_some() {
+            properties.push(Property::always("a bad revision starts no second zone", |_: &RolloutModel, s: &State| {
+                s.violations & violation::BAD_REVISION_STARTS_A_SECOND_ZONE == 0
+            }));
+            properties.push(Property::sometimes("the gate holds a zone back", |m: &RolloutModel, s: &State| {
+                m.held_by_the_gate(s)
+            }));
+        }
+        properties
     }
 
     /// Resource versions only grow with bounded environment actions, but a buggy planner could loop: keep the

@@ -95,6 +95,7 @@ pub mod violation {
     pub const NO_REPLACEMENT_LOOP: u8 = 16;
     pub const NO_ROLLOUT_DURING_DOWNSCALE: u8 = 32;
     pub const ONLY_SEEN_PODS_DELETED: u8 = 64;
+    pub const BAD_REVISION_STARTS_A_SECOND_ZONE: u8 = 128;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -127,6 +128,9 @@ pub struct State {
     pub lost_answers_left: u8,
     /// A deletion whose answer was lost, still in flight: it commits later (its preconditions checked then).
     pub in_flight: Option<Op>,
+    /// The gate's last verdict the shell keeps for the gate its cache shows (with a health gate).
+    pub gate: Option<GateMemo>,
+    pub query_faults_left: u8,
     pub violations: u8,
     /// A plan deleted two or more pods of one zone at once.
     pub parallel_replacement: bool,
@@ -168,4 +172,6 @@ pub enum Step {
     RolloutStepExpires,
     RecordBecomesUnreadable,
     RecordBecomesReadable,
+    /// The shell evaluates the gate its cache shows, with these answers, and keeps the verdict.
+    GateEvaluated(Answers),
 }
