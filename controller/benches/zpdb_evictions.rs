@@ -42,7 +42,7 @@ mod bench {
     use rollout_core::keys;
     use rollout_core::zpdb::{Budgets, Outcome};
     use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
-    use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations, memory};
+    use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations, memory};
     use rollout_operator::offline::review::RecordingPods;
     use rollout_operator::zpdb::Zpdb;
     use serde_json::{Value, json};
@@ -311,7 +311,7 @@ mod bench {
     }
 
     /// Not used by the eviction webhook: answered, counted, never written.
-    impl RecordStore for SlowApi {
+    impl ZoneTrackerStore for SlowApi {
         async fn get_config_map(&self, _: &str) -> Result<Option<ConfigMap>, ApiError> {
             Ok(self.request(&self.kinds.other, |_| None).await)
         }

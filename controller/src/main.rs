@@ -224,7 +224,7 @@ mod app {
                 namespace: flags.kubernetes_namespace.clone(),
                 cluster_domain: flags.kubernetes_cluster_domain.clone(),
                 // The same record as the webhooks'.
-                downscale_record: flags.downscale_record().map(str::to_string),
+                zone_tracker_config_map: flags.zone_tracker_config_map().map(str::to_string),
                 pod_concurrency: DEFAULT_CONCURRENCY,
             },
             progress_deadline: flags.rollout_progress_deadline,

@@ -279,7 +279,7 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
         Ok(Command::Rbac(rbac)) => {
             assert_eq!(rbac.flags.kubernetes_namespace, "mimir");
             assert!(rbac.flags.server_tls_enabled && rbac.flags.use_zone_tracker);
-            assert_eq!(rbac.flags.downscale_record(), Some("record"));
+            assert_eq!(rbac.flags.zone_tracker_config_map(), Some("record"));
             assert_eq!(rbac.flags.kubernetes_client_qps, -1.0);
             assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Json);
         }

@@ -350,7 +350,7 @@ async fn without_the_zone_tracker_no_configmap_is_touched() {
     prepare_downscale_labelled(&cluster);
     let metrics = Arc::new(Metrics::new());
     let scaling = rollout_operator::controller::scaling::ScalingConfig {
-        downscale_record: None,
+        zone_tracker_config_map: None,
         ..rollout_operator::controller::scaling::ScalingConfig::default()
     };
     let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())

@@ -191,7 +191,7 @@ impl Harness {
         };
         let scaling = ScalingConfig {
             namespace: "ns".into(),
-            downscale_record: record.map(str::to_string),
+            zone_tracker_config_map: record.map(str::to_string),
             ..ScalingConfig::default()
         };
         let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())

@@ -9,7 +9,7 @@ use axum::body::Body;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb};
-use rollout_operator::cluster::{LiveReads, RecordStore};
+use rollout_operator::cluster::{LiveReads, ZoneTrackerStore};
 use rollout_operator::offline::plan::Objects;
 use rollout_operator::offline::review::DumpCluster;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
+    Preconditions, ZoneTrackerStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
     WebhookKind,
 };
 use std::collections::VecDeque;
@@ -519,7 +519,7 @@ impl StatefulSetAnnotations for SimCluster {
     }
 }
 
-impl RecordStore for SimCluster {
+impl ZoneTrackerStore for SimCluster {
     async fn patch_statefulset_annotations(
         &self,
         name: &str,

@@ -20,7 +20,7 @@ use madsim::net::Endpoint;
 use rollout_operator::admission::webhooks::{
     POD_EVICTION_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH, router_with_zpdb, system_clock,
 };
-use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
+use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations};
 use rollout_operator::controller::scaling::NoPodClient;
 use rollout_operator::ops::metrics::ZpdbMetrics;
 use rollout_operator::zpdb::Zpdb;
@@ -253,7 +253,7 @@ impl StatefulSetAnnotations for AdmissionClient {
     }
 }
 
-impl RecordStore for AdmissionClient {
+impl ZoneTrackerStore for AdmissionClient {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         self.api.get_config_map(name).await
     }

@@ -36,7 +36,7 @@ pub struct OperatorSetup {
 impl OperatorSetup {
     /// As the scenario runs the operator.
     pub fn of(sc: &Scenario) -> Self {
-        OperatorSetup { record: sc.downscale_record(), events: sc.events }
+        OperatorSetup { record: sc.zone_tracker_config_map(), events: sc.events }
     }
 
     /// The recorder the controller sends its Events to, its sink running on the controller's node; a disabled

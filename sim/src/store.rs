@@ -165,8 +165,8 @@ pub struct Store {
     /// Who the StatefulSet writes now being committed come from, for the checker's downscale events (set around a
     /// replica change by the API server and the user; everything else is the cluster's own components).
     pub writer: String,
-    /// The group downscale record's ConfigMap name (the controller's `-zone-tracker.config-map-name`).
-    pub downscale_record: String,
+    /// The zone tracker's ConfigMap name (the controller's `-zone-tracker.config-map-name`).
+    pub zone_tracker_config_map: String,
     /// Whether the controller's pod deletions must commit under a live rollout-step claim ([`ROLLOUT_STEP_CLAIMED`]).
     pub step_claims_required: bool,
     /// Whether the deployment's RBAC refuses the controller's replica changes (no `patch` on StatefulSets):
@@ -310,8 +310,8 @@ impl Store {
             changes: Arc::default(),
             next_uid: 0,
             writer: "cluster".to_string(),
-            downscale_record: rollout_operator::controller::scaling::ScalingConfig::default()
-                .downscale_record
+            zone_tracker_config_map: rollout_operator::controller::scaling::ScalingConfig::default()
+                .zone_tracker_config_map
                 .unwrap_or_default(),
             step_claims_required: false,
             replica_changes_refused: false,
@@ -513,7 +513,7 @@ impl Store {
                 .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         let entry = self
             .config_maps
-            .get(&self.downscale_record)
+            .get(&self.zone_tracker_config_map)
             .and_then(|cm| {
                 rollout_core::DownscaleRecord::from_config_map_data(&cm.data.clone().unwrap_or_default()).ok()
             })
@@ -588,7 +588,7 @@ impl Store {
     fn judge_step_claimed(&mut self, at: Duration, pod: &Pod, k: Knowledge) {
         let Some(group) = self.group_of_pod(pod) else { return };
         let now = Timestamp::now();
-        let steps = self.config_maps.get(&self.downscale_record).and_then(|cm| {
+        let steps = self.config_maps.get(&self.zone_tracker_config_map).and_then(|cm| {
             cm.metadata.annotations.as_ref()?.get(rollout_core::keys::ROLLOUT_STEPS_IN_PROGRESS).cloned()
         });
         let until = steps
@@ -724,14 +724,14 @@ impl Store {
     /// A committed record write: every StatefulSet with an in-progress marker in it is being prepared from now on.
     /// Every marker it carries must be readable, whoever wrote it (only the operator writes markers).
     fn note_markers(&mut self, cm: &ConfigMap) {
-        if cm.metadata.name.as_deref() != Some(self.downscale_record.as_str()) {
+        if cm.metadata.name.as_deref() != Some(self.zone_tracker_config_map.as_str()) {
             return;
         }
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
         let (markers, unreadable) = markers_in(raw.map(String::as_str));
         if !unreadable.is_empty() {
             let at = self.elapsed();
-            let record = self.downscale_record.clone();
+            let record = self.zone_tracker_config_map.clone();
             self.checker.judge_record_markers(at, &record, &unreadable);
         }
         let Some(admission) = self.admission_writing else { return };

@@ -24,7 +24,7 @@ use rollout_core::{Defences, GroupSnapshot, Planner, RolloutPlanner, StatefulSet
 use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
 };
-use rollout_operator::cluster::downscale_record::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
+use rollout_operator::cluster::zone_tracker::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
 use rollout_operator::controller::reconciler::ReconcilerConfig;
 use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
 use rollout_operator::operator::{BudgetSource, Operator, OperatorConfig};
@@ -422,10 +422,10 @@ fn with_verbs(
 }
 
 impl Scenario {
-    /// The group downscale record's ConfigMap, when this world runs with the zone tracker.
-    pub fn downscale_record(&self) -> Option<String> {
+    /// The zone tracker's ConfigMap, when this world runs with the zone tracker.
+    pub fn zone_tracker_config_map(&self) -> Option<String> {
         let tracker = self.zone_tracker.unwrap_or(self.deployment.is_none_or(ReferenceDeployment::zone_tracker));
-        tracker.then(|| ScalingConfig::default().downscale_record.unwrap_or_default())
+        tracker.then(|| ScalingConfig::default().zone_tracker_config_map.unwrap_or_default())
     }
 }
 
@@ -764,7 +764,7 @@ fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
 /// The corrupt-record world's edit, made only while a StatefulSet rolls and the record exists: one zone's entry
 /// (or a new one) made unreadable. The record's name, the key and what it held before.
 fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
-    let record = st.downscale_record.clone();
+    let record = st.zone_tracker_config_map.clone();
     let rolling = st.statefulsets.values().any(|s| {
         let status = s.status.as_ref();
         status.and_then(|s| s.update_revision.as_ref()) != status.and_then(|s| s.current_revision.as_ref())
@@ -1141,7 +1141,7 @@ fn operator_config(setup: &ControllerSetup) -> OperatorConfig {
         reconciler: ReconcilerConfig { defences: setup.defences, ..ReconcilerConfig::default() },
         scaling: ScalingConfig {
             namespace: objects::NAMESPACE.to_string(),
-            downscale_record: setup.operator.record.clone(),
+            zone_tracker_config_map: setup.operator.record.clone(),
             ..ScalingConfig::default()
         },
         progress_deadline: crate::events::PROGRESS_DEADLINE,
@@ -1491,7 +1491,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         let changes = leader_changes;
         match scaling.admission {
             Admission::RecordClaim | Admission::Direct => {
-                let (s, tracker) = (store.clone(), sc.downscale_record().is_some());
+                let (s, tracker) = (store.clone(), sc.zone_tracker_config_map().is_some());
                 let direct = scaling.admission == Admission::Direct;
                 let probes = scaling.boundary_probes.then(|| Probes {
                     min_time: scaling.min_time,
@@ -1559,7 +1559,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
                         pods: pods.clone(),
                         next: next.clone(),
                         pick: SimRng::new(rng.lock().unwrap().next_u64()),
-                        record: sc.downscale_record(),
+                        record: sc.zone_tracker_config_map(),
                         scale_requests: sc.scale_requests,
                         defences: sc.defences,
                         slow: sc.slow_admissions,
@@ -1693,7 +1693,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 let mut st = store.lock().unwrap();
-                let record = st.downscale_record.clone();
+                let record = st.zone_tracker_config_map.clone();
                 if !st.config_maps.contains_key(&record) {
                     continue;
                 }
@@ -1968,17 +1968,17 @@ fn judge(
 /// first revision, all Ready.
 fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     let mut st = store.lock().unwrap();
-    st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+    st.checker.concurrent_downscales_excused = sc.zone_tracker_config_map().is_none();
     // Where the webhook serves the group and the tracker's ConfigMap may be used, every rollout step is claimed.
     st.step_claims_required = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Webhook)
-        && sc.downscale_record().is_some()
+        && sc.zone_tracker_config_map().is_some()
         && sc.deployment.is_none_or(|d| d == ReferenceDeployment::Jsonnet)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
     st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
     // Only where the leader goes down unclaimed: elsewhere its downscales are denied with the followers' (the same
     // claim is refused), so the followers must still match it.
     st.follower_downscales_refused = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Direct)
-        && sc.downscale_record().is_some()
+        && sc.zone_tracker_config_map().is_some()
         && sc.deployment.is_some_and(|d| d != ReferenceDeployment::Jsonnet);
     if sc.no_downscale {
         populate_no_downscale(&mut st);
@@ -2247,7 +2247,7 @@ struct Probes {
 }
 
 /// How the webhook's stand-in of the record-claim worlds claims: with the zone tracker or not, its min-time check a
-/// second late (`min-time-second-early`), and the defences of the record store in force.
+/// second late (`min-time-second-early`), and the defences of the zone tracker's claims in force.
 #[derive(Debug, Clone, Copy)]
 struct StandIn {
     /// The leader's changes are applied as asked ([`Admission::Direct`]).
@@ -2338,7 +2338,7 @@ async fn change_leader(store: &SharedStore, api: &SimCluster, leader: &str, to: 
             let st = store.lock().unwrap();
             let from = st.statefulsets[&leader].spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
             let views = st.statefulsets.values().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
-            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.downscale_record.clone(), st.rv)
+            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.zone_tracker_config_map.clone(), st.rv)
         };
         if to >= from || direct {
             if to != from {

@@ -148,7 +148,7 @@ pub async fn start<C: ClusterApi>(
             settings: WebhookSettings::new(
                 &namespace,
                 &flags.kubernetes_cluster_domain,
-                flags.downscale_record(),
+                flags.zone_tracker_config_map(),
                 flags.server_tls_request_timeout,
             )
             .with_events(events)

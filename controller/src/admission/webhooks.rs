@@ -11,8 +11,8 @@
 //! under admission, and a dry-run request causes no write and no pod call. Transport (TLS, listener) is
 //! `admission::server`'s business; this router is also what the simulator and the load benchmark drive.
 
-use crate::cluster::downscale_record::{claim_downscale_marked, finish_marked_claim, read_markers, read_record};
-use crate::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
+use crate::cluster::zone_tracker::{claim_downscale_marked, finish_marked_claim, read_markers, read_record};
+use crate::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations};
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::ops::feature_gate::{FeatureGates, Gate};
 use crate::ops::metrics::Metrics;
@@ -37,11 +37,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The roles of the cluster port the webhooks use: live reads (a decision about safety is never taken on a cache),
-/// the record store (claims in the zone tracker's ConfigMap, or the `last-downscale` annotation) and pod
+/// the zone tracker (claims in its ConfigMap, or without it the `last-downscale` annotation) and pod
 /// annotations (eviction intents).
-pub trait AdmissionApi: LiveReads + RecordStore + PodAnnotations + StatefulSetAnnotations {}
+pub trait AdmissionApi: LiveReads + ZoneTrackerStore + PodAnnotations + StatefulSetAnnotations {}
 
-impl<T: LiveReads + RecordStore + PodAnnotations + StatefulSetAnnotations> AdmissionApi for T {}
+impl<T: LiveReads + ZoneTrackerStore + PodAnnotations + StatefulSetAnnotations> AdmissionApi for T {}
 
 pub const NO_DOWNSCALE_PATH: &str = "/admission/no-downscale";
 pub const PREPARE_DOWNSCALE_PATH: &str = "/admission/prepare-downscale";
@@ -52,9 +52,9 @@ pub struct WebhookSettings {
     pub namespace: String,
     /// `-kubernetes.cluster-domain`, for pod FQDNs.
     pub cluster_domain: String,
-    /// `-zone-tracker.config-map-name` with `-use-zone-tracker=true`: the group downscale record. `None` (the
+    /// `-zone-tracker.config-map-name` with `-use-zone-tracker=true`: the zone tracker's ConfigMap. `None` (the
     /// default): no ConfigMap; downscales are recorded in the StatefulSets' `grafana.com/last-downscale`.
-    pub record_config_map: Option<String>,
+    pub zone_tracker_config_map: Option<String>,
     /// 90 % of `-server-tls.request-timeout`.
     pub handler_deadline: Duration,
     /// Deadline of the undo (DELETE) calls after a failed prepare: their own, not what is left of the request's.
@@ -75,13 +75,13 @@ impl WebhookSettings {
     pub fn new(
         namespace: &str,
         cluster_domain: &str,
-        record_config_map: Option<&str>,
+        zone_tracker_config_map: Option<&str>,
         request_timeout: Duration,
     ) -> Self {
         WebhookSettings {
             namespace: namespace.to_string(),
             cluster_domain: cluster_domain.to_string(),
-            record_config_map: record_config_map.map(str::to_string),
+            zone_tracker_config_map: zone_tracker_config_map.map(str::to_string),
             handler_deadline: request_timeout.mul_f64(0.9),
             undo_deadline: request_timeout,
             commit_margin: COMMIT_MARGIN,
@@ -375,7 +375,7 @@ pub async fn decide_prepare_downscale<C: AdmissionApi, P: PodHttpClient>(
         FlowSettings {
             namespace: settings.namespace.clone(),
             cluster_domain: settings.cluster_domain.clone(),
-            zone_tracker: settings.record_config_map.is_some(),
+            zone_tracker: settings.zone_tracker_config_map.is_some(),
             marker_lifetime: settings.handler_deadline + settings.undo_deadline,
             commit_margin: settings.commit_margin,
             defences: settings.defences,
@@ -406,7 +406,7 @@ async fn carry_out<C: AdmissionApi, P: PodHttpClient>(
     deadline: Instant,
 ) -> Observed {
     let api = &webhooks.api;
-    let config_map = webhooks.settings.record_config_map.as_deref().unwrap_or_default();
+    let config_map = webhooks.settings.zone_tracker_config_map.as_deref().unwrap_or_default();
     match need {
         Need::StatefulSet { name } => {
             Observed::StatefulSet(match before(deadline, "get statefulset", api.get_statefulset(&name)).await {
@@ -551,7 +551,7 @@ async fn undo<C: AdmissionApi, P: PodHttpClient>(
 ) {
     let pods = webhooks.pods.clone();
     let api = webhooks.api.clone();
-    let config_map = webhooks.settings.record_config_map.clone().unwrap_or_default();
+    let config_map = webhooks.settings.zone_tracker_config_map.clone().unwrap_or_default();
     let statefulset = statefulset.to_string();
     let deadline = webhooks.settings.undo_deadline;
     let defences = webhooks.settings.defences;

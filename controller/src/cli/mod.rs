@@ -190,20 +190,20 @@ pub struct OperatorFlags {
 }
 
 /// Default of `-zone-tracker.config-map-name`.
-pub const DEFAULT_DOWNSCALE_RECORD: &str = "rollout-operator-zone-tracker";
+pub const DEFAULT_ZONE_TRACKER_CONFIG_MAP: &str = "rollout-operator-zone-tracker";
 
 impl OperatorFlags {
-    /// The ConfigMap holding the group downscale record, shared by the controller and the webhooks, when
+    /// The zone tracker's ConfigMap (the group downscale record), shared by the controller and the webhooks, when
     /// `-use-zone-tracker` is true; `None` otherwise (downscales are recorded in StatefulSet annotations).
-    pub fn downscale_record(&self) -> Option<&str> {
-        self.use_zone_tracker.then(|| self.downscale_record_name())
+    pub fn zone_tracker_config_map(&self) -> Option<&str> {
+        self.use_zone_tracker.then(|| self.zone_tracker_config_map_or_default())
     }
 
     /// `-zone-tracker.config-map-name`, or its default when set empty (the reference accepts an empty name when
     /// `-use-zone-tracker` is false).
-    pub fn downscale_record_name(&self) -> &str {
+    pub fn zone_tracker_config_map_or_default(&self) -> &str {
         if self.zone_tracker_config_map_name.is_empty() {
-            DEFAULT_DOWNSCALE_RECORD
+            DEFAULT_ZONE_TRACKER_CONFIG_MAP
         } else {
             &self.zone_tracker_config_map_name
         }

@@ -7,8 +7,8 @@
 //! downscale record before patching. It decides nothing itself: what to scale, to what and whether to wait all come
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
-use crate::cluster::downscale_record::{MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim};
-use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
+use crate::cluster::zone_tracker::{MarkedClaim, ZoneTrackerError, claim_downscale_marked, finish_marked_claim};
+use crate::cluster::{ApiError, ApiResourceRef, ZoneTrackerStore, ScaleTargets};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::MirrorFindings;
@@ -28,10 +28,10 @@ pub struct ScalingConfig {
     pub namespace: String,
     /// `-kubernetes.cluster-domain`.
     pub cluster_domain: String,
-    /// `-zone-tracker.config-map-name` when `-use-zone-tracker` is true: the group downscale record (a ConfigMap)
-    /// shared with the prepare-downscale webhook. `None` (the flag's default, as in the reference): no ConfigMap is
+    /// `-zone-tracker.config-map-name` when `-use-zone-tracker` is true: the zone tracker's ConfigMap (the group
+    /// downscale record) shared with the prepare-downscale webhook. `None` (the flag's default, as in the reference): no ConfigMap is
     /// read or written; downscales are recorded in each StatefulSet's `grafana.com/last-downscale` annotation.
-    pub downscale_record: Option<String>,
+    pub zone_tracker_config_map: Option<String>,
     /// Pod calls in flight per StatefulSet.
     pub pod_concurrency: usize,
 }
@@ -41,7 +41,7 @@ impl Default for ScalingConfig {
         ScalingConfig {
             namespace: "default".to_string(),
             cluster_domain: "cluster.local.".to_string(),
-            downscale_record: Some(crate::cli::DEFAULT_DOWNSCALE_RECORD.to_string()),
+            zone_tracker_config_map: Some(crate::cli::DEFAULT_ZONE_TRACKER_CONFIG_MAP.to_string()),
             pod_concurrency: DEFAULT_CONCURRENCY,
         }
     }
@@ -224,7 +224,7 @@ pub enum DownscaleClaim {
 
 /// Claims a follower's downscale at `now` in the record `config_map` (see [`claim_downscale_marked`]), holding until
 /// `until`.
-pub async fn claim<C: RecordStore>(
+pub async fn claim<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
@@ -232,7 +232,7 @@ pub async fn claim<C: RecordStore>(
     now: Timestamp,
     until: Timestamp,
     defences: Defences,
-) -> Result<DownscaleClaim, RecordStoreError> {
+) -> Result<DownscaleClaim, ZoneTrackerError> {
     Ok(
         match claim_downscale_marked(
             api,
@@ -265,7 +265,7 @@ pub async fn claim<C: RecordStore>(
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
 /// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
 /// marker expires then.)
-pub async fn end_claim<C: RecordStore>(
+pub async fn end_claim<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     statefulset: &str,

@@ -13,7 +13,7 @@
 
 use crate::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
+    Preconditions, ZoneTrackerStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
     WebhookKind,
 };
 use crate::kube::layers::{ApiMetricsLayer, ApiServerLayer, RateLimitLayer, RateLimits};
@@ -489,7 +489,7 @@ impl DisruptionBudgets for KubeCluster {
     }
 }
 
-impl RecordStore for KubeCluster {
+impl ZoneTrackerStore for KubeCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         self.config_maps
             .get_opt(name)

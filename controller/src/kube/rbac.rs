@@ -198,7 +198,7 @@ impl ResourceName {
     pub fn resolve(self, flags: &OperatorFlags) -> Result<&str, RbacError> {
         let name = match self {
             // The same resolution as the controller and the webhooks (an empty name means the default).
-            ResourceName::ZoneTrackerConfigMap => flags.downscale_record_name(),
+            ResourceName::ZoneTrackerConfigMap => flags.zone_tracker_config_map_or_default(),
             ResourceName::CertificateSecret => flags.self_signed_cert_secret_name.as_str(),
             ResourceName::LeaderLease => flags.leader_election_lease_name.as_str(),
         };

@@ -10,8 +10,8 @@
 //! Writes nothing anywhere but stdout and stderr.
 
 use crate::cli::OperatorFlags;
-use crate::cluster::downscale_record::{markers_of, read_record};
-use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, RecordStore};
+use crate::cluster::zone_tracker::{markers_of, read_record};
+use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, ZoneTrackerStore};
 use crate::controller::report::statefulset_report;
 use crate::health_check::offline::{HealthChecks, OfflineGates, health_checks};
 use crate::offline::count;
@@ -212,22 +212,22 @@ pub struct Planned {
 }
 
 /// Reads the namespace through `api` and runs the controller's pass on every rollout group, as of `now`.
-/// `record_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it;
+/// `zone_tracker_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it;
 /// `budgets`: the ZoneAwarePodDisruptionBudgets as the operator knows them (`None`: not known here), which judge the
 /// pass's deletions as the controller's budgets judge them.
-pub async fn read<C: LiveReads + RecordStore>(
+pub async fn read<C: LiveReads + ZoneTrackerStore>(
     api: &C,
-    record_config_map: Option<&str>,
+    zone_tracker_config_map: Option<&str>,
     budgets: Option<(&KnownBudgets, &str)>,
     now: Timestamp,
 ) -> Result<Vec<Planned>, StatusError> {
-    read_with_gates(api, record_config_map, budgets, None, now).await
+    read_with_gates(api, zone_tracker_config_map, budgets, None, now).await
 }
 
 /// [`read`], with the groups' health gates resolved (and evaluated) by `gates` from the RolloutHealthChecks given.
-pub async fn read_with_gates<C: LiveReads + RecordStore>(
+pub async fn read_with_gates<C: LiveReads + ZoneTrackerStore>(
     api: &C,
-    record_config_map: Option<&str>,
+    zone_tracker_config_map: Option<&str>,
     budgets: Option<(&KnownBudgets, &str)>,
     gates: Option<(&OfflineGates, &HealthChecks, &str)>,
     now: Timestamp,
@@ -245,10 +245,10 @@ pub async fn read_with_gates<C: LiveReads + RecordStore>(
     let groups = build_groups(views.clone(), &pods);
     let scope =
         budgets.map(|(known, namespace)| BudgetScope { known, namespace, statefulsets: &views, pods: &budget_pods });
-    let zone_tracker = if record_config_map.is_some() { ZoneTracker::On } else { ZoneTracker::Off };
+    let zone_tracker = if zone_tracker_config_map.is_some() { ZoneTracker::On } else { ZoneTracker::Off };
     let wanted = groups.iter().any(|g| record_need(g, zone_tracker) != RecordNeed::NotNeeded);
     // One record serves the namespace: read it once, as of this view.
-    let stored = match (record_config_map, wanted) {
+    let stored = match (zone_tracker_config_map, wanted) {
         (Some(name), true) => Some(read_record(api, name).await.and_then(|stored| match stored {
             Some(stored) => markers_of(&stored, name).map(|markers| Some((stored, markers))),
             None => Ok(None),
@@ -591,7 +591,7 @@ pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
 }
 
 /// One view of `api` as of `now`, rendered into `out`; `watcher` adds progress (for --watch).
-pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
+pub async fn show<C: LiveReads + ZoneTrackerStore + DisruptionBudgets>(
     api: &C,
     args: &StatusArgs,
     namespace: &str,
@@ -603,7 +603,7 @@ pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
 }
 
 /// [`show`], with the groups' health gates as [`read_with_gates`] takes them.
-pub async fn show_with_gates<C: LiveReads + RecordStore + DisruptionBudgets>(
+pub async fn show_with_gates<C: LiveReads + ZoneTrackerStore + DisruptionBudgets>(
     api: &C,
     args: &StatusArgs,
     namespace: &str,
@@ -619,7 +619,7 @@ pub async fn show_with_gates<C: LiveReads + RecordStore + DisruptionBudgets>(
     let scope = known.as_ref().map(|known| (known, namespace));
     let gates = gates.map(|(gates, checks)| (gates, checks, namespace));
     let planned =
-        read_with_gates(api, args.flags.downscale_record(), scope, gates, now).await.map_err(ShowError::Read)?;
+        read_with_gates(api, args.flags.zone_tracker_config_map(), scope, gates, now).await.map_err(ShowError::Read)?;
     let deadline = args.flags.rollout_progress_deadline;
     let mut groups = Vec::new();
     let mut watcher = watcher;
