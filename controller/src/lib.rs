@@ -9,7 +9,6 @@
 pub mod admission;
 pub mod cli;
 pub mod cluster;
-pub mod controller;
 pub mod election;
 pub mod health_check;
 pub mod kube;
@@ -17,6 +16,7 @@ pub mod offline;
 pub mod operator;
 pub mod ops;
 pub mod pods;
+pub mod rollout;
 #[cfg(not(madsim))]
 pub mod tls;
 pub mod zpdb;

@@ -26,8 +26,8 @@ mod app {
     use rollout_operator::admission::server as webhook_server;
     use rollout_operator::cli::rbac as rbac_cmd;
     use rollout_operator::cli::{self, Command, RunConfig};
-    use rollout_operator::controller::reconciler::ReconcilerConfig;
-    use rollout_operator::controller::scaling::ScalingConfig;
+    use rollout_operator::rollout::reconciler::ReconcilerConfig;
+    use rollout_operator::rollout::scaling::ScalingConfig;
     use rollout_operator::election;
     use rollout_operator::health_check::feed as health_feed;
     use rollout_operator::health_check::gates::HealthGates;

@@ -8,8 +8,8 @@
 
 use crate::admission::webhooks::{ParentLookups, WebhookSettings, Webhooks, system_clock};
 use crate::cluster::{ClusterApi, EventsApi, Leases};
-use crate::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
-use crate::controller::scaling::ScalingConfig;
+use crate::rollout::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
+use crate::rollout::scaling::ScalingConfig;
 use crate::election::{self, LeaderGate, MonotonicClock};
 use crate::health_check::gates::HealthGates;
 use crate::ops::events::{EventRecorder, EventSettings, run_sink};

@@ -7,7 +7,7 @@ mod support;
 use jiff::{SignedDuration, Timestamp};
 use rollout_core::zpdb::Budgets;
 use rollout_core::{RolloutPlanner, keys};
-use rollout_operator::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
+use rollout_operator::rollout::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::zpdb::Zpdb;
 use serde_json::json;

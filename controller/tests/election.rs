@@ -5,7 +5,7 @@ mod support;
 
 use rollout_core::RolloutPlanner;
 use rollout_core::election::ElectionConfig;
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::election::{Election, LeaderGate, MonotonicClock};
 use rollout_operator::ops::metrics::{LeaderMetrics, Metrics};
 use std::sync::Arc;

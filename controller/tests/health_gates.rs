@@ -7,7 +7,7 @@ mod support;
 
 use rollout_core::RolloutPlanner;
 use rollout_core::keys;
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::health_check::gates::HealthGates;
 use rollout_operator::health_check::offline::health_checks;
 use rollout_operator::health_check::prometheus::{HttpRequest, HttpResponse, Transport, TransportError};

@@ -21,7 +21,7 @@ use rollout_operator::admission::webhooks::{
     POD_EVICTION_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH, router_with_zpdb, system_clock,
 };
 use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations};
-use rollout_operator::controller::scaling::NoPodClient;
+use rollout_operator::pods::client::NoPodClient;
 use rollout_operator::ops::metrics::ZpdbMetrics;
 use rollout_operator::zpdb::Zpdb;
 use std::collections::BTreeMap;

@@ -310,7 +310,7 @@ impl Store {
             changes: Arc::default(),
             next_uid: 0,
             writer: "cluster".to_string(),
-            zone_tracker_config_map: rollout_operator::controller::scaling::ScalingConfig::default()
+            zone_tracker_config_map: rollout_operator::rollout::scaling::ScalingConfig::default()
                 .zone_tracker_config_map
                 .unwrap_or_default(),
             step_claims_required: false,

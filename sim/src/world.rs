@@ -25,13 +25,13 @@ use rollout_operator::admission::webhooks::{
     NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
 };
 use rollout_operator::cluster::zone_tracker::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
-use rollout_operator::controller::reconciler::ReconcilerConfig;
-use rollout_operator::controller::scaling::{NoPodClient, ScalingConfig};
+use rollout_operator::rollout::reconciler::ReconcilerConfig;
+use rollout_operator::rollout::scaling::ScalingConfig;
 use rollout_operator::operator::{BudgetSource, Operator, OperatorConfig};
 use rollout_operator::ops::events::EventSettings;
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
-use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
+use rollout_operator::pods::client::{NoPodClient, PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use rollout_operator::zpdb::Zpdb;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -632,7 +632,7 @@ pub fn plan_objects_with(
                 pass = pass.with_mirror(MirrorFindings { waits: offline_mirror_waits(&group), ..Default::default() });
             }
             let mut plan = pass.plan;
-            crate::controller::report::add_setting_warnings(&mut plan, &group);
+            crate::rollout::report::add_setting_warnings(&mut plan, &group);
             if qualify {
                 plan.group = format!("{ns}/{}", plan.group);
             }

@@ -12,7 +12,7 @@
 use crate::cli::OperatorFlags;
 use crate::cluster::zone_tracker::{markers_of, read_record};
 use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, ZoneTrackerStore};
-use crate::controller::report::statefulset_report;
+use crate::rollout::report::statefulset_report;
 use crate::health_check::offline::{HealthChecks, OfflineGates, health_checks};
 use crate::offline::count;
 use crate::offline::plan::{input_notes, load_objects, parse_now};
@@ -282,7 +282,7 @@ pub async fn read_with_gates<C: LiveReads + ZoneTrackerStore>(
         if let Some(why) = pass.failed_closed {
             plan.warnings.push(why);
         }
-        crate::controller::report::add_setting_warnings(&mut plan, &group);
+        crate::rollout::report::add_setting_warnings(&mut plan, &group);
         let record = match &record {
             RecordRead::Read { record, .. } => Some((*record).clone()),
             _ => None,

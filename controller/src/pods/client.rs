@@ -3,7 +3,7 @@
 //!
 //! This module owns the port ([`PodHttpClient`]), its request/response/error types, the bounded-concurrency fan-out
 //! ([`call_all`]), the metrics of pod calls ([`PodClientMetrics`]) and, outside the simulator, the real
-//! implementation over hyper ([`HyperPodClient`]). It must not interpret what a pod answers (that is the caller's
+//! implementation over hyper ([`HyperPodClient`]) and the client of controllers given none ([`NoPodClient`]). It must not interpret what a pod answers (that is the caller's
 //! business, e.g. `rollout-core`'s delayed-downscale rules) and never retries: a failed call is reported once, and
 //! the next reconcile decides again. The simulator supplies its own implementation of the port.
 
@@ -117,6 +117,16 @@ pub enum PodCallError {
 pub trait PodHttpClient: Clone + Send + Sync + 'static {
     /// Sends one request and returns whatever status the pod answered; `Err` only when there is no response.
     fn call(&self, request: PodRequest) -> impl Future<Output = Result<PodResponse, PodCallError>> + Send;
+}
+
+/// A pod client for controllers that are not given one: every call fails, so delayed downscale never removes a pod.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPodClient;
+
+impl PodHttpClient for NoPodClient {
+    async fn call(&self, _request: PodRequest) -> Result<PodResponse, PodCallError> {
+        Err(PodCallError::Setup("no pod HTTP client configured".to_string()))
+    }
 }
 
 /// A call's outcome counts as failed for [`call_all`]'s early stop when there is no response or it is not 2xx.

@@ -11,16 +11,16 @@ mod health_gate;
 
 use crate::cluster::zone_tracker::{ZoneTrackerError, StoredRecord, markers_of, read_record};
 use crate::cluster::{ApiError, ClusterApi, ZoneTrackerStore};
-use crate::controller::cache::ClusterCache;
-use crate::controller::queue::{PassBudget, WorkQueue};
-use crate::controller::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
-use crate::controller::scaling::{NoPodClient, ScalingConfig, mirror_group, write_back};
+use crate::rollout::cache::ClusterCache;
+use crate::rollout::queue::{PassBudget, WorkQueue};
+use crate::rollout::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
+use crate::rollout::scaling::{ScalingConfig, mirror_group, write_back};
 use crate::election::LeaderGate;
 use crate::ops::events::EventRecorder;
 use crate::ops::feature_gate::Gate;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
-use crate::pods::client::PodHttpClient;
+use crate::pods::client::{NoPodClient, PodHttpClient};
 use crate::zpdb::Zpdb;
 use crate::zpdb::decide::decide;
 use execute::Executed;
@@ -342,7 +342,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         }
     }
 
-    fn after_event(&mut self, touched: crate::controller::cache::TouchedGroups, ready: &ReadyFlag) {
+    fn after_event(&mut self, touched: crate::rollout::cache::TouchedGroups, ready: &ReadyFlag) {
         if !self.cache.is_synced() {
             return;
         }

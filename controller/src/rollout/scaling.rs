@@ -29,8 +29,9 @@ pub struct ScalingConfig {
     /// `-kubernetes.cluster-domain`.
     pub cluster_domain: String,
     /// `-zone-tracker.config-map-name` when `-use-zone-tracker` is true: the zone tracker's ConfigMap (the group
-    /// downscale record) shared with the prepare-downscale webhook. `None` (the flag's default, as in the reference): no ConfigMap is
-    /// read or written; downscales are recorded in each StatefulSet's `grafana.com/last-downscale` annotation.
+    /// downscale record) shared with the prepare-downscale webhook. `None` (the flag's default, as in the
+    /// reference): no ConfigMap is read or written; downscales are recorded in each StatefulSet's
+    /// `grafana.com/last-downscale` annotation.
     pub zone_tracker_config_map: Option<String>,
     /// Pod calls in flight per StatefulSet.
     pub pod_concurrency: usize,
@@ -44,16 +45,6 @@ impl Default for ScalingConfig {
             zone_tracker_config_map: Some(crate::cli::DEFAULT_ZONE_TRACKER_CONFIG_MAP.to_string()),
             pod_concurrency: DEFAULT_CONCURRENCY,
         }
-    }
-}
-
-/// A pod client for controllers that are not given one: every call fails, so delayed downscale never removes a pod.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoPodClient;
-
-impl PodHttpClient for NoPodClient {
-    async fn call(&self, _request: PodRequest) -> Result<crate::pods::client::PodResponse, PodCallError> {
-        Err(PodCallError::Setup("no pod HTTP client configured".to_string()))
     }
 }
 
