@@ -9,8 +9,8 @@ mod load {
     use hyper::body::Bytes;
     use jiff::Timestamp;
     use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
-    use rollout_operator::offline::plan::Objects;
-    use rollout_operator::offline::review::{DumpCluster, RecordingPods};
+    use rollout_operator::commands::plan::Objects;
+    use rollout_operator::commands::review::{DumpCluster, RecordingPods};
     use rollout_operator::tls::{SelfSignedSettings, SwappableCert, generate, serve, server_config};
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};

@@ -43,7 +43,7 @@ mod bench {
     use rollout_core::zpdb::{Budgets, Outcome};
     use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
     use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations, memory};
-    use rollout_operator::offline::review::RecordingPods;
+    use rollout_operator::commands::review::RecordingPods;
     use rollout_operator::zpdb::Zpdb;
     use serde_json::{Value, json};
     use std::cell::Cell;

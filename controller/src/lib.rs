@@ -9,10 +9,10 @@
 pub mod admission;
 pub mod cli;
 pub mod cluster;
+pub mod commands;
 pub mod election;
 pub mod health_check;
 pub mod kube;
-pub mod offline;
 pub mod operator;
 pub mod ops;
 pub mod pods;

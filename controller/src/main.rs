@@ -24,7 +24,6 @@ fn main() -> ExitCode {
 mod app {
     use rollout_core::RolloutPlanner;
     use rollout_operator::admission::server as webhook_server;
-    use rollout_operator::cli::rbac as rbac_cmd;
     use rollout_operator::cli::{self, Command, RunConfig};
     use rollout_operator::rollout::reconciler::ReconcilerConfig;
     use rollout_operator::rollout::scaling::ScalingConfig;
@@ -33,7 +32,7 @@ mod app {
     use rollout_operator::health_check::gates::HealthGates;
     use rollout_operator::health_check::http::HyperTransport;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
-    use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
+    use rollout_operator::commands::{plan as plan_cmd, rbac as rbac_cmd, review as review_cmd};
     use rollout_operator::operator::{BudgetSource, ElectionSetup, Operator, OperatorConfig, until_stopped};
     use rollout_operator::ops::cluster_validation::ClusterValidation;
     use rollout_operator::ops::events::EventSettings;
@@ -86,7 +85,7 @@ mod app {
                     eprintln!("{e}");
                     return ExitCode::FAILURE;
                 }
-                rollout_operator::offline::status::run(*args)
+                rollout_operator::commands::status::run(*args)
             }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
@@ -214,7 +213,7 @@ mod app {
             let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
             EventSettings::new(
                 &flags.kubernetes_namespace,
-                instance.as_deref().unwrap_or(rollout_operator::cli::rbac::NAME),
+                instance.as_deref().unwrap_or(rollout_operator::commands::rbac::NAME),
             )
         });
         let config = OperatorConfig {

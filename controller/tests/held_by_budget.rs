@@ -6,8 +6,8 @@
 
 use jiff::Timestamp;
 use rollout_operator::cli::{self, Command};
-use rollout_operator::offline::plan::{PlanArgs, execute};
-use rollout_operator::offline::status;
+use rollout_operator::commands::plan::{PlanArgs, execute};
+use rollout_operator::commands::status;
 use serde_json::Value;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/held-by-budget.yaml");

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use rollout_core::health_check::{QueryKind, QueryRequest, QueryResult};
 use rollout_operator::health_check::http::HyperTransport;
 use rollout_operator::health_check::prometheus::{PrometheusClient, QueryError};
-use rollout_operator::offline::plan::{PlanArgs, execute};
+use rollout_operator::commands::plan::{PlanArgs, execute};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -262,7 +262,7 @@ fn status_against(current: f64, output: &str) -> String {
         other => panic!("expected status, got {other:?}"),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = rollout_operator::offline::status::execute_on_dumps(
+    let code = rollout_operator::commands::status::execute_on_dumps(
         &args,
         &mut std::io::empty(),
         &mut out,

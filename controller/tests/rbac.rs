@@ -8,7 +8,7 @@
 //! its flags' features in `rbac.rs`) rather than the data.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use rollout_operator::cli::rbac::RULES_ANNOTATION;
+use rollout_operator::commands::rbac::RULES_ANNOTATION;
 use rollout_operator::cli::{self, Command, OperatorFlags};
 use rollout_operator::kube::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
 use serde_json::Value;
@@ -160,7 +160,7 @@ fn printed(deployment: &str, args: &str, extra: &[&str]) -> Vec<Printed> {
         Ok(Command::Rbac(rbac)) => rbac,
         other => panic!("{deployment}: expected rbac, got {other:?}"),
     };
-    let text = cli::rbac::execute(&rbac).unwrap_or_else(|e| panic!("{deployment}: {e}"));
+    let text = rollout_operator::commands::rbac::execute(&rbac).unwrap_or_else(|e| panic!("{deployment}: {e}"));
     let list: Value = serde_json::from_str(&text).expect("JSON");
     let items = list["items"].as_array().expect("items");
     items
@@ -281,7 +281,7 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
             assert!(rbac.flags.server_tls_enabled && rbac.flags.use_zone_tracker);
             assert_eq!(rbac.flags.zone_tracker_config_map(), Some("record"));
             assert_eq!(rbac.flags.kubernetes_client_qps, -1.0);
-            assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Json);
+            assert_eq!(rbac.output, rollout_operator::commands::rbac::OutputFormat::Json);
         }
         other => panic!("expected rbac, got {other:?}"),
     }
@@ -292,7 +292,7 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
     }
     // YAML by default.
     match parse(&["rbac", "-kubernetes.namespace=a"]) {
-        Ok(Command::Rbac(rbac)) => assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Yaml),
+        Ok(Command::Rbac(rbac)) => assert_eq!(rbac.output, rollout_operator::commands::rbac::OutputFormat::Yaml),
         other => panic!("expected rbac, got {other:?}"),
     }
 }

@@ -5,7 +5,7 @@ mod support;
 
 use jiff::Timestamp;
 use rollout_core::keys;
-use rollout_operator::offline::review::{EXIT_BAD_INPUT, EXIT_DENIED, ReviewArgs, execute};
+use rollout_operator::commands::review::{EXIT_BAD_INPUT, EXIT_DENIED, ReviewArgs, execute};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use support::{pod, sts};

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::keys;
 use rollout_operator::cli::{self, Command};
 use rollout_operator::cluster::ApiError;
-use rollout_operator::offline::status::{
+use rollout_operator::commands::status::{
     self, NamespaceStatus, ShowError, StatusArgError, StatusArgs, StatusError, Watcher, render_text, summarize,
 };
 use serde_json::Value;

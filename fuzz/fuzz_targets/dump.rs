@@ -8,9 +8,9 @@ use libfuzzer_sys::fuzz_target;
 use rollout_fuzz::webhook::runtime;
 use rollout_fuzz::world::now;
 use rollout_operator::cli::{Command, parse};
-use rollout_operator::offline::plan::{load_objects, plan_objects, render_json, render_text};
-use rollout_operator::offline::review::DumpCluster;
-use rollout_operator::offline::status::{StatusArgs, show};
+use rollout_operator::commands::plan::{load_objects, plan_objects, render_json, render_text};
+use rollout_operator::commands::review::DumpCluster;
+use rollout_operator::commands::status::{StatusArgs, show};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 

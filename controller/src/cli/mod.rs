@@ -7,11 +7,10 @@
 //! first rewritten by [`normalise_args`]; clap then parses a strict, unambiguous form.
 
 pub mod prom_duration;
-pub mod rbac;
 
 use crate::cli::prom_duration::parse_prom_duration;
-use crate::cli::rbac::RbacArgs;
-use crate::offline::plan::PlanArgs;
+use crate::commands::rbac::RbacArgs;
+use crate::commands::plan::PlanArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
 use std::ffi::OsString;
@@ -281,7 +280,7 @@ fn parse_csv(s: &str) -> Result<CsvList, std::convert::Infallible> {
 pub(crate) struct GoBoolError;
 
 /// Go's `strconv.ParseBool`, which the `flag` package uses for boolean flags.
-fn parse_go_bool(s: &str) -> Result<bool, GoBoolError> {
+pub(crate) fn parse_go_bool(s: &str) -> Result<bool, GoBoolError> {
     match s {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
@@ -417,12 +416,12 @@ pub enum Command {
     Plan { args: PlanArgs, log: LogConfig },
     /// `rollout-operator review ...`: answer one AdmissionReview offline, against a cluster dump.
     #[cfg(not(madsim))]
-    Review { args: crate::offline::review::ReviewArgs, log: LogConfig },
+    Review { args: crate::commands::review::ReviewArgs, log: LogConfig },
     /// `rollout-operator rbac [flags]`: print the Role and ClusterRole the controller's flags need.
     Rbac(Box<RbacArgs>),
     /// `rollout-operator status [flags]`: a read-only view of the namespace's rollout groups.
     #[cfg(not(madsim))]
-    Status { args: Box<crate::offline::status::StatusArgs>, log: LogConfig },
+    Status { args: Box<crate::commands::status::StatusArgs>, log: LogConfig },
     /// `rollout-operator version`: print the version, the git revision and the Rust version of the build.
     Version,
 }
@@ -460,7 +459,7 @@ enum SubCommand {
     Plan(PlanArgs),
     /// Answer one AdmissionReview as the webhook would, looking up objects in cluster dumps (no cluster access).
     #[cfg(not(madsim))]
-    Review(crate::offline::review::ReviewArgs),
+    Review(crate::commands::review::ReviewArgs),
     /// Print the Role and ClusterRole the controller's flags (given after `rbac`) need, as a v1 List.
     #[command(
         args_override_self = true,
@@ -476,7 +475,7 @@ enum SubCommand {
         mut_arg("kubernetes_namespace", status_namespace),
         mut_arg("kubernetes_cluster_domain", cluster_domain_alias)
     )]
-    Status(Box<crate::offline::status::StatusArgs>),
+    Status(Box<crate::commands::status::StatusArgs>),
     /// Print the version, the git revision and the Rust version of the build (as --version does).
     Version,
 }

@@ -20,7 +20,7 @@ use crate::admission::webhooks::{
 use crate::cluster::{
     ApiError, DisruptionBudgets, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations, WatchEvent, memory,
 };
-use crate::offline::plan::{Objects, load_objects, parse_now};
+use crate::commands::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use crate::zpdb::Zpdb;
 use futures::StreamExt;

@@ -37,7 +37,7 @@ pub struct RbacArgs {
     /// rules left out each disable one feature, which says so in the log and in rollout_operator_feature_disabled.
     #[arg(long = "required-only", value_name = "bool", default_value = "false",
         action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-        value_parser = super::parse_go_bool)]
+        value_parser = crate::cli::parse_go_bool)]
     pub required_only: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
