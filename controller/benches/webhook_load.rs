@@ -8,7 +8,7 @@ mod load {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
     use jiff::Timestamp;
-    use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
+    use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
     use rollout_operator::commands::plan::Objects;
     use rollout_operator::commands::review::{DumpCluster, RecordingPods};
     use rollout_operator::tls::{SelfSignedSettings, SwappableCert, generate, serve, server_config};

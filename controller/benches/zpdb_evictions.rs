@@ -41,8 +41,10 @@ mod bench {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
     use rollout_core::keys;
     use rollout_core::zpdb::{Budgets, Outcome};
-    use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
-    use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations, memory};
+    use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
+    use rollout_operator::cluster::{
+        ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations, ZoneTrackerStore, memory,
+    };
     use rollout_operator::commands::review::RecordingPods;
     use rollout_operator::zpdb::Zpdb;
     use serde_json::{Value, json};

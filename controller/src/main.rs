@@ -25,14 +25,12 @@ mod app {
     use rollout_core::RolloutPlanner;
     use rollout_operator::admission::server as webhook_server;
     use rollout_operator::cli::{self, Command, RunConfig};
-    use rollout_operator::rollout::reconciler::ReconcilerConfig;
-    use rollout_operator::rollout::scaling::ScalingConfig;
+    use rollout_operator::commands::{plan as plan_cmd, rbac as rbac_cmd, review as review_cmd};
     use rollout_operator::election;
     use rollout_operator::health_check::feed as health_feed;
     use rollout_operator::health_check::gates::HealthGates;
     use rollout_operator::health_check::http::HyperTransport;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
-    use rollout_operator::commands::{plan as plan_cmd, rbac as rbac_cmd, review as review_cmd};
     use rollout_operator::operator::{BudgetSource, ElectionSetup, Operator, OperatorConfig, until_stopped};
     use rollout_operator::ops::cluster_validation::ClusterValidation;
     use rollout_operator::ops::events::EventSettings;
@@ -40,6 +38,8 @@ mod app {
     use rollout_operator::ops::metrics::Metrics;
     use rollout_operator::ops::{http_server, logging};
     use rollout_operator::pods::client::{DEFAULT_CONCURRENCY, HyperPodClient};
+    use rollout_operator::rollout::reconciler::ReconcilerConfig;
+    use rollout_operator::rollout::scaling::ScalingConfig;
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};

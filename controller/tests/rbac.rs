@@ -8,8 +8,8 @@
 //! its flags' features in `rbac.rs`) rather than the data.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use rollout_operator::commands::rbac::RULES_ANNOTATION;
 use rollout_operator::cli::{self, Command, OperatorFlags};
+use rollout_operator::commands::rbac::RULES_ANNOTATION;
 use rollout_operator::kube::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
 use serde_json::Value;
 

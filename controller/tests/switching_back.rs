@@ -28,7 +28,7 @@ use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys;
 use rollout_core::zpdb::{BudgetPod, Budgets, ReadyTimeChange, ready_time_change};
 use rollout_core::{Defences, GroupSnapshot};
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, router_with_zpdb};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, router_with_zpdb};
 use rollout_operator::cluster::zone_tracker::{
     MarkedClaim, claim_downscale_marked, claim_rollout_step, markers_of, read_record, read_rollout_steps,
 };

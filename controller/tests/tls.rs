@@ -9,7 +9,7 @@ use hyper::body::Bytes;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use rollout_core::certificate::service_dns_names;
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use rollout_operator::tls::{
     CertBundle, SelfSignedSettings, SwappableCert, TlsError, ensure_self_signed, serve, server_config,

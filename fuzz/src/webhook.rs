@@ -8,7 +8,7 @@ use arbitrary::Arbitrary;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb};
 use rollout_operator::cluster::{LiveReads, ZoneTrackerStore};
 use rollout_operator::commands::plan::Objects;
 use rollout_operator::commands::review::DumpCluster;

@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
 use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, ZoneTrackerStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
-    WebhookKind,
+    Preconditions, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
+    ZoneTrackerStore,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,12 +17,11 @@ use crate::store::{SharedStore, Store};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
-use rollout_operator::admission::webhooks::{
-    POD_EVICTION_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH, router_with_zpdb, system_clock,
-};
-use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations};
-use rollout_operator::pods::client::NoPodClient;
+use rollout_operator::admission::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
+use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations, ZoneTrackerStore};
 use rollout_operator::ops::metrics::ZpdbMetrics;
+use rollout_operator::pods::client::NoPodClient;
 use rollout_operator::zpdb::Zpdb;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -21,17 +21,17 @@ use madsim::runtime::{Handle, Runtime};
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
 use rollout_core::{Defences, GroupSnapshot, Planner, RolloutPlanner, StatefulSetView};
-use rollout_operator::admission::webhooks::{
-    NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
-};
+use rollout_operator::admission::no_downscale::{NO_DOWNSCALE_PATH, ParentLookups};
+use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::cluster::zone_tracker::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
-use rollout_operator::rollout::reconciler::ReconcilerConfig;
-use rollout_operator::rollout::scaling::ScalingConfig;
 use rollout_operator::operator::{BudgetSource, Operator, OperatorConfig};
 use rollout_operator::ops::events::EventSettings;
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::pods::client::{NoPodClient, PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
+use rollout_operator::rollout::reconciler::ReconcilerConfig;
+use rollout_operator::rollout::scaling::ScalingConfig;
 use rollout_operator::zpdb::Zpdb;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -458,7 +458,7 @@ pub struct ScalingScenario {
 pub enum Admission {
     /// A downscale is claimed in the group downscale record (`claim_downscale_marked`), as the webhook does.
     RecordClaim,
-    /// Every change is an AdmissionReview (StatefulSet UPDATE) sent to the real `webhooks` router of one of two
+    /// Every change is an AdmissionReview (StatefulSet UPDATE) sent to the real admission router of one of two
     /// simulated operator replicas; the StatefulSets carry `grafana.com/prepare-downscale` and its path/port
     /// annotations, so a downscale prepares pods (simulated, sometimes slow, sometimes failing) and writes its
     /// in-progress marker into the record. The change is applied only if allowed.

@@ -1,10 +1,11 @@
 //! Starting the admission webhooks (the eviction webhook with the operator's known budgets): certificate source (self-signed in a Secret, or files), the HTTPS listener on
 //! `-server-tls.port`, certificate renewal or file reload, and CA bundle injection (`-webhooks.update-ca-bundle`).
 //!
-//! Owns only the wiring of flags to the pieces in `tls` and `webhooks`; it makes no decision of its own. Not built
+//! Owns only the wiring of flags to the pieces in `tls` and `admission::router`; it makes no decision of its own. Not built
 //! under `--cfg madsim`.
 
-use crate::admission::webhooks::{self, WebhookSettings, Webhooks};
+use crate::admission::no_downscale::ParentLookups;
+use crate::admission::router::{self, WebhookSettings, Webhooks};
 use crate::cli::OperatorFlags;
 use crate::cluster::ClusterApi;
 use crate::ops::metrics::Metrics;
@@ -141,7 +142,7 @@ pub async fn start<C: ClusterApi>(
 
     let pods = HyperPodClient::new(flags.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
         .map_err(|e| StartError::PodClient(e.to_string()))?;
-    let router = webhooks::router_with_zpdb(
+    let router = router::router_with_zpdb(
         Webhooks {
             api,
             pods,
@@ -152,8 +153,8 @@ pub async fn start<C: ClusterApi>(
                 flags.server_tls_request_timeout,
             )
             .with_events(events)
-            .with_parent_lookups(webhooks::ParentLookups::reporting_to(metrics.clone())),
-            clock: webhooks::system_clock(),
+            .with_parent_lookups(ParentLookups::reporting_to(metrics.clone())),
+            clock: router::system_clock(),
         },
         zpdb,
     );

@@ -9,8 +9,8 @@
 pub mod prom_duration;
 
 use crate::cli::prom_duration::parse_prom_duration;
-use crate::commands::rbac::RbacArgs;
 use crate::commands::plan::PlanArgs;
+use crate::commands::rbac::RbacArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
 use std::ffi::OsString;

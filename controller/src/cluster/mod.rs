@@ -5,8 +5,8 @@
 //! kube-rs adapter (`kube::adapter`, production) and the simulator's API server. Everything is scoped to the one
 //! namespace the operator manages.
 
-pub mod zone_tracker;
 pub mod memory;
+pub mod zone_tracker;
 
 pub use memory::{json_merge_patch, selector_matches};
 

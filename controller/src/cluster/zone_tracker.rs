@@ -111,7 +111,10 @@ fn api_error(config_map: &str) -> impl Fn(ApiError) -> ZoneTrackerError + '_ {
 }
 
 /// Reads the record; `None` when the ConfigMap does not exist.
-pub async fn read_record<C: ZoneTrackerStore>(api: &C, config_map: &str) -> Result<Option<StoredRecord>, ZoneTrackerError> {
+pub async fn read_record<C: ZoneTrackerStore>(
+    api: &C,
+    config_map: &str,
+) -> Result<Option<StoredRecord>, ZoneTrackerError> {
     let Some(cm) = api.get_config_map(config_map).await.map_err(api_error(config_map))? else {
         return Ok(None);
     };

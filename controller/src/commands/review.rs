@@ -13,12 +13,13 @@
 //!
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
-use crate::admission::webhooks::{
-    NO_DOWNSCALE_PATH, POD_EVICTION_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH,
-    router_with_zpdb,
-};
+use crate::admission::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
+use crate::admission::no_downscale::NO_DOWNSCALE_PATH;
+use crate::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
+use crate::admission::router::{WebhookSettings, Webhooks, router_with_zpdb};
 use crate::cluster::{
-    ApiError, DisruptionBudgets, LiveReads, PodAnnotations, ZoneTrackerStore, StatefulSetAnnotations, WatchEvent, memory,
+    ApiError, DisruptionBudgets, LiveReads, PodAnnotations, StatefulSetAnnotations, WatchEvent, ZoneTrackerStore,
+    memory,
 };
 use crate::commands::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};

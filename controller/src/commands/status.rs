@@ -12,12 +12,12 @@
 use crate::cli::OperatorFlags;
 use crate::cluster::zone_tracker::{markers_of, read_record};
 use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, ZoneTrackerStore};
-use crate::rollout::report::statefulset_report;
-use crate::health_check::offline::{HealthChecks, OfflineGates, health_checks};
 use crate::commands::count;
 use crate::commands::plan::{input_notes, load_objects, parse_now};
 use crate::commands::review::DumpCluster;
+use crate::health_check::offline::{HealthChecks, OfflineGates, health_checks};
 use crate::ops::metrics::ZpdbMetrics;
+use crate::rollout::report::statefulset_report;
 use crate::zpdb::budgets::BudgetCache;
 use futures::StreamExt;
 use jiff::Timestamp;

@@ -13,8 +13,8 @@
 
 use crate::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, ZoneTrackerStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
-    WebhookKind,
+    Preconditions, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
+    ZoneTrackerStore,
 };
 use crate::kube::layers::{ApiMetricsLayer, ApiServerLayer, RateLimitLayer, RateLimits};
 use crate::kube::repeats;

@@ -9,18 +9,18 @@
 mod execute;
 mod health_gate;
 
-use crate::cluster::zone_tracker::{ZoneTrackerError, StoredRecord, markers_of, read_record};
+use crate::cluster::zone_tracker::{StoredRecord, ZoneTrackerError, markers_of, read_record};
 use crate::cluster::{ApiError, ClusterApi, ZoneTrackerStore};
-use crate::rollout::cache::ClusterCache;
-use crate::rollout::queue::{PassBudget, WorkQueue};
-use crate::rollout::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
-use crate::rollout::scaling::{ScalingConfig, mirror_group, write_back};
 use crate::election::LeaderGate;
 use crate::ops::events::EventRecorder;
 use crate::ops::feature_gate::Gate;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::pods::client::{NoPodClient, PodHttpClient};
+use crate::rollout::cache::ClusterCache;
+use crate::rollout::queue::{PassBudget, WorkQueue};
+use crate::rollout::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
+use crate::rollout::scaling::{ScalingConfig, mirror_group, write_back};
 use crate::zpdb::Zpdb;
 use crate::zpdb::decide::decide;
 use execute::Executed;

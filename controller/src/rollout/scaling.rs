@@ -8,7 +8,7 @@
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
 use crate::cluster::zone_tracker::{MarkedClaim, ZoneTrackerError, claim_downscale_marked, finish_marked_claim};
-use crate::cluster::{ApiError, ApiResourceRef, ZoneTrackerStore, ScaleTargets};
+use crate::cluster::{ApiError, ApiResourceRef, ScaleTargets, ZoneTrackerStore};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::MirrorFindings;

@@ -8,9 +8,9 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use rollout_core::RolloutPlanner;
 use rollout_operator::cluster::{ApiError, RolloutApi, WatchEvent};
-use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::pods::client::{NoPodClient, PodHttpClient};
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use std::sync::Arc;
 
 /// The rollout group the harness reconciles.

@@ -7,9 +7,9 @@
 use super::{Controller, REQUEST_BOUND, ReconcileError, wall_clock};
 use crate::cluster::zone_tracker::{StoredRecord, claim_rollout_step, finish_rollout_step};
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
-use crate::rollout::scaling::{DownscaleClaim, claim, end_claim};
 use crate::ops::feature_gate::Gate;
 use crate::pods::client::PodHttpClient;
+use crate::rollout::scaling::{DownscaleClaim, claim, end_claim};
 use rollout_core::Failure;
 use rollout_core::downscale::COMMIT_MARGIN;
 use rollout_core::execution::{
