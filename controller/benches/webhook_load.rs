@@ -11,7 +11,8 @@ mod load {
     use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
     use rollout_operator::commands::plan::Objects;
     use rollout_operator::commands::review::{DumpCluster, RecordingPods};
-    use rollout_operator::tls::{SelfSignedSettings, SwappableCert, generate, serve, server_config};
+    use rollout_operator::tls::certificate::{SelfSignedSettings, generate};
+    use rollout_operator::tls::listener::{SwappableCert, serve, server_config};
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
     use serde_json::json;

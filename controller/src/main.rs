@@ -37,7 +37,8 @@ mod app {
     use rollout_operator::ops::health::ReadyFlag;
     use rollout_operator::ops::metrics::Metrics;
     use rollout_operator::ops::{http_server, logging};
-    use rollout_operator::pods::client::{DEFAULT_CONCURRENCY, HyperPodClient};
+    use rollout_operator::pods::client::DEFAULT_CONCURRENCY;
+    use rollout_operator::pods::hyper_client::HyperPodClient;
     use rollout_operator::rollout::reconciler::ReconcilerConfig;
     use rollout_operator::rollout::scaling::ScalingConfig;
     use std::future::Future;

@@ -6,14 +6,14 @@ mod support;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rollout_core::downscale::{Claimant, DownscaleRecord, MinTimeVerdict};
+use rollout_core::downscale::{Claimant, DownscaleRecord, MarkedClaim, MinTimeVerdict};
 use rollout_core::execution::StepClaimed;
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::cluster::zone_tracker::{
-    Claim, MAX_ATTEMPTS, MarkedClaim, ZoneTrackerError, claim_downscale, claim_downscale_marked, claim_rollout_step,
+    Claim, MAX_ATTEMPTS, ZoneTrackerError, claim_downscale, claim_downscale_marked, claim_rollout_step,
     finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };
 use std::collections::BTreeMap;

@@ -16,8 +16,9 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use rollout_e2e::manifests::{KubeObject, kustomize_build, overlays, parse_kube_object, repo_root};
 use rollout_operator::cli::{self, Command, OperatorFlags};
-use rollout_operator::kube::adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
-use rollout_operator::kube::rbac::{Access, Rules, not_granted, rules_for};
+use rollout_operator::kube::rbac::{
+    Access, ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS, Rules, not_granted, rules_for,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// (API group, resource, verb).

@@ -7,7 +7,8 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rollout_fuzz::text::Text;
-use rollout_operator::cli::{Command, parse, rbac};
+use rollout_operator::cli::{Command, parse};
+use rollout_operator::commands::rbac;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 

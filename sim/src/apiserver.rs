@@ -4,9 +4,10 @@
 //! order; a watch that resumes from a compacted (or unluckily old) resourceVersion is told "too old resource
 //! version" and the client relists. The node keeps nothing: the store survives its restarts, the watches do not.
 
+use crate::Kind;
 use crate::checker::Knowledge;
 use crate::rng::SimRng;
-use crate::store::{Kind, LogEntry, Obj, SharedStore};
+use crate::store::{LogEntry, Obj, SharedStore};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -755,12 +756,13 @@ fn serve_op(env: &ServerEnv, req: Request) -> Reply {
 }
 
 fn list_statefulsets(store: &crate::store::Store, selector: &str) -> Vec<StatefulSet> {
-    let matching = |s: &&StatefulSet| crate::store::selector_matches(selector, s.metadata.labels.as_ref());
+    let matching =
+        |s: &&StatefulSet| rollout_operator::cluster::memory::selector_matches(selector, s.metadata.labels.as_ref());
     store.statefulsets.values().filter(matching).cloned().collect()
 }
 
 fn list_pods(store: &crate::store::Store, selector: &str) -> Vec<Pod> {
-    let matching = |p: &&Pod| crate::store::selector_matches(selector, p.metadata.labels.as_ref());
+    let matching = |p: &&Pod| rollout_operator::cluster::memory::selector_matches(selector, p.metadata.labels.as_ref());
     store.pods.values().filter(matching).cloned().collect()
 }
 

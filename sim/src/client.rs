@@ -7,9 +7,10 @@
 //! "what the controller knew". The controller consumes watch events only between reconciles, so the position at the
 //! time of a write is the position its plan was made at.
 
+use crate::Kind;
 use crate::apiserver::{self, Answer, Op, Reply, Request, WatchMsg, WatchRequest};
 use crate::checker::Knowledge;
-use crate::store::{Kind, Obj};
+use crate::store::Obj;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;

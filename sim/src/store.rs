@@ -19,7 +19,7 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub use crate::Kind;
+use crate::Kind;
 
 #[derive(Debug, Clone)]
 pub enum Obj {
@@ -1106,4 +1106,4 @@ impl Store {
     }
 }
 
-pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
+use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};

@@ -9,8 +9,11 @@ use crate::admission::router::{self, WebhookSettings, Webhooks};
 use crate::cli::OperatorFlags;
 use crate::cluster::ClusterApi;
 use crate::ops::metrics::Metrics;
-use crate::pods::client::HyperPodClient;
-use crate::tls::{self, SelfSignedSecret, SelfSignedSettings, SwappableCert, TlsError};
+use crate::pods::hyper_client::HyperPodClient;
+use crate::tls::certificate::{SelfSignedSettings, TlsError};
+use crate::tls::injector::run_ca_injector;
+use crate::tls::listener::{SwappableCert, serve, server_config};
+use crate::tls::secret::{SelfSignedSecret, ensure_self_signed, read_files, run_file_reload, run_self_signed_renewal};
 use jiff::Timestamp;
 use rollout_core::certificate::service_dns_names;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -108,15 +111,14 @@ pub async fn start<C: ClusterApi>(
                 validity: flags.self_signed_cert_expiration,
             },
         };
-        let bundle =
-            tls::ensure_self_signed(&api, &source.secret, &namespace, &source.settings, Timestamp::now()).await?;
+        let bundle = ensure_self_signed(&api, &source.secret, &namespace, &source.settings, Timestamp::now()).await?;
         (bundle, Some(source))
     } else if !flags.server_tls_cert_file.is_empty() && !flags.server_tls_key_file.is_empty() {
         if flags.webhooks_update_ca_bundle {
             return Err(StartError::CaBundleNeedsSelfSigned);
         }
         let (cert, key) = (PathBuf::from(&flags.server_tls_cert_file), PathBuf::from(&flags.server_tls_key_file));
-        (tls::read_files(&cert, &key, Timestamp::now())?, None)
+        (read_files(&cert, &key, Timestamp::now())?, None)
     } else {
         return Err(StartError::NoCertificate);
     };
@@ -125,9 +127,9 @@ pub async fn start<C: ClusterApi>(
     let (ca_tx, ca_rx) = tokio::sync::watch::channel(bundle.ca_pem.clone());
     match source {
         Some(source) => {
-            tasks.push(tokio::spawn(tls::run_self_signed_renewal(source, bundle.clone(), cert.clone(), ca_tx, RETRY)))
+            tasks.push(tokio::spawn(run_self_signed_renewal(source, bundle.clone(), cert.clone(), ca_tx, RETRY)))
         }
-        None => tasks.push(tokio::spawn(tls::run_file_reload(
+        None => tasks.push(tokio::spawn(run_file_reload(
             PathBuf::from(&flags.server_tls_cert_file),
             PathBuf::from(&flags.server_tls_key_file),
             bundle.clone(),
@@ -137,7 +139,7 @@ pub async fn start<C: ClusterApi>(
     }
     tasks.push(tokio::spawn(crate::ops::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
     if flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle {
-        tasks.push(tokio::spawn(tls::run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
+        tasks.push(tokio::spawn(run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
     }
 
     let pods = HyperPodClient::new(flags.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
@@ -172,6 +174,6 @@ pub async fn start<C: ClusterApi>(
             .map_err(|source| StartError::Listen { port, source })?,
     };
     tracing::info!(port, "serving admission webhooks over HTTPS");
-    tasks.push(tokio::spawn(tls::serve(listener, tls::server_config(cert)?, router, flags.server_tls_request_timeout)));
+    tasks.push(tokio::spawn(serve(listener, server_config(cert)?, router, flags.server_tls_request_timeout)));
     Ok(WebhookTasks(tasks))
 }

@@ -6,13 +6,11 @@
 //! `-name=true|false` (a bare boolean never consumes the next argument). clap only understands `--long`, so argv is
 //! first rewritten by [`normalise_args`]; clap then parses a strict, unambiguous form.
 
-pub mod prom_duration;
-
-use crate::cli::prom_duration::parse_prom_duration;
 use crate::commands::plan::PlanArgs;
 use crate::commands::rbac::RbacArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
+use rollout_core::prom_duration::parse_prom_duration;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;

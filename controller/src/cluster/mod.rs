@@ -8,8 +8,6 @@
 pub mod memory;
 pub mod zone_tracker;
 
-pub use memory::{json_merge_patch, selector_matches};
-
 use futures::stream::BoxStream;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};

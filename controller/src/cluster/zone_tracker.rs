@@ -16,8 +16,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
-    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MinTimeVerdict, RecordError,
-    RolloutStepInProgress, check_min_time, parse_in_progress, parse_rollout_steps, render_in_progress,
+    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MarkedClaim, MinTimeVerdict,
+    RecordError, RolloutStepInProgress, check_min_time, parse_in_progress, parse_rollout_steps, render_in_progress,
     render_rollout_steps,
 };
 use rollout_core::execution::StepClaimed;
@@ -294,8 +294,6 @@ pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, I
     let annotations = stored.config_map.metadata.annotations.as_ref();
     parse_in_progress(annotations.and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS)).map(String::as_str))
 }
-
-pub use rollout_core::downscale::MarkedClaim;
 
 /// [`claim_downscale`] for a downscale whose replica change commits some time after the claim (the webhook's, after
 /// its pod calls and its answer; the controller's, after its replica write): decided at `now`, in the same

@@ -306,12 +306,6 @@ where
     }
 }
 
-/// The permission table lives in [`crate::kube::rbac`] (built in both builds, for `rollout-operator rbac`); it is
-/// re-exported here because it describes this adapter's requests, and the tests below check every request against it.
-pub use crate::kube::rbac::{
-    ApiPermission, MIRROR_TARGET, MIRROR_TARGET_PERMISSIONS, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS,
-};
-
 /// The cluster port on a kube [`Client`], scoped to one namespace.
 #[derive(Clone)]
 pub struct KubeCluster {

@@ -7,13 +7,14 @@
 //! downscale record before patching. It decides nothing itself: what to scale, to what and whether to wait all come
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
-use crate::cluster::zone_tracker::{MarkedClaim, ZoneTrackerError, claim_downscale_marked, finish_marked_claim};
+use crate::cluster::zone_tracker::{ZoneTrackerError, claim_downscale_marked, finish_marked_claim};
 use crate::cluster::{ApiError, ApiResourceRef, ScaleTargets, ZoneTrackerStore};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::MirrorFindings;
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
+use rollout_core::downscale::MarkedClaim;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::mirror_flow::{
     Endpoints, MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, MirrorResult, PodAnswer,
