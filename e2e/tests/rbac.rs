@@ -1,6 +1,6 @@
 #![cfg(not(madsim))]
 //! RBAC coverage: the permissions the deploy overlays grant the operator's ServiceAccount, compared in both
-//! directions with what the kube adapter declares it uses (`rollout_operator::kube::adapter::RBAC_REQUIREMENTS`,
+//! directions with what the kube adapter declares it uses (`rollout_operator::kube::rbac::RBAC_REQUIREMENTS`,
 //! itself checked against the adapter's real requests by the adapter's mock-server tests).
 //!
 //! - every requirement must be granted (else the operator gets 403 in a real cluster);
