@@ -54,7 +54,11 @@ fn accepted(deployment: &str, args: &str) -> OperatorFlags {
         Ok(other) => panic!("{deployment}: `rbac` parsed its args as {other:?}"),
         Err(e) => panic!("{deployment}: `rbac` does not accept its args: {e}"),
     };
-    assert_eq!(rules_for(&controller), rules_for(&rbac), "{deployment}: the same args mean the same rules");
+    assert_eq!(
+        rules_for(&controller.rbac_settings()),
+        rules_for(&rbac.rbac_settings()),
+        "{deployment}: the same args mean the same rules"
+    );
     rbac
 }
 
@@ -69,8 +73,8 @@ fn show(missing: &[Access]) -> String {
 /// within `grants`; otherwise fails naming exactly what is not granted.
 fn assert_covered(deployment: &str, args: &str, column: &str, grants: Grants) {
     let flags = accepted(deployment, args);
-    let Rules { role, cluster_role } =
-        required_rules_for(&flags).unwrap_or_else(|e| panic!("{deployment}: no rules for its args: {e}"));
+    let Rules { role, cluster_role } = required_rules_for(&flags.rbac_settings())
+        .unwrap_or_else(|e| panic!("{deployment}: no rules for its args: {e}"));
     assert!(!role.is_empty(), "{deployment}: the operator always needs a Role");
     let missing_role = not_granted(&role, &grants.role);
     let missing_cluster = not_granted(&cluster_role, &grants.cluster_role);
@@ -240,7 +244,7 @@ fn the_coverage_check_reports_what_is_missing() {
         cluster_role: vec![],
     };
     let flags = accepted("test", "-kubernetes.namespace=ns -server-tls.enabled=true");
-    let rules = rules_for(&flags).expect("rules");
+    let rules = rules_for(&flags.rbac_settings()).expect("rules");
     let missing: Vec<String> = not_granted(&rules.role, &grants.role).iter().map(ToString::to_string).collect();
     for expected in [
         "delete pods (apiGroup \"\")",

@@ -36,7 +36,7 @@ fn flags_of(what: &str, args: &[String]) -> OperatorFlags {
 }
 
 fn rules_of(what: &str, args: &[String]) -> Rules {
-    rules_for(&flags_of(what, args)).unwrap_or_else(|e| panic!("{what}: no rules for {args:?}: {e}"))
+    rules_for(&flags_of(what, args).rbac_settings()).unwrap_or_else(|e| panic!("{what}: no rules for {args:?}: {e}"))
 }
 
 /// Permissions only the webhooks and the TLS certificate use: the controller-only overlay must not grant them.

@@ -206,6 +206,21 @@ impl OperatorFlags {
         }
     }
 
+    /// What decides the permissions these flags need (`rollout-operator rbac`, the RBAC tests).
+    pub fn rbac_settings(&self) -> crate::kube::rbac::RbacSettings {
+        crate::kube::rbac::RbacSettings {
+            webhooks: self.server_tls_enabled,
+            zone_tracker: self.use_zone_tracker,
+            self_signed_certificate: self.self_signed_cert_enabled,
+            update_ca_bundle: self.webhooks_update_ca_bundle,
+            events: self.events_enabled,
+            leader_election: self.leader_election_enabled,
+            zone_tracker_config_map: self.zone_tracker_config_map_or_default().to_string(),
+            certificate_secret: self.self_signed_cert_secret_name.clone(),
+            leader_lease: self.leader_election_lease_name.clone(),
+        }
+    }
+
     /// The election's settings under `identity` (this replica's pod name), from the `-leader-election.*` flags.
     pub fn election_config(&self, identity: &str) -> rollout_core::election::ElectionConfig {
         rollout_core::election::ElectionConfig {

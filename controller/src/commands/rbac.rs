@@ -86,7 +86,7 @@ pub struct RbacList {
 /// The Role (in `-kubernetes.namespace`) and, if any rule is cluster-scoped, the ClusterRole these flags need
 /// (only their required rules with `required_only`), each annotated with what its rules are for.
 pub fn objects(flags: &OperatorFlags, required_only: bool) -> Result<RbacList, RbacError> {
-    let MarkedRules { mut role, mut cluster_role } = marked_rules_for(flags)?;
+    let MarkedRules { mut role, mut cluster_role } = marked_rules_for(&flags.rbac_settings())?;
     if required_only {
         role.retain(|rule| rule.required);
         cluster_role.retain(|rule| rule.required);
