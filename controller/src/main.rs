@@ -254,7 +254,7 @@ mod app {
         // The admission webhooks over HTTPS, when enabled; they run until the process ends.
         let _webhooks = if flags.server_tls_enabled {
             match webhook_server::start(
-                &flags,
+                &flags.webhook_server_config(),
                 cluster.clone(),
                 &metrics,
                 validation.clone(),

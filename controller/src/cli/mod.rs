@@ -221,6 +221,28 @@ impl OperatorFlags {
         }
     }
 
+    /// What the webhook server is started with.
+    #[cfg(not(madsim))]
+    pub fn webhook_server_config(&self) -> crate::admission::server::WebhookServerConfig {
+        crate::admission::server::WebhookServerConfig {
+            namespace: self.kubernetes_namespace.clone(),
+            cluster_domain: self.kubernetes_cluster_domain.clone(),
+            port: self.server_tls_port,
+            request_timeout: self.server_tls_request_timeout,
+            cert_file: self.server_tls_cert_file.clone(),
+            key_file: self.server_tls_key_file.clone(),
+            self_signed: self.self_signed_cert_enabled,
+            self_signed_secret: self.self_signed_cert_secret_name.clone(),
+            self_signed_org: self.self_signed_cert_org.clone(),
+            self_signed_dns_name: self.self_signed_cert_dns_name.clone(),
+            self_signed_validity: self.self_signed_cert_expiration,
+            service_name: self.server_tls_service_name.clone(),
+            update_ca_bundle: self.webhooks_update_ca_bundle,
+            pods_client_timeout: self.pods_client_timeout,
+            zone_tracker_config_map: self.zone_tracker_config_map().map(str::to_string),
+        }
+    }
+
     /// The election's settings under `identity` (this replica's pod name), from the `-leader-election.*` flags.
     pub fn election_config(&self, identity: &str) -> rollout_core::election::ElectionConfig {
         rollout_core::election::ElectionConfig {
