@@ -186,9 +186,6 @@ pub struct OperatorFlags {
     pub leader_election_retry_period: Duration,
 }
 
-/// Default of `-zone-tracker.config-map-name`.
-pub const DEFAULT_ZONE_TRACKER_CONFIG_MAP: &str = "rollout-operator-zone-tracker";
-
 impl OperatorFlags {
     /// The zone tracker's ConfigMap (the group downscale record), shared by the controller and the webhooks, when
     /// `-use-zone-tracker` is true; `None` otherwise (downscales are recorded in StatefulSet annotations).
@@ -200,7 +197,7 @@ impl OperatorFlags {
     /// `-use-zone-tracker` is false).
     pub fn zone_tracker_config_map_or_default(&self) -> &str {
         if self.zone_tracker_config_map_name.is_empty() {
-            DEFAULT_ZONE_TRACKER_CONFIG_MAP
+            crate::cluster::zone_tracker::DEFAULT_CONFIG_MAP
         } else {
             &self.zone_tracker_config_map_name
         }

@@ -26,6 +26,9 @@ use rollout_core::record_claims::{self, Transition};
 use rollout_core::{Defences, Failure, GroupSnapshot};
 use thiserror::Error;
 
+/// The zone tracker's ConfigMap when `-zone-tracker.config-map-name` is not given (the reference's default).
+pub const DEFAULT_CONFIG_MAP: &str = "rollout-operator-zone-tracker";
+
 /// How many read-check-swap rounds a claim or undo makes before giving up. Every conflict means another writer
 /// succeeded, so this bounds the work under contention, not the chance of success of a lone writer.
 pub const MAX_ATTEMPTS: u32 = 16;

@@ -43,7 +43,7 @@ impl Default for ScalingConfig {
         ScalingConfig {
             namespace: "default".to_string(),
             cluster_domain: "cluster.local.".to_string(),
-            zone_tracker_config_map: Some(crate::cli::DEFAULT_ZONE_TRACKER_CONFIG_MAP.to_string()),
+            zone_tracker_config_map: Some(crate::cluster::zone_tracker::DEFAULT_CONFIG_MAP.to_string()),
             pod_concurrency: DEFAULT_CONCURRENCY,
         }
     }
