@@ -1106,4 +1106,4 @@ impl Store {
     }
 }
 
-use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
+use rollout_operator::cluster::memory::{self, json_merge_patch as merge};
