@@ -79,14 +79,14 @@ mod app {
                 review_cmd::run(args)
             }
             // Prints and exits; nothing to log.
-            Command::Rbac(args) => rbac_cmd::run(&args),
+            Command::Rbac(args) => rbac_cmd::run(&args.options()),
             Command::Version => cli::run_version(),
             Command::Status { args, log } => {
                 if let Err(e) = logging::init(log) {
                     eprintln!("{e}");
                     return ExitCode::FAILURE;
                 }
-                rollout_operator::commands::status::run(*args)
+                rollout_operator::commands::status::run(args.options())
             }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {

@@ -258,7 +258,7 @@ fn status_against(current: f64, output: &str) -> String {
     let argv = ["rollout-operator", "status", "-f", EXAMPLE, "--now", "2026-01-01T12:00:00Z", "-o", output];
     let argv = argv.into_iter().chain(["--prometheus-url", url.as_str()]);
     let args = match rollout_operator::cli::parse(argv) {
-        Ok(rollout_operator::cli::Command::Status { args, .. }) => *args,
+        Ok(rollout_operator::cli::Command::Status { args, .. }) => args.options(),
         other => panic!("expected status, got {other:?}"),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());

@@ -164,7 +164,8 @@ fn printed(deployment: &str, args: &str, extra: &[&str]) -> Vec<Printed> {
         Ok(Command::Rbac(rbac)) => rbac,
         other => panic!("{deployment}: expected rbac, got {other:?}"),
     };
-    let text = rollout_operator::commands::rbac::execute(&rbac).unwrap_or_else(|e| panic!("{deployment}: {e}"));
+    let text =
+        rollout_operator::commands::rbac::execute(&rbac.options()).unwrap_or_else(|e| panic!("{deployment}: {e}"));
     let list: Value = serde_json::from_str(&text).expect("JSON");
     let items = list["items"].as_array().expect("items");
     items

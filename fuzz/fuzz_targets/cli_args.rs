@@ -123,7 +123,7 @@ fuzz_target!(|args: Vec<Arg>| {
     }
     match parse(argv) {
         Ok(Command::Rbac(args)) => {
-            let _ = rbac::execute(&args);
+            let _ = rbac::execute(&args.options());
         }
         Ok(_) => {}
         Err(e) => {

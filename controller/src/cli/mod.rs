@@ -6,8 +6,10 @@
 //! `-name=true|false` (a bare boolean never consumes the next argument). clap only understands `--long`, so argv is
 //! first rewritten by [`normalise_args`]; clap then parses a strict, unambiguous form.
 
+pub mod subcommands;
+
+use crate::cli::subcommands::{RbacArgs, StatusArgs};
 use crate::commands::plan::PlanArgs;
-use crate::commands::rbac::RbacArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
 use rollout_core::prom_duration::parse_prom_duration;
@@ -453,7 +455,7 @@ pub enum Command {
     Rbac(Box<RbacArgs>),
     /// `rollout-operator status [flags]`: a read-only view of the namespace's rollout groups.
     #[cfg(not(madsim))]
-    Status { args: Box<crate::commands::status::StatusArgs>, log: LogConfig },
+    Status { args: Box<StatusArgs>, log: LogConfig },
     /// `rollout-operator version`: print the version, the git revision and the Rust version of the build.
     Version,
 }
@@ -507,7 +509,7 @@ enum SubCommand {
         mut_arg("kubernetes_namespace", status_namespace),
         mut_arg("kubernetes_cluster_domain", cluster_domain_alias)
     )]
-    Status(Box<crate::commands::status::StatusArgs>),
+    Status(Box<StatusArgs>),
     /// Print the version, the git revision and the Rust version of the build (as --version does).
     Version,
 }
