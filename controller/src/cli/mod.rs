@@ -8,7 +8,9 @@
 
 pub mod subcommands;
 
-use crate::cli::subcommands::{RbacArgs, StatusArgs};
+use crate::cli::subcommands::RbacArgs;
+#[cfg(not(madsim))]
+use crate::cli::subcommands::StatusArgs;
 use crate::commands::plan::PlanArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;

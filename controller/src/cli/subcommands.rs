@@ -1,11 +1,15 @@
 //! The arguments of the subcommands that take the controller's flags (`rbac`, `status`), as clap parses them, and
-//! the options each command is run with, built from them. The commands themselves are in `commands`.
+//! the options each command is run with, built from them. The commands themselves are in `commands` (`status`, like
+//! its command, not under `--cfg madsim`).
 
 use super::OperatorFlags;
 use crate::commands::rbac::{OutputFormat, RbacOptions};
+#[cfg(not(madsim))]
 use crate::commands::status::StatusOptions;
 use clap::ArgAction;
+#[cfg(not(madsim))]
 use std::path::PathBuf;
+#[cfg(not(madsim))]
 use std::time::Duration;
 
 /// Arguments of the `rbac` subcommand: its own options, then the controller's flags, parsed and validated as the
@@ -40,6 +44,7 @@ impl RbacArgs {
 /// Arguments of `status`: the view's options, and the controller's own flags (namespace, kube config, zone tracker,
 /// progress deadline), so a Deployment's args can be passed unchanged. `-n`/`--namespace` is
 /// `-kubernetes.namespace`, `--cluster-domain` is `-kubernetes.cluster-domain`, as in `plan` and `review`.
+#[cfg(not(madsim))]
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
     /// Use this context of the kubeconfig instead of its current one (as kubectl --context).
@@ -67,6 +72,7 @@ pub struct StatusArgs {
     pub flags: OperatorFlags,
 }
 
+#[cfg(not(madsim))]
 impl StatusArgs {
     /// What the command is run with.
     pub fn options(&self) -> StatusOptions {
