@@ -85,12 +85,13 @@ done
 
 # What is mutated.
 core_files=(-f 'controller/core/src/**/*.rs')
-# The shell modules that take or carry out decisions: the reconcile loop, the downscale record (claims, dates), the
+# The shell modules that take or carry out decisions: the reconcile loop, the zone tracker (claims, dates), the
 # scaling shell (delayed downscale calls), the admission webhooks, and the ZoneAwarePodDisruptionBudget driver (its
 # I/O, the shared lists whose freshness the intents' argument rests on, the in-process lock, memory and claims, the
 # ready-time tracker) with the pod-eviction handler.
-shell_files=(-f controller/src/controller/reconciler.rs -f controller/src/cluster/downscale_record.rs
-  -f controller/src/controller/scaling.rs -f controller/src/admission/webhooks.rs
+shell_files=(-f controller/src/rollout/reconciler.rs -f controller/src/cluster/zone_tracker.rs
+  -f controller/src/rollout/scaling.rs -f controller/src/admission/router.rs -f controller/src/admission/no_downscale.rs
+  -f controller/src/admission/prepare_downscale.rs
   -f controller/src/zpdb/decide.rs -f controller/src/zpdb/reads.rs -f controller/src/zpdb/serialisation.rs
   -f controller/src/zpdb/ready_time.rs -f controller/src/admission/evictions.rs)
 case "$crate" in

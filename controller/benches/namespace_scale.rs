@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodStatus, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use rollout_core::{PassInput, plan_pass};
 use rollout_operator::cluster::WatchEvent;
-use rollout_operator::controller::cache::ClusterCache;
+use rollout_operator::rollout::cache::ClusterCache;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

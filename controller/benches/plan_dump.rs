@@ -3,7 +3,7 @@
 //! The dump is generated in memory at start, so no large file is committed.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rollout_operator::offline::plan::{PlanArgs, execute};
+use rollout_operator::commands::plan::{PlanArgs, execute};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

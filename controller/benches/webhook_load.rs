@@ -8,10 +8,11 @@ mod load {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
     use jiff::Timestamp;
-    use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
-    use rollout_operator::offline::plan::Objects;
-    use rollout_operator::offline::review::{DumpCluster, RecordingPods};
-    use rollout_operator::tls::{SelfSignedSettings, SwappableCert, generate, serve, server_config};
+    use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
+    use rollout_operator::commands::plan::Objects;
+    use rollout_operator::commands::review::{DumpCluster, RecordingPods};
+    use rollout_operator::tls::certificate::{SelfSignedSettings, generate};
+    use rollout_operator::tls::listener::{SwappableCert, serve, server_config};
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
     use serde_json::json;

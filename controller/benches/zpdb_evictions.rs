@@ -41,9 +41,11 @@ mod bench {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
     use rollout_core::keys;
     use rollout_core::zpdb::{Budgets, Outcome};
-    use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
-    use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations, memory};
-    use rollout_operator::offline::review::RecordingPods;
+    use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
+    use rollout_operator::cluster::{
+        ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations, ZoneTrackerStore, memory,
+    };
+    use rollout_operator::commands::review::RecordingPods;
     use rollout_operator::zpdb::Zpdb;
     use serde_json::{Value, json};
     use std::cell::Cell;
@@ -311,7 +313,7 @@ mod bench {
     }
 
     /// Not used by the eviction webhook: answered, counted, never written.
-    impl RecordStore for SlowApi {
+    impl ZoneTrackerStore for SlowApi {
         async fn get_config_map(&self, _: &str) -> Result<Option<ConfigMap>, ApiError> {
             Ok(self.request(&self.kinds.other, |_| None).await)
         }

@@ -9,14 +9,14 @@
 pub mod admission;
 pub mod cli;
 pub mod cluster;
-pub mod controller;
+pub mod commands;
 pub mod election;
 pub mod health_check;
 pub mod kube;
-pub mod offline;
 pub mod operator;
 pub mod ops;
 pub mod pods;
+pub mod rollout;
 #[cfg(not(madsim))]
 pub mod tls;
 pub mod zpdb;

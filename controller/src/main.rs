@@ -24,23 +24,23 @@ fn main() -> ExitCode {
 mod app {
     use rollout_core::RolloutPlanner;
     use rollout_operator::admission::server as webhook_server;
-    use rollout_operator::cli::rbac as rbac_cmd;
     use rollout_operator::cli::{self, Command, RunConfig};
-    use rollout_operator::controller::reconciler::ReconcilerConfig;
-    use rollout_operator::controller::scaling::ScalingConfig;
+    use rollout_operator::commands::{plan as plan_cmd, rbac as rbac_cmd, review as review_cmd};
     use rollout_operator::election;
     use rollout_operator::health_check::feed as health_feed;
     use rollout_operator::health_check::gates::HealthGates;
     use rollout_operator::health_check::http::HyperTransport;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
-    use rollout_operator::offline::{plan as plan_cmd, review as review_cmd};
     use rollout_operator::operator::{BudgetSource, ElectionSetup, Operator, OperatorConfig, until_stopped};
     use rollout_operator::ops::cluster_validation::ClusterValidation;
     use rollout_operator::ops::events::EventSettings;
     use rollout_operator::ops::health::ReadyFlag;
     use rollout_operator::ops::metrics::Metrics;
     use rollout_operator::ops::{http_server, logging};
-    use rollout_operator::pods::client::{DEFAULT_CONCURRENCY, HyperPodClient};
+    use rollout_operator::pods::client::DEFAULT_CONCURRENCY;
+    use rollout_operator::pods::hyper_client::HyperPodClient;
+    use rollout_operator::rollout::reconciler::ReconcilerConfig;
+    use rollout_operator::rollout::scaling::ScalingConfig;
     use std::future::Future;
     use std::io;
     use std::net::{Ipv4Addr, Ipv6Addr};
@@ -79,14 +79,14 @@ mod app {
                 review_cmd::run(args)
             }
             // Prints and exits; nothing to log.
-            Command::Rbac(args) => rbac_cmd::run(&args),
+            Command::Rbac(args) => rbac_cmd::run(&args.options()),
             Command::Version => cli::run_version(),
             Command::Status { args, log } => {
                 if let Err(e) = logging::init(log) {
                     eprintln!("{e}");
                     return ExitCode::FAILURE;
                 }
-                rollout_operator::offline::status::run(*args)
+                rollout_operator::commands::status::run(args.options())
             }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {
@@ -214,7 +214,7 @@ mod app {
             let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
             EventSettings::new(
                 &flags.kubernetes_namespace,
-                instance.as_deref().unwrap_or(rollout_operator::cli::rbac::NAME),
+                instance.as_deref().unwrap_or(rollout_operator::commands::rbac::NAME),
             )
         });
         let config = OperatorConfig {
@@ -224,7 +224,7 @@ mod app {
                 namespace: flags.kubernetes_namespace.clone(),
                 cluster_domain: flags.kubernetes_cluster_domain.clone(),
                 // The same record as the webhooks'.
-                downscale_record: flags.downscale_record().map(str::to_string),
+                zone_tracker_config_map: flags.zone_tracker_config_map().map(str::to_string),
                 pod_concurrency: DEFAULT_CONCURRENCY,
             },
             progress_deadline: flags.rollout_progress_deadline,
@@ -254,7 +254,7 @@ mod app {
         // The admission webhooks over HTTPS, when enabled; they run until the process ends.
         let _webhooks = if flags.server_tls_enabled {
             match webhook_server::start(
-                &flags,
+                &flags.webhook_server_config(),
                 cluster.clone(),
                 &metrics,
                 validation.clone(),

@@ -6,16 +6,17 @@
 //!
 //! What stays outside: reading flags, the Kubernetes client, the HTTP and HTTPS listeners and their certificates.
 
-use crate::admission::webhooks::{ParentLookups, WebhookSettings, Webhooks, system_clock};
+use crate::admission::no_downscale::ParentLookups;
+use crate::admission::router::{WebhookSettings, Webhooks, system_clock};
 use crate::cluster::{ClusterApi, EventsApi, Leases};
-use crate::controller::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
-use crate::controller::scaling::ScalingConfig;
 use crate::election::{self, LeaderGate, MonotonicClock};
 use crate::health_check::gates::HealthGates;
 use crate::ops::events::{EventRecorder, EventSettings, run_sink};
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::{LeaderMetrics, Metrics};
 use crate::pods::client::PodHttpClient;
+use crate::rollout::reconciler::{Controller, DeletionBudgets, ReconcilerConfig};
+use crate::rollout::scaling::ScalingConfig;
 use crate::zpdb::Zpdb;
 use crate::zpdb::ready_time::Tracker as ReadyTimeTracker;
 use futures::future::BoxFuture;

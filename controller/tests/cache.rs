@@ -3,7 +3,7 @@
 mod support;
 
 use rollout_operator::cluster::WatchEvent;
-use rollout_operator::controller::cache::ClusterCache;
+use rollout_operator::rollout::cache::ClusterCache;
 use std::collections::BTreeSet;
 use support::{pod, sts};
 

@@ -5,9 +5,9 @@ mod support;
 
 use rollout_core::RolloutPlanner;
 use rollout_core::election::ElectionConfig;
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::election::{Election, LeaderGate, MonotonicClock};
 use rollout_operator::ops::metrics::{LeaderMetrics, Metrics};
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use std::sync::Arc;
 use support::{Call, FakeCluster, WatchFeed, pod, sts};
 

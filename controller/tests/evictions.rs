@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use rollout_core::keys;
 use rollout_core::zpdb::{Budgets, KnownBudgets, Serialisation};
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::ops::feature_gate::Gate;
 use rollout_operator::ops::metrics::ZpdbMetrics;

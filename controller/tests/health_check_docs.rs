@@ -1,8 +1,8 @@
 //! The RolloutHealthCheck of docs/health-checks.md is the one of examples/gated-by-health-check.yaml, and the
 //! operator accepts it as written.
 
+use rollout_operator::commands::plan::Objects;
 use rollout_operator::health_check::offline::health_checks;
-use rollout_operator::offline::plan::Objects;
 
 const DOC: &str = include_str!("../../docs/health-checks.md");
 const EXAMPLE: &str = include_str!("../../examples/gated-by-health-check.yaml");

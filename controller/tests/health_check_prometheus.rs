@@ -10,11 +10,11 @@
 use axum::Router;
 use jiff::Timestamp;
 use rollout_core::health_check::{CheckResult, GateVerdict, QueryKind, QueryRequest, QueryResult};
+use rollout_operator::commands::plan::{Objects, PlanArgs, execute};
 use rollout_operator::health_check::evaluate::evaluate_gate;
 use rollout_operator::health_check::http::HyperTransport;
 use rollout_operator::health_check::offline::health_checks;
 use rollout_operator::health_check::prometheus::PrometheusClient;
-use rollout_operator::offline::plan::{Objects, PlanArgs, execute};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -7,12 +7,12 @@ mod support;
 
 use rollout_core::RolloutPlanner;
 use rollout_core::keys;
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::health_check::gates::HealthGates;
 use rollout_operator::health_check::offline::health_checks;
 use rollout_operator::health_check::prometheus::{HttpRequest, HttpResponse, Transport, TransportError};
 use rollout_operator::ops::events::EventRecorder;
 use rollout_operator::ops::metrics::Metrics;
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

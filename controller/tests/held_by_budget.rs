@@ -6,8 +6,8 @@
 
 use jiff::Timestamp;
 use rollout_operator::cli::{self, Command};
-use rollout_operator::offline::plan::{PlanArgs, execute};
-use rollout_operator::offline::status;
+use rollout_operator::commands::plan::{PlanArgs, execute};
+use rollout_operator::commands::status;
 use serde_json::Value;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/held-by-budget.yaml");
@@ -34,7 +34,8 @@ fn status(extra: &[&str]) -> String {
     let argv = ["rollout-operator", "status", "-f", EXAMPLE, "--now", NOW].into_iter().chain(extra.iter().copied());
     let Ok(Command::Status { args, .. }) = cli::parse(argv) else { panic!("status arguments") };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = status::execute_on_dumps(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
+    let code =
+        status::execute_on_dumps(&args.options(), &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
     String::from_utf8(out).unwrap()
 }

@@ -6,8 +6,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{delete, post};
 use prometheus_client::registry::Registry;
 use rollout_operator::pods::client::{
-    HyperPodClient, PodCallError, PodClientMetrics, PodHttpClient, PodRequest, PodResponse, call_all,
+    PodCallError, PodClientMetrics, PodHttpClient, PodRequest, PodResponse, call_all,
 };
+use rollout_operator::pods::hyper_client::HyperPodClient;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -8,9 +8,9 @@ use axum::Router;
 use axum::http::{Method, StatusCode, Uri};
 use jiff::Timestamp;
 use rollout_core::health_check::{QueryKind, QueryRequest, QueryResult};
+use rollout_operator::commands::plan::{PlanArgs, execute};
 use rollout_operator::health_check::http::HyperTransport;
 use rollout_operator::health_check::prometheus::{PrometheusClient, QueryError};
-use rollout_operator::offline::plan::{PlanArgs, execute};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -258,11 +258,11 @@ fn status_against(current: f64, output: &str) -> String {
     let argv = ["rollout-operator", "status", "-f", EXAMPLE, "--now", "2026-01-01T12:00:00Z", "-o", output];
     let argv = argv.into_iter().chain(["--prometheus-url", url.as_str()]);
     let args = match rollout_operator::cli::parse(argv) {
-        Ok(rollout_operator::cli::Command::Status { args, .. }) => *args,
+        Ok(rollout_operator::cli::Command::Status { args, .. }) => args.options(),
         other => panic!("expected status, got {other:?}"),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = rollout_operator::offline::status::execute_on_dumps(
+    let code = rollout_operator::commands::status::execute_on_dumps(
         &args,
         &mut std::io::empty(),
         &mut out,

@@ -8,8 +8,8 @@
 //! its flags' features in `rbac.rs`) rather than the data.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use rollout_operator::cli::rbac::RULES_ANNOTATION;
 use rollout_operator::cli::{self, Command, OperatorFlags};
+use rollout_operator::commands::rbac::RULES_ANNOTATION;
 use rollout_operator::kube::rbac::{Access, Rules, not_granted, required_rules_for, rules_for};
 use serde_json::Value;
 
@@ -54,7 +54,11 @@ fn accepted(deployment: &str, args: &str) -> OperatorFlags {
         Ok(other) => panic!("{deployment}: `rbac` parsed its args as {other:?}"),
         Err(e) => panic!("{deployment}: `rbac` does not accept its args: {e}"),
     };
-    assert_eq!(rules_for(&controller), rules_for(&rbac), "{deployment}: the same args mean the same rules");
+    assert_eq!(
+        rules_for(&controller.rbac_settings()),
+        rules_for(&rbac.rbac_settings()),
+        "{deployment}: the same args mean the same rules"
+    );
     rbac
 }
 
@@ -69,8 +73,8 @@ fn show(missing: &[Access]) -> String {
 /// within `grants`; otherwise fails naming exactly what is not granted.
 fn assert_covered(deployment: &str, args: &str, column: &str, grants: Grants) {
     let flags = accepted(deployment, args);
-    let Rules { role, cluster_role } =
-        required_rules_for(&flags).unwrap_or_else(|e| panic!("{deployment}: no rules for its args: {e}"));
+    let Rules { role, cluster_role } = required_rules_for(&flags.rbac_settings())
+        .unwrap_or_else(|e| panic!("{deployment}: no rules for its args: {e}"));
     assert!(!role.is_empty(), "{deployment}: the operator always needs a Role");
     let missing_role = not_granted(&role, &grants.role);
     let missing_cluster = not_granted(&cluster_role, &grants.cluster_role);
@@ -160,7 +164,8 @@ fn printed(deployment: &str, args: &str, extra: &[&str]) -> Vec<Printed> {
         Ok(Command::Rbac(rbac)) => rbac,
         other => panic!("{deployment}: expected rbac, got {other:?}"),
     };
-    let text = cli::rbac::execute(&rbac).unwrap_or_else(|e| panic!("{deployment}: {e}"));
+    let text =
+        rollout_operator::commands::rbac::execute(&rbac.options()).unwrap_or_else(|e| panic!("{deployment}: {e}"));
     let list: Value = serde_json::from_str(&text).expect("JSON");
     let items = list["items"].as_array().expect("items");
     items
@@ -240,7 +245,7 @@ fn the_coverage_check_reports_what_is_missing() {
         cluster_role: vec![],
     };
     let flags = accepted("test", "-kubernetes.namespace=ns -server-tls.enabled=true");
-    let rules = rules_for(&flags).expect("rules");
+    let rules = rules_for(&flags.rbac_settings()).expect("rules");
     let missing: Vec<String> = not_granted(&rules.role, &grants.role).iter().map(ToString::to_string).collect();
     for expected in [
         "delete pods (apiGroup \"\")",
@@ -279,9 +284,9 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
         Ok(Command::Rbac(rbac)) => {
             assert_eq!(rbac.flags.kubernetes_namespace, "mimir");
             assert!(rbac.flags.server_tls_enabled && rbac.flags.use_zone_tracker);
-            assert_eq!(rbac.flags.downscale_record(), Some("record"));
+            assert_eq!(rbac.flags.zone_tracker_config_map(), Some("record"));
             assert_eq!(rbac.flags.kubernetes_client_qps, -1.0);
-            assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Json);
+            assert_eq!(rbac.output, rollout_operator::commands::rbac::OutputFormat::Json);
         }
         other => panic!("expected rbac, got {other:?}"),
     }
@@ -292,7 +297,7 @@ fn rbac_accepts_the_controllers_flags_in_every_go_form() {
     }
     // YAML by default.
     match parse(&["rbac", "-kubernetes.namespace=a"]) {
-        Ok(Command::Rbac(rbac)) => assert_eq!(rbac.output, rollout_operator::cli::rbac::OutputFormat::Yaml),
+        Ok(Command::Rbac(rbac)) => assert_eq!(rbac.output, rollout_operator::commands::rbac::OutputFormat::Yaml),
         other => panic!("expected rbac, got {other:?}"),
     }
 }

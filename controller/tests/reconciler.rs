@@ -5,9 +5,9 @@ mod support;
 use futures::FutureExt;
 use rollout_core::RolloutPlanner;
 use rollout_operator::cluster::{ApiError, WatchEvent};
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{Call, FakeCluster, Harness, WatchFeed, pod, sts, three_zones};
@@ -214,7 +214,7 @@ async fn a_three_zone_rollout_completes_one_zone_at_a_time() {
     let metrics = Arc::new(Metrics::new());
     let config = ReconcilerConfig { interval: Duration::from_secs(1), ..ReconcilerConfig::default() };
     let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
-    let controller = tokio::spawn(rollout_operator::controller::reconciler::run(
+    let controller = tokio::spawn(rollout_operator::rollout::reconciler::run(
         cluster.clone(),
         config,
         metrics.clone(),
@@ -349,12 +349,12 @@ async fn without_the_zone_tracker_no_configmap_is_touched() {
     let cluster = three_zones("1");
     prepare_downscale_labelled(&cluster);
     let metrics = Arc::new(Metrics::new());
-    let scaling = rollout_operator::controller::scaling::ScalingConfig {
-        downscale_record: None,
-        ..rollout_operator::controller::scaling::ScalingConfig::default()
+    let scaling = rollout_operator::rollout::scaling::ScalingConfig {
+        zone_tracker_config_map: None,
+        ..rollout_operator::rollout::scaling::ScalingConfig::default()
     };
     let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
-        .with_scaling(rollout_operator::controller::scaling::NoPodClient, scaling);
+        .with_scaling(rollout_operator::pods::client::NoPodClient, scaling);
     let mut feed = WatchFeed::new(&cluster);
     let mut ctrl = ctrl;
     feed.pump(ctrl.cache_mut());

@@ -5,7 +5,7 @@ mod support;
 
 use jiff::Timestamp;
 use rollout_core::keys;
-use rollout_operator::offline::review::{EXIT_BAD_INPUT, EXIT_DENIED, ReviewArgs, execute};
+use rollout_operator::commands::review::{EXIT_BAD_INPUT, EXIT_DENIED, ReviewArgs, execute};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use support::{pod, sts};
@@ -69,7 +69,7 @@ fn run(path: &str, files: Vec<PathBuf>) -> (u8, Value, String) {
         files,
         now: Some("2026-01-01T12:00:00Z".into()),
         cluster_domain: "cluster.local.".into(),
-        record_config_map: Some("rollout-operator-zone-tracker".into()),
+        zone_tracker_config_map: Some("rollout-operator-zone-tracker".into()),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
@@ -266,7 +266,7 @@ fn the_example_reviews_are_answered_as_the_examples_readme_says() {
             files: vec![examples.join(file), dump.clone()],
             now: Some("2026-01-01T12:00:00Z".into()),
             cluster_domain: "cluster.local.".into(),
-            record_config_map: None,
+            zone_tracker_config_map: None,
         };
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let code = execute(&args, &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);

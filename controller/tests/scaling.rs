@@ -13,10 +13,11 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use rollout_core::{DownscaleRecord, RolloutPlanner, keys};
 use rollout_operator::cluster::{ApiError, ApiResourceRef};
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
-use rollout_operator::controller::scaling::ScalingConfig;
 use rollout_operator::ops::metrics::Metrics;
-use rollout_operator::pods::client::{HyperPodClient, PodCallError, PodHttpClient, PodRequest, PodResponse};
+use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
+use rollout_operator::pods::hyper_client::HyperPodClient;
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
+use rollout_operator::rollout::scaling::ScalingConfig;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -191,7 +192,7 @@ impl Harness {
         };
         let scaling = ScalingConfig {
             namespace: "ns".into(),
-            downscale_record: record.map(str::to_string),
+            zone_tracker_config_map: record.map(str::to_string),
             ..ScalingConfig::default()
         };
         let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())

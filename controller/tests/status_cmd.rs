@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::keys;
 use rollout_operator::cli::{self, Command};
 use rollout_operator::cluster::ApiError;
-use rollout_operator::offline::status::{
-    self, NamespaceStatus, ShowError, StatusArgError, StatusArgs, StatusError, Watcher, render_text, summarize,
+use rollout_operator::commands::status::{
+    self, NamespaceStatus, ShowError, StatusArgError, StatusError, StatusOptions, Watcher, render_text, summarize,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -27,10 +27,10 @@ fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
-fn args(extra: &[&str]) -> StatusArgs {
+fn args(extra: &[&str]) -> StatusOptions {
     let argv = ["rollout-operator", "status"].into_iter().chain(extra.iter().copied());
     match cli::parse(argv) {
-        Ok(Command::Status { args, .. }) => *args,
+        Ok(Command::Status { args, .. }) => args.options(),
         other => panic!("{extra:?}: expected status, got {other:?}"),
     }
 }

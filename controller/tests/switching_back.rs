@@ -24,16 +24,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use regex::Regex;
 use rollout_core::certificate::service_dns_names;
 use rollout_core::downscale::Claimant;
+use rollout_core::downscale::MarkedClaim;
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys;
 use rollout_core::zpdb::{BudgetPod, Budgets, ReadyTimeChange, ready_time_change};
 use rollout_core::{Defences, GroupSnapshot};
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, router_with_zpdb};
-use rollout_operator::cluster::downscale_record::{
-    MarkedClaim, claim_downscale_marked, claim_rollout_step, markers_of, read_record, read_rollout_steps,
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, router_with_zpdb};
+use rollout_operator::cluster::zone_tracker::{
+    claim_downscale_marked, claim_rollout_step, markers_of, read_record, read_rollout_steps,
 };
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
-use rollout_operator::tls::{SelfSignedSettings, certified_key, ensure_self_signed};
+use rollout_operator::tls::certificate::{SelfSignedSettings, certified_key};
+use rollout_operator::tls::secret::ensure_self_signed;
 use rollout_operator::zpdb::Zpdb;
 use rustls::pki_types::pem::{PemObject, SectionKind};
 use serde_json::{Value, json};

@@ -9,11 +9,11 @@ use hyper::body::Bytes;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use rollout_core::certificate::service_dns_names;
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
-use rollout_operator::tls::{
-    CertBundle, SelfSignedSettings, SwappableCert, TlsError, ensure_self_signed, serve, server_config,
-};
+use rollout_operator::tls::certificate::{CertBundle, SelfSignedSettings, TlsError};
+use rollout_operator::tls::listener::{SwappableCert, serve, server_config};
+use rollout_operator::tls::secret::ensure_self_signed;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -204,7 +204,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_operator::cluster::{ApiError, WebhookConfiguration, WebhookKind};
-use rollout_operator::tls::run_ca_injector;
+use rollout_operator::tls::injector::run_ca_injector;
 use std::collections::BTreeMap;
 
 fn labels(namespace: &str) -> Option<BTreeMap<String, String>> {

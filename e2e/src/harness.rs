@@ -28,7 +28,7 @@ pub fn mock_image() -> String {
 pub const OPERATOR: &str = "rollout-operator";
 /// Secret holding the self-signed certificate (the webhooks overlay's `-server-tls.self-signed-cert.secret-name`).
 pub const CERT_SECRET: &str = "rollout-operator-self-signed-certificate";
-/// The group downscale record (`-zone-tracker.config-map-name`).
+/// The zone tracker's ConfigMap (`-zone-tracker.config-map-name`).
 pub const ZONE_TRACKER: &str = "rollout-operator-zone-tracker";
 /// Port the mock pods listen on.
 pub const MOCK_PORT: u16 = 8080;

@@ -1,6 +1,6 @@
 #![cfg(not(madsim))]
 //! RBAC coverage: the permissions the deploy overlays grant the operator's ServiceAccount, compared in both
-//! directions with what the kube adapter declares it uses (`rollout_operator::kube::adapter::RBAC_REQUIREMENTS`,
+//! directions with what the kube adapter declares it uses (`rollout_operator::kube::rbac::RBAC_REQUIREMENTS`,
 //! itself checked against the adapter's real requests by the adapter's mock-server tests).
 //!
 //! - every requirement must be granted (else the operator gets 403 in a real cluster);
@@ -16,8 +16,9 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use rollout_e2e::manifests::{KubeObject, kustomize_build, overlays, parse_kube_object, repo_root};
 use rollout_operator::cli::{self, Command, OperatorFlags};
-use rollout_operator::kube::adapter::{ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
-use rollout_operator::kube::rbac::{Access, Rules, not_granted, rules_for};
+use rollout_operator::kube::rbac::{
+    Access, ApiPermission, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS, Rules, not_granted, rules_for,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// (API group, resource, verb).
@@ -35,7 +36,7 @@ fn flags_of(what: &str, args: &[String]) -> OperatorFlags {
 }
 
 fn rules_of(what: &str, args: &[String]) -> Rules {
-    rules_for(&flags_of(what, args)).unwrap_or_else(|e| panic!("{what}: no rules for {args:?}: {e}"))
+    rules_for(&flags_of(what, args).rbac_settings()).unwrap_or_else(|e| panic!("{what}: no rules for {args:?}: {e}"))
 }
 
 /// Permissions only the webhooks and the TLS certificate use: the controller-only overlay must not grant them.

@@ -7,7 +7,8 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rollout_fuzz::text::Text;
-use rollout_operator::cli::{Command, parse, rbac};
+use rollout_operator::cli::{Command, parse};
+use rollout_operator::commands::rbac;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
@@ -122,7 +123,7 @@ fuzz_target!(|args: Vec<Arg>| {
     }
     match parse(argv) {
         Ok(Command::Rbac(args)) => {
-            let _ = rbac::execute(&args);
+            let _ = rbac::execute(&args.options());
         }
         Ok(_) => {}
         Err(e) => {

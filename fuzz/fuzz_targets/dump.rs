@@ -8,17 +8,17 @@ use libfuzzer_sys::fuzz_target;
 use rollout_fuzz::webhook::runtime;
 use rollout_fuzz::world::now;
 use rollout_operator::cli::{Command, parse};
-use rollout_operator::offline::plan::{load_objects, plan_objects, render_json, render_text};
-use rollout_operator::offline::review::DumpCluster;
-use rollout_operator::offline::status::{StatusArgs, show};
+use rollout_operator::commands::plan::{load_objects, plan_objects, render_json, render_text};
+use rollout_operator::commands::review::DumpCluster;
+use rollout_operator::commands::status::{StatusOptions, show};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-fn status_args(json: bool) -> &'static StatusArgs {
-    static ARGS: OnceLock<[StatusArgs; 2]> = OnceLock::new();
+fn status_args(json: bool) -> &'static StatusOptions {
+    static ARGS: OnceLock<[StatusOptions; 2]> = OnceLock::new();
     let args = ARGS.get_or_init(|| {
         let parsed = |output: &str| match parse(["rollout-operator", "status", "-f", "-", "-o", output]) {
-            Ok(Command::Status { args, .. }) => *args,
+            Ok(Command::Status { args, .. }) => args.options(),
             other => panic!("status arguments: {other:?}"),
         };
         [parsed("text"), parsed("json")]

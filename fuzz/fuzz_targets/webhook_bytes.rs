@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use rollout_fuzz::review::PATHS;
 use rollout_fuzz::webhook::{Harness, ScriptedPods, check_answer};
 use rollout_fuzz::world::standard_world;
-use rollout_operator::offline::plan::Objects;
+use rollout_operator::commands::plan::Objects;
 use std::sync::OnceLock;
 
 fn objects() -> &'static Objects {

@@ -5,9 +5,9 @@
 use crate::text::{Key, Text, map};
 use crate::world::{BudgetSpec, NAMESPACE, WorldSpec, ZONES};
 use arbitrary::Arbitrary;
-use rollout_operator::admission::webhooks::{
-    NO_DOWNSCALE_PATH, POD_EVICTION_PATH, PREPARE_DOWNSCALE_PATH, ZPDB_VALIDATION_PATH,
-};
+use rollout_operator::admission::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
+use rollout_operator::admission::no_downscale::NO_DOWNSCALE_PATH;
+use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
 use serde_json::{Value, json};
 
 pub const PATHS: [&str; 4] = [NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, POD_EVICTION_PATH, ZPDB_VALIDATION_PATH];

@@ -6,7 +6,7 @@
 
 use crate::text::{Key, Text, map};
 use arbitrary::Arbitrary;
-use rollout_operator::offline::plan::Objects;
+use rollout_operator::commands::plan::Objects;
 use serde_json::{Map, Value, json};
 
 pub const NAMESPACE: &str = "ns";

@@ -2,7 +2,7 @@
 //!
 //! Everything runs inside madsim (build with `RUSTFLAGS="--cfg madsim"`): an API server node holding the objects
 //! (`apiserver`, over the `store`), a node with the StatefulSet controller and kubelet (`kube`), the real
-//! `rollout_operator::controller::reconciler::Controller` on its own node talking to the API server only through the cluster port
+//! `rollout_operator::rollout::reconciler::Controller` on its own node talking to the API server only through the cluster port
 //! over the simulated network (`client`), and actors and faults (`world`). The `checker` judges every controller write
 //! against what the controller knew, and the run ends with a liveness check. A run is a pure function of its seed.
 //!

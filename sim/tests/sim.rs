@@ -662,7 +662,7 @@ fn regression_seeds_687_916_995_downscales_committed_closer_than_the_min_time() 
 
 // The real prepare-downscale webhook as an actor (the min time between zone downscales, no downscale during a
 // rollout, no rollout step while a downscale is prepared): the user's (HPA's) replica changes
-// are AdmissionReviews sent to the `webhooks` router of one of two simulated operator replicas, applied only if
+// are AdmissionReviews sent to the admission router of one of two simulated operator replicas, applied only if
 // allowed; the pods answer the prepare calls, sometimes slowly or with errors; the controller runs as usual.
 
 fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {

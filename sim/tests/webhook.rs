@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use madsim::runtime::{Handle, Runtime};
 use rollout_core::downscale::DownscaleRecord;
 use rollout_core::keys;
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router};
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router};
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
 use rollout_sim::environment::apiserver::Knobs;
 use rollout_sim::environment::apiserver::ServerEnv;

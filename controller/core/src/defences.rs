@@ -23,7 +23,7 @@ pub enum Layer {
     /// ([`crate::admission::prepare_flow`]).
     RereadAfterClaim,
     /// A downscale's claim in the record is dated with the latest time its replica change can commit, not with the
-    /// time of the claim (the record store).
+    /// time of the claim (the zone tracker's claims).
     ClaimDatedAtDeadline,
     /// Once a claimed downscale is known to have committed, its entry is dated again at that moment (the record
     /// store's end of a claim).

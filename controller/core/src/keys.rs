@@ -46,11 +46,11 @@ pub const PREPARE_DOWNSCALE_HTTP_PORT: &str = "grafana.com/prepare-downscale-htt
 /// Labels on webhook configurations selecting them for CA-bundle injection.
 pub const INJECT_ROLLOUT_OPERATOR_CA: &str = "grafana.com/inject-rollout-operator-ca";
 pub const NAMESPACE_LABEL: &str = "grafana.com/namespace";
-/// Annotation on the group downscale record's ConfigMap: JSON map from StatefulSet name to the downscale being
+/// Annotation on the zone tracker's ConfigMap: JSON map from StatefulSet name to the downscale being
 /// prepared for it (`{"<sts>":{"group":"<group>","until":"<RFC 3339>"}}`). The rollout controller replaces no pod
 /// of a group while one of its entries is live (no rollout step while a downscale is prepared).
 pub const DOWNSCALES_IN_PROGRESS: &str = "grafana.com/downscales-in-progress";
-/// Annotation on the group downscale record's ConfigMap: JSON map from rollout group to the rollout step the
+/// Annotation on the zone tracker's ConfigMap: JSON map from rollout group to the rollout step the
 /// controller is carrying out in it (`{"<group>":{"until":"<RFC 3339>"}}`). Written, conditional on the record
 /// version the step was planned from, before the step's pod deletions; the prepare-downscale webhook claims no
 /// downscale of a group while its entry is live (no downscale during a rollout).

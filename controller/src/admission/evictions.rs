@@ -7,7 +7,7 @@
 //! Must not decide: every verdict, message and status code is the core's. A dry run writes nothing (the machine
 //! asks for no write).
 
-use super::webhooks::{AdmissionApi, Webhooks, respond};
+use super::router::{AdmissionApi, Webhooks, respond};
 use crate::ops::events::{EventRecord, EventRecorder, EventType, ObjectRef};
 use crate::pods::client::PodHttpClient;
 use crate::zpdb::Zpdb;

@@ -2,7 +2,7 @@
 //! (`rollout_core::health_check::validation`), so a mistake shows when it is applied rather than when a zone is
 //! about to start. No lookups, no writes.
 
-use super::webhooks::respond;
+use super::router::respond;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::response::Response;

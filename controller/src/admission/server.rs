@@ -1,15 +1,18 @@
 //! Starting the admission webhooks (the eviction webhook with the operator's known budgets): certificate source (self-signed in a Secret, or files), the HTTPS listener on
 //! `-server-tls.port`, certificate renewal or file reload, and CA bundle injection (`-webhooks.update-ca-bundle`).
 //!
-//! Owns only the wiring of flags to the pieces in `tls` and `webhooks`; it makes no decision of its own. Not built
-//! under `--cfg madsim`.
+//! Owns only the wiring of its settings ([`WebhookServerConfig`], built from the flags by the command line) to the
+//! pieces in `tls` and `admission::router`; it makes no decision of its own. Not built under `--cfg madsim`.
 
-use crate::admission::webhooks::{self, WebhookSettings, Webhooks};
-use crate::cli::OperatorFlags;
+use crate::admission::no_downscale::ParentLookups;
+use crate::admission::router::{self, WebhookSettings, Webhooks};
 use crate::cluster::ClusterApi;
 use crate::ops::metrics::Metrics;
-use crate::pods::client::HyperPodClient;
-use crate::tls::{self, SelfSignedSecret, SelfSignedSettings, SwappableCert, TlsError};
+use crate::pods::hyper_client::HyperPodClient;
+use crate::tls::certificate::{SelfSignedSettings, TlsError};
+use crate::tls::injector::run_ca_injector;
+use crate::tls::listener::{SwappableCert, serve, server_config};
+use crate::tls::secret::{SelfSignedSecret, ensure_self_signed, read_files, run_file_reload, run_self_signed_renewal};
 use jiff::Timestamp;
 use rollout_core::certificate::service_dns_names;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -53,25 +56,50 @@ impl Drop for WebhookTasks {
     }
 }
 
-/// The name the API server calls the webhooks by (a stored certificate covering it is kept):
-/// `-server-tls.self-signed-cert.dns-name` when set (the reference's only SAN), else `<service>.<namespace>.svc`.
-pub fn required_dns_name(flags: &OperatorFlags) -> String {
-    let given = flags.self_signed_cert_dns_name.trim().trim_end_matches('.');
-    if given.is_empty() {
-        format!("{}.{}.svc", flags.server_tls_service_name, flags.kubernetes_namespace)
-    } else {
-        given.to_string()
-    }
+/// What the webhook server is started with, from the controller's flags.
+#[derive(Debug, Clone)]
+pub struct WebhookServerConfig {
+    /// `-kubernetes.namespace`.
+    pub namespace: String,
+    /// `-kubernetes.cluster-domain`.
+    pub cluster_domain: String,
+    /// `-server-tls.port`.
+    pub port: u16,
+    /// `-server-tls.request-timeout`.
+    pub request_timeout: Duration,
+    /// `-server-tls.cert-file` and `-server-tls.key-file`, used when the certificate is not self-signed.
+    pub cert_file: String,
+    pub key_file: String,
+    /// `-server-tls.self-signed-cert.enabled`.
+    pub self_signed: bool,
+    /// `-server-tls.self-signed-cert.secret-name`.
+    pub self_signed_secret: String,
+    /// `-server-tls.self-signed-cert.org`.
+    pub self_signed_org: String,
+    /// `-server-tls.self-signed-cert.dns-name`.
+    pub self_signed_dns_name: String,
+    /// `-server-tls.self-signed-cert.expiration`.
+    pub self_signed_validity: Duration,
+    /// `-server-tls.service-name`.
+    pub service_name: String,
+    /// `-webhooks.update-ca-bundle`.
+    pub update_ca_bundle: bool,
+    /// `-pods.client-timeout`.
+    pub pods_client_timeout: Duration,
+    /// The zone tracker's ConfigMap when `-use-zone-tracker` is true.
+    pub zone_tracker_config_map: Option<String>,
 }
 
-/// The DNS names the self-signed certificate must carry for these flags.
-pub fn dns_names(flags: &OperatorFlags) -> Vec<String> {
-    service_dns_names(
-        &flags.server_tls_service_name,
-        &flags.kubernetes_namespace,
-        &flags.kubernetes_cluster_domain,
-        &flags.self_signed_cert_dns_name,
-    )
+/// The name the API server calls the webhooks by (a stored certificate covering it is kept):
+/// `-server-tls.self-signed-cert.dns-name` when set (the reference's only SAN), else `<service>.<namespace>.svc`.
+pub fn required_dns_name(config: &WebhookServerConfig) -> String {
+    let given = config.self_signed_dns_name.trim().trim_end_matches('.');
+    if given.is_empty() { format!("{}.{}.svc", config.service_name, config.namespace) } else { given.to_string() }
+}
+
+/// The DNS names the self-signed certificate must carry.
+pub fn dns_names(config: &WebhookServerConfig) -> Vec<String> {
+    service_dns_names(&config.service_name, &config.namespace, &config.cluster_domain, &config.self_signed_dns_name)
 }
 
 /// Keeps `rollout_operator_tls_certificate_expiry_timestamp_seconds` at the served certificate's expiry, whichever
@@ -86,36 +114,35 @@ async fn publish_certificate_expiry(cert: std::sync::Arc<SwappableCert>, metrics
 }
 
 pub async fn start<C: ClusterApi>(
-    flags: &OperatorFlags,
+    config: &WebhookServerConfig,
     api: C,
     metrics: &std::sync::Arc<Metrics>,
     validation: Option<std::sync::Arc<crate::ops::cluster_validation::ClusterValidation>>,
     zpdb: crate::zpdb::Zpdb,
     events: crate::ops::events::EventRecorder,
 ) -> Result<WebhookTasks, StartError> {
-    let namespace = flags.kubernetes_namespace.clone();
+    let namespace = config.namespace.clone();
     let mut tasks = Vec::new();
-    let (bundle, source) = if flags.self_signed_cert_enabled {
+    let (bundle, source) = if config.self_signed {
         let source = SelfSignedSecret {
             api: api.clone(),
-            secret: flags.self_signed_cert_secret_name.clone(),
+            secret: config.self_signed_secret.clone(),
             namespace: namespace.clone(),
             settings: SelfSignedSettings {
-                organization: flags.self_signed_cert_org.clone(),
-                dns_names: dns_names(flags),
-                required_dns_names: vec![required_dns_name(flags)],
-                validity: flags.self_signed_cert_expiration,
+                organization: config.self_signed_org.clone(),
+                dns_names: dns_names(config),
+                required_dns_names: vec![required_dns_name(config)],
+                validity: config.self_signed_validity,
             },
         };
-        let bundle =
-            tls::ensure_self_signed(&api, &source.secret, &namespace, &source.settings, Timestamp::now()).await?;
+        let bundle = ensure_self_signed(&api, &source.secret, &namespace, &source.settings, Timestamp::now()).await?;
         (bundle, Some(source))
-    } else if !flags.server_tls_cert_file.is_empty() && !flags.server_tls_key_file.is_empty() {
-        if flags.webhooks_update_ca_bundle {
+    } else if !config.cert_file.is_empty() && !config.key_file.is_empty() {
+        if config.update_ca_bundle {
             return Err(StartError::CaBundleNeedsSelfSigned);
         }
-        let (cert, key) = (PathBuf::from(&flags.server_tls_cert_file), PathBuf::from(&flags.server_tls_key_file));
-        (tls::read_files(&cert, &key, Timestamp::now())?, None)
+        let (cert, key) = (PathBuf::from(&config.cert_file), PathBuf::from(&config.key_file));
+        (read_files(&cert, &key, Timestamp::now())?, None)
     } else {
         return Err(StartError::NoCertificate);
     };
@@ -124,36 +151,36 @@ pub async fn start<C: ClusterApi>(
     let (ca_tx, ca_rx) = tokio::sync::watch::channel(bundle.ca_pem.clone());
     match source {
         Some(source) => {
-            tasks.push(tokio::spawn(tls::run_self_signed_renewal(source, bundle.clone(), cert.clone(), ca_tx, RETRY)))
+            tasks.push(tokio::spawn(run_self_signed_renewal(source, bundle.clone(), cert.clone(), ca_tx, RETRY)))
         }
-        None => tasks.push(tokio::spawn(tls::run_file_reload(
-            PathBuf::from(&flags.server_tls_cert_file),
-            PathBuf::from(&flags.server_tls_key_file),
+        None => tasks.push(tokio::spawn(run_file_reload(
+            PathBuf::from(&config.cert_file),
+            PathBuf::from(&config.key_file),
             bundle.clone(),
             cert.clone(),
             FILE_RELOAD_INTERVAL,
         ))),
     }
     tasks.push(tokio::spawn(crate::ops::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
-    if flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle {
-        tasks.push(tokio::spawn(tls::run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
+    if config.self_signed && config.update_ca_bundle {
+        tasks.push(tokio::spawn(run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
     }
 
-    let pods = HyperPodClient::new(flags.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
+    let pods = HyperPodClient::new(config.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
         .map_err(|e| StartError::PodClient(e.to_string()))?;
-    let router = webhooks::router_with_zpdb(
+    let router = router::router_with_zpdb(
         Webhooks {
             api,
             pods,
             settings: WebhookSettings::new(
                 &namespace,
-                &flags.kubernetes_cluster_domain,
-                flags.downscale_record(),
-                flags.server_tls_request_timeout,
+                &config.cluster_domain,
+                config.zone_tracker_config_map.as_deref(),
+                config.request_timeout,
             )
             .with_events(events)
-            .with_parent_lookups(webhooks::ParentLookups::reporting_to(metrics.clone())),
-            clock: webhooks::system_clock(),
+            .with_parent_lookups(ParentLookups::reporting_to(metrics.clone())),
+            clock: router::system_clock(),
         },
         zpdb,
     );
@@ -162,7 +189,7 @@ pub async fn start<C: ClusterApi>(
         None => router,
     };
     let router = crate::ops::http_metrics::instrument(router, metrics.http.clone());
-    let port = flags.server_tls_port;
+    let port = config.port;
     let listener = match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
         Ok(listener) => listener,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Err(StartError::Listen { port, source: e }),
@@ -171,6 +198,6 @@ pub async fn start<C: ClusterApi>(
             .map_err(|source| StartError::Listen { port, source })?,
     };
     tracing::info!(port, "serving admission webhooks over HTTPS");
-    tasks.push(tokio::spawn(tls::serve(listener, tls::server_config(cert)?, router, flags.server_tls_request_timeout)));
+    tasks.push(tokio::spawn(serve(listener, server_config(cert)?, router, config.request_timeout)));
     Ok(WebhookTasks(tasks))
 }

@@ -6,14 +6,15 @@
 //! `-name=true|false` (a bare boolean never consumes the next argument). clap only understands `--long`, so argv is
 //! first rewritten by [`normalise_args`]; clap then parses a strict, unambiguous form.
 
-pub mod prom_duration;
-pub mod rbac;
+pub mod subcommands;
 
-use crate::cli::prom_duration::parse_prom_duration;
-use crate::cli::rbac::RbacArgs;
-use crate::offline::plan::PlanArgs;
+use crate::cli::subcommands::RbacArgs;
+#[cfg(not(madsim))]
+use crate::cli::subcommands::StatusArgs;
+use crate::commands::plan::PlanArgs;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rollout_core::duration::parse_go_duration;
+use rollout_core::prom_duration::parse_prom_duration;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
@@ -189,23 +190,57 @@ pub struct OperatorFlags {
     pub leader_election_retry_period: Duration,
 }
 
-/// Default of `-zone-tracker.config-map-name`.
-pub const DEFAULT_DOWNSCALE_RECORD: &str = "rollout-operator-zone-tracker";
-
 impl OperatorFlags {
-    /// The ConfigMap holding the group downscale record, shared by the controller and the webhooks, when
+    /// The zone tracker's ConfigMap (the group downscale record), shared by the controller and the webhooks, when
     /// `-use-zone-tracker` is true; `None` otherwise (downscales are recorded in StatefulSet annotations).
-    pub fn downscale_record(&self) -> Option<&str> {
-        self.use_zone_tracker.then(|| self.downscale_record_name())
+    pub fn zone_tracker_config_map(&self) -> Option<&str> {
+        self.use_zone_tracker.then(|| self.zone_tracker_config_map_or_default())
     }
 
     /// `-zone-tracker.config-map-name`, or its default when set empty (the reference accepts an empty name when
     /// `-use-zone-tracker` is false).
-    pub fn downscale_record_name(&self) -> &str {
+    pub fn zone_tracker_config_map_or_default(&self) -> &str {
         if self.zone_tracker_config_map_name.is_empty() {
-            DEFAULT_DOWNSCALE_RECORD
+            crate::cluster::zone_tracker::DEFAULT_CONFIG_MAP
         } else {
             &self.zone_tracker_config_map_name
+        }
+    }
+
+    /// What decides the permissions these flags need (`rollout-operator rbac`, the RBAC tests).
+    pub fn rbac_settings(&self) -> crate::kube::rbac::RbacSettings {
+        crate::kube::rbac::RbacSettings {
+            webhooks: self.server_tls_enabled,
+            zone_tracker: self.use_zone_tracker,
+            self_signed_certificate: self.self_signed_cert_enabled,
+            update_ca_bundle: self.webhooks_update_ca_bundle,
+            events: self.events_enabled,
+            leader_election: self.leader_election_enabled,
+            zone_tracker_config_map: self.zone_tracker_config_map_or_default().to_string(),
+            certificate_secret: self.self_signed_cert_secret_name.clone(),
+            leader_lease: self.leader_election_lease_name.clone(),
+        }
+    }
+
+    /// What the webhook server is started with.
+    #[cfg(not(madsim))]
+    pub fn webhook_server_config(&self) -> crate::admission::server::WebhookServerConfig {
+        crate::admission::server::WebhookServerConfig {
+            namespace: self.kubernetes_namespace.clone(),
+            cluster_domain: self.kubernetes_cluster_domain.clone(),
+            port: self.server_tls_port,
+            request_timeout: self.server_tls_request_timeout,
+            cert_file: self.server_tls_cert_file.clone(),
+            key_file: self.server_tls_key_file.clone(),
+            self_signed: self.self_signed_cert_enabled,
+            self_signed_secret: self.self_signed_cert_secret_name.clone(),
+            self_signed_org: self.self_signed_cert_org.clone(),
+            self_signed_dns_name: self.self_signed_cert_dns_name.clone(),
+            self_signed_validity: self.self_signed_cert_expiration,
+            service_name: self.server_tls_service_name.clone(),
+            update_ca_bundle: self.webhooks_update_ca_bundle,
+            pods_client_timeout: self.pods_client_timeout,
+            zone_tracker_config_map: self.zone_tracker_config_map().map(str::to_string),
         }
     }
 
@@ -281,7 +316,7 @@ fn parse_csv(s: &str) -> Result<CsvList, std::convert::Infallible> {
 pub(crate) struct GoBoolError;
 
 /// Go's `strconv.ParseBool`, which the `flag` package uses for boolean flags.
-fn parse_go_bool(s: &str) -> Result<bool, GoBoolError> {
+pub(crate) fn parse_go_bool(s: &str) -> Result<bool, GoBoolError> {
     match s {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
@@ -417,12 +452,12 @@ pub enum Command {
     Plan { args: PlanArgs, log: LogConfig },
     /// `rollout-operator review ...`: answer one AdmissionReview offline, against a cluster dump.
     #[cfg(not(madsim))]
-    Review { args: crate::offline::review::ReviewArgs, log: LogConfig },
+    Review { args: crate::commands::review::ReviewArgs, log: LogConfig },
     /// `rollout-operator rbac [flags]`: print the Role and ClusterRole the controller's flags need.
     Rbac(Box<RbacArgs>),
     /// `rollout-operator status [flags]`: a read-only view of the namespace's rollout groups.
     #[cfg(not(madsim))]
-    Status { args: Box<crate::offline::status::StatusArgs>, log: LogConfig },
+    Status { args: Box<StatusArgs>, log: LogConfig },
     /// `rollout-operator version`: print the version, the git revision and the Rust version of the build.
     Version,
 }
@@ -460,7 +495,7 @@ enum SubCommand {
     Plan(PlanArgs),
     /// Answer one AdmissionReview as the webhook would, looking up objects in cluster dumps (no cluster access).
     #[cfg(not(madsim))]
-    Review(crate::offline::review::ReviewArgs),
+    Review(crate::commands::review::ReviewArgs),
     /// Print the Role and ClusterRole the controller's flags (given after `rbac`) need, as a v1 List.
     #[command(
         args_override_self = true,
@@ -476,7 +511,7 @@ enum SubCommand {
         mut_arg("kubernetes_namespace", status_namespace),
         mut_arg("kubernetes_cluster_domain", cluster_domain_alias)
     )]
-    Status(Box<crate::offline::status::StatusArgs>),
+    Status(Box<StatusArgs>),
     /// Print the version, the git revision and the Rust version of the build (as --version does).
     Version,
 }

@@ -224,9 +224,9 @@ fn bad_durations_are_parse_errors() {
 #[test]
 fn an_empty_record_name_resolves_to_the_default_for_controller_and_webhooks_alike() {
     let cfg = run_ok(&[NS, "-use-zone-tracker=false", "-zone-tracker.config-map-name="]);
-    assert_eq!(cfg.flags.downscale_record_name(), "rollout-operator-zone-tracker");
+    assert_eq!(cfg.flags.zone_tracker_config_map_or_default(), "rollout-operator-zone-tracker");
     let cfg = run_ok(&[NS, "-zone-tracker.config-map-name=record"]);
-    assert_eq!(cfg.flags.downscale_record_name(), "record");
+    assert_eq!(cfg.flags.zone_tracker_config_map_or_default(), "record");
 }
 
 #[test]
@@ -450,7 +450,7 @@ fn namespace_cluster_domain_and_context_are_spelled_alike_in_every_subcommand() 
     let review =
         ["review", "--path", "/admission/prepare-downscale", "-f", "r.json", "-zone-tracker.config-map-name=zt"];
     match parse(argv(&review)) {
-        Ok(Command::Review { args, .. }) => assert_eq!(args.record_config_map.as_deref(), Some("zt")),
+        Ok(Command::Review { args, .. }) => assert_eq!(args.zone_tracker_config_map.as_deref(), Some("zt")),
         other => panic!("{other:?}"),
     }
     match parse(argv(&["status", "--context", "staging"])) {
@@ -526,7 +526,7 @@ fn review_subcommand_needs_no_namespace() {
         Ok(Command::Review { args, .. }) => {
             assert_eq!(args.path, "/admission/no-downscale");
             assert_eq!(args.files.len(), 2);
-            assert_eq!(args.record_config_map, None, "without the flag, judged as with the zone tracker off");
+            assert_eq!(args.zone_tracker_config_map, None, "without the flag, judged as with the zone tracker off");
         }
         other => panic!("expected review, got {other:?}"),
     }
@@ -548,7 +548,7 @@ fn status_takes_the_controllers_flags_after_it_and_its_own_options() {
     match parse(argv) {
         Ok(Command::Status { args, log }) => {
             assert_eq!(args.flags.kubernetes_namespace, "mimir");
-            assert_eq!(args.flags.downscale_record(), Some("rollout-operator-zone-tracker"));
+            assert_eq!(args.flags.zone_tracker_config_map(), Some("rollout-operator-zone-tracker"));
             assert!(args.watch);
             assert_eq!(args.interval, Duration::from_secs(5));
             assert_eq!(args.output, "json");

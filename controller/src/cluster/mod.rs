@@ -5,10 +5,8 @@
 //! kube-rs adapter (`kube::adapter`, production) and the simulator's API server. Everything is scoped to the one
 //! namespace the operator manages.
 
-pub mod downscale_record;
 pub mod memory;
-
-pub use memory::{json_merge_patch, selector_matches};
+pub mod zone_tracker;
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
@@ -149,7 +147,7 @@ pub struct Preconditions {
 }
 
 /// The cluster port, split by role: each consumer asks for the roles it uses (the webhooks for live reads, the
-/// record store and pod annotations, the budget watch for disruption budgets, the TLS manager for the certificate
+/// zone tracker and pod annotations, the budget watch for disruption budgets, the TLS manager for the certificate
 /// store, ...), and an implementation that serves only some
 /// consumers (`review`'s dump) implements only their roles. [`ClusterApi`] is all of them, what the controller's
 /// wiring and the simulator's client provide.
@@ -233,9 +231,9 @@ pub trait DisruptionBudgets: Clone + Send + Sync + 'static {
     fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>>;
 }
 
-/// Where downscales are recorded: the zone tracker's ConfigMap (compare-and-swap), or without it the
+/// Where downscales are recorded: the zone tracker's ConfigMap (compare-and-swap), or without a zone tracker the
 /// StatefulSets' `grafana.com/last-downscale` annotation.
-pub trait RecordStore: Clone + Send + Sync + 'static {
+pub trait ZoneTrackerStore: Clone + Send + Sync + 'static {
     /// Reads a ConfigMap of the namespace; `None` when it does not exist.
     fn get_config_map(&self, name: &str) -> impl Future<Output = Result<Option<ConfigMap>, ApiError>> + Send;
 
@@ -364,7 +362,7 @@ pub trait Leases: Clone + Send + Sync + 'static {
 pub trait ClusterApi:
     RolloutApi
     + LiveReads
-    + RecordStore
+    + ZoneTrackerStore
     + ScaleTargets
     + CertificateStore
     + PodAnnotations
@@ -376,7 +374,7 @@ pub trait ClusterApi:
 impl<T> ClusterApi for T where
     T: RolloutApi
         + LiveReads
-        + RecordStore
+        + ZoneTrackerStore
         + ScaleTargets
         + CertificateStore
         + PodAnnotations

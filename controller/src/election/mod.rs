@@ -376,7 +376,7 @@ mod tests;
 /// to answer, so every replica is ready on the same condition.
 pub async fn ready_when_synced<C: crate::cluster::RolloutApi>(api: C, ready: crate::ops::health::ReadyFlag) {
     use futures::StreamExt;
-    let mut cache = crate::controller::cache::ClusterCache::new();
+    let mut cache = crate::rollout::cache::ClusterCache::new();
     let mut statefulsets = api.watch_statefulsets();
     let mut pods = api.watch_pods();
     while !cache.is_synced() && !ready.is_ready() {

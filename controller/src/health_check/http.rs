@@ -18,7 +18,7 @@ pub struct HyperTransport {
 
 impl HyperTransport {
     pub fn new() -> Result<Self, TransportError> {
-        let connector = crate::pods::client::https_or_http_connector("queries to Prometheus")
+        let connector = crate::pods::hyper_client::https_or_http_connector("queries to Prometheus")
             .map_err(|e| TransportError::Other(e.to_string()))?;
         Ok(HyperTransport { client: Client::builder(TokioExecutor::new()).build(connector) })
     }

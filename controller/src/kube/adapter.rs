@@ -13,8 +13,8 @@
 
 use crate::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
-    WebhookKind,
+    Preconditions, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
+    ZoneTrackerStore,
 };
 use crate::kube::layers::{ApiMetricsLayer, ApiServerLayer, RateLimitLayer, RateLimits};
 use crate::kube::repeats;
@@ -306,12 +306,6 @@ where
     }
 }
 
-/// The permission table lives in [`crate::kube::rbac`] (built in both builds, for `rollout-operator rbac`); it is
-/// re-exported here because it describes this adapter's requests, and the tests below check every request against it.
-pub use crate::kube::rbac::{
-    ApiPermission, MIRROR_TARGET, MIRROR_TARGET_PERMISSIONS, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS,
-};
-
 /// The cluster port on a kube [`Client`], scoped to one namespace.
 #[derive(Clone)]
 pub struct KubeCluster {
@@ -489,7 +483,7 @@ impl DisruptionBudgets for KubeCluster {
     }
 }
 
-impl RecordStore for KubeCluster {
+impl ZoneTrackerStore for KubeCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         self.config_maps
             .get_opt(name)

@@ -11,7 +11,6 @@
 //! It is data and pure functions, built in both builds (the simulator's too). It does not decide what the operator
 //! does; when the code starts using a permission for another feature, the feature list of that row changes here.
 
-use crate::cli::OperatorFlags;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -146,8 +145,8 @@ impl Feature {
 
     /// Whether these flags switch the feature on, exactly as the binary's startup decides it (`main.rs`,
     /// `admission::server::start`).
-    pub fn enabled(self, flags: &OperatorFlags) -> bool {
-        let tls = flags.server_tls_enabled;
+    pub fn enabled(self, settings: &RbacSettings) -> bool {
+        let tls = settings.webhooks;
         match self {
             Feature::Rollout
             | Feature::MirrorTargets
@@ -156,13 +155,39 @@ impl Feature {
             | Feature::PodAnnotations
             | Feature::HealthChecks => true,
             Feature::Webhooks | Feature::FailurePolicyMetric | Feature::ParentLookups => tls,
-            Feature::ZoneTracker => flags.use_zone_tracker,
-            Feature::Certificate => tls && flags.self_signed_cert_enabled,
-            Feature::CaInjection => tls && flags.self_signed_cert_enabled && flags.webhooks_update_ca_bundle,
-            Feature::Events => flags.events_enabled,
-            Feature::LeaderElection => flags.leader_election_enabled,
+            Feature::ZoneTracker => settings.zone_tracker,
+            Feature::Certificate => tls && settings.self_signed_certificate,
+            Feature::CaInjection => tls && settings.self_signed_certificate && settings.update_ca_bundle,
+            Feature::Events => settings.events,
+            Feature::LeaderElection => settings.leader_election,
         }
     }
+}
+
+/// What decides the permissions a deployment needs: which optional features the controller's flags switch on, and
+/// the names of the objects their permissions are restricted to. Built from the flags by the command line
+/// (`OperatorFlags::rbac_settings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RbacSettings {
+    /// `-server-tls.enabled`: the webhooks are served.
+    pub webhooks: bool,
+    /// `-use-zone-tracker`.
+    pub zone_tracker: bool,
+    /// `-server-tls.self-signed-cert.enabled`.
+    pub self_signed_certificate: bool,
+    /// `-webhooks.update-ca-bundle`.
+    pub update_ca_bundle: bool,
+    /// `-events.enabled`.
+    pub events: bool,
+    /// `-leader-election.enabled`.
+    pub leader_election: bool,
+    /// The zone tracker's ConfigMap, resolved as the controller and the webhooks resolve it (an empty
+    /// `-zone-tracker.config-map-name` means the default).
+    pub zone_tracker_config_map: String,
+    /// `-server-tls.self-signed-cert.secret-name`.
+    pub certificate_secret: String,
+    /// `-leader-election.lease-name`.
+    pub leader_lease: String,
 }
 
 /// Namespaced permissions go in a Role in the operator's namespace; cluster-scoped ones need a ClusterRole.
@@ -195,12 +220,11 @@ impl ResourceName {
     }
 
     /// The object's name under these flags, as the operator resolves it.
-    pub fn resolve(self, flags: &OperatorFlags) -> Result<&str, RbacError> {
+    pub fn resolve(self, settings: &RbacSettings) -> Result<&str, RbacError> {
         let name = match self {
-            // The same resolution as the controller and the webhooks (an empty name means the default).
-            ResourceName::ZoneTrackerConfigMap => flags.downscale_record_name(),
-            ResourceName::CertificateSecret => flags.self_signed_cert_secret_name.as_str(),
-            ResourceName::LeaderLease => flags.leader_election_lease_name.as_str(),
+            ResourceName::ZoneTrackerConfigMap => settings.zone_tracker_config_map.as_str(),
+            ResourceName::CertificateSecret => settings.certificate_secret.as_str(),
+            ResourceName::LeaderLease => settings.leader_lease.as_str(),
         };
         if name.is_empty() {
             return Err(RbacError::EmptyResourceName { flag: self.flag() });
@@ -257,19 +281,19 @@ impl ApiPermission {
     }
 
     /// Whether these flags switch on a feature that uses this permission.
-    pub fn needed(&self, flags: &OperatorFlags) -> bool {
-        self.features.iter().any(|feature| feature.enabled(flags))
+    pub fn needed(&self, settings: &RbacSettings) -> bool {
+        self.features.iter().any(|feature| feature.enabled(settings))
     }
 
     /// Whether these flags switch on a feature that uses this permission and is not optional: without the
     /// permission the operator cannot do its job.
-    pub fn required(&self, flags: &OperatorFlags) -> bool {
-        self.features.iter().any(|feature| !feature.is_optional() && feature.enabled(flags))
+    pub fn required(&self, settings: &RbacSettings) -> bool {
+        self.features.iter().any(|feature| !feature.is_optional() && feature.enabled(settings))
     }
 
     /// The features using this permission that these flags switch on.
-    pub fn enabled_features(&self, flags: &OperatorFlags) -> Vec<Feature> {
-        let mut features: Vec<Feature> = self.features.iter().copied().filter(|f| f.enabled(flags)).collect();
+    pub fn enabled_features(&self, settings: &RbacSettings) -> Vec<Feature> {
+        let mut features: Vec<Feature> = self.features.iter().copied().filter(|f| f.enabled(settings)).collect();
         features.sort();
         features.dedup();
         features
@@ -418,14 +442,14 @@ type Merged<'a> = BTreeMap<(&'static str, &'static str, Option<&'a str>), BTreeS
 /// One rule per (API group, resource, resource name) with its verbs merged; rules sorted by group, resource and
 /// name (unrestricted first), verbs in Kubernetes' order, so the output is the same for the same flags. A verb a
 /// rule grants on every object is not repeated in the rule restricted to one object.
-pub fn rules_for(flags: &OperatorFlags) -> Result<Rules, RbacError> {
-    rules_where(flags, |_| true)
+pub fn rules_for(settings: &RbacSettings) -> Result<Rules, RbacError> {
+    rules_where(settings, |_| true)
 }
 
 /// [`rules_for`] without the optional features' permissions ([`Feature::is_optional`]): what a deployment must
 /// grant for these flags (the rest degrades with a clear message when refused).
-pub fn required_rules_for(flags: &OperatorFlags) -> Result<Rules, RbacError> {
-    rules_where(flags, |p| p.required(flags))
+pub fn required_rules_for(settings: &RbacSettings) -> Result<Rules, RbacError> {
+    rules_where(settings, |p| p.required(settings))
 }
 
 /// A rule of [`marked_rules_for`]: whether a deployment must grant it, and the features these flags switch on that
@@ -449,22 +473,22 @@ pub struct MarkedRules {
 /// [`rules_for`] with each rule marked: first exactly the rules of [`required_rules_for`], then the optional rest,
 /// split so that each optional rule serves one set of optional features (what is left out without them is then
 /// plain). Together they grant what [`rules_for`] grants.
-pub fn marked_rules_for(flags: &OperatorFlags) -> Result<MarkedRules, RbacError> {
-    let required = required_rules_for(flags)?;
+pub fn marked_rules_for(settings: &RbacSettings) -> Result<MarkedRules, RbacError> {
+    let required = required_rules_for(settings)?;
     let mut optional_sets: Vec<Vec<Feature>> =
-        table().filter(|p| p.needed(flags) && !p.required(flags)).map(|p| p.enabled_features(flags)).collect();
+        table().filter(|p| p.needed(settings) && !p.required(settings)).map(|p| p.enabled_features(settings)).collect();
     optional_sets.sort();
     optional_sets.dedup();
     let (mut optional_role, mut optional_cluster_role) = (Vec::new(), Vec::new());
     for set in &optional_sets {
-        let rules = rules_where(flags, |p| !p.required(flags) && p.enabled_features(flags) == *set)?;
+        let rules = rules_where(settings, |p| !p.required(settings) && p.enabled_features(settings) == *set)?;
         optional_role.extend(rules.role.into_iter().map(|rule| (rule, set.clone())));
         optional_cluster_role.extend(rules.cluster_role.into_iter().map(|rule| (rule, set.clone())));
     }
     let mark = |required_rules: Vec<PolicyRule>, optional_rules: Vec<(PolicyRule, Vec<Feature>)>, scope| {
         let mut marked: Vec<MarkedRule> = required_rules
             .iter()
-            .map(|rule| MarkedRule { rule: rule.clone(), required: true, features: features_of(rule, flags, scope) })
+            .map(|rule| MarkedRule { rule: rule.clone(), required: true, features: features_of(rule, settings, scope) })
             .collect();
         let mut rest: Vec<MarkedRule> = optional_rules
             .into_iter()
@@ -495,19 +519,20 @@ fn table() -> impl Iterator<Item = &'static ApiPermission> {
 /// The enabled features of the rows behind a rule of [`required_rules_for`]: those of the required rows of its
 /// group and resource with one of its verbs, on its object (or on any, for a rule on any object, which also grants
 /// the verbs named rows need).
-fn features_of(rule: &PolicyRule, flags: &OperatorFlags, scope: Scope) -> Vec<Feature> {
+fn features_of(rule: &PolicyRule, settings: &RbacSettings, scope: Scope) -> Vec<Feature> {
     let has = |list: &Option<Vec<String>>, value: &str| list.as_deref().is_some_and(|l| l.iter().any(|v| v == value));
     let mut features: Vec<Feature> = table()
-        .filter(|p| p.scope == scope && p.required(flags))
+        .filter(|p| p.scope == scope && p.required(settings))
         .filter(|p| has(&rule.api_groups, p.group) && has(&rule.resources, p.resource))
         .filter(|p| rule.verbs.iter().any(|v| v == p.verb))
         .filter(|p| match &rule.resource_names {
             None => true,
-            Some(names) => {
-                p.resource_name.and_then(|name| name.resolve(flags).ok()).is_some_and(|n| names.iter().any(|x| x == n))
-            }
+            Some(names) => p
+                .resource_name
+                .and_then(|name| name.resolve(settings).ok())
+                .is_some_and(|n| names.iter().any(|x| x == n)),
         })
-        .flat_map(|p| p.enabled_features(flags))
+        .flat_map(|p| p.enabled_features(settings))
         .collect();
     features.sort();
     features.dedup();
@@ -527,11 +552,11 @@ fn without_granted(rule: PolicyRule, granted: &[PolicyRule]) -> Option<PolicyRul
     (!verbs.is_empty()).then_some(PolicyRule { verbs, ..rule })
 }
 
-fn rules_where(flags: &OperatorFlags, keep: impl Fn(&ApiPermission) -> bool) -> Result<Rules, RbacError> {
+fn rules_where(settings: &RbacSettings, keep: impl Fn(&ApiPermission) -> bool) -> Result<Rules, RbacError> {
     let mut namespaced = Merged::new();
     let mut cluster = Merged::new();
-    for permission in table().filter(|p| p.needed(flags) && keep(p)) {
-        let name = permission.resource_name.map(|name| name.resolve(flags)).transpose()?;
+    for permission in table().filter(|p| p.needed(settings) && keep(p)) {
+        let name = permission.resource_name.map(|name| name.resolve(settings)).transpose()?;
         let merged = match permission.scope {
             Scope::Namespaced => &mut namespaced,
             Scope::Cluster => &mut cluster,

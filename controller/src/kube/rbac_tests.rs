@@ -3,10 +3,10 @@
 use super::*;
 use crate::cli::{self, Command};
 
-fn flags(args: &[&str]) -> OperatorFlags {
+fn flags(args: &[&str]) -> RbacSettings {
     let argv = ["rollout-operator", "rbac", "-kubernetes.namespace=ns"].into_iter().chain(args.iter().copied());
     match cli::parse(argv) {
-        Ok(Command::Rbac(args)) => args.flags,
+        Ok(Command::Rbac(args)) => args.flags.rbac_settings(),
         other => panic!("{args:?}: expected the rbac subcommand, got {other:?}"),
     }
 }

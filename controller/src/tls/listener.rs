@@ -1,7 +1,7 @@
 //! The HTTPS listener: the rustls certificate resolver that renewal swaps without closing the listener, the
 //! server config (ring provider), and the accept loop serving the axum router over HTTP/1.1 with keep-alive.
 
-use super::*;
+use super::certificate::*;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use std::sync::{Arc, RwLock};

@@ -10,14 +10,9 @@
 //! Decisions (reuse or replace a stored certificate, when to renew, which DNS names, which patch) are
 //! `rollout_core::certificate`'s. Not built under `--cfg madsim` (no rustls there).
 
-mod certificate;
-mod injector;
-mod listener;
-mod secret;
+pub mod certificate;
+pub mod injector;
+pub mod listener;
+pub mod secret;
 #[cfg(test)]
 mod tests;
-
-pub use certificate::*;
-pub use injector::*;
-pub use listener::*;
-pub use secret::*;

@@ -1,7 +1,8 @@
 //! The certificate in a Secret (`ca`, `cert`, `key`, compatible with the reference): reusing or replacing the
 //! stored one (`rollout_core::certificate` judges), renewing it before expiry, and reloading certificate files.
 
-use super::*;
+use super::certificate::*;
+use super::listener::SwappableCert;
 use crate::cluster::{ApiError, CertificateStore};
 use jiff::Timestamp;
 use k8s_openapi::ByteString;

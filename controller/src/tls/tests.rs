@@ -1,5 +1,6 @@
+use super::certificate::*;
 use super::injector::base64;
-use super::*;
+use super::secret::*;
 use jiff::Timestamp;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;

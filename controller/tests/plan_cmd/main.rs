@@ -1,4 +1,4 @@
-//! `rollout-operator plan` end to end through `offline::plan::execute`, by topic: the example dump ([`example`]),
+//! `rollout-operator plan` end to end through `commands::plan::execute`, by topic: the example dump ([`example`]),
 //! input formats ([`inputs`]), the rollout rules as seen from a dump ([`situations`]), per-namespace grouping
 //! ([`namespaces`]), bad arguments and bad input: exit 2 with a message naming the file and the object
 //! ([`bad_input`]), and scaling ([`scaling`]).
@@ -13,7 +13,7 @@ mod scaling;
 mod situations;
 
 use jiff::Timestamp;
-use rollout_operator::offline::plan::{PlanArgs, execute};
+use rollout_operator::commands::plan::{PlanArgs, execute};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -8,10 +8,9 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use rollout_core::RolloutPlanner;
 use rollout_operator::cluster::{ApiError, RolloutApi, WatchEvent};
-use rollout_operator::controller::reconciler::{Controller, ReconcilerConfig};
-use rollout_operator::controller::scaling::NoPodClient;
 use rollout_operator::ops::metrics::Metrics;
-use rollout_operator::pods::client::PodHttpClient;
+use rollout_operator::pods::client::{NoPodClient, PodHttpClient};
+use rollout_operator::rollout::reconciler::{Controller, ReconcilerConfig};
 use std::sync::Arc;
 
 /// The rollout group the harness reconciles.
@@ -74,7 +73,7 @@ impl WatchFeed {
     }
 
     /// Applies every event delivered so far.
-    pub fn pump(&mut self, cache: &mut rollout_operator::controller::cache::ClusterCache) {
+    pub fn pump(&mut self, cache: &mut rollout_operator::rollout::cache::ClusterCache) {
         use futures::FutureExt;
         while let Some(Some(Ok(e))) = self.statefulsets.next().now_or_never() {
             cache.apply_statefulset_event(e);

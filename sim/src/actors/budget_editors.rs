@@ -5,7 +5,7 @@ use crate::environment::store::SharedStore;
 use crate::harness::eviction_replicas::replica_address;
 use crate::rng::SimRng;
 use crate::scenario::drains::{BUDGET, BudgetMode, Drains, budget_object};
-use rollout_operator::admission::webhooks::ZPDB_VALIDATION_PATH;
+use rollout_operator::admission::evictions::ZPDB_VALIDATION_PATH;
 use std::time::Duration;
 use tokio::time::Instant;
 

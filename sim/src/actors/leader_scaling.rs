@@ -11,9 +11,10 @@ use crate::scenario::scaling::{Admission, ScalingScenario};
 use crate::scenario::{GROUP, Scenario, zone_name};
 use jiff::Timestamp;
 use madsim::runtime::Handle;
+use rollout_core::downscale::MarkedClaim;
 use rollout_core::downscale::{ClaimEnd, Claimant};
 use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
-use rollout_operator::cluster::downscale_record::{MarkedClaim, claim_downscale_marked, finish_marked_claim};
+use rollout_operator::cluster::zone_tracker::{claim_downscale_marked, finish_marked_claim};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -160,7 +161,7 @@ pub(crate) async fn change_leader(store: &SharedStore, api: &SimCluster, leader:
             let st = store.lock().unwrap();
             let from = st.statefulsets[&leader].spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
             let views = st.statefulsets.values().filter_map(|s| StatefulSetView::from_k8s(s).ok()).collect();
-            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.downscale_record.clone(), st.rv)
+            (from, GroupSnapshot::assemble(GROUP, views, &[]), st.zone_tracker_config_map.clone(), st.rv)
         };
         if to >= from || direct {
             if to != from {
@@ -236,7 +237,7 @@ pub fn start(stage: &Stage, changes: Vec<(Duration, u32)>, actors: &mut Actors) 
     let Some(scaling) = &sc.scaling else { return };
     match scaling.admission {
         Admission::RecordClaim | Admission::Direct => {
-            let (s, tracker) = (stage.store.clone(), sc.downscale_record().is_some());
+            let (s, tracker) = (stage.store.clone(), sc.zone_tracker_config_map().is_some());
             let direct = scaling.admission == Admission::Direct;
             let probes = scaling.boundary_probes.then(|| Probes {
                 min_time: scaling.min_time,

@@ -7,10 +7,10 @@ use crate::harness::populate::{FOREIGN_NAMESPACE, NO_DOWNSCALE_OBJECTS};
 use crate::harness::{Actors, Stage};
 use crate::rng::SimRng;
 use madsim::runtime::Handle;
-use rollout_operator::admission::webhooks::{
-    NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, ParentLookups, WebhookSettings, Webhooks, router, system_clock,
-};
-use rollout_operator::controller::scaling::NoPodClient;
+use rollout_operator::admission::no_downscale::{NO_DOWNSCALE_PATH, ParentLookups};
+use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::pods::client::NoPodClient;
 use std::net::IpAddr;
 use std::time::Duration;
 use tokio::time::Instant;

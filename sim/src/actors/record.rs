@@ -10,7 +10,7 @@ use tokio::time::Instant;
 /// The corrupt-record world's edit, made only while a StatefulSet rolls and the record exists: one zone's entry
 /// (or a new one) made unreadable. The record's name, the key and what it held before.
 pub(crate) fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
-    let record = st.downscale_record.clone();
+    let record = st.zone_tracker_config_map.clone();
     let rolling = st.statefulsets.values().any(|s| {
         let status = s.status.as_ref();
         status.and_then(|s| s.update_revision.as_ref()) != status.and_then(|s| s.current_revision.as_ref())
@@ -83,7 +83,7 @@ pub fn start_reapplies(stage: &Stage, actors: &mut Actors) {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let mut st = store.lock().unwrap();
-            let record = st.downscale_record.clone();
+            let record = st.zone_tracker_config_map.clone();
             if !st.config_maps.contains_key(&record) {
                 continue;
             }

@@ -23,7 +23,8 @@ use crate::scenario::scaling::ScalingScenario;
 use crate::scenario::zone_name;
 use madsim::runtime::Handle;
 use rollout_core::Defences;
-use rollout_operator::admission::webhooks::{PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::ops::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -454,7 +455,7 @@ pub fn start(stage: &Stage, scaling: &ScalingScenario, changes: Vec<(Duration, u
             pods: pods.clone(),
             next: next.clone(),
             pick: SimRng::new(stage.rng.lock().unwrap().next_u64()),
-            record: sc.downscale_record(),
+            record: sc.zone_tracker_config_map(),
             scale_requests: sc.scale_requests,
             defences: sc.defences,
             slow: sc.slow_admissions,

@@ -6,7 +6,7 @@ use crate::environment::objects::PodSum;
 use crate::environment::store::Store;
 use crate::harness::eviction_replicas::{AdmitAnswer, AdmitRequest, TAG_ADMIT};
 use madsim::net::Endpoint;
-use rollout_operator::admission::webhooks::POD_EVICTION_PATH;
+use rollout_operator::admission::evictions::POD_EVICTION_PATH;
 use rollout_operator::cluster::ApiError;
 use std::net::SocketAddr;
 use std::time::Duration;

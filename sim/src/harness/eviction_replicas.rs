@@ -9,10 +9,10 @@ use crate::scenario::drains::Evictor;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
-use rollout_operator::admission::webhooks::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
-use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations};
-use rollout_operator::controller::scaling::NoPodClient;
+use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
+use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations, ZoneTrackerStore};
 use rollout_operator::ops::metrics::ZpdbMetrics;
+use rollout_operator::pods::client::NoPodClient;
 use rollout_operator::zpdb::Zpdb;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -128,7 +128,7 @@ impl StatefulSetAnnotations for AdmissionClient {
     }
 }
 
-impl RecordStore for AdmissionClient {
+impl ZoneTrackerStore for AdmissionClient {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         self.api.get_config_map(name).await
     }

@@ -19,12 +19,12 @@ use crate::scenario::drains::Evictor;
 use crate::scenario::planner::PlannerKind;
 use madsim::runtime::Handle;
 use rollout_core::{Defences, Planner, RolloutPlanner};
-use rollout_operator::controller::reconciler::ReconcilerConfig;
-use rollout_operator::controller::scaling::ScalingConfig;
 use rollout_operator::operator::{BudgetSource, Operator, OperatorConfig};
 use rollout_operator::ops::events::{EventRecorder, EventSettings, run_sink};
 use rollout_operator::ops::health::ReadyFlag;
 use rollout_operator::ops::metrics::Metrics;
+use rollout_operator::rollout::reconciler::ReconcilerConfig;
+use rollout_operator::rollout::scaling::ScalingConfig;
 use rollout_operator::zpdb::Zpdb;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,7 +61,7 @@ pub(crate) fn operator_config(setup: &ControllerSetup) -> OperatorConfig {
         reconciler: ReconcilerConfig { defences: setup.defences, ..ReconcilerConfig::default() },
         scaling: ScalingConfig {
             namespace: crate::environment::objects::NAMESPACE.to_string(),
-            downscale_record: setup.operator.record.clone(),
+            zone_tracker_config_map: setup.operator.record.clone(),
             ..ScalingConfig::default()
         },
         progress_deadline: crate::harness::operator::PROGRESS_DEADLINE,
@@ -225,7 +225,7 @@ pub struct OperatorSetup {
 impl OperatorSetup {
     /// As the scenario runs the operator.
     pub fn of(sc: &Scenario) -> Self {
-        OperatorSetup { record: sc.downscale_record(), events: sc.events }
+        OperatorSetup { record: sc.zone_tracker_config_map(), events: sc.events }
     }
 
     /// The recorder the controller sends its Events to, its sink running on the controller's node; a disabled

@@ -96,17 +96,17 @@ pub(crate) fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
 /// first revision, all Ready.
 pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     let mut st = store.lock().unwrap();
-    st.checker.concurrent_downscales_excused = sc.downscale_record().is_none();
+    st.checker.concurrent_downscales_excused = sc.zone_tracker_config_map().is_none();
     // Where the webhook serves the group and the tracker's ConfigMap may be used, every rollout step is claimed.
     st.step_claims_required = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Webhook)
-        && sc.downscale_record().is_some()
+        && sc.zone_tracker_config_map().is_some()
         && sc.deployment.is_none_or(|d| d == ReferenceDeployment::Jsonnet)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
     st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
     // Only where the leader goes down unclaimed: elsewhere its downscales are denied with the followers' (the same
     // claim is refused), so the followers must still match it.
     st.follower_downscales_refused = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Direct)
-        && sc.downscale_record().is_some()
+        && sc.zone_tracker_config_map().is_some()
         && sc.deployment.is_some_and(|d| d != ReferenceDeployment::Jsonnet);
     if sc.no_downscale {
         populate_no_downscale(&mut st);

@@ -1,13 +1,12 @@
 //! The rules the oracle runs as a write commits: downscales noted for the min-time rule, step claims, the record's
 //! markers, the mirror's scale writes and the Lease's truth.
 
-pub use crate::Kind;
 use crate::environment::store::Store;
 use crate::oracle::checker::Knowledge;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
+
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -76,7 +75,7 @@ impl Store {
                 .is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
         let entry = self
             .config_maps
-            .get(&self.downscale_record)
+            .get(&self.zone_tracker_config_map)
             .and_then(|cm| {
                 rollout_core::DownscaleRecord::from_config_map_data(&cm.data.clone().unwrap_or_default()).ok()
             })
@@ -129,7 +128,7 @@ impl Store {
     pub(crate) fn judge_step_claimed(&mut self, at: Duration, pod: &Pod, k: Knowledge) {
         let Some(group) = self.group_of_pod(pod) else { return };
         let now = Timestamp::now();
-        let steps = self.config_maps.get(&self.downscale_record).and_then(|cm| {
+        let steps = self.config_maps.get(&self.zone_tracker_config_map).and_then(|cm| {
             cm.metadata.annotations.as_ref()?.get(rollout_core::keys::ROLLOUT_STEPS_IN_PROGRESS).cloned()
         });
         let until = steps
@@ -178,14 +177,14 @@ impl Store {
     /// A committed record write: every StatefulSet with an in-progress marker in it is being prepared from now on.
     /// Every marker it carries must be readable, whoever wrote it (only the operator writes markers).
     pub(crate) fn note_markers(&mut self, cm: &ConfigMap) {
-        if cm.metadata.name.as_deref() != Some(self.downscale_record.as_str()) {
+        if cm.metadata.name.as_deref() != Some(self.zone_tracker_config_map.as_str()) {
             return;
         }
         let raw = cm.metadata.annotations.as_ref().and_then(|a| a.get(rollout_core::keys::DOWNSCALES_IN_PROGRESS));
         let (markers, unreadable) = markers_in(raw.map(String::as_str));
         if !unreadable.is_empty() {
             let at = self.elapsed();
-            let record = self.downscale_record.clone();
+            let record = self.zone_tracker_config_map.clone();
             self.checker.judge_record_markers(at, &record, &unreadable);
         }
         let Some(admission) = self.admission_writing else { return };

@@ -76,7 +76,7 @@ impl EventLog {
             return Err(ApiError::NotFound(format!("events.events.k8s.io \"{name}\" not found")));
         };
         let mut value = serde_json::to_value(&*event).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-        crate::environment::store::merge(&mut value, patch);
+        rollout_operator::cluster::memory::json_merge_patch(&mut value, patch);
         *event = serde_json::from_value(value).map_err(|e| ApiError::Rejected { code: 422, message: e.to_string() })?;
         self.series_updates += 1;
         Ok(())

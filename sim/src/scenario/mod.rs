@@ -15,7 +15,7 @@ use crate::scenario::faults::FaultMix;
 use crate::scenario::planner::PlannerKind;
 use crate::scenario::scaling::{Admission, ScalingScenario};
 use rollout_core::Defences;
-use rollout_operator::controller::scaling::ScalingConfig;
+use rollout_operator::rollout::scaling::ScalingConfig;
 
 use std::time::Duration;
 
@@ -153,9 +153,9 @@ pub struct Scenario {
 
 impl Scenario {
     /// The group downscale record's ConfigMap, when this world runs with the zone tracker.
-    pub fn downscale_record(&self) -> Option<String> {
+    pub fn zone_tracker_config_map(&self) -> Option<String> {
         let tracker = self.zone_tracker.unwrap_or(self.deployment.is_none_or(ReferenceDeployment::zone_tracker));
-        tracker.then(|| ScalingConfig::default().downscale_record.unwrap_or_default())
+        tracker.then(|| ScalingConfig::default().zone_tracker_config_map.unwrap_or_default())
     }
 }
 

@@ -16,6 +16,7 @@ mod webhooks;
 mod writes;
 
 use super::*;
+use crate::kube::rbac::{MIRROR_TARGET_PERMISSIONS, RBAC_REQUIREMENTS, REPLICA_TEMPLATE_PERMISSIONS};
 use http::{Method, Response};
 use http_body_util::BodyExt;
 use kube::ResourceExt;

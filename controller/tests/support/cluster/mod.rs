@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use rollout_operator::cluster::memory::{self, selector_matches};
 use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, Leases, LiveReads, PodAnnotations, Preconditions,
-    RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
+    RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind, ZoneTrackerStore,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -208,7 +208,7 @@ impl Leases for FakeCluster {
     }
 }
 
-impl RecordStore for FakeCluster {
+impl ZoneTrackerStore for FakeCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         // Let concurrent callers interleave between a read and a write, as over a network.
         tokio::task::yield_now().await;

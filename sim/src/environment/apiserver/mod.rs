@@ -7,9 +7,10 @@ pub mod ops;
 pub mod rbac;
 pub mod watch;
 
+use crate::Kind;
 use crate::environment::apiserver::ops::serve_op;
 use crate::environment::apiserver::watch::serve_watch;
-use crate::environment::store::{Kind, Obj, SharedStore};
+use crate::environment::store::{Obj, SharedStore};
 use crate::oracle::checker::Knowledge;
 use crate::rng::SimRng;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};

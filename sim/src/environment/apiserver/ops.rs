@@ -233,12 +233,13 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
 }
 
 pub(crate) fn list_statefulsets(store: &crate::environment::store::Store, selector: &str) -> Vec<StatefulSet> {
-    let matching = |s: &&StatefulSet| crate::environment::store::selector_matches(selector, s.metadata.labels.as_ref());
+    let matching =
+        |s: &&StatefulSet| rollout_operator::cluster::memory::selector_matches(selector, s.metadata.labels.as_ref());
     store.statefulsets.values().filter(matching).cloned().collect()
 }
 
 pub(crate) fn list_pods(store: &crate::environment::store::Store, selector: &str) -> Vec<Pod> {
-    let matching = |p: &&Pod| crate::environment::store::selector_matches(selector, p.metadata.labels.as_ref());
+    let matching = |p: &&Pod| rollout_operator::cluster::memory::selector_matches(selector, p.metadata.labels.as_ref());
     store.pods.values().filter(matching).cloned().collect()
 }
 

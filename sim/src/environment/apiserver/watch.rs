@@ -1,8 +1,9 @@
 //! Watches: events reach a watcher after a configurable delay, in order; a watch that resumes from a compacted (or
 //! unluckily old) resourceVersion is told "too old resource version" and the client relists.
 
+use crate::Kind;
 use crate::environment::apiserver::{ServerEnv, WatchMsg, WatchRequest};
-use crate::environment::store::{Kind, LogEntry};
+use crate::environment::store::LogEntry;
 use rollout_operator::cluster::ApiError;
 use rollout_operator::kube::rbac::Access;
 use std::time::Duration;

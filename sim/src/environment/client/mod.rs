@@ -10,8 +10,9 @@ pub mod ports;
 #[cfg(test)]
 mod tests;
 
+use crate::Kind;
 use crate::environment::apiserver::{Answer, Op, Reply, Request, WatchMsg, WatchRequest};
-use crate::environment::store::{Kind, Obj};
+use crate::environment::store::Obj;
 use crate::oracle::checker::Knowledge;
 use futures::StreamExt;
 use futures::channel::mpsc;

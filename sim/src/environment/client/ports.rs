@@ -1,8 +1,9 @@
 //! The product's cluster ports implemented by [`SimCluster`], each a request to the API server node.
 
+use crate::Kind;
 use crate::environment::apiserver::{Op, Reply};
 use crate::environment::client::{BudgetFeed, SimCluster};
-use crate::environment::store::{Kind, Obj};
+use crate::environment::store::Obj;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
@@ -11,8 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use rollout_operator::cluster::{
     ApiError, ApiResourceRef, CertificateStore, DisruptionBudgets, EventsApi, Leases, LiveReads, PodAnnotations,
-    Preconditions, RecordStore, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration,
-    WebhookKind,
+    Preconditions, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
+    ZoneTrackerStore,
 };
 
 pub(crate) fn sts_of(obj: Obj) -> Option<StatefulSet> {
@@ -164,7 +165,7 @@ impl StatefulSetAnnotations for SimCluster {
     }
 }
 
-impl RecordStore for SimCluster {
+impl ZoneTrackerStore for SimCluster {
     async fn patch_statefulset_annotations(
         &self,
         name: &str,

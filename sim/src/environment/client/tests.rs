@@ -1,5 +1,8 @@
 use super::*;
+use crate::environment::apiserver;
+use k8s_openapi::api::core::v1::ConfigMap;
 use madsim::runtime::{Handle, Runtime};
+use rollout_operator::cluster::ZoneTrackerStore;
 
 fn record(name: &str) -> ConfigMap {
     let mut cm = ConfigMap::default();

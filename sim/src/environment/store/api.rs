@@ -1,7 +1,6 @@
 //! The store's side of the API server's writes: each request as the real API server carries it out (preconditions,
 //! conflicts, subresources), judged by the oracle as it commits.
 
-pub use crate::Kind;
 use crate::environment::objects::{PodSum, StsSum};
 use crate::environment::store::Store;
 use crate::oracle::checker::Knowledge;
@@ -9,7 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
+use rollout_operator::cluster::memory::{self, json_merge_patch as merge};
 use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 
 pub mod api;
 
-pub use crate::Kind;
+use crate::Kind;
 use crate::environment::objects::{PodSum, StsSum};
 use crate::oracle::checker::Checker;
 use crate::oracle::checker::budgets::BudgetRule;
@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use rollout_operator::cluster::ApiResourceRef;
-pub use rollout_operator::cluster::memory::{self, json_merge_patch as merge, selector_matches};
+
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -167,7 +167,7 @@ pub struct Store {
     /// replica change by the API server and the user; everything else is the cluster's own components).
     pub writer: String,
     /// The group downscale record's ConfigMap name (the controller's `-zone-tracker.config-map-name`).
-    pub downscale_record: String,
+    pub zone_tracker_config_map: String,
     /// Whether the controller's pod deletions must commit under a live rollout-step claim ([`ROLLOUT_STEP_CLAIMED`]).
     pub step_claims_required: bool,
     /// Whether the deployment's RBAC refuses the controller's replica changes (no `patch` on StatefulSets):
@@ -273,8 +273,8 @@ impl Store {
             changes: Arc::default(),
             next_uid: 0,
             writer: "cluster".to_string(),
-            downscale_record: rollout_operator::controller::scaling::ScalingConfig::default()
-                .downscale_record
+            zone_tracker_config_map: rollout_operator::rollout::scaling::ScalingConfig::default()
+                .zone_tracker_config_map
                 .unwrap_or_default(),
             step_claims_required: false,
             replica_changes_refused: false,

@@ -4,7 +4,7 @@
 //! `rollout-operator review --path /admission/<no-downscale|prepare-downscale|pod-eviction|zpdb-validation>
 //! -f admissionreview.json [-f cluster-dump.yaml ...] [--now RFC3339]` runs the real webhook router on the
 //! AdmissionReview (the first `-f`), answering its lookups (a `/scale` request's parent, the group's StatefulSets
-//! and pods, the downscale record ConfigMap, the evicted pod and its budget's StatefulSets and pods) from the dumps
+//! and pods, the zone tracker's ConfigMap, the evicted pod and its budget's StatefulSets and pods) from the dumps
 //! (the other `-f`s, loaded as `plan` loads them) instead of the API, and prints the AdmissionReview response the
 //! webhook would return. The dump's ZoneAwarePodDisruptionBudgets are the budgets the eviction is judged against,
 //! as the operator's watch would know them (invalid ones are reported on stderr and left out). Pods are not called:
@@ -13,14 +13,15 @@
 //!
 //! Owns the in-memory cluster over a dump ([`DumpCluster`]) and the command's I/O; decisions are the router's.
 
-use crate::admission::webhooks::{
-    NO_DOWNSCALE_PATH, POD_EVICTION_PATH, PREPARE_DOWNSCALE_PATH, WebhookSettings, Webhooks, ZPDB_VALIDATION_PATH,
-    router_with_zpdb,
-};
+use crate::admission::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
+use crate::admission::no_downscale::NO_DOWNSCALE_PATH;
+use crate::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
+use crate::admission::router::{WebhookSettings, Webhooks, router_with_zpdb};
 use crate::cluster::{
-    ApiError, DisruptionBudgets, LiveReads, PodAnnotations, RecordStore, StatefulSetAnnotations, WatchEvent, memory,
+    ApiError, DisruptionBudgets, LiveReads, PodAnnotations, StatefulSetAnnotations, WatchEvent, ZoneTrackerStore,
+    memory,
 };
-use crate::offline::plan::{Objects, load_objects, parse_now};
+use crate::commands::plan::{Objects, load_objects, parse_now};
 use crate::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use crate::zpdb::Zpdb;
 use futures::StreamExt;
@@ -63,7 +64,7 @@ pub struct ReviewArgs {
     /// -use-zone-tracker=true -zone-tracker.config-map-name=NAME). Without it, as the operator's default: the
     /// StatefulSets' grafana.com/last-downscale annotations.
     #[arg(long = "zone-tracker-config-map-name", visible_alias = "zone-tracker.config-map-name", value_name = "NAME")]
-    pub record_config_map: Option<String>,
+    pub zone_tracker_config_map: Option<String>,
 }
 
 /// An in-memory cluster made of a dump: reads answer from it, writes change only this copy.
@@ -220,7 +221,7 @@ impl DisruptionBudgets for DumpCluster {
 
 /// The webhook's writes land in the dump's copy, as they would in the cluster (compare-and-swap included), never
 /// in the real cluster.
-impl RecordStore for DumpCluster {
+impl ZoneTrackerStore for DumpCluster {
     async fn get_config_map(&self, name: &str) -> Result<Option<ConfigMap>, ApiError> {
         Ok(self.state().config_maps.get(name).cloned())
     }
@@ -321,7 +322,7 @@ pub fn execute(
             settings: WebhookSettings::new(
                 &namespace,
                 &args.cluster_domain,
-                args.record_config_map.as_deref(),
+                args.zone_tracker_config_map.as_deref(),
                 Duration::from_secs(10),
             ),
             clock: Arc::new(move || now),

@@ -9,18 +9,18 @@
 mod execute;
 mod health_gate;
 
-use crate::cluster::downscale_record::{RecordStoreError, StoredRecord, markers_of, read_record};
-use crate::cluster::{ApiError, ClusterApi, RecordStore};
-use crate::controller::cache::ClusterCache;
-use crate::controller::queue::{PassBudget, WorkQueue};
-use crate::controller::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
-use crate::controller::scaling::{NoPodClient, ScalingConfig, mirror_group, write_back};
+use crate::cluster::zone_tracker::{StoredRecord, ZoneTrackerError, markers_of, read_record};
+use crate::cluster::{ApiError, ClusterApi, ZoneTrackerStore};
 use crate::election::LeaderGate;
 use crate::ops::events::EventRecorder;
 use crate::ops::feature_gate::Gate;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
-use crate::pods::client::PodHttpClient;
+use crate::pods::client::{NoPodClient, PodHttpClient};
+use crate::rollout::cache::ClusterCache;
+use crate::rollout::queue::{PassBudget, WorkQueue};
+use crate::rollout::report::{DEFAULT_PROGRESS_DEADLINE, Reports};
+use crate::rollout::scaling::{ScalingConfig, mirror_group, write_back};
 use crate::zpdb::Zpdb;
 use crate::zpdb::decide::decide;
 use execute::Executed;
@@ -106,17 +106,17 @@ pub enum ReconcileError {
     Scale { statefulset: String, source: ApiError },
     /// A follower's downscale could not be claimed in the group downscale record; nothing was scaled.
     #[error("cannot claim the downscale of StatefulSet {statefulset} in the group downscale record: {source}")]
-    DownscaleRecord { statefulset: String, source: RecordStoreError },
+    DownscaleRecord { statefulset: String, source: ZoneTrackerError },
     /// The group downscale record could not be read, so the pass could not tell whether a downscale is being
     /// prepared; nothing was done.
     #[error("cannot read the group downscale record: {source}")]
-    ReadDownscaleRecord { source: RecordStoreError },
+    ReadDownscaleRecord { source: ZoneTrackerError },
     /// The core's pass failed closed for another reason; nothing was done.
     #[error("{reason}")]
     FailedClosed { reason: String },
     /// The rollout step could not be claimed in the group downscale record; no pod was deleted.
     #[error("cannot claim the rollout step in the group downscale record: {source}")]
-    ClaimRolloutStep { source: RecordStoreError },
+    ClaimRolloutStep { source: ZoneTrackerError },
     /// Leader election is on and this replica's write window has ended: nothing more is written; the controller
     /// stops at the end of its term.
     #[error("not the leader any more: {write} not sent")]
@@ -342,7 +342,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         }
     }
 
-    fn after_event(&mut self, touched: crate::controller::cache::TouchedGroups, ready: &ReadyFlag) {
+    fn after_event(&mut self, touched: crate::rollout::cache::TouchedGroups, ready: &ReadyFlag) {
         if !self.cache.is_synced() {
             return;
         }
@@ -411,14 +411,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         if self.scaling_forbidden.is_some() && gates.may_try(Gate::Scaling) {
             self.scaling_forbidden = None;
         }
-        let zone_tracker = match &self.scaling.downscale_record {
+        let zone_tracker = match &self.scaling.zone_tracker_config_map {
             None => ZoneTracker::Off,
             Some(_) if gates.may_try(Gate::ZoneTracker) => ZoneTracker::On,
             Some(_) => ZoneTracker::Forbidden,
         };
         // The record as read, which a rollout step's claim is conditional on.
         let need = record_need(&snapshot, zone_tracker);
-        let read = match (need, &self.scaling.downscale_record) {
+        let read = match (need, &self.scaling.zone_tracker_config_map) {
             (RecordNeed::NotNeeded, _) | (_, None) => Ok(None),
             (_, Some(config_map)) => read_record_and_markers(&self.api, config_map).await,
         };
@@ -585,7 +585,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
     }
 
     /// The zone tracker's ConfigMap was refused: its feature gate says so once; rollouts go on without it.
-    fn zone_tracker_refused(&mut self, error: &RecordStoreError) {
+    fn zone_tracker_refused(&mut self, error: &ZoneTrackerError) {
         self.metrics.gates().refused(Gate::ZoneTracker, error);
     }
 
@@ -657,10 +657,10 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
 }
 
 /// Reads the group downscale record and its in-progress markers (`None`: no record exists yet).
-async fn read_record_and_markers<C: RecordStore>(
+async fn read_record_and_markers<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
-) -> Result<Option<(StoredRecord, Vec<DownscaleInProgress>)>, RecordStoreError> {
+) -> Result<Option<(StoredRecord, Vec<DownscaleInProgress>)>, ZoneTrackerError> {
     let Some(stored) = read_record(api, config_map).await? else { return Ok(None) };
     let markers = markers_of(&stored, config_map)?;
     Ok(Some((stored, markers)))

@@ -1,7 +1,8 @@
-//! The group downscale record in the cluster: reading it, claiming a zone downscale, and undoing a claim.
+//! The zone tracker: the ConfigMap (named by `-zone-tracker.config-map-name`, in the reference's zone-tracker
+//! format) that holds the group downscale record. Reading it, claiming a zone downscale or a rollout step in it, and
+//! ending or undoing a claim.
 //!
-//! Owns the I/O around `rollout_core::downscale`: the record lives in a ConfigMap (the reference's zone-tracker
-//! format, named by `-zone-tracker.config-map-name`) and every write is a compare-and-swap on its resourceVersion
+//! Owns the I/O around `rollout_core::downscale`: every write to the ConfigMap is a compare-and-swap on its resourceVersion
 //! (create when absent, replace conditional on the version read). So two actors — the controller's
 //! leader/follower scaling, the prepare-downscale webhook, several operator replicas — can never both pass the
 //! min-time check for different zones of one group: the second writer's swap fails, it re-reads the record with the
@@ -10,13 +11,13 @@
 //! Must not decide anything itself: whether a downscale may happen is [`check_min_time`]'s verdict on the record
 //! read; this module only retries the read-check-swap cycle on conflicts, a bounded number of times.
 
-use crate::cluster::{ApiError, RecordStore};
+use crate::cluster::{ApiError, ZoneTrackerStore};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
-    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MinTimeVerdict, RecordError,
-    RolloutStepInProgress, check_min_time, parse_in_progress, parse_rollout_steps, render_in_progress,
+    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MarkedClaim, MinTimeVerdict,
+    RecordError, RolloutStepInProgress, check_min_time, parse_in_progress, parse_rollout_steps, render_in_progress,
     render_rollout_steps,
 };
 use rollout_core::execution::StepClaimed;
@@ -24,6 +25,9 @@ use rollout_core::keys;
 use rollout_core::record_claims::{self, Transition};
 use rollout_core::{Defences, Failure, GroupSnapshot};
 use thiserror::Error;
+
+/// The zone tracker's ConfigMap when `-zone-tracker.config-map-name` is not given (the reference's default).
+pub const DEFAULT_CONFIG_MAP: &str = "rollout-operator-zone-tracker";
 
 /// How many read-check-swap rounds a claim or undo makes before giving up. Every conflict means another writer
 /// succeeded, so this bounds the work under contention, not the chance of success of a lone writer.
@@ -48,7 +52,7 @@ pub enum Claim {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum RecordStoreError {
+pub enum ZoneTrackerError {
     #[error("downscale record configmap {config_map}: {source}")]
     Api {
         config_map: String,
@@ -73,56 +77,59 @@ pub enum RecordStoreError {
     Contended { config_map: String, attempts: u32 },
 }
 
-impl RecordStoreError {
+impl ZoneTrackerError {
     /// Short, stable label for metrics and logs, by what to do about it (as [`ApiError::kind`]).
     pub fn kind(&self) -> &'static str {
         match self {
-            RecordStoreError::Api { source, .. } => source.kind(),
-            RecordStoreError::Unreadable { .. } => "unreadable_record",
-            RecordStoreError::NoResourceVersion { .. } => "rejected",
-            RecordStoreError::Contended { .. } => "conflict",
+            ZoneTrackerError::Api { source, .. } => source.kind(),
+            ZoneTrackerError::Unreadable { .. } => "unreadable_record",
+            ZoneTrackerError::NoResourceVersion { .. } => "rejected",
+            ZoneTrackerError::Contended { .. } => "conflict",
         }
     }
 
     /// The API refused the record with 403: the operator may not use the zone tracker's ConfigMap.
     pub fn is_forbidden(&self) -> bool {
-        matches!(self, RecordStoreError::Api { source: ApiError::Forbidden(_), .. })
+        matches!(self, ZoneTrackerError::Api { source: ApiError::Forbidden(_), .. })
     }
 }
 
 /// The core's classification, with this error's whole text.
-impl From<&RecordStoreError> for Failure {
-    fn from(error: &RecordStoreError) -> Failure {
+impl From<&ZoneTrackerError> for Failure {
+    fn from(error: &ZoneTrackerError) -> Failure {
         let message = error.to_string();
         match error {
-            RecordStoreError::Api { source, .. } => Failure::from(source).map_message(|_| message),
-            RecordStoreError::Unreadable { .. } | RecordStoreError::NoResourceVersion { .. } => {
+            ZoneTrackerError::Api { source, .. } => Failure::from(source).map_message(|_| message),
+            ZoneTrackerError::Unreadable { .. } | ZoneTrackerError::NoResourceVersion { .. } => {
                 Failure::Unreadable(message)
             }
             // Nothing was written: another writer kept winning.
-            RecordStoreError::Contended { .. } => Failure::Conflict(message),
+            ZoneTrackerError::Contended { .. } => Failure::Conflict(message),
         }
     }
 }
 
-fn api_error(config_map: &str) -> impl Fn(ApiError) -> RecordStoreError + '_ {
-    move |source| RecordStoreError::Api { config_map: config_map.to_string(), source }
+fn api_error(config_map: &str) -> impl Fn(ApiError) -> ZoneTrackerError + '_ {
+    move |source| ZoneTrackerError::Api { config_map: config_map.to_string(), source }
 }
 
 /// Reads the record; `None` when the ConfigMap does not exist.
-pub async fn read_record<C: RecordStore>(api: &C, config_map: &str) -> Result<Option<StoredRecord>, RecordStoreError> {
+pub async fn read_record<C: ZoneTrackerStore>(
+    api: &C,
+    config_map: &str,
+) -> Result<Option<StoredRecord>, ZoneTrackerError> {
     let Some(cm) = api.get_config_map(config_map).await.map_err(api_error(config_map))? else {
         return Ok(None);
     };
     let data = cm.data.clone().unwrap_or_default();
     let record = DownscaleRecord::from_config_map_data(&data)
-        .map_err(|source| RecordStoreError::Unreadable { config_map: config_map.to_string(), source })?;
+        .map_err(|source| ZoneTrackerError::Unreadable { config_map: config_map.to_string(), source })?;
     let resource_version = cm
         .metadata
         .resource_version
         .clone()
         .filter(|rv| !rv.is_empty())
-        .ok_or_else(|| RecordStoreError::NoResourceVersion { config_map: config_map.to_string() })?;
+        .ok_or_else(|| ZoneTrackerError::NoResourceVersion { config_map: config_map.to_string() })?;
     Ok(Some(StoredRecord { record, resource_version, config_map: cm }))
 }
 
@@ -157,12 +164,12 @@ impl<T> From<Transition<T>> for Round<T> {
 /// Writes `write` back: creates the ConfigMap when `stored` is `None`, else replaces it conditional on the
 /// resourceVersion read, keeping its other metadata. `false`: someone else wrote first (created, replaced or
 /// deleted it meanwhile).
-async fn swap<C: RecordStore>(
+async fn swap<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     stored: Option<&StoredRecord>,
     write: &Write,
-) -> Result<bool, RecordStoreError> {
+) -> Result<bool, ZoneTrackerError> {
     let mut cm = match stored {
         None => ConfigMap {
             metadata: ObjectMeta { name: Some(config_map.to_string()), ..ObjectMeta::default() },
@@ -203,11 +210,11 @@ async fn swap<C: RecordStore>(
 /// The one read-check-swap loop: reads the record, lets `decide` answer or say what to write, and on a lost swap
 /// starts over from a fresh read, so every decision is taken on the record it replaces. Bounded by
 /// [`MAX_ATTEMPTS`].
-async fn read_check_swap<C: RecordStore, T>(
+async fn read_check_swap<C: ZoneTrackerStore, T>(
     api: &C,
     config_map: &str,
-    mut decide: impl FnMut(Option<&StoredRecord>) -> Result<Round<T>, RecordStoreError>,
-) -> Result<T, RecordStoreError> {
+    mut decide: impl FnMut(Option<&StoredRecord>) -> Result<Round<T>, ZoneTrackerError>,
+) -> Result<T, ZoneTrackerError> {
     for _ in 0..MAX_ATTEMPTS {
         let stored = read_record(api, config_map).await?;
         match decide(stored.as_ref())? {
@@ -219,12 +226,12 @@ async fn read_check_swap<C: RecordStore, T>(
             }
         }
     }
-    Err(RecordStoreError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
+    Err(ZoneTrackerError::Contended { config_map: config_map.to_string(), attempts: MAX_ATTEMPTS })
 }
 
 /// The in-progress markers of `stored`, or why they cannot be read.
-pub fn markers_of(stored: &StoredRecord, config_map: &str) -> Result<Vec<DownscaleInProgress>, RecordStoreError> {
-    read_markers(stored).map_err(|e| RecordStoreError::Unreadable {
+pub fn markers_of(stored: &StoredRecord, config_map: &str) -> Result<Vec<DownscaleInProgress>, ZoneTrackerError> {
+    read_markers(stored).map_err(|e| ZoneTrackerError::Unreadable {
         config_map: config_map.to_string(),
         source: RecordError {
             key: format!("metadata.annotations[{}]", e.annotation),
@@ -238,13 +245,13 @@ pub fn markers_of(stored: &StoredRecord, config_map: &str) -> Result<Vec<Downsca
 /// group's `grafana.com/last-downscale` annotations when absent), asks [`check_min_time`], and, if the min time has
 /// elapsed, records the downscale with a compare-and-swap. On a conflict it starts over from a fresh read, so the
 /// verdict is always taken on the record it replaces.
-pub async fn claim_downscale<C: RecordStore>(
+pub async fn claim_downscale<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
     statefulset: &str,
     now: Timestamp,
-) -> Result<Claim, RecordStoreError> {
+) -> Result<Claim, ZoneTrackerError> {
     read_check_swap(api, config_map, |stored| {
         let mut record = stored.map_or_else(|| DownscaleRecord::bootstrap(group), |s| s.record.clone());
         match check_min_time(group, Some(&record), statefulset, now) {
@@ -261,13 +268,13 @@ pub async fn claim_downscale<C: RecordStore>(
 /// Undoes a claim made at `claimed_at`: restores `previous` as the StatefulSet's entry (or removes the entry when
 /// there was none), by compare-and-swap, and only while the entry is still the one the claim wrote: a later claim
 /// of the same StatefulSet is never rolled back. Returns whether anything was restored.
-pub async fn undo_claim<C: RecordStore>(
+pub async fn undo_claim<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     statefulset: &str,
     previous: Option<Timestamp>,
     claimed_at: Timestamp,
-) -> Result<bool, RecordStoreError> {
+) -> Result<bool, ZoneTrackerError> {
     let mut ours = DownscaleRecord::default();
     ours.record_downscale(statefulset, claimed_at);
     let claimed_at = ours.last_downscaled[statefulset];
@@ -291,8 +298,6 @@ pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, I
     parse_in_progress(annotations.and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS)).map(String::as_str))
 }
 
-pub use rollout_core::downscale::MarkedClaim;
-
 /// [`claim_downscale`] for a downscale whose replica change commits some time after the claim (the webhook's, after
 /// its pod calls and its answer; the controller's, after its replica write): decided at `now`, in the same
 /// compare-and-swap refused while another StatefulSet of the group has a live in-progress marker or the group a
@@ -304,7 +309,7 @@ pub use rollout_core::downscale::MarkedClaim;
 /// moves it back to the actual time once the commit is known to be before it.
 // One argument per fact the claim is decided on; a struct of them would only be unpacked again here.
 #[allow(clippy::too_many_arguments)]
-pub async fn claim_downscale_marked<C: RecordStore>(
+pub async fn claim_downscale_marked<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
@@ -313,7 +318,7 @@ pub async fn claim_downscale_marked<C: RecordStore>(
     now: Timestamp,
     until: Timestamp,
     defences: Defences,
-) -> Result<MarkedClaim, RecordStoreError> {
+) -> Result<MarkedClaim, ZoneTrackerError> {
     read_check_swap(api, config_map, |stored| {
         let (record, markers, steps) = match stored {
             Some(s) => (Some(&s.record), markers_of(s, config_map)?, read_rollout_steps(s)?),
@@ -329,7 +334,7 @@ pub async fn claim_downscale_marked<C: RecordStore>(
 /// Ends a marked claim made until `until`: removes its in-progress marker and, while the StatefulSet's entry is
 /// still one this claimant wrote (`ours`: `until`, or a date it wrote since), applies `end` to it. A later claim of
 /// the same StatefulSet has another marker and entry and is never touched.
-pub async fn finish_marked_claim<C: RecordStore>(
+pub async fn finish_marked_claim<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     statefulset: &str,
@@ -337,7 +342,7 @@ pub async fn finish_marked_claim<C: RecordStore>(
     ours: &[Timestamp],
     end: ClaimEnd,
     defences: Defences,
-) -> Result<(), RecordStoreError> {
+) -> Result<(), ZoneTrackerError> {
     read_check_swap(api, config_map, |stored| {
         let Some(stored) = stored else { return Ok(Round::Answer(())) };
         // Unreadable markers are not this claimant's to keep: ending the claim goes on without them.
@@ -350,10 +355,10 @@ pub async fn finish_marked_claim<C: RecordStore>(
 }
 
 /// The rollout steps in progress recorded with the record (see [`RolloutStepInProgress`]).
-pub fn read_rollout_steps(stored: &StoredRecord) -> Result<Vec<RolloutStepInProgress>, RecordStoreError> {
+pub fn read_rollout_steps(stored: &StoredRecord) -> Result<Vec<RolloutStepInProgress>, ZoneTrackerError> {
     let annotations = stored.config_map.metadata.annotations.as_ref();
     let raw = annotations.and_then(|a| a.get(keys::ROLLOUT_STEPS_IN_PROGRESS)).map(String::as_str);
-    parse_rollout_steps(raw).map_err(|e| RecordStoreError::Unreadable {
+    parse_rollout_steps(raw).map_err(|e| ZoneTrackerError::Unreadable {
         config_map: stored.config_map.metadata.name.clone().unwrap_or_default(),
         source: RecordError {
             key: format!("metadata.annotations[{}]", e.annotation),
@@ -366,14 +371,14 @@ pub fn read_rollout_steps(stored: &StoredRecord) -> Result<Vec<RolloutStepInProg
 /// Claims a rollout step of `group` before its pod deletions: one compare-and-swap on `stored`, the record as the
 /// pass that planned the step read it (`None`: it did not exist; it is created). Never retried on a conflict: a
 /// record that moved may now hold a downscale's in-progress marker the plan did not see.
-pub async fn claim_rollout_step<C: RecordStore>(
+pub async fn claim_rollout_step<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     stored: Option<&StoredRecord>,
     group: &GroupSnapshot,
     now: Timestamp,
     until: Timestamp,
-) -> Result<StepClaimed, RecordStoreError> {
+) -> Result<StepClaimed, ZoneTrackerError> {
     let steps = match stored {
         Some(stored) => read_rollout_steps(stored)?,
         None => Vec::new(),
@@ -389,12 +394,12 @@ pub async fn claim_rollout_step<C: RecordStore>(
 
 /// Ends a rollout step claimed until `until`: removes its entry (only that one: a later step of the group has
 /// another `until`) by compare-and-swap. An entry left behind by a failure expires by itself.
-pub async fn finish_rollout_step<C: RecordStore>(
+pub async fn finish_rollout_step<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     group: &str,
     until: Timestamp,
-) -> Result<(), RecordStoreError> {
+) -> Result<(), ZoneTrackerError> {
     read_check_swap(api, config_map, |stored| {
         let Some(stored) = stored else { return Ok(Round::Answer(())) };
         Ok(Round::from(record_claims::finish_step(&read_rollout_steps(stored)?, group, until)))

@@ -11,9 +11,7 @@
 //! from [`crate::kube::rbac::marked_rules_for`], so what is printed is what the adapter's tests check requests
 //! against. It reads no cluster and writes nothing but stdout (and an error on stderr).
 
-use crate::cli::OperatorFlags;
-use crate::kube::rbac::{MarkedRule, MarkedRules, RbacError, marked_rules_for};
-use clap::ArgAction;
+use crate::kube::rbac::{MarkedRule, MarkedRules, RbacError, RbacSettings, marked_rules_for};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -29,21 +27,17 @@ pub const NAME: &str = "rollout-operator";
 /// `rules[<index>] required: <feature> (<flags>), ...` or `rules[<index>] optional: ...`.
 pub const RULES_ANNOTATION: &str = "rollout-operator.grafana.com/rbac-rules";
 
-/// Arguments of the `rbac` subcommand: its own options, then the controller's flags, parsed and validated as the
-/// controller does, so a Deployment's args can be passed unchanged.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RbacArgs {
-    /// Print only the required rules: what the operator cannot do its job without, under these flags. The optional
-    /// rules left out each disable one feature, which says so in the log and in rollout_operator_feature_disabled.
-    #[arg(long = "required-only", value_name = "bool", default_value = "false",
-        action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-        value_parser = super::parse_go_bool)]
+/// What `rbac` is asked: the permissions' settings and the namespace from the controller's flags, and its own
+/// options. Built from the command line by `cli::RbacArgs::options`.
+#[derive(Debug, Clone)]
+pub struct RbacOptions {
+    /// `-kubernetes.namespace`: the Role's namespace.
+    pub namespace: String,
+    pub settings: RbacSettings,
+    /// `--required-only`: print only the rules the operator cannot do its job without.
     pub required_only: bool,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
+    /// `-o`.
     pub output: OutputFormat,
-    #[command(flatten, next_help_heading = crate::cli::CONTROLLER_FLAGS_HEADING)]
-    pub flags: OperatorFlags,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,10 +77,10 @@ pub struct RbacList {
     pub items: Vec<RbacObject>,
 }
 
-/// The Role (in `-kubernetes.namespace`) and, if any rule is cluster-scoped, the ClusterRole these flags need
-/// (only their required rules with `required_only`), each annotated with what its rules are for.
-pub fn objects(flags: &OperatorFlags, required_only: bool) -> Result<RbacList, RbacError> {
-    let MarkedRules { mut role, mut cluster_role } = marked_rules_for(flags)?;
+/// The Role (in `namespace`) and, if any rule is cluster-scoped, the ClusterRole these settings need (only their
+/// required rules with `required_only`), each annotated with what its rules are for.
+pub fn objects(settings: &RbacSettings, namespace: &str, required_only: bool) -> Result<RbacList, RbacError> {
+    let MarkedRules { mut role, mut cluster_role } = marked_rules_for(settings)?;
     if required_only {
         role.retain(|rule| rule.required);
         cluster_role.retain(|rule| rule.required);
@@ -99,7 +93,7 @@ pub fn objects(flags: &OperatorFlags, required_only: bool) -> Result<RbacList, R
     };
     let rules = |rules: &[MarkedRule]| -> Vec<PolicyRule> { rules.iter().map(|m| m.rule.clone()).collect() };
     let mut items = vec![RbacObject::Role(Role {
-        metadata: metadata(Some(flags.kubernetes_namespace.clone()), &role),
+        metadata: metadata(Some(namespace.to_string()), &role),
         rules: Some(rules(&role)),
     })];
     if !cluster_role.is_empty() {
@@ -190,14 +184,14 @@ fn with_rule_comments(yaml: &str, comments: &[String]) -> String {
 }
 
 /// The command's output for these arguments.
-pub fn execute(args: &RbacArgs) -> Result<String, RbacCmdError> {
-    render(&objects(&args.flags, args.required_only)?, args.output)
+pub fn execute(options: &RbacOptions) -> Result<String, RbacCmdError> {
+    render(&objects(&options.settings, &options.namespace, options.required_only)?, options.output)
 }
 
 /// Runs the command: the List on stdout and exit 0, or one line on stderr and exit 1.
-pub fn run(args: &RbacArgs) -> ExitCode {
+pub fn run(options: &RbacOptions) -> ExitCode {
     // Written through a handle, not println!, so that a closed stdout is an error message rather than a panic.
-    let result = execute(args).and_then(|text| Ok(std::io::stdout().lock().write_all(text.as_bytes())?));
+    let result = execute(options).and_then(|text| Ok(std::io::stdout().lock().write_all(text.as_bytes())?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

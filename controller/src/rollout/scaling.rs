@@ -7,13 +7,14 @@
 //! downscale record before patching. It decides nothing itself: what to scale, to what and whether to wait all come
 //! from `rollout_core::scaling`. It never deletes pods and never patches more than the one StatefulSet it is given.
 
-use crate::cluster::downscale_record::{MarkedClaim, RecordStoreError, claim_downscale_marked, finish_marked_claim};
-use crate::cluster::{ApiError, ApiResourceRef, RecordStore, ScaleTargets};
+use crate::cluster::zone_tracker::{ZoneTrackerError, claim_downscale_marked, finish_marked_claim};
+use crate::cluster::{ApiError, ApiResourceRef, ScaleTargets, ZoneTrackerStore};
 use crate::pods::client::{DEFAULT_CONCURRENCY, PodCallError, PodHttpClient, PodRequest, call_all};
 use jiff::Timestamp;
 use rollout_core::MirrorFindings;
 use rollout_core::downscale::ClaimEnd;
 use rollout_core::downscale::Claimant;
+use rollout_core::downscale::MarkedClaim;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::mirror_flow::{
     Endpoints, MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, MirrorResult, PodAnswer,
@@ -28,10 +29,11 @@ pub struct ScalingConfig {
     pub namespace: String,
     /// `-kubernetes.cluster-domain`.
     pub cluster_domain: String,
-    /// `-zone-tracker.config-map-name` when `-use-zone-tracker` is true: the group downscale record (a ConfigMap)
-    /// shared with the prepare-downscale webhook. `None` (the flag's default, as in the reference): no ConfigMap is
-    /// read or written; downscales are recorded in each StatefulSet's `grafana.com/last-downscale` annotation.
-    pub downscale_record: Option<String>,
+    /// `-zone-tracker.config-map-name` when `-use-zone-tracker` is true: the zone tracker's ConfigMap (the group
+    /// downscale record) shared with the prepare-downscale webhook. `None` (the flag's default, as in the
+    /// reference): no ConfigMap is read or written; downscales are recorded in each StatefulSet's
+    /// `grafana.com/last-downscale` annotation.
+    pub zone_tracker_config_map: Option<String>,
     /// Pod calls in flight per StatefulSet.
     pub pod_concurrency: usize,
 }
@@ -41,19 +43,9 @@ impl Default for ScalingConfig {
         ScalingConfig {
             namespace: "default".to_string(),
             cluster_domain: "cluster.local.".to_string(),
-            downscale_record: Some(crate::cli::DEFAULT_DOWNSCALE_RECORD.to_string()),
+            zone_tracker_config_map: Some(crate::cluster::zone_tracker::DEFAULT_CONFIG_MAP.to_string()),
             pod_concurrency: DEFAULT_CONCURRENCY,
         }
-    }
-}
-
-/// A pod client for controllers that are not given one: every call fails, so delayed downscale never removes a pod.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoPodClient;
-
-impl PodHttpClient for NoPodClient {
-    async fn call(&self, _request: PodRequest) -> Result<crate::pods::client::PodResponse, PodCallError> {
-        Err(PodCallError::Setup("no pod HTTP client configured".to_string()))
     }
 }
 
@@ -224,7 +216,7 @@ pub enum DownscaleClaim {
 
 /// Claims a follower's downscale at `now` in the record `config_map` (see [`claim_downscale_marked`]), holding until
 /// `until`.
-pub async fn claim<C: RecordStore>(
+pub async fn claim<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     group: &GroupSnapshot,
@@ -232,7 +224,7 @@ pub async fn claim<C: RecordStore>(
     now: Timestamp,
     until: Timestamp,
     defences: Defences,
-) -> Result<DownscaleClaim, RecordStoreError> {
+) -> Result<DownscaleClaim, ZoneTrackerError> {
     Ok(
         match claim_downscale_marked(
             api,
@@ -265,7 +257,7 @@ pub async fn claim<C: RecordStore>(
 /// Ends a claim once the replica write's outcome is known: dated at its reply when it was applied, given back
 /// when it definitely was not. (A write with no answer ends nothing: its claim keeps the date `until` and its
 /// marker expires then.)
-pub async fn end_claim<C: RecordStore>(
+pub async fn end_claim<C: ZoneTrackerStore>(
     api: &C,
     config_map: &str,
     statefulset: &str,

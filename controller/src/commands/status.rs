@@ -9,15 +9,14 @@
 //! dumps instead, through `review`'s in-memory cluster. Owns the read, the per-group summary and its rendering.
 //! Writes nothing anywhere but stdout and stderr.
 
-use crate::cli::OperatorFlags;
-use crate::cluster::downscale_record::{markers_of, read_record};
-use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, RecordStore};
-use crate::controller::report::statefulset_report;
+use crate::cluster::zone_tracker::{markers_of, read_record};
+use crate::cluster::{ApiError, DisruptionBudgets, LiveReads, ZoneTrackerStore};
+use crate::commands::count;
+use crate::commands::plan::{input_notes, load_objects, parse_now};
+use crate::commands::review::DumpCluster;
 use crate::health_check::offline::{HealthChecks, OfflineGates, health_checks};
-use crate::offline::count;
-use crate::offline::plan::{input_notes, load_objects, parse_now};
-use crate::offline::review::DumpCluster;
 use crate::ops::metrics::ZpdbMetrics;
+use crate::rollout::report::statefulset_report;
 use crate::zpdb::budgets::BudgetCache;
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -44,34 +43,39 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status when the cluster could not be read or the output not written.
 pub const EXIT_FAILED: u8 = 1;
 
-/// Arguments of `status`: the view's options, and the controller's own flags (namespace, kube config, zone tracker,
-/// progress deadline), so a Deployment's args can be passed unchanged. `-n`/`--namespace` is
-/// `-kubernetes.namespace`, `--cluster-domain` is `-kubernetes.cluster-domain`, as in `plan` and `review`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct StatusArgs {
-    /// Use this context of the kubeconfig instead of its current one (as kubectl --context).
-    #[arg(long, value_name = "NAME")]
+/// What `status` is asked: the view's options, and what it takes from the controller's flags (namespace, kube
+/// config, zone tracker, progress deadline). Built from the command line by `cli::StatusOptions::options`.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    /// `--context`: this context of the kubeconfig instead of its current one.
     pub context: Option<String>,
-    /// Redraw the view until interrupted.
-    #[arg(long)]
+    /// `--watch`: redraw the view until interrupted.
     pub watch: bool,
-    /// Time between two redraws with --watch (Go duration).
-    #[arg(long, default_value = "2s", value_parser = crate::cli::parse_flag_go_duration)]
+    /// `--interval`: time between two redraws with `--watch`.
     pub interval: Duration,
-    /// Output format: `text`, or `json` (with --watch, one JSON document per line).
-    #[arg(short = 'o', long = "output", default_value = "text")]
+    /// `-o`: `text` or `json`.
     pub output: String,
-    /// Read these dumps (YAML or JSON, as for `plan`; `-` is stdin) instead of the cluster.
-    #[arg(short = 'f', long = "filename")]
+    /// `-f`: dumps to read instead of the cluster (`-` is stdin).
     pub files: Vec<PathBuf>,
-    /// With -f: as of this time (RFC 3339) instead of now.
-    #[arg(long)]
+    /// `--now`: with `-f`, as of this time (RFC 3339) instead of now.
     pub now: Option<String>,
-    /// With -f: evaluate the dump's RolloutHealthChecks against this Prometheus (its HTTP API base URL).
-    #[arg(long = "prometheus-url", value_name = "URL")]
+    /// `--prometheus-url`: with `-f`, the Prometheus the dump's RolloutHealthChecks are evaluated against.
     pub prometheus_url: Option<String>,
-    #[command(flatten, next_help_heading = crate::cli::CONTROLLER_FLAGS_HEADING)]
-    pub flags: OperatorFlags,
+    /// `-kubernetes.namespace` (empty: the kubeconfig context's, or the dump's).
+    pub namespace: String,
+    /// The zone tracker's ConfigMap when `-use-zone-tracker` is true.
+    pub zone_tracker_config_map: Option<String>,
+    /// The progress deadline of the controller's stuck detection.
+    pub progress_deadline: Duration,
+    /// `-kubernetes.config-file`, when given.
+    pub config_file: Option<PathBuf>,
+    /// `-kubernetes.api-url`, when given.
+    pub api_url: Option<String>,
+    /// `-kubernetes.client-timeout` (zero: none).
+    pub client_timeout: Duration,
+    /// `-kubernetes.client-qps` and `-kubernetes.client-burst`.
+    pub client_qps: f64,
+    pub client_burst: i64,
 }
 
 /// Why `status` could not run with these arguments.
@@ -212,22 +216,22 @@ pub struct Planned {
 }
 
 /// Reads the namespace through `api` and runs the controller's pass on every rollout group, as of `now`.
-/// `record_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it;
+/// `zone_tracker_config_map`: the zone tracker's ConfigMap (`-use-zone-tracker`), read as the controller reads it;
 /// `budgets`: the ZoneAwarePodDisruptionBudgets as the operator knows them (`None`: not known here), which judge the
 /// pass's deletions as the controller's budgets judge them.
-pub async fn read<C: LiveReads + RecordStore>(
+pub async fn read<C: LiveReads + ZoneTrackerStore>(
     api: &C,
-    record_config_map: Option<&str>,
+    zone_tracker_config_map: Option<&str>,
     budgets: Option<(&KnownBudgets, &str)>,
     now: Timestamp,
 ) -> Result<Vec<Planned>, StatusError> {
-    read_with_gates(api, record_config_map, budgets, None, now).await
+    read_with_gates(api, zone_tracker_config_map, budgets, None, now).await
 }
 
 /// [`read`], with the groups' health gates resolved (and evaluated) by `gates` from the RolloutHealthChecks given.
-pub async fn read_with_gates<C: LiveReads + RecordStore>(
+pub async fn read_with_gates<C: LiveReads + ZoneTrackerStore>(
     api: &C,
-    record_config_map: Option<&str>,
+    zone_tracker_config_map: Option<&str>,
     budgets: Option<(&KnownBudgets, &str)>,
     gates: Option<(&OfflineGates, &HealthChecks, &str)>,
     now: Timestamp,
@@ -245,10 +249,10 @@ pub async fn read_with_gates<C: LiveReads + RecordStore>(
     let groups = build_groups(views.clone(), &pods);
     let scope =
         budgets.map(|(known, namespace)| BudgetScope { known, namespace, statefulsets: &views, pods: &budget_pods });
-    let zone_tracker = if record_config_map.is_some() { ZoneTracker::On } else { ZoneTracker::Off };
+    let zone_tracker = if zone_tracker_config_map.is_some() { ZoneTracker::On } else { ZoneTracker::Off };
     let wanted = groups.iter().any(|g| record_need(g, zone_tracker) != RecordNeed::NotNeeded);
     // One record serves the namespace: read it once, as of this view.
-    let stored = match (record_config_map, wanted) {
+    let stored = match (zone_tracker_config_map, wanted) {
         (Some(name), true) => Some(read_record(api, name).await.and_then(|stored| match stored {
             Some(stored) => markers_of(&stored, name).map(|markers| Some((stored, markers))),
             None => Ok(None),
@@ -282,7 +286,7 @@ pub async fn read_with_gates<C: LiveReads + RecordStore>(
         if let Some(why) = pass.failed_closed {
             plan.warnings.push(why);
         }
-        crate::controller::report::add_setting_warnings(&mut plan, &group);
+        crate::rollout::report::add_setting_warnings(&mut plan, &group);
         let record = match &record {
             RecordRead::Read { record, .. } => Some((*record).clone()),
             _ => None,
@@ -566,7 +570,7 @@ pub fn render_text(view: &NamespaceStatus, deadline: Duration, out: &mut dyn Wri
 }
 
 /// Checks the arguments; the kube config flags are checked by the client.
-pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
+pub fn check_args(args: &StatusOptions) -> Result<bool, StatusArgError> {
     let json = match args.output.as_str() {
         "text" => false,
         "json" => true,
@@ -591,9 +595,9 @@ pub fn check_args(args: &StatusArgs) -> Result<bool, StatusArgError> {
 }
 
 /// One view of `api` as of `now`, rendered into `out`; `watcher` adds progress (for --watch).
-pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
+pub async fn show<C: LiveReads + ZoneTrackerStore + DisruptionBudgets>(
     api: &C,
-    args: &StatusArgs,
+    args: &StatusOptions,
     namespace: &str,
     now: Timestamp,
     watcher: Option<&mut Watcher>,
@@ -603,9 +607,9 @@ pub async fn show<C: LiveReads + RecordStore + DisruptionBudgets>(
 }
 
 /// [`show`], with the groups' health gates as [`read_with_gates`] takes them.
-pub async fn show_with_gates<C: LiveReads + RecordStore + DisruptionBudgets>(
+pub async fn show_with_gates<C: LiveReads + ZoneTrackerStore + DisruptionBudgets>(
     api: &C,
-    args: &StatusArgs,
+    args: &StatusOptions,
     namespace: &str,
     now: Timestamp,
     watcher: Option<&mut Watcher>,
@@ -618,9 +622,10 @@ pub async fn show_with_gates<C: LiveReads + RecordStore + DisruptionBudgets>(
     let known = budgets.as_ref().ok().map(|b| KnownBudgets::Known(b.clone()));
     let scope = known.as_ref().map(|known| (known, namespace));
     let gates = gates.map(|(gates, checks)| (gates, checks, namespace));
-    let planned =
-        read_with_gates(api, args.flags.downscale_record(), scope, gates, now).await.map_err(ShowError::Read)?;
-    let deadline = args.flags.rollout_progress_deadline;
+    let planned = read_with_gates(api, args.zone_tracker_config_map.as_deref(), scope, gates, now)
+        .await
+        .map_err(ShowError::Read)?;
+    let deadline = args.progress_deadline;
     let mut groups = Vec::new();
     let mut watcher = watcher;
     for planned in &planned {
@@ -668,7 +673,7 @@ impl ShowError {
 
 /// The whole subcommand over dumps (`-f`): no cluster, no runtime beyond this call.
 pub fn execute_on_dumps(
-    args: &StatusArgs,
+    args: &StatusOptions,
     stdin: &mut dyn std::io::Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -690,7 +695,7 @@ pub fn execute_on_dumps(
         Err(e) => return report(err, &e, EXIT_BAD_INPUT),
     };
     // The namespace asked for, or the dump's (its first StatefulSet's), or kubectl's default.
-    let namespace = Some(args.flags.kubernetes_namespace.clone())
+    let namespace = Some(args.namespace.clone())
         .filter(|n| !n.is_empty())
         .or_else(|| objects.statefulsets.iter().find_map(|s| s.metadata.namespace.clone()))
         .unwrap_or_else(|| "default".to_string());
@@ -717,7 +722,7 @@ pub fn execute_on_dumps(
 }
 
 /// Entry point of `rollout-operator status`.
-pub fn run(args: StatusArgs) -> ExitCode {
+pub fn run(args: StatusOptions) -> ExitCode {
     use std::io::IsTerminal;
     let stdout = std::io::stdout();
     // Screen control codes only for a person watching: a file or a pipe gets the frames one after the other.
@@ -773,21 +778,16 @@ pub fn watch_header(text: bool, terminal: bool, first: bool, interval: Duration,
     format!("{clear}every {}: rollout-operator status, namespace {namespace}\n\n", format_go_duration(interval))
 }
 
-async fn live(args: &StatusArgs, terminal: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    let flags = &args.flags;
+async fn live(args: &StatusOptions, terminal: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let limits = crate::kube::layers::RateLimits {
-        qps: flags.kubernetes_client_qps,
-        burst: flags.kubernetes_client_burst,
-        max_wait: if flags.kubernetes_client_timeout.is_zero() {
-            Duration::from_secs(60)
-        } else {
-            flags.kubernetes_client_timeout
-        },
+        qps: args.client_qps,
+        burst: args.client_burst,
+        max_wait: if args.client_timeout.is_zero() { Duration::from_secs(60) } else { args.client_timeout },
     };
     let config = match crate::kube::adapter::cli_config(
-        flags.config_file(),
-        flags.api_url(),
-        flags.kubernetes_client_timeout,
+        args.config_file.as_deref(),
+        args.api_url.as_deref(),
+        args.client_timeout,
         args.context.as_deref(),
     )
     .await
@@ -798,7 +798,7 @@ async fn live(args: &StatusArgs, terminal: bool, out: &mut dyn Write, err: &mut 
             return client_error_code(&e);
         }
     };
-    let namespace = namespace_to_show(&flags.kubernetes_namespace, &config.default_namespace);
+    let namespace = namespace_to_show(&args.namespace, &config.default_namespace);
     let client = match crate::kube::adapter::cli_client(
         config,
         &namespace,

@@ -1,4 +1,4 @@
-//! The group downscale record over the cluster port: claims by compare-and-swap, bootstrap, undo, and many
+//! The zone tracker over the cluster port: claims by compare-and-swap, bootstrap, undo, and many
 //! simultaneous claims against one store.
 
 mod support;
@@ -6,14 +6,14 @@ mod support;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rollout_core::downscale::{Claimant, DownscaleRecord, MinTimeVerdict};
+use rollout_core::downscale::{Claimant, DownscaleRecord, MarkedClaim, MinTimeVerdict};
 use rollout_core::execution::StepClaimed;
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
-use rollout_operator::cluster::downscale_record::{
-    Claim, MAX_ATTEMPTS, MarkedClaim, RecordStoreError, claim_downscale, claim_downscale_marked, claim_rollout_step,
+use rollout_operator::cluster::zone_tracker::{
+    Claim, MAX_ATTEMPTS, ZoneTrackerError, claim_downscale, claim_downscale_marked, claim_rollout_step,
     finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
 };
 use std::collections::BTreeMap;
@@ -112,7 +112,7 @@ async fn endless_conflicts_end_in_a_typed_error() {
         cluster.fail_next(ApiError::Conflict("moved".into()));
     }
     let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("gives up");
-    assert_eq!(err, RecordStoreError::Contended { config_map: CM.into(), attempts: MAX_ATTEMPTS });
+    assert_eq!(err, ZoneTrackerError::Contended { config_map: CM.into(), attempts: MAX_ATTEMPTS });
     assert!(err.to_string().contains("retry later"), "{err}");
 }
 
@@ -122,7 +122,7 @@ async fn other_api_errors_are_reported_not_retried() {
     let g = zones("g");
     cluster.fail_next(ApiError::Forbidden("configmaps is forbidden".into()));
     let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("forbidden");
-    assert!(matches!(err, RecordStoreError::Api { source: ApiError::Forbidden(_), .. }), "{err:?}");
+    assert!(matches!(err, ZoneTrackerError::Api { source: ApiError::Forbidden(_), .. }), "{err:?}");
     assert_eq!(cluster.calls().len(), 1);
 }
 
@@ -135,7 +135,7 @@ async fn an_unreadable_record_refuses_every_claim_with_a_clear_error() {
         ..Default::default()
     });
     let err = claim_downscale(&cluster, CM, &zones("g"), "g-zone-b", ts(T0)).await.expect_err("unreadable");
-    assert!(matches!(err, RecordStoreError::Unreadable { .. }), "{err:?}");
+    assert!(matches!(err, ZoneTrackerError::Unreadable { .. }), "{err:?}");
     assert!(err.to_string().contains("g-zone-a"), "{err}");
     assert_eq!(cluster.calls(), []);
 }
@@ -418,7 +418,7 @@ async fn a_live_step_of_another_holder_is_not_taken_over() {
     assert_eq!(second, StepClaimed::Stale);
 }
 
-/// The record store's two dating defences (`rollout_core::defences`, test-only switches), each alone: a claim is
+/// The zone tracker's two dating defences (`rollout_core::defences`, test-only switches), each alone: a claim is
 /// dated at its deadline, and once committed it is dated again at the commit. Without the first the entry holds the
 /// claim's own time until it is re-dated; without the second it keeps the deadline; without both it keeps the claim's
 /// time, earlier than the commit.

@@ -5,11 +5,11 @@
 //! [`Failure`], made once here. Must not decide what comes next: the machine does, on what this module observed.
 
 use super::{Controller, REQUEST_BOUND, ReconcileError, wall_clock};
-use crate::cluster::downscale_record::{StoredRecord, claim_rollout_step, finish_rollout_step};
+use crate::cluster::zone_tracker::{StoredRecord, claim_rollout_step, finish_rollout_step};
 use crate::cluster::{ApiError, ClusterApi, Preconditions};
-use crate::controller::scaling::{DownscaleClaim, claim, end_claim};
 use crate::ops::feature_gate::Gate;
 use crate::pods::client::PodHttpClient;
+use crate::rollout::scaling::{DownscaleClaim, claim, end_claim};
 use rollout_core::Failure;
 use rollout_core::downscale::COMMIT_MARGIN;
 use rollout_core::execution::{
@@ -45,14 +45,14 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
     ) -> Executed {
         let settings = ExecutionSettings {
             defences: self.config.defences,
-            zone_tracker: self.scaling.downscale_record.is_some(),
+            zone_tracker: self.scaling.zone_tracker_config_map.is_some(),
             budgets: self.budgets.is_some(),
             claim_ttl: self.config.claim_ttl,
             commit_margin: COMMIT_MARGIN,
             request_bound: REQUEST_BOUND,
             lifetimes: self.lifetimes(),
         };
-        let claims_step = claims_step && self.scaling.downscale_record.is_some();
+        let claims_step = claims_step && self.scaling.zone_tracker_config_map.is_some();
         let mut exec = Execution::new(plan.actions.clone(), claims_step, settings);
         let mut observed = Observed::Start;
         let mut failed: Option<ReconcileError> = None;
@@ -118,7 +118,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         Ok(match need {
             Need::ClaimStep { until } => {
                 self.may_write(&|| "the rollout step's claim".to_string())?;
-                let Some(config_map) = self.scaling.downscale_record.clone() else {
+                let Some(config_map) = self.scaling.zone_tracker_config_map.clone() else {
                     return Ok((Observed::StepClaimed(Ok(StepClaimed::Stale)), None));
                 };
                 match claim_rollout_step(&self.api, &config_map, stored, snapshot, wall_clock(), until).await {
@@ -180,7 +180,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             Need::ClaimDownscale { statefulset, now, until } => {
                 self.may_write(&|| format!("the replica change of statefulset {statefulset}"))?;
-                let Some(config_map) = self.scaling.downscale_record.clone() else {
+                let Some(config_map) = self.scaling.zone_tracker_config_map.clone() else {
                     return Ok((Observed::DownscaleClaimed(Ok(DownscaleClaimed::Refused(String::new()))), None));
                 };
                 let defences = self.config.defences;
@@ -229,7 +229,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             // Ended even if the term has just ended: it dates (or takes back) a write whose outcome is known, under
             // the record's compare-and-swap, which every replica's webhooks write under too.
             Need::EndClaim { statefulset, until, end } => {
-                if let Some(config_map) = self.scaling.downscale_record.clone() {
+                if let Some(config_map) = self.scaling.zone_tracker_config_map.clone() {
                     end_claim(&self.api, &config_map, &statefulset, until, end, self.config.defences).await;
                 }
                 (Observed::Acknowledged, None)
@@ -242,7 +242,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 (Observed::Acknowledged, None)
             }
             Need::FinishStep { until } => {
-                if let Some(config_map) = &self.scaling.downscale_record
+                if let Some(config_map) = &self.scaling.zone_tracker_config_map
                     && self.may_write(&|| "the end of the rollout step".to_string()).is_ok()
                     && let Err(error) = finish_rollout_step(&self.api, config_map, group, until).await
                 {

@@ -516,7 +516,7 @@ pub fn input_notes(objects: &Objects, namespace: Option<&str>) -> Vec<String> {
         notes.push(format!(
             "the input has {}{of} but no pods, so every pod counts as missing; dump the pods too (kubectl get \
              statefulsets,pods -o yaml)",
-            crate::offline::count(statefulsets as u64, "StatefulSet", "StatefulSets")
+            crate::commands::count(statefulsets as u64, "StatefulSet", "StatefulSets")
         ));
     }
     notes
@@ -632,7 +632,7 @@ pub fn plan_objects_with(
                 pass = pass.with_mirror(MirrorFindings { waits: offline_mirror_waits(&group), ..Default::default() });
             }
             let mut plan = pass.plan;
-            crate::controller::report::add_setting_warnings(&mut plan, &group);
+            crate::rollout::report::add_setting_warnings(&mut plan, &group);
             if qualify {
                 plan.group = format!("{ns}/{}", plan.group);
             }
@@ -692,7 +692,7 @@ pub fn render_text(plans: &[GroupPlan], out: &mut dyn Write) -> std::io::Result<
                     writeln!(out, "  set currentRevision of StatefulSet {statefulset} to {revision}: {reason}")?
                 }
                 Action::Scale { statefulset, from, to, reason, .. } => {
-                    let to = crate::offline::count(*to, "replica", "replicas");
+                    let to = crate::commands::count(*to, "replica", "replicas");
                     writeln!(out, "  scale StatefulSet {statefulset} from {from} to {to}: {reason}")?
                 }
             }
@@ -752,7 +752,7 @@ pub fn execute(args: &PlanArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: 
     }
     if objects.notes.len() > NOTES_SHOWN {
         let more = (objects.notes.len() - NOTES_SHOWN) as u64;
-        let more = crate::offline::count(more, "more object appears", "more objects appear");
+        let more = crate::commands::count(more, "more object appears", "more objects appear");
         let _ = writeln!(err, "note: ... and {more} more than once");
     }
     for note in input_notes(&objects, args.namespace.as_deref()) {
