@@ -54,9 +54,9 @@ fn the_mirror_write_back_annotation_is_honoured_both_ways_over_10_seeds() {
     let written = |outcomes: &[rollout_sim::harness::outcome::Outcome]| {
         count_lines(outcomes, "PATCH replicatemplates/ingester/status")
     };
-    let yes = run_all(&Scenario { mirror: true, mirror_write_back: Some("True"), ..Scenario::default() }, 0..10);
+    let yes = run_all(&Scenario { mirror: true, mirror_write_back: Some("True".into()), ..Scenario::default() }, 0..10);
     assert!(written(&yes) >= 10, "`True` writes back: {} status writes", written(&yes));
-    let no = run_all(&Scenario { mirror: true, mirror_write_back: Some("false"), ..Scenario::default() }, 0..10);
+    let no = run_all(&Scenario { mirror: true, mirror_write_back: Some("false".into()), ..Scenario::default() }, 0..10);
     assert_eq!(written(&no), 0, "`false` writes nothing back");
     assert!(count_lines(&no, "PATCH ingester-zone") >= 10, "the mirror still scales without write-back");
 }

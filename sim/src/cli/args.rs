@@ -14,6 +14,10 @@ use std::time::Duration;
 /// What world to simulate (shared by every subcommand).
 #[derive(clap::Args)]
 pub(crate) struct ScenarioArgs {
+    /// A whole scenario as one line of `key=value` settings, as a failing seed's replay line prints it; it
+    /// replaces `--planner` and every other scenario flag.
+    #[arg(long)]
+    pub(crate) scenario: Option<String>,
     /// Fault kinds, comma-separated: all, none, or any of partitions, loss, latency, watch-delay,
     /// apiserver-restarts, controller-crashes, crash-after-delete, watch-expiry, pod-crashes, never-ready, quota,
     /// pauses.
@@ -200,98 +204,10 @@ pub(crate) struct ScenarioArgs {
     pub(crate) election: String,
 }
 
-impl ScenarioArgs {
-    /// The flags that select this world again, for a replay command line.
-    pub(crate) fn replay_flags(&self) -> String {
-        let mut flags = format!(" --faults {}", self.faults);
-        for (on, flag) in [(self.large, " --large"), (self.scaling, " --scaling"), (self.webhook, " --webhook")] {
-            if on {
-                flags.push_str(flag);
-            }
-        }
-        if let Some(n) = self.revisions {
-            flags.push_str(&format!(" --revisions {n}"));
-        }
-        if let Some(d) = &self.deployment {
-            flags.push_str(&format!(" --deployment {d}"));
-        }
-        if let Some(t) = &self.zone_tracker {
-            flags.push_str(&format!(" --zone-tracker {t}"));
-        }
-        if let Some(m) = &self.max_unavailable {
-            flags.push_str(&format!(" --max-unavailable {m}"));
-        }
-        for (on, flag) in [
-            (self.events, " --events"),
-            (self.scale_requests, " --scale-requests"),
-            (self.observe_lag, " --observe-lag"),
-            (self.pushes_at_scaling, " --pushes-at-scaling"),
-            (self.reverts, " --reverts"),
-            (self.relabels, " --relabels"),
-            (self.corrupt_record, " --corrupt-record"),
-            (self.follower_without_min_time, " --follower-without-min-time"),
-            (self.boundary_probes, " --boundary-probes"),
-            (self.direct_leader, " --direct-leader"),
-            (self.evictions, " --evictions"),
-            (self.slow_admissions, " --slow-admissions"),
-            (self.slow_commits, " --slow-commits"),
-            (self.second_group, " --second-group"),
-            (self.sidecars, " --sidecars"),
-            (self.leader_ready_upscales, " --leader-ready-upscales"),
-            (self.force_follower, " --force-follower"),
-            (self.force_plain, " --force-plain"),
-            (self.recent_downscale, " --recent-downscale"),
-            (self.no_downscale, " --no-downscale"),
-            (self.mirror, " --mirror"),
-            (self.delayed_downscale, " --delayed-downscale"),
-            (self.delay_annotations, " --delay-annotations"),
-            (self.long_delays, " --long-delays"),
-        ] {
-            if on {
-                flags.push_str(flag);
-            }
-        }
-        if let Some(m) = self.min_time {
-            flags.push_str(&format!(" --min-time {m}"));
-        }
-        if let Some(z) = self.zones {
-            flags.push_str(&format!(" --zones {z}"));
-        }
-        if self.min_ready_seconds > 0 {
-            flags.push_str(&format!(" --min-ready-seconds {}", self.min_ready_seconds));
-        }
-        if self.defences != "all" {
-            flags.push_str(&format!(" --defences={}", self.defences));
-        }
-        if let Some(n) = self.ha {
-            flags.push_str(&format!(" --ha {n}"));
-            if self.election != "real" {
-                flags.push_str(&format!(" --election {}", self.election));
-            }
-        }
-        if let Some(mode) = &self.drains {
-            flags.push_str(&format!(" --drains {mode}"));
-            if self.evictor != "real" {
-                flags.push_str(&format!(" --evictor {}", self.evictor));
-            }
-            if self.budget_max_unavailable != 1 {
-                flags.push_str(&format!(" --budget-max-unavailable {}", self.budget_max_unavailable));
-            }
-            if let Some(p) = self.budget_percentage {
-                flags.push_str(&format!(" --budget-percentage {p}"));
-            }
-            if self.intent_wipes {
-                flags.push_str(" --intent-wipes");
-            }
-            if self.budget_edits {
-                flags.push_str(" --budget-edits");
-            }
-        }
-        flags
-    }
-}
-
 pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
+    if let Some(line) = &args.scenario {
+        return Scenario::from_line(line).map_err(|e| format!("--scenario: {e}"));
+    }
     let planner = PlannerKind::parse(planner).ok_or_else(|| {
         let names: Vec<&str> = PlannerKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown planner {planner:?}; one of: {}", names.join(", "))

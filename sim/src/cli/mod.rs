@@ -152,8 +152,8 @@ fn run() -> Result<i32, String> {
                 if !o.passed() {
                     failures += 1;
                     println!(
-                        "FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --planner {planner}{})",
-                        args.replay_flags()
+                        "FAIL seed {seed} (replay: rollout-sim replay --seed {seed} --scenario '{}')",
+                        sc.to_line()
                     );
                     for v in &o.violations {
                         println!("  {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);

@@ -165,7 +165,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_API_VERSION,
                 &api_version,
             );
-            if let Some(value) = sc.mirror_write_back {
+            if let Some(value) = &sc.mirror_write_back {
                 crate::environment::objects::annotate(
                     &mut sts,
                     rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_WRITE_BACK,

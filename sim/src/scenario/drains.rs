@@ -2,9 +2,10 @@
 //! operator replicas serve the eviction webhook, and which evictor they run (the real one or a test-only one).
 
 use crate::environment::client::BudgetFeed;
+use serde::{Deserialize, Serialize};
 
 /// How the budget counts unavailable pods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BudgetMode {
     /// Zone mode: unavailable pods in one zone at a time, at most `maxUnavailable` there.
     Zones,
@@ -15,7 +16,7 @@ pub enum BudgetMode {
 
 /// Which eviction webhook the operator replicas serve: the real one, or one re-introducing a known bug (test-only,
 /// sim-local: each changes only what the webhook is given, never its decision code).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Evictor {
     Real,
     /// The re-read after the eviction intent is answered from the first read (a cache, as the reference's
@@ -42,7 +43,7 @@ impl Evictor {
 }
 
 /// The drains world's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drains {
     pub mode: BudgetMode,
     /// The budget's `maxUnavailable`.

@@ -1,7 +1,8 @@
 //! The fault kinds a world may inject, and how `--faults` names them.
 
+use serde::{Deserialize, Serialize};
 /// Which faults a run may inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultMix {
     pub partitions: bool,
     pub message_loss: bool,

@@ -2,10 +2,11 @@
 //! re-introduce a known mistake.
 
 use rollout_core::election::ElectionConfig;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// How the replicas elect their leader: the production wiring, or a test-only variant with a known bug.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ElectionVariant {
     /// `run_elected` with the flags' defaults (15 s lease, 10 s renew deadline, 2 s retry, 1 s skew), the
     /// controller asking the gate before every write: as `main` runs it.
@@ -78,7 +79,7 @@ impl ElectionVariant {
 }
 
 /// The HA world: `replicas` operator replicas electing a leader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ha {
     pub replicas: u32,
     pub election: ElectionVariant,

@@ -3,10 +3,12 @@
 //!
 //! Owns no behaviour: the harness builds the world a scenario describes, the actors play it.
 
+use serde::{Deserialize, Serialize};
 pub mod deployment;
 pub mod drains;
 pub mod faults;
 pub mod ha;
+pub mod line;
 pub mod planner;
 pub mod scaling;
 
@@ -21,15 +23,17 @@ use std::time::Duration;
 
 pub const GROUP: &str = "ingester";
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
     pub zones: u32,
     pub replicas: u32,
     pub max_unavailable: u32,
     /// Template revisions the user pushes during the fault phase.
     pub revisions: u32,
+    #[serde(with = "line::duration")]
     pub fault_phase: Duration,
     /// After the faults stop, the group must converge within this.
+    #[serde(with = "line::duration")]
     pub settle_deadline: Duration,
     /// Faults injected over the fault phase (each of a kind chosen from the mix).
     pub fault_count: (u64, u64),
@@ -126,7 +130,7 @@ pub struct Scenario {
     /// With `mirror`: the StatefulSets' `grafana.com/rollout-mirror-replicas-from-resource-write-back` as written
     /// (absent: write back, as in the reference). The checker reads it as Go's `strconv.ParseBool` does, an
     /// unparsable value meaning no write-back.
-    pub mirror_write_back: Option<&'static str>,
+    pub mirror_write_back: Option<String>,
     /// With `mirror`: `grafana.com/rollout-delayed-downscale: 20s` and the pods' prepare URL; the simulated pods
     /// answer the controller's POST (prepare) and DELETE (cancel), a few failing.
     pub delayed_downscale: bool,
@@ -140,6 +144,7 @@ pub struct Scenario {
     pub long_delays: bool,
     /// The defences in depth the controller and the webhooks run with (all of them but in the tests that show each
     /// layer alone, `rollout_core::defences`).
+    #[serde(with = "line::defences")]
     pub defences: Defences,
     /// A ZoneAwarePodDisruptionBudget over the group, operator replicas serving the real pod-eviction
     /// webhook, and node drains evicting pods through the API server during the fault phase. Drawn from a generator

@@ -1,5 +1,6 @@
 //! Leader/follower scaling and how the users' replica changes are admitted.
 
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
@@ -8,8 +9,9 @@ use std::time::Duration;
 /// claim in the group downscale record (`claim_downscale_marked` over a cluster client of its own); a refused or failed
 /// claim denies the change. Upscales are applied as asked. No `grafana.com/rollout-force-replicas` (exempt from the
 /// min time by design; the checker would exempt it).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScalingScenario {
+    #[serde(with = "super::line::duration")]
     pub min_time: Duration,
     /// How many replica changes of the leader the user asks for (a range, inclusive).
     pub changes: (u64, u64),
@@ -27,7 +29,7 @@ pub struct ScalingScenario {
 }
 
 /// How the user's (or HPA's) replica changes are admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Admission {
     /// A downscale is claimed in the group downscale record (`claim_downscale_marked`), as the webhook does.
     RecordClaim,
