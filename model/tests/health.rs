@@ -65,29 +65,37 @@ fn the_real_gate_lets_a_good_revision_converge() {
         let states = assert_real_gate_holds(&config);
         assert!(states > 100, "suspiciously small state space for {config:?}: {states}");
     }
-    // A crashed pod replaced ahead of its zone delays nothing for good.
+    // A crashed pod replaced ahead of its zone, or a zone turned to while another is paused, waits for the gate
+    // and then goes on.
     assert_real_gate_holds(&ModelConfig { crashes: 1, ..gated(Health::Good, 2, 2) });
+    assert_real_gate_holds(&ModelConfig { pauses: 1, ..gated(Health::Good, 2, 2) });
 }
 
-/// A gap of the production gate, pinned until it is closed: the shell hands the pass a gate only between zones
-/// (`gate_target`: no StatefulSet part-way through), and the pass reads no gate as gates off. A zone the planner
-/// starts while another is part-way is therefore not gated: here a crashed pod of the second zone, replaced while
-/// the first is part-way, puts the bad revision in two zones (a pause that turns the planner to another zone does
-/// the same). When the gap is closed this test fails: make it assert that the production gate holds.
+/// A zone the planner starts while another is part-way is gated too: a crashed pod of the second zone, replaced
+/// while the first is part-way, or a zone turned to while the first is paused, waits for the gate like the zone
+/// started between zones (the pass holds a start it has no evaluation for).
 #[test]
-fn a_zone_started_while_another_is_part_way_is_not_gated() {
-    let config = ModelConfig { crashes: 1, ..gated(Health::Bad, 2, 2) };
-    let real = checked(&config, GateShell::PRODUCTION, true);
-    assert_eq!(real.violated, vec![SAFETY], "{}", real.timeline);
-    assert!(real.timeline.contains("PodCrashes(1, 1)"), "{}", real.timeline);
-    assert!(!real.timeline.contains("the shell evaluates the gate"), "{}", real.timeline);
+fn a_zone_started_while_another_is_part_way_is_gated_too() {
+    for config in
+        [ModelConfig { crashes: 1, ..gated(Health::Bad, 2, 2) }, ModelConfig { pauses: 1, ..gated(Health::Bad, 2, 2) }]
+    {
+        let real = checked(&config, GateShell::PRODUCTION, false);
+        assert!(real.violated.is_empty(), "{config:?}: {:?}\n{}", real.violated, real.timeline);
+    }
 }
 
+/// The gate looked for once the zone has started: between zones nothing is evaluated, and the pass holds the next
+/// zone's first deletion as not evaluated yet. A bad revision still stops after its first zone (the pass's hold is
+/// the defence); a good one is held for ever.
 #[test]
 fn a_gate_consulted_after_the_zone_started_is_caught() {
     let gate = GateShell { target: gate_after_the_zone_started, ..GateShell::PRODUCTION };
-    let bug = assert_caught(gated(Health::Bad, 2, 2), gate);
-    assert!(bug.timeline.contains("controller writes DeletePod { zone: 1"), "{}", bug.timeline);
+    let bad = checked(&gated(Health::Bad, 2, 2), gate, false);
+    assert!(bad.violated.is_empty(), "{:?}\n{}", bad.violated, bad.timeline);
+    let config = gated(Health::Good, 2, 2);
+    let bug = checked(&config, gate, true);
+    assert_eq!(bug.violated, vec!["quiescent states are converged"], "{}", bug.timeline);
+    assert_real_gate_holds(&config);
 }
 
 #[test]

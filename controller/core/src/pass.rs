@@ -10,7 +10,7 @@
 //! The protocol, as the shell drives it:
 //! 1. [`record_need`]: read the record or not;
 //! 2. [`plan_pass`] with what the read gave ([`RecordRead`]), the group's health gate as last evaluated
-//!    ([`HealthGate`]) and the budgets known ([`BudgetScope`]): the deletions that would start a zone the gate does
+//!    ([`HealthGating`]) and the budgets known ([`BudgetScope`]): the deletions that would start a zone the gate does
 //!    not let start, and a deletion the budgets would refuse, are held back in the plan, with their wait;
 //! 3. if [`Pass::mirror_due`], run the mirror step (reference resources, delayed-downscale pod calls) and hand its
 //!    findings to [`Pass::with_mirror`];
@@ -21,7 +21,7 @@ use crate::defences::{Defences, Layer};
 use crate::downscale::{DownscaleInProgress, DownscaleRecord, served_by_prepare_downscale, time_after};
 use crate::expectations::{Expectation, PendingExpectation};
 use crate::group::GroupSnapshot;
-use crate::health_check::{HealthGate, hold_by_health_check};
+use crate::health_check::{HealthGating, hold_by_health_check};
 use crate::plan::{Action, GroupPlan, GroupState, PlanContext, Planner};
 use crate::scaling::ScalingError;
 use crate::wait::{Wait, WaitReason};
@@ -104,9 +104,9 @@ pub struct PassInput<'a> {
     /// The ZoneAwarePodDisruptionBudgets and what they select, when the controller honours them: each deletion
     /// the pass plans is judged by them as the controller judges it before deleting.
     pub budgets: Option<BudgetScope<'a>>,
-    /// The group's health gate as the shell last evaluated it; `None` when gates are not evaluated (the feature is
-    /// off). The deletions that would start a gated zone are held unless it passes.
-    pub health_gate: Option<&'a HealthGate>,
+    /// The group's health gate as the shell last evaluated it, or gates off (the feature is off). With gates on,
+    /// the deletions that would start a gated zone are held unless it passes (without it: not evaluated yet).
+    pub health_gate: HealthGating<'a>,
 }
 
 impl<'a> PassInput<'a> {
@@ -120,7 +120,7 @@ impl<'a> PassInput<'a> {
             scaling_forbidden: None,
             defences: Defences::ALL,
             budgets: None,
-            health_gate: None,
+            health_gate: HealthGating::Off,
         }
     }
 }

@@ -8,8 +8,8 @@ use rollout_core::fixture;
 use rollout_core::health_check::config::{self, ConfigError, HealthCheckConfig, Policy};
 use rollout_core::health_check::targets::{self, promql_number, substitute_query, substitute_success};
 use rollout_core::health_check::{
-    Answer, CheckResult, GateState, GateTimes, GateVerdict, HealthGate, Misconfiguration, QueryKind, QueryRequest,
-    QueryResult, Side, Targets, evaluate, gate_target, resolve,
+    Answer, CheckResult, GateState, GateTimes, GateVerdict, HealthGate, HealthGating, Misconfiguration, QueryKind,
+    QueryRequest, QueryResult, Side, Targets, evaluate, gate_target, resolve,
 };
 use rollout_core::keys;
 use rollout_core::view::ReadyCondition;
@@ -391,9 +391,14 @@ fn pause() -> GateVerdict {
 #[test]
 fn the_pass_holds_the_next_zone_unless_the_gate_passes() {
     let group = between_zones(t(-600));
-    let plan_with =
-        |g: Option<&HealthGate>| plan_pass(&group, &PassInput { health_gate: g, ..PassInput::new(t(0), &[]) }).plan;
-    assert_eq!(deletions(&plan_with(None)), ["zone-b-0"], "no gate evaluated: as without one");
+    let plan_gated =
+        |g: HealthGating| plan_pass(&group, &PassInput { health_gate: g, ..PassInput::new(t(0), &[]) }).plan;
+    let plan_with = |g: Option<&HealthGate>| plan_gated(HealthGating::On(g));
+    assert_eq!(deletions(&plan_gated(HealthGating::Off)), ["zone-b-0"], "gates off: as without one");
+    let plan = plan_with(None);
+    assert!(deletions(&plan).is_empty(), "gates on, no evaluation yet: held, {plan:?}");
+    assert_eq!(plan.wait, Some(Wait::on(WaitReason::HeldByHealthCheck, "zone-b")));
+    assert!(plan.reason.contains("RolloutHealthCheck ingester-health has not been evaluated yet"), "{}", plan.reason);
     let passing = evaluated(GateVerdict::Pass { warnings: vec!["check \"w\" has no data".into()] });
     let plan = plan_with(Some(&passing));
     assert_eq!(deletions(&plan), ["zone-b-0"]);
@@ -449,8 +454,10 @@ fn the_first_zone_is_never_gated() {
     let group = build_groups(members, &pods).remove(0);
     assert_eq!(gate_target(&group, t(0)), None);
     let paused = evaluated(pause());
-    let plan = plan_pass(&group, &PassInput { health_gate: Some(&paused), ..PassInput::new(t(0), &[]) }).plan;
-    assert_eq!(deletions(&plan), ["zone-a-0"]);
+    for gate in [HealthGating::On(Some(&paused)), HealthGating::On(None)] {
+        let plan = plan_pass(&group, &PassInput { health_gate: gate, ..PassInput::new(t(0), &[]) }).plan;
+        assert_eq!(deletions(&plan), ["zone-a-0"]);
+    }
 }
 
 #[test]
@@ -459,14 +466,77 @@ fn a_zone_that_has_started_is_governed_by_readiness_alone() {
     // zone-b-0 already replaced and Ready on r1: b has started.
     let b = group.members[1].sts.clone();
     group.members[1].pods[0] = fixture::pod(&b, 0, "r1");
-    assert_eq!(gate_target(&group, t(0)), None, "c waits for b to finish before its gate is met");
+    let target = gate_target(&group, t(0)).map(|g| g.statefulset);
+    assert_eq!(target, Some("zone-c".to_string()), "c's gate is evaluated ahead, while b is part-way");
     let paused = evaluated(pause());
-    let plan = plan_pass(&group, &PassInput { health_gate: Some(&paused), ..PassInput::new(t(0), &[]) }).plan;
-    assert_eq!(deletions(&plan), ["zone-b-1"]);
+    for gate in [HealthGating::On(Some(&paused)), HealthGating::On(None)] {
+        let plan = plan_pass(&group, &PassInput { health_gate: gate, ..PassInput::new(t(0), &[]) }).plan;
+        assert_eq!(deletions(&plan), ["zone-b-1"]);
+    }
     // A pod missing (deleted, being recreated) may be one replaced already: not gated either.
     let mut group = between_zones(t(-600));
     group.members[1].pods.remove(0);
     assert_eq!(rollout_core::health_check::targets::gate_of(&group, &group.members[1]), None);
+}
+
+/// Two gated zones of 2 pods, zone-a part-way (zone-a-0 on r1), zone-b untouched.
+fn part_way() -> GroupSnapshot {
+    let mut members = Vec::new();
+    let mut pods = Vec::new();
+    for (name, revisions) in [("zone-a", ["r1", "r0"]), ("zone-b", ["r0", "r0"])] {
+        let mut s = fixture::statefulset("ingester", name, 2, "r0");
+        s.status.as_mut().unwrap().update_revision = "r1".into();
+        s = fixture::annotate(s, keys::ROLLOUT_HEALTH_CHECK, "ingester-health");
+        s = fixture::annotate(s, keys::ROLLOUT_HEALTH_CHECK_STARTED_AT, "r1=2023-11-14T22:00:00Z");
+        pods.extend(revisions.iter().enumerate().map(|(i, r)| fixture::pod(&s, i as u32, r)));
+        members.push(s);
+    }
+    build_groups(members, &pods).remove(0)
+}
+
+/// Whether the pass on `group` with `gate` deletes a pod of zone-b.
+fn starts_zone_b(group: &GroupSnapshot, gate: HealthGating) -> bool {
+    let plan = plan_pass(group, &PassInput { health_gate: gate, ..PassInput::new(t(0), &[]) }).plan;
+    let started = deletions(&plan).iter().any(|p| p.starts_with("zone-b"));
+    if !started {
+        assert_eq!(plan.wait, Some(Wait::on(WaitReason::HeldByHealthCheck, "zone-b")), "{plan:?}");
+    }
+    started
+}
+
+#[test]
+fn a_zone_started_while_another_is_part_way_is_gated_too() {
+    let passing = evaluated(GateVerdict::Pass { warnings: vec![] });
+    let paused = evaluated(pause());
+    // A crashed pod of zone-b, outdated and unready: replacing it would start zone-b.
+    let mut crashed = part_way();
+    crashed.members[1].pods[1] = fixture::not_ready(crashed.members[1].pods[1].clone());
+    // zone-a paused part-way: the planner turns to zone-b.
+    let mut group = part_way();
+    group.members[0].sts = fixture::annotate(group.members[0].sts.clone(), keys::ROLLOUT_PAUSED, "true");
+    for group in [crashed, group] {
+        assert_eq!(gate_target(&group, t(0)).map(|g| g.statefulset), Some("zone-b".to_string()));
+        assert!(starts_zone_b(&group, HealthGating::Off), "gates off: as without one");
+        assert!(!starts_zone_b(&group, HealthGating::On(None)), "not evaluated yet");
+        assert!(!starts_zone_b(&group, HealthGating::On(Some(&paused))));
+        assert!(starts_zone_b(&group, HealthGating::On(Some(&passing))));
+    }
+}
+
+#[test]
+fn a_crashed_pod_of_the_first_zone_is_not_a_start() {
+    // Nothing rolled yet: zone-b-1 crashes and is replaced first; zone-b is then the first zone.
+    let mut group = part_way();
+    let a = group.members[0].sts.clone();
+    group.members[0].pods[0] = fixture::pod(&a, 0, "r0");
+    group.members[1].pods[1] = fixture::not_ready(group.members[1].pods[1].clone());
+    assert_eq!(gate_target(&group, t(0)), None);
+    assert!(starts_zone_b(&group, HealthGating::On(None)));
+    // zone-a part-way, its own pod crashed: replaced ungated.
+    let mut group = part_way();
+    group.members[0].pods[1] = fixture::not_ready(group.members[0].pods[1].clone());
+    let plan = plan_pass(&group, &PassInput { health_gate: HealthGating::On(None), ..PassInput::new(t(0), &[]) }).plan;
+    assert_eq!(deletions(&plan), ["zone-a-1"]);
 }
 
 #[test]

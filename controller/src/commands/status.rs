@@ -22,6 +22,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use rollout_core::downscale::format_timestamp;
 use rollout_core::duration::format_go_duration;
+use rollout_core::health_check::HealthGating;
 use rollout_core::progress::{ProgressClock, judge};
 use rollout_core::zpdb::{BudgetPod, BudgetScope, KnownBudgets, ZpdbConfig};
 use rollout_core::{
@@ -273,11 +274,16 @@ pub async fn read_with_gates<C: LiveReads + ZoneTrackerStore>(
             (Some(Err(_)), _) => RecordRead::Unreadable { error: error.as_deref().unwrap_or_default() },
         };
         let gate = match gates {
-            Some((gates, checks, namespace)) => gates.gate(namespace, &group, checks, now).await,
+            Some((gates, checks, namespace)) => Some(gates.gate(namespace, &group, checks, now).await),
             None => None,
         };
-        let input =
-            PassInput { zone_tracker, record, budgets: scope, health_gate: gate.as_ref(), ..PassInput::new(now, &[]) };
+        let input = PassInput {
+            zone_tracker,
+            record,
+            budgets: scope,
+            health_gate: HealthGating::from_shell(&gate),
+            ..PassInput::new(now, &[])
+        };
         let mut pass = plan_pass(&group, &input);
         if pass.mirror_due {
             pass = pass.with_mirror(MirrorFindings { waits: mirror_waits(&group), ..Default::default() });

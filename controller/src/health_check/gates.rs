@@ -131,19 +131,19 @@ impl HealthGates {
     }
 
     /// The gate of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
-    /// no gate sits before the group's next zone, or the RolloutHealthChecks are not known.
-    pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
-        let current = self.current(group, now);
-        let gate = current.as_ref().map(|(gate, _)| gate);
-        let (blocked, misconfigured) = match gate.map(|g| &g.state) {
-            None => (false, false),
-            Some(GateState::Misconfigured(_)) => (false, true),
-            Some(GateState::NotEvaluated(_)) => (true, false),
-            Some(GateState::Evaluated { verdict, .. }) => (!verdict.passes(), false),
-        };
-        self.metrics.gate_state(&group.name, blocked, misconfigured);
+    /// gates are off (the RolloutHealthChecks are not known); `Some(None)` when no gate sits before a zone start of
+    /// the group (none to evaluate: a start the pass plans anyway is held as not evaluated yet).
+    pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<HealthGate>> {
+        let current = self.current(group, now)?;
         self.tell(group, current.as_ref());
-        current.map(|(gate, _)| gate)
+        Some(current.map(|(gate, _)| gate))
+    }
+
+    /// What the pass did with the gate: `held` when it held a zone start back (`held-by-health-check`), the
+    /// gauges' source (a gate evaluated ahead, while a zone is still rolling, holds nothing yet).
+    pub fn passed(&self, group: &GroupSnapshot, gate: Option<&HealthGate>, held: bool) {
+        let misconfigured = matches!(gate.map(|g| &g.state), Some(GateState::Misconfigured(_)));
+        self.metrics.gate_state(&group.name, held, misconfigured);
     }
 
     /// The Event of the gate's finding, once per finding and group: a failed check, a `Warn` check's finding, a
@@ -188,11 +188,12 @@ impl HealthGates {
         }
     }
 
-    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<(HealthGate, String)> {
+    /// `None`: gates off; `Some(None)`: no gate target.
+    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<(HealthGate, String)>> {
         let mut shared = self.lock();
         let Some(target) = gate_target(group, now) else {
             shared.entries.remove(&group.name);
-            return None;
+            return shared.checks.as_ref().map(|_| None);
         };
         let statefulset = target.statefulset.clone();
         let name = target.health_check.clone();
@@ -200,7 +201,8 @@ impl HealthGates {
         let config = match resolve(group, &target.statefulset, &name, found.as_ref()) {
             Ok(config) => config.clone(),
             Err(why) => {
-                return Some((HealthGate { health_check: name, state: GateState::Misconfigured(why) }, statefulset));
+                let gate = HealthGate { health_check: name, state: GateState::Misconfigured(why) };
+                return Some(Some((gate, statefulset)));
             }
         };
         let key = revision_key(group, &name, config.generation);
@@ -216,7 +218,7 @@ impl HealthGates {
             Some(last) => GateState::Evaluated { at: last.at, verdict: last.verdict.clone() },
             None => GateState::NotEvaluated(format!("being evaluated against {}", config.prometheus_url)),
         };
-        Some((HealthGate { health_check: name, state }, statefulset))
+        Some(Some((HealthGate { health_check: name, state }, statefulset)))
     }
 
     fn due(&self, last: Option<&Evaluated>, now: Timestamp) -> bool {

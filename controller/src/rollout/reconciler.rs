@@ -28,6 +28,8 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use rollout_core::downscale::DownscaleInProgress;
 use rollout_core::group::GroupSnapshot;
+use rollout_core::health_check::HealthGating;
+use rollout_core::wait::WaitReason;
 use rollout_core::zpdb::{BudgetHold, BudgetScope, EvictPod, EvictionRequest, EvictionSettings, KnownBudgets};
 use rollout_core::{
     Defences, Expectation, ExpectationLifetimes, GroupState, LiveCheck, PassInput, PendingExpectation, Planner,
@@ -458,9 +460,11 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             scaling_forbidden: self.scaling_forbidden.as_deref(),
             defences: self.config.defences,
             budgets,
-            health_gate: gate.as_ref(),
+            health_gate: HealthGating::from_shell(&gate),
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
+        let held = pass.plan.wait.as_ref().is_some_and(|w| w.reason == WaitReason::HeldByHealthCheck);
+        self.health_gate_passed(&snapshot, &gate, held);
         if let Some(reason) = pass.failed_closed.take() {
             self.reports.planned(&snapshot, &pass.plan, now);
             let err = match read {

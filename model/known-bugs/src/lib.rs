@@ -400,7 +400,8 @@ impl Planner for MinTimeSecondEarly {
 
 /// The gate is looked for once a zone has started: the shell evaluates the RolloutHealthCheck of the StatefulSet
 /// being rolled (pods on its update revision and pods still to update) instead of the one about to start. Between
-/// zones the pass meets no gate, so the next zone's first deletion goes before any evaluation.
+/// zones the shell evaluates nothing: the pass holds the next zone's first deletion as not evaluated yet, for ever
+/// (a good revision never converges; before the pass held a start without an evaluation, it went ungated).
 pub fn gate_after_the_zone_started(group: &GroupSnapshot, _now: Timestamp) -> Option<GateTarget> {
     group.members.iter().find_map(|m| {
         let update = m.sts.status.as_ref().map(|s| s.update_revision.as_str())?;

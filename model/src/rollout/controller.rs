@@ -41,7 +41,9 @@ impl RolloutModel {
             let handed = self.handed_gate(&snapshot, &self.view_gate(view), gate);
             let mut input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
             input.defences = self.config.defences;
-            input.health_gate = handed.as_ref();
+            if self.health.is_some() {
+                input.health_gate = HealthGating::On(handed.as_ref());
+            }
             if self.uses_record() {
                 input.zone_tracker = ZoneTracker::On;
                 input.record = if record.unreadable {

@@ -7,7 +7,8 @@
 //! twice the baseline's. The shell is modelled as the controller's `HealthGates` does it: the gate target the pass
 //! meets on the controller's cache (`gate_target`), the resource resolved for it (`resolve`), the last verdict kept
 //! for the group's `revision_key` (dropped when the key changes, the target goes or the controller restarts), and the
-//! pass handed `NotEvaluated` until a verdict for that key exists. An evaluation is one step: the shell starts it on
+//! pass handed gates on (`HealthGating::On`) with `NotEvaluated` until a verdict for that key exists (no gate at all
+//! when no target is in sight: the pass holds a zone start then too). An evaluation is one step: the shell starts it on
 //! its cache and the core's step machine (`evaluate`) runs to its verdict against the model's Prometheus.
 //!
 //! Abstracted, and why it is sound for the gate:

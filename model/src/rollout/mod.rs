@@ -30,7 +30,7 @@ pub use state::{Exp, Op, PodState, Record, State, Step, World, ZoneState, violat
 use rollout_core::Failure;
 use rollout_core::execution::{Execution, ExecutionSettings, Need, Observed, StepClaimed};
 use rollout_core::fixture;
-use rollout_core::health_check::{ConfigError, HealthCheckConfig};
+use rollout_core::health_check::{ConfigError, HealthCheckConfig, HealthGating};
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
     Action, Defences, DownscaleRecord, Expectation, ExpectationLifetimes, GroupSnapshot, MaxUnavailable, PassInput,

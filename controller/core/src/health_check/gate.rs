@@ -1,6 +1,11 @@
-//! The gate in the pass: what the shell tells the pass about a group's gate ([`HealthGate`]), how a
-//! RolloutHealthCheck found (or not) for a gated StatefulSet resolves ([`resolve`]), and the pass's hold on the
+//! The gate in the pass: what the shell tells the pass about a group's gate ([`HealthGating`], [`HealthGate`]), how
+//! a RolloutHealthCheck found (or not) for a gated StatefulSet resolves ([`resolve`]), and the pass's hold on the
 //! deletions that would start a gated zone ([`hold_by_health_check`]).
+//!
+//! With gates on, every deletion that would start a gated zone ([`gate_of`]) is held unless the shell's evaluation
+//! for the group's current revisions lets it through: no evaluation is "not evaluated yet", never "no gate". Where
+//! the planner starts the zone (between zones, or while another zone is part-way: a crashed pod replaced ahead of
+//! its zone, a zone turned to while another is paused) does not matter.
 
 use super::config::{ConfigError, HealthCheckConfig};
 use super::decision::GateVerdict;
@@ -10,6 +15,28 @@ use crate::group::GroupSnapshot;
 use crate::plan::{Action, GroupPlan};
 use jiff::Timestamp;
 use std::collections::BTreeSet;
+
+/// What the shell tells the pass about a group's gates.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum HealthGating<'a> {
+    /// Gates are not evaluated at all (the feature is off, or the RolloutHealthChecks cannot be listed): gated
+    /// StatefulSets roll as without a gate.
+    #[default]
+    Off,
+    /// Gates are evaluated: the shell's gate for the group's target ([`super::gate_target`]), `None` when it has none
+    /// (no target in its sight). A zone start the pass plans without a matching gate is held, not evaluated yet.
+    On(Option<&'a HealthGate>),
+}
+
+impl<'a> HealthGating<'a> {
+    /// From what a shell found: `None` when gates are off, else its gate for the group (if any).
+    pub fn from_shell(found: &'a Option<Option<HealthGate>>) -> Self {
+        match found {
+            None => HealthGating::Off,
+            Some(gate) => HealthGating::On(gate.as_ref()),
+        }
+    }
+}
 
 /// What the shell knows of a group's gate when it runs the pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,11 +90,11 @@ pub fn resolve<'c>(
 }
 
 /// The plan once the gate has had its say: the deletions that would start a gated StatefulSet are held back
-/// unless the gate passes for it. `gate` is `None` when gates are not evaluated at all (the feature is off): the
-/// plan stays as it is. A misconfigured gate holds nothing and adds a warning; a `Warn` check's finding is a
-/// warning too.
-pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gate: Option<&HealthGate>) {
-    let Some(gate) = gate else { return };
+/// unless the gate passes for it. With gates [`HealthGating::Off`] the plan stays as it is. With gates on, a start
+/// without a gate for its RolloutHealthCheck (none handed, or one for another resource) is held as not evaluated
+/// yet. A misconfigured gate holds nothing and adds a warning; a `Warn` check's finding is a warning too.
+pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gating: HealthGating<'_>) {
+    let HealthGating::On(gate) = gating else { return };
     let deleted: BTreeSet<&str> = plan
         .actions
         .iter()
@@ -81,10 +108,9 @@ pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gate: O
     for member in group.members.iter().filter(|m| deleted.contains(m.sts.name.as_str())) {
         let Some(target) = gate_of(group, member) else { continue };
         let name = &target.health_check;
-        let hold = if gate.health_check != *name {
-            Some(format!("RolloutHealthCheck {name} has not been evaluated yet"))
-        } else {
-            match &gate.state {
+        let hold = match gate.filter(|g| g.health_check == *name) {
+            None => Some(format!("RolloutHealthCheck {name} has not been evaluated yet for the update revision")),
+            Some(gate) => match &gate.state {
                 GateState::Misconfigured(why) => {
                     warnings
                         .push(format!("{why}; StatefulSet {} is rolled without its health check", target.statefulset));
@@ -97,7 +123,7 @@ pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gate: O
                         .hold_reason()
                         .map(|why| format!("RolloutHealthCheck {name} (evaluated at {}): {why}", format_timestamp(*at)))
                 }
-            }
+            },
         };
         if let (Some(why), None) = (hold, &held) {
             held = Some((target.statefulset.clone(), why));

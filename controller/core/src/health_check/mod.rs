@@ -11,8 +11,10 @@
 //!
 //! Where the gate sits: before the deletions that would start a StatefulSet that names a RolloutHealthCheck, is not
 //! paused, has pods to update and none replaced yet, while another StatefulSet of the group already has pods on
-//! its update revision. Never before the first zone; once a zone has started, readiness alone governs it. A missing,
-//! invalid or non-selecting resource holds nothing (a warning says so); the operator never reverts a version.
+//! its update revision, whether the planner starts it between zones or while another zone is part-way. Never before
+//! the first zone; once a zone has started, readiness alone governs it. With gates on, a start without an evaluation
+//! is held (not evaluated yet). A missing, invalid or non-selecting resource holds nothing (a warning says so); the
+//! operator never reverts a version.
 
 pub mod config;
 pub mod decision;
@@ -25,7 +27,7 @@ pub use decision::{
     Answer, CheckRecord, CheckResult, Evaluation, GateTimes, GateVerdict, QueryKind, QueryRequest, QueryResult, Step,
     evaluate,
 };
-pub use gate::{GateState, HealthGate, Misconfiguration, hold_by_health_check, resolve};
+pub use gate::{GateState, HealthGate, HealthGating, Misconfiguration, hold_by_health_check, resolve};
 pub use targets::{
     GateTarget, Side, Targets, baseline_time, candidates_serving_since, gate_target, revision_key, started_at_writes,
 };

@@ -154,21 +154,13 @@ pub fn gate_of(group: &GroupSnapshot, member: &MemberSnapshot) -> Option<GateTar
         .then(|| GateTarget { statefulset: member.sts.name.clone(), health_check: health_check.to_string() })
 }
 
-/// The gate the next pass would meet, if any: between zones only (no StatefulSet of the group part-way through
-/// its rollout, every one already rolled Ready), of the gated StatefulSets the one the planner starts first (the one
-/// not-ready StatefulSet, else name order).
+/// The gate the next zone start would meet, if any: of the StatefulSets whose start is gated ([`gate_of`]), the one
+/// the planner starts first (the one not-ready StatefulSet, else name order). Between zones or not: the planner may
+/// start a zone while another is part-way (a crashed pod replaced ahead of its zone, a zone turned to while another
+/// is paused), and the pass holds any start without an evaluation, so the shell evaluates this target whenever
+/// there is one. While a zone is still rolling, its candidates keep changing: the evaluation mostly soaks, and
+/// queries once the candidate side has served long enough.
 pub fn gate_target(group: &GroupSnapshot, now: Timestamp) -> Option<GateTarget> {
-    let between_zones = group.members.iter().all(|m| {
-        let update = update_revision(m);
-        let updated = m.pods.iter().filter(|p| update.is_some() && p.revision() == update).count();
-        let terminating = m.pods.iter().any(|p| p.is_terminating());
-        let mid_roll = updated > 0 && updated < m.pods.len();
-        let rolled = updated > 0 && updated == m.pods.len();
-        !terminating && !mid_roll && (!rolled || Readiness::of(m, now).is_ready())
-    });
-    if !between_zones {
-        return None;
-    }
     let gated: Vec<(GateTarget, bool)> =
         group.members.iter().filter_map(|m| gate_of(group, m).map(|g| (g, Readiness::of(m, now).is_ready()))).collect();
     let first_not_ready = gated.iter().position(|(_, ready)| !ready);

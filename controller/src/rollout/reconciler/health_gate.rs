@@ -18,9 +18,16 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         self
     }
 
-    /// The group's gate for this pass (`None`: no gate before its next zone, or gates are off).
-    pub(super) fn health_gate(&self, snapshot: &GroupSnapshot, now: Timestamp) -> Option<HealthGate> {
+    /// The group's gate for this pass: `None` when gates are off, `Some(None)` when none is in sight.
+    pub(super) fn health_gate(&self, snapshot: &GroupSnapshot, now: Timestamp) -> Option<Option<HealthGate>> {
         self.health_gates.as_ref()?.gate(snapshot, now)
+    }
+
+    /// Tells the gates what the pass did with the gate (their gauges).
+    pub(super) fn health_gate_passed(&self, snapshot: &GroupSnapshot, gate: &Option<Option<HealthGate>>, held: bool) {
+        if let Some(gates) = &self.health_gates {
+            gates.passed(snapshot, gate.as_ref().and_then(Option::as_ref), held);
+        }
     }
 
     /// Writes the `started-at` annotations due in a gated group (with gates on). A failed write is logged and tried
