@@ -88,8 +88,8 @@ fn mutate(value: &mut Value, draws: &mut impl FnMut() -> u64) {
         Value::Object(fields) => fields.values_mut().for_each(|v| mutate(v, draws)),
         Value::Array(items) => items.iter_mut().for_each(|v| mutate(v, draws)),
         leaf if draws() % 3 == 0 => {
-            *leaf = match leaf {
-                Value::Bool(b) => Value::Bool(!*b),
+            let changed = match &*leaf {
+                Value::Bool(b) => Value::Bool(!b),
                 Value::Number(_) => Value::from(draws() % 200),
                 Value::String(s) if s.ends_with('s') && s[..s.len() - 1].parse::<u64>().is_ok() => {
                     Value::String(format!("{}ms", draws() % 100_000))
@@ -100,7 +100,8 @@ fn mutate(value: &mut Value, draws: &mut impl FnMut() -> u64) {
                         .to_string(),
                 ),
                 other => other.clone(),
-            }
+            };
+            *leaf = changed;
         }
         _ => {}
     }
