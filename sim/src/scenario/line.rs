@@ -10,7 +10,7 @@ use super::deployment::ReferenceDeployment;
 use super::planner::PlannerKind;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A scenario line that does not describe a scenario.
 #[derive(Debug, thiserror::Error)]
@@ -109,29 +109,34 @@ fn tokens(line: &str) -> Vec<String> {
     out
 }
 
-/// Sets the leaf at dotted `key`, creating the objects of a setting the default leaves out (`scaling` is none by
-/// default): their other fields must then be set too, as [`Scenario::to_line`] writes them.
+/// Sets the leaf at dotted `key`. A setting the default leaves out (`scaling` is none by default) is first given
+/// the defaults of its fields, so that its keys are known; [`Scenario::to_line`] writes all of them anyway.
 fn set(root: &mut Value, key: &str, value: Value) -> Result<(), LineError> {
     let unknown = || LineError::UnknownKey { key: key.to_string() };
-    let mut node = root;
+    let full = as_value(&Scenario {
+        scaling: Some(Default::default()),
+        drains: Some(Default::default()),
+        ha: Some(Default::default()),
+        ..Scenario::default()
+    });
+    let (mut node, mut template) = (root, Some(&full));
     let mut parts = key.split('.').peekable();
     while let Some(part) = parts.next() {
-        if node.is_null() {
-            *node = Value::Object(Map::new());
+        if node.is_null()
+            && let Some(t @ Value::Object(_)) = template
+        {
+            *node = t.clone();
         }
         let Value::Object(fields) = node else { return Err(unknown()) };
-        let top_level_known = fields.contains_key(part);
+        if !fields.contains_key(part) {
+            return Err(unknown());
+        }
+        template = template.and_then(|t| t.get(part));
         if parts.peek().is_none() {
-            if !top_level_known && !fields.is_empty() {
-                return Err(unknown());
-            }
             fields.insert(part.to_string(), value);
             return Ok(());
         }
-        if !top_level_known && !fields.is_empty() {
-            return Err(unknown());
-        }
-        node = fields.entry(part.to_string()).or_insert(Value::Null);
+        node = fields.get_mut(part).ok_or_else(unknown)?;
     }
     Err(unknown())
 }
