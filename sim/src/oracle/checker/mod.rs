@@ -389,7 +389,7 @@ impl Checker {
         self.violations.push(Violation { at, invariant, detail });
     }
 
-    /// Issue 14: a voluntary disruption of `target` (an eviction the webhook allowed, or a controller deletion),
+    /// A voluntary disruption of `target` (an eviction the webhook allowed, or a controller deletion),
     /// about to commit on top of the committed state at `before_rv`, judged against every budget that covers its
     /// pod, on the committed history: a target that was not available throughout the decision's window may have
     /// been replaced as unavailable, which takes nothing away (not judged);
