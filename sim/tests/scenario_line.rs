@@ -74,7 +74,7 @@ fn mutated(base: &Scenario, mut draws: impl FnMut() -> u64) -> Option<Scenario> 
     .unwrap();
     if let (Value::Object(fields), Value::Object(full)) = (&mut value, &with_options) {
         for (key, v) in fields.iter_mut() {
-            if v.is_null() && draws() % 2 == 0 {
+            if v.is_null() && draws().is_multiple_of(2) {
                 *v = full[key].clone();
             }
         }
@@ -87,7 +87,7 @@ fn mutate(value: &mut Value, draws: &mut impl FnMut() -> u64) {
     match value {
         Value::Object(fields) => fields.values_mut().for_each(|v| mutate(v, draws)),
         Value::Array(items) => items.iter_mut().for_each(|v| mutate(v, draws)),
-        leaf if draws() % 3 == 0 => {
+        leaf if draws().is_multiple_of(3) => {
             let changed = match &*leaf {
                 Value::Bool(b) => Value::Bool(!b),
                 Value::Number(_) => Value::from(draws() % 200),

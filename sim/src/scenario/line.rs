@@ -148,7 +148,11 @@ pub mod duration {
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         let ms = d.as_millis();
-        if ms % 1000 == 0 { s.serialize_str(&format!("{}s", ms / 1000)) } else { s.serialize_str(&format!("{ms}ms")) }
+        if ms.is_multiple_of(1000) {
+            s.serialize_str(&format!("{}s", ms / 1000))
+        } else {
+            s.serialize_str(&format!("{ms}ms"))
+        }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
