@@ -11,6 +11,8 @@
 #[cfg(madsim)]
 pub mod actors;
 #[cfg(madsim)]
+pub mod demo;
+#[cfg(madsim)]
 pub mod environment;
 #[cfg(madsim)]
 pub mod harness;

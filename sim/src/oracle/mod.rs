@@ -7,4 +7,5 @@ pub mod checker;
 pub mod commit_rules;
 pub mod election;
 pub mod events;
+pub mod guarantees;
 pub mod reaction;
