@@ -53,7 +53,7 @@ fn the_ha_world_reports_failovers_after_the_leaders_loss() {
     let sc = Scenario { ha: Some(Ha { replicas: 3, election: ElectionVariant::Real }), ..Scenario::default() };
     let outcomes = run_all(&sc, 0..4);
     let failovers: Vec<_> = outcomes.iter().flat_map(|o| o.ha.failovers_after_loss.iter().copied()).collect();
-    assert!(failovers.len() >= 4, "too few failovers measured: {failovers:?}");
+    assert!(failovers.len() >= 3, "too few failovers measured: {failovers:?}");
     let lease = rollout_core::election::ElectionConfig::new("").lease_duration;
     for f in &failovers {
         assert!(f.took <= sc.fault_phase, "{f:?}");
