@@ -5,11 +5,14 @@
 //! `rollout_operator::rollout::reconciler::Controller` on its own node talking to the API server only through the cluster port
 //! over the simulated network (`client`), and actors and faults (`world`). The `checker` judges every controller write
 //! against what the controller knew, and the run ends with a liveness check. A run is a pure function of its seed.
+//! `demo` tells one run for a newcomer from what it recorded.
 //!
 //! In a normal build this crate is empty and the binary only explains how to build it.
 
 #[cfg(madsim)]
 pub mod actors;
+#[cfg(madsim)]
+pub mod demo;
 #[cfg(madsim)]
 pub mod environment;
 #[cfg(madsim)]

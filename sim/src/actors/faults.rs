@@ -1,11 +1,13 @@
 //! The fault injector: partitions, message loss, latency and watch-delay spikes, API server restarts, controller
 //! crashes (also right after a deletion), watch expiry, pod crash loops, pods that never become ready, refused pod
-//! creation and pauses.
+//! creation and pauses. Each injected fault reports its window to the oracle's reactions (and, in the HA world, a
+//! replica cut off or killed to the Lease ledger); the reports draw nothing and wake no one.
 
-use crate::actors::ha_faults::writer_node;
+use crate::actors::ha_faults::{leader_lost, writer_node};
 use crate::environment::apiserver::Knobs;
 use crate::environment::store::SharedStore;
 use crate::harness::{Actors, Nodes, Stage, restart};
+use crate::oracle::election::LeaderLoss;
 use crate::scenario::faults::FaultMix;
 use crate::scenario::zone_name;
 use madsim::net::NetSim;
@@ -58,11 +60,34 @@ pub(crate) struct FaultCtx {
     zones: u32,
     replicas: u32,
     slow_commits: bool,
+    fault_end: Instant,
 }
 
 impl FaultCtx {
     fn trace(&self, what: String) {
         self.store.lock().unwrap().trace("fault", what);
+    }
+
+    /// Reports a fault injected now that heals after `dur` (by the end of the fault phase at the latest).
+    fn window(&self, what: String, dur: Duration) {
+        let mut st = self.store.lock().unwrap();
+        let from = st.elapsed();
+        let to = st.since_start((Instant::now() + dur).min(self.fault_end));
+        st.reactions.fault(what, from, to);
+    }
+
+    /// In the HA world: replica node `i` lost as `how` (the Lease ledger measures a failover if it led).
+    fn replica_lost(&self, i: usize, how: LeaderLoss, dur: Duration) {
+        if self.nodes.controllers.len() < 2 {
+            return;
+        }
+        let identity = crate::harness::replicas::identity(i as u32);
+        let mut st = self.store.lock().unwrap();
+        if how == LeaderLoss::CutOff {
+            let from = st.elapsed();
+            st.ha.cut_off(identity.clone(), from, from + dur);
+        }
+        leader_lost(&mut st, &identity, how);
     }
 }
 
@@ -74,6 +99,8 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
             let i = ctx.nodes.pick_controller(pick);
             let name = ctx.nodes.controller_name(i);
             ctx.trace(format!("partition: {name} cut off from the API server for {secs:.1}s"));
+            ctx.window(format!("partition ({name} cut off)"), dur);
+            ctx.replica_lost(i, LeaderLoss::CutOff, dur);
             NetSim::current().clog_node(ctx.nodes.controllers[i]);
             tokio::time::sleep(dur).await;
             NetSim::current().unclog_node(ctx.nodes.controllers[i]);
@@ -82,6 +109,7 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
         FaultKind::MessageLoss => {
             let rate = 0.05 + (pick % 30) as f64 / 100.0;
             ctx.trace(format!("message loss {:.0}% for {secs:.1}s", rate * 100.0));
+            ctx.window(format!("message loss {:.0}%", rate * 100.0), dur);
             NetSim::current().update_config(|c| c.packet_loss_rate = rate);
             tokio::time::sleep(dur).await;
             NetSim::current().update_config(|c| c.packet_loss_rate = 0.0);
@@ -94,6 +122,7 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
                 delay_ms.0 as f64 / 1000.0,
                 delay_ms.1 as f64 / 1000.0
             ));
+            ctx.window("API latency spike".to_string(), dur);
             ctx.knobs.lock().unwrap().api_delay_ms = delay_ms;
             NetSim::current().update_config(|c| c.send_latency = Duration::from_millis(50)..Duration::from_millis(500));
             tokio::time::sleep(dur).await;
@@ -103,6 +132,7 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
         }
         FaultKind::WatchDelaySpike => {
             ctx.trace(format!("watch events delayed 2-12s for {secs:.1}s"));
+            ctx.window("watch events delayed".to_string(), dur);
             ctx.knobs.lock().unwrap().event_delay_ms = (2_000, 12_000);
             tokio::time::sleep(dur).await;
             ctx.knobs.lock().unwrap().event_delay_ms = Knobs::default().event_delay_ms;
@@ -111,6 +141,7 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
         FaultKind::ApiServerRestart => {
             let down = Duration::from_millis(500 + pick % 10_000);
             ctx.trace(format!("API server crashes, back in {:.1}s", down.as_secs_f64()));
+            ctx.window("API server crash".to_string(), down);
             ctx.nodes.set_api_killed(true);
             Handle::current().kill(ctx.nodes.apiserver);
             tokio::time::sleep(down).await;
@@ -122,6 +153,8 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
             let i = ctx.nodes.pick_controller(pick);
             let name = ctx.nodes.controller_name(i);
             ctx.trace(format!("{name} process crashes, restarted in {:.1}s", down.as_secs_f64()));
+            ctx.window(format!("{name} crash"), down);
+            ctx.replica_lost(i, LeaderLoss::Killed, down);
             ctx.nodes.set_controller_killed(i, true);
             Handle::current().kill(ctx.nodes.controllers[i]);
             tokio::time::sleep(down).await;
@@ -130,6 +163,7 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
         }
         FaultKind::WatchExpiry => {
             ctx.trace(format!("watches expire every 1-10s and resumes are often too old, for {secs:.1}s"));
+            ctx.window("watch expiry".to_string(), dur);
             {
                 let mut k = ctx.knobs.lock().unwrap();
                 k.watch_lifetime_s = (1, 10);
@@ -143,14 +177,21 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
         FaultKind::PodCrash => {
             let pod = format!("{zone}-{}", (pick >> 8) % u64::from(ctx.replicas));
             let until = Instant::now() + dur * 3;
+            let live =
+                ctx.store.lock().unwrap().pods.get(&pod).is_some_and(|p| p.metadata.deletion_timestamp.is_none());
+            if live {
+                ctx.window(format!("pod {pod} crash-looping"), dur * 3);
+            }
             let mut st = ctx.store.lock().unwrap();
             ctx.kube.lock().unwrap().crash(&mut st, &pod, until);
         }
         FaultKind::Quota => {
             ctx.trace(format!("pod creation in {zone} refused (quota) for {secs:.1}s"));
+            ctx.window(format!("pod creation in {zone} refused (quota)"), dur);
             ctx.kube.lock().unwrap().quota_until.insert(zone, Instant::now() + dur);
         }
         FaultKind::Pause => {
+            ctx.window(format!("{zone} paused"), dur);
             crate::environment::kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, true);
             tokio::time::sleep(dur).await;
             crate::environment::kube::set_paused(&mut ctx.store.lock().unwrap(), &zone, false);
@@ -184,6 +225,7 @@ pub fn start(stage: &Stage, actors: &mut Actors) {
             zones: sc.zones,
             replicas: sc.replicas,
             slow_commits: sc.slow_commits,
+            fault_end,
         };
         actors.tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start + at).await;
@@ -215,7 +257,15 @@ pub fn start_crashes_after_deletions(
             // The writer's node (the one controller node outside the HA world).
             let Some(i) = writer_node(&store, &nodes, writer) else { continue };
             let name = nodes.controller_name(i);
-            store.lock().unwrap().trace("fault", format!("{name} crashes right after its deletion committed"));
+            {
+                let mut st = store.lock().unwrap();
+                st.trace("fault", format!("{name} crashes right after its deletion committed"));
+                let from = st.elapsed();
+                st.reactions.fault(format!("{name} crash after its deletion"), from, from + delay);
+                if nodes.controllers.len() > 1 {
+                    leader_lost(&mut st, &crate::harness::replicas::identity(i as u32), LeaderLoss::Killed);
+                }
+            }
             nodes.set_controller_killed(i, true);
             Handle::current().kill(nodes.controllers[i]);
             tokio::time::sleep(delay).await;

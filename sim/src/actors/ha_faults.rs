@@ -1,8 +1,10 @@
 //! Faults of the HA world: replicas frozen past their lease, killed while leading, cut off from the API server.
+//! Each reports its window to the oracle's reactions and a loss of the leader to the Lease ledger.
 
 use crate::environment::apiserver::Knobs;
-use crate::environment::store::SharedStore;
+use crate::environment::store::{SharedStore, Store};
 use crate::harness::{Actors, Nodes, Stage, restart};
+use crate::oracle::election::LeaderLoss;
 use crate::rng::SimRng;
 use madsim::runtime::Handle;
 use std::sync::{Arc, Mutex};
@@ -20,6 +22,13 @@ pub(crate) fn writer_node(store: &SharedStore, nodes: &Nodes, writer: u64) -> Op
     (0..nodes.controllers.len()).find(|i| crate::harness::replicas::identity(*i as u32) == identity)
 }
 
+/// Replica `identity` was killed, frozen or cut off: the Lease ledger measures the failover if it led while its group
+/// had work.
+pub(crate) fn leader_lost(st: &mut Store, identity: &str, how: LeaderLoss) {
+    let (at, work) = (st.elapsed(), st.reactions.has_work());
+    st.ha.leader_lost(at, identity, how, work);
+}
+
 /// The HA world's measurements close with the fault phase.
 pub(crate) fn st_ha_faults_over(store: &SharedStore) {
     store.lock().unwrap().ha.faults_over();
@@ -35,7 +44,10 @@ pub(crate) async fn pause_replica(store: &SharedStore, nodes: &Nodes, i: usize, 
         }
         let mut st = store.lock().unwrap();
         st.trace("fault", format!("{name} frozen {why} for {:.1}s", down.as_secs_f64()));
-        paused[i] = Some(st.elapsed());
+        let from = st.elapsed();
+        paused[i] = Some(from);
+        st.reactions.fault(format!("{name} frozen"), from, from + down);
+        leader_lost(&mut st, &crate::harness::replicas::identity(i as u32), LeaderLoss::Frozen);
     }
     Handle::current().pause(nodes.controllers[i]);
     tokio::time::sleep(down).await;
@@ -166,6 +178,8 @@ pub(crate) fn start_ha_faults(
                         let mut st = s.lock().unwrap();
                         let at = st.elapsed();
                         st.ha.leader_killed(at, process);
+                        st.reactions.fault(format!("leader {name} killed"), at, at + down);
+                        leader_lost(&mut st, &crate::harness::replicas::identity(i as u32), LeaderLoss::Killed);
                         st.trace(
                             "fault",
                             format!(

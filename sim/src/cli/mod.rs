@@ -17,7 +17,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// One 3-zone rollout with faults, as a readable timeline.
+    /// One run as a readable timeline: the world and its faults in words, what the user, the faults and the controller
+    /// did (with the controller's own reason whenever it waits), violations when they happen, and a summary per zone
+    /// and per guarantee.
     Demo {
         #[arg(long, default_value_t = 7)]
         seed: u64,
@@ -74,21 +76,27 @@ fn summary(o: &Outcome) {
 
 fn replay(seed: u64, planner: &str, args: &ScenarioArgs, logs: bool) -> Result<i32, String> {
     let sc = scenario(planner, args)?;
-    if logs {
-        // The controller's own logs; their timestamps are simulated time (madsim answers the clock).
-        tracing_subscriber::fmt().with_env_filter("info").with_target(false).with_ansi(false).init();
-    }
     println!(
         "legend: per zone cur=currentRevision upd=updateRevision [pods by ordinal: revision, R ready / r not ready, * terminating, - missing]"
     );
-    let o = rollout_sim::harness::run(seed, &sc, true);
+    // With `logs`, the controller's own logs too; their timestamps are simulated time (madsim answers the clock).
+    let o = rollout_sim::harness::run_logged(seed, &sc, true, logs);
+    summary(&o);
+    Ok(if o.passed() { 0 } else { 1 })
+}
+
+/// The demo: the run told as a timeline with the world in words, the controller's waits, and a closing summary.
+fn demo(seed: u64, planner: &str, args: &ScenarioArgs) -> Result<i32, String> {
+    let sc = scenario(planner, args)?;
+    let o = rollout_sim::harness::run(seed, &sc, false);
+    println!("{}", rollout_sim::demo::render(&sc, &o));
     summary(&o);
     Ok(if o.passed() { 0 } else { 1 })
 }
 
 fn run() -> Result<i32, String> {
     match Cli::parse().command {
-        Command::Demo { seed, planner, scenario: args } => replay(seed, &planner, &args, false),
+        Command::Demo { seed, planner, scenario: args } => demo(seed, &planner, &args),
         Command::Replay { seed, planner, logs, scenario: args } => replay(seed, &planner, &args, logs),
         Command::Determinism { seeds, scenario: args } => {
             let sc = scenario("real", &args)?;
@@ -224,6 +232,7 @@ fn run() -> Result<i32, String> {
             }
             if args.ha.is_some() {
                 println!("{}", ha.describe());
+                println!("{}", ha.describe_losses());
             }
             let wall = started.elapsed().as_secs_f64();
             println!(

@@ -8,6 +8,7 @@
 pub mod eviction_replicas;
 pub mod operator;
 pub mod outcome;
+pub mod pass_log;
 pub mod populate;
 pub mod replicas;
 
@@ -40,10 +41,17 @@ use tokio::time::Instant;
 
 /// Runs one seed to completion.
 pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
+    run_logged(seed, scenario, echo, false)
+}
+
+/// Runs one seed to completion; with `logs`, the controller's own log is printed as well.
+pub fn run_logged(seed: u64, scenario: &Scenario, echo: bool, logs: bool) -> Outcome {
     // Each run gets a fresh thread, so thread-local state of earlier runs (std's HashMap keys, which madsim seeds
-    // from the simulation when they are first needed inside it; tokio's thread-local generator) cannot leak into it.
+    // from the simulation when they are first needed inside it; tokio's thread-local generator; the controller's
+    // pass reports heard) cannot leak into it.
     let scenario = scenario.clone();
     std::thread::spawn(move || {
+        let _listening = tracing::subscriber::set_default(pass_log::subscriber(logs));
         let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
         rt.block_on(world(seed, scenario, echo))
     })

@@ -53,8 +53,17 @@ pub struct Outcome {
     pub scale_requests: crate::environment::guaranteed_update::ScaleRequestStats,
     /// The drains world's evictions.
     pub drains: crate::oracle::checker::budgets::DrainStats,
-    /// The HA world's Lease judgements and failovers.
+    /// The HA world's Lease judgements and failovers (the failovers after any loss of the leader, with whether the
+    /// new leader had been cut off, in `ha.failovers_after_loss`).
     pub ha: crate::oracle::election::HaStats,
+    /// The faults injected, with when each began and healed.
+    pub faults: Vec<crate::oracle::reaction::FaultWindow>,
+    /// From each fault's heal (while a group had work) to the controller's next committed write answering that work.
+    pub heal_to_write: Vec<Duration>,
+    /// The controller's own "rollout group" log lines: each change of a group's state or of its pass's reason.
+    pub pass_reports: Vec<crate::harness::pass_log::PassReport>,
+    /// Each StatefulSet and the template revision it ended on.
+    pub revisions: Vec<(String, String)>,
 }
 
 impl Outcome {
@@ -151,6 +160,7 @@ pub(crate) fn judge(
     if sc.events {
         st.trace("checker", events.describe());
     }
+    let pass_reports = crate::harness::pass_log::take_heard(|at| st.since_start(at));
     Outcome {
         seed,
         violations,
@@ -175,6 +185,14 @@ pub(crate) fn judge(
         scale_requests: st.scale_requests,
         drains: st.checker.drains,
         ha: st.ha.stats.clone(),
+        faults: st.reactions.faults.clone(),
+        heal_to_write: st.reactions.heal_to_write.clone(),
+        pass_reports,
+        revisions: st
+            .statefulsets
+            .iter()
+            .map(|(name, sts)| (name.clone(), crate::environment::objects::template_revision(sts)))
+            .collect(),
     }
 }
 

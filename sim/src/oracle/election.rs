@@ -1,7 +1,9 @@
 //! The HA ledger of the Lease's truth, by which the oracle judges every committed write of a replica's controller
 //! ([`Ledger::judge_write`]): it must come from the process of the Lease's holder, while the Lease is unexpired by
-//! the API server's own clock. What the replicas believe plays no part. Also the failover figure: a leader killed
-//! while the group has work, to the first controller write committed by another process.
+//! the API server's own clock. What the replicas believe plays no part. Also the failover figures: a leader killed
+//! while the group has work, to the first controller write committed by another process; and any loss of the leader
+//! (killed, frozen or cut off from the API server, while the group has work) to the first write committed by
+//! another term's controller, told apart by whether the new leader had itself been cut off around the loss.
 
 use crate::oracle::checker::Violation;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -29,6 +31,49 @@ impl LeaseTruth {
     }
 }
 
+/// How the leader was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderLoss {
+    /// Its process killed (a leader kill, a controller crash, a crash right after its deletion).
+    Killed,
+    /// Its process frozen (any freeze of the Lease's holder).
+    Frozen,
+    /// Its node cut off from the API server by a partition.
+    CutOff,
+}
+
+impl LeaderLoss {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaderLoss::Killed => "killed",
+            LeaderLoss::Frozen => "frozen",
+            LeaderLoss::CutOff => "cut off",
+        }
+    }
+}
+
+/// A partition of the new leader's node ending this long before the loss (or later) counts as the new leader having
+/// been cut off: its watches were then resuming or relisting when it took over.
+pub const CUT_OFF_BEFORE_LOSS: Duration = Duration::from_secs(60);
+
+/// One failover: how the leader was lost, from its loss to the first write another term's controller committed, and
+/// whether that new leader's node had been cut off from [`CUT_OFF_BEFORE_LOSS`] before the loss to its write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failover {
+    pub loss: LeaderLoss,
+    pub took: Duration,
+    pub new_leader_cut_off: bool,
+}
+
+/// A loss of the leader being measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Loss {
+    at: Duration,
+    /// The lost leader's term (its controller's incarnation).
+    term: u64,
+    how: LeaderLoss,
+}
+
 /// What the HA world came to over one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HaStats {
@@ -40,6 +85,12 @@ pub struct HaStats {
     pub failovers: Vec<Duration>,
     /// Leader kills that saw no write before the fault phase ended.
     pub failovers_unfinished: u64,
+    /// Leader lost (killed, frozen or cut off) while the group had work -> first write by another term's controller.
+    pub failovers_after_loss: Vec<Failover>,
+    /// Losses after which the lost leader's own term wrote first (a freeze or cut shorter than its lease).
+    pub losses_outlived: u64,
+    /// Losses that saw no controller write before the fault phase ended.
+    pub losses_unfinished: u64,
     /// Replica pauses longer than the lease, and those that caught a pass with a request in flight.
     pub long_pauses: u64,
     pub paused_mid_pass: u64,
@@ -54,6 +105,9 @@ impl HaStats {
         self.takeovers += other.takeovers;
         self.failovers.extend(&other.failovers);
         self.failovers_unfinished += other.failovers_unfinished;
+        self.failovers_after_loss.extend(&other.failovers_after_loss);
+        self.losses_outlived += other.losses_outlived;
+        self.losses_unfinished += other.losses_unfinished;
         self.long_pauses += other.long_pauses;
         self.paused_mid_pass += other.paused_mid_pass;
         self.frozen_in_flight += other.frozen_in_flight;
@@ -61,10 +115,38 @@ impl HaStats {
 
     /// The `q` quantile of the failover times (nearest rank).
     pub fn failover_quantile(&self, q: f64) -> Option<Duration> {
-        let mut sorted = self.failovers.clone();
-        sorted.sort();
-        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
-        sorted.get(rank - 1).copied()
+        crate::oracle::reaction::quantile(&self.failovers, q)
+    }
+
+    /// The failovers after a loss whose new leader had (`true`) or had not been cut off.
+    pub fn failovers_after_loss(&self, new_leader_cut_off: bool) -> Vec<Duration> {
+        let of = self.failovers_after_loss.iter().filter(|f| f.new_leader_cut_off == new_leader_cut_off);
+        of.map(|f| f.took).collect()
+    }
+
+    /// The failovers after a loss, as `n samples: p50 .., p99 ..` for the new leader cut off or not.
+    pub fn describe_losses(&self) -> String {
+        let s = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.1} s", d.as_secs_f64()));
+        let part = |cut: bool| {
+            let took = self.failovers_after_loss(cut);
+            let q = |q| s(crate::oracle::reaction::quantile(&took, q));
+            format!("{} samples: p50 {}, p99 {}", took.len(), q(0.5), q(0.99))
+        };
+        let count = |how: LeaderLoss| self.failovers_after_loss.iter().filter(|f| f.loss == how).count();
+        format!(
+            "HA failover from a leader's loss (killed {}, frozen {}, cut off {}; while the group had work) to the new \
+             leader's first committed write: new leader not cut off before, {}; new leader cut off within {} s before \
+             the loss or since, {}; {} losses outlived by the old leader's own term, {} saw no write before the faults \
+             stopped",
+            count(LeaderLoss::Killed),
+            count(LeaderLoss::Frozen),
+            count(LeaderLoss::CutOff),
+            part(false),
+            CUT_OFF_BEFORE_LOSS.as_secs(),
+            part(true),
+            self.losses_outlived,
+            self.losses_unfinished
+        )
     }
 
     pub fn describe(&self) -> String {
@@ -99,6 +181,10 @@ pub struct Ledger {
     freezes: Vec<(String, Duration, Duration)>,
     /// A leader kill being measured: when, and the killed process.
     failover: Option<(Duration, u64)>,
+    /// A loss of the leader being measured.
+    loss: Option<Loss>,
+    /// Partitions of replica nodes: (identity, from, to).
+    cut_offs: Vec<(String, Duration, Duration)>,
     pub stats: HaStats,
 }
 
@@ -185,6 +271,17 @@ impl Ledger {
             self.stats.failovers.push(at.saturating_sub(killed_at));
             self.failover = None;
         }
+        if let Some(loss) = self.loss.take() {
+            if loss.term == incarnation {
+                self.stats.losses_outlived += 1;
+            } else {
+                let since = loss.at.saturating_sub(CUT_OFF_BEFORE_LOSS);
+                let new_leader_cut_off =
+                    self.cut_offs.iter().any(|(id, from, to)| *id == identity && *to >= since && *from <= at);
+                let took = at.saturating_sub(loss.at);
+                self.stats.failovers_after_loss.push(Failover { loss: loss.how, took, new_leader_cut_off });
+            }
+        }
         let frozen: Duration = self
             .freezes
             .iter()
@@ -231,10 +328,29 @@ impl Ledger {
         }
     }
 
+    /// Replica `identity`'s node is cut off from the API server from `from` to `to`.
+    pub fn cut_off(&mut self, identity: String, from: Duration, to: Duration) {
+        self.cut_offs.push((identity, from, to));
+    }
+
+    /// Replica `identity` was killed, frozen or cut off at `at`: if it holds the Lease and its group has work
+    /// (`work`), the failover is measured (a loss already being measured goes on from its own start).
+    pub fn leader_lost(&mut self, at: Duration, identity: &str, how: LeaderLoss, work: bool) {
+        if !work || self.loss.is_some() || self.holder() != Some(identity) {
+            return;
+        }
+        if let Some(term) = self.holder_process() {
+            self.loss = Some(Loss { at, term, how });
+        }
+    }
+
     /// The faults stopped: a failover still unmeasured is counted as such (the liveness check covers the rest).
     pub fn faults_over(&mut self) {
         if self.failover.take().is_some() {
             self.stats.failovers_unfinished += 1;
+        }
+        if self.loss.take().is_some() {
+            self.stats.losses_unfinished += 1;
         }
     }
 }

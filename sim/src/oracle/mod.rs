@@ -1,5 +1,6 @@
 //! The judge: the invariant checker over the committed write history, the rules run on every commit, the
-//! reaction and Event figures, and the HA ledger of the Lease's truth.
+//! reaction, heal-to-write and Event figures, the HA ledger of the Lease's truth (with its failover figures), and which
+//! guarantees a world judges.
 //!
 //! Must not act on the world: it reads commits and records violations.
 
@@ -7,4 +8,5 @@ pub mod checker;
 pub mod commit_rules;
 pub mod election;
 pub mod events;
+pub mod guarantees;
 pub mod reaction;

@@ -47,15 +47,18 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
     }
     match &req.op {
         Op::DeletePod { name, preconditions } => {
-            let group = store.pods.get(name).and_then(|p| store.group_of_pod(p)).filter(|_| controller);
-            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
+            let pod = store.pods.get(name);
+            let group = pod.and_then(|p| store.group_of_pod(p)).filter(|_| controller);
+            let owner = pod.map(crate::environment::objects::owner_of).unwrap_or_default();
+            let now = store.elapsed();
+            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g, now));
             let result = store.api_delete_pod(name, preconditions, req.knowledge);
             if let Some(group) = group {
                 let at = store.elapsed();
                 let own = own_part(&req, waited);
                 store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
                 if result.is_ok() {
-                    store.reactions.pod_deleted_by_controller(name, at);
+                    store.reactions.pod_deleted_by_controller(name, &owner, at);
                 }
             }
             let line = match &result {
@@ -114,7 +117,8 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::PatchReplicas { name, replicas, resource_version, annotations } => {
             store.writer = who.clone();
             let group = store.group_of_statefulset(name).filter(|_| who.starts_with("controller"));
-            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g));
+            let now = store.elapsed();
+            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g, now));
             let controller = (who != "webhook").then_some(req.knowledge);
             let result =
                 store.api_patch_replicas(name, *replicas, resource_version, annotations, controller).map(Box::new);

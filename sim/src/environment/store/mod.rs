@@ -361,7 +361,8 @@ impl Store {
             && crate::environment::objects::is_ready(p)
         {
             let at = self.elapsed();
-            self.reactions.pod_ready(p.metadata.name.as_deref().unwrap_or_default(), at);
+            let revision = crate::environment::objects::pod_revision(p);
+            self.reactions.pod_ready(p.metadata.name.as_deref().unwrap_or_default(), &revision, at);
         }
         let group = match &obj {
             Obj::Sts(s) => s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()),
