@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(webhook_bytes webhook_review dump annotation_values statefulset_view cli_args)
+all_targets=(webhook_bytes webhook_review dump annotation_values statefulset_view health_check cli_args)
 target=${1:-all}
 seconds=${2:-180}
 sanitizer=${FUZZ_SANITIZER:-address}

@@ -1,16 +1,19 @@
 //! An AdmissionReview built from fuzzer-chosen fields (operation, kind, subresource, old and new replicas, labels,
-//! dry run, namespace), so that the fuzzer reaches the no-downscale, prepare-downscale, eviction and budget
-//! decisions rather than stopping at the JSON parser.
+//! dry run, namespace), so that the fuzzer reaches the no-downscale, prepare-downscale, eviction, budget and
+//! health-check decisions rather than stopping at the JSON parser.
 
+use crate::health_check::HealthCheckInput;
 use crate::text::{Key, Text, map};
 use crate::world::{BudgetSpec, NAMESPACE, WorldSpec, ZONES};
 use arbitrary::Arbitrary;
 use rollout_operator::admission::evictions::{POD_EVICTION_PATH, ZPDB_VALIDATION_PATH};
+use rollout_operator::admission::health_checks::HEALTH_CHECK_VALIDATION_PATH;
 use rollout_operator::admission::no_downscale::NO_DOWNSCALE_PATH;
 use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
 use serde_json::{Value, json};
 
-pub const PATHS: [&str; 4] = [NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, POD_EVICTION_PATH, ZPDB_VALIDATION_PATH];
+pub const PATHS: [&str; 5] =
+    [NO_DOWNSCALE_PATH, PREPARE_DOWNSCALE_PATH, POD_EVICTION_PATH, ZPDB_VALIDATION_PATH, HEALTH_CHECK_VALIDATION_PATH];
 
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Operation {
@@ -53,6 +56,7 @@ pub enum Target {
         options_dry_run: Option<Vec<Text>>,
     },
     Budget(BudgetSpec),
+    HealthCheck(HealthCheckInput),
     Other {
         api_version: Text,
         kind: Text,
@@ -202,6 +206,14 @@ impl ReviewSpec {
                 "ingester-rollout".to_string(),
                 Value::Null,
                 budget.object(&world.group()),
+            ),
+            Target::HealthCheck(check) => (
+                json!({"group": "rollout-operator.grafana.com", "version": "v1", "kind": "RolloutHealthCheck"}),
+                resource("rollout-operator.grafana.com", "rollouthealthchecks"),
+                String::new(),
+                "ingester-errors".to_string(),
+                Value::Null,
+                check.object(),
             ),
             Target::Other { api_version, kind, resource: plural, sub_resource, name } => {
                 let object = json!({"apiVersion": api_version.get(), "kind": kind.get(), "metadata": {"name": name.get()},

@@ -77,6 +77,20 @@ pub const VALUES: &[&str] = &[
     "{\"ingester-zone-a\":{\"group\":\"ingester\",\"until\":\"2026-01-01T12:05:00Z\"}}",
     "{\"ingester\":{\"until\":\"2026-01-01T12:05:00Z\"}}",
     "2026-01-01T12:00:10Z ingester-zone-a-0 uid-ingester-zone-a-0",
+    "http://prometheus.monitoring:9090",
+    "https://prometheus/prefix/",
+    "prometheus:9090",
+    "Pause",
+    "Warn",
+    "Disabled",
+    "10m",
+    "1ms",
+    "-5m",
+    "sum(rate(errors_total{",
+    "}[",
+    "])) / sum(rate(requests_total{",
+    "bool ",
+    " < 2 * ",
 ];
 
 impl Text {
