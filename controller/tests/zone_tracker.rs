@@ -1,4 +1,4 @@
-//! The zone tracker over the cluster port: claims by compare-and-swap, bootstrap, undo, and many
+//! The zone tracker over the cluster port: claims by compare-and-swap, bootstrap, giving a claim back, and many
 //! simultaneous claims against one store.
 
 mod support;
@@ -6,15 +6,15 @@ mod support;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rollout_core::downscale::{Claimant, DownscaleRecord, MarkedClaim, MinTimeVerdict};
+use rollout_core::downscale::{ClaimEnd, Claimant, DownscaleRecord, MarkedClaim, MinTimeVerdict};
 use rollout_core::execution::StepClaimed;
 use rollout_core::fixture::{annotate, statefulset};
 use rollout_core::keys::{LAST_DOWNSCALE, MIN_TIME_BETWEEN_ZONES_DOWNSCALE};
 use rollout_core::{Defences, GroupSnapshot, StatefulSetView};
 use rollout_operator::cluster::ApiError;
 use rollout_operator::cluster::zone_tracker::{
-    Claim, MAX_ATTEMPTS, ZoneTrackerError, claim_downscale, claim_downscale_marked, claim_rollout_step,
-    finish_marked_claim, finish_rollout_step, read_record, read_rollout_steps, undo_claim,
+    MAX_ATTEMPTS, ZoneTrackerError, claim_downscale_marked, claim_rollout_step, finish_marked_claim,
+    finish_rollout_step, read_record, read_rollout_steps,
 };
 use std::collections::BTreeMap;
 use support::{Call, FakeCluster};
@@ -41,6 +41,22 @@ fn zones(group_name: &str) -> GroupSnapshot {
     )
 }
 
+/// The admission's claim of a downscale whose replica change commits at once: its in-progress marker ends at `now`.
+async fn claim_at(
+    api: &FakeCluster,
+    group: &GroupSnapshot,
+    statefulset: &str,
+    now: Timestamp,
+) -> Result<MarkedClaim, ZoneTrackerError> {
+    claim_downscale_marked(api, CM, group, statefulset, Claimant::Admission, now, now, Defences::ALL).await
+}
+
+/// Gives back a claim made at `claimed_at` whose replica change will not happen.
+async fn undo(api: &FakeCluster, statefulset: &str, previous: Option<Timestamp>, claimed_at: Timestamp) {
+    let end = ClaimEnd::Undone { previous };
+    finish_marked_claim(api, CM, statefulset, claimed_at, &[claimed_at], end, Defences::ALL).await.expect("undo");
+}
+
 fn stored(cluster: &FakeCluster) -> DownscaleRecord {
     let cm = cluster.config_map(CM).expect("record exists");
     DownscaleRecord::from_config_map_data(&cm.data.unwrap_or_default()).expect("readable")
@@ -52,8 +68,8 @@ async fn first_claim_creates_the_record_from_annotations_without_stamping_now() 
     let a = annotate(zone("g", "a", "1h"), LAST_DOWNSCALE, "2026-01-01T10:00:00Z");
     let g = group("g", vec![a, zone("g", "b", "1h"), zone("g", "c", "1h")]);
 
-    let claim = claim_downscale(&cluster, CM, &g, "b", ts(T0)).await.expect("claim");
-    assert_eq!(claim, Claim::Claimed { previous: None });
+    let claim = claim_at(&cluster, &g, "b", ts(T0)).await.expect("claim");
+    assert_eq!(claim, MarkedClaim::Claimed { previous: None });
     let record = stored(&cluster);
     assert_eq!(
         record.last_downscaled,
@@ -66,19 +82,19 @@ async fn first_claim_creates_the_record_from_annotations_without_stamping_now() 
 async fn a_claim_within_the_min_time_of_another_zone_is_refused_without_a_write() {
     let cluster = FakeCluster::default();
     let g = zones("g");
-    claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("first claim");
+    claim_at(&cluster, &g, "g-zone-a", ts(T0)).await.expect("first claim");
     cluster.take_calls();
 
-    let claim = claim_downscale(&cluster, CM, &g, "g-zone-b", ts("2026-01-01T12:30:00Z")).await.expect("claim");
+    let claim = claim_at(&cluster, &g, "g-zone-b", ts("2026-01-01T12:30:00Z")).await.expect("claim");
     match claim {
-        Claim::Refused(MinTimeVerdict::Wait { other, .. }) => assert_eq!(other, "g-zone-a"),
+        MarkedClaim::Refused(MinTimeVerdict::Wait { other, .. }) => assert_eq!(other, "g-zone-a"),
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert_eq!(cluster.calls(), []);
     // After the min time the other zone may go, and its write is conditional on the version read.
     let rv = cluster.config_map(CM).unwrap().metadata.resource_version;
-    let claim = claim_downscale(&cluster, CM, &g, "g-zone-b", ts("2026-01-01T13:00:01Z")).await.expect("claim");
-    assert_eq!(claim, Claim::Claimed { previous: None });
+    let claim = claim_at(&cluster, &g, "g-zone-b", ts("2026-01-01T13:00:01Z")).await.expect("claim");
+    assert_eq!(claim, MarkedClaim::Claimed { previous: None });
     assert_eq!(cluster.calls(), [Call::ReplaceConfigMap { name: CM.into(), resource_version: rv }]);
 }
 
@@ -86,19 +102,19 @@ async fn a_claim_within_the_min_time_of_another_zone_is_refused_without_a_write(
 async fn the_same_zone_may_be_downscaled_again() {
     let cluster = FakeCluster::default();
     let g = zones("g");
-    claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("claim");
-    let claim = claim_downscale(&cluster, CM, &g, "g-zone-a", ts("2026-01-01T12:10:00Z")).await.expect("claim");
-    assert_eq!(claim, Claim::Claimed { previous: Some(ts(T0)) });
+    claim_at(&cluster, &g, "g-zone-a", ts(T0)).await.expect("claim");
+    let claim = claim_at(&cluster, &g, "g-zone-a", ts("2026-01-01T12:10:00Z")).await.expect("claim");
+    assert_eq!(claim, MarkedClaim::Claimed { previous: Some(ts(T0)) });
 }
 
 #[tokio::test]
 async fn a_conflict_makes_the_claim_read_again_and_decide_on_the_new_record() {
     let cluster = FakeCluster::default();
     let g = zones("g");
-    claim_downscale(&cluster, CM, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
+    claim_at(&cluster, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
     cluster.fail_next(ApiError::Conflict("the object has been modified".into()));
-    let claim = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("claim");
-    assert_eq!(claim, Claim::Claimed { previous: None });
+    let claim = claim_at(&cluster, &g, "g-zone-a", ts(T0)).await.expect("claim");
+    assert_eq!(claim, MarkedClaim::Claimed { previous: None });
     let replaces = cluster.calls().iter().filter(|c| matches!(c, Call::ReplaceConfigMap { .. })).count();
     assert_eq!(replaces, 2, "{:?}", cluster.calls());
 }
@@ -107,11 +123,11 @@ async fn a_conflict_makes_the_claim_read_again_and_decide_on_the_new_record() {
 async fn endless_conflicts_end_in_a_typed_error() {
     let cluster = FakeCluster::default();
     let g = zones("g");
-    claim_downscale(&cluster, CM, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
+    claim_at(&cluster, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
     for _ in 0..MAX_ATTEMPTS {
         cluster.fail_next(ApiError::Conflict("moved".into()));
     }
-    let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("gives up");
+    let err = claim_at(&cluster, &g, "g-zone-a", ts(T0)).await.expect_err("gives up");
     assert_eq!(err, ZoneTrackerError::Contended { config_map: CM.into(), attempts: MAX_ATTEMPTS });
     assert!(err.to_string().contains("retry later"), "{err}");
 }
@@ -121,7 +137,7 @@ async fn other_api_errors_are_reported_not_retried() {
     let cluster = FakeCluster::default();
     let g = zones("g");
     cluster.fail_next(ApiError::Forbidden("configmaps is forbidden".into()));
-    let err = claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect_err("forbidden");
+    let err = claim_at(&cluster, &g, "g-zone-a", ts(T0)).await.expect_err("forbidden");
     assert!(matches!(err, ZoneTrackerError::Api { source: ApiError::Forbidden(_), .. }), "{err:?}");
     assert_eq!(cluster.calls().len(), 1);
 }
@@ -134,7 +150,7 @@ async fn an_unreadable_record_refuses_every_claim_with_a_clear_error() {
         data: Some(BTreeMap::from([("g-zone-a".to_string(), "yesterday".to_string())])),
         ..Default::default()
     });
-    let err = claim_downscale(&cluster, CM, &zones("g"), "g-zone-b", ts(T0)).await.expect_err("unreadable");
+    let err = claim_at(&cluster, &zones("g"), "g-zone-b", ts(T0)).await.expect_err("unreadable");
     assert!(matches!(err, ZoneTrackerError::Unreadable { .. }), "{err:?}");
     assert!(err.to_string().contains("g-zone-a"), "{err}");
     assert_eq!(cluster.calls(), []);
@@ -152,7 +168,7 @@ async fn a_replace_keeps_the_config_maps_other_metadata() {
         data: None,
         ..Default::default()
     });
-    claim_downscale(&cluster, CM, &zones("g"), "g-zone-a", ts(T0)).await.expect("claim");
+    claim_at(&cluster, &zones("g"), "g-zone-a", ts(T0)).await.expect("claim");
     let cm = cluster.config_map(CM).unwrap();
     assert_eq!(cm.metadata.labels.unwrap()["team"], "db");
     assert!(read_record(&cluster, CM).await.unwrap().unwrap().record.last_downscaled.contains_key("g-zone-a"));
@@ -163,25 +179,25 @@ async fn undo_restores_the_previous_entry_only_while_it_is_still_ours() {
     let cluster = FakeCluster::default();
     let g = zones("g");
     // No previous entry: undo removes it, and another zone may then go at once.
-    claim_downscale(&cluster, CM, &g, "g-zone-a", ts(T0)).await.expect("claim");
-    assert!(undo_claim(&cluster, CM, "g-zone-a", None, ts(T0)).await.expect("undo"));
+    claim_at(&cluster, &g, "g-zone-a", ts(T0)).await.expect("claim");
+    undo(&cluster, "g-zone-a", None, ts(T0)).await;
     assert!(!stored(&cluster).last_downscaled.contains_key("g-zone-a"));
-    let claim = claim_downscale(&cluster, CM, &g, "g-zone-b", ts(T0)).await.expect("claim");
-    assert_eq!(claim, Claim::Claimed { previous: None });
+    let claim = claim_at(&cluster, &g, "g-zone-b", ts(T0)).await.expect("claim");
+    assert_eq!(claim, MarkedClaim::Claimed { previous: None });
 
     // A previous entry is put back.
     let later = ts("2026-01-01T12:05:00Z");
-    let Claim::Claimed { previous } = claim_downscale(&cluster, CM, &g, "g-zone-b", later).await.unwrap() else {
+    let MarkedClaim::Claimed { previous } = claim_at(&cluster, &g, "g-zone-b", later).await.unwrap() else {
         panic!("same zone may go again");
     };
     assert_eq!(previous, Some(ts(T0)));
-    assert!(undo_claim(&cluster, CM, "g-zone-b", previous, later).await.expect("undo"));
+    undo(&cluster, "g-zone-b", previous, later).await;
     assert_eq!(stored(&cluster).last_downscaled["g-zone-b"], ts(T0));
 
     // A newer claim of the same zone is not rolled back by an old undo.
     let newest = ts("2026-01-01T12:09:00Z");
-    claim_downscale(&cluster, CM, &g, "g-zone-b", newest).await.unwrap();
-    assert!(!undo_claim(&cluster, CM, "g-zone-b", previous, later).await.expect("undo"));
+    claim_at(&cluster, &g, "g-zone-b", newest).await.unwrap();
+    undo(&cluster, "g-zone-b", previous, later).await;
     assert_eq!(stored(&cluster).last_downscaled["g-zone-b"], newest);
 }
 
@@ -199,7 +215,7 @@ async fn simultaneous_claims_for_different_zones_of_one_group_let_exactly_one_zo
             let zone = ["g-zone-a", "g-zone-b", "g-zone-c"][(i + round) % 3].to_string();
             let (api, g) = (api.clone(), g.clone());
             tasks.push(tokio::spawn(async move {
-                let claim = claim_downscale(&api, CM, &g, &zone, ts(T0)).await.expect("no store error");
+                let claim = claim_at(&api, &g, &zone, ts(T0)).await.expect("no store error");
                 (zone, claim)
             }));
         }
@@ -208,14 +224,14 @@ async fn simultaneous_claims_for_different_zones_of_one_group_let_exactly_one_zo
             results.push(task.await.expect("no panic"));
         }
         let passed: Vec<&String> =
-            results.iter().filter(|(_, c)| matches!(c, Claim::Claimed { .. })).map(|(z, _)| z).collect();
+            results.iter().filter(|(_, c)| matches!(c, MarkedClaim::Claimed { .. })).map(|(z, _)| z).collect();
         let winner = passed.first().copied().expect("some claim passes").clone();
         for (zone, claim) in &results {
             if *zone == winner {
-                assert!(matches!(claim, Claim::Claimed { .. }), "round {round}: {zone} {claim:?}");
+                assert!(matches!(claim, MarkedClaim::Claimed { .. }), "round {round}: {zone} {claim:?}");
             } else {
                 match claim {
-                    Claim::Refused(MinTimeVerdict::Wait { other, .. }) => assert_eq!(*other, winner),
+                    MarkedClaim::Refused(MinTimeVerdict::Wait { other, .. }) => assert_eq!(*other, winner),
                     other => panic!("round {round}: {zone} should wait for {winner}, got {other:?}"),
                 }
             }
@@ -245,11 +261,11 @@ async fn simultaneous_claims_for_different_groups_all_pass() {
         let api = api.clone();
         tasks.push(tokio::spawn(async move {
             let zone = format!("{name}-zone-a");
-            claim_downscale(&api, CM, &g, &zone, ts(T0)).await.expect("no store error")
+            claim_at(&api, &g, &zone, ts(T0)).await.expect("no store error")
         }));
     }
     for task in tasks {
-        assert!(matches!(task.await.expect("no panic"), Claim::Claimed { .. }));
+        assert!(matches!(task.await.expect("no panic"), MarkedClaim::Claimed { .. }));
     }
     assert_eq!(stored(&cluster).last_downscaled.len(), 8);
 }
@@ -275,9 +291,11 @@ async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_w
         .expect("no error");
     assert_eq!(step, StepClaimed::Stale);
     assert_eq!(cluster.calls(), [Call::CreateConfigMap { name: CM.into() }], "one create, refused");
-    // Also when the record existed: the swap is conditional on the version the pass read.
+    // Also when the record existed: the swap is conditional on the version the pass read, whatever moved it (here
+    // another group's claim: the groups share the one object).
     let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
-    claim_downscale(&cluster, CM, &g, "g-zone-b", ts("2026-01-01T12:00:05Z")).await.expect("claim");
+    let other = claim_at(&cluster, &zones("h"), "h-zone-b", ts("2026-01-01T12:00:05Z")).await.expect("claim");
+    assert_eq!(other, MarkedClaim::Claimed { previous: None });
     let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30Z"))
         .await
         .expect("no error");
@@ -288,7 +306,7 @@ async fn a_step_planned_on_a_record_older_than_a_downscale_marker_is_stale_and_w
 async fn a_downscale_is_refused_while_a_step_of_its_group_is_live_and_allowed_after_it_ends() {
     let cluster = FakeCluster::default();
     let g = zones("g");
-    claim_downscale(&cluster, CM, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
+    claim_at(&cluster, &g, "g-zone-c", ts("2026-01-01T09:00:00Z")).await.expect("claim");
     let read_by_the_pass = read_record(&cluster, CM).await.expect("read");
     let step = claim_rollout_step(&cluster, CM, read_by_the_pass.as_ref(), &g, ts(T0), ts("2026-01-01T12:01:30.2Z"))
         .await

@@ -6,18 +6,22 @@
 //! discrete clock (one tick = one minute; the min time is `min_time` minutes), a user changing the leader's replicas
 //! (upscales directly; downscales through the prepare-downscale webhook, which claims them in the group downscale
 //! record), and one or more controller replicas. Each controller step does what the reconcile loop does: plan with the
-//! injected [`Planner`] on the current cluster and record, claim a coordinated downscale in the record (read, check
-//! with the real `check_min_time`, compare-and-swap: two steps other actors can interleave with), and patch replicas
-//! with a resourceVersion precondition. The model decides nothing itself.
+//! injected [`Planner`] on the current cluster and record, claim a coordinated downscale in the record (read, decide
+//! with the core's `record_claims::claim_marked`, the function the zone tracker's swap loop runs, then
+//! compare-and-swap: two steps other actors can interleave with), and patch replicas with a resourceVersion
+//! precondition. The webhook's claims of the user's downscales are the same function. The model decides nothing
+//! itself.
 //!
 //! Simplification: the clock does not advance while a claim is between its read and its replica change (in a real
-//! cluster that is milliseconds; a downscale is dated by its claim).
+//! cluster that is milliseconds), so a claim's deadline is its start, its in-progress marker is over by the next
+//! tick, and a downscale is dated by its claim. Markers and rollout steps are the rollout model's.
 
+use rollout_core::downscale::Claimant;
 use rollout_core::fixture;
 use rollout_core::keys;
+use rollout_core::record_claims::{Transition, claim_marked};
 use rollout_core::{
-    Action, DownscaleRecord, GroupSnapshot, MinTimeVerdict, PassInput, Planner, RecordRead, ZoneTracker,
-    check_min_time, plan_pass_with,
+    Action, Defences, DownscaleRecord, GroupSnapshot, PassInput, Planner, RecordRead, ZoneTracker, plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::sync::Arc;
@@ -166,8 +170,19 @@ impl ScalingModel {
         }
     }
 
-    fn verdict(&self, s: &ScalingState, zone: usize) -> MinTimeVerdict {
-        check_min_time(&self.snapshot(s), Some(&Self::record(s)), SCALING_ZONES[zone], at(s.time))
+    /// The record a claim of a downscale of `zone` by `claimant` swaps in, decided by the core on the record as it
+    /// stands; `None` when the claim is refused.
+    fn claimed(&self, s: &ScalingState, zone: usize, claimant: Claimant) -> Option<[Option<u8>; 3]> {
+        let (record, now) = (Self::record(s), at(s.time));
+        let snapshot = self.snapshot(s);
+        let sts = SCALING_ZONES[zone];
+        match claim_marked(Some(&record), &[], &[], &snapshot, sts, claimant, now, now, Defences::ALL) {
+            Transition::Write { record: Some(record), .. } => Some(SCALING_ZONES.map(|z| {
+                let minutes = record.last_downscaled.get(z)?.duration_since(at(0)).as_mins();
+                u8::try_from(minutes).ok()
+            })),
+            Transition::Write { record: None, .. } | Transition::Answer(_) => None,
+        }
     }
 }
 
@@ -231,15 +246,18 @@ impl Model for ScalingModel {
             ScalingStep::UserDownscaleRead => {
                 n.user_changes_left -= 1;
                 // The prepare-downscale webhook denies a downscale the record refuses.
-                if self.verdict(s, 0) != MinTimeVerdict::Elapsed {
+                if self.claimed(s, 0, Claimant::Admission).is_none() {
                     return Some(n);
                 }
                 n.webhook = Some(s.record_version);
             }
             ScalingStep::UserDownscaleCommit => {
                 n.webhook = None;
-                if s.webhook == Some(s.record_version) {
-                    n.record[0] = Some(s.time);
+                // The swap lands on the record the claim was decided on (same version, same minute).
+                if s.webhook == Some(s.record_version)
+                    && let Some(record) = self.claimed(s, 0, Claimant::Admission)
+                {
+                    n.record = record;
                     n.record_version = s.record_version.wrapping_add(1);
                     self.set_replicas(&mut n, 0, s.replicas[0] - 1);
                 }
@@ -272,17 +290,21 @@ impl Model for ScalingModel {
             }
             ScalingStep::ClaimRead(i) => {
                 let Ctrl::Claiming { zone, to, rv, .. } = s.controllers[usize::from(i)] else { return None };
-                n.controllers[usize::from(i)] = if self.verdict(s, usize::from(zone)) == MinTimeVerdict::Elapsed {
-                    Ctrl::Claiming { zone, to, rv, seen: Some(s.record_version) }
-                } else {
-                    // Refused: the patch is skipped.
-                    Ctrl::Idle
-                };
+                n.controllers[usize::from(i)] =
+                    if self.claimed(s, usize::from(zone), Claimant::FollowerScaling).is_some() {
+                        Ctrl::Claiming { zone, to, rv, seen: Some(s.record_version) }
+                    } else {
+                        // Refused: the patch is skipped.
+                        Ctrl::Idle
+                    };
             }
             ScalingStep::ClaimWrite(i) => {
                 let Ctrl::Claiming { zone, to, rv, seen: Some(v) } = s.controllers[usize::from(i)] else { return None };
-                n.controllers[usize::from(i)] = if v == s.record_version {
-                    n.record[usize::from(zone)] = Some(s.time);
+                let claimed = self.claimed(s, usize::from(zone), Claimant::FollowerScaling);
+                n.controllers[usize::from(i)] = if v == s.record_version
+                    && let Some(record) = claimed
+                {
+                    n.record = record;
                     n.record_version = s.record_version.wrapping_add(1);
                     Ctrl::Patching { zone, to, rv }
                 } else {

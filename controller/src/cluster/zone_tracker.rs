@@ -6,9 +6,9 @@
 //! (create when absent, replace conditional on the version read). So two actors — the controller's
 //! leader/follower scaling, the prepare-downscale webhook, several operator replicas — can never both pass the
 //! min-time check for different zones of one group: the second writer's swap fails, it re-reads the record with the
-//! first claim in it, and the core's [`check_min_time`] refuses it.
+//! first claim in it, and the core's [`record_claims`] refuses it.
 //!
-//! Must not decide anything itself: whether a downscale may happen is [`check_min_time`]'s verdict on the record
+//! Must not decide anything itself: whether a downscale may happen is the verdict of [`record_claims`] on the record
 //! read; this module only retries the read-check-swap cycle on conflicts, a bounded number of times.
 
 use crate::cluster::{ApiError, ZoneTrackerStore};
@@ -16,9 +16,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::downscale::{
-    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MarkedClaim, MinTimeVerdict,
-    RecordError, RolloutStepInProgress, check_min_time, parse_in_progress, parse_rollout_steps, render_in_progress,
-    render_rollout_steps,
+    ClaimEnd, Claimant, DownscaleInProgress, DownscaleRecord, InProgressError, MarkedClaim, RecordError,
+    RolloutStepInProgress, parse_in_progress, parse_rollout_steps, render_in_progress, render_rollout_steps,
 };
 use rollout_core::execution::StepClaimed;
 use rollout_core::keys;
@@ -40,15 +39,6 @@ pub struct StoredRecord {
     pub resource_version: String,
     /// The ConfigMap as read: a write keeps its other metadata (labels, annotations, owner references).
     pub config_map: ConfigMap,
-}
-
-/// The outcome of a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
-    /// The downscale is recorded. `previous` is the StatefulSet's entry before the claim, for [`undo_claim`].
-    Claimed { previous: Option<Timestamp> },
-    /// The min-time rule (or an unusable value it depends on) refuses the downscale; nothing was written.
-    Refused(MinTimeVerdict),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -241,68 +231,19 @@ pub fn markers_of(stored: &StoredRecord, config_map: &str) -> Result<Vec<Downsca
     })
 }
 
-/// Claims a downscale of `statefulset` (a member of `group`) at `now`: reads the record (bootstrapping it from the
-/// group's `grafana.com/last-downscale` annotations when absent), asks [`check_min_time`], and, if the min time has
-/// elapsed, records the downscale with a compare-and-swap. On a conflict it starts over from a fresh read, so the
-/// verdict is always taken on the record it replaces.
-pub async fn claim_downscale<C: ZoneTrackerStore>(
-    api: &C,
-    config_map: &str,
-    group: &GroupSnapshot,
-    statefulset: &str,
-    now: Timestamp,
-) -> Result<Claim, ZoneTrackerError> {
-    read_check_swap(api, config_map, |stored| {
-        let mut record = stored.map_or_else(|| DownscaleRecord::bootstrap(group), |s| s.record.clone());
-        match check_min_time(group, Some(&record), statefulset, now) {
-            MinTimeVerdict::Elapsed => {}
-            refused => return Ok(Round::Answer(Claim::Refused(refused))),
-        }
-        let previous = record.last_downscaled.get(statefulset).copied();
-        record.record_downscale(statefulset, now);
-        Ok(Round::Write(Write { record: Some(record), ..Write::default() }, Claim::Claimed { previous }))
-    })
-    .await
-}
-
-/// Undoes a claim made at `claimed_at`: restores `previous` as the StatefulSet's entry (or removes the entry when
-/// there was none), by compare-and-swap, and only while the entry is still the one the claim wrote: a later claim
-/// of the same StatefulSet is never rolled back. Returns whether anything was restored.
-pub async fn undo_claim<C: ZoneTrackerStore>(
-    api: &C,
-    config_map: &str,
-    statefulset: &str,
-    previous: Option<Timestamp>,
-    claimed_at: Timestamp,
-) -> Result<bool, ZoneTrackerError> {
-    let mut ours = DownscaleRecord::default();
-    ours.record_downscale(statefulset, claimed_at);
-    let claimed_at = ours.last_downscaled[statefulset];
-    read_check_swap(api, config_map, |stored| {
-        let Some(stored) = stored.filter(|s| s.record.last_downscaled.get(statefulset) == Some(&claimed_at)) else {
-            return Ok(Round::Answer(false));
-        };
-        let mut record = stored.record.clone();
-        match previous {
-            Some(at) => record.last_downscaled.insert(statefulset.to_string(), at),
-            None => record.last_downscaled.remove(statefulset),
-        };
-        Ok(Round::Write(Write { record: Some(record), ..Write::default() }, true))
-    })
-    .await
-}
-
 /// The downscales in progress recorded with the record (see [`DownscaleInProgress`]).
 pub fn read_markers(stored: &StoredRecord) -> Result<Vec<DownscaleInProgress>, InProgressError> {
     let annotations = stored.config_map.metadata.annotations.as_ref();
     parse_in_progress(annotations.and_then(|a| a.get(keys::DOWNSCALES_IN_PROGRESS)).map(String::as_str))
 }
 
-/// [`claim_downscale`] for a downscale whose replica change commits some time after the claim (the webhook's, after
-/// its pod calls and its answer; the controller's, after its replica write): decided at `now`, in the same
-/// compare-and-swap refused while another StatefulSet of the group has a live in-progress marker or the group a
-/// live rollout step, and recorded with this StatefulSet's marker (live until `until`, keeping the controller from
-/// replacing pods of the group meanwhile).
+/// Claims a downscale of `statefulset` (a member of `group`) whose replica change commits some time after the claim
+/// (the webhook's, after its pod calls and its answer; the controller's, after its replica write). Reads the record
+/// (bootstrapped from the group's `grafana.com/last-downscale` annotations when absent) and decides at `now` with
+/// [`record_claims::claim_marked`]: refused by the min-time rule, or while another StatefulSet of the group has a live
+/// in-progress marker or the group a live rollout step; otherwise recorded, with this StatefulSet's marker (live
+/// until `until`, keeping the controller from replacing pods of the group meanwhile), by compare-and-swap. On a
+/// conflict it starts over from a fresh read, so the verdict is always taken on the record it replaces.
 ///
 /// The entry is dated `until`, the latest the replica change can commit under this claim, not `now`: the min time runs
 /// from the commit, and a claimant that dies midway leaves a date that is still late enough. [`finish_marked_claim`]
