@@ -27,8 +27,6 @@ mod app {
     use rollout_operator::cli::{self, Command, RunConfig};
     use rollout_operator::commands::{plan as plan_cmd, rbac as rbac_cmd, review as review_cmd};
     use rollout_operator::election;
-    use rollout_operator::health_check::feed as health_feed;
-    use rollout_operator::health_check::gates::HealthGates;
     use rollout_operator::health_check::http::HyperTransport;
     use rollout_operator::kube::{adapter as kube_adapter, layers as kube_layers};
     use rollout_operator::operator::{BudgetSource, ElectionSetup, Operator, OperatorConfig, until_stopped};
@@ -238,17 +236,7 @@ mod app {
             Operator::build(config, cluster.clone(), pod_client, RolloutPlanner, metrics.clone(), stopped.clone());
         // RolloutHealthChecks: gates evaluated off the pass, fed by their watch. Neither blocks startup.
         match HyperTransport::new() {
-            Ok(transport) => {
-                let gates = HealthGates::new(transport, &flags.kubernetes_namespace);
-                let watch = health_feed::run(
-                    cluster.clone(),
-                    gates.clone(),
-                    metrics.gates().clone(),
-                    until_stopped(stopped.clone()),
-                );
-                tokio::spawn(watch);
-                operator = operator.with_health_gates(gates);
-            }
+            Ok(transport) => operator = operator.with_health_checks(cluster.clone(), transport, stopped.clone()),
             Err(error) => error!(%error, "cannot build the Prometheus client: health-gated zones are off"),
         }
         // The admission webhooks over HTTPS, when enabled; they run until the process ends.

@@ -10,7 +10,9 @@ use crate::admission::no_downscale::ParentLookups;
 use crate::admission::router::{WebhookSettings, Webhooks, system_clock};
 use crate::cluster::{ClusterApi, EventsApi, Leases};
 use crate::election::{self, LeaderGate, MonotonicClock};
+use crate::health_check::feed::{self as health_feed, HealthCheckSource};
 use crate::health_check::gates::HealthGates;
+use crate::health_check::prometheus::Transport;
 use crate::ops::events::{EventRecorder, EventSettings, run_sink};
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::{LeaderMetrics, Metrics};
@@ -142,6 +144,21 @@ where
             tokio::spawn(tracker.run(until_stopped(stopped)));
         }
         Operator { cluster, pods, planner, config, metrics, events, zpdb, health_gates: None }
+    }
+
+    /// The same process with health-gated zones: gates querying Prometheus through `transport`, fed with the
+    /// namespace's RolloutHealthChecks by their watch over `source` (a task that runs until `stopped` says so; it
+    /// blocks nothing, and a refused or missing resource turns the gates off as the feed says).
+    pub fn with_health_checks<S: HealthCheckSource, T: Transport>(
+        self,
+        source: S,
+        transport: T,
+        stopped: watch::Receiver<bool>,
+    ) -> Self {
+        let gates = HealthGates::new(transport, &self.config.namespace);
+        let features = self.metrics.gates().clone();
+        tokio::spawn(health_feed::run(source, gates.clone(), features, until_stopped(stopped)));
+        self.with_health_gates(gates)
     }
 
     /// The same process holding each zone after the first back until its RolloutHealthCheck passes, with `gates`
