@@ -7,6 +7,7 @@ use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::drains::{BudgetMode, Drains, Evictor};
 use rollout_sim::scenario::faults::FaultMix;
 use rollout_sim::scenario::ha::{ElectionVariant, Ha};
+use rollout_sim::scenario::health::HealthGated;
 use rollout_sim::scenario::planner::PlannerKind;
 use rollout_sim::scenario::scaling::{Admission, ScalingScenario};
 use std::time::Duration;
@@ -202,6 +203,16 @@ pub(crate) struct ScenarioArgs {
     /// from writing) or late-stop-no-gate (the same without the gate).
     #[arg(long, default_value = "real")]
     pub(crate) election: String,
+    /// Health-gated zones: every StatefulSet names a RolloutHealthCheck of the pods' error ratio, a simulated
+    /// Prometheus scrapes the pods, and the user pushes one release, good or bad (its pods fail 30% of their
+    /// requests where good ones fail 1%, all of them Ready): a bad release must stop after its first zone, a good one
+    /// converge.
+    #[arg(long = "health-check", value_name = "good|bad")]
+    pub(crate) health_check: Option<String>,
+    /// With --health-check: Prometheus' answers are now and then slow (past the check's 2 s timeout), refused at
+    /// the connection or empty, until the faults stop.
+    #[arg(long = "query-faults")]
+    pub(crate) query_faults: bool,
 }
 
 pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, String> {
@@ -384,8 +395,26 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
             Some(Ha { replicas, election })
         }
     };
+    let health = match args.health_check.as_deref() {
+        None if args.query_faults => return Err("--query-faults needs --health-check".to_string()),
+        None => None,
+        Some(release @ ("good" | "bad")) => {
+            Some(HealthGated { bad_release: release == "bad", query_faults: args.query_faults })
+        }
+        Some(other) => return Err(format!("--health-check {other:?}: good or bad")),
+    };
+    // One release, and the time each later zone waits for its gate's soak (the check's one-minute window).
+    let base = match &health {
+        Some(_) => {
+            let gated = Scenario::health_gated(false);
+            let settle_deadline = base.settle_deadline + (gated.settle_deadline - Scenario::default().settle_deadline);
+            Scenario { revisions: gated.revisions, settle_deadline, ..base }
+        }
+        None => base,
+    };
     let zones = args.zones.unwrap_or(base.zones);
     let sc = Scenario {
+        health,
         ha,
         drains,
         second_group: args.second_group,

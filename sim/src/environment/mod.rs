@@ -9,4 +9,5 @@ pub mod eviction;
 pub mod guaranteed_update;
 pub mod kube;
 pub mod objects;
+pub mod prometheus;
 pub mod store;

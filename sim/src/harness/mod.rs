@@ -21,6 +21,7 @@ use crate::environment::apiserver;
 use crate::environment::apiserver::{Knobs, ServerEnv};
 use crate::environment::kube;
 use crate::environment::kube::KubeState;
+use crate::environment::prometheus::SimPrometheus;
 use crate::environment::store::{SharedStore, Store};
 use crate::harness::eviction_replicas::replica_address;
 use crate::harness::operator::start_operators;
@@ -30,7 +31,7 @@ use crate::harness::replicas::HA_STREAM;
 use crate::harness::replicas::identity;
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
-use crate::scenario::deployment::with_ha_grants;
+use crate::scenario::deployment::{with_ha_grants, with_health_check_grants};
 use crate::trace::Trace;
 use madsim::net::NetSim;
 use madsim::runtime::{Handle, Runtime};
@@ -106,6 +107,8 @@ pub struct Stage {
     pub knobs: Arc<Mutex<Knobs>>,
     pub kube: Arc<Mutex<KubeState>>,
     pub nodes: Arc<Nodes>,
+    /// The health-gated worlds' Prometheus.
+    pub prometheus: Option<SimPrometheus>,
 }
 
 /// The actors' tasks: `tasks` are stopped when the fault phase ends; `users` run to their end (an admission in
@@ -139,9 +142,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         crash_tx,
         pause_tx,
         // The HA world runs the deployment's RBAC plus the HA overlay's Lease grants.
-        grants: sc.deployment.map(|d| match sc.ha {
-            Some(_) => Arc::new(with_ha_grants(d.grants())),
-            None => Arc::new(d.grants()),
+        grants: sc.deployment.map(|d| {
+            let grants = if sc.ha.is_some() { with_ha_grants(d.grants()) } else { d.grants() };
+            Arc::new(if sc.health.is_some() { with_health_check_grants(grants) } else { grants })
         }),
         eviction_webhooks: sc.drains.iter().flat_map(|d| (0..d.replicas).map(replica_address)).collect(),
     };
@@ -159,7 +162,18 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         .init(move || kube::run(s.clone(), k.clone()))
         .build();
     let mut ha_rng = SimRng::new(seed ^ HA_STREAM);
-    let controllers = start_operators(&handle, &store, &sc, seed, &mut ha_rng);
+    // The health-gated worlds' Prometheus, on a node of its own (it scrapes from the start and through every fault).
+    let prometheus = sc.health.as_ref().map(|h| SimPrometheus::new(seed, h.query_faults));
+    if let Some(prometheus) = &prometheus {
+        let (p, s) = (prometheus.clone(), store.clone());
+        handle
+            .create_node()
+            .name("prometheus")
+            .ip(IpAddr::from([10, 0, 0, 9]))
+            .init(move || p.clone().scrape(s.clone()))
+            .build();
+    }
+    let controllers = start_operators(&handle, &store, &sc, seed, &mut ha_rng, prometheus.as_ref());
     let nodes = Arc::new(Nodes {
         apiserver: apiserver.id(),
         killed: Mutex::new((false, vec![false; controllers.len()])),
@@ -168,7 +182,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     });
     let start = Instant::now();
     let fault_end = start + sc.fault_phase;
-    let stage = Stage { seed, sc, store, start, fault_end, rng, knobs, kube: kube_state, nodes };
+    let stage = Stage { seed, sc, store, start, fault_end, rng, knobs, kube: kube_state, nodes, prometheus };
 
     // The actors, started in a fixed order: those drawing from the run's shared stream draw in this order.
     let mut actors = Actors::default();
@@ -216,7 +230,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
 
     let converged_at = await_convergence(&stage.store, start, fault_end + stage.sc.settle_deadline).await;
     let slow_observations = stage.kube.lock().unwrap().slow_observations;
-    judge(&stage.store, &stage.sc, seed, start, converged_at, slow_observations)
+    judge(&stage.store, &stage.sc, seed, start, converged_at, slow_observations, stage.prometheus.as_ref())
 }
 
 /// The end of the fault phase: the network healed, frozen replicas resumed, the kubelet healed, every sidecar up,
@@ -224,6 +238,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
 fn heal(stage: &Stage) {
     let (store, nodes) = (&stage.store, &stage.nodes);
     *stage.knobs.lock().unwrap() = Knobs::default();
+    if let Some(prometheus) = &stage.prometheus {
+        prometheus.heal();
+    }
     let net = NetSim::current();
     for (i, node) in nodes.controllers.iter().enumerate() {
         net.unclog_node(*node);

@@ -5,6 +5,7 @@
 use crate::actors::pods::DELAYED_PODS_STREAM;
 use crate::actors::pods::DelayedDownscalePods;
 use crate::environment::client::{BudgetFeed, SimCluster};
+use crate::environment::prometheus::SimPrometheus;
 use crate::environment::store::SharedStore;
 use crate::harness::eviction_replicas::REPLICA_INCARNATION_BASE;
 use crate::harness::eviction_replicas::operator_zpdb;
@@ -50,6 +51,9 @@ pub(crate) struct ControllerSetup {
     /// process, as `main` runs it, whose in-process serialisation covers its controller's deletions and its
     /// evictions alike). `None`: a controller process of its own.
     zpdb: Option<Zpdb>,
+    /// The health-gated worlds' Prometheus: the process is built with health checks, as `main` builds it. Other
+    /// worlds leave them out, so their processes run no extra task and their pinned seeds replay as before.
+    prometheus: Option<SimPrometheus>,
 }
 
 /// The operator process's configuration for this world, as `main` makes it from its flags: the flags' defaults
@@ -87,7 +91,12 @@ pub(crate) async fn run_controller<P: Planner + Clone + Send + 'static>(
     // Never set: a process ends only by being killed, as a crashed pod does.
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::new());
-    let operator = Operator::build(operator_config(&setup), api, setup.pods.clone(), planner, metrics, stopped.clone());
+    let config = operator_config(&setup);
+    let operator = Operator::build(config, api.clone(), setup.pods.clone(), planner, metrics, stopped.clone());
+    let operator = match &setup.prometheus {
+        Some(prometheus) => operator.with_health_checks(api, prometheus.clone(), stopped.clone()),
+        None => operator,
+    };
     operator.run(setup.ready.clone(), stopped, None).await
 }
 
@@ -125,7 +134,12 @@ pub(crate) fn start_replica(
                     metrics.register_leader_election(),
                 );
                 let (config, pods) = (operator_config(&setup), setup.pods.clone());
-                let operator = Operator::build(config, api, pods, RolloutPlanner, Arc::new(metrics), stopped.clone());
+                let operator =
+                    Operator::build(config, api.clone(), pods, RolloutPlanner, Arc::new(metrics), stopped.clone());
+                let operator = match &setup.prometheus {
+                    Some(prometheus) => operator.with_health_checks(api, prometheus.clone(), stopped.clone()),
+                    None => operator,
+                };
                 let gated = ha.election.gated();
                 operator
                     .run_elected(election, ReadyFlag::new(), stopped, move |operator, gate, end| {
@@ -249,6 +263,7 @@ pub(crate) fn start_operators(
     sc: &Scenario,
     seed: u64,
     ha_rng: &mut SimRng,
+    prometheus: Option<&SimPrometheus>,
 ) -> Vec<madsim::task::NodeId> {
     let incarnations = Arc::new(AtomicU64::new(0));
     let setup = ControllerSetup {
@@ -262,6 +277,7 @@ pub(crate) fn start_operators(
         },
         ready: ReadyFlag::new(),
         zpdb: None,
+        prometheus: prometheus.cloned(),
     };
     if let Some(ha) = sc.ha {
         return (0..ha.replicas)

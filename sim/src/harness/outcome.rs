@@ -64,6 +64,17 @@ pub struct Outcome {
     pub pass_reports: Vec<crate::harness::pass_log::PassReport>,
     /// Each StatefulSet and the template revision it ended on.
     pub revisions: Vec<(String, String)>,
+    /// The health-gated worlds: how far a bad release got and what Prometheus answered.
+    pub health: Option<HealthOutcome>,
+}
+
+/// What a health-gated world did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthOutcome {
+    /// The most StatefulSets the controller rolled one bad push in (0 with a good release).
+    pub zones_on_bad_release: usize,
+    /// The simulated Prometheus' answers, by kind.
+    pub queries: crate::environment::prometheus::QueryStats,
 }
 
 impl Outcome {
@@ -112,17 +123,23 @@ pub(crate) fn judge(
     start: Instant,
     converged_at: Option<Duration>,
     slow_observations: u64,
+    prometheus: Option<&crate::environment::prometheus::SimPrometheus>,
 ) -> Outcome {
     let mut st = store.lock().unwrap();
+    let pass_reports = crate::harness::pass_log::take_heard(|at| st.since_start(at));
     match converged_at {
         Some(at) => st.trace("sim", format!("converged at {:.1}s", at.as_secs_f64())),
-        None => match held_by_a_partitions_last_pod(&st) {
-            Some(why) => {
+        None => match (held_by_a_partitions_last_pod(&st), held_by_the_health_check(&st, &pass_reports)) {
+            (Some(why), _) => {
                 st.checker.drains.held_by_last_pod += 1;
                 let line = format!("not converged, held by a partition budget as designed: {why}; {}", st.describe());
                 st.trace("checker", line);
             }
-            None => {
+            (None, Some(why)) => {
+                let line = format!("not converged, held by the health check as designed: {why}; {}", st.describe());
+                st.trace("checker", line);
+            }
+            (None, None) => {
                 let at = st.elapsed();
                 let detail = format!(
                     "not converged {}s after the faults stopped: {}",
@@ -160,7 +177,6 @@ pub(crate) fn judge(
     if sc.events {
         st.trace("checker", events.describe());
     }
-    let pass_reports = crate::harness::pass_log::take_heard(|at| st.since_start(at));
     Outcome {
         seed,
         violations,
@@ -193,6 +209,8 @@ pub(crate) fn judge(
             .iter()
             .map(|(name, sts)| (name.clone(), crate::environment::objects::template_revision(sts)))
             .collect(),
+        health: prometheus
+            .map(|p| HealthOutcome { zones_on_bad_release: st.checker.bad_release_zones(), queries: p.stats() }),
     }
 }
 
@@ -226,6 +244,17 @@ pub(crate) fn judge_undos(st: &mut Store) {
 /// partition with no pod at all, which the controller never does (`rollout_core::zpdb::decision::AbsentPeer`), so
 /// the rollout waits for a person or for the zones to be scaled alike (the per-zone HPAs of `--webhook` leave them
 /// different). Such a run is reported, not failed; any other way of not converging still fails.
+/// Whether a bad release stopped where it must: the controller rolled it in one zone of the group at most (a zone
+/// whose crashed pod it replaced counts), and its last word on the group is that the health check holds it back.
+/// Such a run is the bad-release world's expected end, not a liveness failure.
+pub(crate) fn held_by_the_health_check(st: &Store, reports: &[crate::harness::pass_log::PassReport]) -> Option<String> {
+    if !st.bad_release || st.checker.bad_release_zones() > 1 {
+        return None;
+    }
+    let last = reports.iter().rev().find(|r| r.group == crate::scenario::GROUP)?;
+    (last.waits() && last.wait == "held-by-health-check").then(|| last.reason.clone())
+}
+
 pub(crate) fn held_by_a_partitions_last_pod(st: &Store) -> Option<String> {
     let replicas = |s: &k8s_openapi::api::apps::v1::StatefulSet| {
         let spec = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as u32;

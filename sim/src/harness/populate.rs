@@ -111,6 +111,10 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     if sc.no_downscale {
         populate_no_downscale(&mut st);
     }
+    if let Some(health) = &sc.health {
+        st.health_checks.push(crate::environment::prometheus::health_check());
+        st.bad_release = health.bad_release;
+    }
     if sc.mirror {
         st.api_resources.push(rollout_operator::cluster::ApiResourceRef {
             group: MIRROR_GROUP.into(),
@@ -207,6 +211,13 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     url,
                 );
             }
+        }
+        if sc.health.is_some() {
+            crate::environment::objects::annotate(
+                &mut sts,
+                rollout_core::keys::ROLLOUT_HEALTH_CHECK,
+                crate::environment::prometheus::HEALTH_CHECK,
+            );
         }
         if let Some(value) = &sc.max_unavailable_annotation {
             let spelled = max_unavailable_text(value, seed, z);

@@ -87,6 +87,16 @@ pub(crate) fn with_verbs(
     grants
 }
 
+/// The health-gated worlds' grants under a real deployment's RBAC: the deployment's own, plus the Role's rule a user
+/// who opts into health-gated zones adds (`list` and `watch` on RolloutHealthChecks, as `deploy/base/role.yaml`).
+pub fn with_health_check_grants(
+    mut grants: rollout_operator::kube::reference_deployments::Grants,
+) -> rollout_operator::kube::reference_deployments::Grants {
+    use rollout_operator::kube::reference_deployments::rule;
+    grants.role.push(rule("rollout-operator.grafana.com", &["rollouthealthchecks"], &["list", "watch"]));
+    grants
+}
+
 /// The HA world's grants under a real deployment's RBAC: the deployment's own, plus `deploy/overlays/ha`'s Role
 /// (Lease `create`, and `get`, `update` on the one Lease by name), which the controller crate's tests check
 /// against what the adapter needs.

@@ -117,6 +117,7 @@ fn set(root: &mut Value, key: &str, value: Value) -> Result<(), LineError> {
         scaling: Some(Default::default()),
         drains: Some(Default::default()),
         ha: Some(Default::default()),
+        health: Some(Default::default()),
         ..Scenario::default()
     });
     let (mut node, mut template) = (root, Some(&full));

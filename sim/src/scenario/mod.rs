@@ -8,6 +8,7 @@ pub mod deployment;
 pub mod drains;
 pub mod faults;
 pub mod ha;
+pub mod health;
 pub mod line;
 pub mod planner;
 pub mod scaling;
@@ -154,6 +155,9 @@ pub struct Scenario {
     /// controller node; the faults hit the replicas, which are also paused longer than the lease, killed while
     /// leading, and run clocks with offsets and rates of their own. Drawn from a generator of its own.
     pub ha: Option<crate::scenario::ha::Ha>,
+    /// Health-gated zones: the StatefulSets name a RolloutHealthCheck judged on a simulated Prometheus, and the
+    /// release is good or bad (`crate::environment::prometheus`).
+    pub health: Option<crate::scenario::health::HealthGated>,
 }
 
 impl Scenario {
@@ -249,6 +253,20 @@ impl Scenario {
         }
     }
 
+    /// Health-gated zones: one template push of a good or a bad release, under the default faults. A zone after the
+    /// first starts only once the updated pods have served a minute (the check's `currentRange`) and their error
+    /// ratio stays within twice the baseline's: the bad release must stop after its first zone, the good one
+    /// converge (each later zone waits its soak, hence the longer deadline).
+    pub fn health_gated(bad_release: bool) -> Self {
+        let base = Scenario::default();
+        Scenario {
+            revisions: 1,
+            health: Some(crate::scenario::health::HealthGated { bad_release, query_faults: false }),
+            settle_deadline: base.settle_deadline + Duration::from_secs(300),
+            ..base
+        }
+    }
+
     /// Admitted downscales during rollouts (`--webhook`) with a 60 s min time and zone-b downscaled just before the
     /// start (its `grafana.com/last-downscale`), the annotation dropped once the record exists: the record's
     /// bootstrap from the annotations is what keeps zone-a and zone-c's early downscales waiting.
@@ -303,6 +321,7 @@ impl Default for Scenario {
             long_delays: false,
             drains: None,
             ha: None,
+            health: None,
         }
     }
 }

@@ -142,6 +142,8 @@ pub enum Op {
     },
     /// `LIST zoneawarepoddisruptionbudgets` (the operator's budget watch).
     ListBudgets,
+    /// `LIST rollouthealthchecks` (the operator's health-check feed).
+    ListHealthChecks,
     /// `CREATE pods/{name}/eviction` (a node drain's): admitted by the pod-eviction webhook, then the pod deleted.
     /// `dry_run` is the request's `dryRun`, `options_dry_run` the Eviction's `deleteOptions.dryRun`.
     Evict {

@@ -228,6 +228,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::PatchEvent { name, patch } => Reply::Done(store.events.patch(name, patch)),
         Op::ListBudgets => Reply::Values(Ok(store.budgets.clone())),
+        Op::ListHealthChecks => Reply::Values(Ok(store.health_checks.clone())),
         Op::GetLease { name } => Reply::Lease(Ok(store.leases.get(name).cloned().map(Box::new))),
         Op::CreateLease { lease } => Reply::Lease(store.api_create_lease(lease).map(|l| Some(Box::new(l)))),
         Op::ReplaceLease { lease } => Reply::Lease(store.api_replace_lease(lease).map(|l| Some(Box::new(l)))),

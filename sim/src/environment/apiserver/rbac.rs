@@ -55,6 +55,7 @@ pub(crate) fn access_of(op: &Op) -> Option<(Access, bool)> {
         Op::CreateEvent { .. } => access("events.k8s.io", "events", "create", None),
         Op::PatchEvent { name, .. } => access("events.k8s.io", "events", "patch", Some(name)),
         Op::ListBudgets => access("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", "list", None),
+        Op::ListHealthChecks => access("rollout-operator.grafana.com", "rollouthealthchecks", "list", None),
         Op::GetLease { name } => access("coordination.k8s.io", "leases", "get", Some(name)),
         // RBAC cannot restrict a create by name.
         Op::CreateLease { .. } => access("coordination.k8s.io", "leases", "create", None),
@@ -153,7 +154,7 @@ pub(crate) fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::GetSecret { .. } | Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => Reply::Secret(Err(err)),
         Op::GetDeployment { .. } => Reply::Deployment(Err(err)),
         Op::GetReplicaSet { .. } => Reply::ReplicaSet(Err(err)),
-        Op::ListBudgets => Reply::Values(Err(err)),
+        Op::ListBudgets | Op::ListHealthChecks => Reply::Values(Err(err)),
         Op::Evict { .. } => Reply::Done(Err(err)),
         Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. } => Reply::Lease(Err(err)),
     }

@@ -165,15 +165,16 @@ impl SimCluster {
         }
     }
 
-    /// The budgets, listed once they can be (retrying with backoff), then nothing more: the simulated budgets never
-    /// change during a run.
-    async fn list_budgets_until_listed(
+    /// The objects `list` asks for (budgets, RolloutHealthChecks), listed once they can be (retrying with backoff),
+    /// then nothing more: the simulated ones never change during a run.
+    pub(crate) async fn list_until_listed(
         self,
+        list: fn() -> Op,
         tx: futures::channel::mpsc::UnboundedSender<Result<WatchEvent<serde_json::Value>, ApiError>>,
     ) {
         let mut backoff = Duration::from_millis(200);
         loop {
-            match self.call(Op::ListBudgets).await {
+            match self.call(list()).await {
                 Ok(Reply::Values(Ok(items))) => {
                     let _ = tx.unbounded_send(Ok(WatchEvent::Init));
                     for item in items {

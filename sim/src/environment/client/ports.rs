@@ -15,6 +15,7 @@ use rollout_operator::cluster::{
     Preconditions, RolloutApi, ScaleTargets, StatefulSetAnnotations, WatchEvent, WebhookConfiguration, WebhookKind,
     ZoneTrackerStore,
 };
+use rollout_operator::health_check::feed::HealthCheckSource;
 
 pub(crate) fn sts_of(obj: Obj) -> Option<StatefulSet> {
     match obj {
@@ -142,11 +143,20 @@ impl DisruptionBudgets for SimCluster {
                 .boxed(),
             BudgetFeed::ListOnce => {
                 let (tx, rx) = mpsc::unbounded();
-                tokio::spawn(self.clone().list_budgets_until_listed(tx));
+                tokio::spawn(self.clone().list_until_listed(|| Op::ListBudgets, tx));
                 rx.chain(futures::stream::pending()).boxed()
             }
             BudgetFeed::Watch => self.watch(Kind::Budgets, budget_of),
         }
+    }
+}
+
+/// The RolloutHealthChecks, listed once (they never change in a run). Only a process built with health checks asks.
+impl HealthCheckSource for SimCluster {
+    fn watch_health_checks(&self) -> BoxStream<'static, Result<WatchEvent<serde_json::Value>, ApiError>> {
+        let (tx, rx) = mpsc::unbounded();
+        tokio::spawn(self.clone().list_until_listed(|| Op::ListHealthChecks, tx));
+        rx.chain(futures::stream::pending()).boxed()
     }
 }
 

@@ -42,6 +42,11 @@ impl Store {
         if self.being_scaled(&crate::environment::objects::owner_of(&pod)) {
             self.checker.rolled_while_scaling += 1;
         }
+        let owner = crate::environment::objects::owner_of(&pod);
+        let update = self.statefulsets.get(&owner).and_then(|s| s.status.as_ref()?.update_revision.clone());
+        if let Some(update) = update.filter(|u| crate::environment::prometheus::is_bad(u, self.bad_release)) {
+            self.checker.judge_bad_release_deletion(at, name, &owner, &update);
+        }
         let group = self
             .statefulsets
             .get(&crate::environment::objects::owner_of(&pod))

@@ -214,6 +214,11 @@ pub struct Store {
     /// ZoneAwarePodDisruptionBudgets, as the API server serves them (the drains worlds; changed during the run only
     /// by the budget editor of `--budget-edits`, through [`Store::put_budget`] and [`Store::delete_budget`]).
     pub budgets: Vec<serde_json::Value>,
+    /// RolloutHealthChecks, as the API server serves them (the health-gated worlds'; they never change in a run).
+    pub health_checks: Vec<serde_json::Value>,
+    /// The health-gated worlds' release is bad: a second zone must never be started on it
+    /// ([`crate::oracle::checker::HEALTH_GATE`]).
+    pub bad_release: bool,
     /// `grafana.com/min-time-between-zones-downscale` of each StatefulSet, as the world meant the text it wrote
     /// (the checker's min time: not read back through the operator's parser).
     pub min_times: BTreeMap<String, Duration>,
@@ -295,6 +300,8 @@ impl Store {
             scale_requests: Default::default(),
             controller_replica_changes: 0,
             budgets: Vec::new(),
+            health_checks: Vec::new(),
+            bad_release: false,
             min_times: BTreeMap::new(),
             delayed_downscale_delays: BTreeMap::new(),
             mirrors: std::collections::BTreeSet::new(),

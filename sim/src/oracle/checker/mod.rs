@@ -1,5 +1,6 @@
 pub mod admission;
 pub mod budgets;
+pub mod health;
 pub mod rollout;
 pub mod scaling;
 
@@ -32,6 +33,10 @@ pub struct Violation {
 }
 
 pub const ONE_ZONE: &str = "one zone at a time";
+
+/// Health-gated zones: a release whose pods serve errors is rolled to one zone only (the gate before each later
+/// zone finds the updated pods' error ratio above the baseline's).
+pub const HEALTH_GATE: &str = "a bad release starts no second zone";
 
 pub const MAX_UNAVAILABLE: &str = "max unavailable";
 
@@ -243,6 +248,9 @@ pub struct Checker {
     /// resourceVersion they committed at, the pod's name, and by whom.
     spent: Vec<(u64, String, String)>,
     pub drains: DrainStats,
+    /// Health-gated worlds with a bad release: per push (its revision number), the StatefulSets the controller
+    /// deleted pods of to roll it.
+    pub bad_release_zones: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// The state as the controller knew it.

@@ -1,0 +1,13 @@
+//! The health-gated worlds' settings: every StatefulSet of the group names the world's RolloutHealthCheck
+//! (`grafana.com/rollout-health-check`), a simulated Prometheus scrapes the pods, and the user's release is good or
+//! bad (its pods fail a share of their requests that readiness cannot see).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HealthGated {
+    /// Every revision the user pushes serves errors: the rollout must stop after its first zone.
+    pub bad_release: bool,
+    /// Prometheus' answers may be slow (past the check's timeout), refused at the connection or empty.
+    pub query_faults: bool,
+}
