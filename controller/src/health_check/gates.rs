@@ -47,8 +47,12 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Shared {
-    /// `None` until the RolloutHealthChecks are known: gates are then not evaluated (as if the feature were off).
+    /// `None` while the RolloutHealthChecks are not known: before the feed's first word (`heard` false) a gated zone
+    /// start waits as not evaluated, since a process that has just started cannot tell a gate it has not read from
+    /// none; after a refusal the gates are off (as if the feature were).
     checks: Option<HealthChecks>,
+    /// The feed has said what it knows (the resources, or that they cannot be listed).
+    heard: bool,
     /// Per group.
     entries: HashMap<String, Entry>,
     /// Per group: the finding last told in an Event.
@@ -122,7 +126,9 @@ impl HealthGates {
 
     /// The RolloutHealthChecks of the namespace as now known (`None`: unknown, e.g. their list is refused).
     pub fn set_checks(&self, checks: Option<HealthChecks>) {
-        self.lock().checks = checks;
+        let mut shared = self.lock();
+        shared.checks = checks;
+        shared.heard = true;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -131,7 +137,7 @@ impl HealthGates {
     }
 
     /// The gate of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
-    /// gates are off (the RolloutHealthChecks are not known); `Some(None)` when no gate sits before a zone start of
+    /// gates are off (the RolloutHealthChecks cannot be listed); `Some(None)` when no gate sits before a zone start of
     /// the group (none to evaluate: a start the pass plans anyway is held as not evaluated yet).
     pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<HealthGate>> {
         let current = self.current(group, now)?;
@@ -191,13 +197,20 @@ impl HealthGates {
     /// `None`: gates off; `Some(None)`: no gate target.
     fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<(HealthGate, String)>> {
         let mut shared = self.lock();
+        if shared.checks.is_none() && shared.heard {
+            return None;
+        }
         let Some(target) = gate_target(group, now) else {
             shared.entries.remove(&group.name);
-            return shared.checks.as_ref().map(|_| None);
+            return Some(None);
         };
         let statefulset = target.statefulset.clone();
         let name = target.health_check.clone();
-        let found = shared.checks.as_ref()?.get(&name).cloned();
+        let Some(checks) = shared.checks.as_ref() else {
+            let state = GateState::NotEvaluated("the RolloutHealthChecks are not listed yet".to_string());
+            return Some(Some((HealthGate { health_check: name, state }, statefulset)));
+        };
+        let found = checks.get(&name).cloned();
         let config = match resolve(group, &target.statefulset, &name, found.as_ref()) {
             Ok(config) => config.clone(),
             Err(why) => {

@@ -25,6 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
+/// How long the world's first pods served before the run, as Prometheus remembers them.
+pub const HISTORY: Duration = Duration::from_secs(600);
 pub const REQUESTS_PER_SCRAPE: f64 = 150.0;
 pub const GOOD_ERROR_RATIO: f64 = 0.01;
 pub const BAD_ERROR_RATIO: f64 = 0.3;
@@ -133,21 +135,32 @@ impl SimPrometheus {
         *self.stats.lock().unwrap()
     }
 
-    /// Scrapes the store's pods every [`SCRAPE_INTERVAL`], for ever.
+    /// Scrapes the store's pods every [`SCRAPE_INTERVAL`], for ever. The pods the world starts with served for
+    /// [`HISTORY`] before it (Prometheus has their past, as in a cluster that ran before the rollout).
     pub async fn scrape(self, store: SharedStore) {
+        let start = Timestamp::now();
+        let scrapes = (HISTORY.as_secs() / SCRAPE_INTERVAL.as_secs()) as i64;
+        for k in (1..=scrapes).rev() {
+            let at = start - jiff::SignedDuration::from_secs(k * SCRAPE_INTERVAL.as_secs() as i64);
+            self.sample(&store, at);
+        }
         loop {
             tokio::time::sleep(SCRAPE_INTERVAL).await;
-            let at = Timestamp::now();
-            let st = store.lock().unwrap();
-            let mut series = self.series.lock().unwrap();
-            for (name, pod) in &st.pods {
-                if !is_ready(pod) || pod.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                let ratio = if is_bad(&pod_revision(pod), st.bad_release) { BAD_ERROR_RATIO } else { GOOD_ERROR_RATIO };
-                let sample = Sample { at, errors: REQUESTS_PER_SCRAPE * ratio, requests: REQUESTS_PER_SCRAPE };
-                series.pods.entry(name.clone()).or_default().push(sample);
+            self.sample(&store, Timestamp::now());
+        }
+    }
+
+    /// One scrape of every Ready pod, stamped `at`.
+    fn sample(&self, store: &SharedStore, at: Timestamp) {
+        let st = store.lock().unwrap();
+        let mut series = self.series.lock().unwrap();
+        for (name, pod) in &st.pods {
+            if !is_ready(pod) || pod.metadata.deletion_timestamp.is_some() {
+                continue;
             }
+            let ratio = if is_bad(&pod_revision(pod), st.bad_release) { BAD_ERROR_RATIO } else { GOOD_ERROR_RATIO };
+            let sample = Sample { at, errors: REQUESTS_PER_SCRAPE * ratio, requests: REQUESTS_PER_SCRAPE };
+            series.pods.entry(name.clone()).or_default().push(sample);
         }
     }
 
