@@ -156,6 +156,16 @@ fn matchers_cover_each_side_and_an_empty_side_matches_nothing() {
     assert_eq!(promql_number(1e-7), "0.0000001");
 }
 
+/// What replaces a placeholder is never read as one: the matchers and the range are inserted as they are, in one
+/// pass over the user's template (a namespace or pod name, or a value, holding `${range}` stays as written).
+#[test]
+fn substituted_text_is_not_substituted_again() {
+    let query = "rate(x{${targetMatchers}}[${range}])";
+    assert_eq!(substitute_query(query, "pod=~\"${range}\"", "5m"), "rate(x{pod=~\"${range}\"}[5m])");
+    assert_eq!(substitute_query(query, "M", "${targetMatchers}"), "rate(x{M}[${targetMatchers}])");
+    assert_eq!(substitute_query("${range}${targetMatchers}", "${range}", "1m"), "1m${range}");
+}
+
 /// Three zones: `a` rolled to r1 (pods Ready since `ready_since`), `b` and `c` untouched on r0 with update revision
 /// r1, `b` and `c` gated by `ingester-health`; `b` carries the `started-at` annotation.
 fn between_zones(ready_since: Timestamp) -> GroupSnapshot {
