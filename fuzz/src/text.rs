@@ -91,6 +91,8 @@ pub const VALUES: &[&str] = &[
     "])) / sum(rate(requests_total{",
     "bool ",
     " < 2 * ",
+    "${range}",
+    "${targetMatchers}",
 ];
 
 impl Text {

@@ -97,12 +97,34 @@ fn promql_string(text: &str) -> String {
 
 /// `query` with `${targetMatchers}` and `${range}` substituted.
 pub fn substitute_query(query: &str, matchers: &str, range: &str) -> String {
-    query.replace(TARGET_MATCHERS, matchers).replace(RANGE, range)
+    substitute(query, &[(TARGET_MATCHERS, matchers), (RANGE, range)])
 }
 
 /// `success_query` with `${current}` and `${baseline}` substituted by the two scalars.
 pub fn substitute_success(success_query: &str, current: f64, baseline: f64) -> String {
-    success_query.replace(CURRENT, &promql_number(current)).replace(BASELINE, &promql_number(baseline))
+    substitute(success_query, &[(CURRENT, &promql_number(current)), (BASELINE, &promql_number(baseline))])
+}
+
+/// `template` with each placeholder replaced by its value, in one pass over the template: an inserted value is
+/// never read for placeholders again (chained `replace` calls would substitute inside the first one's values).
+fn substitute(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    'scan: while !rest.is_empty() {
+        for (placeholder, value) in values {
+            if let Some(after) = rest.strip_prefix(placeholder) {
+                out.push_str(value);
+                rest = after;
+                continue 'scan;
+            }
+        }
+        let mut chars = rest.chars();
+        if let Some(c) = chars.next() {
+            out.push(c);
+        }
+        rest = chars.as_str();
+    }
+    out
 }
 
 /// A PromQL literal for `value`: negative numbers in parentheses (so `2 * ${baseline}` stays valid), and PromQL's
