@@ -89,6 +89,12 @@ fn health_check() -> serde_json::Value {
                                 "successQuery": "${current} <= bool 2 * ${baseline} + 0.01"}]}})
 }
 
+/// The group waits on `held-by-health-check`, as its state metric says.
+fn assert_held(exposition: &str) {
+    let held = r#"rollout_operator_group_waiting{rollout_group="ingester",reason="held-by-health-check"} 1"#;
+    assert!(exposition.contains(held), "{exposition}");
+}
+
 fn deletions(calls: &[Call]) -> Vec<String> {
     calls
         .iter()
@@ -150,11 +156,7 @@ async fn a_bad_zone_a_keeps_zone_b_from_starting_until_the_checks_pass() {
         assert!(deletions(&calls).is_empty(), "{calls:?}");
     }
     let exposition = metrics.encode();
-    assert!(
-        exposition
-            .contains(r#"rollout_operator_group_waiting{rollout_group="ingester",reason="held-by-health-check"} 1"#),
-        "{exposition}"
-    );
+    assert_held(&exposition);
     assert!(
         exposition.contains(r#"rollout_operator_health_check_blocked{rollout_group="ingester"} 1"#),
         "{exposition}"
@@ -235,11 +237,7 @@ async fn a_gated_zone_waits_until_the_health_checks_are_listed_and_rolls_once_th
         assert!(deletions(&calls).is_empty(), "{calls:?}");
     }
     let exposition = metrics.encode();
-    assert!(
-        exposition
-            .contains(r#"rollout_operator_group_waiting{rollout_group="ingester",reason="held-by-health-check"} 1"#),
-        "{exposition}"
-    );
+    assert_held(&exposition);
 
     // Refused (RBAC): the feature is off, zone b starts.
     gates.set_checks(None);

@@ -3,7 +3,7 @@
 //! or any string, so that the fuzzer reaches validation's every refusal and the evaluation behind a valid check.
 
 use crate::text::{Text, map};
-use crate::world::{Field, NAMESPACE};
+use crate::world::{Field, NAMESPACE, custom_resource};
 use arbitrary::Arbitrary;
 use rollout_core::health_check::config::{BASELINE, CURRENT, RANGE, TARGET_MATCHERS};
 use serde_json::{Map, Value, json};
@@ -120,15 +120,8 @@ impl HealthCheckInput {
         spec.insert("prometheusURL".into(), json!(url));
         spec.insert("checks".into(), Value::Array(self.checks.iter().map(CheckInput::value).collect()));
         let name = self.name.as_ref().map_or_else(|| "ingester-errors".to_string(), Text::get);
+        let metadata = json!({"name": name, "namespace": NAMESPACE});
         let kind = self.wrong_kind.as_ref().map_or_else(|| "RolloutHealthCheck".to_string(), Text::get);
-        let mut metadata = json!({"name": name, "namespace": NAMESPACE});
-        if let Some(generation) = self.generation {
-            metadata["generation"] = json!(generation);
-        }
-        let spec = match &self.spec {
-            Some(other) => other.value(),
-            None => Value::Object(spec),
-        };
-        json!({"apiVersion": "rollout-operator.grafana.com/v1", "kind": kind, "metadata": metadata, "spec": spec})
+        custom_resource(&kind, metadata, self.generation, spec, self.spec.as_ref())
     }
 }

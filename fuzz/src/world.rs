@@ -165,17 +165,26 @@ impl BudgetSpec {
             }
         }
         let name = self.name.as_ref().map_or_else(|| "ingester-rollout".to_string(), Text::get);
+        let metadata = json!({"name": name, "namespace": NAMESPACE, "uid": format!("uid-{name}")});
         let kind = self.wrong_kind.as_ref().map_or_else(|| "ZoneAwarePodDisruptionBudget".to_string(), Text::get);
-        let mut metadata = json!({"name": name, "namespace": NAMESPACE, "uid": format!("uid-{name}")});
-        if let Some(generation) = self.generation {
-            metadata["generation"] = json!(generation);
-        }
-        let spec = match &self.spec {
-            Some(other) => other.value(),
-            None => Value::Object(spec),
-        };
-        json!({"apiVersion": "rollout-operator.grafana.com/v1", "kind": kind, "metadata": metadata, "spec": spec})
+        custom_resource(&kind, metadata, self.generation, spec, self.spec.as_ref())
     }
+}
+
+/// A `rollout-operator.grafana.com/v1` object of `kind` with `metadata` (and `generation`, when given) and `spec`,
+/// or `replaced` in place of the spec (a string, a list, null, ...).
+pub fn custom_resource(
+    kind: &str,
+    mut metadata: Value,
+    generation: Option<i64>,
+    spec: Map<String, Value>,
+    replaced: Option<&Field>,
+) -> Value {
+    if let Some(generation) = generation {
+        metadata["generation"] = json!(generation);
+    }
+    let spec = replaced.map_or(Value::Object(spec), Field::value);
+    json!({"apiVersion": "rollout-operator.grafana.com/v1", "kind": kind, "metadata": metadata, "spec": spec})
 }
 
 /// A Deployment or ReplicaSet a `/scale` request may name.

@@ -6,6 +6,7 @@
 #![cfg(madsim)]
 
 use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::harness::run_passing;
 use rollout_sim::oracle::checker::HEALTH_GATE;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
@@ -14,20 +15,6 @@ use rollout_sim::scenario::health::HealthGated;
 fn world(bad_release: bool, query_faults: bool) -> Scenario {
     let sc = Scenario::health_gated(bad_release);
     Scenario { health: Some(HealthGated { bad_release, query_faults }), ..sc }
-}
-
-fn run_all(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.map(|s| rollout_sim::harness::run(s, sc, false)).collect();
-    if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
-        panic!(
-            "seed {} failed: {:#?}\nreplay: rollout-sim replay --seed {} --scenario '{}'",
-            o.seed,
-            o.violations,
-            o.seed,
-            sc.to_line()
-        );
-    }
-    outcomes
 }
 
 fn assert_stopped(outcomes: &[Outcome]) {
@@ -61,21 +48,21 @@ fn a_controller_restarted_before_its_health_checks_are_listed_starts_no_gated_zo
 
 #[test]
 fn a_bad_release_stops_after_its_first_zone_on_every_seed() {
-    assert_stopped(&run_all(&world(true, false), 0..40));
+    assert_stopped(&run_passing(&world(true, false), 0..40));
 }
 
 #[test]
 fn a_good_release_converges_on_every_seed() {
-    assert_converged(&run_all(&world(false, false), 0..40));
+    assert_converged(&run_passing(&world(false, false), 0..40));
 }
 
 /// Prometheus slow past the check's timeout, refused at the connection, or answering empty, until the faults stop:
 /// a bad release still stops (no data and errors pause), a good one still converges once the answers are whole.
 #[test]
 fn query_faults_never_let_a_bad_release_through_nor_keep_a_good_one_back() {
-    let bad = run_all(&world(true, true), 0..25);
+    let bad = run_passing(&world(true, true), 0..25);
     assert_stopped(&bad);
-    let good = run_all(&world(false, true), 0..25);
+    let good = run_passing(&world(false, true), 0..25);
     assert_converged(&good);
     let faulted: u64 = bad
         .iter()
@@ -94,8 +81,8 @@ fn query_faults_never_let_a_bad_release_through_nor_keep_a_good_one_back() {
 fn under_the_real_deployments_rbac_the_gate_holds_and_lets_through() {
     for deployment in [ReferenceDeployment::HelmChart, ReferenceDeployment::Jsonnet, ReferenceDeployment::HelmOld] {
         let bad = Scenario { deployment: Some(deployment), ..world(true, true) };
-        assert_stopped(&run_all(&bad, 0..12));
+        assert_stopped(&run_passing(&bad, 0..12));
         let good = Scenario { deployment: Some(deployment), ..world(false, true) };
-        assert_converged(&run_all(&good, 0..12));
+        assert_converged(&run_passing(&good, 0..12));
     }
 }

@@ -4,24 +4,16 @@
 
 #![cfg(madsim)]
 
-use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::harness::run_passing;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::ha::{ElectionVariant, Ha};
-
-fn run_all(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.map(|s| rollout_sim::harness::run(s, sc, false)).collect();
-    if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
-        panic!("seed {} failed: {:#?}", o.seed, o.violations);
-    }
-    outcomes
-}
 
 /// Runs with faults report each fault's window, and heals that find the group with work give heal-to-write samples,
 /// each within the liveness deadline (the controller must act within it once the faults are over).
 #[test]
 fn heals_are_followed_by_the_controllers_next_needed_write_within_the_settle_deadline() {
     let sc = Scenario::default();
-    let outcomes = run_all(&sc, 0..6);
+    let outcomes = run_passing(&sc, 0..6);
     let faults: usize = outcomes.iter().map(|o| o.faults.len()).sum();
     let samples: Vec<_> = outcomes.iter().flat_map(|o| o.heal_to_write.iter().copied()).collect();
     assert!(faults >= 24, "every run injects 4-12 faults: {faults}");
@@ -42,7 +34,7 @@ fn heals_are_followed_by_the_controllers_next_needed_write_within_the_settle_dea
 #[test]
 fn a_world_without_faults_reports_no_heals() {
     let sc = Scenario { faults: rollout_sim::scenario::faults::FaultMix::NONE, ..Scenario::default() };
-    let o = &run_all(&sc, 0..1)[0];
+    let o = &run_passing(&sc, 0..1)[0];
     assert!(o.faults.is_empty() && o.heal_to_write.is_empty(), "{:?} {:?}", o.faults, o.heal_to_write);
 }
 
@@ -51,7 +43,7 @@ fn a_world_without_faults_reports_no_heals() {
 #[test]
 fn the_ha_world_reports_failovers_after_the_leaders_loss() {
     let sc = Scenario { ha: Some(Ha { replicas: 3, election: ElectionVariant::Real }), ..Scenario::default() };
-    let outcomes = run_all(&sc, 0..4);
+    let outcomes = run_passing(&sc, 0..4);
     let failovers: Vec<_> = outcomes.iter().flat_map(|o| o.ha.failovers_after_loss.iter().copied()).collect();
     assert!(failovers.len() >= 3, "too few failovers measured: {failovers:?}");
     let lease = rollout_core::election::ElectionConfig::new("").lease_duration;
@@ -68,7 +60,7 @@ fn the_ha_world_reports_failovers_after_the_leaders_loss() {
 /// ready, says why, and ends with the group done.
 #[test]
 fn the_controllers_own_pass_reports_are_kept() {
-    let o = &run_all(&Scenario::default(), 7..8)[0];
+    let o = &run_passing(&Scenario::default(), 7..8)[0];
     assert!(o.pass_reports.iter().any(|r| r.waits() && !r.reason.is_empty()), "{:#?}", o.pass_reports);
     assert!(o.pass_reports.last().is_some_and(|r| r.state == "done"), "{:#?}", o.pass_reports.last());
 }

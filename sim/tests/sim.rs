@@ -5,6 +5,7 @@
 #![cfg(madsim)]
 
 use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::harness::run_passing;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::faults::FaultMix;
@@ -669,18 +670,10 @@ fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
     outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains(needle)).count()
 }
 
-fn all_pass(sc: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
-    let outcomes: Vec<Outcome> = seeds.map(|s| rollout_sim::harness::run(s, sc, false)).collect();
-    if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
-        panic!("seed {} failed: {:#?}", o.seed, o.violations);
-    }
-    outcomes
-}
-
 /// Leader/follower scaling, the user's changes of the leader admitted by the real webhook on two operator replicas.
 #[test]
 fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_30_seeds() {
-    let outcomes = all_pass(&Scenario::scaling_admitted(), 0..30);
+    let outcomes = run_passing(&Scenario::scaling_admitted(), 0..30);
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
     assert!(downscales >= 50, "only {downscales} downscales over 30 seeds");
     let prepared = count_lines(&outcomes, "being prepared (marker committed)");
@@ -696,7 +689,7 @@ fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_30_seeds() {
 /// prepared, no downscale admitted while another zone is rolling, min time between zone downscales.
 #[test]
 fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_25_seeds() {
-    let outcomes = all_pass(&Scenario::rollout_with_admitted_downscales(), 0..25);
+    let outcomes = run_passing(&Scenario::rollout_with_admitted_downscales(), 0..25);
     let prepared = count_lines(&outcomes, "being prepared (marker committed)");
     assert!(prepared >= 25, "only {prepared} downscales were prepared by the webhook");
     let rolling = count_lines(&outcomes, "non-updated replicas");
@@ -708,8 +701,8 @@ fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_25_see
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_webhook_admitted_scaling_and_rollouts_keep_invariants_3_and_5_over_more_seeds() {
-    all_pass(&Scenario::scaling_admitted(), 30..60);
-    all_pass(&Scenario::rollout_with_admitted_downscales(), 25..60);
+    run_passing(&Scenario::scaling_admitted(), 30..60);
+    run_passing(&Scenario::rollout_with_admitted_downscales(), 25..60);
 }
 
 #[test]
@@ -799,7 +792,7 @@ fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
 fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no_configmap() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     for (name, sc, seeds) in rbac_worlds(0..12, 0..10) {
-        let outcomes = all_pass(&under(HelmChart, sc), seeds);
+        let outcomes = run_passing(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
         assert!(count_lines(&outcomes, "RBAC of the helm deployment") > 0, "{name}");
     }
@@ -823,7 +816,7 @@ fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::Jsonnet;
     let mut used = 0;
     for (_, sc, seeds) in rbac_worlds(0..10, 0..10) {
-        let outcomes = all_pass(&under(Jsonnet, sc), seeds);
+        let outcomes = run_passing(&under(Jsonnet, sc), seeds);
         used += count_lines(&outcomes, "configmap");
     }
     assert!(used > 0, "the zone tracker is used");
@@ -834,11 +827,11 @@ fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
 fn larger_under_the_helm_charts_and_the_jsonnet_rbac_every_scenario_keeps_its_invariants_over_more_seeds() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     for (name, sc, seeds) in rbac_worlds(12..40, 10..30) {
-        let outcomes = all_pass(&under(HelmChart, sc), seeds);
+        let outcomes = run_passing(&under(HelmChart, sc), seeds);
         assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
     }
     for (_, sc, seeds) in rbac_worlds(10..30, 10..30) {
-        all_pass(&under(Jsonnet, sc), seeds);
+        run_passing(&under(Jsonnet, sc), seeds);
     }
 }
 
@@ -904,7 +897,7 @@ fn followers_are_not_scaled_down_while_the_zone_trackers_record_is_read_only_ove
     use rollout_sim::scenario::scaling::ScalingScenario;
     let direct = ScalingScenario { admission: Admission::Direct, ..ScalingScenario::default() };
     let sc = under(TrackerReadOnly, Scenario { scaling: Some(direct), ..Scenario::scaling() });
-    let outcomes = all_pass(&sc, 0..20);
+    let outcomes = run_passing(&sc, 0..20);
     let leader_downscales = count_lines(&outcomes, "downscale ingester-zone-a");
     let refused_claims = count_lines(&outcomes, "configmaps (apiGroup \"\") -> forbidden (403)");
     let follower_downscales =
@@ -951,7 +944,7 @@ fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas
 fn without_patch_on_statefulsets_scaling_is_refused_and_rollouts_still_converge_over_20_seeds() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::NoPatch;
     let sc = under(NoPatch, Scenario { revisions: 1, ..Scenario::scaling() });
-    let outcomes = all_pass(&sc, 0..20);
+    let outcomes = run_passing(&sc, 0..20);
     let refused = count_lines(&outcomes, "patch statefulsets");
     let deleted = count_lines(&outcomes, "DELETE pod ingester-zone");
     assert!(refused >= 20, "only {refused} replica changes refused");
@@ -1069,7 +1062,7 @@ fn regression_seed_196_a_preparation_ends_when_its_admission_gives_the_claim_bac
 
 #[test]
 fn percentage_max_unavailable_keeps_every_invariant_over_40_seeds() {
-    let outcomes = all_pass(&Scenario::percentages(), 0..40);
+    let outcomes = run_passing(&Scenario::percentages(), 0..40);
     let parallel = outcomes
         .iter()
         .filter(|o| o.trace.lines.windows(2).any(|w| w[0].contains("DELETE pod") && w[1].contains("DELETE pod")))
@@ -1083,7 +1076,7 @@ fn percentage_max_unavailable_keeps_every_invariant_over_40_seeds() {
 #[test]
 fn a_percentage_that_does_not_divide_the_replicas_rounds_down_over_12_seeds() {
     let sc = Scenario { replicas: 7, ..Scenario::percentages() };
-    let outcomes = all_pass(&sc, 0..12);
+    let outcomes = run_passing(&sc, 0..12);
     let parallel = outcomes
         .iter()
         .filter(|o| o.trace.lines.windows(2).any(|w| w[0].contains("DELETE pod") && w[1].contains("DELETE pod")))
@@ -1094,8 +1087,8 @@ fn a_percentage_that_does_not_divide_the_replicas_rounds_down_over_12_seeds() {
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_percentage_max_unavailable_and_min_ready_seconds_keep_every_invariant_over_seeds_40_to_100() {
-    all_pass(&Scenario::percentages(), 40..100);
-    all_pass(&Scenario::min_ready(), 40..100);
+    run_passing(&Scenario::percentages(), 40..100);
+    run_passing(&Scenario::min_ready(), 40..100);
 }
 
 #[test]
@@ -1113,7 +1106,7 @@ fn known_bug_percent_as_count_is_caught() {
 
 #[test]
 fn min_ready_seconds_keeps_every_invariant_over_40_seeds() {
-    all_pass(&Scenario::min_ready(), 0..40);
+    run_passing(&Scenario::min_ready(), 0..40);
 }
 
 #[test]
@@ -1169,12 +1162,12 @@ fn regression_seed_52_min_ready_seconds_lengthen_the_settle_deadline() {
 fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
-    let helm = all_pass(&under(HelmChart, base.clone()), 0..15);
+    let helm = run_passing(&under(HelmChart, base.clone()), 0..15);
     assert!(count_lines(&helm, "annotations -> ok") > 5, "parents annotated for /scale downscales");
     let stats = scale_requests(&helm);
     assert!(stats.scale_patch_readmitted > 0, "no kubectl-style /scale downscale re-admitted: {stats:?}");
     assert_eq!(stats.patch_conflicts, 0, "{stats:?}");
-    let jsonnet = all_pass(&under(Jsonnet, base), 0..15);
+    let jsonnet = run_passing(&under(Jsonnet, base), 0..15);
     assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
 }
 
@@ -1192,8 +1185,8 @@ fn scale_requests(outcomes: &[Outcome]) -> rollout_sim::environment::guaranteed_
 fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
-    all_pass(&under(HelmChart, base.clone()), 15..40);
-    let jsonnet = all_pass(&under(Jsonnet, base), 15..40);
+    run_passing(&under(HelmChart, base.clone()), 15..40);
+    let jsonnet = run_passing(&under(Jsonnet, base), 15..40);
     assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
 }
 
@@ -1206,7 +1199,7 @@ fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
 fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_time() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
-    let outcomes = all_pass(&sc, 0..24);
+    let outcomes = run_passing(&sc, 0..24);
     assert!(count_lines(&outcomes, "annotations -> ok") > 5, "parents annotated for /scale downscales");
 }
 
@@ -1221,7 +1214,7 @@ fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_ti
 fn without_the_zone_tracker_kubectl_scale_commits_on_its_first_request_and_an_hpa_put_on_its_retry() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
-    let stats = scale_requests(&all_pass(&sc, 0..30));
+    let stats = scale_requests(&run_passing(&sc, 0..30));
     assert!(stats.scale_patch_readmitted >= 10, "kubectl-style /scale downscales committed: {stats:?}");
     assert_eq!(stats.patch_conflicts, 0, "no PATCH refused with 409: {stats:?}");
     assert!(stats.put_after_conflict >= 10, "HPA-style downscales committed on the request after a 409: {stats:?}");
@@ -1272,7 +1265,7 @@ fn checker_judges_the_controllers_downscales_against_unobserved_template_pushes(
 
 #[test]
 fn observe_lag_keeps_every_invariant_over_20_seeds() {
-    let outcomes = all_pass(&Scenario::observe_lag(), 0..20);
+    let outcomes = run_passing(&Scenario::observe_lag(), 0..20);
     let slow: u64 = outcomes.iter().map(|o| o.slow_observations).sum();
     assert!(slow >= 20, "only {slow} slow observations over 20 seeds");
     let waited = count_lines(&outcomes, "observed generation");
@@ -1282,8 +1275,8 @@ fn observe_lag_keeps_every_invariant_over_20_seeds() {
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_observe_lag_and_follower_rollouts_while_scaling_keep_every_invariant_over_seeds_20_to_40() {
-    all_pass(&Scenario::observe_lag(), 20..40);
-    all_pass(&Scenario::follower_rollouts_while_scaling(), 20..40);
+    run_passing(&Scenario::observe_lag(), 20..40);
+    run_passing(&Scenario::follower_rollouts_while_scaling(), 20..40);
 }
 
 /// A planner that ignores `observedGeneration` takes a StatefulSet whose push is not observed yet for settled and
@@ -1311,7 +1304,7 @@ fn known_bug_ignores_observed_generation_is_caught() {
 
 #[test]
 fn min_time_boundary_keeps_the_min_time_over_30_seeds() {
-    let outcomes = all_pass(&Scenario::min_time_boundary(), 0..30);
+    let outcomes = run_passing(&Scenario::min_time_boundary(), 0..30);
     let near: u64 = outcomes.iter().map(|o| o.near_min_time.1).sum();
     assert!(near >= 3, "only {near} of the user's downscales committed within a second of the min time");
     let probes = count_lines(&outcomes, "probes the min time");
@@ -1336,7 +1329,7 @@ fn known_bug_min_time_second_early_is_caught() {
 
 #[test]
 fn follower_rollouts_while_scaling_keep_every_invariant_over_20_seeds() {
-    let outcomes = all_pass(&Scenario::follower_rollouts_while_scaling(), 0..20);
+    let outcomes = run_passing(&Scenario::follower_rollouts_while_scaling(), 0..20);
     let rolled: u64 = outcomes.iter().map(|o| o.rolled_while_scaling).sum();
     let scaled: u64 = outcomes.iter().map(|o| o.scaled_while_rolling).sum();
     // 253 and 83 over 40 seeds at the time.

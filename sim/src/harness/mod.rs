@@ -40,6 +40,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Runs `scenario` over `seeds` and returns the outcomes; panics at the first failing seed with its violations and
+/// the command that replays it. For tests that assert on the outcomes of runs that must all pass.
+pub fn run_passing(scenario: &Scenario, seeds: std::ops::Range<u64>) -> Vec<Outcome> {
+    let outcomes: Vec<Outcome> = seeds.map(|s| run(s, scenario, false)).collect();
+    if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
+        let line = scenario.to_line();
+        panic!(
+            "seed {} failed: {:#?}\nreplay: rollout-sim replay --seed {} --scenario '{line}'",
+            o.seed, o.violations, o.seed
+        );
+    }
+    outcomes
+}
+
 /// Runs one seed to completion.
 pub fn run(seed: u64, scenario: &Scenario, echo: bool) -> Outcome {
     run_logged(seed, scenario, echo, false)
