@@ -14,7 +14,7 @@ use rollout_sim::scenario::health::HealthGated;
 
 fn world(bad_release: bool, query_faults: bool) -> Scenario {
     let sc = Scenario::health_gated(bad_release);
-    Scenario { health: Some(HealthGated { bad_release, query_faults }), ..sc }
+    Scenario { health: Some(HealthGated { bad_release, query_faults, ..HealthGated::default() }), ..sc }
 }
 
 fn assert_stopped(outcomes: &[Outcome]) {
@@ -85,4 +85,24 @@ fn under_the_real_deployments_rbac_the_gate_holds_and_lets_through() {
         let good = Scenario { deployment: Some(deployment), ..world(false, true) };
         assert_converged(&run_passing(&good, 0..12));
     }
+}
+
+/// Without the Role's rule for RolloutHealthChecks the operator's list is refused: its gates are off (said once), a
+/// good release converges as without gates, and a bad one rolls on to a second zone, which the oracle sees. The
+/// degraded path of an opt-in feature, and the rule shown to catch a gate that does not hold.
+#[test]
+fn without_the_grant_the_gates_are_off_and_a_bad_release_is_seen_rolling_on() {
+    let ungranted = |bad: bool| {
+        let sc = world(bad, false);
+        let health = sc.health.clone().map(|h| HealthGated { rbac_grant: false, ..h });
+        Scenario { deployment: Some(ReferenceDeployment::HelmChart), health, ..sc }
+    };
+    for o in run_passing(&ungranted(false), 0..10) {
+        assert!(o.converged_at.is_some(), "seed {}: a good release without gates did not converge", o.seed);
+    }
+    let caught = (0..10)
+        .map(|s| rollout_sim::harness::run(s, &ungranted(true), false))
+        .filter(|o| o.violations.iter().any(|v| v.invariant == HEALTH_GATE))
+        .count();
+    assert!(caught >= 8, "a bad release rolled ungated was seen on {caught} of 10 seeds");
 }

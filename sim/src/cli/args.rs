@@ -399,7 +399,7 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
         None if args.query_faults => return Err("--query-faults needs --health-check".to_string()),
         None => None,
         Some(release @ ("good" | "bad")) => {
-            Some(HealthGated { bad_release: release == "bad", query_faults: args.query_faults })
+            Some(HealthGated { bad_release: release == "bad", query_faults: args.query_faults, ..Default::default() })
         }
         Some(other) => return Err(format!("--health-check {other:?}: good or bad")),
     };

@@ -158,7 +158,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         // The HA world runs the deployment's RBAC plus the HA overlay's Lease grants.
         grants: sc.deployment.map(|d| {
             let grants = if sc.ha.is_some() { with_ha_grants(d.grants()) } else { d.grants() };
-            Arc::new(if sc.health.is_some() { with_health_check_grants(grants) } else { grants })
+            let granted = sc.health.as_ref().is_some_and(|h| h.rbac_grant);
+            Arc::new(if granted { with_health_check_grants(grants) } else { grants })
         }),
         eviction_webhooks: sc.drains.iter().flat_map(|d| (0..d.replicas).map(replica_address)).collect(),
     };

@@ -261,7 +261,7 @@ impl Scenario {
         let base = Scenario::default();
         Scenario {
             revisions: 1,
-            health: Some(crate::scenario::health::HealthGated { bad_release, query_faults: false }),
+            health: Some(crate::scenario::health::HealthGated { bad_release, ..Default::default() }),
             settle_deadline: base.settle_deadline + Duration::from_secs(300),
             ..base
         }

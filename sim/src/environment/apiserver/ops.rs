@@ -39,7 +39,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         // deployment grants those reads of Deployments and ReplicaSets: a refusal is its fail-open path (the
         // reference's warning), said once in its log; the checker judges the answer (`NO_DOWNSCALE_LABEL`).
         let parent_lookup = matches!(req.op, Op::GetDeployment { .. } | Op::GetReplicaSet { .. }) && !controller;
-        if !probe && !parent_lookup {
+        // The RolloutHealthChecks' watch retries with its own back-off whatever the answer; refused, the gates are
+        // off (said once: `Gate::HealthChecks`), which the worlds without the grant judge.
+        let health_checks = matches!(req.op, Op::ListHealthChecks);
+        if !probe && !parent_lookup && !health_checks {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
             store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
         }
