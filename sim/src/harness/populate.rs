@@ -212,7 +212,8 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 );
             }
         }
-        if sc.health.is_some() {
+        // The world's RolloutHealthCheck selects the first group: the second rolls ungated.
+        if sc.health.is_some() && group == GROUP {
             crate::environment::objects::annotate(
                 &mut sts,
                 rollout_core::keys::ROLLOUT_HEALTH_CHECK,

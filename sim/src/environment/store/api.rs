@@ -43,9 +43,17 @@ impl Store {
             self.checker.rolled_while_scaling += 1;
         }
         let owner = crate::environment::objects::owner_of(&pod);
-        let update = self.statefulsets.get(&owner).and_then(|s| s.status.as_ref()?.update_revision.clone());
+        // Only the StatefulSets the world gated (a group without the annotation rolls a bad release by design).
+        let gated = self.statefulsets.get(&owner).filter(|s| {
+            s.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_HEALTH_CHECK))
+        });
+        let update = gated.and_then(|s| s.status.as_ref()?.update_revision.clone());
         if let Some(update) = update.filter(|u| crate::environment::prometheus::is_bad(u, self.bad_release)) {
-            self.checker.judge_bad_release_deletion(at, name, &owner, &update);
+            let group = self
+                .statefulsets
+                .get(&owner)
+                .and_then(|s| s.metadata.labels.as_ref()?.get(rollout_core::keys::ROLLOUT_GROUP).cloned());
+            self.checker.judge_bad_release_deletion(at, name, &owner, group.as_deref().unwrap_or_default(), &update);
         }
         let group = self
             .statefulsets

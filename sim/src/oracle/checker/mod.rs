@@ -248,8 +248,8 @@ pub struct Checker {
     /// resourceVersion they committed at, the pod's name, and by whom.
     spent: Vec<(u64, String, String)>,
     pub drains: DrainStats,
-    /// Health-gated worlds with a bad release: per push (its revision number), the StatefulSets the controller
-    /// deleted pods of to roll it.
+    /// Health-gated worlds with a bad release: per rollout group and push (its revision number), the StatefulSets
+    /// the controller deleted pods of to roll it.
     pub bad_release_zones: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
