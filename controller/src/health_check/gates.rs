@@ -45,14 +45,21 @@ struct Entry {
     running: bool,
 }
 
+/// What the process knows of its RolloutHealthChecks.
+#[derive(Debug, Default)]
+enum Known {
+    /// The feed has not said yet: a gated zone start waits as not evaluated, since a process that has just started
+    /// cannot tell a gate it has not read from none.
+    #[default]
+    NotYet,
+    /// They cannot be listed (RBAC): the gates are off, as if the feature were.
+    Refused,
+    Listed(HealthChecks),
+}
+
 #[derive(Debug, Default)]
 struct Shared {
-    /// `None` while the RolloutHealthChecks are not known: before the feed's first word (`heard` false) a gated zone
-    /// start waits as not evaluated, since a process that has just started cannot tell a gate it has not read from
-    /// none; after a refusal the gates are off (as if the feature were).
-    checks: Option<HealthChecks>,
-    /// The feed has said what it knows (the resources, or that they cannot be listed).
-    heard: bool,
+    checks: Known,
     /// Per group.
     entries: HashMap<String, Entry>,
     /// Per group: the finding last told in an Event.
@@ -124,11 +131,9 @@ impl HealthGates {
         self
     }
 
-    /// The RolloutHealthChecks of the namespace as now known (`None`: unknown, e.g. their list is refused).
+    /// The RolloutHealthChecks of the namespace as the feed now knows them (`None`: they cannot be listed, e.g. refused).
     pub fn set_checks(&self, checks: Option<HealthChecks>) {
-        let mut shared = self.lock();
-        shared.checks = checks;
-        shared.heard = true;
+        self.lock().checks = checks.map_or(Known::Refused, Known::Listed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -197,7 +202,7 @@ impl HealthGates {
     /// `None`: gates off; `Some(None)`: no gate target.
     fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<(HealthGate, String)>> {
         let mut shared = self.lock();
-        if shared.checks.is_none() && shared.heard {
+        if let Known::Refused = shared.checks {
             return None;
         }
         let Some(target) = gate_target(group, now) else {
@@ -206,7 +211,7 @@ impl HealthGates {
         };
         let statefulset = target.statefulset.clone();
         let name = target.health_check.clone();
-        let Some(checks) = shared.checks.as_ref() else {
+        let Known::Listed(checks) = &shared.checks else {
             let state = GateState::NotEvaluated("the RolloutHealthChecks are not listed yet".to_string());
             return Some(Some((HealthGate { health_check: name, state }, statefulset)));
         };
