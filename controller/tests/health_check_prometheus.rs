@@ -201,7 +201,7 @@ fn a_real_prometheus_lets_a_good_release_on_and_stops_a_bad_one_after_zone_a() {
         objects.statefulsets.iter().map(|s| rollout_core::StatefulSetView::from_k8s(s).unwrap()).collect();
     let pods: Vec<_> = objects.pods.iter().map(|p| rollout_core::PodView::from_k8s(p).unwrap()).collect();
     let group = rollout_core::build_groups(views, &pods).remove(0);
-    let run = runtime.block_on(evaluate_gate(&client, config, &group, "bad", now));
+    let run = runtime.block_on(evaluate_gate(&client, config, &group, "bad", now, None));
     let CheckResult::Fail { current, baseline, success } = run.records[0].result else {
         panic!("{run:?}\nPrometheus log:\n{}", server.log())
     };

@@ -245,3 +245,125 @@ async fn a_gated_zone_waits_until_the_health_checks_are_listed_and_rolls_once_th
     ctrl.reconcile_group("ingester").await;
     assert_eq!(deletions(&cluster.take_calls()), ["ingester-zone-b-0", "ingester-zone-b-1"]);
 }
+
+/// A controller over `cluster` with gates on `prometheus` (evaluated at every pass), and one pass: the calls made.
+fn gated_controller(cluster: &FakeCluster, prometheus: &StandIn, metrics: &Arc<Metrics>) -> Controller<FakeCluster> {
+    let gates = HealthGates::new(prometheus.clone(), "ns")
+        .with_cadence(Duration::ZERO)
+        .with_metrics(metrics.health_checks.clone());
+    gates.set_checks(Some(health_checks([&health_check()])));
+    Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
+        .with_health_gates(gates)
+}
+
+/// Zone b's first pod evicted and recreated on the new revision while the release is bad: the controller does not
+/// finish zone b (nor start c) until the checks pass.
+#[tokio::test]
+async fn a_zone_started_by_someone_else_is_not_finished_until_the_checks_pass() {
+    let cluster = gated_cluster();
+    let mut evicted = pod("ingester-zone-b", 0, "rev-new", true, 1);
+    evicted.metadata.labels.get_or_insert_default().insert("rollout-group".into(), "ingester".into());
+    cluster.put_pod(evicted);
+    let metrics = Arc::new(Metrics::new());
+    let prometheus = StandIn::default();
+    *prometheus.current.lock().unwrap() = 0.4;
+    let mut ctrl = gated_controller(&cluster, &prometheus, &metrics);
+    let mut feed = WatchFeed::new(&cluster);
+    let mut pass = async || {
+        feed.pump(ctrl.cache_mut());
+        ctrl.reconcile_group("ingester").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        cluster.take_calls()
+    };
+    for _ in 0..20 {
+        let calls = pass().await;
+        assert!(deletions(&calls).is_empty(), "{calls:?}");
+    }
+    assert_held(&metrics.encode());
+
+    *prometheus.current.lock().unwrap() = 0.01;
+    let mut deleted = Vec::new();
+    for _ in 0..50 {
+        deleted = deletions(&pass().await);
+        if !deleted.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(deleted, ["ingester-zone-b-1", "ingester-zone-b-2"]);
+}
+
+/// Zone b started after a passing evaluation rolls on as its candidates change, whatever the checks say meanwhile
+/// (its clearance lasts for the revisions): readiness alone governs it.
+#[tokio::test]
+async fn a_zone_the_gate_let_start_rolls_on_without_another_evaluation() {
+    let cluster = gated_cluster();
+    for name in ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"] {
+        let mut s = cluster.statefulset(name).unwrap();
+        s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), "1".into());
+        cluster.put_statefulset(s);
+    }
+    let metrics = Arc::new(Metrics::new());
+    let prometheus = StandIn::default();
+    *prometheus.current.lock().unwrap() = 0.01;
+    let mut ctrl = gated_controller(&cluster, &prometheus, &metrics);
+    let mut feed = WatchFeed::new(&cluster);
+    let mut pass = async || {
+        feed.pump(ctrl.cache_mut());
+        ctrl.reconcile_group("ingester").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        cluster.take_calls()
+    };
+    let mut deleted = Vec::new();
+    for _ in 0..50 {
+        deleted = deletions(&pass().await);
+        if !deleted.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(deleted, ["ingester-zone-b-0"]);
+
+    // The checks would now fail, and the candidates changed (no evaluation for them yet): zone b goes on.
+    *prometheus.current.lock().unwrap() = 0.4;
+    assert_eq!(cluster.recreate_missing_pods(), ["ingester-zone-b-0"]);
+    let mut b0 = cluster.pod("ingester-zone-b-0").unwrap();
+    b0.metadata.labels.get_or_insert_default().insert("rollout-group".into(), "ingester".into());
+    cluster.put_pod(b0);
+    cluster.set_pod_ready("ingester-zone-b-0", true);
+    assert_eq!(deletions(&pass().await), ["ingester-zone-b-1"]);
+}
+
+/// The operator may not patch StatefulSets: the rollout's start cannot be recorded. The refusal is said once (the
+/// feature's series), the writes stop for a while, and the gates take the time the process first saw the rollout as
+/// the baseline time: a good zone a lets zone b start.
+#[tokio::test]
+async fn without_patch_on_statefulsets_the_baseline_is_when_the_rollout_was_first_seen() {
+    let cluster = gated_cluster();
+    cluster.fail_statefulset_annotation_patches(Some(rollout_operator::cluster::ApiError::Forbidden(
+        "statefulsets is forbidden: cannot patch".into(),
+    )));
+    let metrics = Arc::new(Metrics::new());
+    let prometheus = StandIn::default();
+    *prometheus.current.lock().unwrap() = 0.01;
+    let mut ctrl = gated_controller(&cluster, &prometheus, &metrics);
+    let mut feed = WatchFeed::new(&cluster);
+    let mut pass = async || {
+        feed.pump(ctrl.cache_mut());
+        ctrl.reconcile_group("ingester").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        cluster.take_calls()
+    };
+    let mut patches = 0;
+    let mut deleted = Vec::new();
+    for _ in 0..50 {
+        let calls = pass().await;
+        patches += calls.iter().filter(|c| matches!(c, Call::MergeStatefulSetAnnotations { .. })).count();
+        deleted = deletions(&calls);
+        if !deleted.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(deleted, ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    assert_eq!(patches, 1, "refused once, then not tried again for a while");
+    let disabled = r#"rollout_operator_feature_disabled{feature="health-check-started-at",missing_permission="patch statefulsets"} 1"#;
+    assert!(metrics.encode().contains(disabled), "{}", metrics.encode());
+}

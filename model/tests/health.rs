@@ -5,12 +5,14 @@
 
 use rollout_core::RolloutPlanner;
 use rollout_known_bugs::{
-    baseline_from_the_candidate_side, gate_after_the_zone_started, no_data_passes, soak_from_each_evaluation,
+    baseline_from_the_candidate_side, every_started_zone_cleared, gate_after_the_zone_started, no_data_passes,
+    soak_from_each_evaluation,
 };
 use rollout_model::checked::{Checked, check};
 use rollout_model::{GateShell, Health, ModelConfig, RolloutModel};
 use std::sync::Arc;
 
+/// Judged on the controller's committed deletions: with a bad revision they reach one zone only.
 const SAFETY: &str = "a bad revision starts no second zone";
 
 fn checked(config: &ModelConfig, gate: GateShell, to_first: bool) -> Checked {
@@ -42,12 +44,13 @@ fn assert_caught(config: ModelConfig, gate: GateShell) -> Checked {
     bug
 }
 
-/// Three zones with two faulty evaluations, a stale cache and a controller restart (the shell's verdicts lost);
-/// two zones with lagging status counts.
-fn configurations(health: Health) -> [ModelConfig; 2] {
+/// Three zones with two faulty evaluations, a stale cache and a controller restart (the shell's verdicts and
+/// clearances lost); two zones with lagging status counts; two zones with an evicted pod and a restart.
+fn configurations(health: Health) -> [ModelConfig; 3] {
     [
         ModelConfig { stale: 1, restarts: 1, query_faults: 2, ..gated(health, 3, 2) },
         ModelConfig { stale: 1, restarts: 1, status_lag: true, ..gated(health, 2, 2) },
+        ModelConfig { stale: 1, restarts: 1, evictions: 1, ..gated(health, 2, 2) },
     ]
 }
 
@@ -124,4 +127,16 @@ fn a_soak_counted_from_each_evaluation_is_caught() {
     assert_eq!(bug.violated, vec!["quiescent states are converged"], "{}", bug.timeline);
     assert!(bug.timeline.contains("answers): the updated pods have served since"), "{}", bug.timeline);
     assert_real_gate_holds(&config);
+}
+
+/// An evicted pod of a later zone comes back on the bad revision: that zone has started, but not by the controller,
+/// and the gate never passed. Taking every started zone as cleared (the reference's "once a zone has started,
+/// readiness alone governs it") lets the controller finish it; the real gate holds it until an evaluation passes.
+#[test]
+fn a_zone_someone_else_started_is_not_finished_on_a_bad_revision() {
+    let gate = GateShell { cleared: every_started_zone_cleared, ..GateShell::PRODUCTION };
+    let bug = assert_caught(ModelConfig { evictions: 1, ..gated(Health::Bad, 2, 2) }, gate);
+    assert!(bug.timeline.contains("PodIsEvicted"), "{}", bug.timeline);
+    // With a good revision, the zone someone else started is finished once the gate passes.
+    assert_real_gate_holds(&ModelConfig { evictions: 1, ..gated(Health::Good, 2, 2) });
 }

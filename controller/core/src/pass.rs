@@ -136,6 +136,9 @@ pub struct Pass {
     /// The actions delete pods of a group the prepare-downscale webhook serves: the rollout step must be claimed in
     /// the record first, conditional on the version this pass read.
     pub claims_rollout_step: bool,
+    /// The gated StatefulSets a passing health gate let roll: the shell keeps them cleared for the group's current
+    /// revisions ([`crate::health_check::GroupGates::cleared`]).
+    pub cleared_by_health_check: Vec<String>,
 }
 
 /// Why the coordinated downscales of a pass cannot be claimed while the zone tracker is forbidden.
@@ -166,7 +169,13 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
                 warnings: Vec::new(),
                 scaling_errors: Vec::new(),
             };
-            return Pass { plan, failed_closed: Some(why), mirror_due: false, claims_rollout_step: false };
+            return Pass {
+                plan,
+                failed_closed: Some(why),
+                mirror_due: false,
+                claims_rollout_step: false,
+                cleared_by_health_check: Vec::new(),
+            };
         }
         RecordRead::NotRead | RecordRead::Absent | RecordRead::Forbidden | RecordRead::Unreadable { .. } => (None, &[]),
     };
@@ -181,7 +190,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         .with_coordinated_downscales_forbidden(tracker_forbidden.then_some(TRACKER_FORBIDDEN));
     let mut plan = planner.plan(group, &ctx);
     // The gate first: a zone it holds back spends no budget.
-    hold_by_health_check(&mut plan, group, input.health_gate);
+    let cleared_by_health_check = hold_by_health_check(&mut plan, group, input.health_gate);
     if let Some(scope) = &input.budgets {
         hold_by_budgets(&mut plan, group, scope, input.now);
     }
@@ -205,7 +214,7 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         && !tracker_forbidden
         && served_by_prepare_downscale(group)
         && defences.has(Layer::RolloutStepClaims);
-    Pass { plan, failed_closed: None, mirror_due, claims_rollout_step }
+    Pass { plan, failed_closed: None, mirror_due, claims_rollout_step, cleared_by_health_check }
 }
 
 /// The plan's deletions judged by the budgets in order, as the controller carries them out: the first one held back

@@ -105,15 +105,20 @@ impl GroupPlan {
         self.wait = Some(Wait::on(WaitReason::HeldByBudget, &hold.statefulset));
     }
 
-    /// The plan once a RolloutHealthCheck holds back the start of `statefulset`: its deletions wait (the other
-    /// writes stay), and the group waits on the gate, or acts and then waits on it.
-    pub fn held_by_health_check(&mut self, statefulset: &str, why: &str) {
+    /// The plan once a RolloutHealthCheck holds back the deletions of `statefulset` (its start, or with `started`
+    /// its further replacements): they wait (the other writes stay), and the group waits on the gate, or acts and
+    /// then waits on it.
+    pub fn held_by_health_check(&mut self, statefulset: &str, started: bool, why: &str) {
         let before = self.actions.len();
         self.actions.retain(|a| !matches!(a, Action::DeletePod { statefulset: s, .. } if s == statefulset));
         if self.actions.len() == before {
             return;
         }
-        let held = format!("StatefulSet {statefulset} does not start rolling: {why}");
+        let held = if started {
+            format!("StatefulSet {statefulset} is not rolled further: {why}")
+        } else {
+            format!("StatefulSet {statefulset} does not start rolling: {why}")
+        };
         let reason = if self.actions.is_empty() {
             self.state = GroupState::Waiting;
             held

@@ -6,16 +6,17 @@ use jiff::Timestamp;
 use proptest::prelude::*;
 use rollout_core::fixture;
 use rollout_core::health_check::config::{self, ConfigError, HealthCheckConfig, Policy};
-use rollout_core::health_check::targets::{self, promql_number, substitute_query, substitute_success};
+use rollout_core::health_check::targets::{self, gate_of, promql_number, substitute_query, substitute_success};
 use rollout_core::health_check::{
-    Answer, CheckResult, GateState, GateTimes, GateVerdict, HealthGate, HealthGating, Misconfiguration, QueryKind,
-    QueryRequest, QueryResult, Side, Targets, evaluate, gate_target, resolve,
+    Answer, CheckResult, GateState, GateTimes, GateVerdict, GroupGates, HealthGate, HealthGating, Misconfiguration,
+    QueryKind, QueryRequest, QueryResult, Side, Targets, evaluate, gate_target, resolve,
 };
 use rollout_core::keys;
 use rollout_core::view::ReadyCondition;
 use rollout_core::wait::{Wait, WaitReason};
 use rollout_core::{Action, GroupSnapshot, GroupState, PassInput, build_groups, plan_pass};
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 fn t(secs: i64) -> Timestamp {
@@ -210,7 +211,7 @@ fn the_sides_baseline_time_and_serving_time_come_from_the_snapshot() {
     assert_eq!(targets::candidates_serving_since(&group), Some(t(-60)));
     // b's annotation names r1 already; c's is missing and is due.
     assert_eq!(targets::started_at_writes(&group, t(0)), [("zone-c".to_string(), format!("r1={}", t(0)))]);
-    let target = gate_target(&group, t(0)).expect("gated");
+    let target = gate_target(&group, t(0), &BTreeSet::new()).expect("gated");
     assert_eq!((target.statefulset.as_str(), target.health_check.as_str()), ("zone-b", "ingester-health"));
 }
 
@@ -403,7 +404,7 @@ fn the_pass_holds_the_next_zone_unless_the_gate_passes() {
     let group = between_zones(t(-600));
     let plan_gated =
         |g: HealthGating| plan_pass(&group, &PassInput { health_gate: g, ..PassInput::new(t(0), &[]) }).plan;
-    let plan_with = |g: Option<&HealthGate>| plan_gated(HealthGating::On(g));
+    let plan_with = |g: Option<&HealthGate>| plan_gated(HealthGating::On(&GroupGates::of(g.cloned())));
     assert_eq!(deletions(&plan_gated(HealthGating::Off)), ["zone-b-0"], "gates off: as without one");
     let plan = plan_with(None);
     assert!(deletions(&plan).is_empty(), "gates on, no evaluation yet: held, {plan:?}");
@@ -462,31 +463,92 @@ fn the_first_zone_is_never_gated() {
         members.push(s);
     }
     let group = build_groups(members, &pods).remove(0);
-    assert_eq!(gate_target(&group, t(0)), None);
+    assert_eq!(gate_target(&group, t(0), &BTreeSet::new()), None);
     let paused = evaluated(pause());
-    for gate in [HealthGating::On(Some(&paused)), HealthGating::On(None)] {
+    for gate in [HealthGating::On(&GroupGates::of(Some(paused.clone()))), HealthGating::On(&GroupGates::default())] {
         let plan = plan_pass(&group, &PassInput { health_gate: gate, ..PassInput::new(t(0), &[]) }).plan;
         assert_eq!(deletions(&plan), ["zone-a-0"]);
     }
 }
 
 #[test]
-fn a_zone_that_has_started_is_governed_by_readiness_alone() {
+fn a_zone_the_gate_cleared_rolls_on_by_readiness_alone() {
+    let group = between_zones(t(-600));
+    let passing = evaluated(GateVerdict::Pass { warnings: vec![] });
+    let pass = plan_pass(
+        &group,
+        &PassInput { health_gate: HealthGating::On(&GroupGates::of(Some(passing))), ..PassInput::new(t(0), &[]) },
+    );
+    assert_eq!(deletions(&pass.plan), ["zone-b-0"]);
+    assert_eq!(pass.cleared_by_health_check, ["zone-b"], "the start the gate let through is reported cleared");
+
+    // zone-b-0 replaced and Ready on r1: the candidates changed, the evaluation is for another key; zone-b cleared.
     let mut group = between_zones(t(-600));
-    // zone-b-0 already replaced and Ready on r1: b has started.
     let b = group.members[1].sts.clone();
     group.members[1].pods[0] = fixture::pod(&b, 0, "r1");
-    let target = gate_target(&group, t(0)).map(|g| g.statefulset);
+    let cleared = BTreeSet::from(["zone-b".to_string()]);
+    let target = gate_target(&group, t(0), &cleared).map(|g| g.statefulset);
     assert_eq!(target, Some("zone-c".to_string()), "c's gate is evaluated ahead, while b is part-way");
     let paused = evaluated(pause());
-    for gate in [HealthGating::On(Some(&paused)), HealthGating::On(None)] {
-        let plan = plan_pass(&group, &PassInput { health_gate: gate, ..PassInput::new(t(0), &[]) }).plan;
-        assert_eq!(deletions(&plan), ["zone-b-1"]);
+    for gate in [Some(paused), None] {
+        let gates = GroupGates { gate, cleared: cleared.clone() };
+        let pass = plan_pass(&group, &PassInput { health_gate: HealthGating::On(&gates), ..PassInput::new(t(0), &[]) });
+        assert_eq!(deletions(&pass.plan), ["zone-b-1"]);
+        assert!(pass.cleared_by_health_check.is_empty());
     }
-    // A pod missing (deleted, being recreated) may be one replaced already: not gated either.
+}
+
+#[test]
+fn a_zone_someone_else_started_is_not_finished_without_a_pass() {
+    // A pod of zone-b missing (deleted, being recreated): gated too (the planner waits for it first).
+    let mut missing = between_zones(t(-600));
+    missing.members[1].pods.remove(0);
+    let target = gate_target(&missing, t(0), &BTreeSet::new()).expect("gated");
+    assert_eq!((target.statefulset.as_str(), target.started), ("zone-b", true));
+
+    // zone-b-0 evicted and recreated on r1 (or cleared by a process since restarted): b has started, not cleared.
     let mut group = between_zones(t(-600));
-    group.members[1].pods.remove(0);
-    assert_eq!(rollout_core::health_check::targets::gate_of(&group, &group.members[1]), None);
+    let b = group.members[1].sts.clone();
+    group.members[1].pods[0] = fixture::pod(&b, 0, "r1");
+    let target = gate_target(&group, t(0), &BTreeSet::new()).expect("gated");
+    assert_eq!((target.statefulset.as_str(), target.started), ("zone-b", true));
+    let paused = evaluated(pause());
+    for gate in [Some(paused), None] {
+        let gates = GroupGates::of(gate);
+        let plan =
+            plan_pass(&group, &PassInput { health_gate: HealthGating::On(&gates), ..PassInput::new(t(0), &[]) }).plan;
+        assert!(deletions(&plan).is_empty(), "{plan:?}");
+        assert_eq!(plan.wait, Some(Wait::on(WaitReason::HeldByHealthCheck, "zone-b")));
+        assert!(
+            plan.reason.contains("StatefulSet zone-b is not rolled further: RolloutHealthCheck"),
+            "{}",
+            plan.reason
+        );
+    }
+    let passing = GroupGates::of(Some(evaluated(GateVerdict::Pass { warnings: vec![] })));
+    let pass = plan_pass(&group, &PassInput { health_gate: HealthGating::On(&passing), ..PassInput::new(t(0), &[]) });
+    assert_eq!(pass.cleared_by_health_check, ["zone-b"]);
+    assert!(deletions(&pass.plan).iter().all(|p| p.starts_with("zone-b")), "{:?}", pass.plan);
+}
+
+/// Zone-a part-way and zone-b started by someone else: the first zone is no longer the only one on the revision,
+/// so zone-a's further deletions wait for the gate too (whichever zone the planner turns to, the controller rolls
+/// no second zone on a revision the gate has not passed).
+#[test]
+fn a_zone_part_way_waits_too_once_another_has_been_started_by_someone_else() {
+    let mut group = part_way();
+    let b = group.members[1].sts.clone();
+    group.members[1].pods[1] = fixture::pod(&b, 1, "r1");
+    let gated: Vec<String> =
+        group.members.iter().filter_map(|m| gate_of(&group, m, &BTreeSet::new())).map(|g| g.statefulset).collect();
+    assert_eq!(gated, ["zone-a", "zone-b"]);
+    let plan = plan_pass(
+        &group,
+        &PassInput { health_gate: HealthGating::On(&GroupGates::default()), ..PassInput::new(t(0), &[]) },
+    )
+    .plan;
+    assert!(deletions(&plan).is_empty(), "{plan:?}");
+    assert_eq!(plan.wait.map(|w| w.reason), Some(WaitReason::HeldByHealthCheck));
 }
 
 /// Two gated zones of 2 pods, zone-a part-way (zone-a-0 on r1), zone-b untouched.
@@ -525,11 +587,11 @@ fn a_zone_started_while_another_is_part_way_is_gated_too() {
     let mut group = part_way();
     group.members[0].sts = fixture::annotate(group.members[0].sts.clone(), keys::ROLLOUT_PAUSED, "true");
     for group in [crashed, group] {
-        assert_eq!(gate_target(&group, t(0)).map(|g| g.statefulset), Some("zone-b".to_string()));
+        assert_eq!(gate_target(&group, t(0), &BTreeSet::new()).map(|g| g.statefulset), Some("zone-b".to_string()));
         assert!(starts_zone_b(&group, HealthGating::Off), "gates off: as without one");
-        assert!(!starts_zone_b(&group, HealthGating::On(None)), "not evaluated yet");
-        assert!(!starts_zone_b(&group, HealthGating::On(Some(&paused))));
-        assert!(starts_zone_b(&group, HealthGating::On(Some(&passing))));
+        assert!(!starts_zone_b(&group, HealthGating::On(&GroupGates::default())), "not evaluated yet");
+        assert!(!starts_zone_b(&group, HealthGating::On(&GroupGates::of(Some(paused.clone())))));
+        assert!(starts_zone_b(&group, HealthGating::On(&GroupGates::of(Some(passing.clone())))));
     }
 }
 
@@ -540,12 +602,16 @@ fn a_crashed_pod_of_the_first_zone_is_not_a_start() {
     let a = group.members[0].sts.clone();
     group.members[0].pods[0] = fixture::pod(&a, 0, "r0");
     group.members[1].pods[1] = fixture::not_ready(group.members[1].pods[1].clone());
-    assert_eq!(gate_target(&group, t(0)), None);
-    assert!(starts_zone_b(&group, HealthGating::On(None)));
+    assert_eq!(gate_target(&group, t(0), &BTreeSet::new()), None);
+    assert!(starts_zone_b(&group, HealthGating::On(&GroupGates::default())));
     // zone-a part-way, its own pod crashed: replaced ungated.
     let mut group = part_way();
     group.members[0].pods[1] = fixture::not_ready(group.members[0].pods[1].clone());
-    let plan = plan_pass(&group, &PassInput { health_gate: HealthGating::On(None), ..PassInput::new(t(0), &[]) }).plan;
+    let plan = plan_pass(
+        &group,
+        &PassInput { health_gate: HealthGating::On(&GroupGates::default()), ..PassInput::new(t(0), &[]) },
+    )
+    .plan;
     assert_eq!(deletions(&plan), ["zone-a-1"]);
 }
 
@@ -565,7 +631,7 @@ fn a_paused_zone_is_not_evaluated() {
     let mut group = between_zones(t(-600));
     let b = fixture::annotate(group.members[1].sts.clone(), keys::ROLLOUT_PAUSED, "true");
     group.members[1].sts = b;
-    assert_eq!(gate_target(&group, t(0)).map(|g| g.statefulset), Some("zone-c".to_string()));
+    assert_eq!(gate_target(&group, t(0), &BTreeSet::new()).map(|g| g.statefulset), Some("zone-c".to_string()));
 }
 
 #[test]

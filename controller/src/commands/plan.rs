@@ -626,7 +626,7 @@ pub fn plan_objects_with(
         for group in build_groups(objects.statefulsets.clone(), &pods) {
             // Gates on, as in the controller (a dump without RolloutHealthChecks: every gate misconfigured).
             let gate = gates.gate_blocking(ns, &group, &health_checks, now);
-            let input = PassInput { health_gate: health::HealthGating::On(gate.as_ref()), ..input };
+            let input = PassInput { health_gate: health::HealthGating::On(&gate), ..input };
             // The controller's pass, as it would run without a zone tracker; the mirror step needs a live cluster.
             let mut pass = plan_pass(&group, &input);
             if pass.mirror_due {

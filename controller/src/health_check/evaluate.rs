@@ -20,16 +20,18 @@ pub struct GateRun {
     pub durations: Vec<(String, QueryKind, Duration)>,
 }
 
-/// Evaluates `config`'s checks for `group` (in `namespace`) as of `now`.
+/// Evaluates `config`'s checks for `group` (in `namespace`) as of `now`. The baseline time is the group's
+/// `started-at` annotations', else `seen_since` (when the caller first saw the rollout, if it knows).
 pub async fn evaluate_gate<T: Transport>(
     client: &PrometheusClient<T>,
     config: &HealthCheckConfig,
     group: &GroupSnapshot,
     namespace: &str,
     now: Timestamp,
+    seen_since: Option<Timestamp>,
 ) -> GateRun {
-    let times =
-        GateTimes { now, baseline: baseline_time(group), candidates_serving_since: candidates_serving_since(group) };
+    let baseline = baseline_time(group).or(seen_since);
+    let times = GateTimes { now, baseline, candidates_serving_since: candidates_serving_since(group) };
     let mut evaluation = Evaluation::start(config, Targets::of(group, namespace), times);
     let mut durations = Vec::new();
     loop {

@@ -18,19 +18,24 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 use rollout_core::downscale::time_after;
 use rollout_core::health_check::{
-    GateState, GateVerdict, HealthCheckConfig, HealthGate, gate_target, resolve, revision_key, started_at_writes,
+    GateState, GateTarget, GateVerdict, GroupGates, HealthCheckConfig, HealthGate, clearance_key, gate_target, resolve,
+    revision_key, started_at_writes,
 };
 use rollout_core::{GroupSnapshot, keys};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a gate is evaluated again while it holds a group back (or passes, until the zone starts).
 pub const CADENCE: Duration = Duration::from_secs(30);
 
-/// Runs one evaluation: the group, its RolloutHealthCheck, the namespace and the time it is for.
-type Evaluator =
-    Arc<dyn Fn(GroupSnapshot, HealthCheckConfig, String, Timestamp) -> BoxFuture<'static, GateRun> + Send + Sync>;
+/// Runs one evaluation: the group, its RolloutHealthCheck, the namespace, the time it is for and when the rollout
+/// was first seen.
+type Evaluator = Arc<
+    dyn Fn(GroupSnapshot, HealthCheckConfig, String, Timestamp, Option<Timestamp>) -> BoxFuture<'static, GateRun>
+        + Send
+        + Sync,
+>;
 
 #[derive(Debug, Clone)]
 struct Evaluated {
@@ -57,11 +62,24 @@ enum Known {
     Listed(HealthChecks),
 }
 
+/// The StatefulSets of a group a passing evaluation let roll, for the group's update revisions (`key`).
+#[derive(Debug, Default)]
+struct Cleared {
+    key: String,
+    statefulsets: BTreeSet<String>,
+}
+
 #[derive(Debug, Default)]
 struct Shared {
     checks: Known,
     /// Per group.
     entries: HashMap<String, Entry>,
+    /// Per group. Kept in memory only: a process that restarts while a later zone rolls has that zone evaluated
+    /// again before it goes on.
+    cleared: HashMap<String, Cleared>,
+    /// Per group: when this process first saw its rollout need the update revisions (the clearance key), the
+    /// baseline time while no `started-at` annotation gives one (not written yet, or refused).
+    first_seen: HashMap<String, (String, Timestamp)>,
     /// Per group: the finding last told in an Event.
     told: HashMap<String, String>,
 }
@@ -81,11 +99,11 @@ impl HealthGates {
     /// Gates that query Prometheus through `transport` (each RolloutHealthCheck's own `prometheusURL`).
     pub fn new<T: Transport>(transport: T, namespace: &str) -> Self {
         let evaluate: Evaluator =
-            Arc::new(move |group: GroupSnapshot, config: HealthCheckConfig, namespace: String, now| {
+            Arc::new(move |group: GroupSnapshot, config: HealthCheckConfig, namespace: String, now, seen_since| {
                 let transport = transport.clone();
                 Box::pin(async move {
                     match PrometheusClient::new(transport, &config.prometheus_url) {
-                        Ok(client) => evaluate_gate(&client, &config, &group, &namespace, now).await,
+                        Ok(client) => evaluate_gate(&client, &config, &group, &namespace, now, seen_since).await,
                         // Validation refuses such a URL; a resource admitted without the webhook still gets an answer.
                         Err(error) => GateRun {
                             verdict: GateVerdict::Pause {
@@ -141,27 +159,39 @@ impl HealthGates {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The gate of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
-    /// gates are off (the RolloutHealthChecks cannot be listed); `Some(None)` when no gate sits before a zone start of
-    /// the group (none to evaluate: a start the pass plans anyway is held as not evaluated yet).
-    pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<HealthGate>> {
-        let current = self.current(group, now)?;
-        self.tell(group, current.as_ref());
-        Some(current.map(|(gate, _)| gate))
+    /// The gates of `group` for a pass at `now`, without waiting; starts an evaluation when one is due. `None` when
+    /// gates are off (the RolloutHealthChecks cannot be listed); without a gate when none sits before the group's
+    /// next deletions (none to evaluate: a gated deletion the pass plans anyway is held as not evaluated yet).
+    pub fn gate(&self, group: &GroupSnapshot, now: Timestamp) -> Option<GroupGates> {
+        let (gates, target) = self.current(group, now)?;
+        self.tell(group, gates.gate.as_ref().zip(target.as_ref()));
+        Some(gates)
     }
 
-    /// What the pass did with the gate: `held` when it held a zone start back (`held-by-health-check`), the
-    /// gauges' source (a gate evaluated ahead, while a zone is still rolling, holds nothing yet).
-    pub fn passed(&self, group: &GroupSnapshot, gate: Option<&HealthGate>, held: bool) {
+    /// What the pass did with the gates: `held` when it held a gated zone back (`held-by-health-check`), the
+    /// gauges' source (a gate evaluated ahead, while a zone is still rolling, holds nothing yet); `cleared`, the
+    /// StatefulSets a passing evaluation let roll (kept for the group's current update revisions).
+    pub fn passed(&self, group: &GroupSnapshot, gates: Option<&GroupGates>, held: bool, cleared: &[String]) {
+        let gate = gates.and_then(|g| g.gate.as_ref());
         let misconfigured = matches!(gate.map(|g| &g.state), Some(GateState::Misconfigured(_)));
         self.metrics.gate_state(&group.name, held, misconfigured);
+        if !cleared.is_empty() {
+            let key = clearance_key(group);
+            let mut shared = self.lock();
+            let entry = shared.cleared.entry(group.name.clone()).or_default();
+            if entry.key != key {
+                *entry = Cleared { key, statefulsets: BTreeSet::new() };
+            }
+            entry.statefulsets.extend(cleared.iter().cloned());
+        }
     }
 
     /// The Event of the gate's finding, once per finding and group: a failed check, a `Warn` check's finding, a
     /// misconfiguration.
-    fn tell(&self, group: &GroupSnapshot, current: Option<&(HealthGate, String)>) {
-        let finding = current.and_then(|(gate, statefulset)| {
+    fn tell(&self, group: &GroupSnapshot, current: Option<(&HealthGate, &GateTarget)>) {
+        let finding = current.and_then(|(gate, target)| {
             let name = &gate.health_check;
+            let statefulset = &target.statefulset;
             let (type_, reason, note) = match &gate.state {
                 GateState::Misconfigured(why) => (
                     EventType::Warning,
@@ -171,7 +201,11 @@ impl HealthGates {
                 GateState::Evaluated { verdict: GateVerdict::Pause { detail, .. }, .. } => (
                     EventType::Warning,
                     "RolloutBlockedByHealthCheck",
-                    format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} does not start rolling"),
+                    if target.started {
+                        format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} is not rolled further")
+                    } else {
+                        format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} does not start rolling")
+                    },
                 ),
                 GateState::Evaluated { verdict: GateVerdict::Pass { warnings }, .. } if !warnings.is_empty() => (
                     EventType::Warning,
@@ -199,29 +233,46 @@ impl HealthGates {
         }
     }
 
-    /// `None`: gates off; `Some(None)`: no gate target.
-    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<Option<(HealthGate, String)>> {
+    /// `None`: gates off. Else the group's gates and the target their gate is for.
+    fn current(&self, group: &GroupSnapshot, now: Timestamp) -> Option<(GroupGates, Option<GateTarget>)> {
         let mut shared = self.lock();
         if let Known::Refused = shared.checks {
             return None;
         }
-        let Some(target) = gate_target(group, now) else {
-            shared.entries.remove(&group.name);
-            return Some(None);
+        let key = clearance_key(group);
+        let seen_since = match shared.first_seen.get(&group.name) {
+            Some((seen, at)) if *seen == key => Some(*at),
+            _ if !started_at_writes(group, now).is_empty() => {
+                shared.first_seen.insert(group.name.clone(), (key.clone(), now));
+                Some(now)
+            }
+            _ => None,
         };
-        let statefulset = target.statefulset.clone();
+        let cleared = match shared.cleared.get(&group.name) {
+            Some(cleared) if cleared.key == key => cleared.statefulsets.clone(),
+            _ => {
+                shared.cleared.remove(&group.name);
+                BTreeSet::new()
+            }
+        };
+        let Some(target) = gate_target(group, now, &cleared) else {
+            shared.entries.remove(&group.name);
+            return Some((GroupGates { gate: None, cleared }, None));
+        };
         let name = target.health_check.clone();
+        let gated = |state| {
+            Some((
+                GroupGates { gate: Some(HealthGate { health_check: name.clone(), state }), cleared },
+                Some(target.clone()),
+            ))
+        };
         let Known::Listed(checks) = &shared.checks else {
-            let state = GateState::NotEvaluated("the RolloutHealthChecks are not listed yet".to_string());
-            return Some(Some((HealthGate { health_check: name, state }, statefulset)));
+            return gated(GateState::NotEvaluated("the RolloutHealthChecks are not listed yet".to_string()));
         };
         let found = checks.get(&name).cloned();
         let config = match resolve(group, &target.statefulset, &name, found.as_ref()) {
             Ok(config) => config.clone(),
-            Err(why) => {
-                let gate = HealthGate { health_check: name, state: GateState::Misconfigured(why) };
-                return Some(Some((gate, statefulset)));
-            }
+            Err(why) => return gated(GateState::Misconfigured(why)),
         };
         let key = revision_key(group, &name, config.generation);
         let entry = shared.entries.entry(group.name.clone()).or_default();
@@ -230,13 +281,13 @@ impl HealthGates {
         }
         if !entry.running && self.due(entry.last.as_ref(), now) {
             entry.running = true;
-            self.spawn(group.clone(), config.clone(), key, now);
+            self.spawn(group.clone(), config.clone(), key, now, seen_since);
         }
         let state = match &entry.last {
             Some(last) => GateState::Evaluated { at: last.at, verdict: last.verdict.clone() },
             None => GateState::NotEvaluated(format!("being evaluated against {}", config.prometheus_url)),
         };
-        Some(Some((HealthGate { health_check: name, state }, statefulset)))
+        gated(state)
     }
 
     fn due(&self, last: Option<&Evaluated>, now: Timestamp) -> bool {
@@ -247,9 +298,16 @@ impl HealthGates {
         }
     }
 
-    fn spawn(&self, group: GroupSnapshot, config: HealthCheckConfig, key: String, now: Timestamp) {
+    fn spawn(
+        &self,
+        group: GroupSnapshot,
+        config: HealthCheckConfig,
+        key: String,
+        now: Timestamp,
+        seen_since: Option<Timestamp>,
+    ) {
         let shared = self.shared.clone();
-        let evaluation = (self.evaluate)(group.clone(), config.clone(), self.namespace.clone(), now);
+        let evaluation = (self.evaluate)(group.clone(), config.clone(), self.namespace.clone(), now, seen_since);
         let metrics = self.metrics.clone();
         tokio::spawn(async move {
             let run = evaluation.await;

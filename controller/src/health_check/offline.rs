@@ -1,14 +1,17 @@
 //! The gate as `plan` and `status -f` see it on a dump: the RolloutHealthChecks of the dump, resolved for the
 //! StatefulSet the gate sits before, and evaluated against `--prometheus-url` when one is given (the resource's own
 //! URL is usually reachable in-cluster only). Without it, a gated group waits on an evaluation that did not happen
-//! here, and says so.
+//! here, and says so. The controller's memory of the zones a passing evaluation let start is not in a dump: a zone
+//! already started is taken as cleared (as it is when the controller started it), so `plan` answers whether the
+//! next zone would start.
 
 use jiff::Timestamp;
 use rollout_core::GroupSnapshot;
 use rollout_core::health_check::config::{self, ConfigError, HealthCheckConfig};
-use rollout_core::health_check::{GateState, HealthGate, gate_target, resolve};
+use rollout_core::health_check::targets::gate_of;
+use rollout_core::health_check::{GateState, GroupGates, HealthGate, gate_target, resolve};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// RolloutHealthChecks by name, invalid ones kept with their error.
 pub type HealthChecks = BTreeMap<String, Result<HealthCheckConfig, ConfigError>>;
@@ -86,22 +89,35 @@ impl OfflineGates {
         Ok(gates)
     }
 
-    /// The gate of `group` (in `namespace`, whose RolloutHealthChecks are `checks`) as of `now`; `None` when no gate
-    /// sits before the group's next zone.
+    /// The gates of `group` (in `namespace`, whose RolloutHealthChecks are `checks`) as of `now`: the zones already
+    /// started cleared, and the gate before the group's next zone (if any).
     pub async fn gate(
         &self,
         namespace: &str,
         group: &GroupSnapshot,
         checks: &HealthChecks,
         now: Timestamp,
+    ) -> GroupGates {
+        let cleared = started_zones(group);
+        let gate = self.target_gate(namespace, group, checks, now, &cleared).await;
+        GroupGates { gate, cleared }
+    }
+
+    async fn target_gate(
+        &self,
+        namespace: &str,
+        group: &GroupSnapshot,
+        checks: &HealthChecks,
+        now: Timestamp,
+        cleared: &BTreeSet<String>,
     ) -> Option<HealthGate> {
-        let (name, config) = match self.resolved(group, checks, now)? {
+        let (name, config) = match self.resolved(group, checks, now, cleared)? {
             Ok(found) => found,
             Err(gate) => return Some(gate),
         };
         #[cfg(not(madsim))]
         if let Some(client) = &self.client {
-            let run = super::evaluate::evaluate_gate(client, config, group, namespace, now).await;
+            let run = super::evaluate::evaluate_gate(client, config, group, namespace, now, None).await;
             return Some(HealthGate {
                 health_check: name,
                 state: GateState::Evaluated { at: now, verdict: run.verdict },
@@ -118,17 +134,18 @@ impl OfflineGates {
         group: &GroupSnapshot,
         checks: &HealthChecks,
         now: Timestamp,
-    ) -> Option<HealthGate> {
+    ) -> GroupGates {
         #[cfg(not(madsim))]
         if let Some(runtime) = &self.runtime {
             return runtime.block_on(self.gate(namespace, group, checks, now));
         }
         let _ = namespace;
-        let (name, config) = match self.resolved(group, checks, now)? {
-            Ok(found) => found,
-            Err(gate) => return Some(gate),
-        };
-        Some(not_evaluated(name, config))
+        let cleared = started_zones(group);
+        let gate = self.resolved(group, checks, now, &cleared).map(|found| match found {
+            Ok((name, config)) => not_evaluated(name, config),
+            Err(gate) => gate,
+        });
+        GroupGates { gate, cleared }
     }
 
     /// The gated StatefulSet's RolloutHealthCheck, or the misconfigured gate.
@@ -137,8 +154,9 @@ impl OfflineGates {
         group: &GroupSnapshot,
         checks: &'c HealthChecks,
         now: Timestamp,
+        cleared: &BTreeSet<String>,
     ) -> Option<Result<(String, &'c HealthCheckConfig), HealthGate>> {
-        let target = gate_target(group, now)?;
+        let target = gate_target(group, now, cleared)?;
         let name = target.health_check.clone();
         Some(match resolve(group, &target.statefulset, &name, checks.get(&name)) {
             Ok(config) => Ok((name, config)),
@@ -151,4 +169,10 @@ fn not_evaluated(name: String, config: &HealthCheckConfig) -> HealthGate {
     let why =
         format!("not evaluated here; give --prometheus-url URL to evaluate it (its own is {})", config.prometheus_url);
     HealthGate { health_check: name, state: GateState::NotEvaluated(why) }
+}
+
+/// The gated StatefulSets of `group` with some pods replaced already.
+fn started_zones(group: &GroupSnapshot) -> BTreeSet<String> {
+    let none = BTreeSet::new();
+    group.members.iter().filter_map(|m| gate_of(group, m, &none)).filter(|t| t.started).map(|t| t.statefulset).collect()
 }

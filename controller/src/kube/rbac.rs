@@ -366,7 +366,7 @@ pub const RBAC_REQUIREMENTS: &[ApiPermission] = &[
     // Scaling sets spec.replicas of a follower or mirror StatefulSet (with grafana.com/last-downscale when there is
     // no zone tracker); without the tracker the webhooks record a /scale downscale on the parent the same way.
     // Eviction intents go on the pod's StatefulSet where pods cannot be patched.
-    ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling, PodAnnotations]),
+    ApiPermission::namespaced("apps", "statefulsets", "patch", &[Scaling, PodAnnotations, HealthChecks]),
     // The eviction webhook reads the evicted pod live; so does the controller before each deletion while budgets
     // exist, judging it as an eviction under them (reference 5.5).
     ApiPermission::namespaced("", "pods", "get", &[Webhooks, DisruptionBudgets]),

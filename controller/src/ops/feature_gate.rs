@@ -55,10 +55,12 @@ pub enum Gate {
     ReplicaSetLookups,
     /// Listing and watching RolloutHealthChecks.
     HealthChecks,
+    /// `grafana.com/rollout-health-check-started-at` on StatefulSets (the health checks' baseline time).
+    HealthCheckStartedAt,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 11] = [
+    pub const ALL: [Gate; 12] = [
         Gate::Events,
         Gate::Budgets,
         Gate::BudgetPodReads,
@@ -70,6 +72,7 @@ impl Gate {
         Gate::DeploymentLookups,
         Gate::ReplicaSetLookups,
         Gate::HealthChecks,
+        Gate::HealthCheckStartedAt,
     ];
 
     /// The `feature` label of `rollout_operator_feature_disabled`.
@@ -84,6 +87,7 @@ impl Gate {
             Gate::ZoneTracker => "zone-tracker",
             Gate::DeploymentLookups | Gate::ReplicaSetLookups => "no-downscale-parent-lookups",
             Gate::HealthChecks => "health-checks",
+            Gate::HealthCheckStartedAt => "health-check-started-at",
         }
     }
 
@@ -100,6 +104,7 @@ impl Gate {
             Gate::DeploymentLookups => "deployments get",
             Gate::ReplicaSetLookups => "replicasets get",
             Gate::HealthChecks => "list rollouthealthchecks",
+            Gate::HealthCheckStartedAt => "patch statefulsets",
         }
     }
 
@@ -112,7 +117,7 @@ impl Gate {
             Gate::StatefulSetIntents | Gate::Scaling => Feature::Scaling,
             Gate::ZoneTracker => Feature::ZoneTracker,
             Gate::DeploymentLookups | Gate::ReplicaSetLookups => Feature::ParentLookups,
-            Gate::HealthChecks => Feature::HealthChecks,
+            Gate::HealthChecks | Gate::HealthCheckStartedAt => Feature::HealthChecks,
         }
     }
 
@@ -165,6 +170,11 @@ impl Gate {
                 "cannot list or watch RolloutHealthChecks: StatefulSets that name one roll as without a gate; grant \
                  list and watch on rollouthealthchecks.rollout-operator.grafana.com"
             }
+            Gate::HealthCheckStartedAt => {
+                "cannot record when a rollout started (grafana.com/rollout-health-check-started-at on its \
+                 StatefulSets): health checks take their baseline time from when this process first saw the rollout \
+                 instead, later after a restart; grant patch on apps statefulsets"
+            }
         }
     }
 
@@ -182,7 +192,8 @@ impl Gate {
             | Gate::StatefulSetIntents
             | Gate::ReadyTime
             | Gate::Scaling
-            | Gate::ZoneTracker => Retry::AfterAWhile,
+            | Gate::ZoneTracker
+            | Gate::HealthCheckStartedAt => Retry::AfterAWhile,
         }
     }
 }

@@ -29,7 +29,6 @@ use jiff::Timestamp;
 use rollout_core::downscale::DownscaleInProgress;
 use rollout_core::group::GroupSnapshot;
 use rollout_core::health_check::HealthGating;
-use rollout_core::wait::WaitReason;
 use rollout_core::zpdb::{BudgetHold, BudgetScope, EvictPod, EvictionRequest, EvictionSettings, KnownBudgets};
 use rollout_core::{
     Defences, Expectation, ExpectationLifetimes, GroupState, LiveCheck, PassInput, PendingExpectation, Planner,
@@ -463,8 +462,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             health_gate: HealthGating::from_shell(&gate),
         };
         let mut pass = plan_pass_with(&self.planner, &snapshot, &input);
-        let held = pass.plan.wait.as_ref().is_some_and(|w| w.reason == WaitReason::HeldByHealthCheck);
-        self.health_gate_passed(&snapshot, &gate, held);
+        self.health_gate_passed(&snapshot, &gate, &pass);
         if let Some(reason) = pass.failed_closed.take() {
             self.reports.planned(&snapshot, &pass.plan, now);
             let err = match read {

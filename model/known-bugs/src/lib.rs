@@ -14,6 +14,7 @@ use rollout_core::health_check::{
 use rollout_core::keys;
 use rollout_core::zpdb::{EvictPod, EvictionVerdict, KnownBudgets, Need, Observed, Outcome};
 use rollout_core::{GroupPlan, GroupSnapshot, PlanContext, Planner, RolloutPlanner};
+use std::collections::BTreeSet;
 
 /// Readiness taken from the StatefulSet's status counts (the reference before v0.13.0): when `readyReplicas`
 /// says everything is ready, missing pods and unready pods are not noticed.
@@ -402,14 +403,31 @@ impl Planner for MinTimeSecondEarly {
 /// being rolled (pods on its update revision and pods still to update) instead of the one about to start. Between
 /// zones the shell evaluates nothing: the pass holds the next zone's first deletion as not evaluated yet, for ever
 /// (a good revision never converges; before the pass held a start without an evaluation, it went ungated).
-pub fn gate_after_the_zone_started(group: &GroupSnapshot, _now: Timestamp) -> Option<GateTarget> {
+pub fn gate_after_the_zone_started(
+    group: &GroupSnapshot,
+    _now: Timestamp,
+    _cleared: &BTreeSet<String>,
+) -> Option<GateTarget> {
     group.members.iter().find_map(|m| {
         let update = m.sts.status.as_ref().map(|s| s.update_revision.as_str())?;
         let updated = m.pods.iter().filter(|p| p.revision() == Some(update)).count();
         let health_check = m.sts.annotations.get(keys::ROLLOUT_HEALTH_CHECK)?;
-        (updated > 0 && updated < m.pods.len())
-            .then(|| GateTarget { statefulset: m.sts.name.clone(), health_check: health_check.clone() })
+        (updated > 0 && updated < m.pods.len()).then(|| GateTarget {
+            statefulset: m.sts.name.clone(),
+            health_check: health_check.clone(),
+            started: true,
+        })
     })
+}
+
+/// Every zone that has started counts as cleared, as the reference's contract reads ("once a zone has started,
+/// readiness alone governs it"): a later zone someone else started (an evicted pod recreated on the update
+/// revision) is finished on a revision the gate never passed.
+pub fn every_started_zone_cleared(group: &GroupSnapshot, mut cleared: BTreeSet<String>) -> BTreeSet<String> {
+    let none = BTreeSet::new();
+    let started = group.members.iter().filter_map(|m| health_check::targets::gate_of(group, m, &none));
+    cleared.extend(started.filter(|t| t.started).map(|t| t.statefulset));
+    cleared
 }
 
 /// The baseline taken from the candidate side: the pod sets are swapped, so the baseline query reads the updated

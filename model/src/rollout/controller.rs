@@ -14,15 +14,17 @@ impl RolloutModel {
         planning: bool,
         record: Record,
         gate: Option<&GateMemo>,
+        cleared: u8,
     ) -> Decision {
-        let key = (view.clone(), expectations.to_vec(), planning, (record.marker, record.unreadable), gate.cloned());
+        let key =
+            (view.clone(), expectations.to_vec(), planning, (record.marker, record.unreadable), gate.cloned(), cleared);
         if let Some(hit) = self.decisions.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return hit;
         }
         let snapshot = self.snapshot(view);
         let retained: Vec<Exp> =
             expectations.iter().copied().filter(|e| !to_core_expectation(*e).is_observed(&snapshot)).collect();
-        let (plan, claims, held) = if planning {
+        let (plan, claims, held, newly_cleared) = if planning {
             let pending: Vec<PendingExpectation> = retained
                 .iter()
                 .map(|e| PendingExpectation { expectation: to_core_expectation(*e), expires_at: jiff::Timestamp::MAX })
@@ -38,11 +40,11 @@ impl RolloutModel {
                 Vec::new()
             };
             let empty = DownscaleRecord::default();
-            let handed = self.handed_gate(&snapshot, &self.view_gate(view), gate);
+            let gates = self.handed_gates(&snapshot, &self.view_gate(view, cleared), gate, cleared);
             let mut input = PassInput::new(jiff::Timestamp::UNIX_EPOCH, &pending);
             input.defences = self.config.defences;
             if self.health.is_some() {
-                input.health_gate = HealthGating::On(handed.as_ref());
+                input.health_gate = HealthGating::On(&gates);
             }
             if self.uses_record() {
                 input.zone_tracker = ZoneTracker::On;
@@ -57,11 +59,13 @@ impl RolloutModel {
             // This model's zones carry no scaling annotations, so the planner never scales them; replica changes
             // are the scaling model's.
             let actions = pass.plan.actions.into_iter().filter(|a| !matches!(a, Action::Scale { .. })).collect();
-            (actions, pass.claims_rollout_step, held)
+            let newly_cleared =
+                pass.cleared_by_health_check.iter().filter_map(|s| zone_index(s)).fold(0, |m, z| m | 1 << z);
+            (actions, pass.claims_rollout_step, held, newly_cleared)
         } else {
-            (Vec::new(), false, false)
+            (Vec::new(), false, false, 0)
         };
-        let decision = (retained, plan, claims, held);
+        let decision = (retained, plan, claims, held, newly_cleared);
         if let Ok(mut m) = self.decisions.lock() {
             m.insert(key, decision.clone());
         }
@@ -70,8 +74,8 @@ impl RolloutModel {
 
     /// The next plan as the controller would execute it: the core's execution machine over the pass's actions.
     pub(super) fn next_plan(&self, s: &State) -> (Vec<Exp>, Option<Box<Execution>>) {
-        let (retained, actions, claims, _) =
-            self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record, s.gate.as_ref());
+        let (retained, actions, claims, _, _) =
+            self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record, s.gate.as_ref(), s.cleared);
         let exec = (!actions.is_empty()).then(|| Box::new(Execution::new(actions, claims, self.execution_settings())));
         (retained, exec)
     }
@@ -140,7 +144,7 @@ impl RolloutModel {
         if s.record.marker {
             s.violations |= violation::NO_ROLLOUT_DURING_DOWNSCALE;
         }
-        self.judge_zone_start(s, zone);
+        self.judge_bad_release_deletion(s, zone);
         let p = &mut s.truth.zones[zone as usize].pods[pod as usize];
         if !p.terminating {
             p.terminating = true;

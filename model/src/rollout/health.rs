@@ -29,20 +29,24 @@
 //!   passed again every reconcile interval); after a restart an evaluation may again fall within the soak.
 //! - One revision is rolled out (`revisions` is 1): a second one would move the baseline time into the rollout.
 //!
-//! The gate's property is judged on the truth when a controller deletion commits: with a bad revision, no deletion
-//! may start a zone (none of its pods replaced, terminating or missing) while another zone has pods on the update
-//! revision. A zone started by someone else (an evicted pod recreated at the update revision) is not the
-//! controller's start.
+//! The shell also keeps the zones the pass reported cleared (a passing evaluation let them roll), dropped at a
+//! restart, and hands them to the pass with the gate.
 //!
-//! The gate's seams a known bug replaces ([`GateShell`]): which gate the pass meets, and how one evaluation runs.
+//! The gate's property is judged on the truth when a controller deletion commits: with a bad revision, the
+//! controller's deletions reach one zone only (a ghost field remembers which zones they reached). A zone someone else
+//! started (an evicted pod recreated at the update revision) is not the controller's to finish.
+//!
+//! The gate's seams a known bug replaces ([`GateShell`]): which gate the pass meets, how one evaluation runs, and
+//! which zones the shell hands as cleared.
 
 use super::*;
 use jiff::Timestamp;
 use rollout_core::health_check::targets::{baseline_time, candidates_serving_since, started_at_value};
 use rollout_core::health_check::{
-    Answer, ConfigError, GateState, GateTarget, GateTimes, GateVerdict, HealthCheckConfig, HealthGate, QueryKind,
-    QueryRequest, Targets, evaluate, gate_target, resolve, revision_key,
+    Answer, ConfigError, GateState, GateTarget, GateTimes, GateVerdict, GroupGates, HealthCheckConfig, HealthGate,
+    QueryKind, QueryRequest, Targets, evaluate, gate_target, resolve, revision_key,
 };
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 
 /// The RolloutHealthCheck every StatefulSet of the group names.
@@ -75,8 +79,10 @@ pub enum Answers {
     Unreachable,
 }
 
-/// Which gate the next pass meets (production: `rollout_core::health_check::gate_target`).
-pub type GateTargeting = fn(&GroupSnapshot, Timestamp) -> Option<GateTarget>;
+/// Which gate the next pass meets, given the zones cleared (production: `rollout_core::health_check::gate_target`).
+pub type GateTargeting = fn(&GroupSnapshot, Timestamp, &BTreeSet<String>) -> Option<GateTarget>;
+/// The zones the shell hands the pass as cleared, from those a passing evaluation let roll (production: those).
+pub type Clearing = fn(&GroupSnapshot, BTreeSet<String>) -> BTreeSet<String>;
 /// One evaluation of a gate, asking each query of `ask` (production: `rollout_core::health_check::evaluate`).
 pub type GateEvaluator =
     fn(&HealthCheckConfig, Targets, GateTimes, &mut dyn FnMut(&QueryRequest) -> Answer) -> GateVerdict;
@@ -86,10 +92,16 @@ pub type GateEvaluator =
 pub struct GateShell {
     pub target: GateTargeting,
     pub evaluate: GateEvaluator,
+    pub cleared: Clearing,
 }
 
 impl GateShell {
-    pub const PRODUCTION: GateShell = GateShell { target: gate_target, evaluate: production_evaluation };
+    pub const PRODUCTION: GateShell =
+        GateShell { target: gate_target, evaluate: production_evaluation, cleared: remembered };
+}
+
+fn remembered(_: &GroupSnapshot, cleared: BTreeSet<String>) -> BTreeSet<String> {
+    cleared
 }
 
 fn production_evaluation(
@@ -164,26 +176,46 @@ impl RolloutModel {
         }
     }
 
-    /// The gate the controller's cache shows (memoised: many states share a view).
-    pub(super) fn view_gate(&self, view: &World) -> ViewGate {
+    /// The zones the shell hands the pass as cleared, from the bits it keeps.
+    fn cleared_zones(&self, snapshot: &GroupSnapshot, cleared: u8) -> BTreeSet<String> {
+        let kept = (0..ZONES.len()).filter(|z| cleared & (1 << z) != 0).map(|z| ZONES[z].to_string()).collect();
+        (self.gate.cleared)(snapshot, kept)
+    }
+
+    /// The gate the controller's cache shows with the zones the shell keeps cleared (memoised: many states share a
+    /// view).
+    pub(super) fn view_gate(&self, view: &World, cleared: u8) -> ViewGate {
         let health = self.health.as_ref()?;
-        if let Some(hit) = self.gate_targets.lock().ok().and_then(|m| m.get(view).cloned()) {
+        let memo = (view.clone(), cleared);
+        if let Some(hit) = self.gate_targets.lock().ok().and_then(|m| m.get(&memo).cloned()) {
             return hit;
         }
         let snapshot = self.snapshot(view);
         let generation = health.as_ref().map_or(0, |c| c.generation);
-        let gate = (self.gate.target)(&snapshot, Timestamp::UNIX_EPOCH).map(|target| {
+        let zones = self.cleared_zones(&snapshot, cleared);
+        let gate = (self.gate.target)(&snapshot, Timestamp::UNIX_EPOCH, &zones).map(|target| {
             let key = revision_key(&snapshot, &target.health_check, generation);
             (target, key)
         });
         if let Ok(mut m) = self.gate_targets.lock() {
-            m.insert(view.clone(), gate.clone());
+            m.insert(memo, gate.clone());
         }
         gate
     }
 
-    /// What the shell hands the pass for `snapshot` (whose gate is `view_gate`), with the verdict kept.
-    pub(super) fn handed_gate(
+    /// What the shell hands the pass for `snapshot` (whose gate is `view_gate`), with the verdict and clearances
+    /// kept.
+    pub(super) fn handed_gates(
+        &self,
+        snapshot: &GroupSnapshot,
+        view_gate: &ViewGate,
+        memo: Option<&GateMemo>,
+        cleared: u8,
+    ) -> GroupGates {
+        GroupGates { gate: self.handed_gate(snapshot, view_gate, memo), cleared: self.cleared_zones(snapshot, cleared) }
+    }
+
+    fn handed_gate(
         &self,
         snapshot: &GroupSnapshot,
         view_gate: &ViewGate,
@@ -204,7 +236,7 @@ impl RolloutModel {
 
     /// The evaluations the shell may run now: one is always due while a gate is in sight (the cadence passes).
     pub(super) fn gate_steps(&self, s: &State, steps: &mut Vec<Step>) {
-        if self.view_gate(&s.view).is_none() {
+        if self.view_gate(&s.view, s.cleared).is_none() {
             return;
         }
         if s.gate.is_none() {
@@ -219,7 +251,9 @@ impl RolloutModel {
 
     /// One evaluation, started on the controller's cache and answered from the truth; its verdict is kept.
     pub(super) fn evaluate_gate(&self, s: &mut State, answers: Answers) {
-        let (Some((_, key)), Some(Ok(config))) = (self.view_gate(&s.view), self.health.as_ref()) else { return };
+        let (Some((_, key)), Some(Ok(config))) = (self.view_gate(&s.view, s.cleared), self.health.as_ref()) else {
+            return;
+        };
         if matches!(answers, Answers::Lagging | Answers::Unreachable) {
             s.query_faults_left -= 1;
         }
@@ -238,7 +272,8 @@ impl RolloutModel {
 
     /// Drops the verdict kept when the cache no longer shows its gate (another key, or no gate in sight).
     pub(super) fn forget_stale_gate(&self, s: &mut State) {
-        if s.gate.is_some() && self.view_gate(&s.view).map(|(_, key)| key) != s.gate.as_ref().map(|g| g.key.clone()) {
+        let shown = self.view_gate(&s.view, s.cleared).map(|(_, key)| key);
+        if s.gate.is_some() && shown != s.gate.as_ref().map(|g| g.key.clone()) {
             s.gate = None;
         }
     }
@@ -269,17 +304,13 @@ impl RolloutModel {
         }
     }
 
-    /// The deletion committing now starts a zone after the first, as the pass counts it (none of the zone's pods
-    /// on the update revision, terminating or missing, while another zone has pods on it), with a bad revision.
-    pub(super) fn judge_zone_start(&self, s: &mut State, zone: u8) {
+    /// The deletion committing now, with a bad revision: the controller's deletions may reach one zone only.
+    pub(super) fn judge_bad_release_deletion(&self, s: &mut State, zone: u8) {
         if self.config.health_check != Some(Health::Bad) {
             return;
         }
-        let on_update = |z: &ZoneState| z.pods.iter().any(|p| p.exists && p.revision == z.update);
-        let z = &s.truth.zones[zone as usize];
-        let untouched = z.pods.iter().all(|p| p.exists && !p.terminating && p.revision != z.update);
-        let started_elsewhere = s.truth.zones.iter().enumerate().any(|(i, o)| i != zone as usize && on_update(o));
-        if untouched && started_elsewhere {
+        s.rolled_bad |= 1 << zone;
+        if s.rolled_bad.count_ones() > 1 {
             s.violations |= violation::BAD_REVISION_STARTS_A_SECOND_ZONE;
         }
     }
@@ -287,7 +318,7 @@ impl RolloutModel {
     /// The pass on the controller's cache holds a zone back on the gate.
     pub fn held_by_the_gate(&self, s: &State) -> bool {
         self.config.health_check.is_some()
-            && self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record, s.gate.as_ref()).3
+            && self.decide(&s.view, &s.expectations, s.exec.is_none(), s.record, s.gate.as_ref(), s.cleared).3
     }
 }
 

@@ -122,15 +122,15 @@ pub struct RolloutModel {
     /// Memo of [`RolloutModel::decide`]; the planner is pure, so its answer for a view never changes.
     decisions: Arc<Mutex<HashMap<DecisionKey, Decision>>>,
     /// Memo of the gate each view shows.
-    gate_targets: Arc<Mutex<HashMap<World, health::ViewGate>>>,
+    gate_targets: Arc<Mutex<HashMap<(World, u8), health::ViewGate>>>,
 }
 
 /// The controller's view, its expectations, whether it may plan (no plan in flight), the record as it reads it
-/// (marker, unreadable), and the gate's verdict the shell keeps.
-type DecisionKey = (World, Vec<Exp>, bool, (bool, bool), Option<GateMemo>);
-/// The expectations it still holds, its plan, whether the plan's deletions are claimed as a rollout step, and
-/// whether the pass holds a zone back on the gate.
-type Decision = (Vec<Exp>, Vec<Action>, bool, bool);
+/// (marker, unreadable), the gate's verdict the shell keeps and the zones it keeps cleared.
+type DecisionKey = (World, Vec<Exp>, bool, (bool, bool), Option<GateMemo>, u8);
+/// The expectations it still holds, its plan, whether the plan's deletions are claimed as a rollout step, whether
+/// the pass holds a zone back on the gate, and the zones a passing gate let it roll.
+type Decision = (Vec<Exp>, Vec<Action>, bool, bool, u8);
 
 impl RolloutModel {
     pub fn new(config: ModelConfig, planner: Arc<dyn Planner + Send + Sync>) -> Self {
@@ -237,6 +237,8 @@ impl Model for RolloutModel {
             lost_answers_left: self.config.lost_answers,
             in_flight: None,
             gate: None,
+            cleared: 0,
+            rolled_bad: 0,
             query_faults_left: self.config.query_faults,
             violations: 0,
             parallel_replacement: false,
@@ -329,6 +331,7 @@ impl Model for RolloutModel {
         let mut s = last.clone();
         match step {
             Step::ControllerPlans => {
+                s.cleared |= self.decide(&s.view, &s.expectations, true, s.record, s.gate.as_ref(), s.cleared).4;
                 s.plan_basis = Some(self.believed(&s));
                 let mut exec = *s.next_plan.take()?;
                 let mut deletes_per_zone = [0u8; ZONES.len()];
@@ -442,8 +445,9 @@ impl Model for RolloutModel {
                 s.need = None;
                 s.pending.clear();
                 s.view = s.truth.clone();
-                // The shell's verdicts live in the process.
+                // The shell's verdicts and clearances live in the process.
                 s.gate = None;
+                s.cleared = 0;
             }
             Step::GateEvaluated(answers) => self.evaluate_gate(&mut s, answers),
             Step::StatefulSetObservesSpec(z) => {

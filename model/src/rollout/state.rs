@@ -130,6 +130,10 @@ pub struct State {
     pub in_flight: Option<Op>,
     /// The gate's last verdict the shell keeps for the gate its cache shows (with a health gate).
     pub gate: Option<GateMemo>,
+    /// The zones (bits) the shell keeps cleared: a passing evaluation let the pass roll them (with a health gate).
+    pub cleared: u8,
+    /// The zones (bits) the controller deleted a pod of while the revision was bad (ghost state, judged).
+    pub rolled_bad: u8,
     pub query_faults_left: u8,
     pub violations: u8,
     /// A plan deleted two or more pods of one zone at once.

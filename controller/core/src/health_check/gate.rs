@@ -1,15 +1,17 @@
 //! The gate in the pass: what the shell tells the pass about a group's gate ([`HealthGating`], [`HealthGate`]), how
 //! a RolloutHealthCheck found (or not) for a gated StatefulSet resolves ([`resolve`]), and the pass's hold on the
-//! deletions that would start a gated zone ([`hold_by_health_check`]).
+//! deletions of gated zones ([`hold_by_health_check`]).
 //!
-//! With gates on, every deletion that would start a gated zone ([`gate_of`]) is held unless the shell's evaluation
-//! for the group's current revisions lets it through: no evaluation is "not evaluated yet", never "no gate". Where
-//! the planner starts the zone (between zones, or while another zone is part-way: a crashed pod replaced ahead of
-//! its zone, a zone turned to while another is paused) does not matter.
+//! With gates on, every deletion of a gated StatefulSet ([`gate_of`]: a zone after the first, not cleared yet) is
+//! held unless the shell's evaluation for the group's current revisions lets it through: no evaluation is "not
+//! evaluated yet", never "no gate". Where the planner starts the zone (between zones, or while another zone is
+//! part-way: a crashed pod replaced ahead of its zone, a zone turned to while another is paused) does not matter,
+//! nor who replaced a zone's first pods: a zone someone else started is not finished on a revision the gate has not
+//! passed.
 
 use super::config::{ConfigError, HealthCheckConfig};
 use super::decision::GateVerdict;
-use super::targets::gate_of;
+use super::targets::{GateTarget, gate_of};
 use crate::downscale::format_timestamp;
 use crate::group::GroupSnapshot;
 use crate::plan::{Action, GroupPlan};
@@ -23,18 +25,35 @@ pub enum HealthGating<'a> {
     /// StatefulSets roll as without a gate.
     #[default]
     Off,
-    /// Gates are evaluated: the shell's gate for the group's target ([`super::gate_target`]), `None` when it has none
-    /// (no target in its sight). A zone start the pass plans without a matching gate is held, not evaluated yet.
-    On(Option<&'a HealthGate>),
+    /// Gates are evaluated: what the shell knows of the group's gates. A gated deletion the pass plans without a
+    /// matching gate is held, not evaluated yet.
+    On(&'a GroupGates),
 }
 
 impl<'a> HealthGating<'a> {
-    /// From what a shell found: `None` when gates are off, else its gate for the group (if any).
-    pub fn from_shell(found: &'a Option<Option<HealthGate>>) -> Self {
+    /// From what a shell found: `None` when gates are off.
+    pub fn from_shell(found: &'a Option<GroupGates>) -> Self {
         match found {
             None => HealthGating::Off,
-            Some(gate) => HealthGating::On(gate.as_ref()),
+            Some(gates) => HealthGating::On(gates),
         }
+    }
+}
+
+/// What the shell knows of one group's gates when gates are on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupGates {
+    /// The gate of the group's target ([`super::gate_target`]), `None` when it has none (no target in its sight).
+    pub gate: Option<HealthGate>,
+    /// The StatefulSets a passing evaluation let roll for the group's current revisions ([`super::clearance_key`]),
+    /// as the pass reported them ([`crate::Pass::cleared_by_health_check`]): they roll on without the gate.
+    pub cleared: BTreeSet<String>,
+}
+
+impl GroupGates {
+    /// Nothing cleared; `gate` (if any) for the target.
+    pub fn of(gate: Option<HealthGate>) -> Self {
+        GroupGates { gate, cleared: BTreeSet::new() }
     }
 }
 
@@ -89,12 +108,15 @@ pub fn resolve<'c>(
     }
 }
 
-/// The plan once the gate has had its say: the deletions that would start a gated StatefulSet are held back
-/// unless the gate passes for it. With gates [`HealthGating::Off`] the plan stays as it is. With gates on, a start
-/// without a gate for its RolloutHealthCheck (none handed, or one for another resource) is held as not evaluated
-/// yet. A misconfigured gate holds nothing and adds a warning; a `Warn` check's finding is a warning too.
-pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gating: HealthGating<'_>) {
-    let HealthGating::On(gate) = gating else { return };
+/// The plan once the gate has had its say: the deletions of a gated StatefulSet ([`gate_of`]) are held back unless
+/// the gate passes for it. With gates [`HealthGating::Off`] the plan stays as it is. With gates on, a gated
+/// deletion without a gate for its RolloutHealthCheck (none handed, or one for another resource) is held as not
+/// evaluated yet. A misconfigured gate holds nothing and adds a warning; a `Warn` check's finding is a warning too.
+///
+/// Returns the gated StatefulSets a passing evaluation let through: the shell keeps them cleared for the group's
+/// current revisions, so that a zone the gate let start rolls on as its candidates change.
+pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gating: HealthGating<'_>) -> Vec<String> {
+    let HealthGating::On(gates) = gating else { return Vec::new() };
     let deleted: BTreeSet<&str> = plan
         .actions
         .iter()
@@ -103,12 +125,13 @@ pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gating:
             _ => None,
         })
         .collect();
-    let mut held: Option<(String, String)> = None;
+    let mut held: Vec<(GateTarget, String)> = Vec::new();
+    let mut cleared = Vec::new();
     let mut warnings = Vec::new();
     for member in group.members.iter().filter(|m| deleted.contains(m.sts.name.as_str())) {
-        let Some(target) = gate_of(group, member) else { continue };
+        let Some(target) = gate_of(group, member, &gates.cleared) else { continue };
         let name = &target.health_check;
-        let hold = match gate.filter(|g| g.health_check == *name) {
+        let hold = match gates.gate.as_ref().filter(|g| g.health_check == *name) {
             None => Some(format!("RolloutHealthCheck {name} has not been evaluated yet for the update revision")),
             Some(gate) => match &gate.state {
                 GateState::Misconfigured(why) => {
@@ -119,18 +142,24 @@ pub fn hold_by_health_check(plan: &mut GroupPlan, group: &GroupSnapshot, gating:
                 GateState::NotEvaluated(why) => Some(format!("RolloutHealthCheck {name}: {why}")),
                 GateState::Evaluated { at, verdict } => {
                     warnings.extend(verdict.warnings().iter().map(|w| format!("RolloutHealthCheck {name}: {w}")));
-                    verdict
-                        .hold_reason()
-                        .map(|why| format!("RolloutHealthCheck {name} (evaluated at {}): {why}", format_timestamp(*at)))
+                    let hold = verdict.hold_reason().map(|why| {
+                        format!("RolloutHealthCheck {name} (evaluated at {}): {why}", format_timestamp(*at))
+                    });
+                    if hold.is_none() {
+                        cleared.push(target.statefulset.clone());
+                    }
+                    hold
                 }
             },
         };
-        if let (Some(why), None) = (hold, &held) {
-            held = Some((target.statefulset.clone(), why));
+        if let Some(why) = hold {
+            held.push((target, why));
         }
     }
     plan.warnings.extend(warnings);
-    if let Some((statefulset, why)) = held {
-        plan.held_by_health_check(&statefulset, &why);
+    // The first held StatefulSet's wait is the one told: held last.
+    for (target, why) in held.iter().rev() {
+        plan.held_by_health_check(&target.statefulset, target.started, why);
     }
+    cleared
 }

@@ -12,9 +12,11 @@
 //! Where the gate sits: before the deletions that would start a StatefulSet that names a RolloutHealthCheck, is not
 //! paused, has pods to update and none replaced yet, while another StatefulSet of the group already has pods on
 //! its update revision, whether the planner starts it between zones or while another zone is part-way. Never before
-//! the first zone; once a zone has started, readiness alone governs it. With gates on, a start without an evaluation
-//! is held (not evaluated yet). A missing, invalid or non-selecting resource holds nothing (a warning says so); the
-//! operator never reverts a version.
+//! the first zone. A zone the gate let start is cleared for the group's revisions: readiness alone governs it from
+//! then on. A zone after the first that someone else started (an evicted pod recreated on the update revision), or
+//! that a restarted process has no clearance for, is gated like a start: the controller does not finish it until an
+//! evaluation passes. With gates on, a gated deletion without an evaluation is held (not evaluated yet). A missing,
+//! invalid or non-selecting resource holds nothing (a warning says so); the operator never reverts a version.
 
 pub mod config;
 pub mod decision;
@@ -27,7 +29,8 @@ pub use decision::{
     Answer, CheckRecord, CheckResult, Evaluation, GateTimes, GateVerdict, QueryKind, QueryRequest, QueryResult, Step,
     evaluate,
 };
-pub use gate::{GateState, HealthGate, HealthGating, Misconfiguration, hold_by_health_check, resolve};
+pub use gate::{GateState, GroupGates, HealthGate, HealthGating, Misconfiguration, hold_by_health_check, resolve};
 pub use targets::{
-    GateTarget, Side, Targets, baseline_time, candidates_serving_since, gate_target, revision_key, started_at_writes,
+    GateTarget, Side, Targets, baseline_time, candidates_serving_since, clearance_key, gate_target, revision_key,
+    started_at_writes,
 };

@@ -8,6 +8,7 @@ use crate::group::{GroupSnapshot, MemberSnapshot};
 use crate::keys;
 use crate::readiness::Readiness;
 use jiff::Timestamp;
+use std::collections::BTreeSet;
 
 /// The side of a group a query is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -143,48 +144,67 @@ pub fn promql_number(value: f64) -> String {
     }
 }
 
-/// The StatefulSet of the group the gate sits before, and the RolloutHealthCheck it names.
+/// A StatefulSet of the group whose deletions the gate sits before, and the RolloutHealthCheck it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateTarget {
     pub statefulset: String,
     /// The value of `grafana.com/rollout-health-check`.
     pub health_check: String,
+    /// Some of its pods are replaced already (by someone else, or before this process cleared it): the gate holds
+    /// its further deletions rather than its start.
+    pub started: bool,
 }
 
-/// Whether the gate sits before `member`: it names a RolloutHealthCheck, is not paused, has pods to update and none
-/// replaced yet (none on the update revision, none terminating, none missing: a missing pod may be one already
-/// replaced, being recreated), and it is not the first zone (another StatefulSet of the group has pods on its update
-/// revision: the side the checks judge).
-pub fn gate_of(group: &GroupSnapshot, member: &MemberSnapshot) -> Option<GateTarget> {
+/// Whether the gate sits before `member`'s deletions: it names a RolloutHealthCheck, is not paused, has pods not on
+/// its update revision, it is not the first zone (another StatefulSet of the group has pods on its update revision:
+/// the side the checks judge), and the gate has not cleared it for the current revisions (`cleared`: the shell's
+/// memory of the StatefulSets a passing evaluation let roll).
+///
+/// A StatefulSet with none of its pods replaced yet is the reference's case: the gate sits before its start. One
+/// with some replaced that was not cleared was started by someone else (an eviction, a drain, a crashed pod
+/// recreated on the update revision) or cleared by a process that has since restarted: the controller does not
+/// finish it on a revision the gate has not passed, else a bad release would reach a second zone through it.
+pub fn gate_of(group: &GroupSnapshot, member: &MemberSnapshot, cleared: &BTreeSet<String>) -> Option<GateTarget> {
     let health_check = member.sts.annotations.get(keys::ROLLOUT_HEALTH_CHECK)?.trim();
-    if health_check.is_empty() || member.sts.settings.paused {
+    if health_check.is_empty() || member.sts.settings.paused || cleared.contains(&member.sts.name) {
         return None;
     }
     let update = update_revision(member)?;
-    let expected = member.sts.replicas.max(member.sts.status.as_ref().map_or(0, |s| s.replicas));
-    let untouched = !member.pods.is_empty()
-        && member.pods.len() as u64 >= u64::from(expected)
-        && member.pods.iter().all(|p| p.revision() != Some(update) && !p.is_terminating());
-    if !untouched {
+    if !member.pods.iter().any(|p| p.revision() != Some(update)) {
         return None;
     }
     let rolled_elsewhere = group.members.iter().filter(|m| m.sts.name != member.sts.name).any(|m| {
         let update = update_revision(m);
         update.is_some() && m.pods.iter().any(|p| p.revision() == update)
     });
-    rolled_elsewhere
-        .then(|| GateTarget { statefulset: member.sts.name.clone(), health_check: health_check.to_string() })
+    rolled_elsewhere.then(|| GateTarget {
+        statefulset: member.sts.name.clone(),
+        health_check: health_check.to_string(),
+        started: !untouched(member, update),
+    })
 }
 
-/// The gate the next zone start would meet, if any: of the StatefulSets whose start is gated ([`gate_of`]), the one
-/// the planner starts first (the one not-ready StatefulSet, else name order). Between zones or not: the planner may
-/// start a zone while another is part-way (a crashed pod replaced ahead of its zone, a zone turned to while another
-/// is paused), and the pass holds any start without an evaluation, so the shell evaluates this target whenever
-/// there is one. While a zone is still rolling, its candidates keep changing: the evaluation mostly soaks, and
-/// queries once the candidate side has served long enough.
-pub fn gate_target(group: &GroupSnapshot, now: Timestamp) -> Option<GateTarget> {
-    let gated: Vec<(GateTarget, bool)> =
-        group.members.iter().filter_map(|m| gate_of(group, m).map(|g| (g, Readiness::of(m, now).is_ready()))).collect();
+/// None of `member`'s pods replaced yet: none on the update revision, none terminating, none missing (a missing pod
+/// may be one already replaced, being recreated).
+fn untouched(member: &MemberSnapshot, update: &str) -> bool {
+    let expected = member.sts.replicas.max(member.sts.status.as_ref().map_or(0, |s| s.replicas));
+    !member.pods.is_empty()
+        && member.pods.len() as u64 >= u64::from(expected)
+        && member.pods.iter().all(|p| p.revision() != Some(update) && !p.is_terminating())
+}
+
+/// The gate the controller's next deletions would meet, if any: of the StatefulSets gated ([`gate_of`]), the one
+/// the planner turns to first (the one not-ready StatefulSet, else name order). Between zones or not: the planner
+/// may start a zone while another is part-way (a crashed pod replaced ahead of its zone, a zone turned to while
+/// another is paused), and the pass holds any gated deletion without an evaluation, so the shell evaluates this
+/// target whenever there is one. While a zone is still rolling, its candidates keep changing: the evaluation mostly
+/// soaks, and queries once the candidate side has served long enough.
+pub fn gate_target(group: &GroupSnapshot, now: Timestamp, cleared: &BTreeSet<String>) -> Option<GateTarget> {
+    let gated: Vec<(GateTarget, bool)> = group
+        .members
+        .iter()
+        .filter_map(|m| gate_of(group, m, cleared).map(|g| (g, Readiness::of(m, now).is_ready())))
+        .collect();
     let first_not_ready = gated.iter().position(|(_, ready)| !ready);
     gated.into_iter().nth(first_not_ready.unwrap_or(0)).map(|(g, _)| g)
 }
@@ -236,13 +256,20 @@ pub fn candidates_serving_since(group: &GroupSnapshot) -> Option<Timestamp> {
         .max()
 }
 
-/// Identifies what an evaluation was made for: the RolloutHealthCheck's name and generation, the group's
-/// StatefulSets with their update revisions, the candidate pods (a zone finishing changes what is judged) and the
-/// baseline time (written once the rollout is seen to start). An evaluation is reused only for the same key.
-pub fn revision_key(group: &GroupSnapshot, health_check: &str, generation: i64) -> String {
+/// What a clearance is for: the group's StatefulSets with their update revisions. A StatefulSet the gate cleared
+/// stays cleared while this stays the same (a new push, or a StatefulSet added, gates it again).
+pub fn clearance_key(group: &GroupSnapshot) -> String {
     let revisions: Vec<String> =
         group.members.iter().map(|m| format!("{}={}", m.sts.name, update_revision(m).unwrap_or("?"))).collect();
+    revisions.join(",")
+}
+
+/// Identifies what an evaluation was made for: the RolloutHealthCheck's name and generation, the group's update
+/// revisions ([`clearance_key`]), the candidate pods (a zone finishing changes
+/// what is judged) and the baseline time (written once the rollout is seen to start). An evaluation is reused only
+/// for the same key.
+pub fn revision_key(group: &GroupSnapshot, health_check: &str, generation: i64) -> String {
     let candidates = Targets::of(group, "").candidate.join(",");
     let baseline = baseline_time(group).map(format_timestamp).unwrap_or_default();
-    format!("{health_check}/{generation}:{};{candidates};{baseline}", revisions.join(","))
+    format!("{health_check}/{generation}:{};{candidates};{baseline}", clearance_key(group))
 }

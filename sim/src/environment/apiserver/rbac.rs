@@ -105,6 +105,9 @@ pub(crate) fn optional_probe(op: &Op) -> Option<&'static str> {
         return Some(ZONE_TRACKER);
     }
     if let Op::MergeStatefulSetAnnotations { changes, .. } = op {
+        if changes.contains_key(rollout_core::keys::ROLLOUT_HEALTH_CHECK_STARTED_AT) {
+            return Some("health-check started-at");
+        }
         let intents = changes.keys().any(|k| crate::oracle::checker::is_intent_key(k));
         return intents.then_some("eviction intents on statefulsets");
     }
