@@ -120,6 +120,18 @@ fn a_zone_started_by_someone_elses_deletions_is_not_finished_on_a_bad_release() 
     assert_stopped(&[o]);
 }
 
+/// Seed 16 of the bad release with `--sidecars`: zone-b's pods, replaced while a quota fault kept them from being
+/// recreated, were candidates not Ready yet, and the gate judged them on the series their old incarnations had left
+/// under the same names (the soak counted only Ready candidates): it passed, and the controller went on to zone-a. A
+/// candidate not Ready means the candidate side has not served yet: the gate soaks.
+#[test]
+fn candidates_not_ready_yet_are_not_judged_on_their_names_old_series() {
+    let sc = Scenario { sidecars: true, ..world(true, false) };
+    let o = rollout_sim::harness::run(16, &sc, false);
+    assert!(o.passed(), "{:#?}", o.violations);
+    assert_stopped(&[o]);
+}
+
 /// Pods of later zones deleted by others (evictions, node drains) during a rollout: a bad release still stops after
 /// one zone, a good one still converges (a zone so started waits for a passing evaluation, then rolls on).
 #[test]

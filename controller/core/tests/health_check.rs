@@ -208,7 +208,11 @@ fn the_sides_baseline_time_and_serving_time_come_from_the_snapshot() {
     assert_eq!(targets.candidate, ["zone-a-0", "zone-a-1"]);
     assert_eq!(targets.stable, ["zone-b-0", "zone-b-1", "zone-c-0", "zone-c-1"]);
     assert_eq!(targets::baseline_time(&group), Some("2023-11-14T22:00:00Z".parse().unwrap()));
-    assert_eq!(targets::candidates_serving_since(&group), Some(t(-60)));
+    assert_eq!(targets::candidates_serving_since(&group, t(0)), Some(t(-60)));
+    // A candidate not Ready (recreated, not serving yet): the candidate side is not complete, nothing has soaked.
+    let mut recreated = group.clone();
+    recreated.members[0].pods[1] = fixture::not_ready(recreated.members[0].pods[1].clone());
+    assert_eq!(targets::candidates_serving_since(&recreated, t(0)), Some(t(0)));
     // b's annotation names r1 already; c's is missing and is due.
     assert_eq!(targets::started_at_writes(&group, t(0)), [("zone-c".to_string(), format!("r1={}", t(0)))]);
     let target = gate_target(&group, t(0), &BTreeSet::new()).expect("gated");

@@ -31,7 +31,7 @@ pub async fn evaluate_gate<T: Transport>(
     seen_since: Option<Timestamp>,
 ) -> GateRun {
     let baseline = baseline_time(group).or(seen_since);
-    let times = GateTimes { now, baseline, candidates_serving_since: candidates_serving_since(group) };
+    let times = GateTimes { now, baseline, candidates_serving_since: candidates_serving_since(group, now) };
     let mut evaluation = Evaluation::start(config, Targets::of(group, namespace), times);
     let mut durations = Vec::new();
     loop {

@@ -262,7 +262,7 @@ impl RolloutModel {
         let times = GateTimes {
             now,
             baseline: baseline_time(&snapshot),
-            candidates_serving_since: candidates_serving_since(&snapshot),
+            candidates_serving_since: candidates_serving_since(&snapshot, now),
         };
         let truth = &s.truth;
         let mut ask = |request: &QueryRequest| self.prometheus(truth, answers, request);

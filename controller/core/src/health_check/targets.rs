@@ -242,18 +242,22 @@ pub fn started_at_writes(group: &GroupSnapshot, now: Timestamp) -> Vec<(String, 
         .collect()
 }
 
-/// When the candidate side was last completed: the latest Ready transition of a candidate pod. Candidates whose
+/// When the candidate side was last completed: the latest Ready transition of a candidate pod; `now` while a
+/// candidate is not Ready (or terminating): it serves nothing yet, and a pod's series are found by its name, which
+/// its previous incarnation on the old revision served under until it was replaced. Ready candidates whose
 /// transition time is unknown do not count; `None` when no candidate's is known.
-pub fn candidates_serving_since(group: &GroupSnapshot) -> Option<Timestamp> {
-    group
-        .members
-        .iter()
-        .flat_map(|m| {
-            let update = update_revision(m);
-            m.pods.iter().filter(move |p| update.is_some() && p.revision() == update)
-        })
-        .filter_map(|p| p.ready_condition.filter(|c| c.ready).and_then(|c| c.since))
-        .max()
+pub fn candidates_serving_since(group: &GroupSnapshot, now: Timestamp) -> Option<Timestamp> {
+    let mut since = None;
+    for member in &group.members {
+        let update = update_revision(member);
+        for pod in member.pods.iter().filter(|p| update.is_some() && p.revision() == update) {
+            match pod.ready_condition.filter(|c| c.ready && !pod.is_terminating()) {
+                None => return Some(now),
+                Some(ready) => since = since.max(ready.since),
+            }
+        }
+    }
+    since
 }
 
 /// What a clearance is for: the group's StatefulSets with their update revisions. A StatefulSet the gate cleared
