@@ -88,6 +88,17 @@ fn under_the_real_deployments_rbac_the_gate_holds_and_lets_through() {
     }
 }
 
+/// A deployment that grants no `patch` on StatefulSets: the rollout's start cannot be recorded. The refused write is
+/// the feature's probe (said once, tried again after a while) and the gate takes its baseline time from when the
+/// process first saw the rollout: a good release converges, a bad one stops.
+#[test]
+fn without_patch_on_statefulsets_the_gate_still_judges() {
+    let bad = Scenario { deployment: Some(ReferenceDeployment::NoPatch), ..world(true, false) };
+    assert_stopped(&run_passing(&bad, 0..10));
+    let good = Scenario { deployment: Some(ReferenceDeployment::NoPatch), ..world(false, false) };
+    assert_converged(&run_passing(&good, 0..10));
+}
+
 /// Without the Role's rule for RolloutHealthChecks the operator's list is refused: its gates are off (said once), a
 /// good release converges as without gates, and a bad one rolls on to a second zone, which the oracle sees. The
 /// degraded path of an opt-in feature, and the rule shown to catch a gate that does not hold.
