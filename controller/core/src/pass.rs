@@ -136,8 +136,9 @@ pub struct Pass {
     /// The actions delete pods of a group the prepare-downscale webhook serves: the rollout step must be claimed in
     /// the record first, conditional on the version this pass read.
     pub claims_rollout_step: bool,
-    /// The gated StatefulSets a passing health gate let roll: the shell keeps them cleared for the group's current
-    /// revisions ([`crate::health_check::GroupGates::cleared`]).
+    /// The gated StatefulSets a passing health gate let roll (and whose deletions the budgets did not hold back):
+    /// once the pass's deletions are made, the shell keeps them cleared for the group's current revisions
+    /// ([`crate::health_check::GroupGates::cleared`]).
     pub cleared_by_health_check: Vec<String>,
 }
 
@@ -190,10 +191,14 @@ pub fn plan_pass_with<P: Planner + ?Sized>(planner: &P, group: &GroupSnapshot, i
         .with_coordinated_downscales_forbidden(tracker_forbidden.then_some(TRACKER_FORBIDDEN));
     let mut plan = planner.plan(group, &ctx);
     // The gate first: a zone it holds back spends no budget.
-    let cleared_by_health_check = hold_by_health_check(&mut plan, group, input.health_gate);
+    let mut cleared_by_health_check = hold_by_health_check(&mut plan, group, input.health_gate);
     if let Some(scope) = &input.budgets {
         hold_by_budgets(&mut plan, group, scope, input.now);
     }
+    // Cleared only where the pass still deletes: a start the budgets held back is gated again when it comes.
+    cleared_by_health_check.retain(|s| {
+        plan.actions.iter().any(|a| matches!(a, Action::DeletePod { statefulset, .. } if statefulset == s))
+    });
     if let (RecordRead::Unreadable { error }, RecordNeed::Advisory) = (input.record, need) {
         plan.warnings.push(format!("cannot read the group downscale record: {error}"));
     }

@@ -169,12 +169,16 @@ impl HealthGates {
     }
 
     /// What the pass did with the gates: `held` when it held a gated zone back (`held-by-health-check`), the
-    /// gauges' source (a gate evaluated ahead, while a zone is still rolling, holds nothing yet); `cleared`, the
-    /// StatefulSets a passing evaluation let roll (kept for the group's current update revisions).
-    pub fn passed(&self, group: &GroupSnapshot, gates: Option<&GroupGates>, held: bool, cleared: &[String]) {
+    /// gauges' source (a gate evaluated ahead, while a zone is still rolling, holds nothing yet).
+    pub fn passed(&self, group: &GroupSnapshot, gates: Option<&GroupGates>, held: bool) {
         let gate = gates.and_then(|g| g.gate.as_ref());
         let misconfigured = matches!(gate.map(|g| &g.state), Some(GateState::Misconfigured(_)));
         self.metrics.gate_state(&group.name, held, misconfigured);
+    }
+
+    /// The StatefulSets a passing evaluation let roll, once the pass's deletions are made: kept cleared for the
+    /// group's current update revisions.
+    pub fn cleared(&self, group: &GroupSnapshot, cleared: &[String]) {
         if !cleared.is_empty() {
             let key = clearance_key(group);
             let mut shared = self.lock();
@@ -242,7 +246,7 @@ impl HealthGates {
         let key = clearance_key(group);
         let seen_since = match shared.first_seen.get(&group.name) {
             Some((seen, at)) if *seen == key => Some(*at),
-            _ if !started_at_writes(group, now).is_empty() => {
+            _ if !started_at_due(group, now).is_empty() => {
                 shared.first_seen.insert(group.name.clone(), (key.clone(), now));
                 Some(now)
             }

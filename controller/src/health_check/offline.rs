@@ -3,7 +3,9 @@
 //! URL is usually reachable in-cluster only). Without it, a gated group waits on an evaluation that did not happen
 //! here, and says so. The controller's memory of the zones a passing evaluation let start is not in a dump: a zone
 //! already started is taken as cleared (as it is when the controller started it), so `plan` answers whether the
-//! next zone would start.
+//! next zone would start. A dump without `started-at` annotations is judged with a baseline at the time of the
+//! evaluation, as the controller does from when it first saw the rollout (the stable pods run the old revision at
+//! any time).
 
 use jiff::Timestamp;
 use rollout_core::GroupSnapshot;
@@ -117,7 +119,7 @@ impl OfflineGates {
         };
         #[cfg(not(madsim))]
         if let Some(client) = &self.client {
-            let run = super::evaluate::evaluate_gate(client, config, group, namespace, now, None).await;
+            let run = super::evaluate::evaluate_gate(client, config, group, namespace, now, Some(now)).await;
             return Some(HealthGate {
                 health_check: name,
                 state: GateState::Evaluated { at: now, verdict: run.verdict },

@@ -353,7 +353,7 @@ fn optional_rules_say_which_feature_uses_which_verb() {
             (true, vec![Rollout], rule("apps", "statefulsets/status", None, &["update"])),
             (false, vec![DisruptionBudgets], rule("", "pods", None, &["get"])),
             (false, vec![PodAnnotations], rule("", "pods", None, &["patch"])),
-            (false, vec![Scaling, PodAnnotations], rule("apps", "statefulsets", None, &["patch"])),
+            (false, vec![Scaling, PodAnnotations, HealthChecks], rule("apps", "statefulsets", None, &["patch"])),
             (false, vec![MirrorTargets], rule(grafana, "replicatemplates/scale", None, &["get"])),
             (false, vec![MirrorTargets], rule(grafana, "replicatemplates/status", None, &["patch"])),
             (false, vec![HealthChecks], rule(grafana, "rollouthealthchecks", None, &["list", "watch"])),

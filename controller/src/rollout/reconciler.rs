@@ -487,6 +487,7 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
             }
             pass = pass.with_mirror(mirror.findings);
         }
+        let cleared = std::mem::take(&mut pass.cleared_by_health_check);
         let mut plan = pass.plan;
         for error in &plan.scaling_errors {
             self.metrics.scaling_error(group, &error.statefulset);
@@ -513,6 +514,8 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 if let Some(hold) = &held {
                     plan.held_by_budget(hold);
                     self.reports.planned(&snapshot, &plan, now);
+                } else if result.is_ok() {
+                    self.health_gate_cleared(&snapshot, &cleared);
                 }
                 result
             }

@@ -100,7 +100,11 @@ impl RolloutModel {
         loop {
             s.expectations.extend(exec.take_expectations().into_iter().filter_map(|e| to_model_expectation(&e)));
             let observed = match &need {
-                Need::Done(_) => {
+                Need::Done(finished) => {
+                    if finished.outcome == rollout_core::execution::Outcome::Completed && finished.held.is_none() {
+                        s.cleared |= s.clearing;
+                    }
+                    s.clearing = 0;
                     s.exec = None;
                     s.need = None;
                     return;

@@ -238,6 +238,7 @@ impl Model for RolloutModel {
             in_flight: None,
             gate: None,
             cleared: 0,
+            clearing: 0,
             rolled_bad: 0,
             query_faults_left: self.config.query_faults,
             violations: 0,
@@ -331,7 +332,7 @@ impl Model for RolloutModel {
         let mut s = last.clone();
         match step {
             Step::ControllerPlans => {
-                s.cleared |= self.decide(&s.view, &s.expectations, true, s.record, s.gate.as_ref(), s.cleared).4;
+                s.clearing = self.decide(&s.view, &s.expectations, true, s.record, s.gate.as_ref(), s.cleared).4;
                 s.plan_basis = Some(self.believed(&s));
                 let mut exec = *s.next_plan.take()?;
                 let mut deletes_per_zone = [0u8; ZONES.len()];
@@ -448,6 +449,7 @@ impl Model for RolloutModel {
                 // The shell's verdicts and clearances live in the process.
                 s.gate = None;
                 s.cleared = 0;
+                s.clearing = 0;
             }
             Step::GateEvaluated(answers) => self.evaluate_gate(&mut s, answers),
             Step::StatefulSetObservesSpec(z) => {

@@ -130,8 +130,11 @@ pub struct State {
     pub in_flight: Option<Op>,
     /// The gate's last verdict the shell keeps for the gate its cache shows (with a health gate).
     pub gate: Option<GateMemo>,
-    /// The zones (bits) the shell keeps cleared: a passing evaluation let the pass roll them (with a health gate).
+    /// The zones (bits) the shell keeps cleared: a passing evaluation let the pass roll them and its execution
+    /// completed (with a health gate).
     pub cleared: u8,
+    /// The zones (bits) the plan in flight was let roll by a passing evaluation: cleared once it completes.
+    pub clearing: u8,
     /// The zones (bits) the controller deleted a pod of while the revision was bad (ghost state, judged).
     pub rolled_bad: u8,
     pub query_faults_left: u8,

@@ -269,11 +269,22 @@ pub fn clearance_key(group: &GroupSnapshot) -> String {
 }
 
 /// Identifies what an evaluation was made for: the RolloutHealthCheck's name and generation, the group's update
-/// revisions ([`clearance_key`]), the candidate pods (a zone finishing changes
+/// revisions ([`clearance_key`]), the candidate pods and whether each serves (a candidate recreated under the same
+/// name is another pod to soak) (a zone finishing changes
 /// what is judged) and the baseline time (written once the rollout is seen to start). An evaluation is reused only
 /// for the same key.
 pub fn revision_key(group: &GroupSnapshot, health_check: &str, generation: i64) -> String {
-    let candidates = Targets::of(group, "").candidate.join(",");
+    let serving = |p: &crate::view::PodView| p.ready_condition.is_some_and(|c| c.ready) && !p.is_terminating();
+    let candidates: Vec<String> = group
+        .members
+        .iter()
+        .flat_map(|m| {
+            let update = update_revision(m);
+            m.pods.iter().filter(move |p| update.is_some() && p.revision() == update)
+        })
+        .map(|p| if serving(p) { p.name.clone() } else { format!("{}~", p.name) })
+        .collect();
+    let candidates = candidates.join(",");
     let baseline = baseline_time(group).map(format_timestamp).unwrap_or_default();
     format!("{health_check}/{generation}:{};{candidates};{baseline}", clearance_key(group))
 }

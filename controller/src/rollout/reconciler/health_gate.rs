@@ -26,11 +26,19 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         self.health_gates.as_ref()?.gate(snapshot, now)
     }
 
-    /// Tells the gates what the pass did with them (their gauges, the zones a passing evaluation let roll).
+    /// Tells the gates what the pass did with them (their gauges).
     pub(super) fn health_gate_passed(&self, snapshot: &GroupSnapshot, gate: &Option<GroupGates>, pass: &Pass) {
         if let Some(gates) = &self.health_gates {
             let held = pass.plan.wait.as_ref().is_some_and(|w| w.reason == WaitReason::HeldByHealthCheck);
-            gates.passed(snapshot, gate.as_ref(), held, &pass.cleared_by_health_check);
+            gates.passed(snapshot, gate.as_ref(), held);
+        }
+    }
+
+    /// Tells the gates which zones a passing evaluation let roll, once the pass's deletions are made (a pass that
+    /// failed, lost its leadership or was held back live leaves them gated).
+    pub(super) fn health_gate_cleared(&self, snapshot: &GroupSnapshot, cleared: &[String]) {
+        if let Some(gates) = &self.health_gates {
+            gates.cleared(snapshot, cleared);
         }
     }
 
