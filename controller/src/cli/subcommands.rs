@@ -65,7 +65,8 @@ pub struct StatusArgs {
     /// With -f: as of this time (RFC 3339) instead of now.
     #[arg(long)]
     pub now: Option<String>,
-    /// With -f: evaluate the dump's RolloutHealthChecks against this Prometheus (its HTTP API base URL).
+    /// Evaluate the RolloutHealthChecks (the dump's with -f, else the namespace's) against this Prometheus (its HTTP
+    /// API base URL).
     #[arg(long = "prometheus-url", value_name = "URL")]
     pub prometheus_url: Option<String>,
     #[command(flatten, next_help_heading = super::CONTROLLER_FLAGS_HEADING)]

@@ -60,7 +60,8 @@ pub struct StatusOptions {
     pub files: Vec<PathBuf>,
     /// `--now`: with `-f`, as of this time (RFC 3339) instead of now.
     pub now: Option<String>,
-    /// `--prometheus-url`: with `-f`, the Prometheus the dump's RolloutHealthChecks are evaluated against.
+    /// `--prometheus-url`: the Prometheus the RolloutHealthChecks (the dump's with `-f`, else the namespace's) are
+    /// evaluated against.
     pub prometheus_url: Option<String>,
     /// `-kubernetes.namespace` (empty: the kubeconfig context's, or the dump's).
     pub namespace: String,
@@ -92,8 +93,6 @@ pub enum StatusArgError {
     ZeroInterval,
     #[error("--context picks a context of a kubeconfig; it cannot be used with -f")]
     ContextWithFiles,
-    #[error("--prometheus-url evaluates the RolloutHealthChecks of a dump; use it with -f")]
-    PrometheusWithoutFiles,
 }
 
 /// Why the view could not be read.
@@ -103,6 +102,8 @@ pub enum StatusError {
     StatefulSets(ApiError),
     #[error("cannot list the pods: {0}")]
     Pods(ApiError),
+    #[error("cannot list the RolloutHealthChecks to evaluate them against --prometheus-url: {0}")]
+    HealthChecks(ApiError),
 }
 
 /// The view of a namespace at one moment.
@@ -594,9 +595,6 @@ pub fn check_args(args: &StatusOptions) -> Result<bool, StatusArgError> {
     if args.context.is_some() && !args.files.is_empty() {
         return Err(StatusArgError::ContextWithFiles);
     }
-    if args.prometheus_url.is_some() && args.files.is_empty() {
-        return Err(StatusArgError::PrometheusWithoutFiles);
-    }
     Ok(json)
 }
 
@@ -784,6 +782,22 @@ pub fn watch_header(text: bool, terminal: bool, first: bool, interval: Duration,
     format!("{clear}every {}: rollout-operator status, namespace {namespace}\n\n", format_go_duration(interval))
 }
 
+/// One live view as of now; with `gates` (`--prometheus-url`), the namespace's RolloutHealthChecks are listed and the
+/// groups' gates evaluated against that Prometheus.
+async fn show_live(
+    api: &crate::kube::adapter::KubeCluster,
+    args: &StatusOptions,
+    namespace: &str,
+    watcher: Option<&mut Watcher>,
+    out: &mut dyn Write,
+    gates: Option<&OfflineGates>,
+) -> Result<(), ShowError> {
+    let Some(gates) = gates else { return show(api, args, namespace, Timestamp::now(), watcher, out).await };
+    let checks =
+        crate::health_check::feed::list_once(api).await.map_err(|e| ShowError::Read(StatusError::HealthChecks(e)))?;
+    show_with_gates(api, args, namespace, Timestamp::now(), watcher, out, Some((gates, &checks))).await
+}
+
 async fn live(args: &StatusOptions, terminal: bool, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let limits = crate::kube::layers::RateLimits {
         qps: args.client_qps,
@@ -818,8 +832,15 @@ async fn live(args: &StatusOptions, terminal: bool, out: &mut dyn Write, err: &m
         }
     };
     let api = crate::kube::adapter::KubeCluster::new(client, &namespace);
+    let gates = match args.prometheus_url.as_deref().map(|url| OfflineGates::new(Some(url))).transpose() {
+        Ok(gates) => gates,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
     if !args.watch {
-        return match show(&api, args, &namespace, Timestamp::now(), None, out).await {
+        return match show_live(&api, args, &namespace, None, out, gates.as_ref()).await {
             Ok(()) => 0,
             Err(e) => {
                 let _ = writeln!(err, "error: {e}");
@@ -834,7 +855,7 @@ async fn live(args: &StatusOptions, terminal: bool, out: &mut dyn Write, err: &m
     loop {
         let mut frame = watch_header(args.output == "text", terminal, first, args.interval, &namespace).into_bytes();
         first = false;
-        match show(&api, args, &namespace, Timestamp::now(), Some(&mut watcher), &mut frame).await {
+        match show_live(&api, args, &namespace, Some(&mut watcher), &mut frame, gates.as_ref()).await {
             Ok(()) => {}
             // A failed read is shown and the next one tried: the view keeps watching. JSON lines stay JSON.
             Err(ShowError::Read(e)) if args.output == "text" => {

@@ -82,6 +82,28 @@ pub async fn run<S: HealthCheckSource>(
     }
 }
 
+/// The namespace's RolloutHealthChecks as one list (a command's view, not the controller's): the watch's first
+/// listing. A missing CRD is no resource; any other error ends the listing with it.
+pub async fn list_once<S: HealthCheckSource>(source: &S) -> Result<HealthChecks, ApiError> {
+    let mut events = source.watch_health_checks();
+    let mut listing = HealthChecks::new();
+    while let Some(item) = events.next().await {
+        match item {
+            Ok(WatchEvent::Init) => listing.clear(),
+            Ok(WatchEvent::InitApply(object)) => {
+                if let Some(name) = name_of(&object) {
+                    listing.insert(name, config::parse(&object));
+                }
+            }
+            Ok(WatchEvent::InitDone) => return Ok(listing),
+            Ok(WatchEvent::Apply(_) | WatchEvent::Delete(_)) => {}
+            Err(ApiError::NotFound(_)) => return Ok(HealthChecks::new()),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(listing)
+}
+
 fn observe(object: &Value, gates: &HealthGates) -> Result<config::HealthCheckConfig, config::ConfigError> {
     let parsed = config::parse(object);
     match &parsed {
