@@ -246,14 +246,61 @@ async fn a_gated_zone_waits_until_the_health_checks_are_listed_and_rolls_once_th
     assert_eq!(deletions(&cluster.take_calls()), ["ingester-zone-b-0", "ingester-zone-b-1"]);
 }
 
-/// A controller over `cluster` with gates on `prometheus` (evaluated at every pass), and one pass: the calls made.
-fn gated_controller(cluster: &FakeCluster, prometheus: &StandIn, metrics: &Arc<Metrics>) -> Controller<FakeCluster> {
-    let gates = HealthGates::new(prometheus.clone(), "ns")
-        .with_cadence(Duration::ZERO)
-        .with_metrics(metrics.health_checks.clone());
-    gates.set_checks(Some(health_checks([&health_check()])));
-    Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
-        .with_health_gates(gates)
+/// A controller over a gated cluster with gates on a stand-in Prometheus (evaluated at every pass).
+struct Gated {
+    cluster: FakeCluster,
+    prometheus: StandIn,
+    metrics: Arc<Metrics>,
+    ctrl: Controller<FakeCluster>,
+    feed: WatchFeed,
+}
+
+impl Gated {
+    /// Over `cluster`, with the updated pods' error rate `current`.
+    fn new(cluster: FakeCluster, current: f64) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        let prometheus = StandIn::default();
+        *prometheus.current.lock().unwrap() = current;
+        let gates = HealthGates::new(prometheus.clone(), "ns")
+            .with_cadence(Duration::ZERO)
+            .with_metrics(metrics.health_checks.clone());
+        gates.set_checks(Some(health_checks([&health_check()])));
+        let ctrl = Controller::new(cluster.clone(), RolloutPlanner, ReconcilerConfig::default(), metrics.clone())
+            .with_health_gates(gates);
+        let feed = WatchFeed::new(&cluster);
+        Gated { cluster, prometheus, metrics, ctrl, feed }
+    }
+
+    /// One pass (and the evaluation's turn): the calls made.
+    async fn pass(&mut self) -> Vec<Call> {
+        self.feed.pump(self.ctrl.cache_mut());
+        self.ctrl.reconcile_group("ingester").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        self.cluster.take_calls()
+    }
+
+    /// Passes until one deletes pods (at most 50): the calls of each pass, the last one's deletions last.
+    async fn until_deletions(&mut self) -> Vec<Vec<Call>> {
+        let mut passes = Vec::new();
+        for _ in 0..50 {
+            let calls = self.pass().await;
+            let deleted = !deletions(&calls).is_empty();
+            passes.push(calls);
+            if deleted {
+                break;
+            }
+        }
+        passes
+    }
+
+    fn set_current(&self, current: f64) {
+        *self.prometheus.current.lock().unwrap() = current;
+    }
+}
+
+/// The deletions of the last pass.
+fn last_deletions(passes: &[Vec<Call>]) -> Vec<String> {
+    passes.last().map(|calls| deletions(calls)).unwrap_or_default()
 }
 
 /// Zone b's first pod evicted and recreated on the new revision while the release is bad: the controller does not
@@ -264,32 +311,15 @@ async fn a_zone_started_by_someone_else_is_not_finished_until_the_checks_pass() 
     let mut evicted = pod("ingester-zone-b", 0, "rev-new", true, 1);
     evicted.metadata.labels.get_or_insert_default().insert("rollout-group".into(), "ingester".into());
     cluster.put_pod(evicted);
-    let metrics = Arc::new(Metrics::new());
-    let prometheus = StandIn::default();
-    *prometheus.current.lock().unwrap() = 0.4;
-    let mut ctrl = gated_controller(&cluster, &prometheus, &metrics);
-    let mut feed = WatchFeed::new(&cluster);
-    let mut pass = async || {
-        feed.pump(ctrl.cache_mut());
-        ctrl.reconcile_group("ingester").await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        cluster.take_calls()
-    };
+    let mut gated = Gated::new(cluster, 0.4);
     for _ in 0..20 {
-        let calls = pass().await;
+        let calls = gated.pass().await;
         assert!(deletions(&calls).is_empty(), "{calls:?}");
     }
-    assert_held(&metrics.encode());
+    assert_held(&gated.metrics.encode());
 
-    *prometheus.current.lock().unwrap() = 0.01;
-    let mut deleted = Vec::new();
-    for _ in 0..50 {
-        deleted = deletions(&pass().await);
-        if !deleted.is_empty() {
-            break;
-        }
-    }
-    assert_eq!(deleted, ["ingester-zone-b-1", "ingester-zone-b-2"]);
+    gated.set_current(0.01);
+    assert_eq!(last_deletions(&gated.until_deletions().await), ["ingester-zone-b-1", "ingester-zone-b-2"]);
 }
 
 /// Zone b started after a passing evaluation rolls on as its candidates change, whatever the checks say meanwhile
@@ -302,34 +332,17 @@ async fn a_zone_the_gate_let_start_rolls_on_without_another_evaluation() {
         s.metadata.annotations.get_or_insert_default().insert("rollout-max-unavailable".into(), "1".into());
         cluster.put_statefulset(s);
     }
-    let metrics = Arc::new(Metrics::new());
-    let prometheus = StandIn::default();
-    *prometheus.current.lock().unwrap() = 0.01;
-    let mut ctrl = gated_controller(&cluster, &prometheus, &metrics);
-    let mut feed = WatchFeed::new(&cluster);
-    let mut pass = async || {
-        feed.pump(ctrl.cache_mut());
-        ctrl.reconcile_group("ingester").await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        cluster.take_calls()
-    };
-    let mut deleted = Vec::new();
-    for _ in 0..50 {
-        deleted = deletions(&pass().await);
-        if !deleted.is_empty() {
-            break;
-        }
-    }
-    assert_eq!(deleted, ["ingester-zone-b-0"]);
+    let mut gated = Gated::new(cluster.clone(), 0.01);
+    assert_eq!(last_deletions(&gated.until_deletions().await), ["ingester-zone-b-0"]);
 
     // The checks would now fail, and the candidates changed (no evaluation for them yet): zone b goes on.
-    *prometheus.current.lock().unwrap() = 0.4;
+    gated.set_current(0.4);
     assert_eq!(cluster.recreate_missing_pods(), ["ingester-zone-b-0"]);
     let mut b0 = cluster.pod("ingester-zone-b-0").unwrap();
     b0.metadata.labels.get_or_insert_default().insert("rollout-group".into(), "ingester".into());
     cluster.put_pod(b0);
     cluster.set_pod_ready("ingester-zone-b-0", true);
-    assert_eq!(deletions(&pass().await), ["ingester-zone-b-1"]);
+    assert_eq!(deletions(&gated.pass().await), ["ingester-zone-b-1"]);
 }
 
 /// The operator may not patch StatefulSets: the rollout's start cannot be recorded. The refusal is said once (the
@@ -341,29 +354,11 @@ async fn without_patch_on_statefulsets_the_baseline_is_when_the_rollout_was_firs
     cluster.fail_statefulset_annotation_patches(Some(rollout_operator::cluster::ApiError::Forbidden(
         "statefulsets is forbidden: cannot patch".into(),
     )));
-    let metrics = Arc::new(Metrics::new());
-    let prometheus = StandIn::default();
-    *prometheus.current.lock().unwrap() = 0.01;
-    let mut ctrl = gated_controller(&cluster, &prometheus, &metrics);
-    let mut feed = WatchFeed::new(&cluster);
-    let mut pass = async || {
-        feed.pump(ctrl.cache_mut());
-        ctrl.reconcile_group("ingester").await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        cluster.take_calls()
-    };
-    let mut patches = 0;
-    let mut deleted = Vec::new();
-    for _ in 0..50 {
-        let calls = pass().await;
-        patches += calls.iter().filter(|c| matches!(c, Call::MergeStatefulSetAnnotations { .. })).count();
-        deleted = deletions(&calls);
-        if !deleted.is_empty() {
-            break;
-        }
-    }
-    assert_eq!(deleted, ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    let mut gated = Gated::new(cluster, 0.01);
+    let passes = gated.until_deletions().await;
+    assert_eq!(last_deletions(&passes), ["ingester-zone-b-0", "ingester-zone-b-1"]);
+    let patches = passes.iter().flatten().filter(|c| matches!(c, Call::MergeStatefulSetAnnotations { .. })).count();
     assert_eq!(patches, 1, "refused once, then not tried again for a while");
     let disabled = r#"rollout_operator_feature_disabled{feature="health-check-started-at",missing_permission="patch statefulsets"} 1"#;
-    assert!(metrics.encode().contains(disabled), "{}", metrics.encode());
+    assert!(gated.metrics.encode().contains(disabled), "{}", gated.metrics.encode());
 }
