@@ -7,6 +7,7 @@
 
 #![cfg(madsim)]
 
+use rollout_sim::actors::budget_editors::{EditKind, EditResult};
 use rollout_sim::harness::outcome::Outcome;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
@@ -338,23 +339,28 @@ fn a_partitions_last_pod_is_never_replaced_and_the_run_says_it_is_held() {
 fn budgets_edited_during_the_drains_are_followed_and_validated() {
     for (mode, seeds) in [(BudgetMode::Zones, 0..24), (BudgetMode::Partitions, 0..8)] {
         let outcomes = run_all(&budget_edits(mode), seeds);
-        let lines: Vec<&String> = outcomes.iter().flat_map(|o| o.trace.lines.iter()).collect();
-        let count = |what: &[&str]| lines.iter().filter(|l| what.iter().all(|w| l.contains(w))).count();
-        assert!(count(&["UPDATE budget (maxUnavailable", "stored, generation"]) >= 3, "{mode:?}: no resize stored");
-        assert!(count(&["UPDATE budget (label", "stored"]) >= 1, "{mode:?}: no metadata-only update");
-        assert!(count(&["created again", "stored, generation 1"]) >= 3, "{mode:?}: no budget created again");
-        let refused = lines.iter().filter(|l| l.contains("refused (400)") && !l.contains("dry run")).count();
-        assert!(refused >= 2, "{mode:?}: no invalid edit refused");
-        assert!(count(&["the budget watches are cut"]) >= 2, "{mode:?}: no deletion hidden from the watches");
+        let edits: Vec<(EditKind, EditResult)> = outcomes.iter().flat_map(|o| o.budget_edits.iter().copied()).collect();
+        let count = |ended: &dyn Fn(&(EditKind, EditResult)) -> bool| edits.iter().filter(|e| ended(e)).count();
+        let stored = |kind: EditKind| count(&|e| e.0 == kind && matches!(e.1, EditResult::Stored { .. }));
+        let refused = |kind: EditKind| count(&|e| e.0 == kind && e.1 == EditResult::Refused { code: 400 });
+        assert!(stored(EditKind::Resize) >= 3, "{mode:?}: no resize stored");
+        assert!(stored(EditKind::Relabel) >= 1, "{mode:?}: no metadata-only update");
+        let new_object = count(&|e| e.0 == EditKind::CreateAgain && e.1 == EditResult::Stored { generation: 1 });
+        assert!(new_object >= 3, "{mode:?}: no budget created again");
+        let invalid = [EditKind::NegativeDelay, EditKind::PercentageInPartitions, EditKind::OtherInvalid];
+        assert!(invalid.iter().map(|k| refused(*k)).sum::<usize>() >= 2, "{mode:?}: no invalid edit refused");
+        let cuts: usize = outcomes.iter().map(|o| o.budget_watch_cuts).sum();
+        assert!(cuts >= 2, "{mode:?}: no deletion hidden from the watches");
         if mode == BudgetMode::Partitions {
             // Go parses "-10s"; the reference refuses a negative delay with its own message.
-            let negative = count(&["negative crossZoneEvictionDelay", "refused (400)", "must be >= 0"]);
-            assert!(negative >= 1, "no negative delay refused");
+            let negative = outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains("must be >= 0"));
+            assert!(refused(EditKind::NegativeDelay) >= 1 && negative.count() >= 1, "no negative delay refused");
             // Go's longest duration (2^63-1 ns) is valid, one nanosecond more is not (server-side dry runs). Taken the
             // other way at the limit (the range check's `>` made `==` or `>=`), the checker's `ZPDB_VALIDATION` reports
             // it.
-            assert!(count(&["at Go's longest, dry run", "admitted"]) >= 4, "the longest delay never admitted");
-            assert!(count(&["beyond Go's range, dry run", "refused (400)"]) >= 4, "one beyond it never refused");
+            let admitted = count(&|e| *e == (EditKind::LongestDelay, EditResult::Admitted));
+            assert!(admitted >= 4, "the longest delay never admitted");
+            assert!(refused(EditKind::BeyondRangeDelay) >= 4, "one beyond it never refused");
         }
         let total = totals(&outcomes);
         assert!(total.committed >= 20 && total.denied >= 20 && total.judged >= 20, "{mode:?}: {total:?}");
@@ -367,8 +373,8 @@ fn budgets_edited_during_the_drains_are_followed_and_validated() {
 #[test]
 fn a_percentage_in_partition_mode_is_refused_by_the_validation_webhook() {
     for o in run_all(&budget_edits(BudgetMode::Partitions), [12, 22]) {
-        let refused = |l: &&String| l.contains("a percentage in partition mode") && l.contains("refused (400)");
-        assert!(o.trace.lines.iter().any(|l| refused(&l)), "seed {}: no percentage in partition mode refused", o.seed);
+        let refused = (EditKind::PercentageInPartitions, EditResult::Refused { code: 400 });
+        assert!(o.budget_edits.contains(&refused), "seed {}: no percentage in partition mode refused", o.seed);
     }
 }
 

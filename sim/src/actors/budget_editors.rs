@@ -25,6 +25,44 @@ pub(crate) enum BudgetEdit {
     Invalid,
 }
 
+/// What one admission sent by the editor was: the report's typed record of the edits, beside the trace's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditKind {
+    Resize,
+    Relabel,
+    /// A budget deleted and created again.
+    CreateAgain,
+    /// An invalid update: a negative `crossZoneEvictionDelay`.
+    NegativeDelay,
+    /// An invalid update: a percentage in partition mode.
+    PercentageInPartitions,
+    /// Another invalid update (a negative `maxUnavailable`, both a count and a percentage, no selector, a partition
+    /// regex without a group, a delay without a regex).
+    OtherInvalid,
+    /// A dry run with `crossZoneEvictionDelay` at Go's longest duration (valid).
+    LongestDelay,
+    /// A dry run with `crossZoneEvictionDelay` one nanosecond beyond Go's range (invalid).
+    BeyondRangeDelay,
+}
+
+impl EditKind {
+    /// Whether the validation webhook must admit it.
+    pub fn valid(self) -> bool {
+        matches!(self, EditKind::Resize | EditKind::Relabel | EditKind::CreateAgain | EditKind::LongestDelay)
+    }
+}
+
+/// How the editor's admission ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditResult {
+    /// A dry run admitted (nothing stored).
+    Admitted,
+    /// Admitted and stored, with the generation the API server gave it.
+    Stored { generation: u64 },
+    /// Refused by the webhook, with the answer's code.
+    Refused { code: u16 },
+}
+
 /// The budget editor (`--budget-edits`): 3-6 edits of the budget at random times of the fault phase, one after the
 /// other, each create and update admitted by `/admission/zpdb-validation` on a replica picked at random (failure
 /// policy Fail: an edit whose admission fails is retried until the phase ends), committed by the API server, and
@@ -68,16 +106,16 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
             budget
         };
         let seed = r.next_u64();
-        let admit_as = |object: serde_json::Value, operation: &'static str, valid: bool, what: String, dry: bool| {
+        let admit_as = |object: serde_json::Value, operation: &'static str, kind: EditKind, what: String, dry: bool| {
             let (store, old) = (store.clone(), (operation == "UPDATE").then(|| current.clone()));
             // A dry run numbered apart, so that its calls and uids are its own.
-            let number = if dry { n + (1 << 20) + usize::from(valid) * (1 << 21) } else { n };
+            let number = if dry { n + (1 << 20) + usize::from(kind.valid()) * (1 << 21) } else { n };
             let what = if dry { format!("{what}, dry run") } else { what };
-            let edit = BudgetAdmission { edit: number, object, old, operation, valid, what, dry_run: dry };
+            let edit = BudgetAdmission { edit: number, object, old, operation, kind, what, dry_run: dry };
             admit_budget(store, SimRng::new(seed), drains.replicas, edit, until)
         };
-        let admit = |object: serde_json::Value, operation: &'static str, valid: bool, what: String| {
-            admit_as(object, operation, valid, what, false)
+        let admit = |object: serde_json::Value, operation: &'static str, kind: EditKind, what: String| {
+            admit_as(object, operation, kind, what, false)
         };
         match edit {
             BudgetEdit::Resize => {
@@ -89,11 +127,11 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                         b["spec"]["podNamePartitionRegex"] = serde_json::json!("");
                     }
                 });
-                admit(object, "UPDATE", true, format!("maxUnavailable {max_unavailable} -> {to}")).await;
+                admit(object, "UPDATE", EditKind::Resize, format!("maxUnavailable {max_unavailable} -> {to}")).await;
             }
             BudgetEdit::Relabel => {
                 let object = edited(&|b| b["metadata"]["labels"] = serde_json::json!({"edited": n.to_string()}));
-                admit(object, "UPDATE", true, format!("label edited={n}")).await;
+                admit(object, "UPDATE", EditKind::Relabel, format!("label edited={n}")).await;
             }
             BudgetEdit::Recreate | BudgetEdit::DeleteForAWhile => {
                 let pause = if edit == BudgetEdit::Recreate { r.millis(0, 3_000) } else { r.millis(40_000, 70_000) };
@@ -138,7 +176,7 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                     })
                 });
                 tokio::time::sleep(pause).await;
-                admit(fresh(to), "CREATE", true, format!("created again, maxUnavailable {to}")).await;
+                admit(fresh(to), "CREATE", EditKind::CreateAgain, format!("created again, maxUnavailable {to}")).await;
                 if let Some(restore) = restore {
                     let _ = restore.await;
                 }
@@ -181,17 +219,22 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                         "crossZoneEvictionDelay without a partition regex",
                     ),
                 };
-                admit(object, "UPDATE", false, what.to_string()).await;
+                let kind = match what {
+                    "a negative crossZoneEvictionDelay" => EditKind::NegativeDelay,
+                    "a percentage in partition mode" => EditKind::PercentageInPartitions,
+                    _ => EditKind::OtherInvalid,
+                };
+                admit(object, "UPDATE", kind, what.to_string()).await;
                 // In partition mode the user also tries the longest delays as server-side dry runs (a budget that
                 // long would hold every eviction): Go's largest duration, 2^63-1 ns, which Go accepts, and one
                 // nanosecond more, which it refuses. Sent after the edit, with no draw: the world's draws stay.
                 if drains.mode == BudgetMode::Partitions {
-                    for (delay, valid, what) in [
-                        (LONGEST_GO_DURATION, true, "crossZoneEvictionDelay at Go's longest"),
-                        (BEYOND_GO_DURATION, false, "crossZoneEvictionDelay beyond Go's range"),
+                    for (delay, kind, what) in [
+                        (LONGEST_GO_DURATION, EditKind::LongestDelay, "crossZoneEvictionDelay at Go's longest"),
+                        (BEYOND_GO_DURATION, EditKind::BeyondRangeDelay, "crossZoneEvictionDelay beyond Go's range"),
                     ] {
                         let object = edited(&|b| b["spec"]["crossZoneEvictionDelay"] = serde_json::json!(delay));
-                        admit_as(object, "UPDATE", valid, what.to_string(), true).await;
+                        admit_as(object, "UPDATE", kind, what.to_string(), true).await;
                     }
                 }
             }
@@ -210,7 +253,7 @@ pub(crate) struct BudgetAdmission {
     object: serde_json::Value,
     old: Option<serde_json::Value>,
     operation: &'static str,
-    valid: bool,
+    kind: EditKind,
     what: String,
     /// A server-side dry run (`kubectl apply --dry-run=server`): admitted, nothing is stored.
     dry_run: bool,
@@ -226,7 +269,8 @@ pub(crate) async fn admit_budget(
     edit: BudgetAdmission,
     until: Instant,
 ) {
-    let BudgetAdmission { edit, object, old, operation, valid, what, dry_run } = edit;
+    let BudgetAdmission { edit, object, old, operation, kind, what, dry_run } = edit;
+    let valid = kind.valid();
     const CALLS: u64 = 1 << 32;
     let mut attempt = 0;
     while Instant::now() < until {
@@ -265,10 +309,13 @@ pub(crate) async fn admit_budget(
                     let at = st.elapsed();
                     st.checker.judge_budget_admission(at, &what, valid, allowed, &message);
                     if allowed && dry_run {
+                        st.checker.budget_edits.push((kind, EditResult::Admitted));
                         st.trace("user", format!("{operation} budget ({what}) via operator-{replica} -> admitted"));
                     } else if allowed {
                         let stored = st.put_budget(object);
                         let generation = stored.pointer("/metadata/generation").cloned().unwrap_or_default();
+                        let stored = EditResult::Stored { generation: generation.as_u64().unwrap_or_default() };
+                        st.checker.budget_edits.push((kind, stored));
                         st.trace(
                             "user",
                             format!(
@@ -276,6 +323,7 @@ pub(crate) async fn admit_budget(
                             ),
                         );
                     } else {
+                        st.checker.budget_edits.push((kind, EditResult::Refused { code }));
                         st.trace(
                             "user",
                             format!(

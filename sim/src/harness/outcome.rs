@@ -53,6 +53,10 @@ pub struct Outcome {
     pub scale_requests: crate::environment::guaranteed_update::ScaleRequestStats,
     /// The drains world's evictions.
     pub drains: crate::oracle::checker::budgets::DrainStats,
+    /// The budget-edits worlds' admissions (what each edit was, how it ended), and the cuts of the operator's budget
+    /// watches.
+    pub budget_edits: Vec<(crate::actors::budget_editors::EditKind, crate::actors::budget_editors::EditResult)>,
+    pub budget_watch_cuts: usize,
     /// The HA world's Lease judgements and failovers (the failovers after any loss of the leader, with whether the
     /// new leader had been cut off, in `ha.failovers_after_loss`).
     pub ha: crate::oracle::election::HaStats,
@@ -200,6 +204,8 @@ pub(crate) fn judge(
         undos_judged: st.checker.undos_judged,
         scale_requests: st.scale_requests,
         drains: st.checker.drains,
+        budget_edits: st.checker.budget_edits.clone(),
+        budget_watch_cuts: st.checker.budget_watch_outages.len(),
         ha: st.ha.stats.clone(),
         faults: st.reactions.faults.clone(),
         heal_to_write: st.reactions.heal_to_write.clone(),

@@ -244,6 +244,8 @@ pub struct Checker {
     pub intents_written: std::collections::BTreeSet<String>,
     /// The budget-edits worlds' outages of the operator's budget watches: from, until (`None`: still cut).
     pub budget_watch_outages: Vec<(Duration, Option<Duration>)>,
+    /// The budget-edits worlds' admissions, as the editor knows them.
+    pub budget_edits: Vec<(crate::actors::budget_editors::EditKind, crate::actors::budget_editors::EditResult)>,
     /// Voluntary disruptions that spent a budget (an available pod evicted, or deleted by the controller): the
     /// resourceVersion they committed at, the pod's name, and by whom.
     spent: Vec<(u64, String, String)>,
