@@ -466,7 +466,7 @@ fn known_limit_seed_49_statefulset_intents_dropped_by_a_re_apply_can_let_two_evi
         ..Scenario::default()
     };
     let o = rollout_sim::harness::run(49, &sc, false);
-    assert!(o.trace.lines.iter().any(|l| l.contains("its eviction intents dropped")));
+    assert!(o.drains.intents_wiped > 0, "no re-apply dropped an intent");
     let broken: Vec<_> =
         o.violations.iter().filter(|v| v.invariant == rollout_sim::oracle::checker::ZPDB_EVICTIONS).collect();
     assert_eq!(broken.len(), 1, "the limit shows as one budget broken: {:#?}", o.violations);

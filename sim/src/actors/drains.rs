@@ -99,6 +99,7 @@ pub(crate) fn start_drains(
                     }
                     let name = sts.metadata.name.clone().unwrap_or_default();
                     st.put_statefulset(sts);
+                    st.checker.drains.intents_wiped += 1;
                     st.trace("user", format!("re-applied {name} from its manifest (its eviction intents dropped)"));
                 }
             }

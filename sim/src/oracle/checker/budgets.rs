@@ -141,6 +141,8 @@ pub struct DrainStats {
     /// Intent writes on StatefulSets judged ([`ZPDB_INTENT_STORE`]), and the stale intents they removed.
     pub statefulset_intent_writes: u64,
     pub stale_intents_removed: u64,
+    /// StatefulSets a user re-applied from their manifests while they carried eviction intents (`intent_wipes`).
+    pub intents_wiped: u64,
 }
 
 impl DrainStats {
@@ -159,6 +161,7 @@ impl DrainStats {
         self.denied_intent_left += other.denied_intent_left;
         self.statefulset_intent_writes += other.statefulset_intent_writes;
         self.stale_intents_removed += other.stale_intents_removed;
+        self.intents_wiped += other.intents_wiped;
     }
 }
 
