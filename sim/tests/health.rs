@@ -27,6 +27,13 @@ fn assert_stopped(outcomes: &[Outcome]) {
     }
 }
 
+/// Seed `seed` of the bad-release world `sc` passes and stops after its first zone.
+fn assert_seed_stops(seed: u64, sc: &Scenario) {
+    let o = rollout_sim::harness::run(seed, sc, false);
+    assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
+    assert_stopped(&[o]);
+}
+
 fn assert_converged(outcomes: &[Outcome]) {
     for o in outcomes {
         let health = o.health.expect("a health-gated world reports");
@@ -125,10 +132,7 @@ fn without_the_grant_the_gates_are_off_and_a_bad_release_is_seen_rolling_on() {
 /// gated however it started.
 #[test]
 fn a_zone_started_by_someone_elses_deletions_is_not_finished_on_a_bad_release() {
-    let sc = Scenario { evictions: true, ..world(true, false) };
-    let o = rollout_sim::harness::run(0, &sc, false);
-    assert!(o.passed(), "{:#?}", o.violations);
-    assert_stopped(&[o]);
+    assert_seed_stops(0, &Scenario { evictions: true, ..world(true, false) });
 }
 
 /// Seed 16 of the bad release with `--sidecars`: zone-b's pods, replaced while a quota fault kept them from being
@@ -137,10 +141,7 @@ fn a_zone_started_by_someone_elses_deletions_is_not_finished_on_a_bad_release() 
 /// candidate not Ready means the candidate side has not served yet: the gate soaks.
 #[test]
 fn candidates_not_ready_yet_are_not_judged_on_their_names_old_series() {
-    let sc = Scenario { sidecars: true, ..world(true, false) };
-    let o = rollout_sim::harness::run(16, &sc, false);
-    assert!(o.passed(), "{:#?}", o.violations);
-    assert_stopped(&[o]);
+    assert_seed_stops(16, &Scenario { sidecars: true, ..world(true, false) });
 }
 
 /// Pods of later zones deleted by others (evictions, node drains) during a rollout: a bad release still stops after

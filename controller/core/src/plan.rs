@@ -114,11 +114,7 @@ impl GroupPlan {
         if self.actions.len() == before {
             return;
         }
-        let held = if started {
-            format!("StatefulSet {statefulset} is not rolled further: {why}")
-        } else {
-            format!("StatefulSet {statefulset} does not start rolling: {why}")
-        };
+        let held = format!("StatefulSet {statefulset} {}: {why}", crate::health_check::targets::held_phrase(started));
         let reason = if self.actions.is_empty() {
             self.state = GroupState::Waiting;
             held

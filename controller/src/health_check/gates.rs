@@ -205,11 +205,7 @@ impl HealthGates {
                 GateState::Evaluated { verdict: GateVerdict::Pause { detail, .. }, .. } => (
                     EventType::Warning,
                     "RolloutBlockedByHealthCheck",
-                    if target.started {
-                        format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} is not rolled further")
-                    } else {
-                        format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} does not start rolling")
-                    },
+                    format!("RolloutHealthCheck {name}: {detail}; StatefulSet {statefulset} {}", target.held()),
                 ),
                 GateState::Evaluated { verdict: GateVerdict::Pass { warnings }, .. } if !warnings.is_empty() => (
                     EventType::Warning,

@@ -155,6 +155,18 @@ pub struct GateTarget {
     pub started: bool,
 }
 
+impl GateTarget {
+    /// What the gate holds back, for people: the zone's start, or its further replacements.
+    pub fn held(&self) -> &'static str {
+        held_phrase(self.started)
+    }
+}
+
+/// What a gate holding a StatefulSet back holds: its start, or (`started`) its further replacements.
+pub fn held_phrase(started: bool) -> &'static str {
+    if started { "is not rolled further" } else { "does not start rolling" }
+}
+
 /// Whether the gate sits before `member`'s deletions: it names a RolloutHealthCheck, is not paused, has pods not on
 /// its update revision, it is not the first zone (another StatefulSet of the group has pods on its update revision:
 /// the side the checks judge), and the gate has not cleared it for the current revisions (`cleared`: the shell's
