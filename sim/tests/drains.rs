@@ -396,7 +396,7 @@ fn larger_budgets_edited_during_the_drains_are_followed_and_validated_over_more_
 /// present hid a missing pod below it: seed 11).
 #[test]
 fn drains_while_the_zones_are_scaled_keep_the_budget_over_12_seeds() {
-    let sc = Scenario { drains: Some(Drains::default()), ..Scenario { revisions: 1, ..Scenario::scaling() } };
+    let sc = Scenario { drains: Some(Drains::default()), ..Scenario::scaling_during_rollout() };
     let outcomes = run_all(&sc, 0..12);
     let total = totals(&outcomes);
     assert!(total.committed >= 12 && total.judged >= 60, "{total:?}");
@@ -414,7 +414,7 @@ fn regression_seed_637_a_denial_for_a_pod_removed_meanwhile_is_judged_on_its_own
     let sc = Scenario {
         drains: Some(Drains { replicas: 1, ..Drains::default() }),
         deployment: Some(ReferenceDeployment::NoPatch),
-        ..Scenario { revisions: 1, ..Scenario::scaling() }
+        ..Scenario::scaling_during_rollout()
     };
     let o = rollout_sim::harness::run(637, &sc, false);
     assert!(o.trace.lines.iter().any(|l| l.contains("unable to find StatefulSet ingester-zone-a by name")));
@@ -442,10 +442,8 @@ fn one_operator_process_serialises_its_controllers_deletions_with_its_evictions_
     assert!(deleted.count() >= 200, "the controller hardly rolled the zones");
     let shared = outcomes.iter().flat_map(|o| &o.trace.lines).filter(|l| l.contains("it also runs the controller"));
     assert!(shared.count() >= 40, "the webhook's replica is not the controller's process");
-    let scaled = Scenario {
-        revisions: 1,
-        ..Scenario { drains: sc.drains.clone(), deployment: sc.deployment, ..Scenario::scaling() }
-    };
+    let scaled =
+        Scenario { drains: sc.drains.clone(), deployment: sc.deployment, ..Scenario::scaling_during_rollout() };
     run_all(&scaled, [17, 23, 28]);
 }
 

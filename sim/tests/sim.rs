@@ -288,7 +288,7 @@ fn regression_overlapping_apiserver_restarts_rebind() {
 }
 
 // Leader/follower scaling (the min time between zone downscales): zone-a leads, zone-b and zone-c follow, 30 s between
-// zone downscales, a user scaling the leader through the prepare-downscale webhook's record claim.
+// zone downscales, a user scaling the leader through the real prepare-downscale webhook.
 
 #[test]
 fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds() {
@@ -297,18 +297,27 @@ fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds(
     if let Some(o) = outcomes.iter().find(|o| !o.passed()) {
         panic!("seed {} failed: {:#?}", o.seed, o.violations);
     }
-    // The scenario must actually exercise the rule: several downscales per run, followers' included.
+    // The scenario must actually exercise the rule: several downscales per run, followers' included (fewer than the
+    // user asks for: the webhook denies the leader's while another zone has a pod not Ready).
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
-    assert!(downscales >= 120, "only {downscales} downscales over 40 seeds");
+    assert!(downscales >= 80, "only {downscales} downscales over 40 seeds");
     let follower_downscales = outcomes
         .iter()
         .flat_map(|o| o.trace.lines.iter())
         .filter(|l| l.contains("scaling") && l.contains("downscale ingester-zone-b") && l.contains("by controller#"))
         .count();
     assert!(follower_downscales >= 20, "only {follower_downscales} follower downscales by the controller");
-    let denied =
-        outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains("webhook      denied")).count();
-    assert!(denied >= 8, "the min time should deny some of the user's downscales; denied {denied}");
+    let denied: u64 = outcomes.iter().map(|o| o.scale_requests.denied).sum();
+    assert!(denied >= 8, "the webhook should deny some of the user's downscales; denied {denied}");
+    let min_time = count_lines(&outcomes, "between zone downscales");
+    assert!(min_time >= 3, "the min time should deny some of the user's downscales; denied {min_time}");
+    // The webhook prepares the pods under its marker, and faults reach it.
+    let prepared = count_lines(&outcomes, "being prepared (marker committed)");
+    assert!(prepared >= 30, "only {prepared} downscales were prepared by the webhook");
+    assert!(
+        count_lines(&outcomes, "failed") > 0,
+        "no prepare call or claim failed: the faults did not reach the webhook"
+    );
 }
 
 /// Liveness in time, not only in the end (what catches `retry_with_backoff` emptied): a failed pass (its requests cut
@@ -376,9 +385,9 @@ fn scaling_lost_replies_to_claims_and_replica_patches_keep_the_min_time() {
     let unanswered = outcomes
         .iter()
         .flat_map(|o| o.trace.lines.iter())
-        .filter(|l| l.contains("webhook      denied") && l.contains("unavailable"))
+        .filter(|l| l.contains("denied") && l.contains("loading zones failed"))
         .count();
-    assert!(unanswered > 0, "no claim went unanswered: the faults did not reach the record");
+    assert!(unanswered > 0, "no record read went unanswered: the faults did not reach the record");
 }
 
 #[test]
@@ -670,20 +679,6 @@ fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
     outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains(needle)).count()
 }
 
-/// Leader/follower scaling, the user's changes of the leader admitted by the real webhook on two operator replicas.
-#[test]
-fn webhook_admitted_scaling_keeps_invariants_3_and_5_over_30_seeds() {
-    let outcomes = run_passing(&Scenario::scaling_admitted(), 0..30);
-    let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
-    assert!(downscales >= 50, "only {downscales} downscales over 30 seeds");
-    let prepared = count_lines(&outcomes, "being prepared (marker committed)");
-    assert!(prepared >= 30, "only {prepared} downscales were prepared by the webhook");
-    let min_time = count_lines(&outcomes, "between zone downscales");
-    assert!(min_time >= 3, "the min time should deny some of the user's downscales; denied {min_time}");
-    let failed = count_lines(&outcomes, "failed");
-    assert!(failed > 0, "no prepare call or claim failed: the faults did not reach the webhook");
-}
-
 /// Template pushes (one zone each) mixed with downscales of every zone admitted by the real webhook, concurrently
 /// with each other and with the controller's passes: no pod replaced while a downscale of the group is being
 /// prepared, no downscale admitted while another zone is rolling, min time between zone downscales.
@@ -700,14 +695,13 @@ fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_25_see
 
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
-fn larger_webhook_admitted_scaling_and_rollouts_keep_invariants_3_and_5_over_more_seeds() {
-    run_passing(&Scenario::scaling_admitted(), 30..60);
+fn larger_webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_seeds_25_to_60() {
     run_passing(&Scenario::rollout_with_admitted_downscales(), 25..60);
 }
 
 #[test]
 fn webhook_runs_are_a_pure_function_of_their_seed() {
-    for sc in [Scenario::scaling_admitted(), Scenario::rollout_with_admitted_downscales()] {
+    for sc in [Scenario::scaling(), Scenario::rollout_with_admitted_downscales()] {
         for seed in [0, 3, 23] {
             let a = rollout_sim::harness::run(seed, &sc, false);
             let b = rollout_sim::harness::run(seed, &sc, false);
@@ -798,15 +792,14 @@ fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no
     }
 }
 
-/// Each scenario under a deployment's RBAC, the first two (cheaper) over `short` seeds, the webhook's over `long`.
+/// Each scenario under a deployment's RBAC, the rollout (cheaper) over `short` seeds, the webhook's over `long`.
 fn rbac_worlds(
     short: std::ops::Range<u64>,
     long: std::ops::Range<u64>,
-) -> [(&'static str, Scenario, std::ops::Range<u64>); 4] {
+) -> [(&'static str, Scenario, std::ops::Range<u64>); 3] {
     [
-        ("rollout", Scenario::default(), short.clone()),
-        ("scaling", Scenario::scaling(), short),
-        ("admitted scaling", Scenario::scaling_admitted(), long.clone()),
+        ("rollout", Scenario::default(), short),
+        ("scaling", Scenario::scaling(), long.clone()),
         ("rollouts with admitted downscales", Scenario::rollout_with_admitted_downscales(), long),
     ]
 }
@@ -1017,7 +1010,7 @@ fn regression_seeds_2454_239_healing_wakes_the_kubelet() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let o = rollout_sim::harness::run(2454, &under(HelmChart, Scenario::rollout_with_admitted_downscales()), false);
     assert!(o.passed(), "{:#?}", o.violations);
-    let o = rollout_sim::harness::run(239, &Scenario { revisions: 2, ..Scenario::scaling_admitted() }, false);
+    let o = rollout_sim::harness::run(239, &Scenario { revisions: 2, ..Scenario::scaling() }, false);
     assert!(o.passed(), "{:#?}", o.violations);
 }
 
@@ -1198,7 +1191,7 @@ fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
 #[test]
 fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_time() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
-    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
+    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling() });
     let outcomes = run_passing(&sc, 0..24);
     assert!(count_lines(&outcomes, "annotations -> ok") > 5, "parents annotated for /scale downscales");
 }
@@ -1213,7 +1206,7 @@ fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_ti
 #[test]
 fn without_the_zone_tracker_kubectl_scale_commits_on_its_first_request_and_an_hpa_put_on_its_retry() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
-    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
+    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling() });
     let stats = scale_requests(&run_passing(&sc, 0..30));
     assert!(stats.scale_patch_readmitted >= 10, "kubectl-style /scale downscales committed: {stats:?}");
     assert_eq!(stats.patch_conflicts, 0, "no PATCH refused with 409: {stats:?}");
@@ -1229,7 +1222,7 @@ fn without_the_zone_tracker_kubectl_scale_commits_on_its_first_request_and_an_hp
 #[test]
 fn regression_seed_70_a_record_whose_answer_was_lost_is_denied_as_failed_not_judged_recorded() {
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
-    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling_admitted() });
+    let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling() });
     let o = rollout_sim::harness::run(70, &sc, false);
     assert!(o.passed(), "{:#?}", o.violations);
     let lost = o.trace.lines.iter().any(|l| l.contains("annotation failed") && l.contains("deadline passed"));
@@ -1299,14 +1292,16 @@ fn known_bug_ignores_observed_generation_is_caught() {
 }
 
 // The min time between zone downscales with its boundary in reach. In `Scenario::min_time_boundary` (15 s
-// min time) the user asks for a leader downscale at each follower downscale's commit plus 13.5-16.5 s, so the
-// webhook's min-time check (the record claim) is asked right at its boundary and commits land within a second of it.
+// min time) the user asks for leader downscales from each follower downscale's commit plus 13.5 s, every 250 ms until
+// one is admitted or 16.5 s, so the webhook's min-time check is asked right at its boundary. Few commits land within
+// a second of it: the webhook also waits for every other zone to be Ready (a follower just scaled down often is not),
+// and the API server commits up to 2 s after the answer.
 
 #[test]
 fn min_time_boundary_keeps_the_min_time_over_30_seeds() {
     let outcomes = run_passing(&Scenario::min_time_boundary(), 0..30);
     let near: u64 = outcomes.iter().map(|o| o.near_min_time.1).sum();
-    assert!(near >= 3, "only {near} of the user's downscales committed within a second of the min time");
+    assert!(near >= 1, "none of the user's downscales committed within a second of the min time");
     let probes = count_lines(&outcomes, "probes the min time");
     assert!(probes >= 30, "only {probes} probes");
 }

@@ -369,10 +369,10 @@ impl Planner for UpscalesBeforeLeaderReady {
 
 /// The min-time check off by one second: every last downscale (the group record's entries and the
 /// `grafana.com/last-downscale` annotations) is read a second early, as rounding a date down instead of up (or
-/// counting elapsed whole seconds up) would. The planner is the controller's half; with this planner selected the
-/// simulation's scaling world also asks the webhook's check a second late. The controller's shell
-/// re-checks the min time (the same `check_min_time`) when it claims a follower downscale in the record, so the
-/// planner's half alone is masked: what the simulation catches is the webhook's.
+/// counting elapsed whole seconds up) would. The planner is the controller's half; the webhook's half is
+/// [`min_time_checked_a_second_late`], the clock the simulation gives the real webhook router with this planner. The
+/// controller's shell re-checks the min time (the same `check_min_time`) when it claims a follower downscale in the
+/// record, so the planner's half alone is masked: what the simulation catches is the webhook's.
 #[derive(Debug, Clone, Copy)]
 pub struct MinTimeSecondEarly;
 
@@ -394,6 +394,12 @@ impl Planner for MinTimeSecondEarly {
         });
         RolloutPlanner.plan(&group, &PlanContext { downscale_record: record.as_ref(), ..*ctx })
     }
+}
+
+/// The webhook's half of [`MinTimeSecondEarly`]: the time its min-time check (and everything else it dates) is asked
+/// at, a second after `now`.
+pub fn min_time_checked_a_second_late(now: Timestamp) -> Timestamp {
+    now + jiff::SignedDuration::from_secs(1)
 }
 
 // ---- Test-only health gates: each replaces one seam of the shell's gate (the rollout model's `GateShell`: which

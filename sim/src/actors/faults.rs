@@ -143,6 +143,11 @@ pub(crate) async fn inject(kind: FaultKind, dur: Duration, pick: u64, ctx: &Faul
             ctx.trace(format!("API server crashes, back in {:.1}s", down.as_secs_f64()));
             ctx.window("API server crash".to_string(), down);
             ctx.nodes.set_api_killed(true);
+            {
+                let mut st = ctx.store.lock().unwrap();
+                st.apiserver_down = true;
+                st.apiserver_crashes += 1;
+            }
             Handle::current().kill(ctx.nodes.apiserver);
             tokio::time::sleep(down).await;
             restart(ctx.nodes.apiserver);

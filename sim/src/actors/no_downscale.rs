@@ -245,7 +245,12 @@ pub(crate) async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: 
                         spec.replicas = Some(to as i32);
                     }
                 }
-                _ => crate::environment::kube::set_replicas(&mut st, name, to, "user"),
+                _ => crate::environment::kube::set_replicas(
+                    &mut st,
+                    name,
+                    to,
+                    crate::oracle::checker::scaling::UNADMITTED,
+                ),
             }
         }
     }

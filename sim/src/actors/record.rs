@@ -4,22 +4,39 @@ use crate::environment::store::Store;
 use crate::harness::{Actors, Stage};
 use crate::rng::SimRng;
 use crate::scenario::zone_name;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The corrupt-record world's edit, made only while a StatefulSet rolls and the record exists: one zone's entry
-/// (or a new one) made unreadable. The record's name, the key and what it held before.
+/// The corrupt-record world's edit, made only while a StatefulSet rolls: one zone's entry (or a new one, in a new
+/// record where none exists yet) made unreadable. The record's name, the key and what it held before.
 pub(crate) fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<String>)> {
     let record = st.zone_tracker_config_map.clone();
     let rolling = st.statefulsets.values().any(|s| {
         let status = s.status.as_ref();
         status.and_then(|s| s.update_revision.as_ref()) != status.and_then(|s| s.current_revision.as_ref())
     });
-    let mut cm = st.config_maps.get(&record).cloned().filter(|_| rolling)?;
+    if !rolling {
+        return None;
+    }
+    // Where nothing wrote the record yet (no webhook serves the group), the user applies a broken one.
+    let existing = st.config_maps.get(&record).cloned();
+    let mut cm = existing.clone().unwrap_or_else(|| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(record.clone()),
+            namespace: Some(crate::environment::objects::NAMESPACE.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    });
     let data = cm.data.get_or_insert_default();
     let key = data.keys().next().cloned().unwrap_or_else(|| zone_name(0));
     let original = data.insert(key.clone(), CORRUPT_RECORD_VALUE.to_string());
-    st.api_replace_config_map(&cm).ok()?;
+    match existing {
+        Some(_) => st.api_replace_config_map(&cm).ok()?,
+        None => st.api_create_config_map(&cm).ok()?,
+    };
     st.trace("user", format!("corrupts the zone tracker's record {record}: {key} = {CORRUPT_RECORD_VALUE}"));
     Some((record, key, original))
 }

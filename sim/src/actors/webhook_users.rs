@@ -7,8 +7,7 @@
 //! conflict itself); an HPA's is a PUT of the Scale carrying the resourceVersion it read, which, refused with a
 //! conflict (or denied with a "retry"), it sends again at its next sync, 15 s later, after reading the Scale again.
 
-use crate::actors::leader_scaling::draw_changes;
-use crate::actors::leader_scaling::with_recent_downscale;
+use crate::actors::leader_scaling::{Probes, draw_changes, with_recent_downscale};
 use crate::actors::pods::SimPods;
 use crate::environment::apiserver;
 use crate::environment::client::SimCluster;
@@ -19,12 +18,13 @@ use crate::rng::SimRng;
 use crate::scenario::SECOND_GROUP;
 use crate::scenario::SECOND_GROUP_USERS_STREAM;
 use crate::scenario::group_zone_name;
+use crate::scenario::planner::PlannerKind;
 use crate::scenario::scaling::ScalingScenario;
 use crate::scenario::zone_name;
 use madsim::runtime::Handle;
 use rollout_core::Defences;
 use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
-use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::admission::router::{Clock, WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::ops::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -56,6 +56,10 @@ pub(crate) struct User {
     pub slow: bool,
     /// `-events.enabled`: the webhook tells denied and prepared downscales as Events.
     pub events: bool,
+    /// The webhook's clock (a known bug's, a second ahead, with `min-time-second-early`).
+    pub clock: Clock,
+    /// The leader's user probes the min time's boundary too.
+    pub probes: Option<Probes>,
 }
 
 /// How one change is sent.
@@ -70,17 +74,63 @@ enum Client {
 }
 
 impl User {
+    /// `changes` of `sts`, each at its time, and with probes, a downscale by one at each probe's time.
     pub(crate) async fn scale_through_webhook(mut self, sts: String, changes: Vec<(Duration, u32)>, start: Instant) {
-        for (at, to) in changes {
-            tokio::time::sleep_until((start + at).max(Instant::now())).await;
-            let via_scale = self.scale_requests && self.pick.chance(0.5);
-            let with_version = via_scale && self.pick.chance(0.5);
-            let client = match (via_scale, with_version) {
-                (false, _) => Client::Patch,
-                (true, false) => Client::KubectlScale,
-                (true, true) => Client::Hpa,
-            };
-            self.change(&sts, to, client).await;
+        let mut changes: std::collections::VecDeque<(Instant, u32)> =
+            changes.into_iter().map(|(at, to)| (start + at, to)).collect();
+        let mut probes = self.probes.take();
+        loop {
+            let next_probe = probes.as_mut().and_then(|p| p.next(&self.store, start));
+            let next_change = changes.front().map(|(at, _)| *at);
+            let now = Instant::now();
+            let watching = probes.as_ref().is_some_and(|p| p.watching(now));
+            match [next_change, next_probe].into_iter().flatten().min() {
+                None if !watching => return,
+                // Followers' downscales are noticed within a second (a probe series starts 1.5 s short of the min time after one).
+                None => tokio::time::sleep(Duration::from_secs(1)).await,
+                Some(at) if at > now && probes.is_some() => {
+                    tokio::time::sleep_until(at.min(now + Duration::from_secs(1))).await
+                }
+                Some(at) if next_probe == Some(at) => {
+                    if let Some(p) = probes.as_mut() {
+                        p.sent();
+                    }
+                    let from = self.replicas_of(&sts);
+                    if from > 1 {
+                        self.store
+                            .lock()
+                            .unwrap()
+                            .trace("user", format!("probes the min time: {sts} {from} -> {}", from - 1));
+                        let client = self.pick_client();
+                        self.change(&sts, from - 1, client).await;
+                        if let Some(p) = probes.as_mut().filter(|_| self.replicas_of(&sts) < from) {
+                            p.admitted(Instant::now());
+                        }
+                    }
+                }
+                Some(at) => {
+                    tokio::time::sleep_until(at.max(now)).await;
+                    let Some((_, to)) = changes.pop_front() else { continue };
+                    let client = self.pick_client();
+                    self.change(&sts, to, client).await;
+                }
+            }
+        }
+    }
+
+    fn replicas_of(&self, sts: &str) -> u32 {
+        let st = self.store.lock().unwrap();
+        st.statefulsets.get(sts).and_then(|s| s.spec.as_ref()?.replicas).unwrap_or(1).max(0) as u32
+    }
+
+    /// How the next change is sent: with `scale_requests`, half of them through `/scale`, half of those by an HPA.
+    fn pick_client(&mut self) -> Client {
+        let via_scale = self.scale_requests && self.pick.chance(0.5);
+        let with_version = via_scale && self.pick.chance(0.5);
+        match (via_scale, with_version) {
+            (false, _) => Client::Patch,
+            (true, false) => Client::KubectlScale,
+            (true, true) => Client::Hpa,
         }
     }
 
@@ -214,7 +264,11 @@ fn tally(
             stats.denied_readmitted += u64::from(*retry > 0);
             client == Client::Hpa && message.ends_with("retry")
         }
-        _ => false,
+        Outcome::Unavailable => {
+            stats.lost += 1;
+            false
+        }
+        Outcome::Unchanged | Outcome::NotFound | Outcome::Committed { .. } => false,
     }
 }
 
@@ -250,7 +304,7 @@ impl Admission for WebhookAdmission<'_> {
                 .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
                 .collect()
         };
-        let (record, defences, events) = (user.record.clone(), user.defences, user.events);
+        let (record, defences, events, clock) = (user.record.clone(), user.defences, user.events, user.clock.clone());
         let answer = user.operators[operator]
             .spawn(async move {
                 let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
@@ -267,7 +321,7 @@ impl Admission for WebhookAdmission<'_> {
                 };
                 let setup = crate::harness::operator::OperatorSetup { record: None, events };
                 let settings = settings.with_events(setup.recorder(&api, Arc::new(Metrics::new())));
-                let app = router(Webhooks { api, pods, settings, clock: system_clock() });
+                let app = router(Webhooks { api, pods, settings, clock });
                 let request = http::Request::post(PREPARE_DOWNSCALE_PATH)
                     .header("content-type", "application/json")
                     .body(axum::body::Body::from(serde_json::to_vec(&review).map_err(|e| e.to_string())?))
@@ -448,6 +502,13 @@ pub fn start(stage: &Stage, scaling: &ScalingScenario, changes: Vec<(Duration, u
             }
         }
     }
+    let clock = match sc.planner {
+        PlannerKind::MinTimeSecondEarly => {
+            Arc::new(|| rollout_known_bugs::min_time_checked_a_second_late(jiff::Timestamp::now())) as Clock
+        }
+        _ => system_clock(),
+    };
+    let mut probes = Probes::of(stage, scaling).filter(|_| scaling.followers);
     for (sts, changes) in per_sts {
         let user = User {
             store: stage.store.clone(),
@@ -460,6 +521,8 @@ pub fn start(stage: &Stage, scaling: &ScalingScenario, changes: Vec<(Duration, u
             defences: sc.defences,
             slow: sc.slow_admissions,
             events: sc.events,
+            clock: clock.clone(),
+            probes: probes.take(),
         };
         actors.users.push(tokio::spawn(user.scale_through_webhook(sts, changes, start)));
     }

@@ -29,11 +29,13 @@ pub(crate) struct ScenarioArgs {
     #[arg(long)]
     pub(crate) large: bool,
     /// Leader/follower scaling in play: zone-a leads zone-b and zone-c, a 30s min time between zone
-    /// downscales, and a user scaling the leader up and down through the prepare-downscale webhook's claim.
+    /// downscales, and a user scaling the leader up and down through the real prepare-downscale webhook (two
+    /// simulated operator replicas, simulated pods).
     #[arg(long)]
     pub(crate) scaling: bool,
-    /// Replica changes go through the real prepare-downscale webhook (two simulated operator replicas, simulated
-    /// pods): with --scaling, the leader's; alone, an HPA per zone during one-zone rollouts (invariants 3 and 5).
+    /// Without --scaling: an HPA per zone changes its replicas through the real prepare-downscale webhook during
+    /// one-zone rollouts (invariants 3 and 5). With --scaling it changes nothing: the leader's changes go through the
+    /// webhook already.
     #[arg(long)]
     pub(crate) webhook: bool,
     /// Template revisions the user pushes during the fault phase (default: 2, 0 with --scaling, 4 one-zone pushes
@@ -61,7 +63,7 @@ pub(crate) struct ScenarioArgs {
     /// `spec.minReadySeconds` of the StatefulSets.
     #[arg(long = "min-ready-seconds", default_value_t = 0)]
     pub(crate) min_ready_seconds: u32,
-    /// With --webhook: half the changes are `/scale` updates, half of those a `kubectl scale` PATCH, half an HPA's PUT
+    /// With --scaling or --webhook: half the changes are `/scale` updates, half of those a `kubectl scale` PATCH, half an HPA's PUT
     /// carrying the resourceVersion it read (sent again 15 s after a 409).
     #[arg(long = "scale-requests")]
     pub(crate) scale_requests: bool,
@@ -96,14 +98,15 @@ pub(crate) struct ScenarioArgs {
     /// StatefulSet (a single-zone deployment that still carries `rollout-group`).
     #[arg(long = "zones")]
     pub(crate) zones: Option<u32>,
-    /// With --scaling: after each follower downscale the user also asks for a leader downscale at that commit plus
-    /// the min time, give or take 1.5 s (the min time's boundary in reach); the min time defaults to 15 s then.
+    /// With --scaling: after each follower downscale the user also asks for leader downscales from that commit plus
+    /// the min time less 1.5 s, every 250 ms until one is admitted or 1.5 s past it (the min time's boundary in
+    /// reach); the min time defaults to 15 s then.
     #[arg(long = "boundary-probes")]
     pub(crate) boundary_probes: bool,
-    /// With --scaling and --deployment tracker-read-only: the user's changes of the leader are applied as asked, with
-    /// no claim (the leader not served by the prepare-downscale webhook); its followers' downscales are still the
-    /// controller's to claim, which the RBAC refuses. (Where claims are granted, nothing records the leader's own
-    /// downscales, so no min time between them and the followers' is promised.)
+    /// With --scaling: the user's changes of the leader are applied as asked, with no claim (the leader not served
+    /// by the prepare-downscale webhook); its followers' downscales are still the controller's to claim (which
+    /// `--deployment tracker-read-only` refuses). Nothing records the leader's own downscales, so no min time between
+    /// them and the followers' is promised or judged. The default of --pushes-at-scaling.
     #[arg(long = "direct-leader")]
     pub(crate) direct_leader: bool,
     /// The controller records Kubernetes Events (-events.enabled), and batch reports them per rollout step. Off by
@@ -119,7 +122,7 @@ pub(crate) struct ScenarioArgs {
     /// it under the same name.
     #[arg(long)]
     pub(crate) evictions: bool,
-    /// With --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
+    /// With --scaling or --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
     #[arg(long = "slow-admissions")]
     pub(crate) slow_admissions: bool,
     /// During API latency spikes a request may wait up to 20 s before it is carried out (past the client's timeout):
@@ -229,10 +232,9 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
         (false, false) if args.large && args.faults == "all" => Scenario::large(),
         (false, false) if args.large => Scenario { fault_count: Scenario::default().fault_count, ..Scenario::large() },
         (false, false) => Scenario::default(),
-        (true, false) if args.boundary_probes => Scenario::min_time_boundary(),
-        (true, false) if args.pushes_at_scaling => Scenario::follower_rollouts_while_scaling(),
-        (true, false) => Scenario::scaling(),
-        (true, true) => Scenario::scaling_admitted(),
+        (true, _) if args.boundary_probes => Scenario::min_time_boundary(),
+        (true, _) if args.pushes_at_scaling => Scenario::follower_rollouts_while_scaling(),
+        (true, _) => Scenario::scaling(),
         (false, true) => Scenario::rollout_with_admitted_downscales(),
     };
     let deployment = match &args.deployment {
@@ -256,30 +258,22 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
         (None, Some(_)) => return Err("--min-time needs --scaling or --webhook".to_string()),
         (s, None) => s,
     };
-    if args.direct_leader
-        && (!args.scaling
-            || args.webhook
-            || args.boundary_probes
-            || deployment != Some(ReferenceDeployment::TrackerReadOnly))
-    {
-        return Err(
-            "--direct-leader needs --scaling and --deployment tracker-read-only (without --webhook or --boundary-probes)"
-                .to_string(),
-        );
+    if args.direct_leader && (!args.scaling || args.webhook || args.boundary_probes) {
+        return Err("--direct-leader needs --scaling (without --webhook or --boundary-probes)".to_string());
     }
     let scaling = match scaling {
         Some(s) if args.direct_leader => Some(ScalingScenario { admission: Admission::Direct, ..s }),
         s => s,
     };
-    if args.boundary_probes && (!args.scaling || args.webhook) {
-        return Err("--boundary-probes needs --scaling (without --webhook)".to_string());
+    if args.boundary_probes && !args.scaling {
+        return Err("--boundary-probes needs --scaling".to_string());
     }
     if args.pushes_at_scaling && !args.scaling {
         return Err("--pushes-at-scaling needs --scaling".to_string());
     }
     let defences = Defences::parse(&args.defences).map_err(|e| format!("--defences {e}"))?;
-    if args.slow_admissions && !args.webhook {
-        return Err("--slow-admissions needs --webhook".to_string());
+    if args.slow_admissions && !args.webhook && !args.scaling {
+        return Err("--slow-admissions needs --scaling or --webhook".to_string());
     }
     if args.delayed_downscale && !args.mirror {
         return Err("--delayed-downscale needs --mirror".to_string());

@@ -34,7 +34,6 @@ pub fn world(sc: &Scenario) -> Vec<String> {
     )];
     if let Some(s) = &sc.scaling {
         let how = match s.admission {
-            Admission::RecordClaim => "downscales claimed in the zone tracker's record",
             Admission::Webhook => "changes admitted by the prepare-downscale webhook",
             Admission::Direct => "changes applied unclaimed",
         };

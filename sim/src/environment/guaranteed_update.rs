@@ -92,6 +92,9 @@ pub enum Outcome {
     Conflict { retries: u32, own_write_only: bool },
     /// The StatefulSet is gone.
     NotFound,
+    /// The API server was down, or crashed while the request was in admission: the client's connection failed and
+    /// nothing was stored.
+    Unavailable,
 }
 
 /// How the webhook users' downscale requests of a run ended, by client (reported by `batch`).
@@ -120,6 +123,8 @@ pub struct ScaleRequestStats {
     /// Requests refused by admission, and of those, refused on a re-admission (a try after a conflict).
     pub denied: u64,
     pub denied_readmitted: u64,
+    /// Requests lost to an API server down or crashing during their admission.
+    pub lost: u64,
 }
 
 impl ScaleRequestStats {
@@ -137,6 +142,7 @@ impl ScaleRequestStats {
         self.put_own_write_again += o.put_own_write_again;
         self.put_given_up += o.put_given_up;
         self.denied += o.denied;
+        self.lost += o.lost;
         self.denied_readmitted += o.denied_readmitted;
     }
 
@@ -145,7 +151,7 @@ impl ScaleRequestStats {
             "downscale requests committed: kubectl-scale PATCH {} with no conflict, {} after re-admission; \
              StatefulSet PATCH {} with no conflict, {} after re-admission ({} re-admissions, {} PATCHes answered \
              409); HPA PUT {} on its first request, {} on the request after a 409, {} later ({} PUTs answered 409, \
-             {} of them again for the webhook's own write, {} changes given up); {} requests denied, {} of them on a re-admission",
+             {} of them again for the webhook's own write, {} changes given up); {} requests denied, {} of them on a re-admission; {} lost to an API server crash",
             self.scale_patch_first_try,
             self.scale_patch_readmitted,
             self.sts_patch_first_try,
@@ -159,7 +165,8 @@ impl ScaleRequestStats {
             self.put_own_write_again,
             self.put_given_up,
             self.denied,
-            self.denied_readmitted
+            self.denied_readmitted,
+            self.lost
         )
     }
 }
@@ -190,11 +197,13 @@ pub async fn guaranteed_update(store: &SharedStore, request: &Request, admission
     let mut retries = 0;
     let mut own_write_only = true;
     loop {
-        let Some((stored, read_rv)) = ({
+        let (stored, read_rv, crashes) = {
             let st = store.lock().unwrap();
-            st.statefulsets.get(name).cloned().map(|s| (s, st.rv))
-        }) else {
-            return Outcome::NotFound;
+            if st.apiserver_down {
+                return Outcome::Unavailable;
+            }
+            let Some(stored) = st.statefulsets.get(name).cloned() else { return Outcome::NotFound };
+            (stored, st.rv, st.apiserver_crashes)
         };
         let (from, to) = (replicas_of(&stored), request.replicas);
         let precondition = match &request.write {
@@ -212,6 +221,14 @@ pub async fn guaranteed_update(store: &SharedStore, request: &Request, admission
             Answer::Denied(message) => return Outcome::Denied { retry: retries, message },
         };
         let mut st = store.lock().unwrap();
+        // The admission ran inside the API server: a crash meanwhile ended the request with it.
+        if st.apiserver_down || st.apiserver_crashes != crashes {
+            st.trace(
+                "apiserver",
+                format!("{verb} {target} replicas={to}: lost, the API server crashed during admission"),
+            );
+            return Outcome::Unavailable;
+        }
         // A PUT's resourceVersion is checked against the object this try read, after admission: 409, nothing stored.
         if let (Some(rv), Write::Put { read: Some(read) }) = (&precondition, &request.write)
             && Some(rv) != attempt.stored.metadata.resource_version.as_ref()

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 /// Leader/follower scaling: zone-a leads, zone-b and zone-c follow it (`grafana.com/rollout-downscale-leader`), every
 /// StatefulSet carries `grafana.com/min-time-between-zones-downscale`, and a user (or HPA) changes the leader's
-/// replicas at random times of the fault phase. The user's downscales go through the prepare-downscale webhook's
-/// claim in the group downscale record (`claim_downscale_marked` over a cluster client of its own); a refused or failed
-/// claim denies the change. Upscales are applied as asked. No `grafana.com/rollout-force-replicas` (exempt from the
-/// min time by design; the checker would exempt it).
+/// replicas at random times of the fault phase, each change admitted by the real prepare-downscale webhook (unless
+/// [`Admission::Direct`]). No `grafana.com/rollout-force-replicas` (exempt from the min time by design; the checker
+/// would exempt it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScalingScenario {
     #[serde(with = "super::line::duration")]
@@ -22,7 +21,7 @@ pub struct ScalingScenario {
     /// zone-b and zone-c follow zone-a (the user scales the leader only); otherwise every zone is scaled by a user
     /// (an HPA per zone) of its own, concurrently, and `changes` counts per zone.
     pub followers: bool,
-    /// With followers and [`Admission::RecordClaim`]: after each follower downscale, the user also asks for a
+    /// With followers and [`Admission::Webhook`]: after each follower downscale, the user also asks for a
     /// downscale of the leader at that commit plus the min time (give or take 1.5 s), so the min-time check is asked
     /// right at its boundary.
     pub boundary_probes: bool,
@@ -31,8 +30,6 @@ pub struct ScalingScenario {
 /// How the user's (or HPA's) replica changes are admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Admission {
-    /// A downscale is claimed in the group downscale record (`claim_downscale_marked`), as the webhook does.
-    RecordClaim,
     /// Every change is an AdmissionReview (StatefulSet UPDATE) sent to the real `webhooks` router of one of two
     /// simulated operator replicas; the StatefulSets carry `grafana.com/prepare-downscale` and its path/port
     /// annotations, so a downscale prepares pods (simulated, sometimes slow, sometimes failing) and writes its
@@ -41,7 +38,8 @@ pub enum Admission {
     /// Every change is applied as asked, with no claim and no min-time check: the leader is not served by the
     /// prepare-downscale webhook (not labelled for it, or the webhook not installed). Its followers' downscales are
     /// still the controller's to coordinate. Nothing records the leader's own downscales then, so no min time between
-    /// them and the followers' is promised: the worlds use it only where the followers' claims are refused.
+    /// them and the followers' is promised and the checker judges none (the followers' among themselves it does): the
+    /// worlds use it where rollouts or drains interleave with scaling, or where the followers' claims are refused.
     Direct,
 }
 
@@ -51,7 +49,7 @@ impl Default for ScalingScenario {
             min_time: Duration::from_secs(30),
             changes: (6, 14),
             replicas: (1, 5),
-            admission: Admission::RecordClaim,
+            admission: Admission::Webhook,
             followers: true,
             boundary_probes: false,
         }

@@ -276,7 +276,11 @@ impl ServerEnv {
 /// The API server process: runs until its node is killed.
 pub async fn serve(env: ServerEnv) {
     let ep = Endpoint::bind(address()).await.expect("bind API server address");
-    env.store.lock().unwrap().trace("apiserver", "started");
+    {
+        let mut st = env.store.lock().unwrap();
+        st.apiserver_down = false;
+        st.trace("apiserver", "started");
+    }
     let watch_ep = ep.clone();
     let watch_env = env.clone();
     tokio::spawn(async move {

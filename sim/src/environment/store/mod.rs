@@ -134,6 +134,10 @@ pub struct Store {
     /// Per StatefulSet: when its `spec.replicas` last changed (for the interleaving statistics).
     pub(crate) replicas_changed: BTreeMap<String, Instant>,
     pub rv: u64,
+    /// The API server is down (crashed, not started again), and how many times it crashed: a request whose
+    /// admission a crash interrupted is lost, nothing of it stored.
+    pub apiserver_down: bool,
+    pub apiserver_crashes: u64,
     pub statefulsets: BTreeMap<String, StatefulSet>,
     pub pods: BTreeMap<String, Pod>,
     /// ConfigMaps (the group downscale record). Not watched, so their writes take a resourceVersion but make no
@@ -259,6 +263,8 @@ impl Store {
         Store {
             controller_ready: None,
             rv: 0,
+            apiserver_down: false,
+            apiserver_crashes: 0,
             statefulsets: BTreeMap::new(),
             pods: BTreeMap::new(),
             config_maps: BTreeMap::new(),

@@ -7,6 +7,9 @@ use crate::oracle::checker::{
 };
 use std::time::Duration;
 
+/// The writer of a replica change no prepare-downscale webhook admitted: a user's, applied as asked.
+pub const UNADMITTED: &str = "user";
+
 /// One committed decrease of a StatefulSet's `spec.replicas`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Downscale {
@@ -72,9 +75,13 @@ impl Checker {
                 self.violate(d.at, FOLLOWER_WITHOUT_MIN_TIME, detail);
             }
         }
-        if !d.exempt {
+        // A downscale nothing admitted (a user's, where no webhook serves the StatefulSet) is promised no min time,
+        // before or after it.
+        let unadmitted = |d: &Downscale| d.by == UNADMITTED;
+        if !d.exempt && !unadmitted(&d) {
             let mut found = Vec::new();
-            for prev in self.downscales.iter().filter(|p| p.group == d.group && p.sts != d.sts && !p.exempt) {
+            let judged = self.downscales.iter().filter(|p| p.group == d.group && p.sts != d.sts && !p.exempt);
+            for prev in judged.filter(|p| !unadmitted(p)) {
                 let Some(min) = prev.min_time.max(d.min_time) else { continue };
                 if self.concurrent_downscales_excused && d.basis_rv.is_some_and(|basis| basis < prev.commit_rv) {
                     self.concurrent_pairs_not_judged += 1;
