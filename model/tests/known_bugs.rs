@@ -3,8 +3,8 @@
 
 use rollout_core::{Defences, Layer, Planner, RolloutPlanner};
 use rollout_known_bugs::{
-    FinishesStepWhileOutcomeUnknown, IgnoresDownscalesInProgress, MissingPodsSpendNoBudget, NoExpectations,
-    PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady,
+    DeletesOnAStaleStepClaim, FinishesStepWhileOutcomeUnknown, IgnoresDownscalesInProgress, MissingPodsSpendNoBudget,
+    NoExpectations, PausedLetsOthersProceed, StatusCountReadiness, TerminatingCountsAsReady,
 };
 use rollout_model::{ModelConfig, RolloutModel, State, Step};
 use stateright::{Checker, Model};
@@ -126,4 +126,14 @@ fn a_rollout_step_finished_while_a_deletion_is_in_flight_is_caught() {
         Arc::new(FinishesStepWhileOutcomeUnknown),
         "no rollout step while a downscale is being prepared",
     );
+}
+
+/// The execution machine's refusal of a stale step claim, taken as a claim: the webhook's marker moved the record
+/// between the pass's read and its claim, and the pass deletes anyway.
+#[test]
+fn a_stale_rollout_step_claim_taken_as_made_is_caught() {
+    let config = ModelConfig { zones: 2, pods: 2, downscales: 1, ..ModelConfig::default() };
+    let (_, timeline) = violations(&config, Arc::new(DeletesOnAStaleStepClaim), true);
+    assert!(timeline.contains("WebhookMarksDownscale"), "{timeline}");
+    assert_bug_found(config, Arc::new(DeletesOnAStaleStepClaim), "no rollout step while a downscale is being prepared");
 }

@@ -166,6 +166,25 @@ fn the_reread_after_the_claim_alone_catches_a_rollout_step_taken_before_the_mark
     }
 }
 
+/// The execution machine's respect of a refused downscale claim and the webhook's re-read back each other up: a
+/// controller that patches a follower's replicas although its claim was refused (`patches-on-a-refused-downscale-
+/// claim`, the refusal a marker of the leader's admission in progress) is masked by the re-read, which sees the
+/// follower's downscale and denies the leader's. With the re-read off it is caught (`--scaling`, seeds 29 and 286 of
+/// 0..300); the real execution keeps the min time in that world.
+#[test]
+fn a_downscale_patched_on_a_refused_claim_is_caught_once_the_reread_is_off() {
+    use rollout_sim::scenario::planner::PlannerKind;
+    let off = with(&Scenario::scaling(), without(&[Layer::RereadAfterClaim]));
+    let buggy = Scenario { planner: PlannerKind::PatchesOnARefusedDownscaleClaim, ..off.clone() };
+    let seed = (0..40)
+        .find(|s| {
+            let o = rollout_sim::harness::run(*s, &buggy, false);
+            o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::checker::MIN_TIME)
+        })
+        .expect("patches-on-a-refused-downscale-claim not caught in 40 seeds");
+    assert_all_pass(&off, 0..=seed);
+}
+
 #[test]
 #[ignore = "larger suite (scripts/larger.sh)"]
 fn larger_slow_admissions_keep_every_invariant_over_seeds_8_to_20() {

@@ -5,7 +5,8 @@
 
 use jiff::Timestamp;
 use rollout_core::execution::{
-    Execution, Need as ExecutionNeed, Observed as ExecutionObserved, Outcome as ExecutionOutcome,
+    DownscaleClaimed, Execution, Need as ExecutionNeed, Observed as ExecutionObserved, Outcome as ExecutionOutcome,
+    StepClaimed,
 };
 use rollout_core::fixture;
 use rollout_core::health_check::{
@@ -286,6 +287,51 @@ impl Planner for FinishesStepWhileOutcomeUnknown {
             }
             _ => need,
         }
+    }
+}
+
+/// A rollout step claim refused as stale (the record moved since the pass read it) taken as made: the pass deletes
+/// as planned. What moved the record may be the prepare-downscale webhook's in-progress marker, written after the
+/// pass's read: the deletion then lands while a downscale of another zone is being prepared.
+#[derive(Debug, Clone, Copy)]
+pub struct DeletesOnAStaleStepClaim;
+
+impl Planner for DeletesOnAStaleStepClaim {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        RolloutPlanner.plan(group, ctx)
+    }
+
+    fn next_need(&self, execution: &mut Execution, observed: ExecutionObserved, now: Timestamp) -> ExecutionNeed {
+        let observed = match observed {
+            ExecutionObserved::StepClaimed(Ok(StepClaimed::Stale)) => {
+                let until = now + jiff::SignedDuration::from_secs(90);
+                ExecutionObserved::StepClaimed(Ok(StepClaimed::Claimed { until }))
+            }
+            observed => observed,
+        };
+        execution.step(observed, now)
+    }
+}
+
+/// A follower's downscale claim refused (another downscale or a rollout step holds the record, or the min time has
+/// not elapsed) taken as made: the replicas are patched anyway, with no entry in the record.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchesOnARefusedDownscaleClaim;
+
+impl Planner for PatchesOnARefusedDownscaleClaim {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        RolloutPlanner.plan(group, ctx)
+    }
+
+    fn next_need(&self, execution: &mut Execution, observed: ExecutionObserved, now: Timestamp) -> ExecutionNeed {
+        let observed = match observed {
+            ExecutionObserved::DownscaleClaimed(Ok(DownscaleClaimed::Refused(_))) => {
+                let until = now + jiff::SignedDuration::from_secs(90);
+                ExecutionObserved::DownscaleClaimed(Ok(DownscaleClaimed::Claimed { previous: None, until }))
+            }
+            observed => observed,
+        };
+        execution.step(observed, now)
     }
 }
 

@@ -220,6 +220,12 @@ pub(crate) async fn run_with_planner(planner: PlannerKind, api: SimCluster, setu
         PlannerKind::FinishesStepWhileOutcomeUnknown => {
             run_controller(api, setup, rollout_known_bugs::FinishesStepWhileOutcomeUnknown).await
         }
+        PlannerKind::DeletesOnAStaleStepClaim => {
+            run_controller(api, setup, rollout_known_bugs::DeletesOnAStaleStepClaim).await
+        }
+        PlannerKind::PatchesOnARefusedDownscaleClaim => {
+            run_controller(api, setup, rollout_known_bugs::PatchesOnARefusedDownscaleClaim).await
+        }
     }
 }
 

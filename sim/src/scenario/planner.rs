@@ -34,10 +34,14 @@ pub enum PlannerKind {
     UpscalesBeforeLeaderReady,
     /// The rollout step is finished after a deletion whose answer was lost, while it may still commit.
     FinishesStepWhileOutcomeUnknown,
+    /// A rollout step claim refused as stale (the record moved since the pass's read) taken as made.
+    DeletesOnAStaleStepClaim,
+    /// A follower's downscale claim refused taken as made: the replicas patched with no entry in the record.
+    PatchesOnARefusedDownscaleClaim,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 17] = [
+    pub const ALL: [PlannerKind; 19] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -55,6 +59,8 @@ impl PlannerKind {
         PlannerKind::IgnoresContainerReadiness,
         PlannerKind::UpscalesBeforeLeaderReady,
         PlannerKind::FinishesStepWhileOutcomeUnknown,
+        PlannerKind::DeletesOnAStaleStepClaim,
+        PlannerKind::PatchesOnARefusedDownscaleClaim,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +82,8 @@ impl PlannerKind {
             PlannerKind::IgnoresContainerReadiness => "ignores-container-readiness",
             PlannerKind::UpscalesBeforeLeaderReady => "upscales-before-leader-ready",
             PlannerKind::FinishesStepWhileOutcomeUnknown => "finishes-step-while-outcome-unknown",
+            PlannerKind::DeletesOnAStaleStepClaim => "deletes-on-a-stale-step-claim",
+            PlannerKind::PatchesOnARefusedDownscaleClaim => "patches-on-a-refused-downscale-claim",
         }
     }
 

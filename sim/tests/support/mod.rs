@@ -1,0 +1,74 @@
+//! What the simulation's test files share: running seeds that must pass, a world with only some faults, a world
+//! under a real deployment's RBAC, counting trace lines.
+
+// Each test file is a crate of its own and uses some of these.
+#![allow(dead_code)]
+
+use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::scenario::Scenario;
+use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::faults::FaultMix;
+
+pub fn failures(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) -> Vec<Outcome> {
+    seeds.into_iter().map(|s| rollout_sim::harness::run(s, sc, false)).filter(|o| !o.passed()).collect()
+}
+
+pub fn assert_all_pass(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) {
+    let failed = failures(sc, seeds);
+    if let Some(o) = failed.first() {
+        panic!("{} seeds failed; first: seed {} ({}): {:#?}", failed.len(), o.seed, sc.planner.name(), o.violations);
+    }
+}
+
+/// The default world with only the faults `f` switches on.
+pub fn only(f: impl FnOnce(&mut FaultMix)) -> Scenario {
+    let mut faults = FaultMix::NONE;
+    f(&mut faults);
+    Scenario { faults, ..Scenario::default() }
+}
+
+/// `sc` under a real deployment's RBAC and zone-tracker setting.
+pub fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
+    Scenario { deployment: Some(deployment), ..sc }
+}
+
+pub fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
+    outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains(needle)).count()
+}
+
+pub fn sum_sts(name: &str, replicas: u32, update: &str) -> rollout_sim::environment::objects::StsSum {
+    rollout_sim::environment::objects::StsSum {
+        name: name.into(),
+        group: "g".into(),
+        replicas,
+        max_unavailable: 1,
+        paused: false,
+        current_revision: update.into(),
+        update_revision: update.into(),
+        template_revision: update.into(),
+        min_ready_seconds: 0,
+        ready_replicas: replicas,
+        status_replicas: replicas,
+        leader: None,
+        upscale_only_when_leader_ready: false,
+    }
+}
+
+pub fn sum_pod(
+    sts: &str,
+    ordinal: u32,
+    uid: &str,
+    revision: &str,
+    ready: bool,
+) -> rollout_sim::environment::objects::PodSum {
+    rollout_sim::environment::objects::PodSum {
+        sts: sts.into(),
+        name: format!("{sts}-{ordinal}"),
+        uid: uid.into(),
+        revision: revision.into(),
+        ready,
+        ready_since: None,
+        terminating: false,
+        in_selector: true,
+    }
+}
