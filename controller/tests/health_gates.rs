@@ -217,6 +217,18 @@ async fn a_health_check_that_does_not_select_the_zone_lets_it_roll_and_says_so()
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(told[0].reason, "RolloutHealthCheckMisconfigured");
     assert!(told[0].note.contains("does not select StatefulSet ingester-zone-b"), "{:?}", told[0]);
+
+    // The group goes away (its StatefulSets moved to another group): its gauges go with it.
+    for zone in ["a", "b", "c"] {
+        let mut s = cluster.statefulset(&format!("ingester-zone-{zone}")).unwrap();
+        s.metadata.labels.get_or_insert_default().insert("rollout-group".into(), "distributor".into());
+        cluster.put_statefulset(s);
+    }
+    feed.pump(ctrl.cache_mut());
+    ctrl.reconcile_group("ingester").await;
+    let exposition = metrics.encode();
+    assert!(!exposition.contains(r#"health_check_misconfigured{rollout_group="ingester"}"#), "{exposition}");
+    assert!(!exposition.contains(r#"health_check_blocked{rollout_group="ingester"}"#), "{exposition}");
 }
 
 /// A process that has just started has not listed its RolloutHealthChecks yet: it cannot tell a gate it has not read

@@ -190,6 +190,17 @@ impl HealthGates {
         }
     }
 
+    /// Drops what this process remembers of a rollout group that no longer exists, and its gauges.
+    pub fn forget_group(&self, group: &str) {
+        let mut shared = self.lock();
+        shared.entries.remove(group);
+        shared.cleared.remove(group);
+        shared.first_seen.remove(group);
+        shared.told.remove(group);
+        drop(shared);
+        self.metrics.forget_group(group);
+    }
+
     /// The Event of the gate's finding, once per finding and group: a failed check, a `Warn` check's finding, a
     /// misconfiguration.
     fn tell(&self, group: &GroupSnapshot, current: Option<(&HealthGate, &GateTarget)>) {

@@ -134,8 +134,39 @@ impl HealthCheckMetrics {
         gauge.set(i64::from(misconfigured));
     }
 
+    /// Removes the gauges (and the misconfiguration count) of a rollout group that no longer exists: a group deleted
+    /// while held back would otherwise stay `blocked` for good. The evaluations' series stay, as history.
+    pub fn forget_group(&self, rollout_group: &str) {
+        self.blocked.remove(&group(rollout_group));
+        self.misconfigured.remove(&group(rollout_group));
+        self.misconfigurations.remove(&group(rollout_group));
+    }
+
     /// A RolloutHealthCheck observed by the watch.
     pub fn configuration_observed(&self, outcome: &str) {
         self.configurations_observed.get_or_create(&OutcomeLabels { outcome: outcome.to_string() }).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exposition(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn a_forgotten_group_leaves_no_gauge_behind() {
+        let mut registry = Registry::with_prefix("rollout_operator");
+        let metrics = HealthCheckMetrics::register(&mut registry);
+        metrics.gate_state("ingester", true, true);
+        metrics.gate_state("store-gateway", true, false);
+        metrics.forget_group("ingester");
+        let text = exposition(&registry);
+        assert!(!text.contains("rollout_group=\"ingester\""), "{text}");
+        assert!(text.contains("rollout_operator_health_check_blocked{rollout_group=\"store-gateway\"} 1"), "{text}");
     }
 }

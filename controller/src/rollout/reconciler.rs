@@ -362,6 +362,9 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
         let Some(snapshot) = self.cache.group_snapshot(group) else {
             tracing::info!(rollout_group = group, "rollout group no longer exists");
             self.metrics.forget_group(group);
+            if let Some(gates) = &self.health_gates {
+                gates.forget_group(group);
+            }
             self.queue.forget(group);
             self.expectations.remove(group);
             self.failures.remove(group);
