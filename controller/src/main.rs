@@ -84,7 +84,7 @@ mod app {
                     eprintln!("{e}");
                     return ExitCode::FAILURE;
                 }
-                rollout_operator::commands::status::run(args.options())
+                rollout_operator::commands::status::command::run(args.options())
             }
             Command::Run(config) => {
                 if let Err(e) = logging::init(config.log) {

@@ -34,8 +34,13 @@ fn status(extra: &[&str]) -> String {
     let argv = ["rollout-operator", "status", "-f", EXAMPLE, "--now", NOW].into_iter().chain(extra.iter().copied());
     let Ok(Command::Status { args, .. }) = cli::parse(argv) else { panic!("status arguments") };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code =
-        status::execute_on_dumps(&args.options(), &mut std::io::empty(), &mut out, &mut err, Timestamp::UNIX_EPOCH);
+    let code = status::command::execute_on_dumps(
+        &args.options(),
+        &mut std::io::empty(),
+        &mut out,
+        &mut err,
+        Timestamp::UNIX_EPOCH,
+    );
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
     String::from_utf8(out).unwrap()
 }

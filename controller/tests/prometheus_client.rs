@@ -262,7 +262,7 @@ fn status_against(current: f64, output: &str) -> String {
         other => panic!("expected status, got {other:?}"),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = rollout_operator::commands::status::execute_on_dumps(
+    let code = rollout_operator::commands::status::command::execute_on_dumps(
         &args,
         &mut std::io::empty(),
         &mut out,

@@ -12,8 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rollout_core::keys;
 use rollout_operator::cli::{self, Command};
 use rollout_operator::cluster::ApiError;
+use rollout_operator::commands::status::command::ShowError;
+use rollout_operator::commands::status::render::render_text;
 use rollout_operator::commands::status::{
-    self, NamespaceStatus, ShowError, StatusArgError, StatusError, StatusOptions, Watcher, render_text, summarize,
+    self, NamespaceStatus, StatusArgError, StatusError, StatusOptions, Watcher, summarize,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -55,7 +57,7 @@ fn mid_rollout() -> FakeCluster {
 
 async fn view(cluster: &FakeCluster, extra: &[&str]) -> (String, Result<(), ShowError>) {
     let mut out = Vec::new();
-    let result = status::show(cluster, &args(extra), "ns", now(), None, &mut out).await;
+    let result = status::command::show(cluster, &args(extra), "ns", now(), None, &mut out).await;
     (String::from_utf8(out).unwrap(), result)
 }
 
@@ -207,7 +209,7 @@ fn the_example_dumps_through_dash_f() {
         let mut argv: Vec<&str> = vec!["-f", path.to_str().unwrap(), "--now", NOW];
         argv.extend(extra);
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = status::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
+        let code = status::command::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
         (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     };
     let (code, text, err) = run("three-zone-mid-rollout.yaml", &[]);
@@ -249,8 +251,13 @@ fn bad_arguments_are_clear_errors() {
     assert_eq!(check(&["-f", "x.yaml"]), None, "a dump needs no namespace");
     // A dump that does not exist: exit 2, naming the file.
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code =
-        status::execute_on_dumps(&args(&["-f", "/nonexistent.yaml"]), &mut std::io::empty(), &mut out, &mut err, now());
+    let code = status::command::execute_on_dumps(
+        &args(&["-f", "/nonexistent.yaml"]),
+        &mut std::io::empty(),
+        &mut out,
+        &mut err,
+        now(),
+    );
     assert_eq!(code, status::EXIT_BAD_INPUT);
     assert!(String::from_utf8(err).unwrap().contains("/nonexistent.yaml"));
 }
@@ -272,9 +279,9 @@ async fn the_documented_example_is_what_status_prints() {
     let args = args(&["-kubernetes.namespace=mimir", "--watch"]);
     let mut watcher = Watcher::default();
     let earlier = now() - jiff::SignedDuration::from_secs(12 * 60 + 4);
-    status::show(&cluster, &args, "mimir", earlier, Some(&mut watcher), &mut Vec::new()).await.unwrap();
+    status::command::show(&cluster, &args, "mimir", earlier, Some(&mut watcher), &mut Vec::new()).await.unwrap();
     let mut out = Vec::new();
-    status::show(&cluster, &args, "mimir", now(), Some(&mut watcher), &mut out).await.unwrap();
+    status::command::show(&cluster, &args, "mimir", now(), Some(&mut watcher), &mut out).await.unwrap();
     let printed = String::from_utf8(out).unwrap();
 
     let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operate.md")).unwrap();
@@ -350,8 +357,8 @@ async fn the_namespace_defaults_to_the_kubeconfig_contexts() {
     assert_eq!(namespace(Some("bare")).await.unwrap(), "default");
     let err = namespace(Some("staging")).await.expect_err("no such context");
     assert!(err.contains("\"staging\"") && err.contains("kubectl config get-contexts"), "{err}");
-    assert_eq!(status::namespace_to_show("", "mimir-dev"), "mimir-dev");
-    assert_eq!(status::namespace_to_show("loki", "mimir-dev"), "loki", "-n wins");
+    assert_eq!(status::command::namespace_to_show("", "mimir-dev"), "mimir-dev");
+    assert_eq!(status::command::namespace_to_show("loki", "mimir-dev"), "loki", "-n wins");
 }
 
 /// `--watch` clears the screen only on a terminal; into a file or a pipe the views follow one another, each with
@@ -359,15 +366,15 @@ async fn the_namespace_defaults_to_the_kubeconfig_contexts() {
 #[test]
 fn watch_writes_control_codes_only_to_a_terminal() {
     let interval = Duration::from_secs(2);
-    let on_terminal = status::watch_header(true, true, false, interval, "mimir");
+    let on_terminal = status::render::watch_header(true, true, false, interval, "mimir");
     assert_eq!(on_terminal, "\x1b[2J\x1b[Hevery 2s: rollout-operator status, namespace mimir\n\n");
     for first in [true, false] {
-        let piped = status::watch_header(true, false, first, interval, "mimir");
+        let piped = status::render::watch_header(true, false, first, interval, "mimir");
         assert!(!piped.contains('\x1b'), "{piped:?}");
         assert!(piped.contains("every 2s: rollout-operator status, namespace mimir\n"), "{piped:?}");
         assert_eq!(piped.starts_with('\n'), !first, "a blank line between views: {piped:?}");
-        assert_eq!(status::watch_header(false, false, first, interval, "mimir"), "");
-        assert_eq!(status::watch_header(false, true, first, interval, "mimir"), "", "JSON lines stay JSON");
+        assert_eq!(status::render::watch_header(false, false, first, interval, "mimir"), "");
+        assert_eq!(status::render::watch_header(false, true, first, interval, "mimir"), "", "JSON lines stay JSON");
     }
 }
 
@@ -390,7 +397,7 @@ fn a_dump_without_pods_is_noted_on_stderr() {
         .unwrap();
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let argv = ["-f", path.to_str().unwrap(), "--now", NOW];
-    let code = status::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
+    let code = status::command::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
     let err = String::from_utf8(err).unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -403,6 +410,6 @@ fn a_dump_without_pods_is_noted_on_stderr() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let full_path = root.join("examples/three-zone-mid-rollout.yaml");
     let argv = ["-f", full_path.to_str().unwrap(), "--now", NOW];
-    status::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
+    status::command::execute_on_dumps(&args(&argv), &mut std::io::empty(), &mut out, &mut err, now());
     assert!(!String::from_utf8(err).unwrap().contains("no pods"));
 }
