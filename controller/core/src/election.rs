@@ -197,6 +197,22 @@ pub enum Need {
     Done,
 }
 
+impl Need {
+    /// The need's name, as logs and the simulation's reports give it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Need::Get => "get",
+            Need::Create(_) => "create",
+            Need::Replace(_) => "replace",
+            Need::Wait(_) => "wait",
+            Need::Done => "done",
+        }
+    }
+
+    /// The needs whose failure the machine observes.
+    pub const FALLIBLE: &[&str] = &["get", "create", "replace"];
+}
+
 /// What the shell saw when it carried out the last need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
@@ -207,6 +223,16 @@ pub enum Observed {
     /// The Lease as written, or why the write failed: a conflict (another replica wrote first, or the Lease already
     /// exists) is known not to have committed; anything else is taken as possibly committed.
     Written(Result<LeaseRecord, Failure>),
+}
+
+impl Observed {
+    /// The failure it reports, if any.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Observed::Read(Err(f)) | Observed::Written(Err(f)) => Some(f),
+            _ => None,
+        }
+    }
 }
 
 /// Something the shell reports (logs, metrics) and acts on (start or stop the controller).

@@ -120,6 +120,28 @@ pub enum Need {
     Done(Finished),
 }
 
+impl Need {
+    /// The need's name, as logs and the simulation's reports give it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Need::ClaimStep { .. } => "claim-step",
+            Need::JudgeDeletion { .. } => "judge-deletion",
+            Need::DeletePod { .. } => "delete-pod",
+            Need::SetCurrentRevision { .. } => "set-current-revision",
+            Need::ClaimDownscale { .. } => "claim-downscale",
+            Need::PatchReplicas { .. } => "patch-replicas",
+            Need::EndClaim { .. } => "end-claim",
+            Need::TurnOff { .. } => "turn-off",
+            Need::FinishStep { .. } => "finish-step",
+            Need::Done(_) => "done",
+        }
+    }
+
+    /// The needs whose failure the machine observes (the others cannot fail, or only get logged).
+    pub const FALLIBLE: &[&str] =
+        &["claim-step", "delete-pod", "set-current-revision", "claim-downscale", "patch-replicas"];
+}
+
 /// What the shell saw when it carried out the last need.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Observed {
@@ -132,6 +154,16 @@ pub enum Observed {
     DownscaleClaimed(Result<DownscaleClaimed, Failure>),
     /// An end of claim, a feature turned off or a step finished: done, whatever its own outcome.
     Acknowledged,
+}
+
+impl Observed {
+    /// The failure it reports, if any.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Observed::StepClaimed(Err(f)) | Observed::Written(Err(f)) | Observed::DownscaleClaimed(Err(f)) => Some(f),
+            _ => None,
+        }
+    }
 }
 
 /// How the execution ended.

@@ -44,6 +44,20 @@ impl Failure {
         }
     }
 
+    /// What kind of failure, as logs and reports name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Forbidden(_) => "forbidden",
+            Failure::Denied(_) => "denied",
+            Failure::NotFound(_) => "not-found",
+            Failure::Conflict(_) => "conflict",
+            Failure::Unavailable(_) => "unavailable",
+            Failure::Deadline(_) => "deadline",
+            Failure::Unreadable(_) => "unreadable",
+            Failure::Failed(_) => "failed",
+        }
+    }
+
     /// Whether the write may still have been applied.
     pub fn outcome_unknown(&self) -> bool {
         matches!(self, Failure::Unavailable(_) | Failure::Deadline(_))

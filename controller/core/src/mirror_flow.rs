@@ -56,6 +56,22 @@ pub enum MirrorNeed<R> {
     Done(MirrorResult<R>),
 }
 
+impl<R> MirrorNeed<R> {
+    /// The need's name, as logs and the simulation's reports give it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MirrorNeed::Reference { .. } => "reference",
+            MirrorNeed::Cancel { .. } => "cancel",
+            MirrorNeed::Prepare { .. } => "prepare",
+            MirrorNeed::WriteBack { .. } => "write-back",
+            MirrorNeed::Done(_) => "done",
+        }
+    }
+
+    /// The needs whose failure the machine observes.
+    pub const FALLIBLE: &[&str] = &["reference", "prepare"];
+}
+
 /// What the mirror step found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MirrorResult<R> {
@@ -90,6 +106,21 @@ pub enum MirrorObserved<R> {
     Prepared(Vec<(u32, PodAnswer)>),
     /// The write-back was attempted (a failure logged).
     WrittenBack,
+}
+
+impl<R> MirrorObserved<R> {
+    /// What kind of failure it reports, if any (`pod-call` for a prepare call without a 2xx answer).
+    pub fn failure_kind(&self) -> Option<&'static str> {
+        match self {
+            MirrorObserved::Reference(Err(f)) => Some(f.kind()),
+            MirrorObserved::Prepared(answers)
+                if answers.iter().any(|(_, a)| !matches!(a, PodAnswer::Response { status: 200..=299, .. })) =>
+            {
+                Some("pod-call")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What the machine waits to observe.

@@ -69,7 +69,9 @@ pub async fn decide_prepare_downscale<C: AdmissionApi, P: PodHttpClient>(
                 if let Need::PreparePods { plan } = &need {
                     prepared = plan.endpoints.iter().map(|e| e.pod.clone()).collect();
                 }
-                observed = carry_out(webhooks, need, deadline).await
+                let kind = need.kind();
+                observed = carry_out(webhooks, need, deadline).await;
+                crate::ops::needs::failed("prepare-downscale", kind, observed.failure_kind());
             }
         }
     }

@@ -201,6 +201,7 @@ impl<L: Leases> Election<L> {
                 observed = self.carry_out(&need) => observed,
             };
             let Some(observed) = observed else { break };
+            crate::ops::needs::failed("election", need.kind(), observed.failure().map(|f| f.kind()));
             step = self.elector.step(observed, self.clock.now());
         }
         // The release: reads and compare-and-swaps as the core asks, until it is done.
@@ -211,6 +212,7 @@ impl<L: Leases> Election<L> {
             self.report(&step.events);
             released |= step.events.contains(&Event::Released);
             let Some(observed) = self.carry_out(&step.need).await else { break };
+            crate::ops::needs::failed("election", step.need.kind(), observed.failure().map(|f| f.kind()));
             step = self.elector.step(observed, self.clock.now());
         }
         if held && !released {

@@ -15,3 +15,4 @@ pub mod http_metrics;
 pub mod http_server;
 pub mod logging;
 pub mod metrics;
+pub mod needs;

@@ -181,7 +181,9 @@ pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
     let mut flow = MirrorFlow::new(group.clone(), settings);
     let mut observed = MirrorObserved::Start;
     loop {
-        observed = match flow.step(observed, now) {
+        let need = flow.step(observed, now);
+        let kind = need.kind();
+        observed = match need {
             MirrorNeed::Reference { mirror, .. } => {
                 let read = resolve_scale(api, &mirror.api_group, &mirror.kind, &mirror.name).await;
                 MirrorObserved::Reference(read.map_err(|e| Failure::from(&e)))
@@ -200,6 +202,7 @@ pub async fn mirror_group<C: ScaleTargets, H: PodHttpClient>(
             }
             MirrorNeed::Done(MirrorResult { findings, write_back }) => return MirrorOutcome { findings, write_back },
         };
+        crate::ops::needs::failed("mirror", kind, observed.failure_kind());
     }
 }
 

@@ -53,7 +53,9 @@ pub async fn decide<A: EvictionApi>(
     let mut prefetched_again: Option<Result<BudgetPods, Failure>> = None;
     let mut observed = Observed::Start;
     loop {
-        match flow.step(observed, now()) {
+        let need = flow.step(observed, now());
+        let kind = need.kind();
+        match need {
             Need::Answer(answer) => {
                 drop(lock);
                 drop(claim);
@@ -97,6 +99,7 @@ pub async fn decide<A: EvictionApi>(
             }
             need => observed = carry_out(api, zpdb, need, &mut lock, now, deadline, undo_deadline).await,
         }
+        crate::ops::needs::failed("eviction", kind, observed.failure().map(|f| f.kind()));
     }
 }
 

@@ -133,6 +133,7 @@ fn run() -> Result<i32, String> {
             let mut drains = rollout_sim::oracle::checker::budgets::DrainStats::default();
             let mut ha = rollout_sim::oracle::election::HaStats::default();
             let mut scale_requests = rollout_sim::environment::guaranteed_update::ScaleRequestStats::default();
+            let mut failed_needs = rollout_sim::harness::pass_log::FailedNeeds::new();
             for seed in a..b {
                 let o = rollout_sim::harness::run(seed, &sc, false);
                 ran += 1;
@@ -149,6 +150,9 @@ fn run() -> Result<i32, String> {
                 drains.add(&o.drains);
                 ha.add(&o.ha);
                 scale_requests.add(&o.scale_requests);
+                for (need, n) in &o.failed_needs {
+                    *failed_needs.entry(need.clone()).or_default() += n;
+                }
                 if o.events.writes_per_step() > max_writes_per_step.0 {
                     max_writes_per_step = (o.events.writes_per_step(), seed);
                 }
@@ -190,6 +194,7 @@ fn run() -> Result<i32, String> {
                 println!("generations observed only after 5-60 s: {slow}");
             }
             println!("{}", reactions.describe());
+            println!("{}", rollout_sim::oracle::needs::describe(&failed_needs));
             if args.large {
                 for (seed, r) in &large {
                     if let Some((span, own, share)) = rollout_sim::oracle::reaction::Summary::rollout_share(r) {

@@ -66,6 +66,8 @@ pub struct Outcome {
     pub heal_to_write: Vec<Duration>,
     /// The controller's own "rollout group" log lines: each change of a group's state or of its pass's reason.
     pub pass_reports: Vec<crate::harness::pass_log::PassReport>,
+    /// The step machines' needs seen failing: (machine, need, kind of failure) and how often.
+    pub failed_needs: crate::harness::pass_log::FailedNeeds,
     /// Each StatefulSet and the template revision it ended on.
     pub revisions: Vec<(String, String)>,
     /// The health-gated worlds: how far a bad release got and what Prometheus answered.
@@ -210,6 +212,7 @@ pub(crate) fn judge(
         faults: st.reactions.faults.clone(),
         heal_to_write: st.reactions.heal_to_write.clone(),
         pass_reports,
+        failed_needs: crate::harness::pass_log::take_failed_needs(),
         revisions: st
             .statefulsets
             .iter()

@@ -17,6 +17,11 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 
 /// Where the reconcile loop's per-group log lines come from.
 const REPORT_TARGET: &str = "rollout_operator::rollout::report";
+/// Where the step machines' drivers tell a need that failed (`rollout_operator::ops::needs`).
+const NEEDS_TARGET: &str = "rollout_operator::needs";
+
+/// The needs seen failing in a run: (machine, need, kind of failure) and how often.
+pub type FailedNeeds = std::collections::BTreeMap<(String, String, String), u64>;
 
 /// One "rollout group" line of the controller's log: a change of the group's state or of the pass's reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +47,13 @@ impl PassReport {
 thread_local! {
     /// The lines heard on this thread (each run has a thread of its own), with the simulated instant.
     static HEARD: RefCell<Vec<(Instant, PassReport)>> = const { RefCell::new(Vec::new()) };
+    /// The failed needs heard on this thread.
+    static FAILED: RefCell<FailedNeeds> = const { RefCell::new(std::collections::BTreeMap::new()) };
+}
+
+/// Takes the failed needs heard so far on this thread.
+pub(crate) fn take_failed_needs() -> FailedNeeds {
+    FAILED.with(|f| std::mem::take(&mut *f.borrow_mut()))
 }
 
 /// Takes the lines heard so far on this thread, as times since `start`.
@@ -53,7 +65,7 @@ pub(crate) fn take_heard(since_start: impl Fn(Instant) -> Duration) -> Vec<PassR
         .collect()
 }
 
-/// The fields of one "rollout group" line.
+/// The fields of one "rollout group" line, or of one "need failed" line.
 #[derive(Default)]
 struct Fields {
     message: String,
@@ -61,6 +73,9 @@ struct Fields {
     state: String,
     wait: String,
     reason: String,
+    machine: String,
+    need: String,
+    failure: String,
 }
 
 impl Visit for Fields {
@@ -81,6 +96,9 @@ impl Fields {
             "state" => self.state = value,
             "wait" => self.wait = value,
             "reason" => self.reason = value,
+            "machine" => self.machine = value,
+            "need" => self.need = value,
+            "failure" => self.failure = value,
             _ => {}
         }
     }
@@ -107,7 +125,19 @@ impl<S: tracing::Subscriber> Layer<S> for PassListener {
     }
 }
 
-/// The run's subscriber: the listener, and with `logs` the controller's log at info printed as `replay --logs` shows
+/// Counts the "need failed" lines.
+struct NeedListener;
+
+impl<S: tracing::Subscriber> Layer<S> for NeedListener {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let key = (fields.machine, fields.need, fields.failure);
+        FAILED.with(|f| *f.borrow_mut().entry(key).or_default() += 1);
+    }
+}
+
+/// The run's subscriber: the listeners, and with `logs` the controller's log at info printed as `replay --logs` shows
 /// it (its timestamps are simulated time: madsim answers the clock).
 pub(crate) fn subscriber(logs: bool) -> impl tracing::Subscriber + Send + Sync {
     let listener = PassListener.with_filter(Targets::new().with_target(REPORT_TARGET, tracing::Level::INFO));
@@ -117,5 +147,6 @@ pub(crate) fn subscriber(logs: bool) -> impl tracing::Subscriber + Send + Sync {
             .with_ansi(false)
             .with_filter(Targets::new().with_default(tracing::Level::INFO))
     });
-    tracing_subscriber::registry().with(listener).with(printer)
+    let needs = NeedListener.with_filter(Targets::new().with_target(NEEDS_TARGET, tracing::Level::DEBUG));
+    tracing_subscriber::registry().with(listener).with(needs).with(printer)
 }

@@ -9,4 +9,5 @@ pub mod commit_rules;
 pub mod election;
 pub mod events;
 pub mod guarantees;
+pub mod needs;
 pub mod reaction;

@@ -96,6 +96,38 @@ pub enum Need {
     Answer(Verdict),
 }
 
+impl Need {
+    /// The need's name, as logs and the simulation's reports give it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Need::StatefulSet { .. } => "statefulset",
+            Need::GroupStatefulSets { .. } => "group-statefulsets",
+            Need::Pods => "pods",
+            Need::Record => "record",
+            Need::Claim { .. } => "claim",
+            Need::GroupAgain { .. } => "group-again",
+            Need::PreparePods { .. } => "prepare-pods",
+            Need::DateInRecord { .. } => "date-in-record",
+            Need::PatchLastDownscale { .. } => "patch-last-downscale",
+            Need::Undo(_) => "undo",
+            Need::Answer(_) => "answer",
+        }
+    }
+
+    /// The needs whose failure the machine observes.
+    pub const FALLIBLE: &[&str] = &[
+        "statefulset",
+        "group-statefulsets",
+        "pods",
+        "record",
+        "claim",
+        "group-again",
+        "prepare-pods",
+        "date-in-record",
+        "patch-last-downscale",
+    ];
+}
+
 /// What an undo must take back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undo {
@@ -135,6 +167,24 @@ pub enum Observed {
     DatedInRecord(Result<(), Failure>),
     LastDownscalePatched(Result<(), Failure>),
     Undone,
+}
+
+impl Observed {
+    /// What kind of failure it reports, if any (`pod-call` for a prepare call that failed).
+    pub fn failure_kind(&self) -> Option<&'static str> {
+        match self {
+            Observed::StatefulSet(StatefulSetLookup::Failed(f))
+            | Observed::GroupStatefulSets(Err(f))
+            | Observed::Pods(Err(f))
+            | Observed::Record(Err(f))
+            | Observed::Claim(Err(f))
+            | Observed::GroupAgain(Err(f))
+            | Observed::DatedInRecord(Err(f))
+            | Observed::LastDownscalePatched(Err(f)) => Some(f.kind()),
+            Observed::PodsPrepared(failed) if !failed.is_empty() => Some("pod-call"),
+            _ => None,
+        }
+    }
 }
 
 /// Where the flow is: what it waits to observe.

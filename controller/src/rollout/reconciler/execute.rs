@@ -81,8 +81,10 @@ impl<C: ClusterApi, P: Planner, H: PodHttpClient> Controller<C, P, H> {
                 }
                 need => need,
             };
+            let kind = need.kind();
             match self.carry_out(group, plan, snapshot, stored, need).await {
                 Ok((next, error)) => {
+                    crate::ops::needs::failed("execution", kind, next.failure().map(|f| f.kind()));
                     failed = error.or(failed);
                     observed = next;
                 }

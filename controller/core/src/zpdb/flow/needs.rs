@@ -176,6 +176,41 @@ pub enum Need {
     Answer(EvictionVerdict),
 }
 
+impl Need {
+    /// The need's name, as logs and the simulation's reports give it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Need::Pod { .. } => "pod",
+            Need::Budgets => "budgets",
+            Need::StatefulSet { .. } => "statefulset",
+            Need::Lock { .. } => "lock",
+            Need::StatefulSets { .. } => "statefulsets",
+            Need::Pods { .. } => "pods",
+            Need::WriteIntent { .. } => "write-intent",
+            Need::PodsAgain { .. } => "pods-again",
+            Need::StatefulSetsAgain { .. } => "statefulsets-again",
+            Need::WriteStatefulSetIntent { .. } => "write-statefulset-intent",
+            Need::RemoveStatefulSetIntent { .. } => "remove-statefulset-intent",
+            Need::RemoveIntent { .. } => "remove-intent",
+            Need::Remember { .. } => "remember",
+            Need::Claim { .. } => "claim",
+            Need::Answer(_) => "answer",
+        }
+    }
+
+    /// The needs whose failure the machine observes: the live reads and the intents' writes.
+    pub const FALLIBLE: &[&str] = &[
+        "pod",
+        "statefulset",
+        "statefulsets",
+        "pods",
+        "write-intent",
+        "pods-again",
+        "statefulsets-again",
+        "write-statefulset-intent",
+    ];
+}
+
 /// What the shell saw when it carried out the last need.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observed {
@@ -200,4 +235,18 @@ pub enum Observed {
     Claimed {
         others: Vec<String>,
     },
+}
+
+impl Observed {
+    /// The failure it reports, if any.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Observed::Pod(Lookup::Failed(f))
+            | Observed::StatefulSet(Lookup::Failed(f))
+            | Observed::StatefulSets(Err(f))
+            | Observed::Pods(Err(f))
+            | Observed::IntentWritten(Err(f)) => Some(f),
+            _ => None,
+        }
+    }
 }
