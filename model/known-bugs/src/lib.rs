@@ -290,6 +290,11 @@ impl Planner for FinishesStepWhileOutcomeUnknown {
     }
 }
 
+/// Until when a claim the shell never made is taken to hold, by the planners that misread a refusal as a claim.
+fn claimed_until(now: Timestamp) -> Timestamp {
+    now + jiff::SignedDuration::from_secs(90)
+}
+
 /// A rollout step claim refused as stale (the record moved since the pass read it) taken as made: the pass deletes
 /// as planned. What moved the record may be the prepare-downscale webhook's in-progress marker, written after the
 /// pass's read: the deletion then lands while a downscale of another zone is being prepared.
@@ -304,8 +309,7 @@ impl Planner for DeletesOnAStaleStepClaim {
     fn next_need(&self, execution: &mut Execution, observed: ExecutionObserved, now: Timestamp) -> ExecutionNeed {
         let observed = match observed {
             ExecutionObserved::StepClaimed(Ok(StepClaimed::Stale)) => {
-                let until = now + jiff::SignedDuration::from_secs(90);
-                ExecutionObserved::StepClaimed(Ok(StepClaimed::Claimed { until }))
+                ExecutionObserved::StepClaimed(Ok(StepClaimed::Claimed { until: claimed_until(now) }))
             }
             observed => observed,
         };
@@ -326,8 +330,10 @@ impl Planner for PatchesOnARefusedDownscaleClaim {
     fn next_need(&self, execution: &mut Execution, observed: ExecutionObserved, now: Timestamp) -> ExecutionNeed {
         let observed = match observed {
             ExecutionObserved::DownscaleClaimed(Ok(DownscaleClaimed::Refused(_))) => {
-                let until = now + jiff::SignedDuration::from_secs(90);
-                ExecutionObserved::DownscaleClaimed(Ok(DownscaleClaimed::Claimed { previous: None, until }))
+                ExecutionObserved::DownscaleClaimed(Ok(DownscaleClaimed::Claimed {
+                    previous: None,
+                    until: claimed_until(now),
+                }))
             }
             observed => observed,
         };

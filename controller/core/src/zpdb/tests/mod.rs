@@ -313,32 +313,12 @@ impl Cluster {
             match flow.step(observed, now()) {
                 Need::Answer(verdict) => return (verdict, needs),
                 need => {
-                    needs.push(need_name(&need).to_string());
+                    needs.push(need.kind().to_string());
                     meanwhile(self, &need);
                     observed = self.observe(&need);
                 }
             }
         }
-    }
-}
-
-fn need_name(need: &Need) -> &'static str {
-    match need {
-        Need::Pod { .. } => "pod",
-        Need::Budgets => "budgets",
-        Need::StatefulSet { .. } => "statefulset",
-        Need::Lock { .. } => "lock",
-        Need::StatefulSets { .. } => "statefulsets",
-        Need::Pods { .. } => "pods",
-        Need::WriteIntent { .. } => "write-intent",
-        Need::PodsAgain { .. } => "pods-again",
-        Need::StatefulSetsAgain { .. } => "statefulsets-again",
-        Need::WriteStatefulSetIntent { .. } => "write-statefulset-intent",
-        Need::RemoveStatefulSetIntent { .. } => "remove-statefulset-intent",
-        Need::RemoveIntent { .. } => "remove-intent",
-        Need::Remember { .. } => "remember",
-        Need::Claim { .. } => "claim",
-        Need::Answer(_) => "answer",
     }
 }
 

@@ -264,7 +264,7 @@ fn twin_decisions_of_one_pod_never_let_a_rival_spend_the_budget_again() {
         (start("ingester-zone-b-0", "d1"), start("ingester-zone-b-0", "d2"), start("ingester-zone-a-0", "q"));
     // Steps `racer` until it needs `until` (not carried out) or answers.
     let run_until = |cluster: &mut Cluster, racer: &mut Racer, until: &str| loop {
-        if matches!(racer.next, Need::Answer(_)) || need_name(&racer.next) == until {
+        if matches!(racer.next, Need::Answer(_)) || racer.next.kind() == until {
             return;
         }
         let observed = cluster.observe(&racer.next);

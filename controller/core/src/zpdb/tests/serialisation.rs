@@ -246,11 +246,11 @@ fn without_permission_to_patch_pods_or_statefulsets_it_falls_back_to_the_lock_an
         match flow.step(observed, now()) {
             Need::Answer(v) => break v,
             need @ (Need::WriteIntent { .. } | Need::WriteStatefulSetIntent { .. }) => {
-                needs.push(need_name(&need));
+                needs.push(need.kind());
                 observed = Observed::IntentWritten(Err(Failure::Forbidden("forbidden".into())));
             }
             need => {
-                needs.push(need_name(&need));
+                needs.push(need.kind());
                 observed = cluster.observe(&need);
             }
         }
