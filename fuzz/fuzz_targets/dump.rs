@@ -10,7 +10,8 @@ use rollout_fuzz::world::now;
 use rollout_operator::cli::{Command, parse};
 use rollout_operator::commands::plan::{load_objects, plan_objects, render_json, render_text};
 use rollout_operator::commands::review::DumpCluster;
-use rollout_operator::commands::status::{StatusOptions, show};
+use rollout_operator::commands::status::StatusOptions;
+use rollout_operator::commands::status::command::show;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
