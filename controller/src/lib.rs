@@ -17,6 +17,5 @@ pub mod operator;
 pub mod ops;
 pub mod pods;
 pub mod rollout;
-#[cfg(not(madsim))]
 pub mod tls;
 pub mod zpdb;

@@ -260,20 +260,30 @@ async fn eventually(what: &str, condition: impl Fn() -> bool) {
     panic!("never happened: {what}");
 }
 
+/// A generated CA (PEM) as the injector writes it into a bundle, valid from `now`.
+fn generated_ca(now: Timestamp) -> String {
+    let ca = rollout_operator::tls::certificate::generate(&settings(), now).unwrap().ca_pem;
+    rollout_operator::tls::certificate::bundled_cas(&ca).remove(0).pem
+}
+
 #[tokio::test]
 async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_rotation_with_retries() {
     let cluster = FakeCluster::default();
     cluster.put_webhook_configuration(validating("no-downscale-ns", labels("ns"), &["a.grafana.com", "b.grafana.com"]));
     cluster.put_webhook_configuration(validating("other-namespace", labels("other"), &["c.grafana.com"]));
     cluster.put_webhook_configuration(validating("unlabelled", None, &["d.grafana.com"]));
-    let (ca_tx, ca_rx) = tokio::sync::watch::channel("CA-1".to_string());
-    let injector = tokio::spawn(run_ca_injector(cluster.clone(), "ns".into(), ca_rx, Duration::from_millis(20)));
+    let (ca1, ca2) = (generated_ca(Timestamp::now()), generated_ca(Timestamp::now() + Duration::from_secs(60)));
+    let (ca_tx, ca_rx) = tokio::sync::watch::channel(ca1.clone());
+    let (trusted_tx, trusted) = tokio::sync::watch::channel(String::new());
+    let injector =
+        tokio::spawn(run_ca_injector(cluster.clone(), "ns".into(), ca_rx, Duration::from_millis(20), trusted_tx));
 
     eventually("both entries of the labelled configuration carry the CA", || {
         bundles(&cluster, WebhookKind::Validating, "no-downscale-ns")
-            == [Some(b"CA-1".to_vec()), Some(b"CA-1".to_vec())]
+            == [Some(ca1.as_bytes().to_vec()), Some(ca1.as_bytes().to_vec())]
     })
     .await;
+    eventually("every configuration is confirmed to trust the CA", || *trusted.borrow() == ca1).await;
     assert_eq!(bundles(&cluster, WebhookKind::Validating, "other-namespace"), [None]);
     assert_eq!(bundles(&cluster, WebhookKind::Validating, "unlabelled"), [None]);
     let patches = cluster.calls().into_iter().filter(|c| matches!(c, Call::PatchWebhook { .. })).count();
@@ -285,27 +295,30 @@ async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_
     };
     assert!(patch.pointer("/metadata/resourceVersion").is_some_and(|v| v.is_string()), "conditional: {patch}");
 
-    // A configuration created later, whose first patch fails: retried.
+    // A configuration created later (its stale bundle, no certificate, dropped), whose first patch fails: retried;
+    // the CA is not confirmed until it is in.
     cluster.fail_next(ApiError::Unavailable("connection reset".into()));
     cluster.put_webhook_configuration(mutating("prepare-downscale-ns"));
     eventually("the late configuration is patched after a retry", || {
-        bundles(&cluster, WebhookKind::Mutating, "prepare-downscale-ns") == [Some(b"CA-1".to_vec())]
+        bundles(&cluster, WebhookKind::Mutating, "prepare-downscale-ns") == [Some(ca1.as_bytes().to_vec())]
     })
     .await;
 
-    // CA rotation: everything is patched again.
-    ca_tx.send("CA-2".to_string()).unwrap();
-    eventually("the rotated CA reaches every configuration", || {
-        bundles(&cluster, WebhookKind::Mutating, "prepare-downscale-ns") == [Some(b"CA-2".to_vec())]
-            && bundles(&cluster, WebhookKind::Validating, "no-downscale-ns")
-                == [Some(b"CA-2".to_vec()), Some(b"CA-2".to_vec())]
+    // CA rotation: everything is patched again, the earlier CA kept after the new one (a replica may still serve a
+    // certificate it signed), and the new one confirmed once everywhere.
+    ca_tx.send(ca2.clone()).unwrap();
+    let both = format!("{ca2}{ca1}").into_bytes();
+    eventually("the rotated CA reaches every configuration beside the earlier one", || {
+        bundles(&cluster, WebhookKind::Mutating, "prepare-downscale-ns") == [Some(both.clone())]
+            && bundles(&cluster, WebhookKind::Validating, "no-downscale-ns") == [Some(both.clone()), Some(both.clone())]
     })
     .await;
+    eventually("the rotated CA is confirmed", || *trusted.borrow() == ca2).await;
 
-    // Someone removes the bundle: the update event puts it back.
+    // Someone removes the bundle: the update event puts the current CA back.
     cluster.put_webhook_configuration(validating("no-downscale-ns", labels("ns"), &["a.grafana.com"]));
     eventually("a removed bundle is restored", || {
-        bundles(&cluster, WebhookKind::Validating, "no-downscale-ns") == [Some(b"CA-2".to_vec())]
+        bundles(&cluster, WebhookKind::Validating, "no-downscale-ns") == [Some(ca2.as_bytes().to_vec())]
     })
     .await;
     injector.abort();

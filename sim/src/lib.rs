@@ -34,6 +34,10 @@ pub enum Kind {
     Pods,
     /// ZoneAwarePodDisruptionBudgets (watched by the operator replicas of the drains worlds whose budgets change).
     Budgets,
+    /// Validating- and MutatingWebhookConfigurations (watched by the CA injector of the certificate world's
+    /// replicas).
+    ValidatingWebhooks,
+    MutatingWebhooks,
 }
 
 pub const NEEDS_MADSIM: &str = "rollout-sim must be built with the simulator: RUSTFLAGS=\"--cfg madsim\" cargo run --release -p rollout-sim -- demo";

@@ -64,6 +64,8 @@ fn mutated(base: &Scenario, mut draws: impl FnMut() -> u64) -> Option<Scenario> 
         scaling: Some(Default::default()),
         drains: Some(Default::default()),
         ha: Some(Default::default()),
+        health: Some(Default::default()),
+        certificates: Some(Default::default()),
         deployment: Some(rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart),
         zone_tracker: Some(true),
         max_unavailable_annotation: Some("40%".into()),

@@ -86,10 +86,38 @@ pub fn judge_self_signed(chain: &[CertificateFacts], wanted_dns: &[String], now:
     CertificateVerdict::Reuse { renew_at: renew }
 }
 
-/// The JSON merge patch that sets `caBundle` (base64 of `ca_pem`) on every entry of a webhook configuration's
-/// `webhooks[]` whose bundle differs, or `None` when all match. A merge patch replaces arrays whole, so the patch
-/// carries every entry in full, and `metadata.resourceVersion`, which makes it conditional.
-pub fn ca_bundle_patch(configuration: &Value, ca_pem_base64: &str) -> Option<Value> {
+/// One CA certificate of a bundle: its PEM block and, when it could be read, what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundledCa {
+    pub pem: String,
+    pub facts: Option<CertificateFacts>,
+}
+
+/// The CAs a webhook configuration trusts once `ours` is injected: ours, and each CA the bundle holds now with our
+/// CA's subject that is still valid at `now`: an earlier CA of this operator, whose certificate another replica
+/// serves until it takes up the renewed one (or which this replica serves until the new CA is in every
+/// configuration). Newest first (by expiry, then PEM), so replicas that hold different CAs agree on one bundle and
+/// never patch it back and forth. Anything else (expired, unreadable, someone else's) is dropped: as the
+/// reference's injection, which replaces the bundle whole.
+pub fn trusted_cas(ours: &BundledCa, current: &[BundledCa], now: Timestamp) -> Vec<String> {
+    let subject = ours.facts.as_ref().map(|f| f.subject.as_str());
+    let mut kept: Vec<&BundledCa> = vec![ours];
+    for ca in current {
+        let earlier_of_ours =
+            ca.facts.as_ref().is_some_and(|f| Some(f.subject.as_str()) == subject && now < f.not_after);
+        if earlier_of_ours && !kept.iter().any(|k| k.pem == ca.pem) {
+            kept.push(ca);
+        }
+    }
+    let expiry = |ca: &BundledCa| ca.facts.as_ref().map(|f| f.not_after);
+    kept.sort_by(|a, b| expiry(b).cmp(&expiry(a)).then_with(|| a.pem.cmp(&b.pem)));
+    kept.into_iter().map(|ca| ca.pem.clone()).collect()
+}
+
+/// The JSON merge patch that sets `caBundle` to `wanted(current caBundle)` (both base64) on every entry of a webhook
+/// configuration's `webhooks[]` whose bundle differs, or `None` when all match. A merge patch replaces arrays whole,
+/// so the patch carries every entry in full, and `metadata.resourceVersion`, which makes it conditional.
+pub fn ca_bundle_patch(configuration: &Value, wanted: impl Fn(Option<&str>) -> String) -> Option<Value> {
     let webhooks = configuration.get("webhooks")?.as_array()?;
     let mut changed = false;
     let patched: Vec<Value> = webhooks
@@ -97,14 +125,15 @@ pub fn ca_bundle_patch(configuration: &Value, ca_pem_base64: &str) -> Option<Val
         .map(|w| {
             let mut w = w.clone();
             let current = w.pointer("/clientConfig/caBundle").and_then(Value::as_str);
-            if current != Some(ca_pem_base64) {
+            let bundle = wanted(current);
+            if current != Some(bundle.as_str()) {
                 changed = true;
                 if let Some(obj) = w.as_object_mut() {
                     let client_config = obj.entry("clientConfig").or_insert_with(|| json!({}));
                     if !client_config.is_object() {
                         *client_config = json!({});
                     }
-                    client_config["caBundle"] = json!(ca_pem_base64);
+                    client_config["caBundle"] = json!(bundle);
                 }
             }
             w

@@ -2,7 +2,8 @@
 
 use jiff::Timestamp;
 use rollout_core::certificate::{
-    CertificateFacts, CertificateVerdict, ca_bundle_patch, judge_self_signed, renew_at, service_dns_names,
+    BundledCa, CertificateFacts, CertificateVerdict, ca_bundle_patch, judge_self_signed, renew_at, service_dns_names,
+    trusted_cas,
 };
 use serde_json::json;
 
@@ -69,7 +70,7 @@ fn ca_bundle_patch_carries_every_entry_and_the_resource_version() {
         {"name": "a", "clientConfig": {"service": {"name": "s"}, "caBundle": "Q0E="}, "sideEffects": "None"},
         {"name": "b", "clientConfig": {"service": {"name": "s"}}, "sideEffects": "None"},
     ]});
-    let patch = ca_bundle_patch(&config, "Q0E=").expect("b differs");
+    let patch = ca_bundle_patch(&config, |_| "Q0E=".into()).expect("b differs");
     assert_eq!(
         patch,
         json!({"metadata": {"resourceVersion": "7"}, "webhooks": [
@@ -78,6 +79,35 @@ fn ca_bundle_patch_carries_every_entry_and_the_resource_version() {
         ]})
     );
     let patched = json!({"metadata": {"resourceVersion": "8"}, "webhooks": patch["webhooks"]});
-    assert_eq!(ca_bundle_patch(&patched, "Q0E="), None, "nothing to do once all match");
-    assert_eq!(ca_bundle_patch(&json!({"metadata": {}}), "Q0E="), None, "no webhooks");
+    assert_eq!(ca_bundle_patch(&patched, |_| "Q0E=".into()), None, "nothing to do once all match");
+    assert_eq!(ca_bundle_patch(&json!({"metadata": {}}), |_| "Q0E=".into()), None, "no webhooks");
+}
+
+fn ca(pem: &str, subject: &str, not_after: &str) -> BundledCa {
+    BundledCa {
+        pem: pem.to_string(),
+        facts: Some(CertificateFacts {
+            subject: subject.to_string(),
+            not_before: ts("2026-01-01T00:00:00Z"),
+            not_after: ts(not_after),
+            dns_names: Vec::new(),
+        }),
+    }
+}
+
+#[test]
+fn the_injected_bundle_keeps_our_earlier_cas_until_they_expire_newest_first() {
+    let now = ts("2026-03-01T00:00:00Z");
+    let ours = ca("new", "CN=rollout-operator CA", "2026-06-01T00:00:00Z");
+    let earlier = ca("old", "CN=rollout-operator CA", "2026-04-01T00:00:00Z");
+    let expired = ca("older", "CN=rollout-operator CA", "2026-02-01T00:00:00Z");
+    let foreign = ca("theirs", "CN=someone else", "2027-01-01T00:00:00Z");
+    let unreadable = BundledCa { pem: "garbage".into(), facts: None };
+    let current = [earlier.clone(), expired, foreign, unreadable, ours.clone()];
+    assert_eq!(trusted_cas(&ours, &current, now), ["new", "old"]);
+    // The replica still holding the earlier CA wants the same bundle: no patching back and forth.
+    assert_eq!(trusted_cas(&earlier, &[ours.clone(), earlier.clone()], now), ["new", "old"]);
+    // Once the earlier CA has expired it goes.
+    assert_eq!(trusted_cas(&ours, &current, ts("2026-05-01T00:00:00Z")), ["new"]);
+    assert_eq!(trusted_cas(&ours, &[], now), ["new"]);
 }

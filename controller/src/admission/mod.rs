@@ -11,5 +11,4 @@ pub mod health_checks;
 pub mod no_downscale;
 pub mod prepare_downscale;
 pub mod router;
-#[cfg(not(madsim))]
 pub mod server;

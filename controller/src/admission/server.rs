@@ -1,31 +1,34 @@
-//! Starting the admission webhooks (the eviction webhook with the operator's known budgets): certificate source (self-signed in a Secret, or files), the HTTPS listener on
-//! `-server-tls.port`, certificate renewal or file reload, and CA bundle injection (`-webhooks.update-ca-bundle`).
+//! Starting the admission webhooks (the eviction webhook with the operator's known budgets): the served certificate
+//! (self-signed in a Secret, or files) with its renewal or file reload and CA bundle injection
+//! (`-webhooks.update-ca-bundle`), then the HTTPS listener on `-server-tls.port`.
 //!
 //! Owns only the wiring of its settings ([`WebhookServerConfig`], built from the flags by the command line) to the
-//! pieces in `tls` and `admission::router`; it makes no decision of its own. Not built under `--cfg madsim`.
+//! pieces in `tls` and `admission::router`; it makes no decision of its own. The certificate half
+//! ([`start_certificate`]) is built under `--cfg madsim` too, so the simulation runs it on each operator replica;
+//! the listener half is not.
 
-use crate::admission::no_downscale::ParentLookups;
-use crate::admission::router::{self, WebhookSettings, Webhooks};
 use crate::cluster::ClusterApi;
 use crate::ops::metrics::Metrics;
-use crate::pods::hyper_client::HyperPodClient;
 use crate::tls::certificate::{SelfSignedSettings, TlsError};
 use crate::tls::injector::run_ca_injector;
-use crate::tls::listener::{SwappableCert, serve, server_config};
-use crate::tls::secret::{SelfSignedSecret, ensure_self_signed, read_files, run_file_reload, run_self_signed_renewal};
+use crate::tls::listener::SwappableCert;
+use crate::tls::secret::{
+    SelfSignedSecret, ensure_self_signed, read_files, run_file_reload, run_self_signed_renewal, trusted_within,
+};
 use jiff::Timestamp;
 use rollout_core::certificate::service_dns_names;
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 /// How often certificate files are checked for changes.
 const FILE_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 /// Pause before retrying a failed renewal or CA injection.
 const RETRY: Duration = Duration::from_secs(10);
+/// How long a starting process waits for the webhook configurations to trust its certificate's CA.
+const FIRST_INJECTION_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -104,7 +107,7 @@ pub fn dns_names(config: &WebhookServerConfig) -> Vec<String> {
 
 /// Keeps `rollout_operator_tls_certificate_expiry_timestamp_seconds` at the served certificate's expiry, whichever
 /// task renewed or reloaded it.
-async fn publish_certificate_expiry(cert: std::sync::Arc<SwappableCert>, metrics: std::sync::Arc<Metrics>) {
+async fn publish_certificate_expiry(cert: Arc<SwappableCert>, metrics: Arc<Metrics>) {
     loop {
         if let Some(at) = cert.not_after() {
             metrics.certificate_expires_at(at.as_second() as f64);
@@ -113,14 +116,20 @@ async fn publish_certificate_expiry(cert: std::sync::Arc<SwappableCert>, metrics
     }
 }
 
-pub async fn start<C: ClusterApi>(
+/// The certificate this process serves and the tasks that keep it fresh (and, with `-webhooks.update-ca-bundle`,
+/// its CA in the labelled webhook configurations).
+pub struct ServedCertificate {
+    pub cert: Arc<SwappableCert>,
+    pub tasks: WebhookTasks,
+}
+
+/// Reads or creates the certificate to serve and starts its renewal (or file reload), the expiry metric and the CA
+/// injector.
+pub async fn start_certificate<C: ClusterApi>(
     config: &WebhookServerConfig,
     api: C,
-    metrics: &std::sync::Arc<Metrics>,
-    validation: Option<std::sync::Arc<crate::ops::cluster_validation::ClusterValidation>>,
-    zpdb: crate::zpdb::Zpdb,
-    events: crate::ops::events::EventRecorder,
-) -> Result<WebhookTasks, StartError> {
+    metrics: &Arc<Metrics>,
+) -> Result<ServedCertificate, StartError> {
     let namespace = config.namespace.clone();
     let mut tasks = Vec::new();
     let (bundle, source) = if config.self_signed {
@@ -149,10 +158,31 @@ pub async fn start<C: ClusterApi>(
     let cert = SwappableCert::new(&bundle)?;
     tasks.push(tokio::spawn(publish_certificate_expiry(cert.clone(), metrics.clone())));
     let (ca_tx, ca_rx) = tokio::sync::watch::channel(bundle.ca_pem.clone());
+    let injecting = config.self_signed && config.update_ca_bundle;
+    let (trusted_tx, trusted_rx) = tokio::sync::watch::channel(String::new());
+    if injecting {
+        tasks.push(tokio::spawn(run_ca_injector(api, namespace, ca_rx, RETRY, trusted_tx)));
+    }
+    let mut trusted = injecting.then_some(trusted_rx);
+    // Served only once the webhook configurations trust it (the Secret may hold a certificate another replica has
+    // just renewed and not injected yet), or after a while regardless: nothing else could be served.
+    if let Some(trusted) = trusted.as_mut()
+        && !trusted_within(trusted, &bundle.ca_pem, FIRST_INJECTION_WAIT).await
+    {
+        tracing::warn!(
+            waited = ?FIRST_INJECTION_WAIT,
+            "serving a certificate whose CA not every webhook configuration trusts yet"
+        );
+    }
     match source {
-        Some(source) => {
-            tasks.push(tokio::spawn(run_self_signed_renewal(source, bundle.clone(), cert.clone(), ca_tx, RETRY)))
-        }
+        Some(source) => tasks.push(tokio::spawn(run_self_signed_renewal(
+            source,
+            bundle.clone(),
+            cert.clone(),
+            ca_tx,
+            trusted,
+            RETRY,
+        ))),
         None => tasks.push(tokio::spawn(run_file_reload(
             PathBuf::from(&config.cert_file),
             PathBuf::from(&config.key_file),
@@ -161,10 +191,29 @@ pub async fn start<C: ClusterApi>(
             FILE_RELOAD_INTERVAL,
         ))),
     }
-    tasks.push(tokio::spawn(crate::ops::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
-    if config.self_signed && config.update_ca_bundle {
-        tasks.push(tokio::spawn(run_ca_injector(api.clone(), namespace.clone(), ca_rx, RETRY)));
-    }
+    Ok(ServedCertificate { cert, tasks: WebhookTasks(tasks) })
+}
+
+/// Starts the certificate ([`start_certificate`]) and serves the webhooks over HTTPS with it.
+#[cfg(not(madsim))]
+pub async fn start<C: ClusterApi>(
+    config: &WebhookServerConfig,
+    api: C,
+    metrics: &Arc<Metrics>,
+    validation: Option<Arc<crate::ops::cluster_validation::ClusterValidation>>,
+    zpdb: crate::zpdb::Zpdb,
+    events: crate::ops::events::EventRecorder,
+) -> Result<WebhookTasks, StartError> {
+    use crate::admission::no_downscale::ParentLookups;
+    use crate::admission::router::{self, WebhookSettings, Webhooks};
+    use crate::pods::hyper_client::HyperPodClient;
+    use crate::tls::listener::{serve, server_config};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use tokio::net::TcpListener;
+
+    let namespace = config.namespace.clone();
+    let ServedCertificate { cert, mut tasks } = start_certificate(config, api.clone(), metrics).await?;
+    tasks.0.push(tokio::spawn(crate::ops::failure_policy::run(api.clone(), namespace.clone(), metrics.clone())));
 
     let pods = HyperPodClient::new(config.pods_client_timeout, &namespace, metrics.pod_http_client.clone())
         .map_err(|e| StartError::PodClient(e.to_string()))?;
@@ -198,6 +247,6 @@ pub async fn start<C: ClusterApi>(
             .map_err(|source| StartError::Listen { port, source })?,
     };
     tracing::info!(port, "serving admission webhooks over HTTPS");
-    tasks.push(tokio::spawn(serve(listener, server_config(cert)?, router, config.request_timeout)));
-    Ok(WebhookTasks(tasks))
+    tasks.0.push(tokio::spawn(serve(listener, server_config(cert)?, router, config.request_timeout)));
+    Ok(tasks)
 }

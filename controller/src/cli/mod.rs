@@ -223,7 +223,6 @@ impl OperatorFlags {
     }
 
     /// What the webhook server is started with.
-    #[cfg(not(madsim))]
     pub fn webhook_server_config(&self) -> crate::admission::server::WebhookServerConfig {
         crate::admission::server::WebhookServerConfig {
             namespace: self.kubernetes_namespace.clone(),

@@ -7,7 +7,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SerialNumber,
 };
-use rollout_core::certificate::CertificateFacts;
+use rollout_core::certificate::{BundledCa, CertificateFacts};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
@@ -174,6 +174,26 @@ pub fn parse_bundle(what: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> 
         }
     }
     Ok(CertBundle { ca_pem: ca_pem.to_string(), cert_pem: cert_pem.to_string(), key_pem: key_pem.to_string(), facts })
+}
+
+/// The CA certificates of a PEM bundle, each as its own PEM block (trimmed, one final newline) with what it says
+/// when it reads as X.509; text outside the blocks is dropped.
+pub fn bundled_cas(pem: &str) -> Vec<BundledCa> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut out = Vec::new();
+    let mut rest = pem;
+    while let Some(end) = rest.find(END) {
+        let (block, after) = rest.split_at(end + END.len());
+        rest = after;
+        let Some(begin) = block.find("-----BEGIN CERTIFICATE-----") else { continue };
+        let block = format!("{}\n", block[begin..].trim());
+        let facts = CertificateDer::pem_slice_iter(block.as_bytes())
+            .next()
+            .and_then(Result::ok)
+            .and_then(|der| certificate_facts(&der).ok());
+        out.push(BundledCa { pem: block, facts });
+    }
+    out
 }
 
 fn certificate_facts(der: &CertificateDer<'_>) -> Result<CertificateFacts, CertificateError> {

@@ -1,8 +1,11 @@
-//! CA bundle injection into the labelled webhook configurations: watches, conditional patches, retries.
+//! CA bundle injection into the labelled webhook configurations: watches, conditional patches, retries, and the
+//! confirmation that every configuration trusts the current CA (which renewal waits for before serving a renewed
+//! certificate).
 
+use super::certificate::bundled_cas;
 use crate::cluster::{CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
 use futures::StreamExt;
-use rollout_core::certificate::ca_bundle_patch;
+use rollout_core::certificate::{BundledCa, ca_bundle_patch, trusted_cas};
 use rollout_core::keys;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -21,6 +24,27 @@ pub(super) fn base64(bytes: &[u8]) -> String {
     }
 }
 
+/// The PEM text of a base64 `caBundle` (empty when it does not decode).
+fn decode(bundle: &str) -> String {
+    serde_json::from_value::<k8s_openapi::ByteString>(serde_json::Value::String(bundle.to_string()))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default()
+}
+
+/// The `caBundle` (base64) an entry holding `current` should hold with `ours` injected ([`trusted_cas`]).
+fn wanted_bundle(ours: &BundledCa, current: Option<&str>) -> String {
+    let current = bundled_cas(&decode(current.unwrap_or_default()));
+    base64(trusted_cas(ours, &current, jiff::Timestamp::now()).concat().as_bytes())
+}
+
+/// Whether every entry of `config` trusts `ours`.
+fn trusts(config: &WebhookConfiguration, ours: &BundledCa) -> bool {
+    config.ca_bundles().iter().all(|(_, bundle)| {
+        let pem = bundle.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        bundled_cas(&pem).iter().any(|ca| ca.pem == ours.pem)
+    })
+}
+
 fn configuration_json(config: &WebhookConfiguration) -> serde_json::Value {
     match config {
         WebhookConfiguration::Validating(c) => serde_json::to_value(c),
@@ -31,13 +55,17 @@ fn configuration_json(config: &WebhookConfiguration) -> serde_json::Value {
 
 /// Injects the CA into every labelled Validating- and MutatingWebhookConfiguration: on every add/update seen by the
 /// watches (so configurations created later, or whose bundle someone removed, are patched), and again for all of
-/// them when the CA changes. Patches are conditional on the resourceVersion seen; a failed patch is retried after
-/// `retry` (on the newest version the watch delivered), never forgotten. Runs until dropped.
+/// them when the CA changes. The bundle keeps this operator's earlier CAs until they expire ([`trusted_cas`]), so
+/// a replica still serving the certificate of an earlier CA keeps being trusted. Patches are conditional on the
+/// resourceVersion seen; a failed patch is retried after `retry` (on the newest version the watch delivered), never
+/// forgotten. Once both watches have listed and every configuration trusts the current CA, sends that CA on
+/// `trusted`. Runs until dropped.
 pub async fn run_ca_injector<C: CertificateStore>(
     api: C,
     namespace: String,
     mut ca_rx: watch::Receiver<String>,
     retry: Duration,
+    trusted: watch::Sender<String>,
 ) {
     let selector = injection_selector(&namespace);
     let mut events = futures::stream::select(
@@ -47,14 +75,23 @@ pub async fn run_ca_injector<C: CertificateStore>(
     let mut known: BTreeMap<(WebhookKind, String), WebhookConfiguration> = BTreeMap::new();
     let mut dirty: BTreeSet<(WebhookKind, String)> = BTreeSet::new();
     let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut listed = 0;
     loop {
-        let ca = base64(ca_rx.borrow().as_bytes());
+        let ours = bundled_cas(&ca_rx.borrow()).into_iter().next();
+        let Some(ours) = ours else {
+            tracing::error!("the CA to inject is not a PEM certificate; not injecting");
+            if ca_rx.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
         // Patch everything dirty now (or at the retry time).
         if retry_at.is_none_or(|at| tokio::time::Instant::now() >= at) {
             retry_at = None;
             for key in std::mem::take(&mut dirty) {
                 let Some(config) = known.get(&key) else { continue };
-                let Some(patch) = ca_bundle_patch(&configuration_json(config), &ca) else {
+                let Some(patch) = ca_bundle_patch(&configuration_json(config), |current| wanted_bundle(&ours, current))
+                else {
                     tracing::debug!(name = %key.1, kind = key.0.as_str(), "already has same CA bundle set, not patching");
                     continue;
                 };
@@ -71,6 +108,13 @@ pub async fn run_ca_injector<C: CertificateStore>(
                 }
             }
         }
+        if listed >= 2 && dirty.is_empty() && known.values().all(|c| trusts(c, &ours)) {
+            trusted.send_if_modified(|confirmed| {
+                let new = *confirmed != ours.pem;
+                confirmed.clone_from(&ours.pem);
+                new
+            });
+        }
         let sleep_until = retry_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             event = events.next() => match event {
@@ -84,7 +128,8 @@ pub async fn run_ca_injector<C: CertificateStore>(
                     known.remove(&key);
                     dirty.remove(&key);
                 }
-                Some(Ok(WatchEvent::Init | WatchEvent::InitDone)) => {}
+                Some(Ok(WatchEvent::InitDone)) => listed += 1,
+                Some(Ok(WatchEvent::Init)) => {}
                 Some(Err(err)) => tracing::warn!(error = %err, "watching webhook configurations"),
                 None => return,
             },

@@ -5,8 +5,8 @@ use super::certificate::*;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use std::sync::{Arc, RwLock};
+#[cfg(not(madsim))]
 use std::time::Duration;
-use tokio::net::TcpListener;
 
 /// The certificate the listener serves; swapped in place on renewal, so open listeners and connections stay.
 #[derive(Debug)]
@@ -31,6 +31,11 @@ impl SwappableCert {
             .map_err(|reason| TlsError::Invalid { what: "the renewed certificate".into(), reason })?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = (Arc::new(key), expiry(bundle));
         Ok(())
+    }
+
+    /// The chain served now, leaf first.
+    pub fn served_chain(&self) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).0.cert.clone()
     }
 
     /// When the served certificate (or the earliest of its chain) expires.
@@ -59,8 +64,9 @@ pub fn server_config(cert: Arc<SwappableCert>) -> Result<Arc<rustls::ServerConfi
 
 /// Serves `router` over TLS on `listener` until the task is dropped: each connection gets a TLS handshake
 /// (bounded by `request_timeout`) and HTTP/1.1 with keep-alive. A failing connection never stops the listener.
+#[cfg(not(madsim))]
 pub async fn serve(
-    listener: TcpListener,
+    listener: tokio::net::TcpListener,
     config: Arc<rustls::ServerConfig>,
     router: axum::Router,
     request_timeout: Duration,

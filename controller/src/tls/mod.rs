@@ -8,7 +8,8 @@
 //! keep-alive, the axum router), and the CA injector's watches and conditional patches with retries.
 //!
 //! Decisions (reuse or replace a stored certificate, when to renew, which DNS names, which patch) are
-//! `rollout_core::certificate`'s. Not built under `--cfg madsim` (no rustls there).
+//! `rollout_core::certificate`'s. Everything but the accept loop is built under `--cfg madsim`: the simulation runs
+//! the same certificate lifecycle and checks the served certificate against the injected CA bundle.
 
 pub mod certificate;
 pub mod injector;

@@ -120,13 +120,27 @@ pub struct SelfSignedSecret<C> {
     pub settings: SelfSignedSettings,
 }
 
-/// Keeps the self-signed certificate fresh: sleeps until its renewal time, renews it through the Secret, swaps it
-/// into the listener and publishes the new CA. Failures are retried every `retry`. Runs until dropped.
+/// Waits until the CA injector confirms that every webhook configuration trusts `ca_pem`, at most `within`;
+/// whether it did.
+pub async fn trusted_within(trusted: &mut watch::Receiver<String>, ca_pem: &str, within: Duration) -> bool {
+    let Some(wanted) = super::certificate::bundled_cas(ca_pem).into_iter().next().map(|ca| ca.pem) else {
+        return false;
+    };
+    let confirmed = trusted.wait_for(|confirmed| *confirmed == wanted);
+    matches!(tokio::time::timeout(within, confirmed).await, Ok(Ok(_)))
+}
+
+/// Keeps the self-signed certificate fresh: sleeps until its renewal time, renews it through the Secret, publishes
+/// the new CA and, with the CA injector (`trusted`: its confirmations), waits until every webhook configuration
+/// trusts it before swapping it into the listener (at most until the certificate served now expires), so the API
+/// server never meets a certificate its bundle does not trust. Failures are retried every `retry`. Runs until
+/// dropped.
 pub async fn run_self_signed_renewal<C: CertificateStore>(
     source: SelfSignedSecret<C>,
     mut bundle: CertBundle,
     cert: Arc<SwappableCert>,
     ca_tx: watch::Sender<String>,
+    mut trusted: Option<watch::Receiver<String>>,
     retry: Duration,
 ) {
     let SelfSignedSecret { api, secret, namespace, settings } = source;
@@ -136,17 +150,28 @@ pub async fn run_self_signed_renewal<C: CertificateStore>(
         // Wake at least hourly: clocks jump, and another replica may have renewed the Secret.
         tokio::time::sleep(wait.min(Duration::from_secs(3600))).await;
         match ensure_self_signed(&api, &secret, &namespace, &settings, Timestamp::now()).await {
-            Ok(fresh) if fresh != bundle => match cert.swap(&fresh) {
-                Ok(()) => {
-                    tracing::info!(renew_at = %bundle_renew_at(&fresh), "serving a renewed certificate");
-                    let _ = ca_tx.send(fresh.ca_pem.clone());
-                    bundle = fresh;
+            Ok(fresh) if fresh != bundle => {
+                ca_tx.send_replace(fresh.ca_pem.clone());
+                if let Some(trusted) = trusted.as_mut() {
+                    let expires = bundle.facts.iter().map(|f| f.not_after).min().unwrap_or(Timestamp::MAX);
+                    let left = Duration::try_from(expires.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+                    if !trusted_within(trusted, &fresh.ca_pem, left).await {
+                        tracing::warn!(
+                            "serving the renewed certificate before every webhook configuration trusts its CA: the one served until now expires"
+                        );
+                    }
                 }
-                Err(err) => {
-                    tracing::error!(error = %err, "cannot serve the renewed certificate");
-                    tokio::time::sleep(retry).await;
+                match cert.swap(&fresh) {
+                    Ok(()) => {
+                        tracing::info!(renew_at = %bundle_renew_at(&fresh), "serving a renewed certificate");
+                        bundle = fresh;
+                    }
+                    Err(err) => {
+                        tracing::error!(error = %err, "cannot serve the renewed certificate");
+                        tokio::time::sleep(retry).await;
+                    }
                 }
-            },
+            }
             Ok(_) => {}
             Err(err) => {
                 tracing::error!(error = %err, "renewing the self-signed certificate failed; retrying");

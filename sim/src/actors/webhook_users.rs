@@ -13,6 +13,7 @@ use crate::environment::apiserver;
 use crate::environment::client::SimCluster;
 use crate::environment::guaranteed_update::{Admission, Answer, Attempt, Outcome, Request, Write};
 use crate::environment::store::{SharedStore, Store};
+use crate::harness::webhook_servers::ServedCertificates;
 use crate::harness::{Actors, Stage};
 use crate::rng::SimRng;
 use crate::scenario::SECOND_GROUP;
@@ -21,13 +22,11 @@ use crate::scenario::group_zone_name;
 use crate::scenario::planner::PlannerKind;
 use crate::scenario::scaling::ScalingScenario;
 use crate::scenario::zone_name;
-use madsim::runtime::Handle;
 use rollout_core::Defences;
 use rollout_operator::admission::prepare_downscale::PREPARE_DOWNSCALE_PATH;
 use rollout_operator::admission::router::{Clock, WebhookSettings, Webhooks, router, system_clock};
 use rollout_operator::ops::metrics::Metrics;
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +43,8 @@ const HPA_TRIES: u32 = 3;
 pub(crate) struct User {
     pub store: SharedStore,
     pub operators: Arc<Vec<madsim::runtime::NodeHandle>>,
+    /// The certificate world: what each replica serves (the API server calls only those serving, over TLS it checks).
+    pub served: Option<ServedCertificates>,
     pub pods: SimPods,
     pub next: Arc<AtomicU64>,
     pub pick: SimRng,
@@ -287,7 +288,21 @@ impl Admission for WebhookAdmission<'_> {
         let sts = attempt.stored.metadata.name.clone().unwrap_or_default();
         let (from, to) = (attempt.from, attempt.to);
         let incarnation = user.next.fetch_add(1, Ordering::Relaxed);
-        let operator = user.pick.range(0..user.operators.len() as u64) as usize;
+        // The Service's endpoints: every replica, or in the certificate world those serving a certificate, each
+        // call checked against the configuration's CA bundle before it is sent.
+        let (operator, refused) = match &user.served {
+            None => (user.pick.range(0..user.operators.len() as u64) as usize, None),
+            Some(served) => match served.serving() {
+                serving if serving.is_empty() => (
+                    0,
+                    Some("failed calling webhook: no endpoints available for service \"rollout-operator\"".to_string()),
+                ),
+                serving => {
+                    let operator = serving[user.pick.range(0..serving.len() as u64) as usize];
+                    (operator, served.check_call(&user.store, operator).err())
+                }
+            },
+        };
         let delay = if user.slow { user.pick.millis(1_000, 2_500) } else { Duration::ZERO };
         // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.
         let request_timeout = Duration::from_secs(if user.slow { 30 } else { 10 });
@@ -305,8 +320,14 @@ impl Admission for WebhookAdmission<'_> {
                 .collect()
         };
         let (record, defences, events, clock) = (user.record.clone(), user.defences, user.events, user.clock.clone());
-        let answer = user.operators[operator]
+        // The replica's current process (a handle taken before a restart spawns onto the killed one).
+        let node = madsim::runtime::Handle::current().get_node(user.operators[operator].id());
+        let node = node.unwrap_or_else(|| user.operators[operator].clone());
+        let answer = node
             .spawn(async move {
+                if let Some(refused) = refused {
+                    return Err(refused);
+                }
                 let api = SimCluster::connect_slow(incarnation, delay).await.map_err(|e| e.to_string())?;
                 // As `main` wires it: the webhook's Events go to a recorder whose sink writes them through the
                 // API server (it flushes and ends once the admission drops the recorder).
@@ -466,17 +487,12 @@ fn as_admitted_object(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> serde_js
 /// leader's, its changes as drawn, or one per zone, and per zone of the second group).
 pub fn start(stage: &Stage, scaling: &ScalingScenario, changes: Vec<(Duration, u32)>, actors: &mut Actors) {
     let (sc, seed, start) = (&stage.sc, stage.seed, stage.start);
-    let handle = Handle::current();
-    let operators: Arc<Vec<madsim::runtime::NodeHandle>> = Arc::new(
-        (0..2u8)
-            .map(|i| handle.create_node().name(format!("operator-{i}")).ip(IpAddr::from([10, 0, 0, 4 + i])).build())
-            .collect(),
-    );
+    let next = Arc::new(AtomicU64::new(apiserver::ADMISSION_INCARNATION_BASE));
+    let servers = crate::harness::webhook_servers::start(&stage.store, sc, seed, &next);
     let pods = SimPods {
         rng: Arc::new(Mutex::new(SimRng::new(stage.rng.lock().unwrap().next_u64()))),
         store: stage.store.clone(),
     };
-    let next = Arc::new(AtomicU64::new(apiserver::ADMISSION_INCARNATION_BASE));
     let mut per_sts: Vec<(String, Vec<(Duration, u32)>)> = Vec::new();
     if scaling.followers {
         per_sts.push((zone_name(0), changes));
@@ -512,7 +528,8 @@ pub fn start(stage: &Stage, scaling: &ScalingScenario, changes: Vec<(Duration, u
     for (sts, changes) in per_sts {
         let user = User {
             store: stage.store.clone(),
-            operators: operators.clone(),
+            operators: servers.nodes.clone(),
+            served: servers.served.clone(),
             pods: pods.clone(),
             next: next.clone(),
             pick: SimRng::new(stage.rng.lock().unwrap().next_u64()),

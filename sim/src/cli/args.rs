@@ -125,6 +125,11 @@ pub(crate) struct ScenarioArgs {
     /// With --scaling or --webhook: every API request of an admission first waits 0.2-0.8 s (an operator replica on a busy node).
     #[arg(long = "slow-admissions")]
     pub(crate) slow_admissions: bool,
+    /// With --scaling or --webhook: the webhook's replicas keep a self-signed certificate valid SECONDS (default 300)
+    /// in the Secret, renew it at two thirds and inject its CA; they restart now and then, and the API server calls
+    /// them only through TLS that verifies against the configuration's CA bundle.
+    #[arg(long = "certificates", value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
+    pub(crate) certificates: Option<u64>,
     /// During API latency spikes a request may wait up to 20 s before it is carried out (past the client's timeout):
     /// writes whose answers never came commit later.
     #[arg(long = "slow-commits")]
@@ -275,6 +280,12 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
     if args.slow_admissions && !args.webhook && !args.scaling {
         return Err("--slow-admissions needs --scaling or --webhook".to_string());
     }
+    if args.certificates.is_some() && !args.webhook && !args.scaling {
+        return Err("--certificates needs --scaling or --webhook".to_string());
+    }
+    if args.certificates == Some(0) {
+        return Err("--certificates 0: a certificate is valid for at least a second".to_string());
+    }
     if args.delayed_downscale && !args.mirror {
         return Err("--delayed-downscale needs --mirror".to_string());
     }
@@ -424,6 +435,10 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
         long_delays: args.long_delays,
         evictions: args.evictions,
         slow_admissions: args.slow_admissions,
+        certificates: args.certificates.map(|seconds| rollout_sim::scenario::certificates::Certificates {
+            validity: std::time::Duration::from_secs(seconds),
+            ..Default::default()
+        }),
         slow_commits: args.slow_commits,
         defences,
         scaling,

@@ -11,3 +11,4 @@ pub mod kube;
 pub mod objects;
 pub mod prometheus;
 pub mod store;
+pub mod tls;

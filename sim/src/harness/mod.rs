@@ -11,6 +11,7 @@ pub mod outcome;
 pub mod pass_log;
 pub mod populate;
 pub mod replicas;
+pub mod webhook_servers;
 
 use crate::actors::ha_faults::st_ha_faults_over;
 use crate::actors::pod_users::set_sidecar;

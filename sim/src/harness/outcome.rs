@@ -72,6 +72,8 @@ pub struct Outcome {
     pub revisions: Vec<(String, String)>,
     /// The health-gated worlds: how far a bad release got and what Prometheus answered.
     pub health: Option<HealthOutcome>,
+    /// The certificate world: the Secret's writes, the CA injections and the webhook calls' TLS checks.
+    pub certificates: crate::oracle::certificates::CertificateLedger,
 }
 
 /// What a health-gated world did.
@@ -213,6 +215,7 @@ pub(crate) fn judge(
         heal_to_write: st.reactions.heal_to_write.clone(),
         pass_reports,
         failed_needs: crate::harness::pass_log::take_failed_needs(),
+        certificates: st.certificates.clone(),
         revisions: st
             .statefulsets
             .iter()

@@ -118,6 +118,7 @@ fn set(root: &mut Value, key: &str, value: Value) -> Result<(), LineError> {
         drains: Some(Default::default()),
         ha: Some(Default::default()),
         health: Some(Default::default()),
+        certificates: Some(Default::default()),
         ..Scenario::default()
     });
     let (mut node, mut template) = (root, Some(&full));

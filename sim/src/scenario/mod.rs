@@ -4,6 +4,7 @@
 //! Owns no behaviour: the harness builds the world a scenario describes, the actors play it.
 
 use serde::{Deserialize, Serialize};
+pub mod certificates;
 pub mod deployment;
 pub mod drains;
 pub mod faults;
@@ -158,6 +159,9 @@ pub struct Scenario {
     /// Health-gated zones: the StatefulSets name a RolloutHealthCheck judged on a simulated Prometheus, and the
     /// release is good or bad (`crate::environment::prometheus`).
     pub health: Option<crate::scenario::health::HealthGated>,
+    /// With the prepare-downscale webhook: its replicas run the certificate lifecycle (`crate::scenario::certificates`)
+    /// and the API server calls them over TLS checked against the configuration's CA bundle.
+    pub certificates: Option<crate::scenario::certificates::Certificates>,
 }
 
 impl Scenario {
@@ -319,6 +323,7 @@ impl Default for Scenario {
             drains: None,
             ha: None,
             health: None,
+            certificates: None,
         }
     }
 }

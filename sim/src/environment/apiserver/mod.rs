@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use madsim::net::Endpoint;
-use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions, WebhookConfiguration, WebhookKind};
 use rollout_operator::kube::reference_deployments::Grants;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -140,6 +140,12 @@ pub enum Op {
     ReplaceLease {
         lease: Box<Lease>,
     },
+    /// `PATCH {validating,mutating}webhookconfigurations/{name}` (the CA injector's), a JSON merge patch.
+    PatchWebhookConfiguration {
+        kind: WebhookKind,
+        name: String,
+        patch: serde_json::Value,
+    },
     /// `LIST zoneawarepoddisruptionbudgets` (the operator's budget watch).
     ListBudgets,
     /// `LIST rollouthealthchecks` (the operator's health-check feed).
@@ -192,6 +198,7 @@ pub enum Reply {
     ReplicaSet(Result<Option<Box<ReplicaSet>>, ApiError>),
     Values(Result<Vec<serde_json::Value>, ApiError>),
     Lease(Result<Option<Box<Lease>>, ApiError>),
+    Webhook(Result<Box<WebhookConfiguration>, ApiError>),
 }
 
 pub struct WatchRequest {
@@ -329,7 +336,7 @@ fn controller_write(op: &Op) -> Option<String> {
         }
         Op::PatchPodAnnotations { name, .. } => format!("PATCH pod {name} annotations"),
         Op::PatchResourceStatus { plural, name, .. } => format!("PATCH {plural}/{name}/status"),
-        Op::CreateSecret { .. } | Op::ReplaceSecret { .. } => "write of a secret".to_string(),
+        // The certificate Secret is not among them: every replica's webhook server keeps it, leader or not.
         _ => return None,
     })
 }

@@ -210,8 +210,27 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::Pod(result)
         }
         Op::GetSecret { name } => Reply::Secret(Ok(store.secrets.get(name).cloned().map(Box::new))),
-        Op::CreateSecret { secret } => Reply::Secret(store.api_create_secret(secret).map(|s| Some(Box::new(s)))),
-        Op::ReplaceSecret { secret } => Reply::Secret(store.api_replace_secret(secret).map(|s| Some(Box::new(s)))),
+        Op::CreateSecret { secret } | Op::ReplaceSecret { secret } => {
+            let (verb, result) = match &req.op {
+                Op::CreateSecret { .. } => ("POST", store.api_create_secret(secret)),
+                _ => ("PUT", store.api_replace_secret(secret)),
+            };
+            let name = secret.metadata.name.as_deref().unwrap_or_default();
+            let outcome = result.as_ref().map_or_else(|e| e.kind().to_string(), |_| "ok".to_string());
+            store.trace(&who, format!("{verb} secret {name} -> {outcome}"));
+            store.certificates.secret_writes += u64::from(result.is_ok());
+            Reply::Secret(result.map(|s| Some(Box::new(s))))
+        }
+        Op::PatchWebhookConfiguration { kind, name, patch } => {
+            let result = store.api_patch_webhook_configuration(*kind, name, patch);
+            let outcome = result.as_ref().map_or_else(|e| e.kind().to_string(), |_| "ok".to_string());
+            store.trace(&who, format!("PATCH {} {name} -> {outcome}", kind.as_str()));
+            if result.is_ok() {
+                let at = store.elapsed();
+                store.certificates.ca_injected(at);
+            }
+            Reply::Webhook(result.map(Box::new))
+        }
         Op::CreateEvent { event } => {
             let at = store.elapsed();
             let result = store.events.create(at, event);

@@ -2,7 +2,7 @@
 //! refused requests are optional features the operator may probe again later.
 
 use crate::environment::apiserver::{Op, Reply};
-use rollout_operator::cluster::ApiError;
+use rollout_operator::cluster::{ApiError, WebhookKind};
 use rollout_operator::kube::rbac::Access;
 use std::time::Duration;
 
@@ -54,6 +54,10 @@ pub(crate) fn access_of(op: &Op) -> Option<(Access, bool)> {
         // RBAC cannot restrict a create by name.
         Op::CreateEvent { .. } => access("events.k8s.io", "events", "create", None),
         Op::PatchEvent { name, .. } => access("events.k8s.io", "events", "patch", Some(name)),
+        // Cluster-scoped: only a ClusterRole grants it.
+        Op::PatchWebhookConfiguration { kind, name, .. } => {
+            access("admissionregistration.k8s.io", webhook_resource(*kind), "patch", Some(name)).map(|(a, _)| (a, true))
+        }
         Op::ListBudgets => access("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets", "list", None),
         Op::ListHealthChecks => access("rollout-operator.grafana.com", "rollouthealthchecks", "list", None),
         Op::GetLease { name } => access("coordination.k8s.io", "leases", "get", Some(name)),
@@ -158,7 +162,16 @@ pub(crate) fn forbidden_reply(op: &Op, access: &Access) -> Reply {
         Op::GetDeployment { .. } => Reply::Deployment(Err(err)),
         Op::GetReplicaSet { .. } => Reply::ReplicaSet(Err(err)),
         Op::ListBudgets | Op::ListHealthChecks => Reply::Values(Err(err)),
+        Op::PatchWebhookConfiguration { .. } => Reply::Webhook(Err(err)),
         Op::Evict { .. } => Reply::Done(Err(err)),
         Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. } => Reply::Lease(Err(err)),
+    }
+}
+
+/// The resource of a webhook configuration kind, as RBAC names it.
+pub(crate) fn webhook_resource(kind: WebhookKind) -> &'static str {
+    match kind {
+        WebhookKind::Validating => "validatingwebhookconfigurations",
+        WebhookKind::Mutating => "mutatingwebhookconfigurations",
     }
 }

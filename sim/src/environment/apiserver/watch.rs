@@ -2,9 +2,10 @@
 //! unluckily old) resourceVersion is told "too old resource version" and the client relists.
 
 use crate::Kind;
+use crate::environment::apiserver::rbac::webhook_resource;
 use crate::environment::apiserver::{ServerEnv, WatchMsg, WatchRequest};
 use crate::environment::store::LogEntry;
-use rollout_operator::cluster::ApiError;
+use rollout_operator::cluster::{ApiError, WebhookKind};
 use rollout_operator::kube::rbac::Access;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -17,19 +18,23 @@ pub(crate) async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx:
             Kind::Pods => ("", "pods"),
             Kind::StatefulSets => ("apps", "statefulsets"),
             Kind::Budgets => ("rollout-operator.grafana.com", "zoneawarepoddisruptionbudgets"),
+            Kind::ValidatingWebhooks => ("admissionregistration.k8s.io", webhook_resource(WebhookKind::Validating)),
+            Kind::MutatingWebhooks => ("admissionregistration.k8s.io", webhook_resource(WebhookKind::Mutating)),
         };
         for verb in ["list", "watch"] {
             let access =
                 Access { group: group.into(), resource: resource.into(), verb: verb.into(), resource_name: None };
-            if !grants.allows(&access, false) {
+            let cluster_scoped = matches!(req.kind, Kind::ValidatingWebhooks | Kind::MutatingWebhooks);
+            if !grants.allows(&access, cluster_scoped) {
                 {
                     let mut store = env.store.lock().unwrap();
-                    store.trace("controller", format!("{access} -> forbidden (403)"));
-                    store.forbidden.push(format!("controller: {access}"));
+                    let who = if cluster_scoped { "webhook" } else { "controller" };
+                    store.trace(who, format!("{access} -> forbidden (403)"));
+                    store.forbidden.push(format!("{who}: {access}"));
                 }
-                // The budget watch's client is told (the operator then says which grant is missing); the
-                // controller's own watches just end, as before.
-                if req.kind == Kind::Budgets {
+                // The budget and webhook configuration watches' clients are told (the operator then says which
+                // grant is missing); the controller's own watches just end.
+                if req.kind != Kind::Pods && req.kind != Kind::StatefulSets {
                     let message = format!("forbidden: cannot {access}");
                     let _ = tx.send(Box::new(WatchMsg::Refused(ApiError::Forbidden(message)))).await;
                 }

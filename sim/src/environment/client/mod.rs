@@ -74,7 +74,7 @@ pub enum BudgetFeed {
 /// optional feature (after that, the feature must be off in this process).
 #[derive(Debug, Default)]
 pub struct ProcessLog {
-    consumed: Mutex<[VecDeque<(u64, tokio::time::Instant)>; 3]>,
+    consumed: Mutex<[VecDeque<(u64, tokio::time::Instant)>; 4]>,
     /// Per feature: when the process first and last received a refusal of it.
     refusals: Mutex<std::collections::BTreeMap<&'static str, (tokio::time::Instant, tokio::time::Instant)>>,
 }
@@ -88,6 +88,7 @@ impl ProcessLog {
             Kind::StatefulSets => 0,
             Kind::Pods => 1,
             Kind::Budgets => 2,
+            Kind::ValidatingWebhooks | Kind::MutatingWebhooks => 3,
         }
     }
 
@@ -299,7 +300,7 @@ impl SimCluster {
                     Kind::StatefulSets => consumed.0 = rv,
                     Kind::Pods => consumed.1 = rv,
                     // Not part of what the controller's writes are judged against.
-                    Kind::Budgets => {}
+                    Kind::Budgets | Kind::ValidatingWebhooks | Kind::MutatingWebhooks => {}
                 }
             }
             Ok(event)

@@ -31,6 +31,13 @@ pub(crate) fn pod_of(obj: Obj) -> Option<Pod> {
     }
 }
 
+pub(crate) fn webhook_of(obj: Obj) -> Option<WebhookConfiguration> {
+    match obj {
+        Obj::Webhook(c) => Some(*c),
+        _ => None,
+    }
+}
+
 pub(crate) fn budget_of(obj: Obj) -> Option<serde_json::Value> {
     match obj {
         Obj::Budget(b) => Some(*b),
@@ -332,23 +339,29 @@ impl CertificateStore for SimCluster {
         }
     }
 
-    /// The simulated cluster has no webhook configurations: the watch lists none and then stays quiet.
+    /// Every configuration of the simulated cluster is labelled for CA injection in the operator's namespace (the
+    /// certificate world installs only such), so the selector matches them all.
     fn watch_webhook_configurations(
         &self,
-        _kind: WebhookKind,
+        kind: WebhookKind,
         _label_selector: &str,
     ) -> BoxStream<'static, Result<WatchEvent<WebhookConfiguration>, ApiError>> {
-        futures::stream::iter([Ok(WatchEvent::Init), Ok(WatchEvent::InitDone)])
-            .chain(futures::stream::pending())
-            .boxed()
+        match kind {
+            WebhookKind::Validating => self.watch(Kind::ValidatingWebhooks, webhook_of),
+            WebhookKind::Mutating => self.watch(Kind::MutatingWebhooks, webhook_of),
+        }
     }
 
     async fn patch_webhook_configuration(
         &self,
         kind: WebhookKind,
         name: &str,
-        _patch: &serde_json::Value,
+        patch: &serde_json::Value,
     ) -> Result<WebhookConfiguration, ApiError> {
-        Err(ApiError::NotFound(format!("{} {name} not found", kind.as_str())))
+        let op = Op::PatchWebhookConfiguration { kind, name: name.to_string(), patch: patch.clone() };
+        match self.call(op).await? {
+            Reply::Webhook(r) => r.map(|c| *c),
+            _ => Err(ApiError::Unavailable("mismatched reply".into())),
+        }
     }
 }

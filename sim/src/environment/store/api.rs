@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rollout_operator::cluster::memory::{self, json_merge_patch as merge};
-use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions};
+use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions, WebhookConfiguration, WebhookKind};
 use std::collections::BTreeMap;
 
 impl Store {
@@ -281,6 +281,44 @@ impl Store {
     /// `PUT secrets/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_secret(&mut self, secret: &Secret) -> Result<Secret, ApiError> {
         memory::replace(&mut self.secrets, &mut self.rv, "secrets", secret)
+    }
+
+    /// `PATCH {validating,mutating}webhookconfigurations/{name}` with a JSON merge patch; a
+    /// `metadata.resourceVersion` in it is a precondition (409 when the configuration moved on).
+    pub fn api_patch_webhook_configuration(
+        &mut self,
+        kind: WebhookKind,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<WebhookConfiguration, ApiError> {
+        let plural = match kind {
+            WebhookKind::Validating => "validatingwebhookconfigurations",
+            WebhookKind::Mutating => "mutatingwebhookconfigurations",
+        };
+        let Some(current) = self.webhook_configurations.get(&(kind, name.to_string())) else {
+            return Err(ApiError::NotFound(format!("{plural}.admissionregistration.k8s.io \"{name}\" not found")));
+        };
+        if let Some(wanted) = patch.pointer("/metadata/resourceVersion").and_then(serde_json::Value::as_str)
+            && Some(wanted) != current.metadata().resource_version.as_deref()
+        {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on {plural}.admissionregistration.k8s.io \"{name}\": the object has been modified"
+            )));
+        }
+        let mut value = match current {
+            WebhookConfiguration::Validating(c) => serde_json::to_value(c),
+            WebhookConfiguration::Mutating(c) => serde_json::to_value(c),
+        }
+        .map_err(|e| ApiError::Rejected { code: 500, message: e.to_string() })?;
+        merge(&mut value, patch);
+        let invalid = |e: serde_json::Error| ApiError::Rejected { code: 422, message: e.to_string() };
+        let updated = match kind {
+            WebhookKind::Validating => {
+                WebhookConfiguration::Validating(serde_json::from_value(value).map_err(invalid)?)
+            }
+            WebhookKind::Mutating => WebhookConfiguration::Mutating(serde_json::from_value(value).map_err(invalid)?),
+        };
+        Ok(self.put_webhook_configuration(updated))
     }
 
     /// `POST leases`: a name already taken is a conflict (409 AlreadyExists).

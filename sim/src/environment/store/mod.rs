@@ -13,7 +13,7 @@ use crate::trace::Trace;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use rollout_operator::cluster::ApiResourceRef;
+use rollout_operator::cluster::{ApiResourceRef, WebhookConfiguration, WebhookKind};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -27,6 +27,21 @@ pub enum Obj {
     Sts(Box<StatefulSet>),
     Pod(Box<Pod>),
     Budget(Box<serde_json::Value>),
+    Webhook(Box<WebhookConfiguration>),
+}
+
+impl Obj {
+    fn kind(&self) -> Kind {
+        match self {
+            Obj::Sts(_) => Kind::StatefulSets,
+            Obj::Pod(_) => Kind::Pods,
+            Obj::Budget(_) => Kind::Budgets,
+            Obj::Webhook(c) => match c.kind() {
+                WebhookKind::Validating => Kind::ValidatingWebhooks,
+                WebhookKind::Mutating => Kind::MutatingWebhooks,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -39,11 +54,7 @@ pub struct LogEntry {
 
 impl LogEntry {
     pub fn kind(&self) -> Kind {
-        match self.obj {
-            Obj::Sts(_) => Kind::StatefulSets,
-            Obj::Pod(_) => Kind::Pods,
-            Obj::Budget(_) => Kind::Budgets,
-        }
+        self.obj.kind()
     }
 }
 
@@ -150,6 +161,11 @@ pub struct Store {
     pub scale_targets: BTreeMap<(String, String), serde_json::Value>,
     /// Secrets (the webhook certificate). Not watched either.
     pub secrets: BTreeMap<String, Secret>,
+    /// Validating- and MutatingWebhookConfigurations by kind and name (the certificate world's, each labelled for
+    /// CA injection). Watched.
+    pub webhook_configurations: BTreeMap<(WebhookKind, String), WebhookConfiguration>,
+    /// The certificate world's TLS checks and CA injections.
+    pub certificates: crate::oracle::certificates::CertificateLedger,
     /// Deployments and ReplicaSets (the no-downscale webhook's other kinds). Not watched.
     pub deployments: BTreeMap<String, k8s_openapi::api::apps::v1::Deployment>,
     pub replicasets: BTreeMap<String, k8s_openapi::api::apps::v1::ReplicaSet>,
@@ -271,6 +287,8 @@ impl Store {
             api_resources: Vec::new(),
             scale_targets: BTreeMap::new(),
             secrets: BTreeMap::new(),
+            webhook_configurations: BTreeMap::new(),
+            certificates: Default::default(),
             deployments: BTreeMap::new(),
             replicasets: BTreeMap::new(),
             reference_history: Vec::new(),
@@ -367,6 +385,7 @@ impl Store {
                 let name = b.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or_default();
                 self.checker.record_budget(rv, at, name, if deleted { None } else { BudgetRule::read(b) });
             }
+            Obj::Webhook(_) => {}
         }
         if let Obj::Pod(p) = &obj
             && !deleted
@@ -380,16 +399,12 @@ impl Store {
         let group = match &obj {
             Obj::Sts(s) => s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()),
             Obj::Pod(p) => self.group_of_pod(p),
-            // The controller does not react to budgets.
-            Obj::Budget(_) => None,
+            // The controller does not react to budgets or webhook configurations.
+            Obj::Budget(_) | Obj::Webhook(_) => None,
         };
         if let Some(group) = group {
             let actionable = self.has_work(&group);
-            let kind = match &obj {
-                Obj::Sts(_) => Kind::StatefulSets,
-                Obj::Pod(_) => Kind::Pods,
-                Obj::Budget(_) => Kind::Budgets,
-            };
+            let kind = obj.kind();
             let commit = crate::oracle::reaction::Wait { since: self.elapsed(), kind, rv };
             self.reactions.group_committed(&group, actionable, commit);
         }
@@ -430,6 +445,21 @@ impl Store {
         }
         self.commit(false, Obj::Budget(Box::new(budget.clone())));
         budget
+    }
+
+    /// Creates or replaces a webhook configuration with a new resourceVersion, as an install or a patch commits it.
+    pub fn put_webhook_configuration(&mut self, mut config: WebhookConfiguration) -> WebhookConfiguration {
+        self.rv += 1;
+        let meta = match &mut config {
+            WebhookConfiguration::Validating(c) => &mut c.metadata,
+            WebhookConfiguration::Mutating(c) => &mut c.metadata,
+        };
+        meta.resource_version = Some(self.rv.to_string());
+        let name = meta.name.clone().unwrap_or_default();
+        let key = (config.kind(), name);
+        self.webhook_configurations.insert(key, config.clone());
+        self.commit(false, Obj::Webhook(Box::new(config.clone())));
+        config
     }
 
     /// Deletes a ZoneAwarePodDisruptionBudget; whether it existed.
@@ -501,6 +531,12 @@ impl Store {
             Kind::StatefulSets => self.statefulsets.values().map(|s| Obj::Sts(Box::new(s.clone()))).collect(),
             Kind::Pods => self.pods.values().map(|p| Obj::Pod(Box::new(p.clone()))).collect(),
             Kind::Budgets => self.budgets.iter().map(|b| Obj::Budget(Box::new(b.clone()))).collect(),
+            Kind::ValidatingWebhooks | Kind::MutatingWebhooks => self
+                .webhook_configurations
+                .values()
+                .map(|c| Obj::Webhook(Box::new(c.clone())))
+                .filter(|o| o.kind() == kind)
+                .collect(),
         }
     }
 
