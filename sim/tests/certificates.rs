@@ -15,12 +15,14 @@ fn certificate_world() -> Scenario {
     Scenario { certificates: Some(Certificates::default()), ..Scenario::rollout_with_admitted_downscales() }
 }
 
-/// Seed 12: operator-1 renewed the Secret at 60 s and served the new certificate at once, while its CA injection,
-/// refused with a conflict (operator-0 had patched the same configuration), waited 10 s for its retry: the API
-/// server's calls to operator-1 failed their TLS check meanwhile.
+/// Seed 18: operator-0 renewed the Secret at 205 s, during an API latency spike, and served the renewed certificate
+/// at once, while its CA injection, slowed by the spike and then refused with a conflict (operator-1 had patched the
+/// configuration meanwhile), came seconds later: the API server's call to operator-0 at 207 s failed its TLS check
+/// (the bundle held only the earlier CA). Served only once every configuration trusts its CA, beside the earlier
+/// CA the other replica may still serve, the renewed certificate never fails a call.
 #[test]
-fn regression_seed_12_a_renewed_certificate_is_not_served_before_its_ca_is_in_the_bundle() {
-    run_passing(&certificate_world(), 12..13);
+fn regression_seed_18_a_renewed_certificate_is_not_served_before_its_ca_is_in_the_bundle() {
+    run_passing(&certificate_world(), 18..19);
 }
 
 /// Every call verifies, across renewals, restarts and two replicas serving at once; the figures show the lifecycle
@@ -49,4 +51,34 @@ fn under_the_deployments_rbac_the_certificate_lifecycle_is_granted_over_2_by_10_
         let writes: u64 = outcomes.iter().map(|o| o.certificates.secret_writes).sum();
         assert!(writes >= 10 * 3, "{deployment:?}: the Secret was written {writes} times");
     }
+}
+
+/// The API server's check itself: a served chain verifies against the bundle holding its CA (alone or beside
+/// another), and not against a bundle without it, for another name, past its expiry, or with no bundle at all.
+#[test]
+fn the_api_servers_tls_check_accepts_only_a_trusted_valid_certificate_for_the_service() {
+    use rollout_operator::tls::certificate::{SelfSignedSettings, certified_key, generate};
+    use rollout_sim::environment::tls::{service_dns_name, verify_served};
+    let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let settings = SelfSignedSettings {
+        organization: "Grafana Labs".into(),
+        dns_names: vec![service_dns_name()],
+        required_dns_names: vec![service_dns_name()],
+        validity: std::time::Duration::from_secs(300),
+    };
+    let (ours, other) = (generate(&settings, now).unwrap(), generate(&settings, now).unwrap());
+    let chain = certified_key(&ours.cert_pem, &ours.key_pem).unwrap().cert;
+    let name = service_dns_name();
+    assert_eq!(verify_served(&chain, Some(ours.ca_pem.as_bytes()), &name, now), Ok(()));
+    let both = format!("{}{}", other.ca_pem, ours.ca_pem);
+    assert_eq!(verify_served(&chain, Some(both.as_bytes()), &name, now), Ok(()));
+    let refused = |bundle: Option<&str>, name: &str, at: jiff::Timestamp| {
+        verify_served(&chain, bundle.map(str::as_bytes), name, at).expect_err("must not verify")
+    };
+    assert!(refused(Some(&other.ca_pem), &name, now).contains("BadSignature"));
+    let wrong_name = refused(Some(&ours.ca_pem), "elsewhere.sim.svc", now);
+    assert!(wrong_name.contains("not valid for name"), "{wrong_name}");
+    let later = now.checked_add(jiff::SignedDuration::from_secs(301)).unwrap();
+    assert!(refused(Some(&ours.ca_pem), &name, later).contains("expired"));
+    assert!(refused(None, &name, now).contains("no caBundle"));
 }
