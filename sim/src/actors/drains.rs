@@ -112,10 +112,83 @@ pub(crate) fn start_drains(
             let _ = node.spawn(crate::actors::budget_editors::edit_budgets(store, editor, drains, start, phase)).await;
         }));
     }
+    if drains.chase {
+        // Drawn after everything the world without chasing draws, so those draws stay the same.
+        let (chaser, store, node) = (SimRng::new(r.next_u64()), store.clone(), node.clone());
+        store.lock().unwrap().chase = Some(Default::default());
+        tasks.push(tokio::spawn(async move {
+            let _ = node.spawn(chase_the_controller(store, chaser, zones, start + phase)).await;
+        }));
+    }
     tasks.push(tokio::spawn(async move {
         let _ =
             node.spawn(crate::actors::drains::drain_nodes(store, drainer, drains, groups, zones, start, phase)).await;
     }));
+}
+
+/// The chasing evictions (`Drains::chase`): at each trigger the API server queues, two evictions of the
+/// StatefulSet's other pods (not terminating) and one of the next zone's, each sent once 0-20 ms later, until
+/// `until`.
+async fn chase_the_controller(store: SharedStore, mut r: SimRng, zones: u32, until: Instant) {
+    let Ok(api) = SimCluster::connect(crate::environment::apiserver::DRAIN_INCARNATION_BASE + (1 << 20)).await else {
+        return;
+    };
+    let changes = store.lock().unwrap().subscribe();
+    let mut sent = Vec::new();
+    while Instant::now() < until {
+        let seen = changes.version();
+        let due: Vec<String> =
+            store.lock().unwrap().chase.as_mut().map(|c| c.queue.drain(..).collect()).unwrap_or_default();
+        for sts in due {
+            let targets = {
+                let st = store.lock().unwrap();
+                let candidates = |sts: &str| -> Vec<String> {
+                    st.pods
+                        .values()
+                        .filter(|p| {
+                            crate::environment::objects::owner_of(p) == sts && p.metadata.deletion_timestamp.is_none()
+                        })
+                        .filter_map(|p| p.metadata.name.clone())
+                        .collect()
+                };
+                let mut own = candidates(&sts);
+                let mut targets = Vec::new();
+                for _ in 0..2 {
+                    if !own.is_empty() {
+                        targets.push(own.swap_remove(r.range(0..own.len() as u64) as usize));
+                    }
+                }
+                let neighbour = next_zone(&sts, zones);
+                let others = candidates(&neighbour);
+                if !others.is_empty() {
+                    targets.push(others[r.range(0..others.len() as u64) as usize].clone());
+                }
+                targets
+            };
+            for pod in targets {
+                let (api, store, delay) = (api.clone(), store.clone(), r.millis(0, 20));
+                sent.push(tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let allowed = api.evict_pod(&pod, false, false).await.is_ok();
+                    let mut st = store.lock().unwrap();
+                    st.checker.drains.chased += 1;
+                    st.checker.drains.chased_allowed += u64::from(allowed);
+                }));
+            }
+        }
+        let wait = until.saturating_duration_since(Instant::now());
+        let _ = tokio::time::timeout(wait, changes.changed_since(seen)).await;
+    }
+    for task in sent {
+        let _ = task.await;
+    }
+}
+
+/// The StatefulSet of the zone after `sts`'s in its group (`-zone-a` -> `-zone-b`, the last back to `-zone-a`).
+fn next_zone(sts: &str, zones: u32) -> String {
+    let Some((group, zone)) = sts.rsplit_once("-zone-") else { return sts.to_string() };
+    let index = zone.bytes().next().map_or(0, |b| u32::from(b.saturating_sub(b'a')));
+    format!("{group}-zone-{}", (b'a' + ((index + 1) % zones.max(1)) as u8) as char)
 }
 
 /// Seeds the user who re-applies the StatefulSets during drains.

@@ -200,6 +200,10 @@ pub(crate) struct ScenarioArgs {
     /// dropping the eviction intents kept on them (where pods cannot be patched).
     #[arg(long = "intent-wipes")]
     pub(crate) intent_wipes: bool,
+    /// With --drains: evictions chase the controller, leaving within 20 ms of a pod first showing Ready and of each
+    /// controller deletion, for that zone's other pods and a neighbouring zone's.
+    #[arg(long = "chase")]
+    pub(crate) chase: bool,
     /// High availability: this many operator replicas (2 or 3) on nodes of their own, each running the real leader
     /// election and one controller per term against the simulated Lease; the faults hit the replicas, which are
     /// also frozen longer than the lease, killed while leading, and run clocks with offsets and rates of their own.
@@ -363,6 +367,7 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
                 percentage: args.budget_percentage,
                 budget_edits: args.budget_edits,
                 intent_wipes: args.intent_wipes,
+                chase: args.chase,
                 ..Drains::default()
             })
         }
@@ -372,10 +377,12 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
             || args.budget_max_unavailable != 1
             || args.budget_edits
             || args.intent_wipes
+            || args.chase
             || args.budget_percentage.is_some())
     {
         return Err(
-            "--evictor, --budget-max-unavailable, --budget-percentage, --budget-edits and --intent-wipes need --drains"
+            "--evictor, --budget-max-unavailable, --budget-percentage, --budget-edits, --intent-wipes and --chase need \
+             --drains"
                 .to_string(),
         );
     }

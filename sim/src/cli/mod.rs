@@ -234,6 +234,13 @@ fn run() -> Result<i32, String> {
                     drains.denied_after_intent,
                     drains.denied_intent_left
                 );
+                if drains.chased > 0 {
+                    println!(
+                        "evictions chasing the controller (within 20 ms of a pod first Ready or a controller \
+                         deletion): {} sent, {} allowed",
+                        drains.chased, drains.chased_allowed
+                    );
+                }
             }
             if args.ha.is_some() {
                 println!("{}", ha.describe());

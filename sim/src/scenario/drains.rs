@@ -60,6 +60,12 @@ pub struct Drains {
     /// A user re-applies the StatefulSets from their manifests (`kubectl replace`) every 2-10 s of the fault phase,
     /// which drops any eviction intent kept on them.
     pub intent_wipes: bool,
+    /// Evictions chase the controller during the fault phase: the moment a pod of a StatefulSet first shows Ready
+    /// (the controller's next deletion there follows it) and the moment a controller's deletion of one of its pods
+    /// reaches the API server, two evictions of that StatefulSet's other pods and one of a neighbouring zone's leave
+    /// within 0-20 ms, each to a replica picked at random: the replicas' decisions (reads, shared lists, intents,
+    /// re-reads) and the controller's deletions overlap within milliseconds on the same zone.
+    pub chase: bool,
 }
 
 impl Default for Drains {
@@ -73,6 +79,7 @@ impl Default for Drains {
             drains: (4, 8),
             budget_edits: false,
             intent_wipes: false,
+            chase: false,
         }
     }
 }

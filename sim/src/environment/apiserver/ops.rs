@@ -53,6 +53,9 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             let pod = store.pods.get(name);
             let group = pod.and_then(|p| store.group_of_pod(p)).filter(|_| controller);
             let owner = pod.map(crate::environment::objects::owner_of).unwrap_or_default();
+            if let Some(chase) = store.chase.as_mut().filter(|_| controller) {
+                chase.controller_deletes(owner.clone());
+            }
             let now = store.elapsed();
             let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g, now));
             let result = store.api_delete_pod(name, preconditions, req.knowledge);

@@ -164,6 +164,8 @@ pub struct Store {
     /// Validating- and MutatingWebhookConfigurations by kind and name (the certificate world's, each labelled for
     /// CA injection). Watched.
     pub webhook_configurations: BTreeMap<(WebhookKind, String), WebhookConfiguration>,
+    /// The chasing drains' triggers (`Drains::chase`); `None` in every other world.
+    pub chase: Option<ChaseTriggers>,
     /// The certificate world's TLS checks and CA injections.
     pub certificates: crate::oracle::certificates::CertificateLedger,
     /// Deployments and ReplicaSets (the no-downscale webhook's other kinds). Not watched.
@@ -289,6 +291,7 @@ impl Store {
             secrets: BTreeMap::new(),
             webhook_configurations: BTreeMap::new(),
             certificates: Default::default(),
+            chase: None,
             deployments: BTreeMap::new(),
             replicasets: BTreeMap::new(),
             reference_history: Vec::new(),
@@ -395,6 +398,9 @@ impl Store {
             let at = self.elapsed();
             let revision = crate::environment::objects::pod_revision(p);
             self.reactions.pod_ready(p.metadata.name.as_deref().unwrap_or_default(), &revision, at);
+            if let Some(chase) = self.chase.as_mut() {
+                chase.first_ready(p);
+            }
         }
         let group = match &obj {
             Obj::Sts(s) => s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()),
@@ -573,5 +579,27 @@ impl Store {
             ));
         }
         out.join(" | ")
+    }
+}
+
+/// When evictions chase the controller (`Drains::chase`): the StatefulSets whose pods to evict next, queued at the
+/// instants the controller's next step is decided or made: a pod of theirs first showing Ready (the controller's
+/// next deletion follows it) and a controller's deletion of one of their pods reaching the API server.
+#[derive(Debug, Default)]
+pub struct ChaseTriggers {
+    pub queue: VecDeque<String>,
+    ready_seen: std::collections::BTreeSet<String>,
+}
+
+impl ChaseTriggers {
+    fn first_ready(&mut self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if self.ready_seen.insert(uid) {
+            self.queue.push_back(crate::environment::objects::owner_of(pod));
+        }
+    }
+
+    pub fn controller_deletes(&mut self, statefulset: String) {
+        self.queue.push_back(statefulset);
     }
 }

@@ -143,6 +143,9 @@ pub struct DrainStats {
     pub stale_intents_removed: u64,
     /// StatefulSets a user re-applied from their manifests while they carried eviction intents (`intent_wipes`).
     pub intents_wiped: u64,
+    /// Evictions sent chasing the controller (`Drains::chase`), and of those, the ones allowed.
+    pub chased: u64,
+    pub chased_allowed: u64,
 }
 
 impl DrainStats {
@@ -162,6 +165,8 @@ impl DrainStats {
         self.statefulset_intent_writes += other.statefulset_intent_writes;
         self.stale_intents_removed += other.stale_intents_removed;
         self.intents_wiped += other.intents_wiped;
+        self.chased += other.chased;
+        self.chased_allowed += other.chased_allowed;
     }
 }
 
