@@ -15,7 +15,7 @@ use rollout_sim::scenario::ha::ElectionVariant;
 use rollout_sim::scenario::ha::Ha;
 
 fn ha(replicas: u32, election: ElectionVariant) -> Scenario {
-    Scenario { ha: Some(Ha { replicas, election }), ..Scenario::default() }
+    Scenario { ha: Some(Ha { replicas, election, ..Ha::default() }), ..Scenario::default() }
 }
 
 fn run_all(sc: &Scenario, seeds: impl IntoIterator<Item = u64>) -> Vec<Outcome> {
@@ -85,6 +85,24 @@ fn an_election_without_a_margin_is_caught_and_the_real_one_passes_the_same_seeds
         );
     }
     run_all(&ha(2, ElectionVariant::Real), SEEDS);
+}
+
+/// Clock rates up to and past the margin between the renew deadline (10 s) and the lease (15 s): a leader whose
+/// clock runs slow by r stops writing 10/(1-r) true seconds after its last renewal, a follower whose clock runs fast
+/// by r takes over 15/(1+r) after it saw that renewal, so one writer is guaranteed while rates stay within 20 %
+/// either way. At 15 % (11.8 s against 13.0 s) every seed of 0..40 keeps one writer (and 300 seeds by hand); at 45 %,
+/// past it, seed 56 has a deposed leader's deletion commit after its Lease expired (1 of 60 seeds; 1 of 300 at 35 %,
+/// none of 300 at 25 %: the worst case needs both clocks at their extremes and the leader frozen at its edge).
+#[test]
+fn clock_rates_within_the_election_margin_keep_one_writer_and_past_it_do_not() {
+    let at = |ppm| Scenario { ha: Some(Ha { max_clock_rate_ppm: ppm, ..Ha::default() }), ..Scenario::default() };
+    run_all(&at(150_000), 0..40);
+    let o = rollout_sim::harness::run(56, &at(450_000), false);
+    assert!(
+        o.violations.iter().any(|v| v.invariant == ONE_LEADER && v.detail.contains("expired")),
+        "seed 56 at 45 %: expected a write after the Lease expired, got {:#?}",
+        o.violations
+    );
 }
 
 /// The HA world is a pure function of its seed: two runs give the same trace.

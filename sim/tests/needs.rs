@@ -31,7 +31,10 @@ fn worlds() -> Vec<(&'static str, Scenario, std::ops::Range<u64>)> {
         ..Scenario::default()
     };
     let mirror = Scenario { mirror: true, delayed_downscale: true, ..Scenario::default() };
-    let ha = Scenario { ha: Some(Ha { replicas: 3, election: ElectionVariant::Real }), ..Scenario::default() };
+    let ha = Scenario {
+        ha: Some(Ha { replicas: 3, election: ElectionVariant::Real, ..Ha::default() }),
+        ..Scenario::default()
+    };
     vec![
         ("admitted downscales", webhook, 0..20),
         ("scale requests under the Helm chart", scale_requests, 0..20),

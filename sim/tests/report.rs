@@ -42,7 +42,10 @@ fn a_world_without_faults_reports_no_heals() {
 /// committed write, each no longer than the run.
 #[test]
 fn the_ha_world_reports_failovers_after_the_leaders_loss() {
-    let sc = Scenario { ha: Some(Ha { replicas: 3, election: ElectionVariant::Real }), ..Scenario::default() };
+    let sc = Scenario {
+        ha: Some(Ha { replicas: 3, election: ElectionVariant::Real, ..Ha::default() }),
+        ..Scenario::default()
+    };
     let outcomes = run_passing(&sc, 0..4);
     let failovers: Vec<_> = outcomes.iter().flat_map(|o| o.ha.failovers_after_loss.iter().copied()).collect();
     assert!(failovers.len() >= 3, "too few failovers measured: {failovers:?}");

@@ -404,7 +404,7 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
                 let names: Vec<&str> = ElectionVariant::ALL.iter().map(|e| e.name()).collect();
                 format!("unknown election {:?}; one of: {}", args.election, names.join(", "))
             })?;
-            Some(Ha { replicas, election })
+            Some(Ha { replicas, election, ..Ha::default() })
         }
     };
     let health = match args.health_check.as_deref() {

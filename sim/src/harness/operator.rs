@@ -288,7 +288,7 @@ pub(crate) fn start_operators(
     if let Some(ha) = sc.ha {
         return (0..ha.replicas)
             .map(|i| {
-                let drift = ClockDrift::draw(ha_rng);
+                let drift = ClockDrift::draw(ha_rng, ha.max_clock_rate_ppm);
                 start_replica(handle, store, i, ha, drift, &setup, &incarnations)
             })
             .collect();

@@ -25,9 +25,9 @@ pub fn identity(i: u32) -> String {
 }
 
 /// How replica `i`'s clock differs from true (simulated) time: a wall-clock offset of up to an hour either way
-/// (which the election must ignore: it compares only readings of one replica's clock), and a rate of up to
-/// 1.5 % fast or slow, so two replicas' clocks run up to 3 % apart: 0.45 s over a 15 s lease, within the 1 s
-/// skew margin.
+/// (which the election must ignore: it compares only readings of one replica's clock), and a rate fast or slow
+/// (`Ha::max_clock_rate_ppm`; by default 1.5 %, so two replicas' clocks run up to 3 % apart: 0.45 s over a 15 s
+/// lease, within the 1 s skew margin).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClockDrift {
     pub offset_ms: i64,
@@ -35,9 +35,11 @@ pub struct ClockDrift {
 }
 
 impl ClockDrift {
-    pub fn draw(r: &mut SimRng) -> Self {
+    /// A drift with a rate within `max_rate_ppm` either way.
+    pub fn draw(r: &mut SimRng, max_rate_ppm: u32) -> Self {
         let offset_ms = r.range(0..7_200_000) as i64 - 3_600_000;
-        let rate_ppm = r.range(0..30_001) as i32 - 15_000;
+        let max = i64::from(max_rate_ppm);
+        let rate_ppm = (r.range(0..2 * max as u64 + 1) as i64 - max) as i32;
         ClockDrift { offset_ms, rate_ppm }
     }
 

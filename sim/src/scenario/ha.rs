@@ -83,10 +83,14 @@ impl ElectionVariant {
 pub struct Ha {
     pub replicas: u32,
     pub election: ElectionVariant,
+    /// How far each replica's clock rate may be from true time, in parts per million either way (drawn per
+    /// replica). The election holds while a leader's slow clock measures its 10 s renew deadline before a fast
+    /// follower's measures the 15 s lease: relative rates within about 20 %.
+    pub max_clock_rate_ppm: u32,
 }
 
 impl Default for Ha {
     fn default() -> Self {
-        Ha { replicas: 2, election: ElectionVariant::Real }
+        Ha { replicas: 2, election: ElectionVariant::Real, max_clock_rate_ppm: 15_000 }
     }
 }
