@@ -134,6 +134,7 @@ fn run() -> Result<i32, String> {
             let mut ha = rollout_sim::oracle::election::HaStats::default();
             let mut scale_requests = rollout_sim::environment::guaranteed_update::ScaleRequestStats::default();
             let mut failed_needs = rollout_sim::harness::pass_log::FailedNeeds::new();
+            let mut certificates = rollout_sim::oracle::certificates::CertificateLedger::default();
             for seed in a..b {
                 let o = rollout_sim::harness::run(seed, &sc, false);
                 ran += 1;
@@ -150,6 +151,7 @@ fn run() -> Result<i32, String> {
                 drains.add(&o.drains);
                 ha.add(&o.ha);
                 scale_requests.add(&o.scale_requests);
+                certificates.add(&o.certificates);
                 for (need, n) in &o.failed_needs {
                     *failed_needs.entry(need.clone()).or_default() += n;
                 }
@@ -241,6 +243,9 @@ fn run() -> Result<i32, String> {
                         drains.chased, drains.chased_allowed
                     );
                 }
+            }
+            if sc.certificates.is_some() {
+                println!("{}", certificates.describe());
             }
             if args.ha.is_some() {
                 println!("{}", ha.describe());

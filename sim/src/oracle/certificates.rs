@@ -27,6 +27,22 @@ pub struct CertificateLedger {
 }
 
 impl CertificateLedger {
+    pub fn add(&mut self, other: &CertificateLedger) {
+        self.injections += other.injections;
+        self.secret_writes += other.secret_writes;
+        self.calls += other.calls;
+        self.refused += other.refused;
+    }
+
+    /// The batch report's line.
+    pub fn describe(&self) -> String {
+        format!(
+            "certificates: {} Secret writes (creations and renewals), {} CA bundle patches, {} webhook calls' TLS \
+             checked, {} refused for a certificate reason",
+            self.secret_writes, self.injections, self.calls, self.refused
+        )
+    }
+
     pub fn ca_injected(&mut self, at: Duration) {
         self.injections += 1;
         self.first_injection.get_or_insert(at);
