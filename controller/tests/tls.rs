@@ -324,6 +324,66 @@ async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_
     injector.abort();
 }
 
+/// A port whose webhook configuration watches are refused (403): a Role without the ClusterRole's grant.
+#[derive(Clone)]
+struct RefusedWebhookWatches(FakeCluster);
+
+impl rollout_operator::cluster::CertificateStore for RefusedWebhookWatches {
+    async fn get_secret(&self, name: &str) -> Result<Option<k8s_openapi::api::core::v1::Secret>, ApiError> {
+        self.0.get_secret(name).await
+    }
+
+    async fn create_secret(
+        &self,
+        secret: &k8s_openapi::api::core::v1::Secret,
+    ) -> Result<k8s_openapi::api::core::v1::Secret, ApiError> {
+        self.0.create_secret(secret).await
+    }
+
+    async fn replace_secret(
+        &self,
+        secret: &k8s_openapi::api::core::v1::Secret,
+    ) -> Result<k8s_openapi::api::core::v1::Secret, ApiError> {
+        self.0.replace_secret(secret).await
+    }
+
+    fn watch_webhook_configurations(
+        &self,
+        _kind: WebhookKind,
+        _label_selector: &str,
+    ) -> futures::stream::BoxStream<
+        'static,
+        Result<rollout_operator::cluster::WatchEvent<WebhookConfiguration>, ApiError>,
+    > {
+        use futures::StreamExt;
+        let refused = ApiError::Forbidden("cannot list mutatingwebhookconfigurations".into());
+        futures::stream::iter([Err(refused)]).chain(futures::stream::pending()).boxed()
+    }
+
+    async fn patch_webhook_configuration(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        patch: &Value,
+    ) -> Result<WebhookConfiguration, ApiError> {
+        self.0.patch_webhook_configuration(kind, name, patch).await
+    }
+}
+
+/// Without the grant to watch the webhook configurations nothing can be injected, so nothing waits for it: the CA
+/// is confirmed at once (a renewed or starting certificate is served without delay).
+#[tokio::test]
+async fn refused_watches_confirm_the_ca_at_once_since_nothing_can_be_injected() {
+    let ca = generated_ca(Timestamp::now());
+    let (_ca_tx, ca_rx) = tokio::sync::watch::channel(ca.clone());
+    let (trusted_tx, mut trusted) = tokio::sync::watch::channel(String::new());
+    let port = RefusedWebhookWatches(FakeCluster::default());
+    let injector = tokio::spawn(run_ca_injector(port, "ns".into(), ca_rx, Duration::from_millis(20), trusted_tx));
+    let confirmed = rollout_operator::tls::secret::trusted_within(&mut trusted, &ca, Duration::from_secs(5)).await;
+    assert!(confirmed, "the CA was not confirmed: {:?}", *trusted.borrow());
+    injector.abort();
+}
+
 /// `kube_validating_webhook_failure_policy` (the reference's collector, queried by its alert): every webhook of the
 /// configurations labelled for the namespace, 1 for its policy and 0 for the other; unset counts as Fail; other
 /// namespaces' configurations are not reported; a change of policy is followed.

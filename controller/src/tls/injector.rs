@@ -3,7 +3,7 @@
 //! certificate).
 
 use super::certificate::bundled_cas;
-use crate::cluster::{CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
+use crate::cluster::{ApiError, CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
 use futures::StreamExt;
 use rollout_core::certificate::{BundledCa, ca_bundle_patch, trusted_cas};
 use rollout_core::keys;
@@ -59,7 +59,8 @@ fn configuration_json(config: &WebhookConfiguration) -> serde_json::Value {
 /// a replica still serving the certificate of an earlier CA keeps being trusted. Patches are conditional on the
 /// resourceVersion seen; a failed patch is retried after `retry` (on the newest version the watch delivered), never
 /// forgotten. Once both watches have listed and every configuration trusts the current CA, sends that CA on
-/// `trusted`. Runs until dropped.
+/// `trusted`; also when the watches are refused (403), where nothing can be injected and nothing should wait for
+/// it. Runs until dropped.
 pub async fn run_ca_injector<C: CertificateStore>(
     api: C,
     namespace: String,
@@ -76,6 +77,7 @@ pub async fn run_ca_injector<C: CertificateStore>(
     let mut dirty: BTreeSet<(WebhookKind, String)> = BTreeSet::new();
     let mut retry_at: Option<tokio::time::Instant> = None;
     let mut listed = 0;
+    let mut refused = false;
     loop {
         let ours = bundled_cas(&ca_rx.borrow()).into_iter().next();
         let Some(ours) = ours else {
@@ -108,7 +110,7 @@ pub async fn run_ca_injector<C: CertificateStore>(
                 }
             }
         }
-        if listed >= 2 && dirty.is_empty() && known.values().all(|c| trusts(c, &ours)) {
+        if refused || (listed >= 2 && dirty.is_empty() && known.values().all(|c| trusts(c, &ours))) {
             trusted.send_if_modified(|confirmed| {
                 let new = *confirmed != ours.pem;
                 confirmed.clone_from(&ours.pem);
@@ -130,6 +132,14 @@ pub async fn run_ca_injector<C: CertificateStore>(
                 }
                 Some(Ok(WatchEvent::InitDone)) => listed += 1,
                 Some(Ok(WatchEvent::Init)) => {}
+                Some(Err(ApiError::Forbidden(message))) if !refused => {
+                    // Nothing can be injected: a renewed or starting certificate need not wait for it.
+                    tracing::error!(
+                        error = %message,
+                        "cannot watch the webhook configurations (grant list and watch on validatingwebhookconfigurations and mutatingwebhookconfigurations, or set -webhooks.update-ca-bundle=false): the CA bundle is not injected"
+                    );
+                    refused = true;
+                }
                 Some(Err(err)) => tracing::warn!(error = %err, "watching webhook configurations"),
                 None => return,
             },
