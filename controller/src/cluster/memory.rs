@@ -167,6 +167,40 @@ pub fn json_merge_patch(target: &mut serde_json::Value, patch: &serde_json::Valu
     }
 }
 
+/// `current` with a JSON merge patch applied, as the API server patches a webhook configuration: a
+/// `metadata.resourceVersion` in the patch is a precondition ([`ApiError::Conflict`] when it moved), and a result
+/// that is no configuration of its kind is refused (422). The caller stores it with a new resourceVersion.
+pub fn patch_webhook_configuration(
+    current: &super::WebhookConfiguration,
+    patch: &serde_json::Value,
+) -> Result<super::WebhookConfiguration, ApiError> {
+    use super::WebhookConfiguration;
+    let name = current.metadata().name.clone().unwrap_or_default();
+    if let Some(wanted) = patch.pointer("/metadata/resourceVersion").and_then(serde_json::Value::as_str)
+        && Some(wanted) != current.metadata().resource_version.as_deref()
+    {
+        return Err(ApiError::Conflict(format!(
+            "Operation cannot be fulfilled on {} {name:?}: the object has been modified",
+            current.kind().as_str()
+        )));
+    }
+    let invalid = |e: serde_json::Error| ApiError::Rejected { code: 422, message: e.to_string() };
+    let mut value = match current {
+        WebhookConfiguration::Validating(c) => serde_json::to_value(c),
+        WebhookConfiguration::Mutating(c) => serde_json::to_value(c),
+    }
+    .map_err(invalid)?;
+    json_merge_patch(&mut value, patch);
+    Ok(match current {
+        WebhookConfiguration::Validating(_) => {
+            WebhookConfiguration::Validating(serde_json::from_value(value).map_err(invalid)?)
+        }
+        WebhookConfiguration::Mutating(_) => {
+            WebhookConfiguration::Mutating(serde_json::from_value(value).map_err(invalid)?)
+        }
+    })
+}
+
 /// The [`super::Leases`] role over one in-memory table: the test fakes' and the election tests' Lease store, with
 /// the API server's compare-and-swap. While unreachable, every request fails with [`ApiError::Unavailable`] and
 /// changes nothing (a partition between a replica and the API server).

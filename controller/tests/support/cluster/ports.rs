@@ -2,7 +2,6 @@
 //! leases, scale targets, budgets and certificates.
 
 use super::*;
-use rollout_operator::cluster::memory::json_merge_patch as merge;
 
 impl RolloutApi for FakeCluster {
     fn watch_statefulsets(&self) -> BoxStream<'static, Result<WatchEvent<StatefulSet>, ApiError>> {
@@ -453,24 +452,7 @@ impl CertificateStore for FakeCluster {
             };
             current
         };
-        if let Some(rv) = patch.pointer("/metadata/resourceVersion").and_then(|v| v.as_str())
-            && Some(rv) != current.metadata().resource_version.as_deref()
-        {
-            return Err(ApiError::Conflict(format!("{} {name}: the object has been modified", kind.as_str())));
-        }
-        let mut value = match &current {
-            WebhookConfiguration::Validating(c) => serde_json::to_value(c),
-            WebhookConfiguration::Mutating(c) => serde_json::to_value(c),
-        }
-        .expect("serialisable");
-        merge(&mut value, patch);
-        let invalid = |e: serde_json::Error| ApiError::Rejected { code: 422, message: e.to_string() };
-        let updated = match kind {
-            WebhookKind::Validating => {
-                WebhookConfiguration::Validating(serde_json::from_value(value).map_err(invalid)?)
-            }
-            WebhookKind::Mutating => WebhookConfiguration::Mutating(serde_json::from_value(value).map_err(invalid)?),
-        };
+        let updated = rollout_operator::cluster::memory::patch_webhook_configuration(&current, patch)?;
         self.put_webhook_configuration(updated);
         Ok(self.webhook_configuration(kind, name).expect("just stored"))
     }

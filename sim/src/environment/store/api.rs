@@ -298,26 +298,7 @@ impl Store {
         let Some(current) = self.webhook_configurations.get(&(kind, name.to_string())) else {
             return Err(ApiError::NotFound(format!("{plural}.admissionregistration.k8s.io \"{name}\" not found")));
         };
-        if let Some(wanted) = patch.pointer("/metadata/resourceVersion").and_then(serde_json::Value::as_str)
-            && Some(wanted) != current.metadata().resource_version.as_deref()
-        {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on {plural}.admissionregistration.k8s.io \"{name}\": the object has been modified"
-            )));
-        }
-        let mut value = match current {
-            WebhookConfiguration::Validating(c) => serde_json::to_value(c),
-            WebhookConfiguration::Mutating(c) => serde_json::to_value(c),
-        }
-        .map_err(|e| ApiError::Rejected { code: 500, message: e.to_string() })?;
-        merge(&mut value, patch);
-        let invalid = |e: serde_json::Error| ApiError::Rejected { code: 422, message: e.to_string() };
-        let updated = match kind {
-            WebhookKind::Validating => {
-                WebhookConfiguration::Validating(serde_json::from_value(value).map_err(invalid)?)
-            }
-            WebhookKind::Mutating => WebhookConfiguration::Mutating(serde_json::from_value(value).map_err(invalid)?),
-        };
+        let updated = memory::patch_webhook_configuration(current, patch)?;
         Ok(self.put_webhook_configuration(updated))
     }
 
