@@ -62,3 +62,25 @@ fn the_record_claim_is_what_serialises_concurrent_actors() {
     assert!(!violated, "{states} states");
     assert!(states > 1000, "the model explores a meaningful space: {states} states");
 }
+
+/// The execution machine's known bugs, checked through the same machine the controller runs: a refused claim taken
+/// as made, and a claim given back while its patch may still commit.
+#[test]
+fn the_execution_of_a_downscale_claim_is_checked() {
+    use rollout_known_bugs::{GivesBackAClaimWhoseOutcomeIsUnknown, PatchesOnARefusedDownscaleClaim};
+    let model = ScalingModel::new(ScalingModelConfig::default(), Arc::new(RolloutPlanner));
+    let checker = model.checker().threads(2).spawn_bfs().join();
+    assert!(checker.discovery("a claim is given back").is_some(), "vacuous: no claim was ever given back");
+    let bugs: [(&str, Arc<dyn Planner + Send + Sync>); 2] = [
+        ("patches-on-a-refused-downscale-claim", Arc::new(PatchesOnARefusedDownscaleClaim)),
+        ("gives-back-a-claim-whose-outcome-is-unknown", Arc::new(GivesBackAClaimWhoseOutcomeIsUnknown)),
+    ];
+    for (name, planner) in bugs {
+        let (violated, _, states) = check(ScalingModelConfig::default(), planner.clone());
+        assert!(violated, "{name} not caught ({states} states)");
+    }
+    // Without lost answers the second bug has nothing to act on: the lost answer is what the model must vary.
+    let no_lost = ScalingModelConfig { lost_answers: 0, ..ScalingModelConfig::default() };
+    let (violated, _, _) = check(no_lost, Arc::new(GivesBackAClaimWhoseOutcomeIsUnknown));
+    assert!(!violated, "gives-back-a-claim-whose-outcome-is-unknown caught without a lost answer");
+}

@@ -256,6 +256,11 @@ impl Execution {
         &self.actions
     }
 
+    /// The action being carried out (none once the plan is through).
+    pub fn current_action(&self) -> Option<&Action> {
+        self.actions.get(self.index)
+    }
+
     /// Until when the rollout step is claimed, while the execution holds its claim (claimed and not yet finished
     /// or left to expire).
     pub fn step_claimed_until(&self) -> Option<Timestamp> {

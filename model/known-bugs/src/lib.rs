@@ -341,6 +341,29 @@ impl Planner for PatchesOnARefusedDownscaleClaim {
     }
 }
 
+/// A downscale's claim given back after its replica patch's answer was lost, as after a definite failure ("the
+/// patch failed, so the downscale did not happen"). The patch may have committed: the record then says the zone was
+/// not downscaled, and another zone's downscale is let through within the min time.
+#[derive(Debug, Clone, Copy)]
+pub struct GivesBackAClaimWhoseOutcomeIsUnknown;
+
+impl Planner for GivesBackAClaimWhoseOutcomeIsUnknown {
+    fn plan(&self, group: &GroupSnapshot, ctx: &PlanContext<'_>) -> GroupPlan {
+        RolloutPlanner.plan(group, ctx)
+    }
+
+    fn next_need(&self, execution: &mut Execution, observed: ExecutionObserved, now: Timestamp) -> ExecutionNeed {
+        let scaling = matches!(execution.current_action(), Some(rollout_core::Action::Scale { .. }));
+        let observed = match observed {
+            ExecutionObserved::Written(Err(f)) if scaling && f.outcome_unknown() => {
+                ExecutionObserved::Written(Err(rollout_core::Failure::Conflict(f.message().to_string())))
+            }
+            observed => observed,
+        };
+        execution.step(observed, now)
+    }
+}
+
 /// `status.observedGeneration` ignored: every StatefulSet's status is taken to describe its latest spec, so a
 /// template push the StatefulSet controller has not observed yet looks like a settled StatefulSet (its pods all on
 /// the status's stale `updateRevision`).
