@@ -134,6 +134,10 @@ pub(crate) struct ScenarioArgs {
     /// writes whose answers never came commit later.
     #[arg(long = "slow-commits")]
     pub(crate) slow_commits: bool,
+    /// During the fault phase the API server drops its answer to one in ten of the controller's committed writes:
+    /// the write stays, the controller times out not knowing.
+    #[arg(long = "lost-answers")]
+    pub(crate) lost_answers: bool,
     /// A second rollout group in the namespace (store-gateway), pushed along with the first.
     #[arg(long = "second-group")]
     pub(crate) second_group: bool,
@@ -447,6 +451,7 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
             ..Default::default()
         }),
         slow_commits: args.slow_commits,
+        lost_answers: args.lost_answers,
         defences,
         scaling,
         observe_lag: args.observe_lag,

@@ -107,6 +107,7 @@ pub fn faults(sc: &Scenario) -> String {
     let chances: Vec<&str> = [
         (m.crash_after_delete, "the controller crashing right after 5 % of its deletions"),
         (m.never_ready, "10 % of new pods unready for minutes"),
+        (sc.lost_answers, "the answers to 10 % of the controller's committed writes lost"),
     ]
     .into_iter()
     .filter_map(|(on, what)| on.then_some(what))

@@ -19,7 +19,7 @@ use crate::actors::{
     drains, faults, force, ha_faults, leader_scaling, mirror, no_downscale, pod_users, pushes, record,
 };
 use crate::environment::apiserver;
-use crate::environment::apiserver::{Knobs, ServerEnv};
+use crate::environment::apiserver::{Knobs, LOST_ANSWERS_STREAM, ServerEnv};
 use crate::environment::kube;
 use crate::environment::kube::KubeState;
 use crate::environment::prometheus::SimPrometheus;
@@ -154,6 +154,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         store: store.clone(),
         knobs: knobs.clone(),
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
+        lost_answers: Arc::new(Mutex::new(SimRng::new(seed ^ LOST_ANSWERS_STREAM))),
         crash_tx,
         pause_tx,
         // The HA world runs the deployment's RBAC plus the HA overlay's Lease grants.
@@ -219,6 +220,9 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     pod_users::start_relabels(&stage, &mut actors);
     pod_users::start_evictions(&stage, &mut actors);
     drains::start(&stage, &mut actors);
+    if stage.sc.lost_answers {
+        stage.knobs.lock().unwrap().lost_answer_chance = 0.1;
+    }
     if stage.sc.faults.never_ready {
         stage.kube.lock().unwrap().never_ready_chance = 0.1;
     }

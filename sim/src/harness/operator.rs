@@ -226,6 +226,9 @@ pub(crate) async fn run_with_planner(planner: PlannerKind, api: SimCluster, setu
         PlannerKind::PatchesOnARefusedDownscaleClaim => {
             run_controller(api, setup, rollout_known_bugs::PatchesOnARefusedDownscaleClaim).await
         }
+        PlannerKind::GivesBackAClaimWhoseOutcomeIsUnknown => {
+            run_controller(api, setup, rollout_known_bugs::GivesBackAClaimWhoseOutcomeIsUnknown).await
+        }
     }
 }
 

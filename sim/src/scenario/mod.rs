@@ -98,6 +98,10 @@ pub struct Scenario {
     /// 10 s timeout: a write whose answer never came commits later (a slow etcd), as a deletion sent under a rollout
     /// step's claim may after its pass ended.
     pub slow_commits: bool,
+    /// During the fault phase the API server drops its answer to one in ten of the controller's committed writes
+    /// (deletions, status updates, replica patches, record writes): the write stays, and the controller, timed out,
+    /// cannot tell it from one that never arrived. Drawn from a generator of its own.
+    pub lost_answers: bool,
     /// A second rollout group in the namespace (`store-gateway`, as many zones and pods as the first), pushed with
     /// every template push of the first: the cache, the work queue and the checker keep groups apart.
     pub second_group: bool,
@@ -308,6 +312,7 @@ impl Default for Scenario {
             evictions: false,
             slow_admissions: false,
             slow_commits: false,
+            lost_answers: false,
             second_group: false,
             sidecars: false,
             leader_ready_upscales: false,

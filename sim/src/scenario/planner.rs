@@ -38,10 +38,12 @@ pub enum PlannerKind {
     DeletesOnAStaleStepClaim,
     /// A follower's downscale claim refused taken as made: the replicas patched with no entry in the record.
     PatchesOnARefusedDownscaleClaim,
+    /// A downscale's claim given back after its replica patch's answer was lost, while the patch may have committed.
+    GivesBackAClaimWhoseOutcomeIsUnknown,
 }
 
 impl PlannerKind {
-    pub const ALL: [PlannerKind; 19] = [
+    pub const ALL: [PlannerKind; 20] = [
         PlannerKind::Real,
         PlannerKind::StatusCountReadiness,
         PlannerKind::PausedLetsOthersProceed,
@@ -61,6 +63,7 @@ impl PlannerKind {
         PlannerKind::FinishesStepWhileOutcomeUnknown,
         PlannerKind::DeletesOnAStaleStepClaim,
         PlannerKind::PatchesOnARefusedDownscaleClaim,
+        PlannerKind::GivesBackAClaimWhoseOutcomeIsUnknown,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +87,7 @@ impl PlannerKind {
             PlannerKind::FinishesStepWhileOutcomeUnknown => "finishes-step-while-outcome-unknown",
             PlannerKind::DeletesOnAStaleStepClaim => "deletes-on-a-stale-step-claim",
             PlannerKind::PatchesOnARefusedDownscaleClaim => "patches-on-a-refused-downscale-claim",
+            PlannerKind::GivesBackAClaimWhoseOutcomeIsUnknown => "gives-back-a-claim-whose-outcome-is-unknown",
         }
     }
 

@@ -36,6 +36,9 @@ pub const ADMISSION_INCARNATION_BASE: u64 = 1 << 40;
 /// controller process's.
 pub const DRAIN_INCARNATION_BASE: u64 = 1 << 39;
 
+/// The generator of which committed writes lose their answer (`Scenario::lost_answers`), apart from the run's.
+pub const LOST_ANSWERS_STREAM: u64 = 0x6c6f_7374_616e_7377;
+
 /// The tag API requests are sent with; replies use the tag the client chose.
 pub const TAG_API: u64 = 1;
 
@@ -240,6 +243,8 @@ pub struct Knobs {
     pub gone_chance: f64,
     /// Chance that the controller process is killed right after one of its deletions commits.
     pub crash_after_delete: f64,
+    /// Chance that the answer to a controller's committed write is dropped (`Scenario::lost_answers`).
+    pub lost_answer_chance: f64,
     /// The HA world: chance per request of a pass of the leader's process (a live read or a write) that the
     /// process is frozen with the request in flight, for about the lease.
     pub pause_in_flight: f64,
@@ -254,6 +259,7 @@ impl Default for Knobs {
             gone_chance: 0.0,
             crash_after_delete: 0.0,
             pause_in_flight: 0.0,
+            lost_answer_chance: 0.0,
         }
     }
 }
@@ -263,6 +269,8 @@ pub struct ServerEnv {
     pub store: SharedStore,
     pub knobs: Arc<Mutex<Knobs>>,
     pub rng: Arc<Mutex<SimRng>>,
+    /// Which committed writes lose their answer: a stream of its own, drawn only while answers are being lost.
+    pub lost_answers: Arc<Mutex<SimRng>>,
     /// Told (with the writer's process) when a controller deletion committed and the controller should crash now.
     pub crash_tx: tokio::sync::mpsc::UnboundedSender<u64>,
     /// The HA world: told (with the process) when the leader's process should be frozen with a request in flight.
@@ -307,6 +315,8 @@ pub async fn serve(env: ServerEnv) {
             tokio::time::sleep(delay).await;
             let Request { reply_tag: tag, knowledge, op, handed_at, log } = *req;
             let client = knowledge.incarnation;
+            let write = is_controller(client).then(|| controller_write(&op)).flatten();
+            let before = env.store.lock().unwrap().rv;
             // An eviction waits for its admission (a call to an operator replica), so it is served apart.
             let reply = match op {
                 Op::Evict { name, dry_run, options_dry_run } => {
@@ -314,9 +324,26 @@ pub async fn serve(env: ServerEnv) {
                 }
                 op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at, log }),
             };
+            if let Some(what) = write
+                && answer_lost(&env, before)
+            {
+                env.store.lock().unwrap().trace("apiserver", format!("{what} committed; its answer is lost"));
+                return;
+            }
             let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
     }
+}
+
+/// Whether a request of `client` comes from a controller process (not the user's actor, an admission or a drain).
+fn is_controller(client: u64) -> bool {
+    client != WEBHOOK_INCARNATION && client < DRAIN_INCARNATION_BASE
+}
+
+/// Whether the answer to a write that committed (the store moved past `before`) is dropped.
+fn answer_lost(env: &ServerEnv, before: u64) -> bool {
+    let chance = env.knobs.lock().unwrap().lost_answer_chance;
+    chance > 0.0 && env.store.lock().unwrap().rv != before && env.lost_answers.lock().unwrap().chance(chance)
 }
 
 /// What a committed request of `op` writes for the controller's role (the writes only the leader may make), named
