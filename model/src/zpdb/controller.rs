@@ -1,5 +1,6 @@
-//! The controller: its cache of the truth (lagging by at most `stale` writes), its memoised pass, its writes one at a
-//! time (each deletion asking the budget first), and hearing of changes and answers.
+//! The controller: its cache of the truth (lagging by at most `stale` writes), its memoised pass, the core's
+//! execution machine carrying the plan out one need at a time (each deletion judged by the budgets first, through
+//! the eviction decision), and hearing of changes and answers.
 
 use super::*;
 
@@ -77,8 +78,9 @@ impl ZpdbModel {
             .map(|e| PendingExpectation { expectation: core_expectation(*e), expires_at: Timestamp::MAX })
             .collect();
         let pass = plan_pass(&snapshot, &PassInput::new(now(), &pending));
-        let ops = pass.plan.actions.iter().filter_map(to_op).collect();
-        let memo = (retained, ops);
+        // The model's StatefulSets carry no scaling annotations.
+        let actions = pass.plan.actions.into_iter().filter(|a| to_op(a).is_some()).collect();
+        let memo = (retained, actions);
         if let Ok(mut m) = self.plans.lock() {
             m.insert(key, memo.clone());
         }
@@ -140,76 +142,111 @@ impl ZpdbModel {
         }
     }
 
-    /// The controller's decision has answered (or not yet).
-    fn controller_answered(&self, s: &mut ZpdbState) {
-        let Ctrl::Acting { ops, deciding: Some(d), heard, .. } = &s.ctrl else { return };
-        let (zone, pod, ops, heard) = (d.zone, d.pod, ops.clone(), *heard);
-        match d.answer() {
-            None => {}
-            // As the reconciler: the pass's deletions wait for the next pass, its other writes go on; the group
-            // runs again once something else changes (at once if something did meanwhile).
-            Some(false) => {
-                let rest: Vec<Op> = ops.into_iter().filter(|op| !matches!(op, Op::Delete { .. })).collect();
-                s.ctrl = Ctrl::Acting { ops: rest, deciding: None, cleared: false, held: true, heard };
-                self.finish_pass(s);
-            }
-            Some(true) => {
-                self.judge(s, zone, pod, Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: true, held: false, heard };
-            }
+    /// The reconciler's execution settings for this model's cluster: every deletion judged by the budgets, no zone
+    /// tracker, production's durations (the model's clock never moves).
+    fn execution_settings() -> ExecutionSettings {
+        ExecutionSettings {
+            defences: Defences::ALL,
+            zone_tracker: false,
+            budgets: true,
+            claim_ttl: Duration::from_secs(90),
+            commit_margin: rollout_core::downscale::COMMIT_MARGIN,
+            request_bound: Duration::from_secs(60),
+            lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
         }
     }
 
-    /// A pass with nothing left to write ends: the controller waits for news if a budget held it back.
-    fn finish_pass(&self, s: &mut ZpdbState) {
-        if let Ctrl::Acting { ops, held, heard, .. } = &s.ctrl
-            && ops.is_empty()
-        {
-            s.ctrl = Ctrl::Idle { blocked: *held && !*heard };
-        }
+    /// Starts carrying out a pass's plan (nothing to do: the controller stays idle).
+    pub(super) fn execute(&self, s: &mut ZpdbState, actions: Vec<Action>) {
+        let exec = Box::new(Execution::new(actions, false, Self::execution_settings()));
+        self.feed(s, exec, ExecutionObserved::Start, false);
+    }
+
+    /// Feeds what the controller saw to its execution and moves on to the next need; the expectations its writes
+    /// left join the controller's. Once done, the controller waits for news if a budget held a deletion back.
+    fn feed(&self, s: &mut ZpdbState, mut exec: Box<Execution>, observed: ExecutionObserved, heard: bool) {
+        let need = exec.step(observed, now());
+        s.expectations.extend(exec.take_expectations().iter().filter_map(model_expectation));
+        s.ctrl = match need {
+            ExecutionNeed::Done(finished) => Ctrl::Idle { blocked: finished.held.is_some() && !heard },
+            need => Ctrl::Acting { exec, need, deciding: None, heard },
+        };
+    }
+
+    /// The controller's decision has answered (or not yet): the budgets' judgement goes to the execution.
+    fn controller_answered(&self, s: &mut ZpdbState) {
+        let Ctrl::Acting {
+            exec,
+            need: ExecutionNeed::JudgeDeletion { statefulset, pod: name },
+            deciding: Some(d),
+            heard,
+        } = s.ctrl.clone()
+        else {
+            return;
+        };
+        let judged = match &d.next {
+            Need::Answer(verdict) if verdict.allowed() => {
+                self.judge(s, d.zone, d.pod, Who::Controller);
+                None
+            }
+            Need::Answer(denial) => Some(rollout_core::zpdb::BudgetHold::from_denial(&statefulset, &name, denial)),
+            _ => return,
+        };
+        self.feed(s, exec, ExecutionObserved::Judged(judged), heard);
     }
 
     pub(super) fn controller_acts(&self, s: &mut ZpdbState) {
-        let Ctrl::Acting { ops, deciding, cleared, held, heard } = s.ctrl.clone() else { return };
-        let Some(op) = ops.first().copied() else {
-            self.finish_pass(s);
-            return;
-        };
-        match (op, deciding, cleared) {
-            (Op::Delete { zone, pod, .. }, None, false) => {
-                let d = self.step_decision(None, &mut s.truth, (zone, pod), Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, held, heard };
+        let Ctrl::Acting { exec, need, deciding, heard } = s.ctrl.clone() else { return };
+        let front = exec.current_action().and_then(to_op);
+        match (need, front) {
+            (need @ ExecutionNeed::JudgeDeletion { .. }, Some(Op::Delete { zone, pod, .. })) => {
+                let d = self.step_decision(deciding.as_deref(), &mut s.truth, (zone, pod), Who::Controller);
+                s.ctrl = Ctrl::Acting { exec, need, deciding: Some(Box::new(d)), heard };
                 self.controller_answered(s);
             }
-            (Op::Delete { .. }, Some(d), _) => {
-                let d = self.step_decision(Some(&d), &mut s.truth, (d.zone, d.pod), Who::Controller);
-                s.ctrl = Ctrl::Acting { ops, deciding: Some(d), cleared: false, held, heard };
-                self.controller_answered(s);
+            (ExecutionNeed::DeletePod { .. }, Some(Op::Delete { zone, pod, generation })) => {
+                let p = &mut s.truth.zones[zone as usize].pods[pod as usize];
+                // As the API server answers a deletion with a uid precondition.
+                let written = if !p.exists {
+                    Err(Failure::NotFound(format!("pod {pod} of zone {zone} not found")))
+                } else if p.generation != generation {
+                    Err(Failure::Conflict(format!("pod {pod} of zone {zone}: uid precondition failed")))
+                } else {
+                    p.terminating = true;
+                    Ok(())
+                };
+                self.feed(s, exec, ExecutionObserved::Written(written), heard);
             }
-            (Op::Delete { zone, pod, generation }, None, true) => {
-                let p = s.truth.zones[zone as usize].pods[pod as usize];
-                if !p.exists || p.generation != generation {
-                    // The uid precondition fails: the loop stops executing the plan.
-                    s.ctrl = Ctrl::Idle { blocked: false };
-                    return;
-                }
-                s.truth.zones[zone as usize].pods[pod as usize].terminating = true;
-                s.expectations.push(Exp::PodDeleted { zone, pod, generation });
-                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, held, heard };
-            }
-            (Op::SetCurrent { zone, revision, resource_version }, _, _) => {
+            (ExecutionNeed::SetCurrentRevision { .. }, Some(Op::SetCurrent { zone, revision, resource_version })) => {
                 let z = &mut s.truth.zones[zone as usize];
-                if z.resource_version != resource_version {
-                    s.ctrl = Ctrl::Idle { blocked: false };
-                    return;
-                }
-                z.current = revision;
-                z.resource_version = z.resource_version.wrapping_add(1);
-                s.expectations.push(Exp::ZoneWritten { zone, resource_version });
-                s.ctrl = Ctrl::Acting { ops: ops[1..].to_vec(), deciding: None, cleared: false, held, heard };
+                let written = if z.resource_version != resource_version {
+                    Err(Failure::Conflict(format!("zone {zone}: resourceVersion precondition failed")))
+                } else {
+                    z.current = revision;
+                    z.resource_version = z.resource_version.wrapping_add(1);
+                    Ok(())
+                };
+                self.feed(s, exec, ExecutionObserved::Written(written), heard);
             }
+            // Needs this model's plans never raise (claims, replica changes, features turned off): the pass ends.
+            _ => s.ctrl = Ctrl::Idle { blocked: false },
         }
-        self.finish_pass(s);
+    }
+}
+
+/// The model's form of an expectation the execution left.
+fn model_expectation(pending: &PendingExpectation) -> Option<Exp> {
+    let zone_of = |name: &str| STATEFULSETS.iter().position(|s| *s == name).map(|z| z as u8);
+    match &pending.expectation {
+        Expectation::PodDeleted { uid, pod, statefulset } => Some(Exp::PodDeleted {
+            zone: zone_of(statefulset)?,
+            pod: pod_ordinal(statefulset, pod)? as u8,
+            generation: uid.rsplit_once('@').and_then(|(_, g)| g.parse().ok())?,
+        }),
+        Expectation::StatefulSetWritten { statefulset, previous_resource_version } => Some(Exp::ZoneWritten {
+            zone: zone_of(statefulset)?,
+            resource_version: previous_resource_version.parse().ok()?,
+        }),
     }
 }
 
@@ -227,7 +264,7 @@ fn core_expectation(e: Exp) -> Expectation {
     }
 }
 
-fn to_op(action: &Action) -> Option<Op> {
+pub(super) fn to_op(action: &Action) -> Option<Op> {
     let zone_of = |name: &str| STATEFULSETS.iter().position(|s| *s == name).map(|z| z as u8);
     match action {
         Action::DeletePod { statefulset, pod, uid, .. } => Some(Op::Delete {

@@ -14,10 +14,8 @@ impl ZpdbModel {
                 _ => None,
             })
             .collect();
-        if let Ctrl::Acting { ops, cleared: true, .. } = &s.ctrl
-            && let Some(Op::Delete { zone, pod, generation }) = ops.first()
-        {
-            out.push((*zone, *pod, *generation));
+        if let Some(Op::Delete { zone, pod, generation }) = s.ctrl.cleared() {
+            out.push((zone, pod, generation));
         }
         out
     }
@@ -75,10 +73,7 @@ impl ZpdbModel {
         });
         let ctrl = match &s.ctrl {
             Ctrl::Acting { deciding: Some(d), .. } => d.is_about(zone, pod),
-            Ctrl::Acting { ops, cleared: true, .. } => {
-                matches!(ops.first(), Some(Op::Delete { zone: z, pod: p, .. }) if (*z, *p) == (zone, pod))
-            }
-            _ => false,
+            ctrl => matches!(ctrl.cleared(), Some(Op::Delete { zone: z, pod: p, .. }) if (z, p) == (zone, pod)),
         };
         drains || ctrl
     }

@@ -5,7 +5,9 @@
 //! Every decision is the real code: each eviction, the drain's and the controller's, is the core's step machine
 //! ([`rollout_core::zpdb::EvictPod`], or a test-only [`Evictor`] wrapping it) driven one need at a time, each read or
 //! write of the API's truth a model step of its own, so decisions interleave with each other and with everything
-//! else; the controller plans with the real pass ([`rollout_core::plan_pass`]) on a cache that may lag. The model
+//! else; the controller plans with the real pass ([`rollout_core::plan_pass`]) on a cache that may lag and carries
+//! the plan out with the core's execution machine ([`rollout_core::execution::Execution`]), as the reconciler does:
+//! each deletion judged by that decision first, the pass's other deletions held once one is held back. The model
 //! owns only the environment: the API server's truth (pods, their eviction-intent annotations, the StatefulSets), the
 //! controller's cache, the API server committing an allowed eviction, the StatefulSet controller, the kubelet, pod
 //! crashes, controller and webhook crashes, and intents expiring.
@@ -46,7 +48,7 @@
 //!
 //! The model is cut along its seams: its state, what the API server holds and each actor's progress ([`state`]);
 //! the decisions, the core's machine driven against the truth one need at a time ([`decisions`]); the controller,
-//! its cache, its pass and its writes ([`controller`]); and the safety judgement with the reading of a state for
+//! its cache, its pass and the execution of its writes ([`controller`]); and the safety judgement with the reading of a state for
 //! people ([`judgement`]). This module owns the configuration, the model itself and its steps.
 
 mod controller;
@@ -54,12 +56,14 @@ mod decisions;
 mod judgement;
 mod state;
 
+use controller::to_op;
 use decisions::{need_name, statefulset_key};
 pub use judgement::violation_names;
 pub use state::{Ctrl, Decision, Drain, Exp, Op, Pod, World, Zone, ZpdbState, ZpdbStep, violation};
 
 use jiff::Timestamp;
 use rollout_core::Failure;
+use rollout_core::execution::{Execution, ExecutionSettings, Need as ExecutionNeed, Observed as ExecutionObserved};
 use rollout_core::fixture;
 use rollout_core::keys;
 use rollout_core::natural::pod_ordinal;
@@ -68,8 +72,8 @@ use rollout_core::zpdb::{
     Serialisation, StatefulSetIntent, ZpdbConfig,
 };
 use rollout_core::{
-    Action, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, PodView, StatefulSetView,
-    plan_pass,
+    Action, Defences, Expectation, ExpectationLifetimes, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation,
+    PodView, StatefulSetView, plan_pass,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;
@@ -182,7 +186,7 @@ enum Who {
 /// The view and expectations the controller plans on.
 type PlanKey = (World, Vec<Exp>);
 /// The expectations it still holds and its plan.
-type PlanMemo = (Vec<Exp>, Vec<Op>);
+type PlanMemo = (Vec<Exp>, Vec<Action>);
 
 #[derive(Clone)]
 pub struct ZpdbModel {
@@ -319,9 +323,8 @@ impl Model for ZpdbModel {
                 }
             }
             Ctrl::Idle { blocked: true } => {}
-            Ctrl::Acting { ops, deciding: None, cleared: false, .. }
-                if !self.config.same_pod_races
-                    && matches!(ops.first(), Some(Op::Delete { zone, pod, .. }) if Self::being_decided(s, *zone, *pod)) =>
+            ctrl if !self.config.same_pod_races
+                && matches!(ctrl.to_judge(), Some(Op::Delete { zone, pod, .. }) if Self::being_decided(s, zone, pod)) =>
                 {}
             Ctrl::Acting { .. } => steps.push(ZpdbStep::ControllerActs),
         }
@@ -382,9 +385,9 @@ impl Model for ZpdbModel {
                 s.drains[r as usize] = Drain::Idle;
             }
             ZpdbStep::ControllerPlans => {
-                let (retained, ops) = self.plan(&s.view, &s.expectations);
+                let (retained, actions) = self.plan(&s.view, &s.expectations);
                 s.expectations = retained;
-                s.ctrl = Ctrl::Acting { ops, deciding: None, cleared: false, held: false, heard: false };
+                self.execute(&mut s, actions);
             }
             ZpdbStep::ControllerActs => self.controller_acts(&mut s),
             ZpdbStep::ControllerRestarts => {

@@ -170,10 +170,31 @@ pub enum Drain {
 pub enum Ctrl {
     /// `blocked`: its last eviction decision was denied; it plans again on the next change someone else makes.
     Idle { blocked: bool },
-    /// Executing a plan: `deciding` the eviction of the front deletion, or `cleared` to delete it. `held`: a budget
-    /// denied a deletion of this pass (its other deletions wait for the next pass; its other writes go on).
-    /// `heard`: someone else changed the cluster meanwhile (the work queue then runs the group again).
-    Acting { ops: Vec<Op>, deciding: Option<Decision>, cleared: bool, held: bool, heard: bool },
+    /// Executing a plan with the core's execution machine (`exec`), which asked for `need`: to judge a deletion by
+    /// the budgets (`deciding` it, once the decision started), or to send a write (a deletion the budgets allowed,
+    /// a status update). `heard`: someone else changed the cluster meanwhile (the work queue then runs the group
+    /// again).
+    Acting { exec: Box<Execution>, need: ExecutionNeed, deciding: Option<Box<Decision>>, heard: bool },
+}
+
+impl Ctrl {
+    /// The deletion the controller is cleared to send (the budgets allowed it; the machine asked for it).
+    pub fn cleared(&self) -> Option<Op> {
+        match self {
+            Ctrl::Acting { exec, need: ExecutionNeed::DeletePod { .. }, .. } => exec.current_action().and_then(to_op),
+            _ => None,
+        }
+    }
+
+    /// The deletion the machine asked to judge, before its decision started.
+    pub fn to_judge(&self) -> Option<Op> {
+        match self {
+            Ctrl::Acting { exec, need: ExecutionNeed::JudgeDeletion { .. }, deciding: None, .. } => {
+                exec.current_action().and_then(to_op)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Violated invariants, as bits of [`ZpdbState::violations`].
