@@ -191,12 +191,19 @@ fn webhook_scale_requests_keep_every_invariant_with_and_without_the_zone_tracker
     use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
     let helm = run_passing(&under(HelmChart, base.clone()), 0..15);
-    assert!(count_lines(&helm, "annotations -> ok") > 5, "parents annotated for /scale downscales");
+    assert!(
+        served(&helm, Sender::Webhook, Request::PatchStatefulSetAnnotations, "") > 5,
+        "parents annotated for /scale downscales"
+    );
     let stats = scale_requests(&helm);
     assert!(stats.scale_patch_readmitted > 0, "no kubectl-style /scale downscale re-admitted: {stats:?}");
     assert_eq!(stats.patch_conflicts, 0, "{stats:?}");
     let jsonnet = run_passing(&under(Jsonnet, base), 0..15);
-    assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
+    assert_eq!(
+        sent(&jsonnet, Request::PatchStatefulSetAnnotations, ""),
+        0,
+        "the record, not annotations, with the tracker"
+    );
 }
 
 /// The webhook users' downscale requests of `outcomes`, summed.
@@ -215,7 +222,11 @@ fn larger_webhook_scale_requests_keep_every_invariant_over_seeds_15_to_40() {
     let base = Scenario { scale_requests: true, ..Scenario::rollout_with_admitted_downscales() };
     run_passing(&under(HelmChart, base.clone()), 15..40);
     let jsonnet = run_passing(&under(Jsonnet, base), 15..40);
-    assert_eq!(count_lines(&jsonnet, "annotations -> ok"), 0, "the record, not annotations, with the tracker");
+    assert_eq!(
+        sent(&jsonnet, Request::PatchStatefulSetAnnotations, ""),
+        0,
+        "the record, not annotations, with the tracker"
+    );
 }
 
 /// `/scale` downscales of the leader admitted under the Helm chart's RBAC (no zone tracker), while the controller
@@ -228,7 +239,10 @@ fn scale_requests_of_a_leader_without_the_zone_tracker_keep_the_followers_min_ti
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling() });
     let outcomes = run_passing(&sc, 0..24);
-    assert!(count_lines(&outcomes, "annotations -> ok") > 5, "parents annotated for /scale downscales");
+    assert!(
+        served(&outcomes, Sender::Webhook, Request::PatchStatefulSetAnnotations, "") > 5,
+        "parents annotated for /scale downscales"
+    );
 }
 
 /// The webhook's record of a `/scale` downscale on its parent moves the resourceVersion the request is stored

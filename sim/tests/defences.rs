@@ -8,6 +8,7 @@
 use rollout_core::{Defences, Layer};
 
 use rollout_sim::harness::outcome::Outcome;
+use rollout_sim::oracle::activity::{Request, Sender};
 use rollout_sim::scenario::Scenario;
 
 fn without(layers: &[Layer]) -> Defences {
@@ -220,7 +221,7 @@ fn a_failed_rollout_step_claim_is_retried_not_taken_for_a_refusal() {
     for seed in FAILED_STEP_CLAIM {
         let o = rollout_sim::harness::run(seed, &sc, false);
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
-        let deletions = o.trace.lines.iter().filter(|l| l.contains("controller#") && l.contains("DELETE pod")).count();
+        let deletions = o.activity.sent_by(Sender::Operator, Request::DeletePod, "");
         assert!(deletions >= 3, "seed {seed}: only {deletions} controller deletions judged");
     }
 }

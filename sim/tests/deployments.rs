@@ -19,7 +19,7 @@ fn under_the_helm_charts_rbac_every_scenario_keeps_its_invariants_and_touches_no
     use rollout_sim::scenario::deployment::ReferenceDeployment::HelmChart;
     for (name, sc, seeds) in rbac_worlds(0..12, 0..10) {
         let outcomes = run_passing(&under(HelmChart, sc), seeds);
-        assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
+        assert_eq!(config_map_requests(&outcomes), 0, "{name}: a ConfigMap was requested");
         assert!(count_lines(&outcomes, "RBAC of the helm deployment") > 0, "{name}");
     }
 }
@@ -42,7 +42,7 @@ fn under_the_jsonnet_rbac_every_scenario_keeps_its_invariants() {
     let mut used = 0;
     for (_, sc, seeds) in rbac_worlds(0..10, 0..10) {
         let outcomes = run_passing(&under(Jsonnet, sc), seeds);
-        used += count_lines(&outcomes, "configmap");
+        used += config_map_requests(&outcomes);
     }
     assert!(used > 0, "the zone tracker is used");
 }
@@ -53,7 +53,7 @@ fn larger_under_the_helm_charts_and_the_jsonnet_rbac_every_scenario_keeps_its_in
     use rollout_sim::scenario::deployment::ReferenceDeployment::{HelmChart, Jsonnet};
     for (name, sc, seeds) in rbac_worlds(12..40, 10..30) {
         let outcomes = run_passing(&under(HelmChart, sc), seeds);
-        assert_eq!(count_lines(&outcomes, "configmap"), 0, "{name}: a ConfigMap was requested");
+        assert_eq!(config_map_requests(&outcomes), 0, "{name}: a ConfigMap was requested");
     }
     for (_, sc, seeds) in rbac_worlds(10..30, 10..30) {
         run_passing(&under(Jsonnet, sc), seeds);
@@ -124,7 +124,8 @@ fn followers_are_not_scaled_down_while_the_zone_trackers_record_is_read_only_ove
     let sc = under(TrackerReadOnly, Scenario { scaling: Some(direct), ..Scenario::scaling() });
     let outcomes = run_passing(&sc, 0..20);
     let leader_downscales = count_lines(&outcomes, "downscale ingester-zone-a");
-    let refused_claims = count_lines(&outcomes, "configmaps (apiGroup \"\") -> forbidden (403)");
+    let refused_claims =
+        forbidden(&outcomes, Request::ReplaceConfigMap) + forbidden(&outcomes, Request::CreateConfigMap);
     let follower_downscales =
         count_lines(&outcomes, "downscale ingester-zone-b") + count_lines(&outcomes, "downscale ingester-zone-c");
     assert!(leader_downscales >= 40, "only {leader_downscales} leader downscales");
@@ -155,7 +156,7 @@ fn a_zone_tracker_refused_by_rbac_still_lets_followers_go_up_and_forced_replicas
         // zone-b is the forced follower; zone-c only follows the leader (up: its downscales cannot be claimed).
         let forced = |l: &&String| l.contains("downscale ingester-zone-b") && l.contains("by controller");
         forced_down += o.trace.lines.iter().filter(forced).count();
-        upscales += o.trace.lines.iter().filter(|l| l.contains("PATCH ingester-zone-c replicas=")).count();
+        upscales += o.activity.sent(Request::PatchReplicas, "ingester-zone-c");
     }
     assert!(forced_down >= 2 && upscales >= 8, "forced downscales {forced_down}, follower upscales {upscales}");
 }
@@ -170,8 +171,8 @@ fn without_patch_on_statefulsets_scaling_is_refused_and_rollouts_still_converge_
     use rollout_sim::scenario::deployment::ReferenceDeployment::NoPatch;
     let sc = under(NoPatch, Scenario { revisions: 1, ..Scenario::scaling() });
     let outcomes = run_passing(&sc, 0..20);
-    let refused = count_lines(&outcomes, "patch statefulsets");
-    let deleted = count_lines(&outcomes, "DELETE pod ingester-zone");
+    let refused = forbidden(&outcomes, Request::PatchReplicas);
+    let deleted = served(&outcomes, Sender::Operator, Request::DeletePod, "ingester-zone");
     assert!(refused >= 20, "only {refused} replica changes refused");
     assert!(deleted >= 100, "only {deleted} pods rolled");
 }

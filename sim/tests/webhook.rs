@@ -112,6 +112,7 @@ async fn world(seed: u64) -> Outcome {
         store: store.clone(),
         knobs: Arc::new(Mutex::new(Knobs { api_delay_ms: (1, 30), ..Knobs::default() })),
         rng: Arc::new(Mutex::new(SimRng::new(rng.lock().unwrap().next_u64()))),
+        lost_answers: Arc::new(Mutex::new(SimRng::new(0))),
         crash_tx,
         pause_tx,
         grants: None,

@@ -12,10 +12,9 @@ use rollout_sim::harness::run_passing;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::planner::PlannerKind;
+use support::*;
 
-fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {
-    outcomes.iter().flat_map(|o| o.trace.lines.iter()).filter(|l| l.contains(needle)).count()
-}
+mod support;
 
 /// The first seed below `limit` at which `sc` breaks `invariant`.
 fn first_violation(sc: &Scenario, limit: u64, invariant: &str) -> Option<u64> {
@@ -29,9 +28,9 @@ fn mirror_statefulsets_follow_their_reference_and_write_it_back_over_15_seeds() 
     let outcomes = run_passing(&sc, 0..15);
     // Convergence includes every zone at the reference's replicas with `status.replicas` written back; the world
     // must also make the controller scale.
-    let scaled = count_lines(&outcomes, "PATCH ingester-zone");
+    let scaled = served(&outcomes, Sender::Operator, Request::PatchReplicas, "ingester-zone");
     assert!(scaled >= 15, "the mirror scaled too rarely: {scaled} replica patches");
-    assert!(count_lines(&outcomes, "PATCH replicatemplates/ingester/status -> ok") >= 15);
+    assert!(served(&outcomes, Sender::Operator, Request::PatchResourceStatus, "replicatemplates/ingester") >= 15);
     // As the reference: only another StatefulSet's rollout holds a mirror's downscale back, not its own (the
     // StatefulSet controller rolls what remains). Asking about no StatefulSet in particular (the candidate's name
     // empty) held every one of them: none then.
@@ -45,7 +44,7 @@ fn mirror_statefulsets_follow_their_reference_and_write_it_back_over_15_seeds() 
 #[test]
 fn the_mirror_write_back_annotation_is_honoured_both_ways_over_10_seeds() {
     let written = |outcomes: &[rollout_sim::harness::outcome::Outcome]| {
-        count_lines(outcomes, "PATCH replicatemplates/ingester/status")
+        sent(outcomes, Request::PatchResourceStatus, "replicatemplates/ingester")
     };
     let yes =
         run_passing(&Scenario { mirror: true, mirror_write_back: Some("True".into()), ..Scenario::default() }, 0..10);
@@ -53,7 +52,10 @@ fn the_mirror_write_back_annotation_is_honoured_both_ways_over_10_seeds() {
     let no =
         run_passing(&Scenario { mirror: true, mirror_write_back: Some("false".into()), ..Scenario::default() }, 0..10);
     assert_eq!(written(&no), 0, "`false` writes nothing back");
-    assert!(count_lines(&no, "PATCH ingester-zone") >= 10, "the mirror still scales without write-back");
+    assert!(
+        served(&no, Sender::Operator, Request::PatchReplicas, "ingester-zone") >= 10,
+        "the mirror still scales without write-back"
+    );
 }
 
 #[test]
@@ -310,8 +312,8 @@ fn denied_downscales_cancel_the_pods_they_prepared_over_20_seeds() {
 fn a_second_rollout_group_rolls_independently_over_20_seeds() {
     let sc = Scenario { second_group: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..20);
-    assert!(count_lines(&outcomes, "DELETE pod store-gateway-zone") >= 40);
-    assert!(count_lines(&outcomes, "PUT store-gateway-zone") >= 20);
+    assert!(served(&outcomes, Sender::Operator, Request::DeletePod, "store-gateway-zone") >= 40);
+    assert!(served(&outcomes, Sender::Operator, Request::UpdateStatus, "store-gateway-zone") >= 20);
 }
 
 /// Admitted downscales beside a second rollout group in the namespace: the prepare-downscale webhook reads the
@@ -321,8 +323,11 @@ fn a_second_rollout_group_rolls_independently_over_20_seeds() {
 fn admitted_downscales_beside_a_second_group_are_judged_on_their_own_group_over_8_seeds() {
     let sc = Scenario { second_group: true, ..Scenario::rollout_with_admitted_downscales() };
     let outcomes = run_passing(&sc, 0..8);
-    assert!(count_lines(&outcomes, "denied ingester-zone") >= 40, "the webhook denied too few downscales");
-    assert!(count_lines(&outcomes, "DELETE pod store-gateway-zone") >= 16, "the second group hardly rolled");
+    assert!(admissions(&outcomes, "ingester-zone", false) >= 40, "the webhook denied too few downscales");
+    assert!(
+        served(&outcomes, Sender::Operator, Request::DeletePod, "store-gateway-zone") >= 16,
+        "the second group hardly rolled"
+    );
 }
 
 /// Both groups' zones scaled through the webhook while it is slow (every API request of an admission waits
@@ -334,7 +339,7 @@ fn downscales_of_two_groups_prepared_at_once_keep_each_others_markers_over_12_se
     let outcomes = run_passing(&sc, 0..12);
     let both = count_lines(&outcomes, "the record holds live downscale markers of 2 groups");
     assert!(both >= 6, "only {both} record writes held both groups' markers");
-    assert!(count_lines(&outcomes, "admitted store-gateway-zone") >= 30, "the second group hardly scaled");
+    assert!(admissions(&outcomes, "store-gateway-zone", true) >= 30, "the second group hardly scaled");
 }
 
 #[test]
@@ -355,7 +360,7 @@ fn ready_pods_with_a_crashed_sidecar_are_not_counted_as_serving() {
 fn followers_waiting_for_a_ready_leader_scale_up_only_then() {
     let sc = Scenario { leader_ready_upscales: true, ..Scenario::scaling() };
     let outcomes = run_passing(&sc, 0..30);
-    assert!(count_lines(&outcomes, "PATCH ingester-zone-b") >= 30);
+    assert!(served(&outcomes, Sender::Operator, Request::PatchReplicas, "ingester-zone-b") >= 30);
     let buggy = Scenario { planner: PlannerKind::UpscalesBeforeLeaderReady, ..sc };
     assert!(
         first_violation(&buggy, 20, rollout_sim::oracle::checker::LEADER_READY_UPSCALE).is_some(),
@@ -439,7 +444,7 @@ fn a_stale_rollout_force_replicas_never_resizes_a_statefulset_without_scaling_an
         };
         assert!(outcomes.iter().any(|o| forced(o) == up), "both directions set (upward: {up})");
     }
-    assert_eq!(count_lines(&outcomes, "PATCH ingester-zone-c replicas="), 0, "zone-c was never scaled");
+    assert_eq!(sent(&outcomes, Request::PatchReplicas, "ingester-zone-c"), 0, "zone-c was never scaled");
 }
 
 /// A user reverting a deploy (`updateRevision` going back to `currentRevision`): half the pushes of the
@@ -476,7 +481,7 @@ fn a_pod_relabelled_out_of_its_selector_is_not_the_statefulsets_over_40_seeds() 
 fn a_follower_without_a_min_time_goes_down_only_before_any_recorded_downscale_over_30_seeds() {
     let sc = Scenario { follower_without_min_time: true, ..Scenario::scaling() };
     let outcomes = run_passing(&sc, 0..30);
-    let up = count_lines(&outcomes, "PATCH ingester-zone-c replicas=");
+    let up = served(&outcomes, Sender::Operator, Request::PatchReplicas, "ingester-zone-c");
     assert!(up >= 30, "the follower without a min time was scaled too rarely: {up}");
 }
 

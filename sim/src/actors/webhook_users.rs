@@ -373,6 +373,9 @@ impl Admission for WebhookAdmission<'_> {
         st.end_preparing(&sts, incarnation);
         let who = format!("operator-{operator}");
         let again = if attempt.retry > 0 { format!(" (admitted again, {})", attempt.retry) } else { String::new() };
+        let admitted = matches!(answer, Ok(Ok((true, _, _))));
+        let admission = crate::oracle::activity::Admission { statefulset: sts.clone(), from, to, admitted };
+        st.activity.admissions.push(admission);
         match answer {
             Ok(Ok((true, _, patch))) => {
                 st.trace(&who, format!("admitted {sts} {from} -> {to}{again}"));

@@ -74,6 +74,8 @@ pub struct Outcome {
     pub health: Option<HealthOutcome>,
     /// The certificate world: the Secret's writes, the CA injections and the webhook calls' TLS checks.
     pub certificates: crate::oracle::certificates::CertificateLedger,
+    /// What the world did, for tests to count.
+    pub activity: crate::oracle::activity::Activity,
 }
 
 /// What a health-gated world did.
@@ -216,6 +218,7 @@ pub(crate) fn judge(
         pass_reports,
         failed_needs: crate::harness::pass_log::take_failed_needs(),
         certificates: st.certificates.clone(),
+        activity: std::mem::take(&mut st.activity),
         revisions: st
             .statefulsets
             .iter()

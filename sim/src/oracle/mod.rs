@@ -4,6 +4,7 @@
 //!
 //! Must not act on the world: it reads commits and records violations.
 
+pub mod activity;
 pub mod certificates;
 pub mod checker;
 pub mod commit_rules;

@@ -1,10 +1,12 @@
 //! What the simulation's test files share: running seeds that must pass, a world with only some faults, a world
-//! under a real deployment's RBAC, counting trace lines.
+//! under a real deployment's RBAC, counting what the worlds did (their activity ledgers; trace lines where the
+//! ledger does not record it).
 
 // Each test file is a crate of its own and uses some of these.
 #![allow(dead_code)]
 
 use rollout_sim::harness::outcome::Outcome;
+pub use rollout_sim::oracle::activity::{Request, Sender};
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::faults::FaultMix;
@@ -30,6 +32,34 @@ pub fn only(f: impl FnOnce(&mut FaultMix)) -> Scenario {
 /// `sc` under a real deployment's RBAC and zone-tracker setting.
 pub fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
     Scenario { deployment: Some(deployment), ..sc }
+}
+
+/// Successful requests of `request` by `sender` about objects named `prefix...`, over `outcomes`.
+pub fn served(outcomes: &[Outcome], sender: Sender, request: Request, prefix: &str) -> usize {
+    outcomes.iter().map(|o| o.activity.succeeded(sender, request, prefix)).sum()
+}
+
+/// Requests of `request` about objects named `prefix...`, whoever sent them, however they ended, over `outcomes`.
+pub fn sent(outcomes: &[Outcome], request: Request, prefix: &str) -> usize {
+    outcomes.iter().map(|o| o.activity.sent(request, prefix)).sum()
+}
+
+/// Requests of `request` refused by RBAC, over `outcomes`.
+pub fn forbidden(outcomes: &[Outcome], request: Request) -> usize {
+    outcomes.iter().map(|o| o.activity.forbidden(request, "")).sum()
+}
+
+/// Requests about ConfigMaps (read, create, replace), whoever sent them, however they ended, over `outcomes`.
+pub fn config_map_requests(outcomes: &[Outcome]) -> usize {
+    [Request::GetConfigMap, Request::CreateConfigMap, Request::ReplaceConfigMap]
+        .into_iter()
+        .map(|r| sent(outcomes, r, ""))
+        .sum()
+}
+
+/// Admission decisions about StatefulSets named `prefix...`, admitted or denied, over `outcomes`.
+pub fn admissions(outcomes: &[Outcome], prefix: &str, admitted: bool) -> usize {
+    outcomes.iter().map(|o| o.activity.admissions(prefix, admitted)).sum()
 }
 
 pub fn count_lines(outcomes: &[Outcome], needle: &str) -> usize {

@@ -11,6 +11,7 @@ use crate::Kind;
 use crate::environment::apiserver::ops::serve_op;
 use crate::environment::apiserver::watch::serve_watch;
 use crate::environment::store::{Obj, SharedStore};
+use crate::oracle::activity;
 use crate::oracle::checker::Knowledge;
 use crate::rng::SimRng;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -162,6 +163,55 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// What the request asks, and about which object, as the activity ledger records it.
+    pub fn served_as(&self) -> (activity::Request, String) {
+        use activity::Request as R;
+        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| m.name.clone().unwrap_or_default();
+        match self {
+            Op::DeletePod { name, .. } => (R::DeletePod, name.clone()),
+            Op::UpdateStatus { statefulset } => (R::UpdateStatus, name(&statefulset.metadata)),
+            Op::CreateConfigMap { config_map } => (R::CreateConfigMap, name(&config_map.metadata)),
+            Op::ReplaceConfigMap { config_map } => (R::ReplaceConfigMap, name(&config_map.metadata)),
+            Op::PatchReplicas { name, .. } => (R::PatchReplicas, name.clone()),
+            Op::PatchAnnotations { name, .. } | Op::MergeStatefulSetAnnotations { name, .. } => {
+                (R::PatchStatefulSetAnnotations, name.clone())
+            }
+            Op::PatchPodAnnotations { name, .. } => (R::PatchPodAnnotations, name.clone()),
+            Op::PatchResourceStatus { plural, name, .. } => (R::PatchResourceStatus, format!("{plural}/{name}")),
+            Op::Evict { name, .. } => (R::Evict, name.clone()),
+            Op::CreateSecret { secret } | Op::ReplaceSecret { secret } => (R::OtherWrite, name(&secret.metadata)),
+            Op::CreateEvent { event } => (R::CreateEvent, name(&event.metadata)),
+            Op::CreateLease { lease } | Op::ReplaceLease { lease } => (R::OtherWrite, name(&lease.metadata)),
+            Op::PatchEvent { name, .. } | Op::PatchWebhookConfiguration { name, .. } => (R::OtherWrite, name.clone()),
+            Op::GetConfigMap { name } => (R::GetConfigMap, name.clone()),
+            Op::GetScale { name, .. }
+            | Op::GetStatefulSet { name }
+            | Op::GetPod { name }
+            | Op::GetSecret { name }
+            | Op::GetDeployment { name }
+            | Op::GetReplicaSet { name }
+            | Op::GetLease { name } => (R::Read, name.clone()),
+            Op::Discover { kind, .. } => (R::Read, kind.clone()),
+            Op::ListStatefulSets { .. } => (R::Read, "statefulsets".to_string()),
+            Op::ListPods { .. } => (R::Read, "pods".to_string()),
+            Op::ListBudgets => (R::Read, "zoneawarepoddisruptionbudgets".to_string()),
+            Op::ListHealthChecks => (R::Read, "rollouthealthchecks".to_string()),
+        }
+    }
+}
+
+/// Who sent a request, from its client's incarnation.
+fn sender_of(client: u64) -> activity::Sender {
+    if client == WEBHOOK_INCARNATION || client >= ADMISSION_INCARNATION_BASE {
+        activity::Sender::Webhook
+    } else if client >= DRAIN_INCARNATION_BASE {
+        activity::Sender::Drain
+    } else {
+        activity::Sender::Operator
+    }
+}
+
 pub struct Request {
     pub reply_tag: u64,
     /// Also names the client: its incarnation is unique in a run (a controller process, an admission, the user's
@@ -183,6 +233,32 @@ pub struct Answer {
     /// The incarnation of the client that sent the request.
     pub client: u64,
     pub reply: Reply,
+}
+
+impl Reply {
+    /// The error's kind when the request failed.
+    pub fn failure(&self) -> Option<&'static str> {
+        fn kind<T>(r: &Result<T, ApiError>) -> Option<&'static str> {
+            r.as_ref().err().map(ApiError::kind)
+        }
+        match self {
+            Reply::Deleted(r) | Reply::Done(r) => kind(r),
+            Reply::Patched(r) => kind(r),
+            Reply::ConfigMap(r) => kind(r),
+            Reply::Discovered(r) => kind(r),
+            Reply::Value(r) => kind(r),
+            Reply::StatefulSet(r) => kind(r),
+            Reply::StatefulSets(r) => kind(r),
+            Reply::Pods(r) => kind(r),
+            Reply::Pod(r) => kind(r),
+            Reply::Secret(r) => kind(r),
+            Reply::Deployment(r) => kind(r),
+            Reply::ReplicaSet(r) => kind(r),
+            Reply::Values(r) => kind(r),
+            Reply::Lease(r) => kind(r),
+            Reply::Webhook(r) => kind(r),
+        }
+    }
 }
 
 pub enum Reply {
@@ -316,6 +392,7 @@ pub async fn serve(env: ServerEnv) {
             let Request { reply_tag: tag, knowledge, op, handed_at, log } = *req;
             let client = knowledge.incarnation;
             let write = is_controller(client).then(|| controller_write(&op)).flatten();
+            let (request, object) = op.served_as();
             let before = env.store.lock().unwrap().rv;
             // An eviction waits for its admission (a call to an operator replica), so it is served apart.
             let reply = match op {
@@ -324,6 +401,13 @@ pub async fn serve(env: ServerEnv) {
                 }
                 op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at, log }),
             };
+            let failure = reply.failure();
+            env.store.lock().unwrap().activity.served.push(activity::Served {
+                sender: sender_of(client),
+                request,
+                object,
+                failure,
+            });
             if let Some(what) = write
                 && answer_lost(&env, before)
             {

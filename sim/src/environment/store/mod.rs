@@ -168,6 +168,8 @@ pub struct Store {
     pub chase: Option<ChaseTriggers>,
     /// The certificate world's TLS checks and CA injections.
     pub certificates: crate::oracle::certificates::CertificateLedger,
+    /// What the world did, for tests to count (the oracle's activity ledger).
+    pub activity: crate::oracle::activity::Activity,
     /// Deployments and ReplicaSets (the no-downscale webhook's other kinds). Not watched.
     pub deployments: BTreeMap<String, k8s_openapi::api::apps::v1::Deployment>,
     pub replicasets: BTreeMap<String, k8s_openapi::api::apps::v1::ReplicaSet>,
@@ -291,6 +293,7 @@ impl Store {
             secrets: BTreeMap::new(),
             webhook_configurations: BTreeMap::new(),
             certificates: Default::default(),
+            activity: Default::default(),
             chase: None,
             deployments: BTreeMap::new(),
             replicasets: BTreeMap::new(),

@@ -1,0 +1,107 @@
+//! What the world did, as typed records tests count: every request the API server served (who sent it, what it
+//! asked, about which object, how it ended) and every admission decision the world's users received. The trace tells
+//! the same for people; tests assert on this instead, so rewording a trace line never changes a verdict.
+//!
+//! Must not judge: a count here shows a world exercised something, the guarantees are the checker's.
+
+/// Who sent a request, as the API server tells its clients apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    /// An operator process: its controller, its webhooks' certificate manager, its eviction decisions.
+    Operator,
+    /// The prepare-downscale webhook (its record claims and pod calls) or the user's actor standing in for it.
+    Webhook,
+    /// A node drain.
+    Drain,
+}
+
+/// What a request asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    DeletePod,
+    /// `PUT statefulsets/{name}/status`.
+    UpdateStatus,
+    GetConfigMap,
+    CreateConfigMap,
+    ReplaceConfigMap,
+    /// `PATCH statefulsets/{name}` of `spec.replicas` (with annotations in the same write, when any).
+    PatchReplicas,
+    /// `PATCH statefulsets/{name}` of annotations only, with or without a precondition.
+    PatchStatefulSetAnnotations,
+    PatchPodAnnotations,
+    /// `PATCH {plural}/{name}/status` (the mirror's write-back).
+    PatchResourceStatus,
+    /// `CREATE pods/{name}/eviction`.
+    Evict,
+    CreateEvent,
+    /// Event updates, Secrets, Leases, webhook configurations.
+    OtherWrite,
+    Read,
+}
+
+/// One request served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    pub sender: Sender,
+    pub request: Request,
+    /// The object's name (a plural for lists and discovery).
+    pub object: String,
+    /// The error's kind (`ApiError::kind`) when it failed.
+    pub failure: Option<&'static str>,
+}
+
+impl Served {
+    pub fn ok(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// A decision about a replica change the world's users asked for (`UPDATE` or `/scale`), as the user received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub statefulset: String,
+    pub from: u32,
+    pub to: u32,
+    pub admitted: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Activity {
+    pub served: Vec<Served>,
+    pub admissions: Vec<Admission>,
+}
+
+impl Activity {
+    /// Requests of `request` by `sender` about an object whose name starts with `prefix` that succeeded.
+    pub fn succeeded(&self, sender: Sender, request: Request, prefix: &str) -> usize {
+        self.served
+            .iter()
+            .filter(|s| s.sender == sender && s.request == request && s.ok() && s.object.starts_with(prefix))
+            .count()
+    }
+
+    /// Requests of `request` by `sender` about an object whose name starts with `prefix`, however they ended.
+    pub fn sent_by(&self, sender: Sender, request: Request, prefix: &str) -> usize {
+        self.served
+            .iter()
+            .filter(|s| s.sender == sender && s.request == request && s.object.starts_with(prefix))
+            .count()
+    }
+
+    /// Requests of `request` about an object whose name starts with `prefix`, whoever sent them, however they ended.
+    pub fn sent(&self, request: Request, prefix: &str) -> usize {
+        self.served.iter().filter(|s| s.request == request && s.object.starts_with(prefix)).count()
+    }
+
+    /// Requests of `request` about an object whose name starts with `prefix` refused by RBAC (403), whoever sent
+    /// them.
+    pub fn forbidden(&self, request: Request, prefix: &str) -> usize {
+        let refused = |s: &&Served| s.request == request && s.failure == Some("forbidden");
+        self.served.iter().filter(refused).filter(|s| s.object.starts_with(prefix)).count()
+    }
+
+    /// Admission decisions about a StatefulSet whose name starts with `prefix`, admitted or denied.
+    pub fn admissions(&self, prefix: &str, admitted: bool) -> usize {
+        self.admissions.iter().filter(|a| a.admitted == admitted && a.statefulset.starts_with(prefix)).count()
+    }
+}
