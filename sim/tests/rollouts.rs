@@ -275,13 +275,15 @@ fn regression_overlapping_apiserver_restarts_rebind() {
 // Inputs the simulation did not vary before: a percentage `rollout-max-unavailable`. The checker reads it by the
 // documented rule on its own (floor of the percentage of spec.replicas, at least 1), not through the core.
 
+/// A pod deletion the API server carried out (two in a row: deleted together, no other request between).
+fn is_deletion(served: &rollout_sim::oracle::activity::Served) -> bool {
+    served.request == rollout_sim::oracle::activity::Request::DeletePod && served.ok()
+}
+
 #[test]
 fn percentage_max_unavailable_keeps_every_invariant_over_40_seeds() {
     let outcomes = run_passing(&Scenario::percentages(), 0..40);
-    let parallel = outcomes
-        .iter()
-        .filter(|o| o.trace.lines.windows(2).any(|w| w[0].contains("DELETE pod") && w[1].contains("DELETE pod")))
-        .count();
+    let parallel = outcomes.iter().filter(|o| o.activity.served.windows(2).any(|w| w.iter().all(is_deletion))).count();
     assert!(parallel > 4, "40% of five pods means two at a time; seen in only {parallel} runs");
 }
 
@@ -292,10 +294,7 @@ fn percentage_max_unavailable_keeps_every_invariant_over_40_seeds() {
 fn a_percentage_that_does_not_divide_the_replicas_rounds_down_over_12_seeds() {
     let sc = Scenario { replicas: 7, ..Scenario::percentages() };
     let outcomes = run_passing(&sc, 0..12);
-    let parallel = outcomes
-        .iter()
-        .filter(|o| o.trace.lines.windows(2).any(|w| w[0].contains("DELETE pod") && w[1].contains("DELETE pod")))
-        .count();
+    let parallel = outcomes.iter().filter(|o| o.activity.served.windows(2).any(|w| w.iter().all(is_deletion))).count();
     assert!(parallel > 2, "40% of seven pods means two at a time; seen in only {parallel} runs");
 }
 

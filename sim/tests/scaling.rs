@@ -27,11 +27,7 @@ fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds(
     // user asks for: the webhook denies the leader's while another zone has a pod not Ready).
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
     assert!(downscales >= 80, "only {downscales} downscales over 40 seeds");
-    let follower_downscales = outcomes
-        .iter()
-        .flat_map(|o| o.trace.lines.iter())
-        .filter(|l| l.contains("scaling") && l.contains("downscale ingester-zone-b") && l.contains("by controller#"))
-        .count();
+    let follower_downscales: usize = outcomes.iter().map(|o| o.activity.downscales("ingester-zone-b", true)).sum();
     assert!(follower_downscales >= 20, "only {follower_downscales} follower downscales by the controller");
     let denied: u64 = outcomes.iter().map(|o| o.scale_requests.denied).sum();
     assert!(denied >= 8, "the webhook should deny some of the user's downscales; denied {denied}");
@@ -152,7 +148,7 @@ fn regression_seed_31_a_dead_controllers_late_reply_is_not_taken_by_its_successo
     let o = rollout_sim::harness::run(31, &lost_replies_while_scaling(), false);
     assert!(o.passed(), "{:#?}", o.violations);
     let unclaimed =
-        o.trace.lines.iter().filter(|l| l.contains("by controller") && l.contains("(not recorded)")).count();
+        o.activity.downscales.iter().filter(|d| d.by.starts_with("controller") && d.recorded_at.is_none()).count();
     assert_eq!(unclaimed, 0, "a follower downscale committed with no entry in the record");
 }
 

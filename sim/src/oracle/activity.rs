@@ -1,5 +1,6 @@
 //! What the world did, as typed records tests count: every request the API server served (who sent it, what it
-//! asked, about which object, how it ended) and every admission decision the world's users received. The trace tells
+//! asked, about which object, how it ended), every admission decision the world's users received and every
+//! downscale committed. The trace tells
 //! the same for people; tests assert on this instead, so rewording a trace line never changes a verdict.
 //!
 //! Must not judge: a count here shows a world exercised something, the guarantees are the checker's.
@@ -69,6 +70,8 @@ pub struct Admission {
 pub struct Activity {
     pub served: Vec<Served>,
     pub admissions: Vec<Admission>,
+    /// Every committed decrease of a StatefulSet's replicas, with who wrote it and what the record said then.
+    pub downscales: Vec<crate::oracle::checker::scaling::Downscale>,
 }
 
 impl Activity {
@@ -98,6 +101,12 @@ impl Activity {
     pub fn forbidden(&self, request: Request, prefix: &str) -> usize {
         let refused = |s: &&Served| s.request == request && s.failure == Some("forbidden");
         self.served.iter().filter(refused).filter(|s| s.object.starts_with(prefix)).count()
+    }
+
+    /// Downscales committed of a StatefulSet named `prefix...`, by the controller (or by anyone else).
+    pub fn downscales(&self, prefix: &str, by_controller: bool) -> usize {
+        let by = |d: &&crate::oracle::checker::scaling::Downscale| d.by.starts_with("controller") == by_controller;
+        self.downscales.iter().filter(|d| d.sts.starts_with(prefix)).filter(by).count()
     }
 
     /// Admission decisions about a StatefulSet whose name starts with `prefix`, admitted or denied.

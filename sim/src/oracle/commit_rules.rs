@@ -99,6 +99,7 @@ impl Store {
             follower,
         };
         self.trace("scaling", format!("downscale {}", d.describe()));
+        self.activity.downscales.push(d.clone());
         self.checker.record_downscale(d);
     }
 
