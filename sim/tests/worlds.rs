@@ -9,6 +9,7 @@
 
 use rollout_sim::harness::outcome::Outcome;
 use rollout_sim::harness::run_passing;
+use rollout_sim::oracle::activity::WorldEvent;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::planner::PlannerKind;
@@ -62,8 +63,8 @@ fn the_mirror_write_back_annotation_is_honoured_both_ways_over_10_seeds() {
 fn delayed_downscale_removes_only_pods_prepared_for_the_delay_over_15_seeds() {
     let sc = Scenario { mirror: true, delayed_downscale: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..15);
-    assert!(count_lines(&outcomes, "prepares for a delayed downscale") >= 10);
-    assert!(count_lines(&outcomes, "cancels its delayed downscale") >= 3);
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::PodPrepares { .. })) >= 10);
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::PodCancels { .. })) >= 3);
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
     assert!(downscales >= 10, "only {downscales} mirror downscales");
     // The checker's rule can fail: judged on every downscale, a pod removed before its delay is reported.
@@ -108,7 +109,10 @@ fn delayed_downscales_come_soon_after_their_pods_are_due_without_faults_over_60_
 fn zero_and_malformed_delayed_downscale_annotations_turn_it_off_or_stop_scaling_over_15_seeds() {
     let sc = Scenario { mirror: true, delayed_downscale: true, delay_annotations: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..15);
-    assert!(count_lines(&outcomes, "corrects its delayed-downscale annotations") >= 15, "malformed zones corrected");
+    assert!(
+        world(&outcomes, |e| matches!(e, WorldEvent::DelayAnnotationsCorrected { .. })) >= 15,
+        "malformed zones corrected"
+    );
     // Not vacuous: the reference moved while zones were malformed (their StatefulSets had to stay put).
     let moved_while_malformed: usize = outcomes
         .iter()
@@ -119,7 +123,7 @@ fn zero_and_malformed_delayed_downscale_annotations_turn_it_off_or_stop_scaling_
         })
         .sum();
     assert!(moved_while_malformed >= 15, "the reference moved {moved_while_malformed} times before a correction");
-    assert!(count_lines(&outcomes, "prepares for a delayed downscale") >= 10);
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::PodPrepares { .. })) >= 10);
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
     assert!(downscales >= 10, "only {downscales} mirror downscales");
 }
@@ -134,10 +138,14 @@ fn zero_and_malformed_delayed_downscale_annotations_turn_it_off_or_stop_scaling_
 fn delays_in_weeks_and_years_outlast_the_run_over_8_seeds() {
     let sc = Scenario { mirror: true, delayed_downscale: true, long_delays: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..8);
-    assert_eq!(count_lines(&outcomes, "has been preparing for a delayed downscale (1w) for 3 days"), 4);
-    assert_eq!(count_lines(&outcomes, "has been preparing for a delayed downscale (1y) for 3 days"), 5);
-    assert_eq!(count_lines(&outcomes, "has been preparing for a delayed downscale (4d) for 3 days"), 6);
-    assert_eq!(count_lines(&outcomes, "corrects its delayed-downscale annotations"), 9, "malformed zones corrected");
+    assert_eq!(world(&outcomes, |e| matches!(e, WorldEvent::PreparingBeforeTheRun { delay, .. } if delay == "1w")), 4);
+    assert_eq!(world(&outcomes, |e| matches!(e, WorldEvent::PreparingBeforeTheRun { delay, .. } if delay == "1y")), 5);
+    assert_eq!(world(&outcomes, |e| matches!(e, WorldEvent::PreparingBeforeTheRun { delay, .. } if delay == "4d")), 6);
+    assert_eq!(
+        world(&outcomes, |e| matches!(e, WorldEvent::DelayAnnotationsCorrected { .. })),
+        9,
+        "malformed zones corrected"
+    );
     let downscales: u64 = outcomes.iter().map(|o| o.downscales).sum();
     assert!(downscales >= 3, "the corrected zones scaled down only {downscales} times");
 }
@@ -150,7 +158,7 @@ fn delays_in_weeks_and_years_outlast_the_run_over_8_seeds() {
 fn a_corrupt_record_holds_only_what_needs_it_over_12_seeds() {
     let sc = Scenario { corrupt_record: true, ..Scenario::scaling_during_rollout() };
     let outcomes = run_passing(&sc, 0..12);
-    assert!(count_lines(&outcomes, "corrupts the zone tracker's record") >= 12);
+    assert!(world(&outcomes, |e| *e == WorldEvent::RecordCorrupted) >= 12);
     let mut replaced_while_corrupt = 0;
     for o in &outcomes {
         let mut corrupt = false;
@@ -180,9 +188,9 @@ fn regression_seed_13_a_record_corrupted_late_is_repaired_before_the_actors_stop
         ..Scenario::scaling_during_rollout()
     };
     let outcomes = run_passing(&sc, 13..14);
-    let corrupted = count_lines(&outcomes, "corrupts the zone tracker's record");
+    let corrupted = world(&outcomes, |e| *e == WorldEvent::RecordCorrupted);
     assert!(corrupted >= 1);
-    assert_eq!(count_lines(&outcomes, "repairs the zone tracker's record"), corrupted);
+    assert_eq!(world(&outcomes, |e| *e == WorldEvent::RecordRepaired), corrupted);
 }
 
 #[test]
@@ -346,9 +354,9 @@ fn downscales_of_two_groups_prepared_at_once_keep_each_others_markers_over_12_se
 fn ready_pods_with_a_crashed_sidecar_are_not_counted_as_serving() {
     let sc = Scenario { sidecars: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..30);
-    assert!(count_lines(&outcomes, "crashed (the pod still reports Ready)") >= 50);
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::SidecarDown { running: false, .. })) >= 50);
     // A sidecar running but failing its readiness probe is not ready either.
-    assert!(count_lines(&outcomes, "fails its readiness probe, running (the pod still reports Ready)") >= 50);
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::SidecarDown { running: true, .. })) >= 50);
     let buggy = Scenario { planner: PlannerKind::IgnoresContainerReadiness, ..sc };
     let seed = first_violation(&buggy, 40, rollout_sim::oracle::checker::ONE_ZONE)
         .or_else(|| first_violation(&buggy, 40, rollout_sim::oracle::checker::MAX_UNAVAILABLE))
@@ -456,7 +464,7 @@ fn a_stale_rollout_force_replicas_never_resizes_a_statefulset_without_scaling_an
 fn a_reverted_push_is_rolled_back_pod_by_pod_with_every_invariant_over_20_seeds() {
     let sc = Scenario { reverts: true, ..Scenario::rollout_with_admitted_downscales() };
     let outcomes = run_passing(&sc, 0..20);
-    let reverts = count_lines(&outcomes, "reverting the push");
+    let reverts = world(&outcomes, |e| *e == WorldEvent::PushReverted);
     assert!(reverts >= 15, "too few reverts: {reverts}");
 }
 
@@ -470,7 +478,8 @@ fn a_reverted_push_is_rolled_back_pod_by_pod_with_every_invariant_over_20_seeds(
 fn a_pod_relabelled_out_of_its_selector_is_not_the_statefulsets_over_40_seeds() {
     let sc = Scenario { relabels: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..40);
-    let (released, adopted) = (count_lines(&outcomes, "released pod"), count_lines(&outcomes, "adopted pod"));
+    let released = world(&outcomes, |e| matches!(e, WorldEvent::PodReleased { .. }));
+    let adopted = world(&outcomes, |e| matches!(e, WorldEvent::PodAdopted { .. }));
     assert!(released >= 80 && adopted == released, "released {released}, adopted {adopted}");
 }
 
@@ -506,7 +515,8 @@ fn regression_seeds_0_1_a_pod_released_by_its_statefulset_is_still_called_as_its
     let sc = Scenario { relabels: true, mirror: true, delayed_downscale: true, ..Scenario::default() };
     for seed in [0, 1] {
         let o = rollout_sim::harness::run(seed, &sc, false);
-        assert!(o.trace.lines.iter().any(|l| l.contains("released pod")), "seed {seed}: no pod released");
+        let released = o.activity.count(|e| matches!(e, WorldEvent::PodReleased { .. }));
+        assert!(released > 0, "seed {seed}: no pod released");
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }

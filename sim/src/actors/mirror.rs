@@ -74,6 +74,9 @@ pub fn start_delay_fixes(stage: &Stage, actors: &mut Actors) {
                 st.delayed_downscale_malformed.remove(&name);
                 st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
                 st.trace("user", format!("{name}: corrects its delayed-downscale annotations"));
+                let corrected =
+                    crate::oracle::activity::WorldEvent::DelayAnnotationsCorrected { statefulset: name.clone() };
+                st.activity.world.push(corrected);
             }
         }
     }));

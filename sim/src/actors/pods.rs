@@ -3,6 +3,7 @@
 
 use crate::environment::store::SharedStore;
 use crate::harness::populate::DELAY_ENDPOINT;
+use crate::oracle::activity::WorldEvent;
 use crate::rng::SimRng;
 use jiff::Timestamp;
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodMethod, PodRequest, PodResponse};
@@ -66,6 +67,7 @@ impl PodHttpClient for DelayedDownscalePods {
                 let since = *st.prepared.entry(pod.clone()).or_insert(now);
                 if since == now {
                     st.trace("pods", format!("{pod} prepares for a delayed downscale"));
+                    st.activity.world.push(WorldEvent::PodPrepares { pod: pod.clone() });
                 }
                 let body = serde_json::json!({ "timestamp": since.as_second() }).to_string().into_bytes();
                 Ok(PodResponse { status: 200, body })
@@ -73,6 +75,7 @@ impl PodHttpClient for DelayedDownscalePods {
             _ => {
                 if st.prepared.remove(&pod).is_some() {
                     st.trace("pods", format!("{pod} cancels its delayed downscale"));
+                    st.activity.world.push(WorldEvent::PodCancels { pod: pod.clone() });
                 }
                 Ok(PodResponse { status: 200, body: Vec::new() })
             }

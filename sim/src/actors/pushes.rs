@@ -74,7 +74,11 @@ pub fn start(stage: &Stage, mut pushes: Vec<Push>, leader_changes: &[(Duration, 
                 // same again).
                 Some(after) => {
                     tokio::time::sleep(after).await;
-                    store.lock().unwrap().trace("user", format!("reverting the push of r{} to r{live}", n + 1));
+                    {
+                        let mut st = store.lock().unwrap();
+                        st.trace("user", format!("reverting the push of r{} to r{live}", n + 1));
+                        st.activity.world.push(crate::oracle::activity::WorldEvent::PushReverted);
+                    }
                     push_all(&gaps, live).await;
                 }
                 None => live = n as u32 + 1,

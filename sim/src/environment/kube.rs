@@ -311,10 +311,12 @@ fn claim_or_release(
         pod.metadata.owner_references = None;
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: released pod {pod_name} (its labels no longer match)"));
+        store.activity.world.push(crate::oracle::activity::WorldEvent::PodReleased { pod: pod_name.to_string() });
     } else {
         pod.metadata.owner_references = Some(vec![crate::environment::objects::statefulset_owner(name)]);
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: adopted pod {pod_name}"));
+        store.activity.world.push(crate::oracle::activity::WorldEvent::PodAdopted { pod: pod_name.to_string() });
     }
 }
 

@@ -201,6 +201,11 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                             "sim",
                             format!("{pod} has been preparing for a delayed downscale ({delay}) for 3 days"),
                         );
+                        let before = crate::oracle::activity::WorldEvent::PreparingBeforeTheRun {
+                            pod: pod.clone(),
+                            delay: delay.to_string(),
+                        };
+                        st.activity.world.push(before);
                         (delay, VALID_DELAY_URL)
                     }
                 };

@@ -72,6 +72,46 @@ pub struct Activity {
     pub admissions: Vec<Admission>,
     /// Every committed decrease of a StatefulSet's replicas, with who wrote it and what the record said then.
     pub downscales: Vec<crate::oracle::checker::scaling::Downscale>,
+    /// What the world's actors did to the cluster, in order.
+    pub world: Vec<WorldEvent>,
+}
+
+/// Something an actor of the world did (the user, the kubelet, the StatefulSet controller, a pod's endpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorldEvent {
+    /// A mirror's pod began preparing for a delayed downscale (its endpoint called for the first time).
+    PodPrepares {
+        pod: String,
+    },
+    /// A preparing pod cancelled its delayed downscale.
+    PodCancels {
+        pod: String,
+    },
+    /// A pod found preparing when the run starts, for `delay` (as annotated).
+    PreparingBeforeTheRun {
+        pod: String,
+        delay: String,
+    },
+    /// The user corrected a StatefulSet's malformed delayed-downscale annotations.
+    DelayAnnotationsCorrected {
+        statefulset: String,
+    },
+    /// The user took a template push back.
+    PushReverted,
+    RecordCorrupted,
+    RecordRepaired,
+    /// A Ready pod's sidecar went down: crashed, or running with its readiness probe failing.
+    SidecarDown {
+        pod: String,
+        running: bool,
+    },
+    /// The StatefulSet controller released a pod whose labels no longer match, or adopted it again.
+    PodReleased {
+        pod: String,
+    },
+    PodAdopted {
+        pod: String,
+    },
 }
 
 impl Activity {
@@ -101,6 +141,11 @@ impl Activity {
     pub fn forbidden(&self, request: Request, prefix: &str) -> usize {
         let refused = |s: &&Served| s.request == request && s.failure == Some("forbidden");
         self.served.iter().filter(refused).filter(|s| s.object.starts_with(prefix)).count()
+    }
+
+    /// The world's events that `matches`.
+    pub fn count(&self, matches: impl Fn(&WorldEvent) -> bool) -> usize {
+        self.world.iter().filter(|e| matches(e)).count()
     }
 
     /// Downscales committed of a StatefulSet named `prefix...`, by the controller (or by anyone else).

@@ -57,6 +57,11 @@ pub fn config_map_requests(outcomes: &[Outcome]) -> usize {
         .sum()
 }
 
+/// The world's events that `matches`, over `outcomes`.
+pub fn world(outcomes: &[Outcome], matches: impl Fn(&rollout_sim::oracle::activity::WorldEvent) -> bool) -> usize {
+    outcomes.iter().map(|o| o.activity.count(&matches)).sum()
+}
+
 /// Admission decisions about StatefulSets named `prefix...`, admitted or denied, over `outcomes`.
 pub fn admissions(outcomes: &[Outcome], prefix: &str, admitted: bool) -> usize {
     outcomes.iter().map(|o| o.activity.admissions(prefix, admitted)).sum()
