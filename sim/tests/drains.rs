@@ -9,7 +9,7 @@
 
 use rollout_sim::actors::budget_editors::{EditKind, EditResult};
 use rollout_sim::harness::outcome::Outcome;
-use rollout_sim::oracle::activity::{Request, Sender};
+use rollout_sim::oracle::activity::{Request, Sender, WorldEvent};
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::drains::BudgetMode;
@@ -238,11 +238,8 @@ fn a_budget_beside_a_second_group_judges_only_its_own_pods_over_8_seeds() {
     let outcomes = run_all(&sc, 0..8);
     let total = totals(&outcomes);
     assert!(total.committed >= 8 && total.denied >= 8, "{total:?}");
-    let other = outcomes
-        .iter()
-        .flat_map(|o| o.trace.lines.iter())
-        .filter(|l| l.contains("EVICT pod store-gateway-zone") && l.contains("-> evicted"))
-        .count();
+    let other: usize =
+        outcomes.iter().map(|o| o.activity.succeeded(Sender::Drain, Request::Evict, "store-gateway-zone")).sum();
     assert!(other >= 8, "only {other} pods of the second group evicted");
 }
 
@@ -432,8 +429,11 @@ fn drains_while_the_zones_are_scaled_keep_the_budget_over_12_seeds() {
     let outcomes = run_all(&sc, 0..12);
     let total = totals(&outcomes);
     assert!(total.committed >= 12 && total.judged >= 60, "{total:?}");
-    let scaled_down = outcomes.iter().flat_map(|o| &o.trace.lines).filter(|l| l.contains("scale down ingester-zone"));
-    assert!(scaled_down.count() >= 24, "the zones were hardly scaled down");
+    let scaled_down: usize = outcomes
+        .iter()
+        .map(|o| o.activity.count(|e| matches!(e, WorldEvent::ScaleDownDeletes { statefulset, .. } if statefulset.starts_with("ingester-zone"))))
+        .sum();
+    assert!(scaled_down >= 24, "the zones were hardly scaled down: {scaled_down} pods");
 }
 
 /// Seed 637 of drains while the zones are scaled, without `patch` on StatefulSets (seed 67 before the controller

@@ -380,6 +380,11 @@ fn scale_down(
         p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()));
         store.put_pod(p);
         store.trace("sts-ctrl", format!("scale down {name} to {replicas}: deleting pod {pod_name}"));
+        let deletes = crate::oracle::activity::WorldEvent::ScaleDownDeletes {
+            statefulset: name.to_string(),
+            pod: pod_name.to_string(),
+        };
+        store.activity.world.push(deletes);
     }
 }
 

@@ -112,6 +112,11 @@ pub enum WorldEvent {
     PodAdopted {
         pod: String,
     },
+    /// The StatefulSet controller deleted a pod above a lowered `spec.replicas`.
+    ScaleDownDeletes {
+        statefulset: String,
+        pod: String,
+    },
 }
 
 impl Activity {
