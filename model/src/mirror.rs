@@ -3,8 +3,8 @@
 //! preparing for the downscale delay; `zone-b` is an ordinary StatefulSet of the group that users roll.
 //!
 //! The controller runs the real pass ([`rollout_core::plan_pass`]), the real mirror step machine
-//! ([`rollout_core::mirror_flow::MirrorFlow`]) one need at a time, and [`rollout_core::Pass::with_mirror`]; each need
-//! is one model step, so users, time, pods and crashes interleave with every call. The model owns only the
+//! ([`rollout_core::mirror_flow::MirrorFlow`]) one need at a time, and [`rollout_core::Pass::with_mirror`], and
+//! carries the replica change out with the core's execution machine; each need is one model step, so users, time, pods and crashes interleave with every call. The model owns only the
 //! environment: the reference's `spec.replicas` (changed by an HPA, possibly absent), the pods' own preparation state
 //! (a pod asked to prepare keeps the time it started until cancelled or removed), a controller cache that may lag,
 //! rollouts of `zone-b`, and the StatefulSet's resourceVersion precondition on the patch.
@@ -19,12 +19,14 @@
 //! The machine is rebuilt at each step by replaying the observations it was fed (it is pure, so the replay is
 //! exact); that keeps the model's state small, hashable data.
 
+use rollout_core::execution::{Execution, ExecutionSettings, Need as ExecutionNeed, Observed as ExecutionObserved};
 use rollout_core::fixture;
 use rollout_core::keys;
 use rollout_core::mirror_flow::{MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, PodAnswer};
 use rollout_core::scaling::ReferenceScale;
-use rollout_core::{Action, GroupSnapshot, PassInput, plan_pass};
+use rollout_core::{Action, Defences, ExpectationLifetimes, Failure, GroupSnapshot, PassInput, plan_pass};
 use stateright::{Model, Property};
+use std::time::Duration;
 
 /// Replicas of the mirror StatefulSet never exceed this (the HPA's bounds).
 pub const MAX_REPLICAS: u8 = 3;
@@ -100,14 +102,29 @@ pub struct PassState {
     pub lowest_reference: Option<u8>,
 }
 
+/// The reconciler's execution settings for this model's cluster: no zone tracker (a mirror's changes are not
+/// coordinated downscales), no budgets, production's durations.
+fn execution_settings() -> ExecutionSettings {
+    ExecutionSettings {
+        defences: Defences::ALL,
+        zone_tracker: false,
+        budgets: false,
+        claim_ttl: Duration::from_secs(90),
+        commit_margin: rollout_core::downscale::COMMIT_MARGIN,
+        request_bound: Duration::from_secs(60),
+        lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Ctrl {
     Idle,
     Mirroring(PassState),
-    /// Patching the mirror's replicas to `to`, conditional on `resource_version`.
+    /// Carrying out the pass's replica change with the core's execution machine, which asked to patch the mirror's
+    /// replicas to `to`, conditional on `resource_version`.
     Patching {
         pass: PassState,
-        from: u8,
+        exec: Box<Execution>,
         to: u8,
         resource_version: u8,
     },
@@ -409,20 +426,22 @@ impl Model for MirrorModel {
                     MirrorNeed::Done(result) => {
                         let group = self.snapshot(pass.view, pass.other_rolling, pass.pushes);
                         let planned = plan_pass(&group, &PassInput::new(at(s.time), &[])).with_mirror(result.findings);
-                        let scale = planned.plan.actions.iter().find_map(|a| match a {
-                            Action::Scale { statefulset, from, to, resource_version, .. } if statefulset == MIRROR => {
-                                Some((*from, *to, resource_version.clone()))
-                            }
-                            _ => None,
-                        });
-                        n.ctrl = match scale {
-                            Some((from, to, rv)) => Ctrl::Patching {
+                        let scales: Vec<Action> = planned
+                            .plan
+                            .actions
+                            .into_iter()
+                            .filter(|a| matches!(a, Action::Scale { statefulset, .. } if statefulset == MIRROR))
+                            .collect();
+                        let mut exec = Box::new(Execution::new(scales, false, execution_settings()));
+                        n.ctrl = match exec.step(ExecutionObserved::Start, at(s.time)) {
+                            ExecutionNeed::PatchReplicas { to, resource_version, .. } => Ctrl::Patching {
                                 pass,
-                                from: u8::try_from(from).ok()?,
+                                exec,
                                 to: u8::try_from(to).ok()?,
-                                resource_version: rv.parse().ok()?,
+                                resource_version: resource_version.parse().ok()?,
                             },
-                            None => Ctrl::Idle,
+                            // Nothing to change (or a need this model has no world for): the pass is over.
+                            _ => Ctrl::Idle,
                         };
                     }
                     need => {
@@ -436,12 +455,18 @@ impl Model for MirrorModel {
                 }
             }
             MirrorAction::Patch => {
-                let Ctrl::Patching { pass, to, resource_version, .. } = n.ctrl.clone() else { return None };
-                n.ctrl = Ctrl::Idle;
+                let Ctrl::Patching { pass, mut exec, to, resource_version } = n.ctrl.clone() else { return None };
                 // The patch's resourceVersion precondition: a conflict changes nothing.
-                if resource_version == s.resource_version {
+                let written = if resource_version == s.resource_version {
                     self.set_replicas(&mut n, &pass, to);
-                }
+                    Ok(())
+                } else {
+                    Err(Failure::Conflict("the mirror changed since the pass read it".to_string()))
+                };
+                // A pass changes the mirror's replicas once: the execution is done after the patch's answer.
+                let done = exec.step(ExecutionObserved::Written(written), at(s.time));
+                debug_assert!(matches!(done, ExecutionNeed::Done(_)), "{done:?}");
+                n.ctrl = Ctrl::Idle;
             }
             MirrorAction::Crash => {
                 n.ctrl = Ctrl::Idle;
