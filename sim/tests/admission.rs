@@ -6,6 +6,7 @@
 
 use rollout_sim::harness::outcome::Outcome;
 use rollout_sim::harness::run_passing;
+use rollout_sim::oracle::activity::WorldEvent;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::faults::FaultMix;
 use rollout_sim::scenario::planner::PlannerKind;
@@ -24,9 +25,9 @@ mod support;
 #[test]
 fn webhook_rollouts_with_admitted_downscales_keep_invariants_3_and_5_over_25_seeds() {
     let outcomes = run_passing(&Scenario::rollout_with_admitted_downscales(), 0..25);
-    let prepared = count_lines(&outcomes, "being prepared (marker committed)");
+    let prepared = world(&outcomes, |e| matches!(e, WorldEvent::DownscalePrepared { .. }));
     assert!(prepared >= 25, "only {prepared} downscales were prepared by the webhook");
-    let rolling = count_lines(&outcomes, "non-updated replicas");
+    let rolling: usize = outcomes.iter().map(|o| o.activity.denied_for("non-updated replicas")).sum();
     assert!(rolling >= 40, "the webhook should deny downscales during rollouts; denied {rolling}");
     let writes: u64 = outcomes.iter().map(|o| o.writes_judged).sum();
     assert!(writes >= 25 * 10, "only {writes} controller writes judged");

@@ -6,6 +6,7 @@
 
 use rollout_sim::harness::outcome::Outcome;
 use rollout_sim::harness::run_passing;
+use rollout_sim::oracle::activity::WorldEvent;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::faults::FaultMix;
 use rollout_sim::scenario::planner::PlannerKind;
@@ -31,10 +32,10 @@ fn scaling_real_controller_keeps_min_time_between_zone_downscales_over_40_seeds(
     assert!(follower_downscales >= 20, "only {follower_downscales} follower downscales by the controller");
     let denied: u64 = outcomes.iter().map(|o| o.scale_requests.denied).sum();
     assert!(denied >= 8, "the webhook should deny some of the user's downscales; denied {denied}");
-    let min_time = count_lines(&outcomes, "between zone downscales");
+    let min_time: usize = outcomes.iter().map(|o| o.activity.denied_for("between zone downscales")).sum();
     assert!(min_time >= 3, "the min time should deny some of the user's downscales; denied {min_time}");
     // The webhook prepares the pods under its marker, and faults reach it.
-    let prepared = count_lines(&outcomes, "being prepared (marker committed)");
+    let prepared = world(&outcomes, |e| matches!(e, WorldEvent::DownscalePrepared { .. }));
     assert!(prepared >= 30, "only {prepared} downscales were prepared by the webhook");
     assert!(
         count_lines(&outcomes, "failed") > 0,

@@ -373,8 +373,12 @@ impl Admission for WebhookAdmission<'_> {
         st.end_preparing(&sts, incarnation);
         let who = format!("operator-{operator}");
         let again = if attempt.retry > 0 { format!(" (admitted again, {})", attempt.retry) } else { String::new() };
-        let admitted = matches!(answer, Ok(Ok((true, _, _))));
-        let admission = crate::oracle::activity::Admission { statefulset: sts.clone(), from, to, admitted };
+        let (admitted, message) = match &answer {
+            Ok(Ok((allowed, message, _))) => (*allowed, message.clone()),
+            Ok(Err(e)) => (false, e.to_string()),
+            Err(e) => (false, e.to_string()),
+        };
+        let admission = crate::oracle::activity::Admission { statefulset: sts.clone(), from, to, admitted, message };
         st.activity.admissions.push(admission);
         match answer {
             Ok(Ok((true, _, patch))) => {

@@ -64,6 +64,8 @@ pub struct Admission {
     pub from: u32,
     pub to: u32,
     pub admitted: bool,
+    /// The webhook's message when it denied (what the user reads).
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -112,6 +114,10 @@ pub enum WorldEvent {
     PodAdopted {
         pod: String,
     },
+    /// The prepare-downscale webhook's in-progress marker of a downscale committed: its preparation began.
+    DownscalePrepared {
+        statefulset: String,
+    },
     /// The StatefulSet controller deleted a pod above a lowered `spec.replicas`.
     ScaleDownDeletes {
         statefulset: String,
@@ -157,6 +163,11 @@ impl Activity {
     pub fn downscales(&self, prefix: &str, by_controller: bool) -> usize {
         let by = |d: &&crate::oracle::checker::scaling::Downscale| d.by.starts_with("controller") == by_controller;
         self.downscales.iter().filter(|d| d.sts.starts_with(prefix)).filter(by).count()
+    }
+
+    /// Denied admissions whose message says `why`.
+    pub fn denied_for(&self, why: &str) -> usize {
+        self.admissions.iter().filter(|a| !a.admitted && a.message.contains(why)).count()
     }
 
     /// Admission decisions about a StatefulSet whose name starts with `prefix`, admitted or denied.

@@ -224,6 +224,9 @@ impl Store {
                 self.trace("checker", line);
             } else if !self.preparing.contains_key(&m.statefulset) {
                 self.trace("checker", format!("downscale of {} being prepared (marker committed)", m.statefulset));
+                let prepared =
+                    crate::oracle::activity::WorldEvent::DownscalePrepared { statefulset: m.statefulset.clone() };
+                self.activity.world.push(prepared);
                 self.preparing.insert(m.statefulset, (m.group, admission, m.until));
             }
         }
