@@ -8,9 +8,10 @@
 /// Who sent a request, as the API server tells its clients apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sender {
-    /// An operator process: its controller, its webhooks' certificate manager, its eviction decisions.
+    /// A controller process: the reconcile loop's requests.
     Operator,
-    /// The prepare-downscale webhook (its record claims and pod calls) or the user's actor standing in for it.
+    /// An operator replica's webhook side (prepare-downscale admissions, eviction decisions, the certificate
+    /// manager), or the user's actor standing in for the prepare-downscale webhook.
     Webhook,
     /// A node drain.
     Drain,

@@ -391,7 +391,7 @@ pub async fn serve(env: ServerEnv) {
             tokio::time::sleep(delay).await;
             let Request { reply_tag: tag, knowledge, op, handed_at, log } = *req;
             let client = knowledge.incarnation;
-            let write = is_controller(client).then(|| controller_write(&op)).flatten();
+            let write = (sender_of(client) == activity::Sender::Operator).then(|| controller_write(&op)).flatten();
             let (request, object) = op.served_as();
             let before = env.store.lock().unwrap().rv;
             // An eviction waits for its admission (a call to an operator replica), so it is served apart.
@@ -417,11 +417,6 @@ pub async fn serve(env: ServerEnv) {
             let _ = ep.send_to_raw(from, tag, Box::new(Answer { client, reply })).await;
         });
     }
-}
-
-/// Whether a request of `client` comes from a controller process (not the user's actor, an admission or a drain).
-fn is_controller(client: u64) -> bool {
-    client != WEBHOOK_INCARNATION && client < DRAIN_INCARNATION_BASE
 }
 
 /// Whether the answer to a write that committed (the store moved past `before`) is dropped.
