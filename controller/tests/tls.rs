@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use rollout_core::certificate::service_dns_names;
 use rollout_operator::admission::router::{WebhookSettings, Webhooks, router, system_clock};
+use rollout_operator::ops::feature_gate::{FeatureGates, Gate};
 use rollout_operator::pods::client::{PodCallError, PodHttpClient, PodRequest, PodResponse};
 use rollout_operator::tls::certificate::{CertBundle, SelfSignedSettings, TlsError};
 use rollout_operator::tls::listener::{SwappableCert, serve, server_config};
@@ -275,8 +276,14 @@ async fn the_ca_is_injected_into_labelled_configurations_late_ones_and_again_on_
     let (ca1, ca2) = (generated_ca(Timestamp::now()), generated_ca(Timestamp::now() + Duration::from_secs(60)));
     let (ca_tx, ca_rx) = tokio::sync::watch::channel(ca1.clone());
     let (trusted_tx, trusted) = tokio::sync::watch::channel(String::new());
-    let injector =
-        tokio::spawn(run_ca_injector(cluster.clone(), "ns".into(), ca_rx, Duration::from_millis(20), trusted_tx));
+    let injector = tokio::spawn(run_ca_injector(
+        cluster.clone(),
+        "ns".into(),
+        ca_rx,
+        Duration::from_millis(20),
+        trusted_tx,
+        FeatureGates::default(),
+    ));
 
     eventually("both entries of the labelled configuration carry the CA", || {
         bundles(&cluster, WebhookKind::Validating, "no-downscale-ns")
@@ -378,9 +385,12 @@ async fn refused_watches_confirm_the_ca_at_once_since_nothing_can_be_injected() 
     let (_ca_tx, ca_rx) = tokio::sync::watch::channel(ca.clone());
     let (trusted_tx, mut trusted) = tokio::sync::watch::channel(String::new());
     let port = RefusedWebhookWatches(FakeCluster::default());
-    let injector = tokio::spawn(run_ca_injector(port, "ns".into(), ca_rx, Duration::from_millis(20), trusted_tx));
+    let gates = FeatureGates::default();
+    let injector =
+        tokio::spawn(run_ca_injector(port, "ns".into(), ca_rx, Duration::from_millis(20), trusted_tx, gates.clone()));
     let confirmed = rollout_operator::tls::secret::trusted_within(&mut trusted, &ca, Duration::from_secs(5)).await;
     assert!(confirmed, "the CA was not confirmed: {:?}", *trusted.borrow());
+    assert!(gates.is_refused(Gate::CaInjection), "the refusal goes through the feature gate");
     injector.abort();
 }
 

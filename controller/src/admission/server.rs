@@ -161,7 +161,7 @@ pub async fn start_certificate<C: ClusterApi>(
     let injecting = config.self_signed && config.update_ca_bundle;
     let (trusted_tx, trusted_rx) = tokio::sync::watch::channel(String::new());
     if injecting {
-        tasks.push(tokio::spawn(run_ca_injector(api, namespace, ca_rx, RETRY, trusted_tx)));
+        tasks.push(tokio::spawn(run_ca_injector(api, namespace, ca_rx, RETRY, trusted_tx, metrics.gates().clone())));
     }
     let mut trusted = injecting.then_some(trusted_rx);
     // Served only once the webhook configurations trust it (the Secret may hold a certificate another replica has

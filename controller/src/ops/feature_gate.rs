@@ -57,10 +57,12 @@ pub enum Gate {
     HealthChecks,
     /// `grafana.com/rollout-health-check-started-at` on StatefulSets (the health checks' baseline time).
     HealthCheckStartedAt,
+    /// Injecting the self-signed CA into the labelled webhook configurations.
+    CaInjection,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 12] = [
+    pub const ALL: [Gate; 13] = [
         Gate::Events,
         Gate::Budgets,
         Gate::BudgetPodReads,
@@ -73,6 +75,7 @@ impl Gate {
         Gate::ReplicaSetLookups,
         Gate::HealthChecks,
         Gate::HealthCheckStartedAt,
+        Gate::CaInjection,
     ];
 
     /// The `feature` label of `rollout_operator_feature_disabled`.
@@ -88,6 +91,7 @@ impl Gate {
             Gate::DeploymentLookups | Gate::ReplicaSetLookups => "no-downscale-parent-lookups",
             Gate::HealthChecks => "health-checks",
             Gate::HealthCheckStartedAt => "health-check-started-at",
+            Gate::CaInjection => "ca-injection",
         }
     }
 
@@ -105,6 +109,7 @@ impl Gate {
             Gate::ReplicaSetLookups => "replicasets get",
             Gate::HealthChecks => "list rollouthealthchecks",
             Gate::HealthCheckStartedAt => "patch statefulsets",
+            Gate::CaInjection => "webhookconfigurations list/watch/patch",
         }
     }
 
@@ -118,6 +123,7 @@ impl Gate {
             Gate::ZoneTracker => Feature::ZoneTracker,
             Gate::DeploymentLookups | Gate::ReplicaSetLookups => Feature::ParentLookups,
             Gate::HealthChecks | Gate::HealthCheckStartedAt => Feature::HealthChecks,
+            Gate::CaInjection => Feature::CaInjection,
         }
     }
 
@@ -175,18 +181,26 @@ impl Gate {
                  StatefulSets): health checks take their baseline time from when this process first saw the rollout \
                  instead, later after a restart; grant patch on apps statefulsets"
             }
+            Gate::CaInjection => {
+                "cannot watch or patch the labelled webhook configurations: their CA bundle is not injected, so the \
+                 API server cannot call the webhooks unless the bundle is set by other means, and certificates are \
+                 served without waiting for an injection; grant list, watch and patch on \
+                 validatingwebhookconfigurations and mutatingwebhookconfigurations (a ClusterRole), or set \
+                 -webhooks.update-ca-bundle=false"
+            }
         }
     }
 
     /// When the part tries again once refused.
     pub fn retry(self) -> Retry {
         match self {
-            // Reads whose refusal is itself the safe answer, and a watch that retries with its own back-off.
+            // Reads whose refusal is itself the safe answer, and watches that retry with their own back-off.
             Gate::Budgets
             | Gate::BudgetPodReads
             | Gate::DeploymentLookups
             | Gate::ReplicaSetLookups
-            | Gate::HealthChecks => Retry::EveryUse,
+            | Gate::HealthChecks
+            | Gate::CaInjection => Retry::EveryUse,
             Gate::Events
             | Gate::PodIntents
             | Gate::StatefulSetIntents

@@ -4,6 +4,7 @@
 
 use super::certificate::bundled_cas;
 use crate::cluster::{ApiError, CertificateStore, WatchEvent, WebhookConfiguration, WebhookKind};
+use crate::ops::feature_gate::{FeatureGates, Gate};
 use futures::StreamExt;
 use rollout_core::certificate::{BundledCa, ca_bundle_patch, trusted_cas};
 use rollout_core::keys;
@@ -59,25 +60,27 @@ fn configuration_json(config: &WebhookConfiguration) -> serde_json::Value {
 /// a replica still serving the certificate of an earlier CA keeps being trusted. Patches are conditional on the
 /// resourceVersion seen; a failed patch is retried after `retry` (on the newest version the watch delivered), never
 /// forgotten. Once both watches have listed and every configuration trusts the current CA, sends that CA on
-/// `trusted`; also when the watches are refused (403), where nothing can be injected and nothing should wait for
-/// it. Runs until dropped.
+/// `trusted`; also while RBAC refuses a watch or a patch (`Gate::CaInjection`, said once through `gates`), where
+/// nothing can be injected and nothing should wait for it. Runs until dropped.
 pub async fn run_ca_injector<C: CertificateStore>(
     api: C,
     namespace: String,
     mut ca_rx: watch::Receiver<String>,
     retry: Duration,
     trusted: watch::Sender<String>,
+    gates: FeatureGates,
 ) {
     let selector = injection_selector(&namespace);
-    let mut events = futures::stream::select(
-        api.watch_webhook_configurations(WebhookKind::Validating, &selector),
-        api.watch_webhook_configurations(WebhookKind::Mutating, &selector),
-    );
+    let watch = |kind| api.watch_webhook_configurations(kind, &selector).map(move |event| (kind, event));
+    let mut events = futures::stream::select(watch(WebhookKind::Validating), watch(WebhookKind::Mutating));
     let mut known: BTreeMap<(WebhookKind, String), WebhookConfiguration> = BTreeMap::new();
     let mut dirty: BTreeSet<(WebhookKind, String)> = BTreeSet::new();
     let mut retry_at: Option<tokio::time::Instant> = None;
-    let mut listed = 0;
-    let mut refused = false;
+    // The kinds whose watch has listed, and the refusals in force: a kind's watch refused since its last list, the
+    // last patch refused.
+    let mut listed: BTreeSet<WebhookKind> = BTreeSet::new();
+    let mut watch_refused: BTreeSet<WebhookKind> = BTreeSet::new();
+    let mut patch_refused = false;
     loop {
         let ours = bundled_cas(&ca_rx.borrow()).into_iter().next();
         let Some(ours) = ours else {
@@ -101,6 +104,13 @@ pub async fn run_ca_injector<C: CertificateStore>(
                     Ok(updated) => {
                         tracing::info!(name = %key.1, kind = key.0.as_str(), "injected the CA bundle");
                         known.insert(key, updated);
+                        patch_refused = false;
+                    }
+                    Err(err @ ApiError::Forbidden(_)) => {
+                        gates.refused(Gate::CaInjection, &err);
+                        patch_refused = true;
+                        dirty.insert(key);
+                        retry_at = Some(tokio::time::Instant::now() + retry);
                     }
                     Err(err) => {
                         tracing::warn!(name = %key.1, kind = key.0.as_str(), error = %err, "injecting the CA bundle failed; will retry");
@@ -110,7 +120,12 @@ pub async fn run_ca_injector<C: CertificateStore>(
                 }
             }
         }
-        if refused || (listed >= 2 && dirty.is_empty() && known.values().all(|c| trusts(c, &ours))) {
+        let cannot_inject = patch_refused || !watch_refused.is_empty();
+        if !cannot_inject {
+            gates.granted(Gate::CaInjection);
+        }
+        let injected = listed.len() == 2 && dirty.is_empty() && known.values().all(|c| trusts(c, &ours));
+        if cannot_inject || injected {
             trusted.send_if_modified(|confirmed| {
                 let new = *confirmed != ours.pem;
                 confirmed.clone_from(&ours.pem);
@@ -120,27 +135,27 @@ pub async fn run_ca_injector<C: CertificateStore>(
         let sleep_until = retry_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             event = events.next() => match event {
-                Some(Ok(WatchEvent::InitApply(config) | WatchEvent::Apply(config))) => {
+                Some((_, Ok(WatchEvent::InitApply(config) | WatchEvent::Apply(config)))) => {
                     let key = (config.kind(), config.metadata().name.clone().unwrap_or_default());
                     known.insert(key.clone(), config);
                     dirty.insert(key);
                 }
-                Some(Ok(WatchEvent::Delete(config))) => {
+                Some((_, Ok(WatchEvent::Delete(config)))) => {
                     let key = (config.kind(), config.metadata().name.clone().unwrap_or_default());
                     known.remove(&key);
                     dirty.remove(&key);
                 }
-                Some(Ok(WatchEvent::InitDone)) => listed += 1,
-                Some(Ok(WatchEvent::Init)) => {}
-                Some(Err(ApiError::Forbidden(message))) if !refused => {
-                    // Nothing can be injected: a renewed or starting certificate need not wait for it.
-                    tracing::error!(
-                        error = %message,
-                        "cannot watch the webhook configurations (grant list and watch on validatingwebhookconfigurations and mutatingwebhookconfigurations, or set -webhooks.update-ca-bundle=false): the CA bundle is not injected"
-                    );
-                    refused = true;
+                Some((kind, Ok(WatchEvent::InitDone))) => {
+                    listed.insert(kind);
+                    watch_refused.remove(&kind);
                 }
-                Some(Err(err)) => tracing::warn!(error = %err, "watching webhook configurations"),
+                Some((_, Ok(WatchEvent::Init))) => {}
+                Some((kind, Err(err @ ApiError::Forbidden(_)))) => {
+                    // Nothing can be injected: a renewed or starting certificate need not wait for it.
+                    gates.refused(Gate::CaInjection, &err);
+                    watch_refused.insert(kind);
+                }
+                Some((_, Err(err))) => tracing::warn!(error = %err, "watching webhook configurations"),
                 None => return,
             },
             changed = ca_rx.changed() => {
