@@ -24,9 +24,8 @@ use rollout_core::fixture;
 use rollout_core::keys;
 use rollout_core::mirror_flow::{MirrorFlow, MirrorFlowSettings, MirrorNeed, MirrorObserved, PodAnswer};
 use rollout_core::scaling::ReferenceScale;
-use rollout_core::{Action, Defences, ExpectationLifetimes, Failure, GroupSnapshot, PassInput, plan_pass};
+use rollout_core::{Action, Defences, Failure, GroupSnapshot, PassInput, plan_pass};
 use stateright::{Model, Property};
-use std::time::Duration;
 
 /// Replicas of the mirror StatefulSet never exceed this (the HPA's bounds).
 pub const MAX_REPLICAS: u8 = 3;
@@ -103,17 +102,9 @@ pub struct PassState {
 }
 
 /// The reconciler's execution settings for this model's cluster: no zone tracker (a mirror's changes are not
-/// coordinated downscales), no budgets, production's durations.
+/// coordinated downscales), no budgets.
 fn execution_settings() -> ExecutionSettings {
-    ExecutionSettings {
-        defences: Defences::ALL,
-        zone_tracker: false,
-        budgets: false,
-        claim_ttl: Duration::from_secs(90),
-        commit_margin: rollout_core::downscale::COMMIT_MARGIN,
-        request_bound: Duration::from_secs(60),
-        lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
-    }
+    crate::execution_settings(Defences::ALL, false, false)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

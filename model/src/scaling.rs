@@ -24,8 +24,8 @@ use rollout_core::fixture;
 use rollout_core::keys;
 use rollout_core::record_claims::{Transition, claim_marked, finish_marked};
 use rollout_core::{
-    Action, Defences, DownscaleRecord, ExpectationLifetimes, Failure, GroupSnapshot, PassInput, Planner, RecordRead,
-    ZoneTracker, plan_pass_with,
+    Action, Defences, DownscaleRecord, Failure, GroupSnapshot, PassInput, Planner, RecordRead, ZoneTracker,
+    plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::sync::Arc;
@@ -136,15 +136,7 @@ fn zone_of(statefulset: &str) -> Option<u8> {
 /// The controller's execution settings: production's, except that a claim holds one tick (the clock does not
 /// advance while one is in flight, so its marker is live until its end, and over by the next tick).
 fn execution_settings() -> ExecutionSettings {
-    ExecutionSettings {
-        defences: Defences::ALL,
-        zone_tracker: true,
-        budgets: false,
-        claim_ttl: Duration::from_secs(60),
-        commit_margin: rollout_core::downscale::COMMIT_MARGIN,
-        request_bound: Duration::from_secs(60),
-        lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
-    }
+    ExecutionSettings { claim_ttl: Duration::from_secs(60), ..crate::execution_settings(Defences::ALL, true, false) }
 }
 
 impl ScalingModel {

@@ -80,18 +80,10 @@ impl RolloutModel {
         (retained, exec)
     }
 
-    /// The controller's execution settings (production's durations; this model has no budgets and no replica
-    /// changes, and no clock: every need is answered at the same instant).
+    /// The controller's execution settings (this model has no budgets and no replica changes, and no clock: every
+    /// need is answered at the same instant).
     fn execution_settings(&self) -> ExecutionSettings {
-        ExecutionSettings {
-            defences: self.config.defences,
-            zone_tracker: self.uses_record(),
-            budgets: false,
-            claim_ttl: Duration::from_secs(90),
-            commit_margin: Duration::from_secs(10),
-            request_bound: Duration::from_secs(60),
-            lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
-        }
+        crate::execution_settings(self.config.defences, self.uses_record(), false)
     }
 
     /// Moves the execution on to `need`: the expectations its writes left join the controller's, needs with no

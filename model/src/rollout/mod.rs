@@ -33,15 +33,14 @@ use rollout_core::fixture;
 use rollout_core::health_check::{ConfigError, HealthCheckConfig, HealthGating};
 use rollout_core::natural::pod_ordinal;
 use rollout_core::{
-    Action, Defences, DownscaleRecord, Expectation, ExpectationLifetimes, GroupSnapshot, MaxUnavailable, PassInput,
-    PendingExpectation, Planner, RecordRead, StatefulSetView, WaitReason, ZoneTracker, downscale::DownscaleInProgress,
-    keys, plan_pass_with,
+    Action, Defences, DownscaleRecord, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation,
+    Planner, RecordRead, StatefulSetView, WaitReason, ZoneTracker, downscale::DownscaleInProgress, keys,
+    plan_pass_with,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 pub const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
 const REVISIONS: [&str; 4] = ["r0", "r1", "r2", "r3"];

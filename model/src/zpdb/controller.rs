@@ -143,17 +143,9 @@ impl ZpdbModel {
     }
 
     /// The reconciler's execution settings for this model's cluster: every deletion judged by the budgets, no zone
-    /// tracker, production's durations (the model's clock never moves).
+    /// tracker (the model's clock never moves).
     fn execution_settings() -> ExecutionSettings {
-        ExecutionSettings {
-            defences: Defences::ALL,
-            zone_tracker: false,
-            budgets: true,
-            claim_ttl: Duration::from_secs(90),
-            commit_margin: rollout_core::downscale::COMMIT_MARGIN,
-            request_bound: Duration::from_secs(60),
-            lifetimes: ExpectationLifetimes { applied: Duration::from_secs(300), unknown: Duration::from_secs(70) },
-        }
+        crate::execution_settings(Defences::ALL, false, true)
     }
 
     /// Starts carrying out a pass's plan (nothing to do: the controller stays idle).

@@ -72,8 +72,8 @@ use rollout_core::zpdb::{
     Serialisation, StatefulSetIntent, ZpdbConfig,
 };
 use rollout_core::{
-    Action, Defences, Expectation, ExpectationLifetimes, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation,
-    PodView, StatefulSetView, plan_pass,
+    Action, Defences, Expectation, GroupSnapshot, MaxUnavailable, PassInput, PendingExpectation, PodView,
+    StatefulSetView, plan_pass,
 };
 use stateright::{Model, Property};
 use std::collections::HashMap;

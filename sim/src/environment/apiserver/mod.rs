@@ -202,7 +202,7 @@ impl Op {
 }
 
 /// Who sent a request, from its client's incarnation.
-fn sender_of(client: u64) -> activity::Sender {
+pub(crate) fn sender_of(client: u64) -> activity::Sender {
     if client == WEBHOOK_INCARNATION || client >= ADMISSION_INCARNATION_BASE {
         activity::Sender::Webhook
     } else if client >= DRAIN_INCARNATION_BASE {

@@ -1,9 +1,8 @@
 //! Carrying out one request against the store, as the real API server answers it.
 
 use crate::environment::apiserver::rbac::{REPROBE_AFTER, ZONE_TRACKER, access_of, forbidden_reply, optional_probe};
-use crate::environment::apiserver::{
-    ADMISSION_INCARNATION_BASE, DRAIN_INCARNATION_BASE, Op, Reply, Request, ServerEnv, WEBHOOK_INCARNATION, own_part,
-};
+use crate::environment::apiserver::{ADMISSION_INCARNATION_BASE, Op, Reply, Request, ServerEnv, own_part, sender_of};
+use crate::oracle::activity::Sender;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use rollout_operator::cluster::ApiError;
@@ -11,12 +10,10 @@ use rollout_operator::cluster::ApiError;
 pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
     let mut store = env.store.lock().unwrap();
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
-    let who = if req.knowledge.incarnation == WEBHOOK_INCARNATION || admission {
-        "webhook".to_string()
-    } else if req.knowledge.incarnation >= DRAIN_INCARNATION_BASE {
-        "drain".to_string()
-    } else {
-        format!("controller#{}", req.knowledge.incarnation)
+    let who = match sender_of(req.knowledge.incarnation) {
+        Sender::Webhook => "webhook".to_string(),
+        Sender::Drain => "drain".to_string(),
+        Sender::Operator => format!("controller#{}", req.knowledge.incarnation),
     };
     let controller = who.starts_with("controller");
     let lease_request = matches!(req.op, Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. });
