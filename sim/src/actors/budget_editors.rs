@@ -149,7 +149,7 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                     if let Some(outage) = outage {
                         let at = st.elapsed();
                         st.budget_watches_down = true;
-                        st.checker.budget_watch_outages.push((at, None));
+                        st.oracle.checker.budget_watch_outages.push((at, None));
                         st.trace("fault", format!("the budget watches are cut for {:.1}s", outage.as_secs_f64()));
                     }
                     st.delete_budget(BUDGET);
@@ -169,7 +169,7 @@ pub async fn edit_budgets(store: SharedStore, mut r: SimRng, drains: Drains, sta
                         let at = st.elapsed();
                         st.budget_watches_down = false;
                         st.budget_resume_floor = st.rv;
-                        if let Some(outage) = st.checker.budget_watch_outages.last_mut() {
+                        if let Some(outage) = st.oracle.checker.budget_watch_outages.last_mut() {
                             outage.1 = Some(at);
                         }
                         st.trace("fault", "the budget watches can connect again; resuming from before now is too old");
@@ -307,15 +307,15 @@ pub(crate) async fn admit_budget(
                 }
                 Ok((allowed, code, message)) => {
                     let at = st.elapsed();
-                    st.checker.judge_budget_admission(at, &what, valid, allowed, &message);
+                    st.oracle.checker.judge_budget_admission(at, &what, valid, allowed, &message);
                     if allowed && dry_run {
-                        st.checker.budget_edits.push((kind, EditResult::Admitted));
+                        st.oracle.checker.budget_edits.push((kind, EditResult::Admitted));
                         st.trace("user", format!("{operation} budget ({what}) via operator-{replica} -> admitted"));
                     } else if allowed {
                         let stored = st.put_budget(object);
                         let generation = stored.pointer("/metadata/generation").cloned().unwrap_or_default();
                         let stored = EditResult::Stored { generation: generation.as_u64().unwrap_or_default() };
-                        st.checker.budget_edits.push((kind, stored));
+                        st.oracle.checker.budget_edits.push((kind, stored));
                         st.trace(
                             "user",
                             format!(
@@ -323,7 +323,7 @@ pub(crate) async fn admit_budget(
                             ),
                         );
                     } else {
-                        st.checker.budget_edits.push((kind, EditResult::Refused { code }));
+                        st.oracle.checker.budget_edits.push((kind, EditResult::Refused { code }));
                         st.trace(
                             "user",
                             format!(

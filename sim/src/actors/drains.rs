@@ -99,7 +99,7 @@ pub(crate) fn start_drains(
                     }
                     let name = sts.metadata.name.clone().unwrap_or_default();
                     st.put_statefulset(sts);
-                    st.checker.drains.intents_wiped += 1;
+                    st.oracle.checker.drains.intents_wiped += 1;
                     st.trace("user", format!("re-applied {name} from its manifest (its eviction intents dropped)"));
                 }
             }
@@ -171,8 +171,8 @@ async fn chase_the_controller(store: SharedStore, mut r: SimRng, zones: u32, unt
                     tokio::time::sleep(delay).await;
                     let allowed = api.evict_pod(&pod, false, false).await.is_ok();
                     let mut st = store.lock().unwrap();
-                    st.checker.drains.chased += 1;
-                    st.checker.drains.chased_allowed += u64::from(allowed);
+                    st.oracle.checker.drains.chased += 1;
+                    st.oracle.checker.drains.chased_allowed += u64::from(allowed);
                 }));
             }
         }

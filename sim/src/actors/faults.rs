@@ -73,7 +73,7 @@ impl FaultCtx {
         let mut st = self.store.lock().unwrap();
         let from = st.elapsed();
         let to = st.since_start((Instant::now() + dur).min(self.fault_end));
-        st.reactions.fault(what, from, to);
+        st.oracle.reactions.fault(what, from, to);
     }
 
     /// In the HA world: replica node `i` lost as `how` (the Lease ledger measures a failover if it led).
@@ -85,7 +85,7 @@ impl FaultCtx {
         let mut st = self.store.lock().unwrap();
         if how == LeaderLoss::CutOff {
             let from = st.elapsed();
-            st.ha.cut_off(identity.clone(), from, from + dur);
+            st.oracle.ha.cut_off(identity.clone(), from, from + dur);
         }
         leader_lost(&mut st, &identity, how);
     }
@@ -266,7 +266,7 @@ pub fn start_crashes_after_deletions(
                 let mut st = store.lock().unwrap();
                 st.trace("fault", format!("{name} crashes right after its deletion committed"));
                 let from = st.elapsed();
-                st.reactions.fault(format!("{name} crash after its deletion"), from, from + delay);
+                st.oracle.reactions.fault(format!("{name} crash after its deletion"), from, from + delay);
                 if nodes.controllers.len() > 1 {
                     leader_lost(&mut st, &crate::harness::replicas::identity(i as u32), LeaderLoss::Killed);
                 }

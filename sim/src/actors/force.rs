@@ -54,7 +54,7 @@ pub fn start_on_plain(stage: &Stage, actors: &mut Actors) {
         let current = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let force = if up || current <= 1 { current + 1 } else { current - 1 };
         objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
-        st.force_ignored.insert(name.clone(), current);
+        st.world.force_ignored.insert(name.clone(), current);
         st.put_statefulset(sts);
         st.trace("user", format!("annotated {name} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
     }));

@@ -18,20 +18,20 @@ pub(crate) fn writer_node(store: &SharedStore, nodes: &Nodes, writer: u64) -> Op
         return Some(0);
     }
     let st = store.lock().unwrap();
-    let identity = st.ha.identity_of(writer)?;
+    let identity = st.oracle.ha.identity_of(writer)?;
     (0..nodes.controllers.len()).find(|i| crate::harness::replicas::identity(*i as u32) == identity)
 }
 
 /// Replica `identity` was killed, frozen or cut off: the Lease ledger measures the failover if it led while its group
 /// had work.
 pub(crate) fn leader_lost(st: &mut Store, identity: &str, how: LeaderLoss) {
-    let (at, work) = (st.elapsed(), st.reactions.has_work());
-    st.ha.leader_lost(at, identity, how, work);
+    let (at, work) = (st.elapsed(), st.oracle.reactions.has_work());
+    st.oracle.ha.leader_lost(at, identity, how, work);
 }
 
 /// The HA world's measurements close with the fault phase.
 pub(crate) fn st_ha_faults_over(store: &SharedStore) {
-    store.lock().unwrap().ha.faults_over();
+    store.lock().unwrap().oracle.ha.faults_over();
 }
 
 /// Pauses HA replica `i` for `down` (unless it is down or paused already), then resumes it.
@@ -46,7 +46,7 @@ pub(crate) async fn pause_replica(store: &SharedStore, nodes: &Nodes, i: usize, 
         st.trace("fault", format!("{name} frozen {why} for {:.1}s", down.as_secs_f64()));
         let from = st.elapsed();
         paused[i] = Some(from);
-        st.reactions.fault(format!("{name} frozen"), from, from + down);
+        st.oracle.reactions.fault(format!("{name} frozen"), from, from + down);
         leader_lost(&mut st, &crate::harness::replicas::identity(i as u32), LeaderLoss::Frozen);
     }
     Handle::current().pause(nodes.controllers[i]);
@@ -56,7 +56,7 @@ pub(crate) async fn pause_replica(store: &SharedStore, nodes: &Nodes, i: usize, 
         Handle::current().resume(nodes.controllers[i]);
         let mut st = store.lock().unwrap();
         let to = st.elapsed();
-        st.ha.frozen(crate::harness::replicas::identity(i as u32), from, to);
+        st.oracle.ha.frozen(crate::harness::replicas::identity(i as u32), from, to);
         st.trace("fault", format!("{name} resumes"));
     }
 }
@@ -87,7 +87,7 @@ pub(crate) fn start_ha_faults(
             let Some(i) = writer_node(&s, &n, writer) else { continue };
             // Resumed from 2 s before its Lease expires by the API server's clock to 6 s after (before or after
             // another replica takes over, which takes at least the lease from its last renewal).
-            let expires = s.lock().unwrap().ha.expires_at().unwrap_or_else(|| start.elapsed() + lease);
+            let expires = s.lock().unwrap().oracle.ha.expires_at().unwrap_or_else(|| start.elapsed() + lease);
             let resume_at = (expires + pr.millis(0, 8_000)).saturating_sub(Duration::from_secs(2));
             let down = resume_at.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
             if start.elapsed() + down + Duration::from_secs(5) >= fault_phase {
@@ -95,8 +95,8 @@ pub(crate) fn start_ha_faults(
             }
             {
                 let mut st = s.lock().unwrap();
-                st.ha.stats.paused_mid_pass += 1;
-                st.ha.stats.long_pauses += u64::from(down > lease);
+                st.oracle.ha.stats.paused_mid_pass += 1;
+                st.oracle.ha.stats.long_pauses += u64::from(down > lease);
             }
             pause_replica(&s, &n, i, down, "with a request of its pass in flight").await;
             tokio::time::sleep(Duration::from_secs(30)).await;
@@ -116,7 +116,10 @@ pub(crate) fn start_ha_faults(
                 }
                 let (leader, expires) = {
                     let st = s.lock().unwrap();
-                    (st.ha.holder_process().filter(|_| st.reactions.has_work()), st.ha.expires_at())
+                    (
+                        st.oracle.ha.holder_process().filter(|_| st.oracle.reactions.has_work()),
+                        st.oracle.ha.expires_at(),
+                    )
                 };
                 let victim = leader.and_then(|p| writer_node(&s, &n, p));
                 if let (Some(i), Some(expires)) = (victim, expires) {
@@ -144,11 +147,11 @@ pub(crate) fn start_ha_faults(
             if Instant::now() + down >= start + fault_phase {
                 return;
             }
-            let holder = s.lock().unwrap().ha.holder_process();
+            let holder = s.lock().unwrap().oracle.ha.holder_process();
             let leader = holder.and_then(|p| writer_node(&s, &n, p));
             let i = leader.filter(|_| of_leader).unwrap_or(other);
             if long {
-                s.lock().unwrap().ha.stats.long_pauses += 1;
+                s.lock().unwrap().oracle.ha.stats.long_pauses += 1;
             }
             pause_replica(&s, &n, i, down, "(a process pause)").await;
         }));
@@ -166,7 +169,7 @@ pub(crate) fn start_ha_faults(
                 }
                 let leader = {
                     let st = s.lock().unwrap();
-                    st.ha.holder_process().filter(|_| st.reactions.has_work())
+                    st.oracle.ha.holder_process().filter(|_| st.oracle.reactions.has_work())
                 };
                 let victim = leader.and_then(|p| Some((p, writer_node(&s, &n, p)?)));
                 if let Some((process, i)) = victim
@@ -177,8 +180,8 @@ pub(crate) fn start_ha_faults(
                     {
                         let mut st = s.lock().unwrap();
                         let at = st.elapsed();
-                        st.ha.leader_killed(at, process);
-                        st.reactions.fault(format!("leader {name} killed"), at, at + down);
+                        st.oracle.ha.leader_killed(at, process);
+                        st.oracle.reactions.fault(format!("leader {name} killed"), at, at + down);
                         leader_lost(&mut st, &crate::harness::replicas::identity(i as u32), LeaderLoss::Killed);
                         st.trace(
                             "fault",

@@ -84,14 +84,14 @@ impl Probes {
     /// The next probe's time, after taking in the controller's downscales committed since the last look.
     pub(crate) fn next(&mut self, store: &SharedStore, start: Instant) -> Option<Instant> {
         let st = store.lock().unwrap();
-        for d in &st.checker.downscales[self.seen..] {
+        for d in &st.oracle.checker.downscales[self.seen..] {
             if d.by.starts_with("controller") {
                 let first = (start + d.at + self.min_time + self.rng.millis(0, 300)) - PROBE_REACH;
                 let series = (0..).map(|i| first + PROBE_EVERY * i).take_while(|at| *at < first + PROBE_REACH * 2);
                 self.due.extend(series.filter(|at| *at < self.until));
             }
         }
-        self.seen = st.checker.downscales.len();
+        self.seen = st.oracle.checker.downscales.len();
         self.due.sort_unstable();
         self.due.first().copied()
     }

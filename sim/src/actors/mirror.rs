@@ -21,7 +21,7 @@ pub(crate) fn set_reference(st: &mut Store, replicas: u32) {
     let at = st.elapsed();
     let object = st.scale_targets.entry(key).or_insert_with(|| serde_json::json!({"spec": {}, "status": {}}));
     object["spec"]["replicas"] = serde_json::json!(replicas);
-    st.reference_history.push((at, replicas));
+    st.world.reference_history.push((at, replicas));
     st.trace("user", format!("ReplicaTemplate {GROUP}: spec.replicas = {replicas}"));
 }
 
@@ -65,18 +65,18 @@ pub fn start_delay_fixes(stage: &Stage, actors: &mut Actors) {
     actors.tasks.push(tokio::spawn(async move {
         tokio::time::sleep_until(start + at).await;
         let mut st = store.lock().unwrap();
-        for name in st.delayed_downscale_malformed.clone() {
+        for name in st.world.delayed_downscale_malformed.clone() {
             let changes = std::collections::BTreeMap::from([
                 (rollout_core::keys::ROLLOUT_DELAYED_DOWNSCALE.to_string(), Some(VALID_DELAY.to_string())),
                 (rollout_core::keys::ROLLOUT_PREPARE_DELAYED_DOWNSCALE_URL.to_string(), Some(url.to_string())),
             ]);
             if st.api_merge_statefulset_annotations(&name, &changes).is_ok() {
-                st.delayed_downscale_malformed.remove(&name);
-                st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
+                st.world.delayed_downscale_malformed.remove(&name);
+                st.world.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
                 st.trace("user", format!("{name}: corrects its delayed-downscale annotations"));
                 let corrected =
                     crate::oracle::activity::WorldEvent::DelayAnnotationsCorrected { statefulset: name.clone() };
-                st.activity.world.push(corrected);
+                st.oracle.activity.world.push(corrected);
             }
         }
     }));

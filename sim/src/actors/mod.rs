@@ -15,3 +15,4 @@ pub mod pods;
 pub mod pushes;
 pub mod record;
 pub mod webhook_users;
+pub mod world_record;

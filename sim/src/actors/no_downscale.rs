@@ -39,7 +39,7 @@ pub(crate) fn judge_denial_scope_of(
     if !named.is_empty() {
         let at = st.elapsed();
         let detail = format!("{what} was denied for {} of another rollout group: {message}", named.join(", "));
-        st.checker.violate(at, invariant, detail);
+        st.oracle.checker.violate(at, invariant, detail);
     }
 }
 
@@ -208,7 +208,7 @@ pub(crate) async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: 
         // Only a `/scale` request has a parent to read: an object's UPDATE carries its labels, so a "can't get"
         // answer to one is wrong whatever the webhook read.
         let read_failed = via_scale && asked > found;
-        st.checker.judge_no_downscale(
+        st.oracle.checker.judge_no_downscale(
             at,
             &format!("{kind} {shown}"),
             labelled,
@@ -228,10 +228,16 @@ pub(crate) async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: 
         let verdict = if prepare_allowed { "admitted".to_string() } else { format!("denied ({message})") };
         st.trace("prepare-downscale", format!("{verdict} {what} {warnings:?}"));
         match foreign {
-            true => st.checker.judge_foreign_namespace(at, &what, prepare_allowed, &warnings, prepare_reads),
-            false => {
-                st.checker.judge_prepare_foreign(at, &what, kind, to < from, prepare_allowed, &warnings, prepare_reads)
-            }
+            true => st.oracle.checker.judge_foreign_namespace(at, &what, prepare_allowed, &warnings, prepare_reads),
+            false => st.oracle.checker.judge_prepare_foreign(
+                at,
+                &what,
+                kind,
+                to < from,
+                prepare_allowed,
+                &warnings,
+                prepare_reads,
+            ),
         }
         if allowed && prepare_allowed && !foreign {
             match kind {

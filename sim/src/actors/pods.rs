@@ -39,10 +39,10 @@ impl PodHttpClient for DelayedDownscalePods {
         // StatefulSet's selector is released, and is still that StatefulSet's ordinal.
         let service = host.split(['.', ':', '/']).nth(1).unwrap_or_default().to_string();
         let addressed = st.pods.contains_key(&pod).then_some(service);
-        if let Some(sts) = addressed.filter(|sts| !st.delayed_downscale_delays.contains_key(sts)) {
+        if let Some(sts) = addressed.filter(|sts| !st.world.delayed_downscale_delays.contains_key(sts)) {
             let at = st.elapsed();
             let detail = format!("{method} {} to {pod}, whose StatefulSet {sts} has no delayed downscale", request.url);
-            st.checker.record_delayed_violation(at, detail);
+            st.oracle.checker.record_delayed_violation(at, detail);
         }
         let faulty = Instant::now() < self.failing_until;
         // The pods listen on port 8080 only: another port (or scheme) is refused, another path is not found.
@@ -64,18 +64,18 @@ impl PodHttpClient for DelayedDownscalePods {
         match request.method {
             PodMethod::Post => {
                 let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
-                let since = *st.prepared.entry(pod.clone()).or_insert(now);
+                let since = *st.world.prepared.entry(pod.clone()).or_insert(now);
                 if since == now {
                     st.trace("pods", format!("{pod} prepares for a delayed downscale"));
-                    st.activity.world.push(WorldEvent::PodPrepares { pod: pod.clone() });
+                    st.oracle.activity.world.push(WorldEvent::PodPrepares { pod: pod.clone() });
                 }
                 let body = serde_json::json!({ "timestamp": since.as_second() }).to_string().into_bytes();
                 Ok(PodResponse { status: 200, body })
             }
             _ => {
-                if st.prepared.remove(&pod).is_some() {
+                if st.world.prepared.remove(&pod).is_some() {
                     st.trace("pods", format!("{pod} cancels its delayed downscale"));
-                    st.activity.world.push(WorldEvent::PodCancels { pod: pod.clone() });
+                    st.oracle.activity.world.push(WorldEvent::PodCancels { pod: pod.clone() });
                 }
                 Ok(PodResponse { status: 200, body: Vec::new() })
             }
@@ -106,7 +106,7 @@ impl PodHttpClient for SimPods {
             (if slow { r.millis(1_000, 6_000) } else { r.millis(1, 40) }, r.range(0..100))
         };
         tokio::time::sleep(delay).await;
-        self.store.lock().unwrap().pod_calls.push(crate::environment::store::PodCall {
+        self.store.lock().unwrap().world.pod_calls.push(crate::actors::world_record::PodCall {
             pod: pod_of_url(&request.url).to_string(),
             post: request.method == PodMethod::Post,
             ok: roll >= 5,

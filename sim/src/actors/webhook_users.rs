@@ -161,7 +161,7 @@ impl User {
                 return;
             }
             if tried + 1 == tries {
-                self.store.lock().unwrap().scale_requests.put_given_up += u64::from(to < from);
+                self.store.lock().unwrap().oracle.scale_requests.put_given_up += u64::from(to < from);
                 return;
             }
             previous = Some(outcome);
@@ -196,15 +196,15 @@ impl User {
                 now_uid.is_some() && now_uid == existing.get(pod)
             })
             .collect();
-        st.checker.prepared_pods += listed.len() as u64;
-        let unprepared: Vec<String> = listed.into_iter().filter(|pod| !st.prepared_since(pod, sent_at)).collect();
+        st.oracle.checker.prepared_pods += listed.len() as u64;
+        let unprepared: Vec<String> = listed.into_iter().filter(|pod| !st.world.prepared_since(pod, sent_at)).collect();
         if !unprepared.is_empty() {
             let at = st.elapsed();
             let detail = format!(
                 "admitted {sts} {from} -> {to}, but {} never answered a prepare-shutdown POST with success",
                 unprepared.join(", ")
             );
-            st.checker.violate(at, crate::oracle::checker::PREPARED_FOR_SHUTDOWN, detail);
+            st.oracle.checker.violate(at, crate::oracle::checker::PREPARED_FOR_SHUTDOWN, detail);
         }
     }
 }
@@ -220,7 +220,7 @@ fn tally(
     outcome: &Outcome,
 ) -> bool {
     let downscale = to < from;
-    let stats = &mut st.scale_requests;
+    let stats = &mut st.oracle.scale_requests;
     match outcome {
         Outcome::Committed { retries } if downscale => {
             let readmitted = *retries > 0;
@@ -256,7 +256,7 @@ fn tally(
                     tried + 1,
                     rollout_core::keys::LAST_DOWNSCALE
                 );
-                st.checker.violate(at, crate::oracle::checker::OWN_WRITE_CONFLICT, detail);
+                st.oracle.checker.violate(at, crate::oracle::checker::OWN_WRITE_CONFLICT, detail);
             }
             client == Client::Hpa
         }
@@ -370,7 +370,7 @@ impl Admission for WebhookAdmission<'_> {
             tokio::time::sleep(chain).await;
         }
         let mut st = user.store.lock().unwrap();
-        st.end_preparing(&sts, incarnation);
+        st.oracle.end_preparing(&sts, incarnation);
         let who = format!("operator-{operator}");
         let again = if attempt.retry > 0 { format!(" (admitted again, {})", attempt.retry) } else { String::new() };
         let (admitted, message) = match &answer {
@@ -379,7 +379,7 @@ impl Admission for WebhookAdmission<'_> {
             Err(e) => (false, e.to_string()),
         };
         let admission = crate::oracle::activity::Admission { statefulset: sts.clone(), from, to, admitted, message };
-        st.activity.admissions.push(admission);
+        st.oracle.activity.admissions.push(admission);
         match answer {
             Ok(Ok((true, _, patch))) => {
                 st.trace(&who, format!("admitted {sts} {from} -> {to}{again}"));
@@ -392,16 +392,16 @@ impl Admission for WebhookAdmission<'_> {
                 // as its policy says, not knowing the record is there.
                 let write_failed =
                     message.contains(&format!("{} annotation failed", rollout_core::keys::LAST_DOWNSCALE));
-                if st.recorded_by_admission.contains(&incarnation) && !write_failed {
+                if st.oracle.recorded_by_admission.contains(&incarnation) && !write_failed {
                     let at = st.elapsed();
                     let detail = format!("{sts} {from} -> {to} recorded on the StatefulSet, then denied: {message}");
-                    st.checker.violate(at, crate::oracle::checker::PREPARE_RECORDED_ALLOWED, detail);
+                    st.oracle.checker.violate(at, crate::oracle::checker::PREPARE_RECORDED_ALLOWED, detail);
                 }
                 // Pods this admission prepared are owed a cancel (the reference's undo), judged at the end.
-                let prepared = st.prepared_pods_of(&sts, sent_at);
+                let prepared = st.world.prepared_pods_of(&sts, sent_at);
                 if !prepared.is_empty() {
                     let what = format!("the denied downscale of {sts} {from} -> {to}");
-                    st.undos_owed.push(crate::environment::store::UndoOwed {
+                    st.oracle.undos_owed.push(crate::oracle::UndoOwed {
                         what,
                         pods: prepared,
                         denied_at: Instant::now(),
@@ -442,7 +442,7 @@ impl Admission for WebhookAdmission<'_> {
             let sts = attempt.stored.metadata.name.clone().unwrap_or_default();
             let (at, commit_rv) = (st.elapsed(), st.rv);
             let group = st.group_of_statefulset(&sts).unwrap_or_default();
-            st.checker.judge_admitted(at, attempt.read_rv, commit_rv, &sts, &group);
+            st.oracle.checker.judge_admitted(at, attempt.read_rv, commit_rv, &sts, &group);
         }
     }
 }

@@ -77,10 +77,10 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
             st.trace("drain", format!("{what} -> not_found"));
             return Reply::Done(Err(ApiError::NotFound(format!("pods \"{pod}\" not found"))));
         };
-        st.checker.drains.asked += 1;
+        st.oracle.checker.drains.asked += 1;
         let terminating = terminating_uid(&st);
-        st.checker.drains.of_terminating += u64::from(terminating.is_some());
-        (st.rv, st.checker.drains.asked, terminating, group)
+        st.oracle.checker.drains.of_terminating += u64::from(terminating.is_some());
+        (st.rv, st.oracle.checker.drains.asked, terminating, group)
     };
     if env.eviction_webhooks.is_empty() {
         return Reply::Done(Err(ApiError::Unavailable("no eviction webhook configured".into())));
@@ -106,7 +106,7 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         Ok(v) => v,
         Err(e) => {
             let mut st = env.store.lock().unwrap();
-            st.checker.drains.failed += 1;
+            st.oracle.checker.drains.failed += 1;
             st.trace("drain", format!("{what} via operator-{replica} -> webhook failed: {e}"));
             let message = format!(
                 "Internal error occurred: failed calling webhook \"pod-eviction-rollout-operator.grafana.com\": {e}"
@@ -118,12 +118,12 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     if dry && writes > 0 {
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
-        st.checker.record_dry_run_write(at, format!("{what} made {writes} writes (allowed: {allowed})"));
+        st.oracle.checker.record_dry_run_write(at, format!("{what} made {writes} writes (allowed: {allowed})"));
     }
     if !allowed {
         let mut st = env.store.lock().unwrap();
         let at = st.elapsed();
-        st.checker.judge_eviction_denial(at, group.as_deref().unwrap_or_default(), pod, code, &message);
+        st.oracle.checker.judge_eviction_denial(at, group.as_deref().unwrap_or_default(), pod, code, &message);
         let what = format!("the eviction of {pod} ({code})");
         crate::actors::no_downscale::judge_denial_scope_of(
             &mut st,
@@ -138,21 +138,21 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         };
         let present = st.pods.values().any(|p| carries(&p.metadata.annotations))
             || st.statefulsets.values().any(|s| carries(&s.metadata.annotations));
-        st.checker.record_denied_decision(&format!("eviction-{n}"), code, present);
+        st.oracle.checker.record_denied_decision(&format!("eviction-{n}"), code, present);
         if message.contains("max unavailable = 0") {
             let denial_rv = st.rv;
-            st.checker.judge_zero_budget_denial(at, arrival_rv, denial_rv, pod, &message);
+            st.oracle.checker.judge_zero_budget_denial(at, arrival_rv, denial_rv, pod, &message);
         }
         if code == 429 && terminating.is_some() && terminating == terminating_uid(&st) {
-            st.checker.judge_terminating_denial(at, pod, &message);
+            st.oracle.checker.judge_terminating_denial(at, pod, &message);
         }
-        st.checker.drains.denied += 1;
+        st.oracle.checker.drains.denied += 1;
         st.trace("drain", format!("{what} via operator-{replica} -> denied ({code}): {message}"));
         return Reply::Done(Err(ApiError::Rejected { code, message }));
     }
     if dry {
         let mut st = env.store.lock().unwrap();
-        st.checker.drains.dry_runs_allowed += 1;
+        st.oracle.checker.drains.dry_runs_allowed += 1;
         st.trace("drain", format!("{what} via operator-{replica} -> allowed"));
         return Reply::Done(Ok(()));
     }
@@ -171,8 +171,8 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     let at = st.elapsed();
     let before = st.rv;
     let disruptor = format!("eviction by the drain, admitted by operator-{replica}");
-    st.checker.judge_disruption(at, arrival_rv, before, &PodSum::of(&p), &disruptor);
-    st.checker.drains.committed += 1;
+    st.oracle.checker.judge_disruption(at, arrival_rv, before, &PodSum::of(&p), &disruptor);
+    st.oracle.checker.drains.committed += 1;
     p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
     st.put_pod(p);
     st.trace("drain", format!("{what} via operator-{replica} -> evicted ({message})"));

@@ -261,12 +261,12 @@ pub async fn guaranteed_update(store: &SharedStore, request: &Request, admission
             && let Err(e) = apply_annotation_patch(&mut st, name, &patch)
         {
             let at = st.elapsed();
-            st.checker.record_liveness_failure(at, format!("the webhook's JSONPatch cannot be applied: {e}"));
+            st.oracle.checker.record_liveness_failure(at, format!("the webhook's JSONPatch cannot be applied: {e}"));
         }
         admission.committing(&mut st, &attempt);
-        st.writer_basis = Some(attempt.read_rv);
+        st.writing.basis = Some(attempt.read_rv);
         crate::environment::kube::set_replicas(&mut st, name, to, "webhook");
-        st.writer_basis = None;
+        st.writing.basis = None;
         admission.committed(&mut st, &attempt);
         return Outcome::Committed { retries };
     }

@@ -311,12 +311,16 @@ fn claim_or_release(
         pod.metadata.owner_references = None;
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: released pod {pod_name} (its labels no longer match)"));
-        store.activity.world.push(crate::oracle::activity::WorldEvent::PodReleased { pod: pod_name.to_string() });
+        store
+            .oracle
+            .activity
+            .world
+            .push(crate::oracle::activity::WorldEvent::PodReleased { pod: pod_name.to_string() });
     } else {
         pod.metadata.owner_references = Some(vec![crate::environment::objects::statefulset_owner(name)]);
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: adopted pod {pod_name}"));
-        store.activity.world.push(crate::oracle::activity::WorldEvent::PodAdopted { pod: pod_name.to_string() });
+        store.oracle.activity.world.push(crate::oracle::activity::WorldEvent::PodAdopted { pod: pod_name.to_string() });
     }
 }
 
@@ -384,7 +388,7 @@ fn scale_down(
             statefulset: name.to_string(),
             pod: pod_name.to_string(),
         };
-        store.activity.world.push(deletes);
+        store.oracle.activity.world.push(deletes);
     }
 }
 
@@ -396,9 +400,9 @@ pub fn set_replicas(store: &mut Store, sts: &str, replicas: u32, who: &str) {
         spec.replicas = Some(replicas as i32);
     }
     s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
-    store.writer = who.to_string();
+    store.writing.name = who.to_string();
     store.put_statefulset(s);
-    store.writer = "cluster".to_string();
+    store.writing.name = "cluster".to_string();
     store.trace(who, format!("{sts}: replicas {from} -> {replicas}"));
 }
 

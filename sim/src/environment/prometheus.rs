@@ -158,7 +158,8 @@ impl SimPrometheus {
             if !is_ready(pod) || pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let ratio = if is_bad(&pod_revision(pod), st.bad_release) { BAD_ERROR_RATIO } else { GOOD_ERROR_RATIO };
+            let ratio =
+                if is_bad(&pod_revision(pod), st.world.bad_release) { BAD_ERROR_RATIO } else { GOOD_ERROR_RATIO };
             let sample = Sample { at, errors: REQUESTS_PER_SCRAPE * ratio, requests: REQUESTS_PER_SCRAPE };
             series.pods.entry(name.clone()).or_default().push(sample);
         }

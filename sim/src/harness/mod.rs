@@ -269,7 +269,7 @@ fn heal(stage: &Stage) {
             Handle::current().resume(*node);
             let mut st = store.lock().unwrap();
             let to = st.elapsed();
-            st.ha.frozen(identity(i as u32), from, to);
+            st.oracle.ha.frozen(identity(i as u32), from, to);
         }
     }
     net.unclog_node(nodes.apiserver);

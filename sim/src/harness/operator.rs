@@ -148,7 +148,7 @@ pub(crate) fn start_replica(
                             let term = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
                             {
                                 let mut st = store.lock().unwrap();
-                                st.ha.process_started(term, crate::harness::replicas::identity(index));
+                                st.oracle.ha.process_started(term, crate::harness::replicas::identity(index));
                                 st.trace(
                                     &format!("controller#{term}"),
                                     format!(

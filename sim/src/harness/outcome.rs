@@ -108,17 +108,18 @@ pub(crate) async fn await_convergence(store: &SharedStore, start: Instant, deadl
     }
     // Converged: the controller must also go quiet (no further writes for a while).
     if converged_at.is_some() {
-        let writes = store.lock().unwrap().checker.writes_judged;
+        let writes = store.lock().unwrap().oracle.checker.writes_judged;
         tokio::time::sleep(QUIET).await;
         let mut st = store.lock().unwrap();
-        if st.checker.writes_judged != writes {
+        if st.oracle.checker.writes_judged != writes {
             let at = st.elapsed();
             let detail = format!("the controller kept writing after convergence: {}", st.describe());
-            st.checker.record_liveness_failure(at, detail);
+            st.oracle.checker.record_liveness_failure(at, detail);
         }
         if st.controller_ready.as_ref().is_some_and(|ready| !ready.is_ready()) {
             let at = st.elapsed();
-            st.checker
+            st.oracle
+                .checker
                 .record_liveness_failure(at, "the controller converged the group but never reported ready".into());
         }
     }
@@ -141,7 +142,7 @@ pub(crate) fn judge(
         Some(at) => st.trace("sim", format!("converged at {:.1}s", at.as_secs_f64())),
         None => match (held_by_a_partitions_last_pod(&st), held_by_the_health_check(&st, &pass_reports)) {
             (Some(why), _) => {
-                st.checker.drains.held_by_last_pod += 1;
+                st.oracle.checker.drains.held_by_last_pod += 1;
                 let line = format!("not converged, held by a partition budget as designed: {why}; {}", st.describe());
                 st.trace("checker", line);
             }
@@ -156,16 +157,16 @@ pub(crate) fn judge(
                     sc.settle_deadline.as_secs(),
                     st.describe()
                 );
-                st.checker.record_liveness_failure(at, detail);
+                st.oracle.checker.record_liveness_failure(at, detail);
             }
         },
     }
-    for request in st.forbidden.clone() {
+    for request in st.oracle.forbidden.clone() {
         let at = st.elapsed();
-        st.checker.record_forbidden(at, format!("refused with 403: {request}"));
+        st.oracle.checker.record_forbidden(at, format!("refused with 403: {request}"));
     }
     judge_undos(&mut st);
-    let violations = st.checker.violations.clone();
+    let violations = st.oracle.checker.violations.clone();
     for v in &violations {
         let line = format!("VIOLATION {} at {:.3}s: {}", v.invariant, v.at.as_secs_f64(), v.detail);
         st.trace("checker", line);
@@ -175,15 +176,15 @@ pub(crate) fn judge(
     } else {
         format!("{} violations", violations.len())
     };
-    let judged = st.checker.writes_judged;
-    let downscales = st.checker.downscales.len() as u64;
-    let min_downscale_gap = st.checker.min_commit_gap;
+    let judged = st.oracle.checker.writes_judged;
+    let downscales = st.oracle.checker.downscales.len() as u64;
+    let min_downscale_gap = st.oracle.checker.min_commit_gap;
     if sc.scaling.is_some() {
         let gap = min_downscale_gap.map_or("none".to_string(), |g| format!("{:.3}s", g.as_secs_f64()));
         st.trace("checker", format!("{downscales} downscales committed; closest two zones' commits {gap} apart"));
     }
     st.trace("checker", format!("{verdict}; {judged} controller writes judged"));
-    let events = st.events.stats(judged + st.controller_replica_changes);
+    let events = st.events.stats(judged + st.oracle.controller_replica_changes);
     if sc.events {
         st.trace("checker", events.describe());
     }
@@ -192,40 +193,40 @@ pub(crate) fn judge(
         violations,
         converged_at,
         sim_time: start.elapsed(),
-        writes_judged: st.checker.writes_judged,
+        writes_judged: st.oracle.checker.writes_judged,
         trace: st.trace.clone(),
         downscales,
         min_downscale_gap,
-        near_min_time: st.checker.near_min_time,
-        rolled_while_scaling: st.checker.rolled_while_scaling,
-        scaled_while_rolling: st.checker.scaled_while_rolling,
-        downscaled_while_rolling: st.checker.downscaled_while_rolling,
+        near_min_time: st.oracle.checker.near_min_time,
+        rolled_while_scaling: st.oracle.checker.rolled_while_scaling,
+        scaled_while_rolling: st.oracle.checker.scaled_while_rolling,
+        downscaled_while_rolling: st.oracle.checker.downscaled_while_rolling,
         slow_observations,
-        reactions: st.reactions.clone(),
+        reactions: st.oracle.reactions.clone(),
         events,
-        no_downscale_admissions: st.checker.no_downscale_admissions,
-        prepare_foreign_admissions: st.checker.prepare_foreign_admissions,
-        prepared_pods: st.checker.prepared_pods,
-        delayed_downscale_lateness: st.checker.delayed_downscale_lateness.clone(),
-        undos_judged: st.checker.undos_judged,
-        scale_requests: st.scale_requests,
-        drains: st.checker.drains,
-        budget_edits: st.checker.budget_edits.clone(),
-        budget_watch_cuts: st.checker.budget_watch_outages.len(),
-        ha: st.ha.stats.clone(),
-        faults: st.reactions.faults.clone(),
-        heal_to_write: st.reactions.heal_to_write.clone(),
+        no_downscale_admissions: st.oracle.checker.no_downscale_admissions,
+        prepare_foreign_admissions: st.oracle.checker.prepare_foreign_admissions,
+        prepared_pods: st.oracle.checker.prepared_pods,
+        delayed_downscale_lateness: st.oracle.checker.delayed_downscale_lateness.clone(),
+        undos_judged: st.oracle.checker.undos_judged,
+        scale_requests: st.oracle.scale_requests,
+        drains: st.oracle.checker.drains,
+        budget_edits: st.oracle.checker.budget_edits.clone(),
+        budget_watch_cuts: st.oracle.checker.budget_watch_outages.len(),
+        ha: st.oracle.ha.stats.clone(),
+        faults: st.oracle.reactions.faults.clone(),
+        heal_to_write: st.oracle.reactions.heal_to_write.clone(),
         pass_reports,
         failed_needs: crate::harness::pass_log::take_failed_needs(),
-        certificates: st.certificates.clone(),
-        activity: std::mem::take(&mut st.activity),
+        certificates: st.oracle.certificates.clone(),
+        activity: std::mem::take(&mut st.oracle.activity),
         revisions: st
             .statefulsets
             .iter()
             .map(|(name, sts)| (name.clone(), crate::environment::objects::template_revision(sts)))
             .collect(),
         health: prometheus
-            .map(|p| HealthOutcome { zones_on_bad_release: st.checker.bad_release_zones(), queries: p.stats() }),
+            .map(|p| HealthOutcome { zones_on_bad_release: st.oracle.checker.bad_release_zones(), queries: p.stats() }),
     }
 }
 
@@ -236,21 +237,21 @@ pub(crate) fn judge_undos(st: &mut Store) {
     let now = Instant::now();
     let mut missing = Vec::new();
     let mut judged = 0;
-    for owed in &st.undos_owed {
+    for owed in &st.oracle.undos_owed {
         if owed.denied_at + Duration::from_secs(60) > now {
             continue;
         }
         judged += 1;
         for (pod, prepared_at) in &owed.pods {
-            if !st.pod_calls.iter().any(|c| !c.post && c.pod == *pod && c.at >= *prepared_at) {
+            if !st.world.pod_calls.iter().any(|c| !c.post && c.pod == *pod && c.at >= *prepared_at) {
                 missing.push(format!("{}: {pod} was prepared and never cancelled", owed.what));
             }
         }
     }
-    st.checker.undos_judged += judged;
+    st.oracle.checker.undos_judged += judged;
     let at = st.elapsed();
     for detail in missing {
-        st.checker.violate(at, crate::oracle::checker::PREPARE_UNDONE, detail);
+        st.oracle.checker.violate(at, crate::oracle::checker::PREPARE_UNDONE, detail);
     }
 }
 
@@ -263,7 +264,7 @@ pub(crate) fn judge_undos(st: &mut Store) {
 /// whose crashed pod it replaced counts), and its last word on the group is that the health check holds it back.
 /// Such a run is the bad-release world's expected end, not a liveness failure.
 pub(crate) fn held_by_the_health_check(st: &Store, reports: &[crate::harness::pass_log::PassReport]) -> Option<String> {
-    if !st.bad_release || st.checker.bad_release_zones() > 1 {
+    if !st.world.bad_release || st.oracle.checker.bad_release_zones() > 1 {
         return None;
     }
     let last = reports.iter().rev().find(|r| r.group == crate::scenario::GROUP)?;
@@ -279,7 +280,7 @@ pub(crate) fn held_by_a_partitions_last_pod(st: &Store) -> Option<String> {
     let group_of = |s: &k8s_openapi::api::apps::v1::StatefulSet| {
         s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP).cloned()).unwrap_or_default()
     };
-    for rule in st.checker.budgets.iter().filter(|b| b.partitions && b.until.is_none()) {
+    for rule in st.oracle.checker.budgets.iter().filter(|b| b.partitions && b.until.is_none()) {
         let zones: Vec<(&String, &k8s_openapi::api::apps::v1::StatefulSet)> =
             st.statefulsets.iter().filter(|(_, s)| group_of(s) == rule.group).collect();
         for (name, sts) in &zones {
@@ -319,8 +320,13 @@ pub fn converged(st: &Store) -> bool {
                         && crate::environment::objects::pod_revision(p) == want
                 })
             })
-            && (st.replica_changes_refused || (followers_match_leader(st, sts) && mirrors_match_reference(st, sts)))
-            && st.force_ignored.get(name).is_none_or(|had| sts.spec.as_ref().and_then(|s| s.replicas) == Some(*had))
+            && (st.oracle.replica_changes_refused
+                || (followers_match_leader(st, sts) && mirrors_match_reference(st, sts)))
+            && st
+                .world
+                .force_ignored
+                .get(name)
+                .is_none_or(|had| sts.spec.as_ref().and_then(|s| s.replicas) == Some(*had))
             && !st.pods.values().any(|p| {
                 crate::environment::objects::owner_of(p) == *name
                     && p.metadata
@@ -351,7 +357,8 @@ pub(crate) fn mirrors_match_reference(st: &Store, sts: &k8s_openapi::api::apps::
     // A delay longer than a day never elapses within a run: such a mirror ends at its reference or above it (a
     // downscale still waiting), and writes back its own replicas, which other zones' write-backs overwrite.
     let name = sts.metadata.name.as_deref().unwrap_or_default();
-    let never_elapses = st.delayed_downscale_delays.get(name).is_some_and(|d| *d > Duration::from_secs(24 * 3600));
+    let never_elapses =
+        st.world.delayed_downscale_delays.get(name).is_some_and(|d| *d > Duration::from_secs(24 * 3600));
     if never_elapses {
         return reference_replicas(st)
             .is_some_and(|(spec, status)| spec <= replicas && status.is_some() == expected_status.is_some());
@@ -378,7 +385,7 @@ pub(crate) fn followers_match_leader(st: &Store, sts: &k8s_openapi::api::apps::v
     // Where the record's writes are refused, its followers' downscales (claimed there) cannot happen: they end at
     // their leader's replicas or above too.
     leader.is_none_or(|l| {
-        st.statefulsets.get(l).is_some_and(|l| match no_min_time || st.follower_downscales_refused {
+        st.statefulsets.get(l).is_some_and(|l| match no_min_time || st.oracle.follower_downscales_refused {
             true => replicas(l) <= replicas(sts),
             false => replicas(l) == replicas(sts),
         })

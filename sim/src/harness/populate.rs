@@ -96,16 +96,16 @@ pub(crate) fn delay_text(sc: &Scenario, seed: u64, z: u32) -> DelayText {
 /// first revision, all Ready.
 pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     let mut st = store.lock().unwrap();
-    st.checker.concurrent_downscales_excused = sc.zone_tracker_config_map().is_none();
+    st.oracle.checker.concurrent_downscales_excused = sc.zone_tracker_config_map().is_none();
     // Where the webhook serves the group and the tracker's ConfigMap may be used, every rollout step is claimed.
-    st.step_claims_required = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Webhook)
+    st.oracle.step_claims_required = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Webhook)
         && sc.zone_tracker_config_map().is_some()
         && sc.deployment.is_none_or(|d| d == ReferenceDeployment::Jsonnet)
         && sc.defences.has(rollout_core::defences::Layer::RolloutStepClaims);
-    st.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
+    st.oracle.replica_changes_refused = sc.deployment == Some(ReferenceDeployment::NoPatch);
     // Only where the leader goes down unclaimed: elsewhere its downscales are denied with the followers' (the same
     // claim is refused), so the followers must still match it.
-    st.follower_downscales_refused = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Direct)
+    st.oracle.follower_downscales_refused = sc.scaling.as_ref().is_some_and(|s| s.admission == Admission::Direct)
         && sc.zone_tracker_config_map().is_some()
         && sc.deployment.is_some_and(|d| d != ReferenceDeployment::Jsonnet);
     if sc.no_downscale {
@@ -113,7 +113,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
     }
     if let Some(health) = &sc.health {
         st.health_checks.push(crate::environment::prometheus::health_check());
-        st.bad_release = health.bad_release;
+        st.world.bad_release = health.bad_release;
     }
     if sc.mirror {
         st.api_resources.push(rollout_operator::cluster::ApiResourceRef {
@@ -150,7 +150,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
             spec.min_ready_seconds = Some(sc.min_ready_seconds as i32);
         }
         if sc.mirror && group == GROUP {
-            st.mirrors.insert(name.clone());
+            st.world.mirrors.insert(name.clone());
             crate::environment::objects::annotate(
                 &mut sts,
                 rollout_core::keys::MIRROR_REPLICAS_FROM_RESOURCE_NAME,
@@ -180,23 +180,23 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                 // 20 s, in two units (Prometheus' duration format): the checker judges by the 20 s it meant.
                 let (delay, url) = match delay_text(sc, seed, z) {
                     DelayText::Valid => {
-                        st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
+                        st.world.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(20));
                         (VALID_DELAY, VALID_DELAY_URL)
                     }
                     DelayText::Off(delay) => (delay, VALID_DELAY_URL),
                     DelayText::Malformed { delay, url } => {
-                        st.delayed_downscale_malformed.insert(name.clone());
+                        st.world.delayed_downscale_malformed.insert(name.clone());
                         (delay, url)
                     }
                     DelayText::Long { delay, days } => {
-                        st.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(days * 24 * 3600));
+                        st.world.delayed_downscale_delays.insert(name.clone(), Duration::from_secs(days * 24 * 3600));
                         // The pod above the reference has been preparing since the user's downscale (whole seconds,
                         // as a pod answers).
                         let pod = format!("{name}-{}", sc.replicas - 1);
                         let now =
                             Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
                         let since = now - jiff::SignedDuration::try_from(PREPARING_BEFORE_THE_RUN).unwrap_or_default();
-                        st.prepared.insert(pod.clone(), since);
+                        st.world.prepared.insert(pod.clone(), since);
                         st.trace(
                             "sim",
                             format!("{pod} has been preparing for a delayed downscale ({delay}) for 3 days"),
@@ -205,7 +205,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                             pod: pod.clone(),
                             delay: delay.to_string(),
                         };
-                        st.activity.world.push(before);
+                        st.oracle.activity.world.push(before);
                         (delay, VALID_DELAY_URL)
                     }
                 };
@@ -238,7 +238,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     rollout_core::keys::MIN_TIME_BETWEEN_ZONES_DOWNSCALE,
                     &min_time,
                 );
-                st.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
+                st.world.min_times.insert(sts.metadata.name.clone().unwrap_or_default(), scaling.min_time);
             }
             if scaling.admission == Admission::Webhook {
                 sts.metadata
@@ -278,7 +278,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                     &rollout_core::downscale::format_timestamp(at),
                 );
                 let min_time = Some(scaling.min_time);
-                st.checker.record_downscale(crate::oracle::checker::scaling::Downscale {
+                st.oracle.checker.record_downscale(crate::oracle::checker::scaling::Downscale {
                     commit_rv: 0,
                     basis_rv: None,
                     at: Duration::ZERO,
@@ -322,7 +322,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
         let rule = crate::oracle::checker::budgets::BudgetRule::read(&budget)
             .expect("the drains world's budget is one the checker reads");
         st.budgets.push(budget);
-        st.checker.budgets.push(rule);
+        st.oracle.checker.budgets.push(rule);
         let mode = match drains.mode {
             crate::scenario::drains::BudgetMode::Zones => "zone mode",
             crate::scenario::drains::BudgetMode::Partitions => "partition mode",

@@ -69,7 +69,7 @@ pub fn election_setup(
 /// Traces a replica process start.
 pub fn trace_start(store: &SharedStore, index: u32, incarnation: u64, drift: ClockDrift) {
     let mut st = store.lock().unwrap();
-    st.ha.process_started(incarnation, identity(index));
+    st.oracle.ha.process_started(incarnation, identity(index));
     st.trace(
         &format!("controller#{incarnation}"),
         format!(

@@ -66,7 +66,12 @@ impl ServedCertificates {
         };
         let at = st.elapsed();
         let replica = format!("operator-{i}");
-        st.certificates.judge_call(&mut st.checker, at, &replica, verdict.as_ref().err().map(String::as_str));
+        st.oracle.certificates.judge_call(
+            &mut st.oracle.checker,
+            at,
+            &replica,
+            verdict.as_ref().err().map(String::as_str),
+        );
         verdict.map_err(|reason| format!("failed calling webhook \"{configuration}.grafana.com\": tls: {reason}"))
     }
 }

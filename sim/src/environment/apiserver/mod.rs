@@ -402,7 +402,7 @@ pub async fn serve(env: ServerEnv) {
                 op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at, log }),
             };
             let failure = reply.failure();
-            env.store.lock().unwrap().activity.served.push(activity::Served {
+            env.store.lock().unwrap().oracle.activity.served.push(activity::Served {
                 sender: sender_of(client),
                 request,
                 object,
@@ -475,9 +475,9 @@ fn handle(env: &ServerEnv, req: Request) -> Reply {
         && store.rv != before
     {
         let at = store.elapsed();
-        if let Some(v) = store.ha.judge_write(at, incarnation, &what, handed_at) {
+        if let Some(v) = store.oracle.ha.judge_write(at, incarnation, &what, handed_at) {
             store.trace("checker", format!("VIOLATION {} at {:.3}s: {}", v.invariant, at.as_secs_f64(), v.detail));
-            store.checker.violations.push(v);
+            store.oracle.checker.violations.push(v);
         }
     }
     reply
@@ -495,7 +495,7 @@ fn pause_in_flight(env: &ServerEnv, incarnation: u64, op: &Op, write: bool, chan
     }
     // Mostly at reads: a pass goes on to write after its read, while a write is usually its pass's last request.
     let chance = if pass_read { chance } else { chance / 6.0 };
-    let holder = env.store.lock().unwrap().ha.holder_process() == Some(incarnation);
+    let holder = env.store.lock().unwrap().oracle.ha.holder_process() == Some(incarnation);
     if holder && env.rng.lock().unwrap().chance(chance) {
         let _ = env.pause_tx.send(incarnation);
     }

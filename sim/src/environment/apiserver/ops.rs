@@ -18,7 +18,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
     let controller = who.starts_with("controller");
     let lease_request = matches!(req.op, Op::GetLease { .. } | Op::CreateLease { .. } | Op::ReplaceLease { .. });
     if controller && !lease_request {
-        store.reactions.controller_requests += 1;
+        store.oracle.reactions.controller_requests += 1;
     }
     if let (Some(grants), Some((access, cluster_scoped))) = (&env.grants, access_of(&req.op))
         && !grants.allows(&access, cluster_scoped)
@@ -41,7 +41,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         let health_checks = matches!(req.op, Op::ListHealthChecks);
         if !probe && !parent_lookup && !health_checks {
             let feature = optional_probe(&req.op).map(|f| format!(" ({f})")).unwrap_or_default();
-            store.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
+            store.oracle.forbidden.push(format!("{who} (process {:#x}): {access}{feature}", req.knowledge.incarnation));
         }
         return forbidden_reply(&req.op, &access);
     }
@@ -54,14 +54,14 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
                 chase.controller_deletes(owner.clone());
             }
             let now = store.elapsed();
-            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g, now));
+            let waited = group.as_ref().and_then(|g| store.oracle.reactions.take_wait(g, now));
             let result = store.api_delete_pod(name, preconditions, req.knowledge);
             if let Some(group) = group {
                 let at = store.elapsed();
                 let own = own_part(&req, waited);
-                store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
+                store.oracle.reactions.write_tried(&group, waited, result.is_ok(), at, own);
                 if result.is_ok() {
-                    store.reactions.pod_deleted_by_controller(name, &owner, at);
+                    store.oracle.reactions.pod_deleted_by_controller(name, &owner, at);
                 }
             }
             let line = match &result {
@@ -94,9 +94,9 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
         Op::CreateConfigMap { config_map } => {
-            store.admission_writing = admission.then_some(req.knowledge.incarnation);
+            store.writing.admission = admission.then_some(req.knowledge.incarnation);
             let result = store.api_create_config_map(config_map);
-            store.admission_writing = None;
+            store.writing.admission = None;
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("CREATE configmap {name} -> ok"),
@@ -106,9 +106,9 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::ReplaceConfigMap { config_map } => {
-            store.admission_writing = admission.then_some(req.knowledge.incarnation);
+            store.writing.admission = admission.then_some(req.knowledge.incarnation);
             let result = store.api_replace_config_map(config_map);
-            store.admission_writing = None;
+            store.writing.admission = None;
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("REPLACE configmap {name} -> ok"),
@@ -118,18 +118,18 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::PatchReplicas { name, replicas, resource_version, annotations } => {
-            store.writer = who.clone();
+            store.writing.name = who.clone();
             let group = store.group_of_statefulset(name).filter(|_| who.starts_with("controller"));
             let now = store.elapsed();
-            let waited = group.as_ref().and_then(|g| store.reactions.take_wait(g, now));
+            let waited = group.as_ref().and_then(|g| store.oracle.reactions.take_wait(g, now));
             let controller = (who != "webhook").then_some(req.knowledge);
             let result =
                 store.api_patch_replicas(name, *replicas, resource_version, annotations, controller).map(Box::new);
-            store.writer = "cluster".to_string();
+            store.writing.name = "cluster".to_string();
             if let Some(group) = group {
                 let at = store.elapsed();
                 let own = own_part(&req, waited);
-                store.reactions.write_tried(&group, waited, result.is_ok(), at, own);
+                store.oracle.reactions.write_tried(&group, waited, result.is_ok(), at, own);
             }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} replicas={replicas} -> ok"),
@@ -141,7 +141,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::PatchAnnotations { name, resource_version, annotations } => {
             let result = store.api_patch_annotations(name, resource_version, annotations).map(Box::new);
             if admission && result.is_ok() && annotations.contains_key(rollout_core::keys::LAST_DOWNSCALE) {
-                store.recorded_by_admission.insert(req.knowledge.incarnation);
+                store.oracle.recorded_by_admission.insert(req.knowledge.incarnation);
             }
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations -> ok"),
@@ -155,10 +155,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             let before = store.statefulsets.get(name).map(annotations).unwrap_or_default();
             let result = store.api_merge_statefulset_annotations(name, changes).map(Box::new);
             if let Ok(after) = &result {
-                store.checker.record_intents_written(changes);
+                store.oracle.checker.record_intents_written(changes);
                 let at = store.elapsed();
                 let after = annotations(after);
-                store.checker.judge_statefulset_intent_write(
+                store.oracle.checker.judge_statefulset_intent_write(
                     at,
                     name,
                     &before,
@@ -194,13 +194,13 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::PatchPodAnnotations { name, uid, changes } => {
             let result = store.api_patch_pod_annotations(name, uid, changes).map(|p| Some(Box::new(p)));
             if result.is_ok() {
-                store.checker.record_intents_written(changes);
+                store.oracle.checker.record_intents_written(changes);
             }
             // A refused patch (the pod gone, another uid) wrote nothing.
             if let (Ok(Some(pod)), true) = (&result, changes.contains_key(rollout_core::keys::READY_TIME)) {
                 let group = crate::environment::objects::budget_group_of(pod);
                 let at = store.elapsed();
-                store.checker.judge_ready_time_write(at, name, group.as_deref());
+                store.oracle.checker.judge_ready_time_write(at, name, group.as_deref());
             }
             let line = match &result {
                 Ok(_) => format!("PATCH pod {name} annotations -> ok"),
@@ -218,7 +218,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             let name = secret.metadata.name.as_deref().unwrap_or_default();
             let outcome = result.as_ref().map_or_else(|e| e.kind().to_string(), |_| "ok".to_string());
             store.trace(&who, format!("{verb} secret {name} -> {outcome}"));
-            store.certificates.secret_writes += u64::from(result.is_ok());
+            store.oracle.certificates.secret_writes += u64::from(result.is_ok());
             Reply::Secret(result.map(|s| Some(Box::new(s))))
         }
         Op::PatchWebhookConfiguration { kind, name, patch } => {
@@ -227,7 +227,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             store.trace(&who, format!("PATCH {} {name} -> {outcome}", kind.as_str()));
             if result.is_ok() {
                 let at = store.elapsed();
-                store.certificates.ca_injected(at);
+                store.oracle.certificates.ca_injected(at);
             }
             Reply::Webhook(result.map(Box::new))
         }

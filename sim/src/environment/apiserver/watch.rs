@@ -30,7 +30,7 @@ pub(crate) async fn serve_watch(env: ServerEnv, tx: madsim::net::Sender, mut rx:
                     let mut store = env.store.lock().unwrap();
                     let who = if cluster_scoped { "webhook" } else { "controller" };
                     store.trace(who, format!("{access} -> forbidden (403)"));
-                    store.forbidden.push(format!("{who}: {access}"));
+                    store.oracle.forbidden.push(format!("{who}: {access}"));
                 }
                 // The budget and webhook configuration watches' clients are told (the operator then says which
                 // grant is missing); the controller's own watches just end.

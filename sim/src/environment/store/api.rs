@@ -1,9 +1,9 @@
 //! The store's side of the API server's writes: each request as the real API server carries it out (preconditions,
 //! conflicts, subresources), judged by the oracle as it commits.
 
-use crate::environment::objects::{PodSum, StsSum};
 use crate::environment::store::Store;
 use crate::oracle::checker::Knowledge;
+use crate::oracle::commit_rules::Change;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -30,48 +30,12 @@ impl Store {
             // Deleting a terminating pod again changes nothing.
             return Ok(());
         }
-        let at = self.elapsed();
-        self.checker.judge_delete(at, k, self.rv + 1, &PodSum::of(&pod));
-        if self.step_claims_required {
-            self.judge_step_claimed(at, &pod, k);
-        }
-        if !self.checker.budgets.is_empty() {
-            let by = format!("controller#{} deletion", k.incarnation);
-            self.checker.judge_disruption(at, k.pod_rv.min(k.sts_rv), self.rv, &PodSum::of(&pod), &by);
-        }
-        if self.being_scaled(&crate::environment::objects::owner_of(&pod)) {
-            self.checker.rolled_while_scaling += 1;
-        }
-        let owner = crate::environment::objects::owner_of(&pod);
-        // Only the StatefulSets the world gated (a group without the annotation rolls a bad release by design).
-        let gated = self.statefulsets.get(&owner).filter(|s| {
-            s.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(rollout_core::keys::ROLLOUT_HEALTH_CHECK))
-        });
-        let update = gated.and_then(|s| s.status.as_ref()?.update_revision.clone());
-        if let Some(update) = update.filter(|u| crate::environment::prometheus::is_bad(u, self.bad_release)) {
-            let group = self
-                .statefulsets
-                .get(&owner)
-                .and_then(|s| s.metadata.labels.as_ref()?.get(rollout_core::keys::ROLLOUT_GROUP).cloned());
-            self.checker.judge_bad_release_deletion(at, name, &owner, group.as_deref().unwrap_or_default(), &update);
-        }
-        let group = self
-            .statefulsets
-            .get(&crate::environment::objects::owner_of(&pod))
-            .and_then(|s| s.metadata.labels.as_ref().and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)).cloned());
-        let now = Timestamp::now();
-        let preparing: Vec<String> = self
-            .preparing
-            .iter()
-            .filter(|(_, (g, _, until))| Some(g) == group.as_ref() && now < *until)
-            .map(|(s, _)| s.clone())
-            .collect();
-        for sts in preparing {
-            self.checker.judge_delete_while_preparing(at, k, name, &sts);
-        }
         let mut pod = pod;
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        let writing = self.writing.clone();
+        self.writing.controller = Some(k);
         self.put_pod(pod);
+        self.writing = writing;
         Ok(())
     }
 
@@ -91,34 +55,24 @@ impl Store {
         }
         let mut new = sts.clone();
         new.status = statefulset.status.clone();
-        let old_rev = sts.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
-        let new_rev = new.status.as_ref().and_then(|s| s.current_revision.clone()).unwrap_or_default();
-        if new_rev != old_rev {
-            let at = self.elapsed();
-            self.checker.judge_revision(at, k, self.rv + 1, &name, &new_rev);
-        }
-        Ok(self.put_statefulset(new))
+        let writing = self.writing.clone();
+        self.writing.controller = Some(k);
+        let committed = self.put_statefulset(new);
+        self.writing = writing;
+        Ok(committed)
     }
 
     /// `POST configmaps`: fails with a conflict when the name is taken.
     pub fn api_create_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
         let cm = memory::create(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
-        self.note_markers(&cm);
+        self.judge(Change::ConfigMap(&cm));
         Ok(cm)
-    }
-
-    /// The webhook answered the admission of a downscale of `sts`: it is no longer being prepared.
-    pub fn end_preparing(&mut self, sts: &str, admission: u64) {
-        self.answered.insert(admission);
-        if self.preparing.get(sts).is_some_and(|(_, a, _)| *a == admission) {
-            self.preparing.remove(sts);
-        }
     }
 
     /// `PUT configmaps/{name}`: `metadata.resourceVersion`, when given, is a precondition.
     pub fn api_replace_config_map(&mut self, cm: &ConfigMap) -> Result<ConfigMap, ApiError> {
         let cm = memory::replace(&mut self.config_maps, &mut self.rv, "configmaps", cm)?;
-        self.note_markers(&cm);
+        self.judge(Change::ConfigMap(&cm));
         Ok(cm)
     }
 
@@ -148,43 +102,14 @@ impl Store {
         if spec.replicas == Some(replicas) {
             return Ok(sts);
         }
-        let decrease = spec.replicas.is_some_and(|r| replicas < r);
-        let increase = spec.replicas.is_some_and(|r| replicas > r);
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
-        if controller.is_some() {
-            self.controller_replica_changes += 1;
-        }
-        if let (Some(k), Some(had)) = (controller, self.force_ignored.get(name)) {
-            let from = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            let detail = format!(
-                "scaled {name} {from} -> {replicas}; it had {had} when given an ignored {} (process #{})",
-                rollout_core::keys::ROLLOUT_FORCE_REPLICAS,
-                k.incarnation
-            );
-            let at = self.elapsed();
-            self.checker.violate(at, crate::oracle::checker::FORCE_IGNORED, detail);
-        }
-        if controller.is_some() && self.being_rolled(name) {
-            self.checker.scaled_while_rolling += 1;
-            self.checker.downscaled_while_rolling += u64::from(decrease);
-        }
-        if let Some(k) = controller.filter(|_| increase || decrease) {
-            self.judge_mirror_scale(&sts, replicas.max(0) as u32, k);
-        }
-        if let (true, Some(k)) = (increase, controller) {
-            let at = self.elapsed();
-            self.checker.judge_controller_upscale(at, k, name);
-        }
-        if let (true, Some(k)) = (decrease, controller) {
-            let at = self.elapsed();
-            let group = StsSum::of(&new).group;
-            self.checker.judge_controller_downscale(at, k, name, &group);
-        }
-        self.writer_basis = controller.map(|k| k.sts_rv);
+        let writing = self.writing.clone();
+        self.writing.controller = controller;
+        self.writing.basis = controller.map(|k| k.sts_rv);
         let committed = self.put_statefulset(new);
-        self.writer_basis = None;
+        self.writing = writing;
         Ok(committed)
     }
 
@@ -308,7 +233,7 @@ impl Store {
         lease: &k8s_openapi::api::coordination::v1::Lease,
     ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
         let lease = memory::create(&mut self.leases, &mut self.rv, "leases.coordination.k8s.io", lease)?;
-        self.lease_committed(&lease);
+        self.judge(Change::Lease(&lease));
         Ok(lease)
     }
 
@@ -319,7 +244,7 @@ impl Store {
         lease: &k8s_openapi::api::coordination::v1::Lease,
     ) -> Result<k8s_openapi::api::coordination::v1::Lease, ApiError> {
         let lease = memory::replace(&mut self.leases, &mut self.rv, "leases.coordination.k8s.io", lease)?;
-        self.lease_committed(&lease);
+        self.judge(Change::Lease(&lease));
         Ok(lease)
     }
 }
