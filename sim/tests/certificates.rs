@@ -1,7 +1,7 @@
 //! The webhook certificate's lifecycle as the operator runs it (self-signed in the Secret, renewed at two thirds of
 //! its lifetime, its CA injected into the webhook configurations) on the two replicas serving the prepare-downscale
-//! webhook, which restart now and then; the API server calls a replica only through TLS that verifies against the
-//! configuration's CA bundle. Built only with `RUSTFLAGS="--cfg madsim"`.
+//! webhook and on the drains worlds' eviction replicas, which restart now and then; the API server calls a replica
+//! only through TLS that verifies against its configuration's CA bundle. Built only with `RUSTFLAGS="--cfg madsim"`.
 
 #![cfg(madsim)]
 
@@ -9,6 +9,10 @@ use rollout_sim::harness::run_passing;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::certificates::Certificates;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
+use rollout_sim::scenario::drains::Drains;
+
+mod support;
+use support::{Request, Sender};
 
 /// Admitted downscales during one-zone rollouts, with certificates valid 300 s (renewed every 200 s).
 fn certificate_world() -> Scenario {
@@ -81,4 +85,59 @@ fn the_api_servers_tls_check_accepts_only_a_trusted_valid_certificate_for_the_se
     let later = now.checked_add(jiff::SignedDuration::from_secs(301)).unwrap();
     assert!(refused(Some(&ours.ca_pem), &name, later).contains("expired"));
     assert!(refused(None, &name, now).contains("no caBundle"));
+}
+
+/// The drains worlds: the replicas serving the pod-eviction webhook run the same certificate start (the Secret,
+/// renewal, CA injection into the pod-eviction configuration), and every eviction's call is checked against that
+/// configuration's CA bundle. Under `no-patch` one replica serves the webhook, in the controller's process, as that deployment runs it (no
+/// process can see another's decisions without `patch`).
+fn eviction_certificate_world(deployment: Option<ReferenceDeployment>) -> Scenario {
+    let replicas = if deployment == Some(ReferenceDeployment::NoPatch) { 1 } else { 2 };
+    Scenario {
+        drains: Some(Drains { replicas, ..Drains::default() }),
+        certificates: Some(Certificates::default()),
+        deployment,
+        ..Scenario::default()
+    }
+}
+
+/// Every eviction call verifies, across renewals and the replicas' restarts, under no RBAC and under the
+/// deployments' (the no-patch one's single operator process serves evictions and runs the controller); the
+/// figures show the lifecycle ran on the eviction replicas (the Secret renewed, the CA injected, evictions
+/// committed through checked calls).
+#[test]
+fn eviction_calls_verify_across_renewals_and_replica_restarts_under_each_deployment() {
+    let deployments = [None, Some(ReferenceDeployment::Jsonnet), Some(ReferenceDeployment::NoPatch)];
+    for deployment in deployments {
+        let outcomes = run_passing(&eviction_certificate_world(deployment), 0..8);
+        for o in &outcomes {
+            let c = &o.certificates;
+            assert!(
+                c.secret_writes >= 3,
+                "{deployment:?} seed {}: the Secret was written {} times",
+                o.seed,
+                c.secret_writes
+            );
+            assert!(c.injections >= 3, "{deployment:?} seed {}: the CA was injected {} times", o.seed, c.injections);
+        }
+        let calls: u64 = outcomes.iter().map(|o| o.certificates.calls).sum();
+        assert!(calls >= 8 * 20, "{deployment:?}: only {calls} eviction calls had their TLS checked");
+        let evicted = support::served(&outcomes, Sender::Drain, Request::Evict, "");
+        assert!(evicted > 0, "{deployment:?}: no eviction committed");
+    }
+}
+
+/// The rule bites on the eviction replicas: certificates valid 3 s cannot be renewed through the faults that cut a
+/// replica off for longer, so some call meets an expired certificate, and the run fails on the rule.
+#[test]
+fn an_eviction_replica_serving_an_expired_certificate_is_caught() {
+    let sc = Scenario {
+        certificates: Some(Certificates { validity: std::time::Duration::from_secs(3), restarts: true }),
+        ..eviction_certificate_world(None)
+    };
+    let failing = support::failures(&sc, 0..5);
+    let caught = failing
+        .iter()
+        .filter(|o| o.violations.iter().any(|v| v.invariant == rollout_sim::oracle::certificates::WEBHOOK_TLS));
+    assert!(caught.count() > 0, "no run met an expired certificate on an eviction replica");
 }

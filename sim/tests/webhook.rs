@@ -117,6 +117,7 @@ async fn world(seed: u64) -> Outcome {
         pause_tx,
         grants: None,
         eviction_webhooks: Vec::new(),
+        eviction_certificates: None,
     };
     handle
         .create_node()

@@ -26,10 +26,25 @@ pub(crate) fn start_drains(
     sc: &Scenario,
     drains: crate::scenario::drains::Drains,
     hosted: Option<Arc<Nodes>>,
+    eviction_certificates: Option<&crate::harness::webhook_servers::ServedCertificates>,
     start: Instant,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) {
     let mut r = SimRng::new(seed ^ crate::actors::drains::DRAINS_STREAM);
+    let tls = crate::harness::eviction_replicas::EvictionTls::of(sc, eviction_certificates);
+    if tls.is_some() {
+        // The deployments' webhook configurations; the prepare-downscale replicas install them in worlds that run
+        // those too.
+        let mut st = store.lock().unwrap();
+        let webhook_world =
+            sc.scaling.as_ref().is_some_and(|s| s.admission == crate::scenario::scaling::Admission::Webhook);
+        if !webhook_world {
+            for configuration in crate::environment::tls::installed_configurations() {
+                st.put_webhook_configuration(configuration);
+            }
+        }
+        st.put_webhook_configuration(crate::environment::tls::installed_pod_eviction_configuration());
+    }
     let incarnations = Arc::new(AtomicU64::new(crate::harness::eviction_replicas::REPLICA_INCARNATION_BASE));
     let mut replicas = Vec::new();
     for i in 0..drains.replicas {
@@ -38,14 +53,22 @@ pub(crate) fn start_drains(
             replicas.push(nodes.controllers[0]);
             continue;
         }
-        let (store, incarnations, evictor, feed) = (store.clone(), incarnations.clone(), drains.evictor, drains.feed());
+        let (store, incarnations, evictor, feed, tls) =
+            (store.clone(), incarnations.clone(), drains.evictor, drains.feed(), tls.clone());
         let node = handle
             .create_node()
             .name(format!("operator-replica-{i}"))
             .ip(crate::harness::eviction_replicas::replica_ip(i))
             .init(move || {
                 let incarnation = incarnations.fetch_add(1, Ordering::Relaxed);
-                crate::harness::eviction_replicas::serve_replica(store.clone(), i, incarnation, evictor, feed)
+                crate::harness::eviction_replicas::serve_replica(
+                    store.clone(),
+                    i,
+                    incarnation,
+                    evictor,
+                    feed,
+                    tls.clone(),
+                )
             })
             .build();
         replicas.push(node.id());
@@ -300,6 +323,7 @@ pub fn start(stage: &Stage, actors: &mut Actors) {
         &stage.sc,
         drains,
         hosted,
+        stage.eviction_certificates.as_ref(),
         stage.start,
         &mut actors.tasks,
     );

@@ -288,8 +288,8 @@ pub(crate) fn scenario(planner: &str, args: &ScenarioArgs) -> Result<Scenario, S
     if args.slow_admissions && !args.webhook && !args.scaling {
         return Err("--slow-admissions needs --scaling or --webhook".to_string());
     }
-    if args.certificates.is_some() && !args.webhook && !args.scaling {
-        return Err("--certificates needs --scaling or --webhook".to_string());
+    if args.certificates.is_some() && !args.webhook && !args.scaling && args.drains.is_none() {
+        return Err("--certificates needs --scaling, --webhook or --drains".to_string());
     }
     if args.certificates == Some(0) {
         return Err("--certificates 0: a certificate is valid for at least a second".to_string());

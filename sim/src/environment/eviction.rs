@@ -85,7 +85,32 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     if env.eviction_webhooks.is_empty() {
         return Reply::Done(Err(ApiError::Unavailable("no eviction webhook configured".into())));
     }
-    let replica = env.rng.lock().unwrap().range(0..env.eviction_webhooks.len() as u64) as usize;
+    // The Service's endpoints: every replica, or in the certificate world those serving a certificate, each call
+    // checked against the configuration's CA bundle before it is sent (failure policy Fail: a refusal fails it).
+    let (replica, refused) = match &env.eviction_certificates {
+        None => (env.rng.lock().unwrap().range(0..env.eviction_webhooks.len() as u64) as usize, None),
+        Some(served) => match served.serving() {
+            serving if serving.is_empty() => {
+                let configuration = crate::environment::tls::pod_eviction_configuration();
+                let e = format!(
+                    "failed calling webhook \"{configuration}.grafana.com\": no endpoints available for service \"{}\"",
+                    crate::environment::tls::SERVICE
+                );
+                (0, Some(e))
+            }
+            serving => {
+                let replica = serving[env.rng.lock().unwrap().range(0..serving.len() as u64) as usize];
+                (replica, served.check_call(&env.store, replica).err())
+            }
+        },
+    };
+    if let Some(e) = refused {
+        let mut st = env.store.lock().unwrap();
+        st.oracle.checker.drains.failed += 1;
+        st.trace("drain", format!("{what} via operator-{replica} -> webhook not called: {e}"));
+        let message = format!("Internal error occurred: {e}");
+        return Reply::Done(Err(ApiError::Rejected { code: 500, message }));
+    }
     let mut eviction = serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
         "metadata": {"name": pod, "namespace": crate::environment::objects::NAMESPACE}});
     if options_dry_run {

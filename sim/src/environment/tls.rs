@@ -31,6 +31,28 @@ pub fn prepare_downscale_configuration() -> String {
     format!("prepare-downscale-{NAMESPACE}")
 }
 
+/// The validating configuration of the pod-eviction webhook (the drains worlds'), whose CA bundle the API
+/// server's eviction admissions use.
+pub fn pod_eviction_configuration() -> String {
+    format!("pod-eviction-{NAMESPACE}")
+}
+
+/// The pod-eviction configuration as the deployments install it, without a CA bundle.
+pub fn installed_pod_eviction_configuration() -> WebhookConfiguration {
+    let name = pod_eviction_configuration();
+    WebhookConfiguration::Validating(ValidatingWebhookConfiguration {
+        metadata: metadata(name.clone()),
+        webhooks: Some(vec![ValidatingWebhook {
+            name: format!("{name}.grafana.com"),
+            client_config: client_config(rollout_operator::admission::evictions::POD_EVICTION_PATH),
+            failure_policy: Some("Fail".to_string()),
+            admission_review_versions: vec!["v1".to_string()],
+            side_effects: "NoneOnDryRun".to_string(),
+            ..ValidatingWebhook::default()
+        }]),
+    })
+}
+
 fn metadata(name: String) -> ObjectMeta {
     let labels = [(keys::INJECT_ROLLOUT_OPERATOR_CA, "true"), (keys::NAMESPACE_LABEL, NAMESPACE)];
     ObjectMeta {

@@ -5,11 +5,14 @@
 use crate::environment::client::{BudgetFeed, SimCluster};
 use crate::environment::eviction::WEBHOOK_TIMEOUT;
 use crate::environment::store::SharedStore;
+use crate::harness::webhook_servers::ServedCertificates;
+use crate::scenario::Scenario;
 use crate::scenario::drains::Evictor;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use madsim::net::Endpoint;
 use rollout_operator::admission::router::{WebhookSettings, Webhooks, router_with_zpdb, system_clock};
+use rollout_operator::admission::server::{ServedCertificate, WebhookServerConfig};
 use rollout_operator::cluster::{ApiError, LiveReads, PodAnnotations, StatefulSetAnnotations, ZoneTrackerStore};
 use rollout_operator::ops::metrics::ZpdbMetrics;
 use rollout_operator::pods::client::NoPodClient;
@@ -154,13 +157,51 @@ impl ZoneTrackerStore for AdmissionClient {
     }
 }
 
-/// One operator replica process: the budget cache fed by the real watch task over the simulated API (loading
-/// until it lists them: evictions are denied with 429 meanwhile), the real `grafana.com/ready-time` tracker (as the
-/// operator always runs it), and the webhook router serving each admission the API server sends. Its in-process
+/// The certificate world's drains: the operator's webhook server configuration from the deployment's flags, and
+/// what each eviction replica serves.
+#[derive(Clone)]
+pub struct EvictionTls {
+    pub config: WebhookServerConfig,
+    pub served: ServedCertificates,
+}
+
+impl EvictionTls {
+    /// The certificate world's, for the eviction replicas whose certificates `served` holds.
+    pub fn of(sc: &Scenario, served: Option<&ServedCertificates>) -> Option<Self> {
+        let (certificates, served) = (sc.certificates?, served?.clone());
+        Some(EvictionTls { config: crate::harness::webhook_servers::server_config(sc, certificates), served })
+    }
+
+    /// The certificate start of a process of replica `replica` over its client `api` (kept for as long as the
+    /// process runs).
+    pub async fn start(&self, store: &SharedStore, replica: usize, api: &SimCluster) -> ServedCertificate {
+        let connect = || {
+            let api = api.clone();
+            async move { Ok(api) }
+        };
+        crate::harness::webhook_servers::start_serving(replica, store, &self.served, &self.config, connect).await
+    }
+}
+
+/// One operator replica process: in the certificate world its certificate start first (the Secret, renewal, CA
+/// injection), then the budget cache fed by the real watch task over the simulated API (loading until it lists
+/// them: evictions are denied with 429 meanwhile), the real `grafana.com/ready-time` tracker (as the operator
+/// always runs it), and the webhook router serving each admission the API server sends. Its in-process
 /// serialisation state lives as long as the process.
-pub async fn serve_replica(store: SharedStore, replica: usize, incarnation: u64, evictor: Evictor, feed: BudgetFeed) {
+pub async fn serve_replica(
+    store: SharedStore,
+    replica: usize,
+    incarnation: u64,
+    evictor: Evictor,
+    feed: BudgetFeed,
+    tls: Option<EvictionTls>,
+) {
     store.lock().unwrap().trace(&replica_process(replica, incarnation), "process started");
     let api = SimCluster::connect_operator(incarnation, feed).await.expect("bind operator replica endpoint");
+    let _certificate = match &tls {
+        Some(tls) => Some(tls.start(&store, replica, &api).await),
+        None => None,
+    };
     let zpdb = operator_zpdb(&api, evictor);
     serve_admissions(replica, api, zpdb, evictor).await
 }

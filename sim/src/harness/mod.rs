@@ -124,6 +124,8 @@ pub struct Stage {
     pub nodes: Arc<Nodes>,
     /// The health-gated worlds' Prometheus.
     pub prometheus: Option<SimPrometheus>,
+    /// The certificate world's drains: what each eviction replica serves.
+    pub eviction_certificates: Option<crate::harness::webhook_servers::ServedCertificates>,
 }
 
 /// The actors' tasks: `tasks` are stopped when the fault phase ends; `users` run to their end (an admission in
@@ -148,6 +150,11 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
         kube.slow_observe_chance = 0.5;
     }
     let kube_state = Arc::new(Mutex::new(kube));
+    let eviction_certificates = sc
+        .drains
+        .as_ref()
+        .and(sc.certificates)
+        .map(|_| crate::harness::webhook_servers::ServedCertificates::pod_eviction());
     let (crash_tx, crash_rx) = tokio::sync::mpsc::unbounded_channel();
     let (pause_tx, pause_rx) = tokio::sync::mpsc::unbounded_channel();
     let env = ServerEnv {
@@ -164,6 +171,7 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             Arc::new(if granted { with_health_check_grants(grants) } else { grants })
         }),
         eviction_webhooks: sc.drains.iter().flat_map(|d| (0..d.replicas).map(replica_address)).collect(),
+        eviction_certificates: eviction_certificates.clone(),
     };
     let apiserver = handle
         .create_node()
@@ -190,7 +198,8 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
             .init(move || p.clone().scrape(s.clone()))
             .build();
     }
-    let controllers = start_operators(&handle, &store, &sc, seed, &mut ha_rng, prometheus.as_ref());
+    let eviction_tls = crate::harness::eviction_replicas::EvictionTls::of(&sc, eviction_certificates.as_ref());
+    let controllers = start_operators(&handle, &store, &sc, seed, &mut ha_rng, prometheus.as_ref(), eviction_tls);
     let nodes = Arc::new(Nodes {
         apiserver: apiserver.id(),
         killed: Mutex::new((false, vec![false; controllers.len()])),
@@ -199,7 +208,19 @@ pub async fn world(seed: u64, sc: Scenario, echo: bool) -> Outcome {
     });
     let start = Instant::now();
     let fault_end = start + sc.fault_phase;
-    let stage = Stage { seed, sc, store, start, fault_end, rng, knobs, kube: kube_state, nodes, prometheus };
+    let stage = Stage {
+        seed,
+        sc,
+        store,
+        start,
+        fault_end,
+        rng,
+        knobs,
+        kube: kube_state,
+        nodes,
+        prometheus,
+        eviction_certificates,
+    };
 
     // The actors, started in a fixed order: those drawing from the run's shared stream draw in this order.
     let mut actors = Actors::default();

@@ -7,6 +7,7 @@ use crate::actors::pods::DelayedDownscalePods;
 use crate::environment::client::{BudgetFeed, SimCluster};
 use crate::environment::prometheus::SimPrometheus;
 use crate::environment::store::SharedStore;
+use crate::harness::eviction_replicas::EvictionTls;
 use crate::harness::eviction_replicas::REPLICA_INCARNATION_BASE;
 use crate::harness::eviction_replicas::operator_zpdb;
 use crate::harness::eviction_replicas::replica_ip as eviction_replica_ip;
@@ -273,6 +274,7 @@ pub(crate) fn start_operators(
     seed: u64,
     ha_rng: &mut SimRng,
     prometheus: Option<&SimPrometheus>,
+    eviction_tls: Option<EvictionTls>,
 ) -> Vec<madsim::task::NodeId> {
     let incarnations = Arc::new(AtomicU64::new(0));
     let setup = ControllerSetup {
@@ -308,17 +310,22 @@ pub(crate) fn start_operators(
         .init(move || {
             let incarnation = incarnations.fetch_add(1, Ordering::Relaxed) + 1;
             let replica = one_operator_process.then(|| replica_incarnations.fetch_add(1, Ordering::Relaxed));
-            let store = s.clone();
+            let (store, tls) = (s.clone(), eviction_tls.clone());
             let mut setup = ControllerSetup { ready: ReadyFlag::new(), ..setup.clone() };
             store.lock().unwrap().controller_ready = Some(setup.ready.clone());
             async move {
                 store.lock().unwrap().trace(&format!("controller#{incarnation}"), "process started");
+                // Kept as long as the process runs: the certificate's renewal and injection tasks.
+                let mut _certificate = None;
                 if let Some(replica) = replica {
                     let process = replica_process(0, replica);
                     store.lock().unwrap().trace(&process, "process started (it also runs the controller)");
                     let api = SimCluster::connect_operator(replica, setup.budgets)
                         .await
                         .expect("bind operator replica endpoint");
+                    if let Some(tls) = &tls {
+                        _certificate = Some(tls.start(&store, 0, &api).await);
+                    }
                     let zpdb = operator_zpdb(&api, evictor);
                     // The test-only evictor that knows no budget blinds only the webhook.
                     if evictor != Evictor::IgnoresBudget {

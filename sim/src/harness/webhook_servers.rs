@@ -1,5 +1,6 @@
-//! The operator replicas that serve the prepare-downscale webhook in the webhook worlds. In the certificate world
-//! each start of a replica's process runs the operator's own certificate start
+//! The operator replicas that serve the prepare-downscale webhook in the webhook worlds, and the certificate
+//! start every webhook-serving replica runs in the certificate world (these and the drains worlds' eviction
+//! replicas). There each start of a replica's process runs the operator's own certificate start
 //! (`rollout_operator::admission::server::start_certificate`, configured from the deployment's flags through the
 //! operator's own flag parser): the Secret, renewal, CA injection. What a replica serves is kept where the API
 //! server's TLS check finds it; a replica whose certificate start failed exits and is started again after a
@@ -9,19 +10,21 @@ use crate::environment::client::SimCluster;
 use crate::environment::objects::NAMESPACE;
 use crate::environment::store::SharedStore;
 use crate::environment::tls::{
-    installed_configurations, prepare_downscale_configuration, service_dns_name, verify_served,
+    installed_configurations, pod_eviction_configuration, prepare_downscale_configuration, service_dns_name,
+    verify_served,
 };
 use crate::rng::SimRng;
 use crate::scenario::Scenario;
 use crate::scenario::certificates::Certificates;
 use crate::scenario::deployment::ReferenceDeployment;
 use madsim::runtime::{Handle, NodeHandle};
-use rollout_operator::admission::server::{WebhookServerConfig, start_certificate};
+use rollout_operator::admission::server::{ServedCertificate, WebhookServerConfig, start_certificate};
 use rollout_operator::cli::{Command, parse};
 use rollout_operator::cluster::WebhookKind;
 use rollout_operator::ops::metrics::Metrics;
 use rollout_operator::tls::listener::SwappableCert;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,26 +41,51 @@ pub(crate) struct WebhookServers {
     pub served: Option<ServedCertificates>,
 }
 
-/// The certificate each replica serves now, by replica index; a replica without one is no endpoint.
-#[derive(Clone, Default)]
-pub(crate) struct ServedCertificates(Arc<Mutex<BTreeMap<usize, Arc<SwappableCert>>>>);
+/// The certificate each replica of one set serves now, by replica index (a replica without one is no endpoint),
+/// and the webhook configuration whose CA bundle the API server's calls to them verify against.
+#[derive(Clone)]
+pub struct ServedCertificates {
+    replicas: Arc<Mutex<BTreeMap<usize, Arc<SwappableCert>>>>,
+    configuration: (WebhookKind, String),
+    /// How the oracle names replica `i`.
+    name: fn(usize) -> String,
+}
 
 impl ServedCertificates {
-    /// The replicas the Service routes to.
-    pub fn serving(&self) -> Vec<usize> {
-        self.0.lock().unwrap().keys().copied().collect()
+    /// The prepare-downscale replicas (`operator-<i>`), called through the mutating configuration.
+    pub fn prepare_downscale() -> Self {
+        ServedCertificates {
+            replicas: Arc::default(),
+            configuration: (WebhookKind::Mutating, prepare_downscale_configuration()),
+            name: |i| format!("operator-{i}"),
+        }
     }
 
-    /// The API server's TLS check of a call to replica `i` with the prepare-downscale configuration's CA bundle as
-    /// it is now, judged by the oracle; the error is the call's failure as the API server reports it.
+    /// The drains worlds' eviction replicas (`operator-replica-<i>`), called through the pod-eviction validating
+    /// configuration.
+    pub fn pod_eviction() -> Self {
+        ServedCertificates {
+            replicas: Arc::default(),
+            configuration: (WebhookKind::Validating, pod_eviction_configuration()),
+            name: |i| format!("operator-replica-{i}"),
+        }
+    }
+
+    /// The replicas the Service routes to.
+    pub fn serving(&self) -> Vec<usize> {
+        self.replicas.lock().unwrap().keys().copied().collect()
+    }
+
+    /// The API server's TLS check of a call to replica `i` with its configuration's CA bundle as it is now, judged
+    /// by the oracle; the error is the call's failure as the API server reports it.
     pub fn check_call(&self, store: &SharedStore, i: usize) -> Result<(), String> {
-        let chain = self.0.lock().unwrap().get(&i).map(|c| c.served_chain());
+        let chain = self.replicas.lock().unwrap().get(&i).map(|c| c.served_chain());
         let mut guard = store.lock().unwrap();
         let st = &mut *guard;
-        let configuration = prepare_downscale_configuration();
+        let configuration = self.configuration.1.clone();
         let bundle = st
             .webhook_configurations
-            .get(&(WebhookKind::Mutating, configuration.clone()))
+            .get(&self.configuration)
             .and_then(|c| c.ca_bundles().into_iter().next())
             .and_then(|(_, bundle)| bundle);
         let verdict = match chain {
@@ -65,7 +93,7 @@ impl ServedCertificates {
             None => Err("the replica serves no certificate".to_string()),
         };
         let at = st.elapsed();
-        let replica = format!("operator-{i}");
+        let replica = (self.name)(i);
         st.oracle.certificates.judge_call(
             &mut st.oracle.checker,
             at,
@@ -117,7 +145,7 @@ pub(crate) fn start(store: &SharedStore, sc: &Scenario, seed: u64, next: &Arc<At
         store.lock().unwrap().put_webhook_configuration(configuration);
     }
     let config = server_config(sc, certificates);
-    let served = ServedCertificates::default();
+    let served = ServedCertificates::prepare_downscale();
     let nodes: Vec<NodeHandle> = (0..2)
         .map(|i| {
             let (store, served, next, config) = (store.clone(), served.clone(), next.clone(), config.clone());
@@ -162,20 +190,42 @@ async fn run_replica(
     next: Arc<AtomicU64>,
     config: WebhookServerConfig,
 ) {
-    served.0.lock().unwrap().remove(&i);
-    let who = format!("operator-{i}");
+    let connect = || {
+        let id = next.fetch_add(1, Ordering::Relaxed);
+        async move { SimCluster::connect(id).await.map_err(|e| e.to_string()) }
+    };
+    // The renewal and injection tasks run as long as the process.
+    let _certificate = start_serving(i, &store, &served, &config, connect).await;
+    std::future::pending::<()>().await;
+}
+
+/// The certificate start of one process of replica `i` (the operator's own, over the client `connect` gives):
+/// while it fails, the process exits and is started again after the kubelet's back-off, a new client each time,
+/// and is no endpoint meanwhile; once started, replica `i` serves its certificate. The caller keeps what it returns
+/// (the renewal and injection tasks) as long as the process runs.
+pub(crate) async fn start_serving<F, C>(
+    i: usize,
+    store: &SharedStore,
+    served: &ServedCertificates,
+    config: &WebhookServerConfig,
+    mut connect: F,
+) -> ServedCertificate
+where
+    F: FnMut() -> C,
+    C: Future<Output = Result<SimCluster, String>>,
+{
+    served.replicas.lock().unwrap().remove(&i);
+    let who = (served.name)(i);
     loop {
-        let started = match SimCluster::connect(next.fetch_add(1, Ordering::Relaxed)).await {
-            Ok(api) => start_certificate(&config, api, &Arc::new(Metrics::new())).await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+        let started = match connect().await {
+            Ok(api) => start_certificate(config, api, &Arc::new(Metrics::new())).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
         };
         match started {
             Ok(certificate) => {
                 store.lock().unwrap().trace(&who, "serving the webhooks with its certificate");
-                served.0.lock().unwrap().insert(i, certificate.cert.clone());
-                // The renewal and injection tasks run as long as the process.
-                let _tasks = certificate.tasks;
-                std::future::pending::<()>().await;
+                served.replicas.lock().unwrap().insert(i, certificate.cert.clone());
+                return certificate;
             }
             Err(e) => {
                 let line = format!("the webhook server did not start: {e}; the process exits, restarted in 10 s");

@@ -45,7 +45,7 @@ pub fn judged_in(sc: &Scenario) -> Vec<&'static str> {
     add(sc.drains.as_ref().is_some_and(|d| d.budget_edits), &[ZPDB_OUT_OF_SCOPE, ZPDB_VALIDATION]);
     add(sc.deployment.is_some(), &[FORBIDDEN]);
     add(sc.ha.is_some(), &[ONE_LEADER]);
-    add(sc.certificates.is_some() && webhook, &[crate::oracle::certificates::WEBHOOK_TLS]);
+    add(sc.certificates.is_some() && (webhook || sc.drains.is_some()), &[crate::oracle::certificates::WEBHOOK_TLS]);
     judged.push(LIVENESS);
     judged
 }

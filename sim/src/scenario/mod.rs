@@ -163,8 +163,9 @@ pub struct Scenario {
     /// Health-gated zones: the StatefulSets name a RolloutHealthCheck judged on a simulated Prometheus, and the
     /// release is good or bad (`crate::environment::prometheus`).
     pub health: Option<crate::scenario::health::HealthGated>,
-    /// With the prepare-downscale webhook: its replicas run the certificate lifecycle (`crate::scenario::certificates`)
-    /// and the API server calls them over TLS checked against the configuration's CA bundle.
+    /// With the prepare-downscale webhook or the drains' eviction webhook: their replicas run the certificate
+    /// lifecycle (`crate::scenario::certificates`) and the API server calls them over TLS checked against their
+    /// configuration's CA bundle.
     pub certificates: Option<crate::scenario::certificates::Certificates>,
 }
 

@@ -356,6 +356,9 @@ pub struct ServerEnv {
     pub grants: Option<Arc<Grants>>,
     /// Where the operator replicas serve `/admission/pod-eviction` (empty: no eviction webhook is configured).
     pub eviction_webhooks: Vec<SocketAddr>,
+    /// The certificate world's drains: what each eviction replica serves; a call goes only to a replica serving a
+    /// certificate, through TLS that verifies against the pod-eviction configuration's CA bundle.
+    pub eviction_certificates: Option<crate::harness::webhook_servers::ServedCertificates>,
 }
 
 impl ServerEnv {
