@@ -13,6 +13,22 @@ use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions, Webhook
 use std::collections::BTreeMap;
 
 impl Store {
+    /// Runs `write` as the rollout controller's (with what it knew, and where it decided from), for the oracle's
+    /// rules of its writes; the writer is restored afterwards.
+    fn as_controller<T>(
+        &mut self,
+        controller: Option<Knowledge>,
+        basis: Option<u64>,
+        write: impl FnOnce(&mut Store) -> T,
+    ) -> T {
+        let writing = self.writing.clone();
+        self.writing.controller = controller;
+        self.writing.basis = basis;
+        let written = write(self);
+        self.writing = writing;
+        written
+    }
+
     /// `DELETE pods/{name}` with preconditions: the pod becomes terminating (the kubelet removes it later).
     pub fn api_delete_pod(&mut self, name: &str, pre: &Preconditions, k: Knowledge) -> Result<(), ApiError> {
         let Some(pod) = self.pods.get(name).cloned() else {
@@ -32,10 +48,7 @@ impl Store {
         }
         let mut pod = pod;
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-        let writing = self.writing.clone();
-        self.writing.controller = Some(k);
-        self.put_pod(pod);
-        self.writing = writing;
+        self.as_controller(Some(k), None, |st| st.put_pod(pod));
         Ok(())
     }
 
@@ -55,11 +68,7 @@ impl Store {
         }
         let mut new = sts.clone();
         new.status = statefulset.status.clone();
-        let writing = self.writing.clone();
-        self.writing.controller = Some(k);
-        let committed = self.put_statefulset(new);
-        self.writing = writing;
-        Ok(committed)
+        Ok(self.as_controller(Some(k), None, |st| st.put_statefulset(new)))
     }
 
     /// `POST configmaps`: fails with a conflict when the name is taken.
@@ -105,12 +114,7 @@ impl Store {
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
-        let writing = self.writing.clone();
-        self.writing.controller = controller;
-        self.writing.basis = controller.map(|k| k.sts_rv);
-        let committed = self.put_statefulset(new);
-        self.writing = writing;
-        Ok(committed)
+        Ok(self.as_controller(controller, controller.map(|k| k.sts_rv), |st| st.put_statefulset(new)))
     }
 
     /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.
