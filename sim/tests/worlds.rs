@@ -9,7 +9,7 @@
 
 use rollout_sim::harness::outcome::Outcome;
 use rollout_sim::harness::run_passing;
-use rollout_sim::oracle::activity::WorldEvent;
+use rollout_sim::oracle::activity::{ObjectAdmission, Webhook, WorldEvent};
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::planner::PlannerKind;
@@ -200,24 +200,23 @@ fn the_no_downscale_webhook_denies_exactly_the_labelled_downscales_in_either_rev
     let (denied, allowed) =
         outcomes.iter().fold((0, 0), |(d, a), o| (d + o.no_downscale_admissions.0, a + o.no_downscale_admissions.1));
     assert!(denied >= 30 && allowed >= 100, "denied {denied}, allowed {allowed}");
+    let by_no_downscale = |a: &&ObjectAdmission| a.webhook == Webhook::NoDownscale;
     for kind in ["Deployment distributor", "ReplicaSet query-frontend-7c9d", "StatefulSet compactor"] {
-        assert!(count_lines(&outcomes, &format!("admitted {kind}")) > 0, "{kind} never admitted");
+        let admitted = object_admissions(&outcomes, |a| by_no_downscale(&a) && a.admitted && a.object == kind);
+        assert!(admitted > 0, "{kind} never admitted");
     }
-    assert!(count_lines(&outcomes, "(/scale)") > 0 && count_lines(&outcomes, "(UPDATE)") > 0);
+    let via_scale = object_admissions(&outcomes, |a| by_no_downscale(&a) && a.via_scale);
+    let updates = object_admissions(&outcomes, |a| by_no_downscale(&a) && !a.via_scale);
+    assert!(via_scale > 0 && updates > 0, "{via_scale} /scale requests, {updates} UPDATEs");
     // Every third change comes as an `admission.k8s.io/v1beta1` review. Refused as malformed (the v1beta1 arm deleted),
     // the answer fails the call and the failure policy denies changes that must be allowed: all 30 seeds fail.
-    let beta_admitted = |webhook: &str| {
-        outcomes
-            .iter()
-            .flat_map(|o| o.trace.lines.iter())
-            .filter(|l| l.contains(webhook) && l.contains("admitted") && l.contains("[v1beta1]"))
-            .count()
-    };
-    assert!(beta_admitted("no-downscale ") >= 30 && beta_admitted("prepare-downscale ") >= 30);
+    let beta_admitted =
+        |webhook: Webhook| object_admissions(&outcomes, |a| a.webhook == webhook && a.admitted && a.v1beta1);
+    assert!(beta_admitted(Webhook::NoDownscale) >= 30 && beta_admitted(Webhook::PrepareDownscale) >= 30);
     // The fail-open answer (the parent could not be read, so the change is allowed with a warning) is the
     // reference's policy for a failed read, which the checker excuses: it must stay the exception, a read lost to
     // a fault, not what every `/scale` request gets (a handler deadline already past gives up every read).
-    let fail_open = count_lines(&outcomes, "can't get") as u64;
+    let fail_open = object_admissions(&outcomes, |a| by_no_downscale(&a) && a.warns("can't get")) as u64;
     assert!(fail_open * 4 <= denied + allowed, "{fail_open} fail-open answers of {}", denied + allowed);
 }
 
@@ -237,14 +236,17 @@ fn under_the_real_deployments_rbac_every_parent_is_read_and_a_refused_one_fails_
     for deployment in [ReferenceDeployment::HelmChart, ReferenceDeployment::Jsonnet, ReferenceDeployment::HelmOld] {
         let sc = Scenario { no_downscale: true, deployment: Some(deployment), ..Scenario::default() };
         let outcomes = run_passing(&sc, 0..30);
-        let refused =
-            count_lines(&outcomes, "get deployments (apiGroup \"apps\") resourceNames [distributor] -> forbidden");
-        let failed_open = count_lines(
-            &outcomes,
-            "can't get deployments/distributor in namespace sim, allowing the change: forbidden",
-        );
+        let refused: usize = outcomes.iter().map(|o| o.activity.forbidden(Request::Read, "distributor")).sum();
+        let failed_open = object_admissions(&outcomes, |a| {
+            a.webhook == Webhook::NoDownscale
+                && a.admitted
+                && a.warns("can't get deployments/distributor in namespace sim, allowing the change: forbidden")
+        });
         assert!(refused > 0 && failed_open > 0, "{}: {refused} refused, {failed_open} failed open", deployment.name());
-        assert!(count_lines(&outcomes, "denied StatefulSet compactor") > 0, "{}", deployment.name());
+        let denied = object_admissions(&outcomes, |a| {
+            a.webhook == Webhook::NoDownscale && !a.admitted && a.object == "StatefulSet compactor"
+        });
+        assert!(denied > 0, "{}", deployment.name());
     }
 }
 
@@ -260,7 +262,8 @@ fn the_prepare_downscale_webhook_lets_through_what_it_does_not_serve_over_30_see
     assert!(judged >= 200, "only {judged} answers judged");
     for warning in ["unsupported resource deployments", "unsupported resource replicasets", "unsupported type apps/v1"]
     {
-        assert!(count_lines(&outcomes, warning) > 0, "never warned {warning}");
+        let warned = object_admissions(&outcomes, |a| a.webhook == Webhook::PrepareDownscale && a.warns(warning));
+        assert!(warned > 0, "never warned {warning}");
     }
 }
 
@@ -273,17 +276,18 @@ fn the_prepare_downscale_webhook_lets_through_what_it_does_not_serve_over_30_see
 fn changes_in_another_namespace_are_let_through_unread_by_both_webhooks_over_30_seeds() {
     let sc = Scenario { no_downscale: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..30);
-    let admitted = |webhook: &str| {
-        outcomes
-            .iter()
-            .flat_map(|o| o.trace.lines.iter())
-            .filter(|l| l.contains(webhook) && l.contains("admitted") && l.contains("team-b/"))
-            .filter(|l| l.contains("is not managed by this rollout-operator"))
-            .count()
+    let admitted = |webhook: Webhook| {
+        object_admissions(&outcomes, |a| {
+            a.webhook == webhook
+                && a.admitted
+                && a.object.contains(" team-b/")
+                && a.warns("is not managed by this rollout-operator")
+        })
     };
-    let (no_downscale, prepare) = (admitted("no-downscale "), admitted("prepare-downscale "));
+    let (no_downscale, prepare) = (admitted(Webhook::NoDownscale), admitted(Webhook::PrepareDownscale));
     assert!(no_downscale >= 30 && prepare >= 30, "foreign changes admitted: {no_downscale}, {prepare}");
-    assert!(count_lines(&outcomes, "team-b/distributor") > 0, "the labelled name never asked for in team-b");
+    let labelled_name = object_admissions(&outcomes, |a| a.object.ends_with(" team-b/distributor"));
+    assert!(labelled_name > 0, "the labelled name never asked for in team-b");
 }
 
 /// Every pod an admitted downscale removes was told to prepare for shutdown (checker `PREPARED_FOR_SHUTDOWN`), in a

@@ -5,6 +5,7 @@ use crate::environment::client::SimCluster;
 use crate::environment::store::{SharedStore, Store};
 use crate::harness::populate::{FOREIGN_NAMESPACE, NO_DOWNSCALE_OBJECTS};
 use crate::harness::{Actors, Stage};
+use crate::oracle::activity::{ObjectAdmission, Webhook};
 use crate::rng::SimRng;
 use madsim::runtime::Handle;
 use rollout_operator::admission::no_downscale::{NO_DOWNSCALE_PATH, ParentLookups};
@@ -204,6 +205,19 @@ pub(crate) async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: 
         let warnings = answer_warnings(&response);
         let verdict = if allowed { "admitted" } else { "denied" };
         st.trace("no-downscale", format!("{verdict} {what} {warnings:?}"));
+        let record = |webhook, admitted, response: &serde_json::Value, warnings: &[String]| ObjectAdmission {
+            webhook,
+            object: format!("{kind} {shown}"),
+            from,
+            to,
+            via_scale,
+            v1beta1: !beta.is_empty(),
+            admitted,
+            message: response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default().to_string(),
+            warnings: warnings.to_vec(),
+        };
+        let admission = record(Webhook::NoDownscale, allowed, &response, &warnings);
+        st.oracle.activity.object_admissions.push(admission);
         let at = st.elapsed();
         // Only a `/scale` request has a parent to read: an object's UPDATE carries its labels, so a "can't get"
         // answer to one is wrong whatever the webhook read.
@@ -227,6 +241,8 @@ pub(crate) async fn no_downscale_user(store: SharedStore, mut r: SimRng, start: 
         let message = response.pointer("/status/message").and_then(|m| m.as_str()).unwrap_or_default();
         let verdict = if prepare_allowed { "admitted".to_string() } else { format!("denied ({message})") };
         st.trace("prepare-downscale", format!("{verdict} {what} {warnings:?}"));
+        let admission = record(Webhook::PrepareDownscale, prepare_allowed, &response, &warnings);
+        st.oracle.activity.object_admissions.push(admission);
         match foreign {
             true => st.oracle.checker.judge_foreign_namespace(at, &what, prepare_allowed, &warnings, prepare_reads),
             false => st.oracle.checker.judge_prepare_foreign(

@@ -69,10 +69,46 @@ pub struct Admission {
     pub message: String,
 }
 
+/// Which webhook answered an admission of the no-downscale world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Webhook {
+    NoDownscale,
+    PrepareDownscale,
+}
+
+/// A replica change of the no-downscale world's objects (a Deployment, a ReplicaSet or a StatefulSet, here or in
+/// another team's namespace), as one of the two webhooks answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectAdmission {
+    pub webhook: Webhook,
+    /// `<Kind> <name>`, the name prefixed with `<namespace>/` when it is another team's.
+    pub object: String,
+    pub from: u32,
+    pub to: u32,
+    /// Asked through the `/scale` subresource (otherwise an `UPDATE` of the object).
+    pub via_scale: bool,
+    /// Sent as an `admission.k8s.io/v1beta1` review.
+    pub v1beta1: bool,
+    pub admitted: bool,
+    /// The answer's message (a denial's reason).
+    pub message: String,
+    /// The answer's warnings.
+    pub warnings: Vec<String>,
+}
+
+impl ObjectAdmission {
+    /// Whether one of its warnings says `what`.
+    pub fn warns(&self, what: &str) -> bool {
+        self.warnings.iter().any(|w| w.contains(what))
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Activity {
     pub served: Vec<Served>,
     pub admissions: Vec<Admission>,
+    /// The no-downscale world's admissions, by both webhooks.
+    pub object_admissions: Vec<ObjectAdmission>,
     /// Every committed decrease of a StatefulSet's replicas, with who wrote it and what the record said then.
     pub downscales: Vec<crate::oracle::checker::scaling::Downscale>,
     /// What the world's actors did to the cluster, in order.

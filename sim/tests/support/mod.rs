@@ -34,6 +34,14 @@ pub fn under(deployment: ReferenceDeployment, sc: Scenario) -> Scenario {
     Scenario { deployment: Some(deployment), ..sc }
 }
 
+/// The no-downscale world's admissions (by either webhook) that `matches`, over `outcomes`.
+pub fn object_admissions(
+    outcomes: &[Outcome],
+    matches: impl Fn(&rollout_sim::oracle::activity::ObjectAdmission) -> bool,
+) -> usize {
+    outcomes.iter().flat_map(|o| &o.activity.object_admissions).filter(|a| matches(a)).count()
+}
+
 /// Successful requests of `request` by `sender` about objects named `prefix...`, over `outcomes`.
 pub fn served(outcomes: &[Outcome], sender: Sender, request: Request, prefix: &str) -> usize {
     outcomes.iter().map(|o| o.activity.succeeded(sender, request, prefix)).sum()
