@@ -9,7 +9,7 @@
 
 use rollout_sim::harness::outcome::Outcome;
 use rollout_sim::harness::run_passing;
-use rollout_sim::oracle::activity::{ObjectAdmission, Webhook, WorldEvent};
+use rollout_sim::oracle::activity::{Entry, ObjectAdmission, Webhook, WorldEvent};
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::planner::PlannerKind;
@@ -117,9 +117,10 @@ fn zero_and_malformed_delayed_downscale_annotations_turn_it_off_or_stop_scaling_
     let moved_while_malformed: usize = outcomes
         .iter()
         .map(|o| {
-            let lines = &o.trace.lines;
-            let fixed = lines.iter().position(|l| l.contains("corrects its delayed-downscale")).unwrap_or(0);
-            lines[..fixed].iter().filter(|l| l.contains("ReplicaTemplate ingester: spec.replicas")).count()
+            let events = &o.activity.world;
+            let corrected = |e: &WorldEvent| matches!(e, WorldEvent::DelayAnnotationsCorrected { .. });
+            let fixed = events.iter().position(corrected).unwrap_or(0);
+            events[..fixed].iter().filter(|e| matches!(e, WorldEvent::ReferenceScaled { .. })).count()
         })
         .sum();
     assert!(moved_while_malformed >= 15, "the reference moved {moved_while_malformed} times before a correction");
@@ -162,14 +163,14 @@ fn a_corrupt_record_holds_only_what_needs_it_over_12_seeds() {
     let mut replaced_while_corrupt = 0;
     for o in &outcomes {
         let mut corrupt = false;
-        for line in &o.trace.lines {
-            if line.contains("corrupts the zone tracker's record") {
-                corrupt = true;
-            } else if line.contains("repairs the zone tracker's record") {
-                corrupt = false;
-            } else if corrupt && line.contains("controller#") && line.contains("DELETE pod") && line.ends_with("-> ok")
-            {
-                replaced_while_corrupt += 1;
+        for entry in o.activity.timeline() {
+            match entry {
+                Entry::World(WorldEvent::RecordCorrupted) => corrupt = true,
+                Entry::World(WorldEvent::RecordRepaired) => corrupt = false,
+                Entry::Served(s) if corrupt && s.sender == Sender::Operator && s.request == Request::DeletePod => {
+                    replaced_while_corrupt += usize::from(s.ok());
+                }
+                _ => {}
             }
         }
     }
@@ -302,7 +303,8 @@ fn admitted_downscales_prepare_every_pod_they_remove_in_groups_of_one_and_three_
         let outcomes = run_passing(&sc, 0..20);
         let judged: u64 = outcomes.iter().map(|o| o.prepared_pods).sum();
         assert!(judged >= 30, "{zones} zones: only {judged} removed pods judged");
-        failed_prepares += count_lines(&outcomes, "one or more pods failed to prepare for shutdown");
+        let denied = outcomes.iter().map(|o| o.activity.denied_for("one or more pods failed to prepare for shutdown"));
+        failed_prepares += denied.sum::<usize>();
     }
     // The pods' endpoints fail now and then: the webhook's calls are real calls, not assumed.
     assert!(failed_prepares >= 5, "only {failed_prepares} downscales denied for a failed prepare call");

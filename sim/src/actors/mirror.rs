@@ -23,6 +23,7 @@ pub(crate) fn set_reference(st: &mut Store, replicas: u32) {
     object["spec"]["replicas"] = serde_json::json!(replicas);
     st.world.reference_history.push((at, replicas));
     st.trace("user", format!("ReplicaTemplate {GROUP}: spec.replicas = {replicas}"));
+    st.oracle.activity.happened(crate::oracle::activity::WorldEvent::ReferenceScaled { replicas });
 }
 
 /// The reference resource's `spec.replicas` and `status.replicas`, in the mirror worlds.
@@ -76,7 +77,7 @@ pub fn start_delay_fixes(stage: &Stage, actors: &mut Actors) {
                 st.trace("user", format!("{name}: corrects its delayed-downscale annotations"));
                 let corrected =
                     crate::oracle::activity::WorldEvent::DelayAnnotationsCorrected { statefulset: name.clone() };
-                st.oracle.activity.world.push(corrected);
+                st.oracle.activity.happened(corrected);
             }
         }
     }));

@@ -66,7 +66,7 @@ pub(crate) fn set_sidecar(st: &mut Store, pod: &str, ready: bool) -> Option<Stri
     st.trace("kubelet", format!("sidecar of pod {pod} {what}"));
     if !ready {
         let down = crate::oracle::activity::WorldEvent::SidecarDown { pod: pod.to_string(), running: still_running };
-        st.oracle.activity.world.push(down);
+        st.oracle.activity.happened(down);
     }
     Some(uid)
 }

@@ -67,7 +67,7 @@ impl PodHttpClient for DelayedDownscalePods {
                 let since = *st.world.prepared.entry(pod.clone()).or_insert(now);
                 if since == now {
                     st.trace("pods", format!("{pod} prepares for a delayed downscale"));
-                    st.oracle.activity.world.push(WorldEvent::PodPrepares { pod: pod.clone() });
+                    st.oracle.activity.happened(WorldEvent::PodPrepares { pod: pod.clone() });
                 }
                 let body = serde_json::json!({ "timestamp": since.as_second() }).to_string().into_bytes();
                 Ok(PodResponse { status: 200, body })
@@ -75,7 +75,7 @@ impl PodHttpClient for DelayedDownscalePods {
             _ => {
                 if st.world.prepared.remove(&pod).is_some() {
                     st.trace("pods", format!("{pod} cancels its delayed downscale"));
-                    st.oracle.activity.world.push(WorldEvent::PodCancels { pod: pod.clone() });
+                    st.oracle.activity.happened(WorldEvent::PodCancels { pod: pod.clone() });
                 }
                 Ok(PodResponse { status: 200, body: Vec::new() })
             }

@@ -77,7 +77,7 @@ pub fn start(stage: &Stage, mut pushes: Vec<Push>, leader_changes: &[(Duration, 
                     {
                         let mut st = store.lock().unwrap();
                         st.trace("user", format!("reverting the push of r{} to r{live}", n + 1));
-                        st.oracle.activity.world.push(crate::oracle::activity::WorldEvent::PushReverted);
+                        st.oracle.activity.happened(crate::oracle::activity::WorldEvent::PushReverted);
                     }
                     push_all(&gaps, live).await;
                 }

@@ -38,7 +38,7 @@ pub(crate) fn corrupt_record(st: &mut Store) -> Option<(String, String, Option<S
         None => st.api_create_config_map(&cm).ok()?,
     };
     st.trace("user", format!("corrupts the zone tracker's record {record}: {key} = {CORRUPT_RECORD_VALUE}"));
-    st.oracle.activity.world.push(crate::oracle::activity::WorldEvent::RecordCorrupted);
+    st.oracle.activity.happened(crate::oracle::activity::WorldEvent::RecordCorrupted);
     Some((record, key, original))
 }
 
@@ -53,7 +53,7 @@ pub(crate) fn repair_record(st: &mut Store, record: &str, key: &str, original: O
     let repaired = st.api_replace_config_map(&cm).is_ok();
     if repaired {
         st.trace("user", format!("repairs the zone tracker's record {record}"));
-        st.oracle.activity.world.push(crate::oracle::activity::WorldEvent::RecordRepaired);
+        st.oracle.activity.happened(crate::oracle::activity::WorldEvent::RecordRepaired);
     }
     repaired
 }

@@ -320,7 +320,7 @@ fn claim_or_release(
         pod.metadata.owner_references = Some(vec![crate::environment::objects::statefulset_owner(name)]);
         store.put_pod(pod);
         store.trace("sts-ctrl", format!("{name}: adopted pod {pod_name}"));
-        store.oracle.activity.world.push(crate::oracle::activity::WorldEvent::PodAdopted { pod: pod_name.to_string() });
+        store.oracle.activity.happened(crate::oracle::activity::WorldEvent::PodAdopted { pod: pod_name.to_string() });
     }
 }
 
@@ -388,7 +388,7 @@ fn scale_down(
             statefulset: name.to_string(),
             pod: pod_name.to_string(),
         };
-        store.oracle.activity.world.push(deletes);
+        store.oracle.activity.happened(deletes);
     }
 }
 

@@ -205,7 +205,7 @@ pub(crate) fn populate(store: &SharedStore, sc: &Scenario, seed: u64) {
                             pod: pod.clone(),
                             delay: delay.to_string(),
                         };
-                        st.oracle.activity.world.push(before);
+                        st.oracle.activity.happened(before);
                         (delay, VALID_DELAY_URL)
                     }
                 };

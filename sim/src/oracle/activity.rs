@@ -103,6 +103,13 @@ impl ObjectAdmission {
     }
 }
 
+/// One entry of the ledger's timeline, in the order things happened.
+#[derive(Debug, Clone, Copy)]
+pub enum Entry<'a> {
+    Served(&'a Served),
+    World(&'a WorldEvent),
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Activity {
     pub served: Vec<Served>,
@@ -113,6 +120,8 @@ pub struct Activity {
     pub downscales: Vec<crate::oracle::checker::scaling::Downscale>,
     /// What the world's actors did to the cluster, in order.
     pub world: Vec<WorldEvent>,
+    /// `served` and `world` interleaved as they happened: whether each next entry is a request served.
+    order: Vec<bool>,
 }
 
 /// Something an actor of the world did (the user, the kubelet, the StatefulSet controller, a pod's endpoint).
@@ -155,6 +164,10 @@ pub enum WorldEvent {
     DownscalePrepared {
         statefulset: String,
     },
+    /// The mirror worlds' user (or HPA) set the reference resource's `spec.replicas`.
+    ReferenceScaled {
+        replicas: u32,
+    },
     /// The StatefulSet controller deleted a pod above a lowered `spec.replicas`.
     ScaleDownDeletes {
         statefulset: String,
@@ -163,6 +176,27 @@ pub enum WorldEvent {
 }
 
 impl Activity {
+    /// A request the API server served.
+    pub fn serve(&mut self, served: Served) {
+        self.served.push(served);
+        self.order.push(true);
+    }
+
+    /// Something the world's actors did.
+    pub fn happened(&mut self, event: WorldEvent) {
+        self.world.push(event);
+        self.order.push(false);
+    }
+
+    /// The requests served and the world's events, interleaved in the order they happened.
+    pub fn timeline(&self) -> impl Iterator<Item = Entry<'_>> {
+        let (mut served, mut world) = (self.served.iter(), self.world.iter());
+        self.order.iter().filter_map(move |is_served| match is_served {
+            true => served.next().map(Entry::Served),
+            false => world.next().map(Entry::World),
+        })
+    }
+
     /// Requests of `request` by `sender` about an object whose name starts with `prefix` that succeeded.
     pub fn succeeded(&self, sender: Sender, request: Request, prefix: &str) -> usize {
         self.served

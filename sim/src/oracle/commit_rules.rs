@@ -477,7 +477,7 @@ impl Oracle {
                 trace.record(c.at, "checker", line);
                 let prepared =
                     crate::oracle::activity::WorldEvent::DownscalePrepared { statefulset: m.statefulset.clone() };
-                self.activity.world.push(prepared);
+                self.activity.happened(prepared);
                 self.preparing.insert(m.statefulset, (m.group, admission, m.until));
             }
         }

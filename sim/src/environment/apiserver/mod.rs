@@ -405,7 +405,7 @@ pub async fn serve(env: ServerEnv) {
                 op => handle(&env, Request { reply_tag: tag, knowledge, op, handed_at, log }),
             };
             let failure = reply.failure();
-            env.store.lock().unwrap().oracle.activity.served.push(activity::Served {
+            env.store.lock().unwrap().oracle.activity.serve(activity::Served {
                 sender: sender_of(client),
                 request,
                 object,
