@@ -275,7 +275,11 @@ fn regression_seed_70_a_record_whose_answer_was_lost_is_denied_as_failed_not_jud
     let sc = under(HelmChart, Scenario { scale_requests: true, ..Scenario::scaling() });
     let o = rollout_sim::harness::run(70, &sc, false);
     assert!(o.passed(), "{:#?}", o.violations);
-    let lost = o.trace.lines.iter().any(|l| l.contains("annotation failed") && l.contains("deadline passed"));
+    let lost = o
+        .activity
+        .admissions
+        .iter()
+        .any(|a| !a.admitted && a.message.contains("annotation failed") && a.message.contains("deadline passed"));
     assert!(lost, "the record's answer is no longer lost at seed 70");
 }
 

@@ -8,7 +8,7 @@
 use rollout_core::{Defences, Layer};
 
 use rollout_sim::harness::outcome::Outcome;
-use rollout_sim::oracle::activity::{Request, Sender};
+use rollout_sim::oracle::activity::{Request, Sender, WorldEvent};
 use rollout_sim::scenario::Scenario;
 
 fn without(layers: &[Layer]) -> Defences {
@@ -255,5 +255,5 @@ fn without_the_rollout_step_claim_a_pass_deletes_during_a_prepared_downscale_whe
 fn regression_seeds_839_1458_a_denied_admission_ends_its_window_at_its_undo() {
     assert_all_pass(&slow_admissions(), [839, 1458]);
     let o = rollout_sim::harness::run(839, &slow_admissions(), false);
-    assert!(o.trace.lines.iter().any(|l| l.contains("given up (its marker removed by its admission)")));
+    assert!(o.activity.count(|e| matches!(e, WorldEvent::DownscaleGivenUp { .. })) > 0);
 }

@@ -5,6 +5,7 @@
 #![cfg(madsim)]
 
 use rollout_sim::harness::run_passing;
+use rollout_sim::oracle::activity::Served;
 use rollout_sim::scenario::Scenario;
 use support::*;
 
@@ -102,9 +103,12 @@ fn a_zone_tracker_whose_record_is_read_only_is_switched_off_at_the_first_refused
         assert!(refused.iter().all(|v| webhook_write(&v.detail)), "seed {seed}: {refused:#?}");
         forbidden += refused.len();
         // The mechanism under test: the controller's own write of the record was refused (and excused as its probe).
-        let probed =
-            |l: &String| l.contains("controller#") && l.contains("configmaps") && l.contains("forbidden (403)");
-        assert!(o.trace.lines.iter().any(probed), "seed {seed}: the controller never met a refused write");
+        let probed = |s: &&Served| {
+            s.sender == Sender::Operator
+                && matches!(s.request, Request::CreateConfigMap | Request::ReplaceConfigMap)
+                && s.failure == Some("forbidden")
+        };
+        assert!(o.activity.served.iter().any(|s| probed(&s)), "seed {seed}: the controller never met a refused write");
         assert!(o.converged_at.is_some(), "seed {seed} did not converge");
     }
     assert!(forbidden >= 10, "the record's writes were refused: {forbidden}");

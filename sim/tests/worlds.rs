@@ -351,7 +351,7 @@ fn admitted_downscales_beside_a_second_group_are_judged_on_their_own_group_over_
 fn downscales_of_two_groups_prepared_at_once_keep_each_others_markers_over_12_seeds() {
     let sc = Scenario { second_group: true, slow_admissions: true, ..Scenario::rollout_with_admitted_downscales() };
     let outcomes = run_passing(&sc, 0..12);
-    let both = count_lines(&outcomes, "the record holds live downscale markers of 2 groups");
+    let both: usize = outcomes.iter().map(|o| o.activity.record_writes_shared_by_groups).sum();
     assert!(both >= 6, "only {both} record writes held both groups' markers");
     assert!(admissions(&outcomes, "store-gateway-zone", true) >= 30, "the second group hardly scaled");
 }
@@ -387,8 +387,10 @@ fn followers_waiting_for_a_ready_leader_scale_up_only_then() {
 #[test]
 fn a_downscale_recorded_before_the_record_existed_keeps_the_min_time_over_15_seeds() {
     let outcomes = run_passing(&Scenario::recent_downscale(), 0..15);
-    assert!(count_lines(&outcomes, "dropped") >= 10, "the annotation is dropped after the bootstrap");
-    let waited = count_lines(&outcomes, "statefulset ingester-zone-b was downscaled at");
+    let dropped = world(&outcomes, |e| matches!(e, WorldEvent::LastDownscaleDropped { .. }));
+    assert!(dropped >= 10, "the annotation is dropped after the bootstrap");
+    let waited: usize =
+        outcomes.iter().map(|o| o.activity.denied_for("statefulset ingester-zone-b was downscaled at")).sum();
     assert!(waited >= 5, "only {waited} downscales denied for zone-b's recorded downscale");
 }
 
@@ -418,13 +420,13 @@ fn a_zone_of_twelve_pods_is_replaced_in_the_natural_order_of_their_names() {
     };
     for o in run_passing(&sc, 0..3) {
         for zone in ["ingester-zone-a", "ingester-zone-b", "ingester-zone-c"] {
-            let prefix = format!("DELETE pod {zone}-");
+            let prefix = format!("{zone}-");
             let ordinals: Vec<u32> = o
-                .trace
-                .lines
+                .activity
+                .served
                 .iter()
-                .filter(|l| l.contains("controller") && l.ends_with("-> ok"))
-                .filter_map(|l| l.split_once(&prefix).and_then(|(_, rest)| rest.split(' ').next()?.parse().ok()))
+                .filter(|s| s.sender == Sender::Operator && s.request == Request::DeletePod && s.ok())
+                .filter_map(|s| s.object.strip_prefix(&prefix)?.parse().ok())
                 .collect();
             assert_eq!(ordinals, (0..12).collect::<Vec<u32>>(), "seed {}: {zone} replaced in this order", o.seed);
         }
@@ -439,7 +441,7 @@ fn a_zone_of_twelve_pods_is_replaced_in_the_natural_order_of_their_names() {
 fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
     let sc = Scenario { force_follower: true, ..Scenario::scaling() };
     let outcomes = run_passing(&sc, 0..20);
-    assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::ForceReplicasSet { .. })) >= 15, "the annotation was set");
 }
 
 /// `grafana.com/rollout-force-replicas` set during the fault phase on a StatefulSet that is neither follower nor
@@ -451,10 +453,11 @@ fn a_follower_with_rollout_force_replicas_is_held_at_it_over_20_seeds() {
 fn a_stale_rollout_force_replicas_never_resizes_a_statefulset_without_scaling_annotations_over_20_seeds() {
     let sc = Scenario { force_plain: true, ..Scenario::default() };
     let outcomes = run_passing(&sc, 0..20);
-    assert!(count_lines(&outcomes, "grafana.com/rollout-force-replicas=") >= 15, "the annotation was set");
+    assert!(world(&outcomes, |e| matches!(e, WorldEvent::ForceReplicasSet { .. })) >= 15, "the annotation was set");
     for up in [true, false] {
         let forced = |o: &Outcome| {
-            o.trace.lines.iter().any(|l| l.contains("annotated ingester-zone-c grafana.com/rollout-force-replicas=4"))
+            let upward = |e: &WorldEvent| matches!(e, WorldEvent::ForceReplicasSet { statefulset, replicas: 4 } if statefulset == "ingester-zone-c");
+            o.activity.count(upward) > 0
         };
         assert!(outcomes.iter().any(|o| forced(o) == up), "both directions set (upward: {up})");
     }

@@ -3,6 +3,7 @@
 
 use crate::environment::objects;
 use crate::harness::{Actors, Stage};
+use crate::oracle::activity::WorldEvent;
 use crate::rng::SimRng;
 use crate::scenario::GROUP;
 use crate::scenario::group_zone_name;
@@ -33,6 +34,7 @@ pub fn start_on_follower(stage: &Stage, actors: &mut Actors) {
         objects::annotate(&mut sts, rollout_core::keys::ROLLOUT_FORCE_REPLICAS, &force.to_string());
         st.put_statefulset(sts);
         st.trace("user", format!("annotated {follower} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
+        st.oracle.activity.happened(WorldEvent::ForceReplicasSet { statefulset: follower, replicas: force });
     }));
 }
 
@@ -57,5 +59,6 @@ pub fn start_on_plain(stage: &Stage, actors: &mut Actors) {
         st.world.force_ignored.insert(name.clone(), current);
         st.put_statefulset(sts);
         st.trace("user", format!("annotated {name} {}={force}", rollout_core::keys::ROLLOUT_FORCE_REPLICAS));
+        st.oracle.activity.happened(WorldEvent::ForceReplicasSet { statefulset: name, replicas: force });
     }));
 }

@@ -124,6 +124,8 @@ pub fn start_reapplies(stage: &Stage, actors: &mut Actors) {
                     "user",
                     format!("re-applied {name} from its manifest: {} dropped", rollout_core::keys::LAST_DOWNSCALE),
                 );
+                let dropped = crate::oracle::activity::WorldEvent::LastDownscaleDropped { statefulset: name };
+                st.oracle.activity.happened(dropped);
             }
             break;
         }

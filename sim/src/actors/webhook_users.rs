@@ -98,10 +98,13 @@ impl User {
                     }
                     let from = self.replicas_of(&sts);
                     if from > 1 {
-                        self.store
-                            .lock()
-                            .unwrap()
-                            .trace("user", format!("probes the min time: {sts} {from} -> {}", from - 1));
+                        {
+                            let mut st = self.store.lock().unwrap();
+                            st.trace("user", format!("probes the min time: {sts} {from} -> {}", from - 1));
+                            let probed =
+                                crate::oracle::activity::WorldEvent::MinTimeProbed { statefulset: sts.clone() };
+                            st.oracle.activity.happened(probed);
+                        }
                         let client = self.pick_client();
                         self.change(&sts, from - 1, client).await;
                         if let Some(p) = probes.as_mut().filter(|_| self.replicas_of(&sts) < from) {

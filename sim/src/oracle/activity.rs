@@ -120,6 +120,8 @@ pub struct Activity {
     pub downscales: Vec<crate::oracle::checker::scaling::Downscale>,
     /// What the world's actors did to the cluster, in order.
     pub world: Vec<WorldEvent>,
+    /// Record writes by an admission that held live downscale markers of more than one group.
+    pub record_writes_shared_by_groups: usize,
     /// `served` and `world` interleaved as they happened: whether each next entry is a request served.
     order: Vec<bool>,
 }
@@ -164,9 +166,26 @@ pub enum WorldEvent {
     DownscalePrepared {
         statefulset: String,
     },
+    /// The user annotated a StatefulSet with `grafana.com/rollout-force-replicas`.
+    ForceReplicasSet {
+        statefulset: String,
+        replicas: i32,
+    },
+    /// The user re-applied a StatefulSet from its manifest, dropping its `grafana.com/last-downscale`.
+    LastDownscaleDropped {
+        statefulset: String,
+    },
     /// The mirror worlds' user (or HPA) set the reference resource's `spec.replicas`.
     ReferenceScaled {
         replicas: u32,
+    },
+    /// An admission gave its downscale up: its own record write removed the in-progress marker (its undo).
+    DownscaleGivenUp {
+        statefulset: String,
+    },
+    /// The leader's user asked for a downscale at the min time's boundary.
+    MinTimeProbed {
+        statefulset: String,
     },
     /// The StatefulSet controller deleted a pod above a lowered `spec.replicas`.
     ScaleDownDeletes {

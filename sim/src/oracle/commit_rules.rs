@@ -445,6 +445,7 @@ impl Oracle {
         if live_groups.len() > 1 {
             let line = format!("the record holds live downscale markers of {} groups", live_groups.len());
             trace.record(c.at, "checker", line);
+            self.activity.record_writes_shared_by_groups += 1;
         }
         // This admission's own write without its marker (an undo), or with it re-dated (the downscale dated).
         let own: Vec<String> =
@@ -459,6 +460,8 @@ impl Oracle {
                 None => {
                     let line = format!("downscale of {sts} given up (its marker removed by its admission)");
                     trace.record(c.at, "checker", line);
+                    let given_up = crate::oracle::activity::WorldEvent::DownscaleGivenUp { statefulset: sts.clone() };
+                    self.activity.happened(given_up);
                     self.preparing.remove(&sts);
                 }
             }
