@@ -9,7 +9,7 @@
 
 use rollout_sim::actors::budget_editors::{EditKind, EditResult};
 use rollout_sim::harness::outcome::Outcome;
-use rollout_sim::oracle::activity::{Request, Sender, WorldEvent};
+use rollout_sim::oracle::activity::{Entry, Request, Sender, Served, WorldEvent};
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::deployment::ReferenceDeployment;
 use rollout_sim::scenario::drains::BudgetMode;
@@ -57,10 +57,9 @@ fn drains_alone_keep_a_zone_budget_under_faults_and_replica_restarts() {
     assert!(total.committed >= 32, "too few evictions committed: {total:?}");
     assert!(total.denied >= 32, "too few evictions denied: {total:?}");
     assert!(total.dry_runs_allowed >= 1, "no dry run allowed: {total:?}");
-    assert!(
-        outcomes.iter().flat_map(|o| o.trace.lines.iter()).any(|l| l.contains("operator-") && l.contains("crashes")),
-        "no replica restarted"
-    );
+    let crashed: usize =
+        outcomes.iter().map(|o| o.activity.count(|e| matches!(e, WorldEvent::ReplicaCrashed { .. }))).sum();
+    assert!(crashed > 0, "no replica restarted");
 }
 
 #[test]
@@ -273,9 +272,13 @@ fn without_any_patch_one_replica_serialises_its_decisions_in_process_and_keeps_t
     let outcomes = run_all(&sc, 0..10);
     let total = totals(&outcomes);
     assert!(total.committed >= 10 && total.denied >= 10, "{total:?}");
-    let refused = |l: &str| l.contains("webhook") && l.contains("patch statefulsets") && l.contains("forbidden (403)");
+    let refused = |s: &Served| {
+        s.sender == Sender::Webhook
+            && s.request == Request::PatchStatefulSetAnnotations
+            && s.failure == Some("forbidden")
+    };
     assert!(
-        outcomes.iter().flat_map(|o| o.trace.lines.iter()).any(|l| refused(l)),
+        outcomes.iter().flat_map(|o| &o.activity.served).any(refused),
         "no replica tried to keep an intent on a StatefulSet"
     );
     // Drains go on under the in-process lock: evictions committed by decisions that started under it (the replica
@@ -284,16 +287,18 @@ fn without_any_patch_one_replica_serialises_its_decisions_in_process_and_keeps_t
     let mut under_lock = 0;
     for o in &outcomes {
         let (mut fell_back, mut refused_since_last) = (false, false);
-        for line in &o.trace.lines {
-            // A new process (operator-0 crashed, or the controller's process it shares) has not fallen back.
-            if line.contains("operator-0 crashes") || (line.contains("operator-0#") && line.contains("process started"))
-            {
-                fell_back = false;
-            } else if refused(line) {
-                (fell_back, refused_since_last) = (true, true);
-            } else if line.contains("EVICT pod") && line.contains("-> evicted") {
-                under_lock += u32::from(fell_back && !refused_since_last);
-                refused_since_last = false;
+        for entry in o.activity.timeline() {
+            match entry {
+                // A new process (operator-0 crashed, or the controller's process it shares) has not fallen back.
+                Entry::World(
+                    WorldEvent::ReplicaCrashed { replica: 0 } | WorldEvent::ReplicaStarted { replica: 0, .. },
+                ) => fell_back = false,
+                Entry::Served(s) if refused(s) => (fell_back, refused_since_last) = (true, true),
+                Entry::Served(s) if s.sender == Sender::Drain && s.request == Request::Evict && s.ok() => {
+                    under_lock += u32::from(fell_back && !refused_since_last);
+                    refused_since_last = false;
+                }
+                _ => {}
             }
         }
     }
@@ -473,8 +478,11 @@ fn one_operator_process_serialises_its_controllers_deletions_with_its_evictions_
     let deleted: usize =
         outcomes.iter().map(|o| o.activity.succeeded(Sender::Operator, Request::DeletePod, "ingester-zone")).sum();
     assert!(deleted >= 200, "the controller hardly rolled the zones: {deleted} deletions");
-    let shared = outcomes.iter().flat_map(|o| &o.trace.lines).filter(|l| l.contains("it also runs the controller"));
-    assert!(shared.count() >= 40, "the webhook's replica is not the controller's process");
+    let shared: usize = outcomes
+        .iter()
+        .map(|o| o.activity.count(|e| matches!(e, WorldEvent::ReplicaStarted { runs_controller: true, .. })))
+        .sum();
+    assert!(shared >= 40, "the webhook's replica is not the controller's process");
     let scaled =
         Scenario { drains: sc.drains.clone(), deployment: sc.deployment, ..Scenario::scaling_during_rollout() };
     run_all(&scaled, [17, 23, 28]);
@@ -515,7 +523,8 @@ fn regression_seeds_15_22_a_pod_relabelled_out_of_its_statefulset_is_still_in_it
     let sc = Scenario { relabels: true, ..drains(BudgetMode::Zones, Evictor::Real) };
     for seed in [15, 22] {
         let o = rollout_sim::harness::run(seed, &sc, false);
-        assert!(o.trace.lines.iter().any(|l| l.contains("released pod")), "seed {seed}: no pod released");
+        let released = o.activity.count(|e| matches!(e, WorldEvent::PodReleased { .. }));
+        assert!(released > 0, "seed {seed}: no pod released");
         assert!(o.passed(), "seed {seed}: {:#?}", o.violations);
     }
 }

@@ -80,10 +80,11 @@ pub(crate) fn start_drains(
         let controller = hosted.clone().filter(|_| replica == 0);
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start + at).await;
-            store
-                .lock()
-                .unwrap()
-                .trace("fault", format!("operator-{replica} crashes, restarted in {:.1}s", down.as_secs_f64()));
+            {
+                let mut st = store.lock().unwrap();
+                st.trace("fault", format!("operator-{replica} crashes, restarted in {:.1}s", down.as_secs_f64()));
+                st.oracle.activity.happened(crate::oracle::activity::WorldEvent::ReplicaCrashed { replica });
+            }
             if let Some(nodes) = &controller {
                 nodes.set_controller_killed(0, true);
             }

@@ -6,6 +6,7 @@ use crate::environment::client::{BudgetFeed, SimCluster};
 use crate::environment::eviction::WEBHOOK_TIMEOUT;
 use crate::environment::store::SharedStore;
 use crate::harness::webhook_servers::ServedCertificates;
+use crate::oracle::activity::WorldEvent;
 use crate::scenario::Scenario;
 use crate::scenario::drains::Evictor;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -196,7 +197,11 @@ pub async fn serve_replica(
     feed: BudgetFeed,
     tls: Option<EvictionTls>,
 ) {
-    store.lock().unwrap().trace(&replica_process(replica, incarnation), "process started");
+    {
+        let mut st = store.lock().unwrap();
+        st.trace(&replica_process(replica, incarnation), "process started");
+        st.oracle.activity.happened(WorldEvent::ReplicaStarted { replica, runs_controller: false });
+    }
     let api = SimCluster::connect_operator(incarnation, feed).await.expect("bind operator replica endpoint");
     let _certificate = match &tls {
         Some(tls) => Some(tls.start(&store, replica, &api).await),

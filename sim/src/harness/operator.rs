@@ -319,7 +319,13 @@ pub(crate) fn start_operators(
                 let mut _certificate = None;
                 if let Some(replica) = replica {
                     let process = replica_process(0, replica);
-                    store.lock().unwrap().trace(&process, "process started (it also runs the controller)");
+                    {
+                        let mut st = store.lock().unwrap();
+                        st.trace(&process, "process started (it also runs the controller)");
+                        let started =
+                            crate::oracle::activity::WorldEvent::ReplicaStarted { replica: 0, runs_controller: true };
+                        st.oracle.activity.happened(started);
+                    }
                     let api = SimCluster::connect_operator(replica, setup.budgets)
                         .await
                         .expect("bind operator replica endpoint");

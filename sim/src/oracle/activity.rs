@@ -35,6 +35,8 @@ pub enum Request {
     PatchResourceStatus,
     /// `CREATE pods/{name}/eviction`.
     Evict,
+    /// The same as a dry run (of the request or of its delete options): nothing is deleted.
+    DryRunEvict,
     CreateEvent,
     /// Event updates, Secrets, Leases, webhook configurations.
     OtherWrite,
@@ -186,6 +188,16 @@ pub enum WorldEvent {
     /// The leader's user asked for a downscale at the min time's boundary.
     MinTimeProbed {
         statefulset: String,
+    },
+    /// A process of eviction replica `replica` started (the kubelet starting it again after a crash); in the
+    /// `no-patch` drains world replica 0 is the controller's process (`runs_controller`).
+    ReplicaStarted {
+        replica: usize,
+        runs_controller: bool,
+    },
+    /// Eviction replica `replica` crashed (restarted after a while).
+    ReplicaCrashed {
+        replica: usize,
     },
     /// The StatefulSet controller deleted a pod above a lowered `spec.replicas`.
     ScaleDownDeletes {

@@ -179,7 +179,10 @@ impl Op {
             }
             Op::PatchPodAnnotations { name, .. } => (R::PatchPodAnnotations, name.clone()),
             Op::PatchResourceStatus { plural, name, .. } => (R::PatchResourceStatus, format!("{plural}/{name}")),
-            Op::Evict { name, .. } => (R::Evict, name.clone()),
+            Op::Evict { name, dry_run, options_dry_run } => match *dry_run || *options_dry_run {
+                true => (R::DryRunEvict, name.clone()),
+                false => (R::Evict, name.clone()),
+            },
             Op::CreateSecret { secret } | Op::ReplaceSecret { secret } => (R::OtherWrite, name(&secret.metadata)),
             Op::CreateEvent { event } => (R::CreateEvent, name(&event.metadata)),
             Op::CreateLease { lease } | Op::ReplaceLease { lease } => (R::OtherWrite, name(&lease.metadata)),
