@@ -6,6 +6,7 @@
 #![cfg(madsim)]
 
 use rollout_sim::harness::run_passing;
+use rollout_sim::oracle::activity::WorldEvent;
 use rollout_sim::scenario::Scenario;
 use rollout_sim::scenario::faults::FaultMix;
 use rollout_sim::scenario::planner::PlannerKind;
@@ -399,7 +400,7 @@ fn observe_lag_keeps_every_invariant_over_20_seeds() {
     let outcomes = run_passing(&Scenario::observe_lag(), 0..20);
     let slow: u64 = outcomes.iter().map(|o| o.slow_observations).sum();
     assert!(slow >= 20, "only {slow} slow observations over 20 seeds");
-    let waited = count_lines(&outcomes, "observed generation");
+    let waited = world(&outcomes, |e| matches!(e, WorldEvent::GenerationObserved { .. }));
     assert!(waited >= 100, "only {waited} generations observed");
 }
 

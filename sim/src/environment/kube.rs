@@ -160,6 +160,9 @@ pub fn step(store: &mut Store, kube: &mut KubeState, now: Instant) -> Option<Ins
                     kube.observed_replicas.insert(name.clone(), spec_replicas);
                 }
                 store.trace("sts-ctrl", format!("{name}: observed generation {generation}, updateRevision {revision}"));
+                let observed =
+                    crate::oracle::activity::WorldEvent::GenerationObserved { statefulset: name.clone(), generation };
+                store.oracle.activity.happened(observed);
             } else {
                 min_due(&mut next, at);
                 stalled = kube.observe_lag;

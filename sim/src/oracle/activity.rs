@@ -199,6 +199,11 @@ pub enum WorldEvent {
     ReplicaCrashed {
         replica: usize,
     },
+    /// The StatefulSet controller observed a StatefulSet's new generation (its status caught up with its spec).
+    GenerationObserved {
+        statefulset: String,
+        generation: i64,
+    },
     /// The StatefulSet controller deleted a pod above a lowered `spec.replicas`.
     ScaleDownDeletes {
         statefulset: String,
