@@ -14,6 +14,7 @@ struct Created {
     reason: String,
     /// A wait told (`RolloutWaiting`, `RolloutBlocked`): the class its note names.
     wait: Option<String>,
+    note: String,
 }
 
 /// The wait class a `RolloutWaiting` or `RolloutBlocked` Event's note names (`<state> (<class>): <reason>`).
@@ -64,8 +65,9 @@ impl EventLog {
         }
         let object = event.regarding.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
         let reason = event.reason.clone().unwrap_or_default();
-        let wait = told_wait(&reason, event.note.as_deref().unwrap_or_default());
-        self.created.push(Created { at, object, reason, wait });
+        let note = event.note.clone().unwrap_or_default();
+        let wait = told_wait(&reason, &note);
+        self.created.push(Created { at, object, reason, wait, note });
         self.events.insert(name, event.clone());
         Ok(())
     }
@@ -86,6 +88,7 @@ impl EventLog {
     /// and replica changes).
     pub fn stats(&self, rollout_steps: u64) -> EventStats {
         let (mut by_reason, mut waits) = (BTreeMap::new(), BTreeMap::new());
+        let stuck_notes = self.created.iter().filter(|c| c.reason == "RolloutStuck").map(|c| c.note.clone()).collect();
         for c in &self.created {
             *by_reason.entry(c.reason.clone()).or_insert(0) += 1;
             if let Some(class) = &c.wait {
@@ -115,6 +118,7 @@ impl EventLog {
             waits,
             busiest_window: busiest.0,
             busiest_object: busiest.1,
+            stuck_notes,
         }
     }
 }
@@ -137,6 +141,8 @@ pub struct EventStats {
     /// The most Events created for one object within any [`STORM_WINDOW`], and that object.
     pub busiest_window: u64,
     pub busiest_object: String,
+    /// The notes of the `RolloutStuck` Events, in order.
+    pub stuck_notes: Vec<String>,
 }
 
 impl EventStats {
@@ -152,6 +158,7 @@ impl EventStats {
         for (class, n) in &other.waits {
             *self.waits.entry(class.clone()).or_insert(0) += n;
         }
+        self.stuck_notes.extend(other.stuck_notes.iter().cloned());
         if other.busiest_window > self.busiest_window {
             self.busiest_window = other.busiest_window;
             self.busiest_object = other.busiest_object.clone();
