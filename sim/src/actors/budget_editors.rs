@@ -53,14 +53,14 @@ impl EditKind {
 }
 
 /// How the editor's admission ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EditResult {
     /// A dry run admitted (nothing stored).
     Admitted,
     /// Admitted and stored, with the generation the API server gave it.
     Stored { generation: u64 },
-    /// Refused by the webhook, with the answer's code.
-    Refused { code: u16 },
+    /// Refused by the webhook, with the answer's code and message.
+    Refused { code: u16, message: String },
 }
 
 /// The budget editor (`--budget-edits`): 3-6 edits of the budget at random times of the fault phase, one after the
@@ -323,7 +323,8 @@ pub(crate) async fn admit_budget(
                             ),
                         );
                     } else {
-                        st.oracle.checker.budget_edits.push((kind, EditResult::Refused { code }));
+                        let refused = EditResult::Refused { code, message: message.clone() };
+                        st.oracle.checker.budget_edits.push((kind, refused));
                         st.trace(
                             "user",
                             format!(
