@@ -459,7 +459,8 @@ fn regression_seed_637_a_denial_for_a_pod_removed_meanwhile_is_judged_on_its_own
         ..Scenario::scaling_during_rollout()
     };
     let o = rollout_sim::harness::run(637, &sc, false);
-    assert!(o.trace.lines.iter().any(|l| l.contains("unable to find StatefulSet ingester-zone-a by name")));
+    let why = "unable to find StatefulSet ingester-zone-a by name";
+    assert!(o.activity.eviction_denials.iter().any(|d| d.message.contains(why)), "no eviction denied for it");
     assert!(o.passed(), "{:#?}", o.violations);
 }
 

@@ -173,6 +173,8 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
         }
         st.oracle.checker.drains.denied += 1;
         st.trace("drain", format!("{what} via operator-{replica} -> denied ({code}): {message}"));
+        let denial = crate::oracle::activity::EvictionDenial { pod: pod.to_string(), code, message: message.clone() };
+        st.oracle.activity.eviction_denials.push(denial);
         return Reply::Done(Err(ApiError::Rejected { code, message }));
     }
     if dry {

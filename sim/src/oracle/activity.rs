@@ -112,12 +112,22 @@ pub enum Entry<'a> {
     World(&'a WorldEvent),
 }
 
+/// An eviction the pod-eviction webhook denied, as the drain received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionDenial {
+    pub pod: String,
+    pub code: u16,
+    pub message: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Activity {
     pub served: Vec<Served>,
     pub admissions: Vec<Admission>,
     /// The no-downscale world's admissions, by both webhooks.
     pub object_admissions: Vec<ObjectAdmission>,
+    /// The evictions the webhook denied.
+    pub eviction_denials: Vec<EvictionDenial>,
     /// Every committed decrease of a StatefulSet's replicas, with who wrote it and what the record said then.
     pub downscales: Vec<crate::oracle::checker::scaling::Downscale>,
     /// What the world's actors did to the cluster, in order.
