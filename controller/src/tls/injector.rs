@@ -133,7 +133,9 @@ pub async fn run_ca_injector<C: CertificateStore>(
             });
         }
         let sleep_until = retry_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        // In order, not at random: the simulation must replay a seed exactly.
         tokio::select! {
+            biased;
             event = events.next() => match event {
                 Some((_, Ok(WatchEvent::InitApply(config) | WatchEvent::Apply(config)))) => {
                     let key = (config.kind(), config.metadata().name.clone().unwrap_or_default());

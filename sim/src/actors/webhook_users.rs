@@ -365,7 +365,10 @@ impl Admission for WebhookAdmission<'_> {
                 };
                 Ok::<_, String>((allowed, message, patch))
             })
-            .await;
+            .await
+            // The replica's process ended (crashed) with the call in flight: the API server sees the connection
+            // reset. Said without the task's id, which counts every task the process ever ran.
+            .map_err(|_| "the operator replica's process ended before answering (connection reset)".to_string());
         // The API server commits an admitted downscale after the rest of its admission chain (other webhooks,
         // validation): up to 2 s after the answer here. The downscale is "being prepared" until it commits.
         if matches!(answer, Ok(Ok((true, _, _)))) && to < from {

@@ -31,14 +31,18 @@ pub struct Writer {
     /// Where the history stood when the writer of a replica change decided it (its review's arrival, or the
     /// controller's watch position).
     pub basis: Option<u64>,
-    /// The admission (webhook client incarnation) whose request is being served, around its record writes.
+    /// The admission (webhook client incarnation) whose request is being served, around its record and annotation
+    /// writes.
     pub admission: Option<u64>,
+    /// The annotation patch of the request being served (`None` removes a key), around annotation writes: what the
+    /// writer asked to change, which the commit's before and after alone cannot tell (a value written again).
+    pub annotation_patch: Option<BTreeMap<String, Option<String>>>,
 }
 
 impl Writer {
     /// The cluster's own components (StatefulSet controller, kubelet): no rule judges them as a client.
     pub fn cluster() -> Self {
-        Writer { name: "cluster".to_string(), controller: None, basis: None, admission: None }
+        Writer { name: "cluster".to_string(), controller: None, basis: None, admission: None, annotation_patch: None }
     }
 }
 
@@ -202,6 +206,13 @@ impl Oracle {
                     let revision = crate::environment::objects::pod_revision(after);
                     self.reactions.pod_ready(name, &revision, c.at);
                 }
+                if let Some(patch) = &c.by.annotation_patch {
+                    self.checker.record_intents_written(patch);
+                    if patch.contains_key(rollout_core::keys::READY_TIME) {
+                        let group = crate::environment::objects::budget_group_of(after);
+                        self.checker.judge_ready_time_write(c.at, name, group.as_deref());
+                    }
+                }
                 if let Some(group) = objects.group_of_pod(after) {
                     self.group_committed(c, &group, Kind::Pods, objects);
                 }
@@ -224,6 +235,9 @@ impl Oracle {
                         self.note_downscale(c, after, replicas_of(before), objects, world, trace);
                     }
                 }
+                if let Some(patch) = &c.by.annotation_patch {
+                    self.statefulset_annotations_patched(c, before, after, patch);
+                }
                 self.checker.record_sts(c.rv, &name, Some(StsSum::of(after)));
                 let labels = after.metadata.labels.as_ref();
                 if let Some(group) = labels.and_then(|l| l.get(rollout_core::keys::ROLLOUT_GROUP)) {
@@ -242,6 +256,25 @@ impl Oracle {
                     trace.record(c.at, "apiserver", line);
                 }
             }
+        }
+    }
+
+    /// An annotation patch of a StatefulSet committed: eviction intents kept there (written and removed as
+    /// documented), and an admission's record of its downscale in `grafana.com/last-downscale`.
+    fn statefulset_annotations_patched(
+        &mut self,
+        c: &Commit,
+        before: Option<&StatefulSet>,
+        after: &StatefulSet,
+        patch: &BTreeMap<String, Option<String>>,
+    ) {
+        let name = after.metadata.name.as_deref().unwrap_or_default();
+        let annotations = |s: &StatefulSet| s.metadata.annotations.clone().unwrap_or_default();
+        self.checker.record_intents_written(patch);
+        let (was, now) = (before.map(annotations).unwrap_or_default(), annotations(after));
+        self.checker.judge_statefulset_intent_write(c.at, name, &was, patch, &now, Timestamp::now());
+        if let Some(admission) = c.by.admission.filter(|_| patch.contains_key(rollout_core::keys::LAST_DOWNSCALE)) {
+            self.recorded_by_admission.insert(admission);
         }
     }
 

@@ -10,6 +10,8 @@ use rollout_operator::cluster::ApiError;
 pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
     let mut store = env.store.lock().unwrap();
     let admission = req.knowledge.incarnation >= ADMISSION_INCARNATION_BASE;
+    // The admission whose request this is, for the oracle's rules of its writes.
+    let writer = admission.then_some(req.knowledge.incarnation);
     let who = match sender_of(req.knowledge.incarnation) {
         Sender::Webhook => "webhook".to_string(),
         Sender::Drain => "drain".to_string(),
@@ -139,10 +141,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::Patched(result)
         }
         Op::PatchAnnotations { name, resource_version, annotations } => {
-            let result = store.api_patch_annotations(name, resource_version, annotations).map(Box::new);
-            if admission && result.is_ok() && annotations.contains_key(rollout_core::keys::LAST_DOWNSCALE) {
-                store.oracle.recorded_by_admission.insert(req.knowledge.incarnation);
-            }
+            let patch = annotations.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
+            let result = store
+                .patching_annotations(writer, patch, |st| st.api_patch_annotations(name, resource_version, annotations))
+                .map(Box::new);
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations -> ok"),
                 Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
@@ -151,22 +153,9 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::Patched(result)
         }
         Op::MergeStatefulSetAnnotations { name, changes } => {
-            let annotations = |s: &StatefulSet| s.metadata.annotations.clone().unwrap_or_default();
-            let before = store.statefulsets.get(name).map(annotations).unwrap_or_default();
-            let result = store.api_merge_statefulset_annotations(name, changes).map(Box::new);
-            if let Ok(after) = &result {
-                store.oracle.checker.record_intents_written(changes);
-                let at = store.elapsed();
-                let after = annotations(after);
-                store.oracle.checker.judge_statefulset_intent_write(
-                    at,
-                    name,
-                    &before,
-                    changes,
-                    &after,
-                    jiff::Timestamp::now(),
-                );
-            }
+            let result = store
+                .patching_annotations(writer, changes.clone(), |st| st.api_merge_statefulset_annotations(name, changes))
+                .map(Box::new);
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations {} -> ok", describe_changes(changes)),
                 Err(e) => format!("PATCH {name} annotations -> {}", e.kind()),
@@ -192,16 +181,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::ListPods { selector } => Reply::Pods(Ok(list_pods(&store, selector))),
         Op::GetPod { name } => Reply::Pod(Ok(store.pods.get(name).cloned().map(Box::new))),
         Op::PatchPodAnnotations { name, uid, changes } => {
-            let result = store.api_patch_pod_annotations(name, uid, changes).map(|p| Some(Box::new(p)));
-            if result.is_ok() {
-                store.oracle.checker.record_intents_written(changes);
-            }
-            // A refused patch (the pod gone, another uid) wrote nothing.
-            if let (Ok(Some(pod)), true) = (&result, changes.contains_key(rollout_core::keys::READY_TIME)) {
-                let group = crate::environment::objects::budget_group_of(pod);
-                let at = store.elapsed();
-                store.oracle.checker.judge_ready_time_write(at, name, group.as_deref());
-            }
+            // A refused patch (the pod gone, another uid) commits nothing, and so is not judged.
+            let result = store
+                .patching_annotations(writer, changes.clone(), |st| st.api_patch_pod_annotations(name, uid, changes))
+                .map(|p| Some(Box::new(p)));
             let line = match &result {
                 Ok(_) => format!("PATCH pod {name} annotations -> ok"),
                 Err(e) => format!("PATCH pod {name} annotations -> {}", e.kind()),

@@ -117,6 +117,22 @@ impl Store {
         Ok(self.as_controller(controller, controller.map(|k| k.sts_rv), |st| st.put_statefulset(new)))
     }
 
+    /// Runs `write`, an annotation patch (`patch`) of the admission `admission` or of another client, telling the
+    /// oracle what was asked; the writer is restored afterwards.
+    pub fn patching_annotations<T>(
+        &mut self,
+        admission: Option<u64>,
+        patch: BTreeMap<String, Option<String>>,
+        write: impl FnOnce(&mut Store) -> T,
+    ) -> T {
+        let writing = self.writing.clone();
+        self.writing.admission = admission;
+        self.writing.annotation_patch = Some(patch);
+        let written = write(self);
+        self.writing = writing;
+        written
+    }
+
     /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.
     pub fn api_patch_annotations(
         &mut self,
