@@ -204,6 +204,7 @@ pub async fn run<C: DisruptionBudgets>(
         }
     };
     tokio::select! {
+        biased;
         () = watching => tracing::warn!("the ZoneAwarePodDisruptionBudget watch ended"),
         () = stop => {}
     }

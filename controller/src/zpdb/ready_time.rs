@@ -68,7 +68,9 @@ impl<C: RolloutApi + PodAnnotations> Tracker<C> {
         tokio::pin!(stop);
         loop {
             let retry_at = self.retry_at;
+            // In order, not at random: the simulation must replay a seed exactly.
             tokio::select! {
+                biased;
                 () = &mut stop => return,
                 () = sleep_until_opt(retry_at), if retry_at.is_some() => {
                     self.retry_at = None;
