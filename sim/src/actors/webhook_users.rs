@@ -295,16 +295,7 @@ impl Admission for WebhookAdmission<'_> {
         // call checked against the configuration's CA bundle before it is sent.
         let (operator, refused) = match &user.served {
             None => (user.pick.range(0..user.operators.len() as u64) as usize, None),
-            Some(served) => match served.serving() {
-                serving if serving.is_empty() => (
-                    0,
-                    Some("failed calling webhook: no endpoints available for service \"rollout-operator\"".to_string()),
-                ),
-                serving => {
-                    let operator = serving[user.pick.range(0..serving.len() as u64) as usize];
-                    (operator, served.check_call(&user.store, operator).err())
-                }
-            },
+            Some(served) => served.route(&user.store, |n| user.pick.range(0..n)),
         };
         let delay = if user.slow { user.pick.millis(1_000, 2_500) } else { Duration::ZERO };
         // `-server-tls.request-timeout`: the most the API server allows a webhook (30 s) where requests are slow.

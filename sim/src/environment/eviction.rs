@@ -89,20 +89,7 @@ pub async fn evict(env: &ServerEnv, pod: &str, dry_run: bool, options_dry_run: b
     // checked against the configuration's CA bundle before it is sent (failure policy Fail: a refusal fails it).
     let (replica, refused) = match &env.eviction_certificates {
         None => (env.rng.lock().unwrap().range(0..env.eviction_webhooks.len() as u64) as usize, None),
-        Some(served) => match served.serving() {
-            serving if serving.is_empty() => {
-                let configuration = crate::environment::tls::pod_eviction_configuration();
-                let e = format!(
-                    "failed calling webhook \"{configuration}.grafana.com\": no endpoints available for service \"{}\"",
-                    crate::environment::tls::SERVICE
-                );
-                (0, Some(e))
-            }
-            serving => {
-                let replica = serving[env.rng.lock().unwrap().range(0..serving.len() as u64) as usize];
-                (replica, served.check_call(&env.store, replica).err())
-            }
-        },
+        Some(served) => served.route(&env.store, |n| env.rng.lock().unwrap().range(0..n)),
     };
     if let Some(e) = refused {
         let mut st = env.store.lock().unwrap();

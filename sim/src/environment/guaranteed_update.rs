@@ -264,9 +264,10 @@ pub async fn guaranteed_update(store: &SharedStore, request: &Request, admission
             st.oracle.checker.record_liveness_failure(at, format!("the webhook's JSONPatch cannot be applied: {e}"));
         }
         admission.committing(&mut st, &attempt);
-        st.writing.basis = Some(attempt.read_rv);
-        crate::environment::kube::set_replicas(&mut st, name, to, "webhook");
-        st.writing.basis = None;
+        st.writing_as(
+            |w| w.basis = Some(attempt.read_rv),
+            |st| crate::environment::kube::set_replicas(st, name, to, "webhook"),
+        );
         admission.committed(&mut st, &attempt);
         return Outcome::Committed { retries };
     }

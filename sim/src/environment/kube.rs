@@ -403,9 +403,7 @@ pub fn set_replicas(store: &mut Store, sts: &str, replicas: u32, who: &str) {
         spec.replicas = Some(replicas as i32);
     }
     s.metadata.generation = Some(s.metadata.generation.unwrap_or(1) + 1);
-    store.writing.name = who.to_string();
-    store.put_statefulset(s);
-    store.writing.name = "cluster".to_string();
+    store.writing_as(|w| w.name = who.to_string(), |st| st.put_statefulset(s));
     store.trace(who, format!("{sts}: replicas {from} -> {replicas}"));
 }
 

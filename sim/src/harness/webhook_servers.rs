@@ -76,6 +76,22 @@ impl ServedCertificates {
         self.replicas.lock().unwrap().keys().copied().collect()
     }
 
+    /// Where the Service sends a call: a replica serving a certificate (`pick(n)` draws an index below `n`), and the
+    /// API server's refusal of the call when none serves or the replica's certificate fails the TLS check.
+    pub fn route(&self, store: &SharedStore, pick: impl FnOnce(u64) -> u64) -> (usize, Option<String>) {
+        let serving = self.serving();
+        if serving.is_empty() {
+            let refusal = format!(
+                "failed calling webhook \"{}.grafana.com\": no endpoints available for service \"{}\"",
+                self.configuration.1,
+                crate::environment::tls::SERVICE
+            );
+            return (0, Some(refusal));
+        }
+        let i = serving[pick(serving.len() as u64) as usize];
+        (i, self.check_call(store, i).err())
+    }
+
     /// The API server's TLS check of a call to replica `i` with its configuration's CA bundle as it is now, judged
     /// by the oracle; the error is the call's failure as the API server reports it.
     pub fn check_call(&self, store: &SharedStore, i: usize) -> Result<(), String> {

@@ -96,9 +96,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::GetConfigMap { name } => Reply::ConfigMap(Ok(store.config_maps.get(name).cloned().map(Box::new))),
         Op::CreateConfigMap { config_map } => {
-            store.writing.admission = admission.then_some(req.knowledge.incarnation);
-            let result = store.api_create_config_map(config_map);
-            store.writing.admission = None;
+            let result = store.writing_as(|w| w.admission = writer, |st| st.api_create_config_map(config_map));
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("CREATE configmap {name} -> ok"),
@@ -108,9 +106,7 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::ReplaceConfigMap { config_map } => {
-            store.writing.admission = admission.then_some(req.knowledge.incarnation);
-            let result = store.api_replace_config_map(config_map);
-            store.writing.admission = None;
+            let result = store.writing_as(|w| w.admission = writer, |st| st.api_replace_config_map(config_map));
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let line = match &result {
                 Ok(_) => format!("REPLACE configmap {name} -> ok"),
@@ -120,14 +116,16 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
             Reply::ConfigMap(result.map(|cm| Some(Box::new(cm))))
         }
         Op::PatchReplicas { name, replicas, resource_version, annotations } => {
-            store.writing.name = who.clone();
             let group = store.group_of_statefulset(name).filter(|_| who.starts_with("controller"));
             let now = store.elapsed();
             let waited = group.as_ref().and_then(|g| store.oracle.reactions.take_wait(g, now));
             let controller = (who != "webhook").then_some(req.knowledge);
-            let result =
-                store.api_patch_replicas(name, *replicas, resource_version, annotations, controller).map(Box::new);
-            store.writing.name = "cluster".to_string();
+            let result = store
+                .writing_as(
+                    |w| w.name = who.clone(),
+                    |st| st.api_patch_replicas(name, *replicas, resource_version, annotations, controller),
+                )
+                .map(Box::new);
             if let Some(group) = group {
                 let at = store.elapsed();
                 let own = own_part(&req, waited);
@@ -143,7 +141,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::PatchAnnotations { name, resource_version, annotations } => {
             let patch = annotations.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
             let result = store
-                .patching_annotations(writer, patch, |st| st.api_patch_annotations(name, resource_version, annotations))
+                .writing_as(
+                    |w| (w.admission, w.annotation_patch) = (writer, Some(patch)),
+                    |st| st.api_patch_annotations(name, resource_version, annotations),
+                )
                 .map(Box::new);
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations -> ok"),
@@ -154,7 +155,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         }
         Op::MergeStatefulSetAnnotations { name, changes } => {
             let result = store
-                .patching_annotations(writer, changes.clone(), |st| st.api_merge_statefulset_annotations(name, changes))
+                .writing_as(
+                    |w| (w.admission, w.annotation_patch) = (writer, Some(changes.clone())),
+                    |st| st.api_merge_statefulset_annotations(name, changes),
+                )
                 .map(Box::new);
             let line = match &result {
                 Ok(_) => format!("PATCH {name} annotations {} -> ok", describe_changes(changes)),
@@ -183,7 +187,10 @@ pub(crate) fn serve_op(env: &ServerEnv, req: Request) -> Reply {
         Op::PatchPodAnnotations { name, uid, changes } => {
             // A refused patch (the pod gone, another uid) commits nothing, and so is not judged.
             let result = store
-                .patching_annotations(writer, changes.clone(), |st| st.api_patch_pod_annotations(name, uid, changes))
+                .writing_as(
+                    |w| (w.admission, w.annotation_patch) = (writer, Some(changes.clone())),
+                    |st| st.api_patch_pod_annotations(name, uid, changes),
+                )
                 .map(|p| Some(Box::new(p)));
             let line = match &result {
                 Ok(_) => format!("PATCH pod {name} annotations -> ok"),

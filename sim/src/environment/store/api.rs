@@ -13,22 +13,6 @@ use rollout_operator::cluster::{ApiError, ApiResourceRef, Preconditions, Webhook
 use std::collections::BTreeMap;
 
 impl Store {
-    /// Runs `write` as the rollout controller's (with what it knew, and where it decided from), for the oracle's
-    /// rules of its writes; the writer is restored afterwards.
-    fn as_controller<T>(
-        &mut self,
-        controller: Option<Knowledge>,
-        basis: Option<u64>,
-        write: impl FnOnce(&mut Store) -> T,
-    ) -> T {
-        let writing = self.writing.clone();
-        self.writing.controller = controller;
-        self.writing.basis = basis;
-        let written = write(self);
-        self.writing = writing;
-        written
-    }
-
     /// `DELETE pods/{name}` with preconditions: the pod becomes terminating (the kubelet removes it later).
     pub fn api_delete_pod(&mut self, name: &str, pre: &Preconditions, k: Knowledge) -> Result<(), ApiError> {
         let Some(pod) = self.pods.get(name).cloned() else {
@@ -48,7 +32,7 @@ impl Store {
         }
         let mut pod = pod;
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-        self.as_controller(Some(k), None, |st| st.put_pod(pod));
+        self.writing_as(|w| (w.controller, w.basis) = (Some(k), None), |st| st.put_pod(pod));
         Ok(())
     }
 
@@ -68,7 +52,7 @@ impl Store {
         }
         let mut new = sts.clone();
         new.status = statefulset.status.clone();
-        Ok(self.as_controller(Some(k), None, |st| st.put_statefulset(new)))
+        Ok(self.writing_as(|w| (w.controller, w.basis) = (Some(k), None), |st| st.put_statefulset(new)))
     }
 
     /// `POST configmaps`: fails with a conflict when the name is taken.
@@ -114,23 +98,8 @@ impl Store {
         spec.replicas = Some(replicas);
         new.metadata.annotations.get_or_insert_with(Default::default).extend(annotations.clone());
         new.metadata.generation = Some(new.metadata.generation.unwrap_or(1) + 1);
-        Ok(self.as_controller(controller, controller.map(|k| k.sts_rv), |st| st.put_statefulset(new)))
-    }
-
-    /// Runs `write`, an annotation patch (`patch`) of the admission `admission` or of another client, telling the
-    /// oracle what was asked; the writer is restored afterwards.
-    pub fn patching_annotations<T>(
-        &mut self,
-        admission: Option<u64>,
-        patch: BTreeMap<String, Option<String>>,
-        write: impl FnOnce(&mut Store) -> T,
-    ) -> T {
-        let writing = self.writing.clone();
-        self.writing.admission = admission;
-        self.writing.annotation_patch = Some(patch);
-        let written = write(self);
-        self.writing = writing;
-        written
+        let basis = controller.map(|k| k.sts_rv);
+        Ok(self.writing_as(|w| (w.controller, w.basis) = (controller, basis), |st| st.put_statefulset(new)))
     }
 
     /// `PATCH statefulsets/{name}` of `metadata.annotations`; a non-empty `resource_version` is a precondition.

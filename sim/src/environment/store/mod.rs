@@ -264,6 +264,16 @@ impl Store {
         }
     }
 
+    /// Runs `write` with the writer `set` describes (who writes, what it knew, what it asked), for the oracle's
+    /// rules of the commits it makes; the writer before it is restored afterwards, so writers nest.
+    pub fn writing_as<T>(&mut self, set: impl FnOnce(&mut Writer), write: impl FnOnce(&mut Store) -> T) -> T {
+        let before = self.writing.clone();
+        set(&mut self.writing);
+        let written = write(self);
+        self.writing = before;
+        written
+    }
+
     /// Tells the oracle of a commit at the current resourceVersion (before any watch hears of it).
     pub(crate) fn judge(&mut self, change: Change<'_>) {
         let commit = Commit { rv: self.rv, at: self.elapsed(), by: &self.writing, change };
